@@ -1,0 +1,1 @@
+"""Where mam's MQTT broker is: a configured one, or the workspace's embedded amqtt broker."""

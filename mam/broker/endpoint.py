@@ -1,0 +1,69 @@
+"""Resolve the broker a command should talk to; start the embedded one only when allowed."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from mam.errors import BrokerError
+from mam.settings import Settings
+from mam.workspace import Workspace
+
+
+@dataclass(frozen=True)
+class BrokerEndpoint:
+    host: str
+    port: int
+    username: str = ""
+    password: str = ""
+    tls: bool = False
+    ca: str = ""
+    cert: str = ""
+    key: str = ""
+    embedded: bool = False
+
+    @property
+    def secured(self) -> bool:
+        """True when the connection uses TLS or authentication."""
+        return self.tls or bool(self.username)
+
+    def describe(self) -> str:
+        kind = "embedded" if self.embedded else "configured"
+        extra = " tls" if self.tls else ""
+        user = f" user={self.username}" if self.username else ""
+        return f"{kind} broker {self.host}:{self.port}{extra}{user}"
+
+
+def configured_endpoint(settings: Settings) -> BrokerEndpoint | None:
+    """The broker named by MQTT_BROKER, or None when none is configured."""
+    host = settings.broker_host
+    if not host:
+        return None
+    return BrokerEndpoint(
+        host=host,
+        port=settings.broker_port,
+        username=settings.get_str("MQTT_USERNAME"),
+        password=settings.get_str("MQTT_PASSWORD"),
+        tls=settings.get_bool("MQTT_TLS"),
+        ca=settings.get_str("MQTT_TLS_CA"),
+        cert=settings.get_str("MQTT_TLS_CERT"),
+        key=settings.get_str("MQTT_TLS_KEY"),
+    )
+
+
+def resolve_endpoint(settings: Settings, ws: Workspace, *, autostart: bool = True) -> BrokerEndpoint:
+    """The configured broker, else the embedded one (started on demand when `autostart`)."""
+    configured = configured_endpoint(settings)
+    if configured is not None:
+        return configured
+    from mam.broker import embedded
+
+    status = embedded.status(ws)
+    if status.running and status.port:
+        return BrokerEndpoint(host="127.0.0.1", port=status.port, embedded=True)
+    if not autostart or settings.no_autostart:
+        raise BrokerError(
+            "no broker is configured (MQTT_BROKER is empty) and this workspace's embedded broker is not running; "
+            "start it with `mam broker start`, or set MQTT_BROKER in .mam.env"
+        )
+    started = embedded.start(ws, settings)
+    return BrokerEndpoint(host="127.0.0.1", port=started.port, embedded=True)

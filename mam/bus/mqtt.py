@@ -1,0 +1,178 @@
+"""A small, synchronous-feeling wrapper over paho-mqtt 2.x.
+
+It owns connection set-up (MQTT 3.1.1 for amqtt, TLS, auth, TCP_NODELAY, last will),
+publish-and-wait-for-ack, and resubscription after a reconnect. It knows nothing of jobs.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+import threading
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from mam.broker.endpoint import BrokerEndpoint
+from mam.errors import BrokerError
+
+log = logging.getLogger(__name__)
+
+Handler = Callable[[str, bytes, bool], None]
+
+
+@dataclass(frozen=True)
+class Will:
+    topic: str
+    payload: bytes
+    qos: int = 1
+    retain: bool = True
+
+
+class MqttClient:
+    """One paho client with a background network thread. Use as a context manager."""
+
+    def __init__(
+        self,
+        endpoint: BrokerEndpoint,
+        *,
+        client_id: str | None = None,
+        will: Will | None = None,
+        reconnect: bool = True,
+    ) -> None:
+        import paho.mqtt.client as paho
+
+        self.endpoint = endpoint
+        self.client_id = client_id or f"mam-{uuid.uuid4().hex[:12]}"
+        self._paho = paho
+        self._client = paho.Client(
+            paho.CallbackAPIVersion.VERSION2,
+            client_id=self.client_id,
+            protocol=paho.MQTTv311,
+            clean_session=True,
+        )
+        self._connected = threading.Event()
+        self._subs: dict[str, tuple[int, Handler]] = {}
+        self._lock = threading.Lock()
+        self._reconnect = reconnect
+        self._closing = False
+        self._connect_error: str | None = None
+        self.on_connection_change: Callable[[bool], None] | None = None
+        if endpoint.username:
+            self._client.username_pw_set(endpoint.username, endpoint.password or None)
+        if endpoint.tls:
+            self._client.tls_set(ca_certs=endpoint.ca or None, certfile=endpoint.cert or None, keyfile=endpoint.key or None)
+        if will is not None:
+            self._client.will_set(will.topic, will.payload, qos=will.qos, retain=will.retain)
+        self._client.reconnect_delay_set(min_delay=0.05, max_delay=1)
+        self._client.max_inflight_messages_set(100)
+        self._client.max_queued_messages_set(0)
+        self._client.on_connect = self._on_connect
+        self._client.on_disconnect = self._on_disconnect
+        self._client.on_message = self._on_message
+
+    # -- connection ---------------------------------------------------------------------------
+    def connect(self, timeout: float = 5.0) -> MqttClient:
+        ep = self.endpoint
+        try:
+            self._client.connect(ep.host, ep.port, keepalive=15)
+        except (OSError, ValueError) as e:
+            raise BrokerError(f"cannot connect to MQTT broker {ep.host}:{ep.port}: {_plain(e)}") from e
+        self._client.loop_start()
+        if not self._connected.wait(timeout):
+            reason = self._connect_error or "no CONNACK"
+            self.close()
+            raise BrokerError(f"MQTT broker {ep.host}:{ep.port} did not accept the connection within {timeout:.0f}s ({reason})")
+        return self
+
+    @property
+    def connected(self) -> bool:
+        return self._connected.is_set()
+
+    def wait_connected(self, timeout: float) -> bool:
+        return self._connected.wait(timeout)
+
+    def close(self) -> None:
+        self._closing = True
+        try:
+            if self._connected.is_set():
+                self._client.disconnect()
+        finally:
+            self._client.loop_stop()
+            self._connected.clear()
+
+    def __enter__(self) -> MqttClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- messaging ----------------------------------------------------------------------------
+    def publish(self, topic: str, payload: bytes, *, qos: int = 1, retain: bool = False, timeout: float = 5.0) -> None:
+        """Publish and, for QoS > 0, wait for the broker's ack; raise BrokerError if it does not come."""
+        if not self._connected.is_set():
+            raise BrokerError(f"not connected to MQTT broker {self.endpoint.host}:{self.endpoint.port}")
+        info = self._client.publish(topic, payload, qos=qos, retain=retain)
+        if info.rc != self._paho.MQTT_ERR_SUCCESS:
+            raise BrokerError(f"publish to {self.endpoint.host}:{self.endpoint.port} failed: {self._paho.error_string(info.rc)}")
+        if qos > 0:
+            try:
+                info.wait_for_publish(timeout)
+            except (RuntimeError, ValueError) as e:
+                raise BrokerError(f"publish failed: {e}") from e
+            if not info.is_published():
+                raise BrokerError(f"MQTT broker {self.endpoint.host}:{self.endpoint.port} did not acknowledge a publish within {timeout:.0f}s")
+
+    def subscribe(self, topic: str, handler: Handler, *, qos: int = 1, timeout: float = 5.0) -> None:
+        with self._lock:
+            self._subs[topic] = (qos, handler)
+        if self._connected.is_set():
+            rc, _mid = self._client.subscribe(topic, qos=qos)
+            if rc != self._paho.MQTT_ERR_SUCCESS:
+                raise BrokerError(f"subscribe to {topic} failed: {self._paho.error_string(rc)}")
+
+    def unsubscribe(self, topic: str) -> None:
+        with self._lock:
+            self._subs.pop(topic, None)
+        if self._connected.is_set():
+            self._client.unsubscribe(topic)
+
+    # -- paho callbacks (network thread) ------------------------------------------------------
+    def _on_connect(self, client, userdata, flags, reason_code, properties) -> None:  # type: ignore[no-untyped-def]
+        if reason_code.is_failure:
+            self._connect_error = str(reason_code)
+            if not self._reconnect:
+                client.disconnect()
+            return
+        try:
+            sock = client.socket()
+            if sock is not None:
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        except OSError:
+            pass
+        with self._lock:
+            subs = list(self._subs.items())
+        for topic, (qos, _h) in subs:
+            client.subscribe(topic, qos=qos)
+        self._connected.set()
+        if self.on_connection_change is not None:
+            self.on_connection_change(True)
+
+    def _on_disconnect(self, client, userdata, flags, reason_code, properties) -> None:  # type: ignore[no-untyped-def]
+        self._connected.clear()
+        if not self._closing and self.on_connection_change is not None:
+            self.on_connection_change(False)
+
+    def _on_message(self, client, userdata, msg) -> None:  # type: ignore[no-untyped-def]
+        with self._lock:
+            handlers = [h for pattern, (_q, h) in self._subs.items() if self._paho.topic_matches_sub(pattern, msg.topic)]
+        for handler in handlers:
+            try:
+                handler(msg.topic, msg.payload, bool(msg.retain))
+            except Exception:  # a bad message must never kill the network thread
+                log.exception("message handler failed on %s", msg.topic)
+
+
+def _plain(e: BaseException) -> str:
+    text = str(e) or type(e).__name__
+    return text

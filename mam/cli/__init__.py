@@ -1,0 +1,69 @@
+"""The `mam` command line: click groups loaded lazily so `mam --help` stays fast.
+
+Each command parses its options, calls one library function, prints the result and
+maps MamError subclasses to exit codes. No command imports paho, amqtt or libtmux
+until it runs.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+import click
+
+from mam import __version__
+from mam.cli.common import App
+
+COMMANDS = {
+    "broker": ("mam.cli.broker", "broker", "Start, stop or inspect the workspace's embedded MQTT broker."),
+    "config": ("mam.cli.config", "config", "Print every setting, its value (secrets redacted) and where it came from."),
+    "session": ("mam.cli.session", "session", "Create, stop, resume and inspect agent sessions."),
+    "job": ("mam.cli.job", "job", "Delegate jobs to sessions and inspect them."),
+    "event": ("mam.cli.event", "event", "Agent side: publish a signed event about the job you are working on."),
+    "loop": ("mam.cli.loop", "loop", "Run planner / creator / reviewer rounds until every reviewer passes."),
+    "monitor": ("mam.cli.monitor", "monitor", "Reconcile the registry with panes and job events (reconcile.sh)."),
+    "runner": ("mam.cli.runner", "runner", "Take remote jobs for this host's sessions over the broker."),
+    "demo": ("mam.cli.demo", "demo", "Run a self-contained demo: demo agents, jobs and a review loop."),
+}
+
+
+class LazyGroup(click.Group):
+    """A group whose sub-commands are imported only when they are invoked or listed in detail."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(COMMANDS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        spec = COMMANDS.get(cmd_name)
+        if spec is None:
+            return None
+        module = importlib.import_module(spec[0])
+        return getattr(module, spec[1])  # type: ignore[no-any-return]
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        # Short help from the table above, so `mam --help` imports no command module.
+        rows = [(name, COMMANDS[name][2]) for name in sorted(COMMANDS)]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.version_option(__version__, "-V", "--version", prog_name="mam")
+@click.option("--workspace", "-w", metavar="DIR", help="Workspace folder (default: $MAM_WORKSPACE, else the nearest folder up with .mam/ or .mam.env, else the current one).")
+@click.option("--env-file", metavar="PATH", help="Settings file to read instead of <workspace>/.mam.env.")
+@click.pass_context
+def cli(ctx: click.Context, workspace: str | None, env_file: str | None) -> None:
+    """mam: run long-lived coding agents in panes and delegate signed, tracked jobs to them.
+
+    Exit codes: 0 ok; 1 failure; 2 bad settings or usage (for `job delegate`: timeout);
+    3 broker unavailable; 4 already running elsewhere; 5 not delivered / not found.
+    Each command's --help lists its own.
+    """
+    ctx.obj = App(workspace_arg=workspace, env_file_arg=env_file)
+
+
+def main(argv: list[str] | None = None) -> None:
+    from mam.cli.common import run_cli
+
+    sys.exit(run_cli(cli, argv))

@@ -1,0 +1,58 @@
+"""`mam broker start|stop|status`: the workspace's embedded amqtt broker."""
+
+from __future__ import annotations
+
+import click
+
+from mam.cli.common import App, echo_json
+
+
+@click.group("broker")
+def broker() -> None:
+    """The workspace's embedded MQTT broker (amqtt on 127.0.0.1, state in .mam/broker/).
+
+    Used whenever MQTT_BROKER is empty. Commands that need a broker start it on demand;
+    read-only commands never do.
+    """
+
+
+@broker.command("start")
+@click.option("--json", "as_json", is_flag=True, help="Print the status as JSON.")
+@click.pass_obj
+def start(app: App, as_json: bool) -> None:
+    """Start the embedded broker, detached (harmless when it already runs)."""
+    from mam.broker import embedded
+
+    if app.settings.broker_host:
+        click.echo(f"note: MQTT_BROKER={app.settings.broker_host} is configured; mam will use it, not the embedded broker", err=True)
+    st = embedded.start(app.ws, app.settings)
+    _show(st, as_json)
+
+
+@broker.command("stop")
+@click.option("--json", "as_json", is_flag=True, help="Print the status as JSON.")
+@click.pass_obj
+def stop(app: App, as_json: bool) -> None:
+    """Stop the embedded broker; no broker process is left (harmless when stopped)."""
+    from mam.broker import embedded
+
+    _show(embedded.stop(app.ws), as_json)
+
+
+@broker.command("status")
+@click.option("--json", "as_json", is_flag=True, help="Print the status as JSON.")
+@click.pass_obj
+def status(app: App, as_json: bool) -> None:
+    """Show whether the embedded broker runs (never starts it). Exit 0 either way."""
+    from mam.broker import embedded
+
+    _show(embedded.status(app.ws), as_json)
+
+
+def _show(st, as_json: bool) -> None:  # type: ignore[no-untyped-def]
+    if as_json:
+        echo_json(st.as_dict())
+    elif st.running:
+        click.echo(f"embedded broker running: pid {st.pid}, 127.0.0.1:{st.port} (log {st.log})")
+    else:
+        click.echo("embedded broker not running" + (" (removed a stale pid record)" if st.stale else ""))

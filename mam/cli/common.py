@@ -1,0 +1,80 @@
+"""What every command shares: the lazily built workspace and settings, JSON output, error mapping."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import click
+
+from mam.errors import MamError
+
+
+@dataclass
+class App:
+    """The per-invocation context: resolves the workspace and settings once, on first use."""
+
+    workspace_arg: str | None = None
+    env_file_arg: str | None = None
+    _ws: Any = field(default=None, repr=False)
+    _settings: Any = field(default=None, repr=False)
+
+    @property
+    def ws(self):  # type: ignore[no-untyped-def]
+        if self._ws is None:
+            from mam.workspace import find_workspace
+
+            self._ws = find_workspace(self.workspace_arg)
+        return self._ws
+
+    @property
+    def settings(self):  # type: ignore[no-untyped-def]
+        if self._settings is None:
+            from mam.settings import load_settings
+
+            if self.env_file_arg:
+                self._settings = load_settings(env_file=Path(self.env_file_arg), required_env_file=True)
+            else:
+                self._settings = load_settings(env_file=self.ws.env_file)
+            _configure_logging(self._settings.get_str("MAM_LOG_LEVEL"))
+        return self._settings
+
+
+def _configure_logging(level: str) -> None:
+    import logging
+
+    logging.basicConfig(level=getattr(logging, level.upper(), logging.WARNING), format="mam: %(levelname)s: %(message)s")
+
+
+def echo_json(obj: Any) -> None:
+    click.echo(json.dumps(obj, indent=2, sort_keys=True, ensure_ascii=False, default=str))
+
+
+def run_cli(group: click.Group, argv: list[str] | None) -> int:
+    """Run click in standalone=False mode and turn MamError into a message and an exit code."""
+    try:
+        rv = group.main(args=argv, prog_name="mam", standalone_mode=False)
+    except MamError as e:
+        click.echo(f"mam: error: {e}", err=True)
+        return e.exit_code
+    except click.exceptions.Abort:
+        click.echo("mam: aborted", err=True)
+        return 130
+    except click.ClickException as e:
+        e.show()
+        return 2 if isinstance(e, click.UsageError) else e.exit_code
+    except click.exceptions.Exit as e:
+        return e.exit_code
+    except KeyboardInterrupt:
+        click.echo("mam: interrupted", err=True)
+        return 130
+    except BrokenPipeError:
+        # Output closed early (e.g. `mam ... | head`): not an error of ours.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 0
+    return rv if isinstance(rv, int) else 0

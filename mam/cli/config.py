@@ -1,0 +1,33 @@
+"""`mam config`: every resolved setting, where it came from, secrets redacted."""
+
+from __future__ import annotations
+
+import click
+
+from mam.cli.common import App, echo_json
+
+
+@click.command("config")
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON list of {key, value, source, doc}.")
+@click.option("--example", is_flag=True, help="Print a complete .mam.env.example instead.")
+@click.pass_obj
+def config(app: App, as_json: bool, example: bool) -> None:
+    """Print every setting with its value and its source (environment, a .mam.env line, or default).
+
+    Secrets (MQTT_PASSWORD, MAM_DISPATCH_SECRET) are shown as *** when set.
+    """
+    from mam.settings import example_env_text
+
+    if example:
+        click.echo(example_env_text(), nl=False)
+        return
+    settings = app.settings
+    rows = settings.describe()
+    if as_json:
+        echo_json({"workspace": str(app.ws.root), "env_file": str(settings.env_file) if settings.env_file else None, "settings": rows})
+        return
+    click.echo(f"workspace: {app.ws.root}")
+    click.echo(f"env file:  {settings.env_file or '(none)'}")
+    width = max(len(r["key"]) for r in rows)
+    for r in rows:
+        click.echo(f"{r['key']:<{width}}  {r['value']!s:<24}  {r['source']}")

@@ -1,0 +1,91 @@
+"""The one error tree of mam.
+
+Library code raises these; the CLI maps them to exit codes and one-line messages.
+Messages never contain secrets (tokens, passwords, the dispatch secret).
+"""
+
+from __future__ import annotations
+
+
+class MamError(Exception):
+    """Raised when mam cannot do what it was asked; the root of every mam error."""
+
+    exit_code = 1
+
+    def __init__(self, message: str, **context: object) -> None:
+        super().__init__(message)
+        self.context = context
+        for key, value in context.items():
+            setattr(self, key, value)
+
+
+class ConfigError(MamError):
+    """Raised when settings, `.mam.env` or a command's options are invalid."""
+
+    exit_code = 2
+
+
+class UsageError(ConfigError):
+    """Raised when a command's input is malformed (a bad name, an empty brief...)."""
+
+
+class WorkspaceError(MamError):
+    """Raised when the workspace or its `.mam/` folder cannot be used."""
+
+
+class StoreError(MamError):
+    """Raised when the SQLite registry cannot be read or written."""
+
+
+class BrokerError(MamError):
+    """Raised when no MQTT broker can be reached or the embedded one cannot run."""
+
+    exit_code = 3
+
+
+class PaneError(MamError):
+    """Raised when a pane backend (tmux or herdr) fails or refuses a request."""
+
+
+class HerdrProtocolError(PaneError):
+    """Raised when a herdr server speaks a protocol version or shape mam does not know."""
+
+
+class AgentError(MamError):
+    """Raised when an agent CLI cannot be launched, found, stopped or resumed."""
+
+
+class SessionError(MamError):
+    """Raised when a session operation does not fit the session's state."""
+
+
+class SessionNotFound(SessionError):
+    """Raised when no session of that name is in the registry."""
+
+    exit_code = 5
+
+
+class JobError(MamError):
+    """Raised when a job cannot be registered, found or driven."""
+
+
+class JobNotFound(JobError):
+    """Raised when no job of that id exists in this workspace."""
+
+
+class DecodeError(MamError):
+    """Raised when a wire message is not a well-formed, signed mam envelope."""
+
+    def __init__(self, message: str, reason: str = "malformed", **context: object) -> None:
+        super().__init__(message, **context)
+        self.reason = reason
+
+
+class LoopError(MamError):
+    """Raised when a review loop cannot start or continue."""
+
+
+class LockBusy(MamError):
+    """Raised when a single-instance lock (loop, monitor, runner) is already held."""
+
+    exit_code = 4

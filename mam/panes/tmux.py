@@ -1,0 +1,170 @@
+"""The tmux backend: one tmux server per workspace on its own socket (`tmux -L NAME`).
+
+Each mam session is one window (one pane) of the tmux session `mam`, running the launcher,
+which execs the agent. Briefs go in with load-buffer (stdin) + paste-buffer -p -r, so any
+bytes arrive intact at any size and nothing passes through a shell or a tmux command line.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import uuid
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from mam.agents.launch import launcher_argv, write_spec
+from mam.errors import PaneError
+from mam.panes.base import PaneInfo
+from mam.settings import Settings
+from mam.util.proc import python_bin
+from mam.workspace import Workspace
+
+TMUX_SESSION = "mam"
+FORMAT = "#{pane_id}\t#{pane_pid}\t#{pane_dead}\t#{pane_current_command}\t#{pane_current_path}\t#{window_name}"
+CONF = """# Written by mam; read only when mam starts this tmux server.
+set -g remain-on-exit on
+set -g history-limit 20000
+set -g default-size 200x50
+set -g automatic-rename off
+set -g allow-rename off
+set -g exit-empty on
+set -s escape-time 0
+"""
+
+
+def socket_path(name: str) -> Path:
+    base = os.environ.get("TMUX_TMPDIR") or "/tmp"
+    return Path(base) / f"tmux-{os.getuid()}" / name
+
+
+class TmuxBackend:
+    kind = "tmux"
+
+    def __init__(self, server: str, *, settings: Settings, ws: Workspace) -> None:
+        self.server = server
+        self.settings = settings
+        self.ws = ws
+
+    # -- raw commands -------------------------------------------------------------------------
+    def _server(self, *, conf: bool = False):  # type: ignore[no-untyped-def]
+        import libtmux
+
+        return libtmux.Server(socket_name=self.server, config_file=str(self._conf()) if conf else None)
+
+    def _conf(self) -> Path:
+        path = self.ws.state / "tmux.conf"
+        if not path.exists() or path.read_text() != CONF:
+            self.ws.ensure_state()
+            path.write_text(CONF)
+        return path
+
+    def _run(self, *args: str, check: bool = True, conf: bool = False) -> str:
+        import libtmux.exc
+
+        try:
+            done = self._server(conf=conf).cmd(*args)
+        except libtmux.exc.TmuxCommandNotFound as e:
+            raise PaneError("tmux is not installed (apt-get install tmux / brew install tmux)") from e
+        if check and done.returncode != 0:
+            raise PaneError(f"tmux {args[0]} failed on server {self.server!r}: {' '.join(done.stderr)}", server=self.server)
+        return "\n".join(done.stdout)
+
+    def _load_buffer(self, buffer: str, data: bytes) -> None:
+        # libtmux cannot feed stdin; load-buffer from stdin has no size limit (set-buffer stops at ~16 KB).
+        done = subprocess.run(["tmux", "-L", self.server, "load-buffer", "-b", buffer, "-"], input=data, capture_output=True, timeout=60)
+        if done.returncode != 0:
+            raise PaneError(f"tmux load-buffer failed on server {self.server!r}: {done.stderr.decode(errors='replace').strip()}")
+
+    # -- server -------------------------------------------------------------------------------
+    def server_running(self) -> bool:
+        if not socket_path(self.server).exists():
+            return False  # never let a probe start anything or leave a socket behind
+        return bool(self._server().is_alive())
+
+    def ensure_server(self) -> None:
+        if self.server_running():
+            return
+        if self.settings.no_autostart:
+            raise PaneError(f"tmux server {self.server!r} is not running and MAM_NO_AUTOSTART=1", server=self.server)
+        # The server starts with its first pane (create_pane): no placeholder process is needed.
+
+    def _has_session(self) -> bool:
+        return self.server_running() and self._server().cmd("has-session", "-t", f"={TMUX_SESSION}").returncode == 0
+
+    # -- panes --------------------------------------------------------------------------------
+    def create_pane(self, *, name: str, argv: Sequence[str], cwd: str, env: Mapping[str, str]) -> PaneInfo:
+        if self.settings.no_autostart and not self.server_running():
+            raise PaneError(f"tmux server {self.server!r} is not running and MAM_NO_AUTOSTART=1", server=self.server)
+        spec = write_spec(self.ws.run_dir, argv=argv, cwd=cwd, env=env)
+        command = launcher_argv(python_bin(self.settings.get_str("AGENT_PYTHON_BIN")), spec)
+        # The window name is informative only; panes are addressed by their id.
+        window = _window_name(name)
+        try:
+            if self._has_session():
+                out = self._run("new-window", "-d", "-P", "-F", FORMAT, "-t", f"={TMUX_SESSION}:", "-n", window, "-c", cwd, "--", *command)
+            else:
+                out = self._run("new-session", "-d", "-P", "-F", FORMAT, "-s", TMUX_SESSION, "-n", window, "-c", cwd, "--", *command, conf=True)
+        except PaneError:
+            spec.unlink(missing_ok=True)
+            raise
+        info = _parse(out.strip().splitlines()[0])
+        if info is None:
+            raise PaneError(f"tmux did not report the new pane: {out!r}", server=self.server)
+        return info
+
+    def pane(self, pane_id: str) -> PaneInfo | None:
+        for info in self.panes():
+            if info.pane_id == pane_id:
+                return info
+        return None
+
+    def panes(self) -> list[PaneInfo]:
+        if not self.server_running():
+            return []
+        out = self._run("list-panes", "-a", "-F", FORMAT, check=False)
+        return [p for p in (_parse(line) for line in out.splitlines()) if p is not None]
+
+    def paste(self, pane_id: str, text: str) -> None:
+        buffer = f"mam-{uuid.uuid4().hex[:12]}"
+        self._load_buffer(buffer, text.encode("utf-8"))
+        try:
+            # -p: bracketed paste if the program enabled it; -r: keep LF as LF; -d: delete the buffer.
+            self._run("paste-buffer", "-p", "-r", "-d", "-b", buffer, "-t", pane_id)
+        except PaneError:
+            self._run("delete-buffer", "-b", buffer, check=False)
+            raise
+
+    def send_keys(self, pane_id: str, *keys: str) -> None:
+        if keys:
+            self._run("send-keys", "-t", pane_id, *keys)
+
+    def type_text(self, pane_id: str, text: str) -> None:
+        if text:
+            self._run("send-keys", "-t", pane_id, "-l", "--", text)
+
+    def capture(self, pane_id: str, lines: int = 200) -> str:
+        if not self.server_running():
+            return ""
+        return self._run("capture-pane", "-p", "-J", "-t", pane_id, "-S", f"-{max(1, lines)}", check=False)
+
+    def kill_pane(self, pane_id: str) -> None:
+        if self.server_running():
+            self._run("kill-pane", "-t", pane_id, check=False)
+
+    def kill_server(self) -> None:
+        if self.server_running():
+            self._server().kill()
+        socket_path(self.server).unlink(missing_ok=True)
+
+
+def _window_name(name: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in name)[:64] or "agent"
+
+
+def _parse(line: str) -> PaneInfo | None:
+    parts = line.split("\t")
+    if len(parts) != 6 or not parts[0].startswith("%"):
+        return None
+    pane_id, pid, dead, command, cwd, name = parts
+    return PaneInfo(pane_id=pane_id, pid=int(pid) if pid.isdigit() else None, dead=dead == "1", command=command, cwd=cwd, name=name)

@@ -1,0 +1,200 @@
+"""Settings: the one place that reads `.mam.env` and the process environment.
+
+Everything else receives a frozen `Settings` object (or the piece it needs).
+The environment wins over `.mam.env`, which wins over the defaults.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from mam.envfile import parse_env_file
+from mam.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class Key:
+    name: str
+    default: str
+    doc: str
+    kind: str = "str"  # str | int | float | bool | path
+    secret: bool = False
+
+
+KEYS: tuple[Key, ...] = (
+    Key("MQTT_BROKER", "", "MQTT broker host. Empty: use this workspace's embedded broker on 127.0.0.1 (started on demand). Never a public broker."),
+    Key("MQTT_PORT", "1883", "MQTT broker port (8883 is usual with TLS).", "int"),
+    Key("MQTT_USERNAME", "", "Broker username (empty: anonymous)."),
+    Key("MQTT_PASSWORD", "", "Broker password.", secret=True),
+    Key("MQTT_TLS", "0", "1 to connect with TLS.", "bool"),
+    Key("MQTT_TLS_CA", "", "CA certificate file that signed the broker's certificate.", "path"),
+    Key("MQTT_TLS_CERT", "", "Client certificate file (mutual TLS).", "path"),
+    Key("MQTT_TLS_KEY", "", "Client private key file (mutual TLS).", "path"),
+    Key("MQTT_CLIENT_ID_PREFIX", "mam", "Prefix of every MQTT client id mam uses."),
+    Key("MAM_TOPIC_PREFIX", "", "Root of every mam topic. Empty: mam/<workspace slug>. Hosts that share remote jobs must share it."),
+    Key("MAM_DISPATCH_SECRET", "", "Shared secret that signs remote dispatch messages (needed for remote: jobs and runners).", secret=True),
+    Key("MAM_JOB_TIMEOUT_S", "3600", "Wall-clock budget of a job, in seconds.", "float"),
+    Key("MAM_START_DEADLINE_S", "180", "Seconds an agent has to publish `started` after the brief is delivered.", "float"),
+    Key("MAM_HEARTBEAT_S", "30", "Default heartbeat interval N, in seconds.", "float"),
+    Key("MAM_HEARTBEAT_K", "4", "A job with no event for K x N seconds is unresponsive (deadline_timeout).", "float"),
+    Key("MAM_DISPATCH_WAIT_S", "600", "How long a job waits for the session's earlier jobs before it is cancelled (session_busy).", "float"),
+    Key("MAM_NO_AUTOSTART", "0", "1: never start a broker, tmux or herdr server on demand.", "bool"),
+    Key("MAM_POLL_S", "0.25", "How often waiting loops (wrapper, monitor) look at the registry, in seconds.", "float"),
+    Key("MAM_MONITOR_INTERVAL_S", "5", "How often the monitor reconciles panes and the registry, in seconds.", "float"),
+    Key("MAM_DISPATCH_FRESHNESS_S", "300", "A remote dispatch older than this (or from the future by as much) is rejected.", "float"),
+    Key("MAM_BROKER_PORT", "0", "Port of the embedded broker (0: pick a free port on first start and keep it).", "int"),
+    Key("MAM_BACKEND", "tmux", "Default pane backend: tmux or herdr."),
+    Key("MAM_TMUX_SERVER", "", "tmux socket name for this workspace's sessions. Empty: mam-<workspace slug>."),
+    Key("HERDR_SESSION_NAME", "", "herdr session (server) name. Empty: mam-<workspace slug>."),
+    Key("HERDR_BIN", "herdr", "The herdr executable."),
+    Key("HERDR_CONFIG_DIR", "", "herdr's config folder. Empty: $XDG_CONFIG_HOME/herdr or ~/.config/herdr.", "path"),
+    Key("AGENT_PYTHON_BIN", "", "Python interpreter for mam's helper processes. Empty: the one running mam.", "path"),
+    Key("MAM_LOG_LEVEL", "WARNING", "Log level of mam's own diagnostics on stderr."),
+)
+
+KEYS_BY_NAME = {k.name: k for k in KEYS}
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off", ""}
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Resolved configuration. Build it with `load_settings`; never mutate it."""
+
+    values: Mapping[str, str]
+    sources: Mapping[str, str]
+    env_file: Path | None = None
+    extra_env: Mapping[str, str] = field(default_factory=dict)
+
+    def raw(self, name: str) -> str:
+        return self.values[name]
+
+    def get_str(self, name: str) -> str:
+        return self.values[name]
+
+    def get_int(self, name: str) -> int:
+        return int(self.values[name])
+
+    def get_float(self, name: str) -> float:
+        return float(self.values[name])
+
+    def get_bool(self, name: str) -> bool:
+        return self.values[name].strip().lower() in _TRUE
+
+    # Typed accessors for the keys used everywhere.
+    @property
+    def broker_host(self) -> str:
+        return self.values["MQTT_BROKER"].strip()
+
+    @property
+    def broker_port(self) -> int:
+        return self.get_int("MQTT_PORT")
+
+    @property
+    def no_autostart(self) -> bool:
+        return self.get_bool("MAM_NO_AUTOSTART")
+
+    @property
+    def poll_s(self) -> float:
+        return self.get_float("MAM_POLL_S")
+
+    def with_overrides(self, **overrides: str) -> Settings:
+        """A copy with some keys replaced (source 'override'), validated again."""
+        values = dict(self.values)
+        sources = dict(self.sources)
+        for name, value in overrides.items():
+            values[name] = value
+            sources[name] = "override"
+        _validate(values, sources)
+        return Settings(values=values, sources=sources, env_file=self.env_file, extra_env=self.extra_env)
+
+    def describe(self) -> list[dict[str, str]]:
+        """Every key with its value (secrets redacted) and where it came from."""
+        rows = []
+        for key in KEYS:
+            value = self.values[key.name]
+            shown = redact(value) if key.secret else value
+            rows.append({"key": key.name, "value": shown, "source": self.sources[key.name], "doc": key.doc})
+        return rows
+
+
+def redact(value: str) -> str:
+    return "***" if value else ""
+
+
+def load_settings(
+    *,
+    env_file: Path | None = None,
+    environ: Mapping[str, str] | None = None,
+    required_env_file: bool = False,
+) -> Settings:
+    """Build Settings from defaults, then `env_file` (if it exists), then `environ`."""
+    environ = os.environ if environ is None else environ
+    values = {k.name: k.default for k in KEYS}
+    sources = {k.name: "default" for k in KEYS}
+    extra: dict[str, str] = {}
+    used_file: Path | None = None
+    if env_file is not None and (required_env_file or env_file.exists()):
+        used_file = env_file
+        for entry in parse_env_file(env_file):
+            if entry.key in values:
+                values[entry.key] = entry.value
+                sources[entry.key] = f"{env_file}:{entry.line}"
+            else:
+                extra[entry.key] = entry.value
+    for key in KEYS:
+        if key.name in environ:
+            values[key.name] = environ[key.name]
+            sources[key.name] = "environment"
+    _validate(values, sources)
+    return Settings(values=values, sources=sources, env_file=used_file, extra_env=extra)
+
+
+def _validate(values: Mapping[str, str], sources: Mapping[str, str]) -> None:
+    for key in KEYS:
+        value = values[key.name].strip()
+        where = sources[key.name]
+        try:
+            if key.kind == "int":
+                number = int(value)
+                if number < 0:
+                    raise ValueError("must not be negative")
+            elif key.kind == "float":
+                fnumber = float(value)
+                if not fnumber > 0:
+                    raise ValueError("must be a positive number")
+            elif key.kind == "bool" and value.lower() not in _TRUE | _FALSE:
+                raise ValueError("must be 1/0, true/false, yes/no or on/off")
+        except ValueError as e:
+            shown = "***" if key.secret else repr(value)
+            raise ConfigError(f"{key.name}={shown} ({where}): {e}", key=key.name) from e
+    if values["MAM_BACKEND"].strip() not in ("tmux", "herdr"):
+        raise ConfigError(f"MAM_BACKEND must be tmux or herdr ({sources['MAM_BACKEND']})", key="MAM_BACKEND")
+    port = int(values["MQTT_PORT"])
+    if not 0 < port < 65536:
+        raise ConfigError(f"MQTT_PORT={port} is not a TCP port ({sources['MQTT_PORT']})", key="MQTT_PORT")
+    tls_files = [values[n].strip() for n in ("MQTT_TLS_CERT", "MQTT_TLS_KEY")]
+    if bool(tls_files[0]) != bool(tls_files[1]):
+        raise ConfigError("MQTT_TLS_CERT and MQTT_TLS_KEY go together: set both or neither", key="MQTT_TLS_CERT")
+
+
+def example_env_text() -> str:
+    """The text of `.mam.env.example`: every key, its meaning and its default."""
+    lines = [
+        "# mam settings for this workspace. Copy to .mam.env (deploy/generate-env.sh does it).",
+        "# The process environment wins over this file. Lines are KEY=VALUE; '#' starts a comment;",
+        "# values may be quoted with '...' or \"...\".",
+        "",
+    ]
+    for key in KEYS:
+        lines.append(f"# {key.doc}")
+        lines.append(f"{key.name}={_quote(key.default)}")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def _quote(value: str) -> str:
+    return value if value and all(c.isalnum() or c in "._-/:" for c in value) else (f'"{value}"' if value else "")

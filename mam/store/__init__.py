@@ -1,0 +1,1 @@
+"""The registry: SQLite is the truth for sessions, jobs and events; YAML and JSON files are mirrors."""

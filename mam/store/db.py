@@ -1,0 +1,197 @@
+"""SQLite connection, schema migrations and write transactions (huey style).
+
+Every write runs in `BEGIN IMMEDIATE`, so writers are serialized by SQLite itself and a
+writer killed mid-transaction leaves nothing half-done. WAL on local disks, DELETE
+journal on network filesystems (where WAL's shared memory is unsafe).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sqlite3
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from mam.errors import StoreError
+
+log = logging.getLogger(__name__)
+
+BUSY_TIMEOUT_MS = 30_000
+NETWORK_FS = {"nfs", "nfs4", "cifs", "smb3", "smbfs", "fuse.sshfs", "sshfs", "9p", "afs", "fuse.glusterfs", "ceph"}
+
+# One entry per schema version; never edit an entry once released, append a new one.
+MIGRATIONS: list[list[str]] = [
+    [
+        """CREATE TABLE sessions (
+            name TEXT PRIMARY KEY,
+            agent TEXT NOT NULL,
+            role TEXT NOT NULL,
+            backend TEXT NOT NULL,
+            server TEXT NOT NULL,
+            pane_id TEXT,
+            pane_pid INTEGER,
+            cwd TEXT NOT NULL,
+            conversation_id TEXT,
+            status TEXT NOT NULL,
+            resumable INTEGER NOT NULL DEFAULT 0,
+            agent_env TEXT NOT NULL DEFAULT '{}',
+            note TEXT NOT NULL DEFAULT '',
+            launched_at REAL,
+            created_at REAL NOT NULL,
+            updated_at REAL NOT NULL
+        )""",
+        """CREATE TABLE orchestrators (
+            key TEXT PRIMARY KEY,
+            backend TEXT NOT NULL,
+            server TEXT NOT NULL,
+            pane_id TEXT NOT NULL,
+            session TEXT NOT NULL DEFAULT '',
+            pid INTEGER,
+            recorded_at REAL NOT NULL
+        )""",
+        """CREATE TABLE jobs (
+            qid INTEGER PRIMARY KEY AUTOINCREMENT,
+            id TEXT NOT NULL UNIQUE,
+            session TEXT NOT NULL,
+            kind TEXT NOT NULL DEFAULT 'job',
+            target TEXT NOT NULL,
+            parent_job TEXT,
+            state TEXT NOT NULL,
+            reason TEXT NOT NULL DEFAULT '',
+            exit_code INTEGER,
+            owner TEXT NOT NULL DEFAULT '',
+            data TEXT NOT NULL DEFAULT '{}',
+            created_at REAL NOT NULL,
+            updated_at REAL NOT NULL,
+            ended_at REAL
+        )""",
+        "CREATE INDEX jobs_by_session_state ON jobs(session, state)",
+        "CREATE INDEX jobs_by_parent ON jobs(parent_job)",
+        """CREATE TABLE events (
+            job_id TEXT NOT NULL,
+            seq INTEGER NOT NULL,
+            type TEXT NOT NULL,
+            sender TEXT NOT NULL,
+            ts REAL NOT NULL,
+            raw TEXT NOT NULL,
+            recorded_at REAL NOT NULL,
+            published INTEGER NOT NULL DEFAULT 0,
+            PRIMARY KEY (job_id, seq)
+        ) WITHOUT ROWID""",
+        "CREATE TABLE seqs (job_id TEXT PRIMARY KEY, last INTEGER NOT NULL) WITHOUT ROWID",
+        "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID",
+        "INSERT INTO meta(key, value) VALUES ('sessions_gen', '0')",
+    ],
+]
+SCHEMA_VERSION = len(MIGRATIONS)
+_warned_network: set[str] = set()
+
+
+def filesystem_type(path: Path) -> str:
+    """The filesystem type of the mount holding `path`, from /proc/mounts ('' if unknown)."""
+    try:
+        with open("/proc/mounts", encoding="utf-8") as f:
+            mounts = [line.split() for line in f]
+    except OSError:
+        return ""
+    target = str(path.resolve())
+    best, fstype = "", ""
+    for parts in mounts:
+        if len(parts) < 3:
+            continue
+        point = parts[1].replace("\\040", " ")
+        if (target == point or target.startswith(point.rstrip("/") + "/")) and len(point) >= len(best):
+            best, fstype = point, parts[2]
+    return fstype
+
+
+def journal_mode_for(path: Path) -> str:
+    fstype = filesystem_type(path)
+    if fstype in NETWORK_FS:
+        key = str(path)
+        if key not in _warned_network:
+            _warned_network.add(key)
+            log.warning("%s is on a network filesystem (%s): using journal_mode=DELETE instead of WAL", path, fstype)
+        return "DELETE"
+    return "WAL"
+
+
+class Database:
+    """One SQLite connection, shared by the threads of one process under a lock."""
+
+    def __init__(self, path: Path, *, journal_mode: str | None = None) -> None:
+        self.path = path
+        self._lock = threading.RLock()
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        mode = journal_mode or journal_mode_for(path.parent)
+        try:
+            self.conn = sqlite3.connect(str(path), timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None, check_same_thread=False)
+            self.conn.row_factory = sqlite3.Row
+            self.conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+            current = self.conn.execute("PRAGMA journal_mode").fetchone()[0]
+            if current.upper() != mode:
+                self.conn.execute(f"PRAGMA journal_mode={mode}")
+            # WAL + NORMAL is durable against process crashes (kill -9); only power loss can drop the last commits.
+            self.conn.execute("PRAGMA synchronous=NORMAL" if mode == "WAL" else "PRAGMA synchronous=FULL")
+            self.conn.execute("PRAGMA foreign_keys=ON")
+            self._migrate()
+        except sqlite3.Error as e:
+            raise StoreError(f"cannot open registry {path}: {e}") from e
+        try:
+            os.chmod(path, 0o600)
+        except OSError:
+            pass
+
+    def _migrate(self) -> None:
+        version = self.conn.execute("PRAGMA user_version").fetchone()[0]
+        if version > SCHEMA_VERSION:
+            raise StoreError(f"registry {self.path} has schema version {version}, newer than this mam ({SCHEMA_VERSION}); upgrade mam")
+        if version == SCHEMA_VERSION:
+            return
+        with self.transaction() as conn:
+            version = conn.execute("PRAGMA user_version").fetchone()[0]  # another process may have migrated
+            for number in range(version, SCHEMA_VERSION):
+                for statement in MIGRATIONS[number]:
+                    conn.execute(statement)
+            conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+
+    @contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        """BEGIN IMMEDIATE ... COMMIT; any exception rolls back and propagates."""
+        with self._lock:
+            try:
+                self.conn.execute("BEGIN IMMEDIATE")
+            except sqlite3.Error as e:
+                raise StoreError(f"registry {self.path} is locked or unwritable: {e}") from e
+            try:
+                yield self.conn
+            except BaseException:
+                self.conn.execute("ROLLBACK")
+                raise
+            else:
+                try:
+                    self.conn.execute("COMMIT")
+                except sqlite3.Error as e:
+                    self.conn.execute("ROLLBACK")
+                    raise StoreError(f"commit to {self.path} failed: {e}") from e
+
+    @contextmanager
+    def read(self) -> Iterator[sqlite3.Connection]:
+        """A consistent read snapshot (a deferred transaction)."""
+        with self._lock:
+            self.conn.execute("BEGIN")
+            try:
+                yield self.conn
+            finally:
+                self.conn.execute("COMMIT")
+
+    def integrity_check(self) -> str:
+        with self._lock:
+            return str(self.conn.execute("PRAGMA integrity_check").fetchone()[0])
+
+    def close(self) -> None:
+        with self._lock:
+            self.conn.close()

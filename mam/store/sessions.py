@@ -1,0 +1,137 @@
+"""Session rows: the registry's record of each agent session and of the orchestrator's own pane."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any
+
+from mam.errors import SessionError, SessionNotFound
+
+
+class SessionStatus:
+    STARTING = "starting"
+    RUNNING = "running"
+    STOPPED = "stopped"
+    TERMINATED = "terminated"
+    ALL = (STARTING, RUNNING, STOPPED, TERMINATED)
+
+
+@dataclass
+class SessionRow:
+    name: str
+    agent: str
+    role: str
+    backend: str
+    server: str
+    cwd: str
+    status: str = SessionStatus.STARTING
+    pane_id: str | None = None
+    pane_pid: int | None = None
+    conversation_id: str | None = None
+    resumable: bool = False
+    agent_env: dict[str, str] = field(default_factory=dict)
+    note: str = ""
+    launched_at: float | None = None
+    created_at: float = 0.0
+    updated_at: float = 0.0
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_sql(cls, row: sqlite3.Row) -> SessionRow:
+        data = dict(row)
+        data["resumable"] = bool(data["resumable"])
+        data["agent_env"] = json.loads(data["agent_env"] or "{}")
+        return cls(**data)
+
+
+_COLUMNS = [f.name for f in fields(SessionRow)]
+
+
+def _to_sql(value: Any) -> Any:
+    if isinstance(value, dict):
+        return json.dumps(value, sort_keys=True)
+    if isinstance(value, bool):
+        return int(value)
+    return value
+
+
+def insert(conn: sqlite3.Connection, row: SessionRow) -> SessionRow:
+    now = time.time()
+    row.created_at = row.created_at or now
+    row.updated_at = now
+    values = [_to_sql(getattr(row, c)) for c in _COLUMNS]
+    try:
+        conn.execute(f"INSERT INTO sessions ({','.join(_COLUMNS)}) VALUES ({','.join('?' * len(_COLUMNS))})", values)
+    except sqlite3.IntegrityError as e:
+        raise SessionError(f"a session named {row.name!r} already exists", session=row.name) from e
+    return row
+
+
+def update(conn: sqlite3.Connection, name: str, **changes: Any) -> SessionRow:
+    unknown = set(changes) - set(_COLUMNS) - {"name"}
+    if unknown:
+        raise ValueError(f"unknown session fields: {sorted(unknown)}")
+    changes["updated_at"] = time.time()
+    assignments = ", ".join(f"{k}=?" for k in changes)
+    cur = conn.execute(f"UPDATE sessions SET {assignments} WHERE name=?", [*(_to_sql(v) for v in changes.values()), name])
+    if cur.rowcount == 0:
+        raise SessionNotFound(f"no session named {name!r} in the registry", session=name)
+    return get(conn, name)
+
+
+def get(conn: sqlite3.Connection, name: str) -> SessionRow:
+    row = conn.execute("SELECT * FROM sessions WHERE name=?", (name,)).fetchone()
+    if row is None:
+        raise SessionNotFound(f"no session named {name!r} in the registry", session=name)
+    return SessionRow.from_sql(row)
+
+
+def find(conn: sqlite3.Connection, name: str) -> SessionRow | None:
+    row = conn.execute("SELECT * FROM sessions WHERE name=?", (name,)).fetchone()
+    return SessionRow.from_sql(row) if row is not None else None
+
+
+def list_all(conn: sqlite3.Connection) -> list[SessionRow]:
+    return [SessionRow.from_sql(r) for r in conn.execute("SELECT * FROM sessions ORDER BY created_at, name")]
+
+
+def delete(conn: sqlite3.Connection, name: str) -> None:
+    conn.execute("DELETE FROM sessions WHERE name=?", (name,))
+
+
+def bump_generation(conn: sqlite3.Connection) -> int:
+    conn.execute("UPDATE meta SET value = CAST(value AS INTEGER) + 1 WHERE key='sessions_gen'")
+    return generation(conn)
+
+
+def generation(conn: sqlite3.Connection) -> int:
+    row = conn.execute("SELECT value FROM meta WHERE key='sessions_gen'").fetchone()
+    return int(row[0]) if row else 0
+
+
+# -- the orchestrator's own panes ---------------------------------------------------------------
+@dataclass(frozen=True)
+class OrchestratorRow:
+    key: str
+    backend: str
+    server: str
+    pane_id: str
+    session: str
+    pid: int | None
+    recorded_at: float
+
+
+def record_orchestrator(conn: sqlite3.Connection, row: OrchestratorRow) -> None:
+    conn.execute(
+        "INSERT OR REPLACE INTO orchestrators(key, backend, server, pane_id, session, pid, recorded_at) VALUES (?,?,?,?,?,?,?)",
+        (row.key, row.backend, row.server, row.pane_id, row.session, row.pid, row.recorded_at),
+    )
+
+
+def orchestrators(conn: sqlite3.Connection) -> list[OrchestratorRow]:
+    return [OrchestratorRow(**dict(r)) for r in conn.execute("SELECT * FROM orchestrators ORDER BY recorded_at")]

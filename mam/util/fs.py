@@ -1,0 +1,49 @@
+"""Crash-safe file writes: temp file, fsync, rename; and private (0600) files."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+
+def atomic_write(path: Path, data: bytes, *, mode: int = 0o644, fsync: bool = True) -> None:
+    """Replace `path` with `data` so a reader sees the old file or the new one, never a part."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        os.fchmod(fd, mode)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            if fsync:
+                f.flush()
+                os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+
+
+def atomic_write_json(path: Path, obj: Any, *, mode: int = 0o644, fsync: bool = True) -> None:
+    data = json.dumps(obj, indent=2, sort_keys=True, ensure_ascii=False).encode("utf-8") + b"\n"
+    atomic_write(path, data, mode=mode, fsync=fsync)
+
+
+def read_json(path: Path) -> Any:
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
+
+
+def append_line(path: Path, line: str, *, mode: int = 0o600) -> None:
+    """Append one line with O_APPEND (one write call), so concurrent appenders never interleave."""
+    data = (line.rstrip("\n") + "\n").encode("utf-8")
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, mode)
+    try:
+        os.write(fd, data)
+    finally:
+        os.close(fd)

@@ -1,0 +1,83 @@
+"""Processes: liveness checks robust to pid reuse, detached helpers, the interpreter to use."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+
+def start_time(pid: int) -> int | None:
+    """The process's start time in clock ticks since boot (from /proc), or None if it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+    except OSError:
+        return None
+    # The command name may hold spaces and ')': fields start after the last ')'.
+    fields = stat[stat.rfind(b")") + 2 :].split()
+    try:
+        if fields[0] == b"Z":
+            return None
+        return int(fields[19])
+    except (IndexError, ValueError):
+        return None
+
+
+def pid_alive(pid: int | None, started: int | None = None) -> bool:
+    """True if `pid` runs (not a zombie) and, when given, still has the recorded start time."""
+    if not pid or pid <= 0:
+        return False
+    now = start_time(pid)
+    if now is None:
+        return False
+    return started is None or now == started
+
+
+def cmdline(pid: int) -> list[str]:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            raw = f.read()
+    except OSError:
+        return []
+    return [part.decode("utf-8", "replace") for part in raw.split(b"\0") if part]
+
+
+def children(pid: int) -> list[int]:
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children") as f:
+            return [int(x) for x in f.read().split()]
+    except OSError:
+        return []
+
+
+def python_bin(agent_python: str = "") -> str:
+    """AGENT_PYTHON_BIN if set, else the interpreter running mam now."""
+    return agent_python or sys.executable
+
+
+def spawn_detached(
+    argv: Sequence[str],
+    *,
+    log: Path | None = None,
+    env: Mapping[str, str] | None = None,
+    cwd: Path | None = None,
+) -> subprocess.Popen[bytes]:
+    """Start a helper in its own session so it outlives the caller; output to `log` or /dev/null."""
+    out = open(log, "ab") if log is not None else subprocess.DEVNULL
+    try:
+        return subprocess.Popen(
+            list(argv),
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT if log is not None else subprocess.DEVNULL,
+            start_new_session=True,
+            close_fds=True,
+            env=dict(env) if env is not None else None,
+            cwd=cwd,
+        )
+    finally:
+        if log is not None and not isinstance(out, int):
+            out.close()

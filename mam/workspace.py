@@ -1,0 +1,108 @@
+"""The workspace: where mam is installed, its `.mam/` state folder, its slug and paths.
+
+It owns path names only; it does not create servers or open databases.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from mam.errors import WorkspaceError
+
+STATE_DIR = ".mam"
+ENV_FILE = ".mam.env"
+
+
+@dataclass(frozen=True)
+class Workspace:
+    root: Path
+
+    @property
+    def state(self) -> Path:
+        return self.root / STATE_DIR
+
+    @property
+    def env_file(self) -> Path:
+        return self.root / ENV_FILE
+
+    @property
+    def slug(self) -> str:
+        return workspace_slug(self.root)
+
+    @property
+    def db_path(self) -> Path:
+        return self.state / "agent-sessions.db"
+
+    @property
+    def mirror_path(self) -> Path:
+        return self.state / "agent-sessions.yaml"
+
+    @property
+    def jobs_dir(self) -> Path:
+        return self.state / "jobs"
+
+    @property
+    def logs_dir(self) -> Path:
+        return self.state / "delegate_job_logs"
+
+    @property
+    def broker_dir(self) -> Path:
+        return self.state / "broker"
+
+    @property
+    def locks_dir(self) -> Path:
+        return self.state / "locks"
+
+    @property
+    def run_dir(self) -> Path:
+        return self.state / "run"
+
+    @property
+    def venv_bin(self) -> Path:
+        return self.root / ".venv" / "bin"
+
+    def job_record(self, job_id: str) -> Path:
+        return self.jobs_dir / f"{job_id}.json"
+
+    def job_log_dir(self, job_id: str) -> Path:
+        return self.logs_dir / job_id
+
+    def lock(self, name: str) -> Path:
+        return self.locks_dir / f"{name}.lock"
+
+    def ensure_state(self) -> Path:
+        """Create `.mam/` (0700) and its sub-folders; return it."""
+        try:
+            for folder in (self.state, self.jobs_dir, self.logs_dir, self.locks_dir, self.run_dir):
+                folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        except OSError as e:
+            raise WorkspaceError(f"cannot create {self.state}: {e}") from e
+        return self.state
+
+
+def workspace_slug(root: Path) -> str:
+    """A short, stable, socket-safe name for a workspace: its folder name plus a hash of its path."""
+    base = re.sub(r"[^a-z0-9]+", "-", root.name.lower()).strip("-")[:24] or "ws"
+    digest = hashlib.sha256(str(root).encode()).hexdigest()[:6]
+    return f"{base}-{digest}"
+
+
+def find_workspace(explicit: str | None = None, *, environ: Mapping[str, str] | None = None, cwd: Path | None = None) -> Workspace:
+    """`--workspace`, else `MAM_WORKSPACE`, else the nearest folder up from cwd with `.mam/` or `.mam.env`, else cwd."""
+    environ = os.environ if environ is None else environ
+    chosen = explicit or environ.get("MAM_WORKSPACE") or ""
+    if chosen:
+        root = Path(chosen).expanduser()
+        if not root.is_dir():
+            raise WorkspaceError(f"workspace folder does not exist: {root}")
+        return Workspace(root.resolve())
+    here = (cwd or Path.cwd()).resolve()
+    for folder in (here, *here.parents):
+        if (folder / STATE_DIR).is_dir() or (folder / ENV_FILE).is_file():
+            return Workspace(folder)
+    return Workspace(here)

@@ -1,0 +1,129 @@
+"""Fixtures for every test: an isolated HOME, private tmux servers, real brokers, a workspace.
+
+No test sleeps to wait (poll with `wait_for`), none uses port 1883, none kills by name.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from mam.util.poll import wait_for
+from mam.workspace import Workspace
+from tests.helpers import brokers, home_guard
+from tests.helpers.tmux import PrivateTmux, private_tmux
+
+REAL_HOME = Path(os.path.expanduser("~"))
+FAKES_BIN = Path(__file__).parent / "fakes" / "bin"
+ENV_PREFIXES = ("MQTT_", "MAM_", "HERDR_", "TMUX", "CLAUDE_", "CODEX_", "GROK_", "HERMES_", "OPENCODE_", "AGENT_PYTHON")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _real_home_untouched() -> Iterator[None]:
+    """Session-level guard: nothing may be written to the real user's agent folders."""
+    before = home_guard.snapshot(REAL_HOME)
+    yield
+    changed = home_guard.diff(before, home_guard.snapshot(REAL_HOME))
+    if changed:
+        pytest.fail(f"tests wrote into the real HOME's agent folders: {changed[:10]}", pytrace=False)
+
+
+@pytest.fixture(autouse=True)
+def isolated_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """HOME and XDG dirs in tmp_path, SHELL=/bin/sh, no inherited mam/MQTT/tmux settings."""
+    for key in list(os.environ):
+        if key.startswith(ENV_PREFIXES):
+            monkeypatch.delenv(key, raising=False)
+    home = tmp_path / "home"
+    for sub in ("", ".config", ".local/share", ".local/state", ".cache"):
+        (home / sub).mkdir(parents=True, exist_ok=True)
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(home / ".config"))
+    monkeypatch.setenv("XDG_DATA_HOME", str(home / ".local/share"))
+    monkeypatch.setenv("XDG_STATE_HOME", str(home / ".local/state"))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(home / ".cache"))
+    monkeypatch.setenv("SHELL", "/bin/sh")
+    # Helper processes (launcher, heartbeater, demo agent) run with this interpreter.
+    monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
+    return home
+
+
+@pytest.fixture
+def tmux_server() -> Iterator[PrivateTmux]:
+    """A private tmux server name for one test; killed (and its socket removed) by its own handle."""
+    t = private_tmux()
+    yield t
+    t.kill()
+
+
+@pytest.fixture
+def workspace(tmp_path: Path, tmux_server: PrivateTmux, monkeypatch: pytest.MonkeyPatch) -> Workspace:
+    """An empty workspace folder whose tmux server is this test's private one."""
+    root = tmp_path / "ws"
+    root.mkdir()
+    monkeypatch.setenv("MAM_TMUX_SERVER", tmux_server.name)
+    monkeypatch.setenv("MAM_WORKSPACE", str(root))
+    return Workspace(root)
+
+
+@pytest.fixture
+def fake_agents_on_path(monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Put the fake agent CLIs (claude, codex, ...) first on PATH."""
+    monkeypatch.setenv("PATH", f"{FAKES_BIN}{os.pathsep}{os.environ['PATH']}")
+    return FAKES_BIN
+
+
+# -- brokers ------------------------------------------------------------------------------------
+@pytest.fixture(scope="session")
+def amqtt_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[brokers.RunningBroker]:
+    b = brokers.start_amqtt(tmp_path_factory.mktemp("amqtt"))
+    yield b
+    b.stop()
+
+
+@pytest.fixture(scope="session")
+def mosquitto_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[brokers.RunningBroker]:
+    if brokers.mosquitto_bin() is None:
+        if brokers.mosquitto_required():
+            pytest.fail("mosquitto is not installed and CI=true: install it (apt-get install -y mosquitto)")
+        pytest.skip("mosquitto is not installed")
+    b = brokers.start_mosquitto(tmp_path_factory.mktemp("mosquitto"))
+    yield b
+    b.stop()
+
+
+@pytest.fixture(params=["amqtt", "mosquitto"])
+def broker(request: pytest.FixtureRequest) -> brokers.RunningBroker:
+    """The same test against the embedded amqtt broker and against Mosquitto."""
+    return request.getfixturevalue(f"{request.param}_broker")  # type: ignore[no-any-return]
+
+
+@pytest.fixture
+def own_broker(tmp_path: Path) -> Iterator[object]:
+    """A factory for brokers a test may kill and restart: own_broker('mosquitto')."""
+    started: list[brokers.RunningBroker] = []
+
+    def make(kind: str = "mosquitto") -> brokers.RunningBroker:
+        if kind == "mosquitto" and brokers.mosquitto_bin() is None:
+            if brokers.mosquitto_required():
+                pytest.fail("mosquitto is not installed and CI=true")
+            pytest.skip("mosquitto is not installed")
+        folder = tmp_path / f"{kind}-{len(started)}"
+        folder.mkdir()
+        b = brokers.start_amqtt(folder) if kind == "amqtt" else brokers.start_mosquitto(folder)
+        started.append(b)
+        return b
+
+    yield make
+    for b in started:
+        b.stop()
+
+
+@pytest.fixture
+def poll():  # type: ignore[no-untyped-def]
+    """wait_for(check, timeout=..., message=...): poll with a deadline instead of sleeping."""
+    return wait_for

@@ -1,0 +1,1 @@
+"""Test helpers shared by every test module: brokers, tmux servers, polling, workspaces."""

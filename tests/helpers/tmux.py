@@ -1,0 +1,32 @@
+"""A private tmux server per test: a unique socket name, killed by its own handle."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+
+import libtmux
+
+from mam.panes.tmux import socket_path
+
+
+@dataclass
+class PrivateTmux:
+    name: str
+    server: libtmux.Server
+
+    def kill(self) -> None:
+        if socket_path(self.name).exists():
+            try:
+                self.server.kill()
+            except Exception:
+                pass
+        socket_path(self.name).unlink(missing_ok=True)
+
+    def running(self) -> bool:
+        return socket_path(self.name).exists() and self.server.is_alive()
+
+
+def private_tmux() -> PrivateTmux:
+    name = f"mamtest-{uuid.uuid4().hex[:10]}"
+    return PrivateTmux(name, libtmux.Server(socket_name=name))
