@@ -72,6 +72,8 @@ class JobError(MamError):
 class JobNotFound(JobError):
     """Raised when no job of that id exists in this workspace."""
 
+    exit_code = 5
+
 
 class DecodeError(MamError):
     """Raised when a wire message is not a well-formed, signed mam envelope."""

@@ -78,3 +78,21 @@ def run_cli(group: click.Group, argv: list[str] | None) -> int:
         os.dup2(devnull, sys.stdout.fileno())
         return 0
     return rv if isinstance(rv, int) else 0
+
+
+def workspace_option(f):  # type: ignore[no-untyped-def]
+    """`--workspace DIR` on a sub-command, same meaning as `mam --workspace DIR`."""
+
+    def remember(ctx: click.Context, _param: click.Parameter, value: str | None) -> str | None:
+        if value:
+            ctx.find_object(App).workspace_arg = value
+        return value
+
+    return click.option("--workspace", "-w", metavar="DIR", expose_value=False, callback=remember, is_eager=True,
+                        help="Workspace folder (same as `mam --workspace`).")(f)
+
+
+def open_registry(app: App):  # type: ignore[no-untyped-def]
+    from mam.store.registry import Registry
+
+    return Registry(app.ws)

@@ -83,8 +83,9 @@ def find(conn: sqlite3.Connection, job_id: str) -> JobRow | None:
     return JobRow.from_sql(row) if row else None
 
 
-def update(conn: sqlite3.Connection, job_id: str, *, expected_owner: str | None = None, **changes: Any) -> bool:
-    """Apply `changes`; with `expected_owner`, only if the row is still owned by it (compare-and-set)."""
+def update(conn: sqlite3.Connection, job_id: str, *, expected_owner: str | None = None, expected_state: str | None = None,
+           **changes: Any) -> bool:
+    """Apply `changes`; with `expected_owner` / `expected_state`, only if the row still has them (compare-and-set)."""
     allowed = {"state", "reason", "exit_code", "owner", "data", "ended_at", "session", "target"}
     bad = set(changes) - allowed
     if bad:
@@ -97,6 +98,9 @@ def update(conn: sqlite3.Connection, job_id: str, *, expected_owner: str | None 
     if expected_owner is not None:
         sql += " AND owner=?"
         params.append(expected_owner)
+    if expected_state is not None:
+        sql += " AND state=?"
+        params.append(expected_state)
     return conn.execute(sql, params).rowcount == 1
 
 

@@ -1,0 +1,142 @@
+"""`mam event started|progress|heartbeat|completed|error`: the agent side of a job.
+
+Run from the agent's own shell. Each call signs one event with the job's token, records it
+in the workspace's store (so a broker outage loses nothing) and publishes it.
+Exit codes: 0 recorded (and published, or kept on disk with a warning); 1 the job already
+ended, or the event is invalid; 5 no such job in this workspace.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import click
+
+from mam.cli.common import App, echo_json, workspace_option
+
+MAX_REPORT_CHARS = 48_000
+
+
+@click.group("event")
+def event() -> None:
+    """Agent side: report on the job in your brief (the brief's footer shows the exact commands).
+
+    \b
+    Exit codes: 0 recorded (published, or kept on disk if the broker is down);
+    1 the job already ended or the input is invalid; 5 unknown job.
+    """
+
+
+def _emit(app: App, job_id: str, type: str, body: dict[str, Any], as_json: bool) -> Any:
+    from mam.broker.endpoint import resolve_endpoint
+    from mam.bus.mqtt import MqttClient
+    from mam.errors import BrokerError
+    from mam.jobs.emit import Emitter
+    from mam.store.registry import Registry
+
+    ws, settings = app.ws, app.settings
+    registry = Registry(ws)
+    client = None
+    warning = ""
+    try:
+        endpoint = resolve_endpoint(settings, ws, autostart=False)
+        from mam.bus.connect import client_id
+
+        client = MqttClient(endpoint, client_id=client_id(settings, "agent"), reconnect=False).connect(timeout=3)
+    except BrokerError as e:
+        warning = str(e)
+    try:
+        out = Emitter(ws, registry, client).emit(job_id, type, body)
+    finally:
+        if client is not None:
+            client.close()
+        registry.close()
+    note = out.warning or (f"{warning}; the event is recorded on disk" if warning else "")
+    if note:
+        click.echo(f"mam: warning: {note}", err=True)
+    if as_json:
+        echo_json({"job": job_id, "seq": out.envelope.seq, "type": type, "published": out.published})
+    else:
+        click.echo(f"{type} recorded for {job_id} (seq {out.envelope.seq}{', published' if out.published else ', on disk only'})")
+    return out
+
+
+job_option = click.option("--job", "job_id", required=True, help="The job id from your brief.")
+json_option = click.option("--json", "as_json", is_flag=True, help="Print what was recorded as JSON.")
+
+
+@event.command("started")
+@workspace_option
+@job_option
+@click.option("--nonce", required=True, help="The nonce from your brief (proves you read this brief).")
+@click.option("--heartbeat", type=float, default=None, help="Start a heartbeat every N seconds until the job ends or you exit.")
+@json_option
+@click.pass_obj
+def started(app: App, job_id: str, nonce: str, heartbeat: float | None, as_json: bool) -> None:
+    """Acknowledge the brief (once), optionally starting an automatic heartbeat."""
+    body: dict[str, Any] = {"nonce": nonce}
+    if heartbeat is not None:
+        if heartbeat <= 0:
+            raise click.BadParameter("must be positive", param_hint="--heartbeat")
+        body["heartbeat_ms"] = int(heartbeat * 1000)
+    _emit(app, job_id, "started", body, as_json)
+    if heartbeat is not None:
+        from mam.jobs.heartbeat import spawn
+
+        agent_pid = int(os.environ.get("MAM_AGENT_PID") or os.getppid())
+        spawn(app.ws, job_id, heartbeat, agent_pid, agent_python=app.settings.get_str("AGENT_PYTHON_BIN"))
+
+
+@event.command("progress")
+@workspace_option
+@job_option
+@click.option("--message", required=True, help="What you are doing now.")
+@json_option
+@click.pass_obj
+def progress(app: App, job_id: str, message: str, as_json: bool) -> None:
+    """Report progress (also counts as a sign of life)."""
+    _emit(app, job_id, "progress", {"message": message[:4000]}, as_json)
+
+
+@event.command("heartbeat")
+@workspace_option
+@job_option
+@json_option
+@click.pass_obj
+def heartbeat(app: App, job_id: str, as_json: bool) -> None:
+    """Send one heartbeat by hand (`started --heartbeat N` does it automatically)."""
+    _emit(app, job_id, "heartbeat", {}, as_json)
+
+
+@event.command("completed")
+@workspace_option
+@job_option
+@click.option("--message", default="", help="One-line result.")
+@click.option("--report", "report", type=click.Path(dir_okay=False), default=None, help="A report file to attach (its text travels with the event).")
+@json_option
+@click.pass_obj
+def completed(app: App, job_id: str, message: str, report: str | None, as_json: bool) -> None:
+    """Finish the job successfully."""
+    body: dict[str, Any] = {"message": message[:4000]}
+    if report:
+        path = Path(report)
+        try:
+            text = path.read_text(encoding="utf-8", errors="replace")
+        except OSError as e:
+            raise click.BadParameter(f"cannot read {report}: {e.strerror}", param_hint="--report") from e
+        body["report"] = text[:MAX_REPORT_CHARS]
+        body["report_path"] = str(path.resolve())
+    _emit(app, job_id, "completed", body, as_json)
+
+
+@event.command("error")
+@workspace_option
+@job_option
+@click.option("--reason", required=True, help="Why you cannot finish the job.")
+@json_option
+@click.pass_obj
+def error(app: App, job_id: str, reason: str, as_json: bool) -> None:
+    """End the job as failed, with a reason."""
+    _emit(app, job_id, "error", {"reason": reason[:4000]}, as_json)

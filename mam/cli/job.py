@@ -1,0 +1,169 @@
+"""`mam job delegate|status|list|log|cancel`."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from mam.cli.common import App, echo_json, open_registry, workspace_option
+
+DELEGATE_HELP = """Delegate a brief to a session and wait for the job to end.
+
+\b
+TARGET is tmux:NAME, herdr:NAME, remote:RUNNER/NAME or a bare session NAME.
+The brief is injected once, with a footer telling the agent the exact
+`mam event` commands to run. The job ends only by the agent's events or a deadline.
+
+\b
+Exit codes:
+  0  completed (prints the result; --json prints the final record)
+  1  failed: the agent reported an error, or no `started` within --start-deadline (agent_blocked)
+  2  no event for K x N seconds (deadline_timeout) or the --timeout budget spent (wall_clock_timeout)
+  3  broker unavailable and no terminal status on disk
+  5  not delivered: session busy (session_busy), target not found, or the job was taken over by another attempt
+"""
+
+
+@click.group("job")
+def job() -> None:
+    """Jobs: delegate a brief to a session and follow it; inspect and cancel jobs."""
+
+
+@job.command("delegate", help=DELEGATE_HELP)
+@workspace_option
+@click.option("--target", required=True, help="tmux:NAME, herdr:NAME, remote:RUNNER/NAME, or NAME.")
+@click.option("--brief", default=None, help="The brief text.")
+@click.option("--brief-file", type=click.Path(dir_okay=False, allow_dash=True), default=None, help="Read the brief from a file ('-': stdin).")
+@click.option("--timeout", type=float, default=None, help="Wall-clock budget in seconds (default MAM_JOB_TIMEOUT_S).")
+@click.option("--start-deadline", type=float, default=None, help="Seconds to wait for `started` (default MAM_START_DEADLINE_S).")
+@click.option("--heartbeat", type=float, default=None, help="Heartbeat interval N the agent is asked for (default MAM_HEARTBEAT_S).")
+@click.option("--parent-job", default=None, help="Link this job as a sub-job of that job.")
+@click.option("--job-id", default=None, help="Use this job id; if it exists, attach to it instead (never injects twice).")
+@click.option("--dispatch-wait", type=float, default=None, help="Seconds to wait for the session's earlier jobs (default MAM_DISPATCH_WAIT_S).")
+@click.option("--allow-insecure-broker", is_flag=True, help="Allow remote: dispatch on a broker with neither TLS nor authentication.")
+@click.option("--follow/--quiet", default=False, help="Print each transition and progress message to stderr.")
+@click.option("--json", "as_json", is_flag=True, help="Print the final job record as JSON.")
+@click.pass_obj
+def delegate(app: App, target: str, brief: str | None, brief_file: str | None, timeout: float | None, start_deadline: float | None,
+             heartbeat: float | None, parent_job: str | None, job_id: str | None, dispatch_wait: float | None,
+             allow_insecure_broker: bool, follow: bool, as_json: bool) -> int:
+    from mam.errors import UsageError
+    from mam.jobs.delegate import DelegateRequest, delegate as run_delegate
+
+    if (brief is None) == (brief_file is None) and not job_id:
+        raise UsageError("give exactly one of --brief or --brief-file")
+    text = brief if brief is not None else _read_brief(brief_file) if brief_file else ""
+    req = DelegateRequest(target=target, brief=text, timeout_s=timeout, start_deadline_s=start_deadline, heartbeat_s=heartbeat,
+                          parent_job=parent_job, job_id=job_id, dispatch_wait_s=dispatch_wait, allow_insecure_broker=allow_insecure_broker)
+    out = run_delegate(req, ws=app.ws, settings=app.settings, registry=open_registry(app), on_update=_printer() if follow else None)
+    if as_json:
+        echo_json({**out.record, "id": out.job_id, "state": out.state, "reason": out.reason, "exit_code": out.exit_code,
+                   "detail": out.detail, "result": out.result, "taken_over": out.taken_over})
+    elif out.state == "completed":
+        click.echo(out.result or "(completed)")
+        if out.report:
+            click.echo(out.report)
+    else:
+        click.echo(f"job {out.job_id}: {out.state} ({out.reason}){': ' + out.detail if out.detail else ''}", err=True)
+    return out.exit_code
+
+
+def _read_brief(path: str) -> str:
+    from mam.errors import UsageError
+
+    if path == "-":
+        return sys.stdin.read()
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise UsageError(f"cannot read the brief file {path}: {e}") from e
+
+
+def _printer():  # type: ignore[no-untyped-def]
+    def show(job, inp) -> None:  # type: ignore[no-untyped-def]
+        body = getattr(inp, "body", {}) or {}
+        extra = f": {body['message']}" if body.get("message") else ""
+        click.echo(f"[{job.id}] {job.state.value}{' ' + job.reason if job.reason else ''} ({type(inp).__name__.lower()}{' ' + inp.type if hasattr(inp, 'type') else ''}){extra}", err=True)
+
+    return show
+
+
+@job.command("status")
+@workspace_option
+@click.argument("job_id")
+@click.option("--json", "as_json", is_flag=True, help="Print the job record as JSON.")
+@click.pass_obj
+def status(app: App, job_id: str, as_json: bool) -> None:
+    """Show one job (and its sub-jobs). Exit 5 if there is no such job."""
+    from mam.jobs.queries import status as job_status
+
+    view = job_status(open_registry(app), job_id)
+    if as_json:
+        echo_json(view)
+        return
+    click.echo(f"{view['id']}: {view['state']}{' (' + view['reason'] + ')' if view['reason'] else ''} session {view['session']} exit {view['exit_code']}")
+    for child in view["children"]:
+        click.echo(f"  sub-job {child['id']}: {child['state']} {child['reason']}")
+
+
+@job.command("list")
+@workspace_option
+@click.option("--session", default=None, help="Only this session's jobs.")
+@click.option("--state", default=None, help="Only jobs in this state.")
+@click.option("--parent-job", default=None, help="Only sub-jobs of this job.")
+@click.option("--open", "open_only", is_flag=True, help="Only open jobs.")
+@click.option("--limit", type=int, default=50, show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON list.")
+@click.pass_obj
+def list_(app: App, session: str | None, state: str | None, parent_job: str | None, open_only: bool, limit: int, as_json: bool) -> None:
+    """List recent jobs, newest first."""
+    from mam.jobs.queries import list_jobs
+    from mam.store.registry import Registry
+
+    registry = Registry.open_existing(app.ws)
+    rows = [] if registry is None else list_jobs(registry, session=session, state=state, parent=parent_job, open_only=open_only, limit=limit)
+    if as_json:
+        echo_json(rows)
+        return
+    for r in rows:
+        click.echo(f"{r['id']}  {r['state']:<10} {r['reason'] or '-':<20} {r['session']}")
+    if not rows:
+        click.echo("no jobs")
+
+
+@job.command("log")
+@workspace_option
+@click.argument("job_id")
+@click.option("--json", "as_json", is_flag=True, help="Print the audit log as a JSON list.")
+@click.pass_obj
+def log_(app: App, job_id: str, as_json: bool) -> None:
+    """Print a job's audit log: every transition and every event received or rejected."""
+    import json
+
+    from mam.jobs.queries import log
+
+    lines = log(app.ws, open_registry(app), job_id)
+    if as_json:
+        echo_json(lines)
+        return
+    for line in lines:
+        rest = {k: v for k, v in line.items() if k not in ("ts_ms", "kind", "pid")}
+        click.echo(f"{line.get('ts_ms')} {line.get('kind')} {json.dumps(rest, sort_keys=True, ensure_ascii=False)}")
+
+
+@job.command("cancel")
+@workspace_option
+@click.argument("job_id")
+@click.option("--json", "as_json", is_flag=True, help="Print the job record as JSON.")
+@click.pass_obj
+def cancel(app: App, job_id: str, as_json: bool) -> None:
+    """Cancel an open job (its wrapper then exits 5). Exit 1 if it already ended, 5 if unknown."""
+    from mam.jobs.queries import cancel as cancel_job
+
+    view = cancel_job(app.ws, open_registry(app), job_id)
+    if as_json:
+        echo_json(view)
+    else:
+        click.echo(f"{job_id}: cancelled")

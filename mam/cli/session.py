@@ -1,0 +1,149 @@
+"""`mam session create|stop|resume|status|onboard-orchestrator`."""
+
+from __future__ import annotations
+
+import os
+
+import click
+
+from mam.cli.common import App, echo_json, open_registry, workspace_option
+
+
+@click.group("session")
+def session() -> None:
+    """Agent sessions: one long-lived agent per pane, recorded in .mam/agent-sessions.db."""
+
+
+@session.command("create")
+@workspace_option
+@click.option("--agent", required=True, help="Agent CLI: claude, codex, agy, hermes, grok, opencode, or demo.")
+@click.option("--role", required=True, help="Role of the session (developer, reviewer, planner...).")
+@click.option("--session", "name", required=True, help="Unique session name (letters, digits, . _ -).")
+@click.option("--backend", type=click.Choice(["tmux", "herdr"]), default=None, help="Pane backend (default MAM_BACKEND, tmux).")
+@click.option("--server", default=None, help="tmux socket / herdr session name (default: mam-<workspace slug>).")
+@click.option("--herdr-session", default=None, help="herdr session (server) to use; implies --backend herdr.")
+@click.option("--cwd", default=None, help="Folder the agent works in (default: the workspace).")
+@click.option("--onboard", is_flag=True, help="Send an onboarding job and wait for it (exit 44 failed, 45 not ended in time).")
+@click.option("--onboard-timeout", type=float, default=None, help="Seconds the onboarding job may take (default MAM_START_DEADLINE_S).")
+@click.option("--json", "as_json", is_flag=True, help="Print the session row as JSON.")
+@click.pass_obj
+def create(app: App, agent: str, role: str, name: str, backend: str | None, server: str | None, herdr_session: str | None,
+           cwd: str | None, onboard: bool, onboard_timeout: float | None, as_json: bool) -> int:
+    """Start AGENT in a new pane and register it as session NAME.
+
+    \b
+    Exit codes: 0 created; 44 onboarding failed; 45 onboarding did not end in time
+    (the session is kept in both cases); 1 creation failed; 2 bad options.
+    """
+    from mam.sessions.create import CreateRequest, create_session
+
+    if herdr_session:
+        backend, server = "herdr", herdr_session
+    kind = backend or app.settings.get_str("MAM_BACKEND")
+    registry = open_registry(app)
+    req = CreateRequest(name=name, agent=agent, role=role, cwd=cwd or str(app.ws.root), backend=kind, server=server or "")
+    row = create_session(req, ws=app.ws, settings=app.settings, registry=registry, environ=os.environ)
+    code = 0
+    if onboard:
+        from mam.jobs.onboard import onboard_session
+
+        outcome = onboard_session(row, ws=app.ws, settings=app.settings, registry=registry, timeout=onboard_timeout)
+        code = outcome.exit_code
+        if not as_json:
+            click.echo(f"onboarding job {outcome.job_id}: {outcome.state} {outcome.reason}".rstrip())
+        row = registry.session(name)
+    if as_json:
+        echo_json(row.as_dict())
+    else:
+        click.echo(f"session {row.name}: {row.agent} ({row.role}) running in {row.backend}:{row.server} pane {row.pane_id}, cwd {row.cwd}")
+    return code
+
+
+@session.command("stop")
+@workspace_option
+@click.option("--session", "name", required=True, help="Session to stop.")
+@click.option("--purge-conversation", is_flag=True, help="Also delete the conversation's files (needs --yes).")
+@click.option("--yes", is_flag=True, help="Confirm --purge-conversation.")
+@click.option("--json", "as_json", is_flag=True, help="Print the session row as JSON.")
+@click.pass_obj
+def stop(app: App, name: str, purge_conversation: bool, yes: bool, as_json: bool) -> None:
+    """Exit the agent gracefully; the conversation id is kept (status stopped, resumable true).
+
+    Exit codes: 0 stopped (or already stopped); 5 unknown session; 2 --purge-conversation without --yes.
+    """
+    from mam.sessions.stop import stop_session
+
+    row = stop_session(name, ws=app.ws, settings=app.settings, registry=open_registry(app), purge_conversation=purge_conversation, yes=yes)
+    if as_json:
+        echo_json(row.as_dict())
+    else:
+        click.echo(f"session {row.name}: stopped, conversation {row.conversation_id or '-'}, resumable {str(row.resumable).lower()}")
+
+
+@session.command("resume")
+@workspace_option
+@click.option("--session", "name", required=True, help="Session to resume.")
+@click.option("--json", "as_json", is_flag=True, help="Print the session row as JSON.")
+@click.pass_obj
+def resume(app: App, name: str, as_json: bool) -> None:
+    """Relaunch a stopped session's conversation in the folder it ran in.
+
+    Exit codes: 0 resumed; 1 already running, or the conversation is gone; 5 unknown session.
+    """
+    from mam.sessions.resume import resume_session
+
+    row = resume_session(name, ws=app.ws, settings=app.settings, registry=open_registry(app), environ=os.environ)
+    if as_json:
+        echo_json(row.as_dict())
+    else:
+        click.echo(f"session {row.name}: resumed conversation {row.conversation_id} in pane {row.pane_id}, cwd {row.cwd}")
+
+
+@session.command("status")
+@workspace_option
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON list, one object per session.")
+@click.pass_obj
+def status(app: App, as_json: bool) -> None:
+    """Read-only snapshot: registry status, pane liveness, command, cwd, resume id and drift.
+
+    Never starts a broker, a server or a pane. Exit code 0.
+    """
+    from mam.sessions.status import session_status
+
+    rows = session_status(ws=app.ws, settings=app.settings)
+    if as_json:
+        echo_json(rows)
+        return
+    if not rows:
+        click.echo("no sessions")
+        return
+    header = ("NAME", "AGENT", "ROLE", "STATUS", "PANE", "ALIVE", "CONVERSATION", "DRIFT")
+    table = [header] + [
+        (r["name"], r["agent"], r["role"], r["status"], f"{r['backend']}:{r['pane_id'] or '-'}", "yes" if r["pane_alive"] else "no",
+         (r["conversation_id"] or "-")[:36], r["drift"] or "-")
+        for r in rows
+    ]
+    widths = [max(len(str(line[i])) for line in table) for i in range(len(header) - 1)]
+    for line in table:
+        click.echo("  ".join(str(v).ljust(w) for v, w in zip(line, widths)) + "  " + str(line[-1]))
+
+
+@session.command("onboard-orchestrator")
+@workspace_option
+@click.option("--backend", type=click.Choice(["tmux", "herdr"]), default=None, help="With --pane: the backend of that pane.")
+@click.option("--server", default=None, help="With --pane: its tmux socket name / herdr session.")
+@click.option("--pane", "pane_id", default=None, help="The orchestrator's pane id (default: detected from TMUX_PANE / HERDR_PANE_ID).")
+@click.option("--session-id", default="", help="The orchestrator's own conversation id, if known.")
+@click.option("--json", "as_json", is_flag=True, help="Print the record as JSON.")
+@click.pass_obj
+def onboard_orchestrator(app: App, backend: str | None, server: str | None, pane_id: str | None, session_id: str, as_json: bool) -> None:
+    """Record the orchestrator's own pane so the monitor never registers it as a sub-agent. Exit 0."""
+    from dataclasses import asdict
+
+    from mam.sessions.orchestrator import onboard_orchestrator as record
+
+    row = record(registry=open_registry(app), environ=os.environ, backend=backend, server=server, pane_id=pane_id, session=session_id)
+    if as_json:
+        echo_json(asdict(row))
+    else:
+        click.echo(f"orchestrator pane recorded: {row.key}")

@@ -1,0 +1,48 @@
+"""Briefs: validation, and the footer that tells the agent exactly which `mam event` commands to run."""
+
+from __future__ import annotations
+
+import re
+
+from mam.errors import UsageError
+
+MAX_BRIEF_BYTES = 256 * 1024
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+# How an agent program can find its instructions in a brief (the nonce appears exactly once).
+STARTED_LINE = re.compile(r"mam event started --job (?P<id>[A-Za-z0-9._-]+) --nonce (?P<nonce>[A-Za-z0-9]+) --heartbeat (?P<hb>[0-9.]+)")
+
+
+def check_brief(text: str) -> str:
+    if not text.strip():
+        raise UsageError("the brief is empty")
+    size = len(text.encode("utf-8", "surrogatepass"))
+    if size > MAX_BRIEF_BYTES:
+        raise UsageError(f"the brief is {size} bytes; the limit is {MAX_BRIEF_BYTES} (put long material in a file and name it in the brief)")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise UsageError("the brief is not valid UTF-8 text") from e
+    bad = _CONTROL.search(text)
+    if bad:
+        raise UsageError(f"the brief holds a control character (U+{ord(bad.group()):04X}); only tab, CR and LF are allowed")
+    return text
+
+
+def seconds(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() else f"{value:g}"
+
+
+def footer(job_id: str, nonce: str, heartbeat_s: float) -> str:
+    hb = seconds(heartbeat_s)
+    return (
+        "\n\n---\n"
+        f"This is mam job {job_id}. Report on it with these commands, run from your shell:\n"
+        f"  first, exactly once:  mam event started --job {job_id} --nonce {nonce} --heartbeat {hb}\n"
+        f"  progress (optional):  mam event progress --job {job_id} --message \"what you are doing\"\n"
+        f"  when done:            mam event completed --job {job_id} --message \"one-line result\" [--report FILE]\n"
+        f"  if you cannot do it:  mam event error --job {job_id} --reason \"why\"\n"
+    )
+
+
+def with_footer(brief: str, job_id: str, nonce: str, heartbeat_s: float) -> str:
+    return brief.rstrip("\n") + footer(job_id, nonce, heartbeat_s)

@@ -1,0 +1,254 @@
+"""The delegation wrapper: register a job, wait for the session's turn, inject the brief once,
+and follow the job's events until a protocol event or a deadline ends it.
+
+The outcome is decided only by events and timeouts (the pure model), never by the screen;
+the screen is read only to decide whether to press Enter again on a brief left unsubmitted.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import secrets
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from mam.bus.envelope import Envelope
+from mam.bus.mqtt import MqttClient
+from mam.bus.topics import Topics, prefix_for
+from mam.errors import BrokerError, MamError, UsageError
+from mam.jobs import record as rec
+from mam.jobs.brief import check_brief, with_footer
+from mam.jobs.delivery import Delivery, PaneDelivery
+from mam.jobs.intake import Intake
+from mam.jobs.ledger import Ledger, TakenOver, new_job_id, new_owner
+from mam.jobs.model import (
+    BROKER_UNAVAILABLE, SESSION_BUSY, TARGET_NOT_FOUND, Claim, Delivered, End, Input, Job, JobState, Tick, deadlines,
+)
+from mam.jobs.stale import close_if_abandoned
+from mam.jobs.target import Target, parse_target
+from mam.settings import Settings
+from mam.store import jobs as jobs_table
+from mam.store.registry import Registry
+from mam.workspace import Workspace
+
+log = logging.getLogger(__name__)
+Update = Callable[[Job, Input], None]
+
+
+@dataclass(frozen=True)
+class DelegateRequest:
+    target: str
+    brief: str
+    timeout_s: float | None = None
+    start_deadline_s: float | None = None
+    heartbeat_s: float | None = None
+    parent_job: str | None = None
+    job_id: str | None = None
+    kind: str = "job"
+    dispatch_wait_s: float | None = None
+    allow_insecure_broker: bool = False
+
+
+@dataclass(frozen=True)
+class Outcome:
+    job_id: str
+    state: str
+    reason: str
+    exit_code: int
+    detail: str = ""
+    result: str = ""
+    report: str = ""
+    record: dict[str, Any] = field(default_factory=dict)
+    taken_over: bool = False
+
+
+def delegate(req: DelegateRequest, *, ws: Workspace, settings: Settings, registry: Registry, on_update: Update | None = None) -> Outcome:
+    target = parse_target(req.target)
+    if req.job_id:
+        existing = registry.find_job(req.job_id)
+        if existing is not None:
+            return _retry(req, target, ws=ws, settings=settings, registry=registry, on_update=on_update)
+    check_brief(req.brief)
+    if target.remote:
+        from mam.remote.dispatch import check_remote_allowed
+
+        check_remote_allowed(settings, ws, allow_insecure=req.allow_insecure_broker)
+    job = _new_job(req, target, settings)
+    meta = {
+        "target": target.text, "kind": req.kind, "parent_job": req.parent_job, "topic_prefix": prefix_for(settings, ws),
+        "runner": target.runner, "brief_sha256": hashlib.sha256(req.brief.encode("utf-8")).hexdigest(),
+        "brief_bytes": len(req.brief.encode("utf-8")), "workspace": str(ws.root),
+    }
+    ledger = Ledger.register(ws, registry, job, owner=new_owner(), meta=meta)
+    return Wrapper(req, target, ledger, ws=ws, settings=settings, registry=registry, on_update=on_update).run()
+
+
+def _new_job(req: DelegateRequest, target: Target, settings: Settings) -> Job:
+    def pick(value: float | None, key: str) -> float:
+        chosen = value if value is not None else settings.get_float(key)
+        if chosen <= 0:
+            raise UsageError(f"{key.lower()} must be positive")
+        return chosen
+
+    return Job(
+        id=req.job_id or new_job_id(), session=target.session, nonce=secrets.token_hex(8), created_ms=rec.now_ms(),
+        start_deadline_ms=int(pick(req.start_deadline_s, "MAM_START_DEADLINE_S") * 1000),
+        heartbeat_ms=int(pick(req.heartbeat_s, "MAM_HEARTBEAT_S") * 1000),
+        heartbeat_k=settings.get_float("MAM_HEARTBEAT_K"),
+        budget_ms=int(pick(req.timeout_s, "MAM_JOB_TIMEOUT_S") * 1000),
+    )
+
+
+def _retry(req: DelegateRequest, target: Target, *, ws: Workspace, settings: Settings, registry: Registry, on_update: Update | None) -> Outcome:
+    """A second attempt for an existing job id: report a finished job, else take it over (never re-inject)."""
+    row = registry.job(req.job_id or "")
+    if not row.open:
+        return outcome_from_row(ws, registry, row.id)
+    ledger = Ledger.take_over(ws, registry, row.id)
+    return Wrapper(req, target, ledger, ws=ws, settings=settings, registry=registry, on_update=on_update).run()
+
+
+def outcome_from_row(ws: Workspace, registry: Registry, job_id: str) -> Outcome:
+    row = registry.job(job_id)
+    job = Job.from_dict(row.data.get("job", {}))
+    record = {**job.as_dict(), **row.data.get("meta", {}), "owner": row.owner}
+    code = row.exit_code if row.exit_code is not None else -1
+    return Outcome(job_id, row.state, row.reason, code, job.detail, job.result, job.report, record)
+
+
+class Wrapper:
+    """One attempt at driving one job to its end."""
+
+    def __init__(self, req: DelegateRequest, target: Target, ledger: Ledger, *, ws: Workspace, settings: Settings,
+                 registry: Registry, on_update: Update | None) -> None:
+        self.req, self.target, self.ledger = req, target, ledger
+        self.ws, self.settings, self.registry = ws, settings, registry
+        self.on_update = on_update
+        self.topics = Topics(str(ledger.meta["topic_prefix"]))
+        self.client: MqttClient | None = None
+        self.intake = Intake(ledger, registry, local=not target.remote)
+        self.poll = settings.poll_s
+        if on_update is not None:
+            ledger.on_commit = on_update
+
+    # -- the run ------------------------------------------------------------------------------
+    def run(self) -> Outcome:
+        try:
+            self._run()
+        except TakenOver:
+            out = outcome_from_row(self.ws, self.registry, self.ledger.job.id)
+            return Outcome(out.job_id, out.state, out.reason, 5, "taken over by another attempt", out.result, out.report, out.record, True)
+        finally:
+            if self.client is not None:
+                self._publish_state()
+                self.client.close()
+        return self.outcome()
+
+    def _run(self) -> None:
+        job = self.ledger.job
+        if job.terminal:
+            return
+        try:
+            from mam.bus.connect import open_client
+
+            self.client = open_client(self.settings, self.ws, role="wrapper", timeout=5)
+        except BrokerError as e:
+            self._end(JobState.FAILED, BROKER_UNAVAILABLE, 3, str(e))
+            return
+        self.intake.attach(self.client, self.topics.events(job.id))
+        delivery = self._delivery()
+        if self.ledger.job.state is JobState.PENDING:
+            problem = delivery.find_target()
+            if problem:
+                self._end(JobState.CANCELLED, TARGET_NOT_FOUND, 5, problem)
+                return
+            if not self._wait_turn():
+                return
+            problem = delivery.check_alive()
+            if problem:
+                self._end(JobState.CANCELLED, TARGET_NOT_FOUND, 5, problem)
+                return
+            self._apply(Claim(rec.now_ms()))
+            text = with_footer(self.req.brief, job.id, job.nonce, job.heartbeat_ms / 1000)
+            try:
+                delivery.inject(text, self.ledger)
+            except MamError as e:
+                self._end(JobState.CANCELLED, "inject_failed", 5, str(e))
+                return
+            if not delivery.confirms_itself:
+                self._apply(Delivered(rec.now_ms()))
+        self._follow(delivery)
+
+    def _delivery(self) -> Delivery:
+        if self.target.remote:
+            from mam.remote.dispatch import RemoteDelivery
+
+            assert self.client is not None
+            return RemoteDelivery(self.target, ws=self.ws, settings=self.settings, client=self.client, topics=self.topics, brief=self.req.brief)
+        return PaneDelivery(self.target, ws=self.ws, settings=self.settings, registry=self.registry)
+
+    def _wait_turn(self) -> bool:
+        """Wait by the registry until no earlier job of the session is open; False if it ended the job."""
+        wait = self.req.dispatch_wait_s if self.req.dispatch_wait_s is not None else self.settings.get_float("MAM_DISPATCH_WAIT_S")
+        deadline = time.monotonic() + wait
+        announced = False
+        while True:
+            with self.registry.read() as conn:
+                ahead = jobs_table.open_jobs_ahead(conn, self.ledger.job.session, self.ledger.qid)
+            for other in ahead:
+                close_if_abandoned(self.ws, self.registry, other.id)
+            if not ahead:
+                return True
+            if not announced:
+                rec.audit(self.ws, self.ledger.job.id, "waiting", ahead=[j.id for j in ahead])
+                announced = True
+            if time.monotonic() >= deadline:
+                self._end(JobState.CANCELLED, SESSION_BUSY, 5, f"session busy with {ahead[0].id} for {wait:g}s")
+                return False
+            self.ledger.sync()
+            if self.ledger.job.terminal:
+                return False
+            time.sleep(self.poll)
+
+    def _follow(self, delivery: Delivery) -> None:
+        while not self.ledger.job.terminal:
+            self.intake.pump(self.poll)
+            if self.ledger.job.terminal:
+                break
+            self.ledger.sync()
+            if self.ledger.job.terminal:
+                break
+            if self.ledger.job.state is JobState.DELIVERED:
+                delivery.nudge(self.ledger)
+            now = rec.now_ms()
+            if self.target.remote and self.client is not None and not self.client.connected and any(now > d for d, _s, _r in deadlines(self.ledger.job)):
+                self._end(JobState.FAILED, BROKER_UNAVAILABLE, 3, "the broker was unreachable when the job's deadline passed")
+                break
+            self._apply(Tick(now))
+
+    # -- helpers ------------------------------------------------------------------------------
+    def _apply(self, inp: Claim | Delivered | Tick | End) -> None:
+        self.ledger.apply(inp)
+
+    def _end(self, state: JobState, reason: str, code: int, detail: str) -> None:
+        self._apply(End(rec.now_ms(), state, reason, code, detail))
+
+    def _publish_state(self) -> None:
+        job = self.ledger.job
+        if self.client is None or not self.client.connected or not self.ledger.token:
+            return
+        env = Envelope(kind="state", job=job.id, seq=job.last_seq, type="state", sender="wrapper", ts=rec.now_ms(),
+                       body={"state": job.state.value, "reason": job.reason, "exit_code": job.exit_code}).signed(self.ledger.token)
+        try:
+            self.client.publish(self.topics.state(job.id), env.encode(), qos=1, retain=True, timeout=3)
+        except BrokerError as e:
+            log.warning("could not publish the final state of %s: %s", job.id, e)
+
+    def outcome(self) -> Outcome:
+        job = self.ledger.job
+        code = job.exit_code if job.exit_code is not None else 1
+        record = {k: v for k, v in self.ledger.record().items() if k != "token"}
+        return Outcome(job.id, job.state.value, job.reason, code, job.detail, job.result, job.report, record)

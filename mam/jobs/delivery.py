@@ -1,0 +1,104 @@
+"""Getting a brief to its agent: into a local pane (here), or to a runner on another host (remote).
+
+A Delivery finds the target, checks the agent still runs, injects the brief exactly once, and
+may press Enter again while the brief sits unsubmitted. It never decides a job's outcome.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from typing import Protocol
+
+from mam.agents import get_adapter
+from mam.jobs import record as rec
+from mam.jobs.ledger import Ledger
+from mam.jobs.target import Target
+from mam.sessions.common import backend_for
+from mam.settings import Settings
+from mam.store.registry import Registry
+from mam.store.sessions import SessionRow, SessionStatus
+from mam.util.proc import pid_alive
+from mam.workspace import Workspace
+
+MAX_NUDGES = 5
+
+
+class Delivery(Protocol):
+    confirms_itself: bool  # True: a `delivered` event from the other side marks delivery
+
+    def find_target(self) -> str:
+        """'' if the target exists, else why not."""
+        ...
+
+    def check_alive(self) -> str:
+        """'' if the agent runs, else why not (and the session is marked terminated)."""
+        ...
+
+    def inject(self, text: str, ledger: Ledger) -> None: ...
+
+    def nudge(self, ledger: Ledger) -> None: ...
+
+
+class PaneDelivery:
+    confirms_itself = False
+
+    def __init__(self, target: Target, *, ws: Workspace, settings: Settings, registry: Registry) -> None:
+        self.target, self.ws, self.settings, self.registry = target, ws, settings, registry
+        self.row: SessionRow | None = None
+        self._nudges = 0
+        self._next_nudge: float | None = None
+
+    def find_target(self) -> str:
+        row = self.registry.find_session(self.target.session)
+        if row is None:
+            return f"no session named {self.target.session!r} in this workspace"
+        if self.target.backend and row.backend != self.target.backend:
+            return f"session {row.name!r} runs on {row.backend}, not {self.target.backend}"
+        if row.status not in (SessionStatus.RUNNING, SessionStatus.STARTING):
+            return f"session {row.name!r} is {row.status}" + (" (resume it first)" if row.status == SessionStatus.STOPPED else "")
+        self.row = row
+        return ""
+
+    def check_alive(self) -> str:
+        row = self.registry.find_session(self.target.session)
+        if row is None or row.status not in (SessionStatus.RUNNING, SessionStatus.STARTING):
+            return self.find_target() or f"session {self.target.session!r} is gone"
+        self.row = row
+        backend = backend_for(row, settings=self.settings, ws=self.ws)
+        info = backend.pane(row.pane_id) if row.pane_id else None
+        problem = ""
+        if info is None:
+            problem = f"the pane {row.pane_id} of session {row.name!r} is gone"
+        elif info.dead:
+            problem = f"the agent of session {row.name!r} exited (pane {row.pane_id} is dead)"
+        elif row.pane_pid and info.pid and info.pid != row.pane_pid:
+            problem = f"pane {row.pane_id} runs another process (pid {info.pid}, expected {row.pane_pid})"
+        elif info.pid and not pid_alive(info.pid):
+            problem = f"the agent process {info.pid} of session {row.name!r} is not running"
+        if problem:
+            self.registry.update_session(row.name, status=SessionStatus.TERMINATED, note=f"agent not running: {problem}")
+        return problem
+
+    def inject(self, text: str, ledger: Ledger) -> None:
+        assert self.row is not None and self.row.pane_id
+        backend = backend_for(self.row, settings=self.settings, ws=self.ws)
+        backend.paste(self.row.pane_id, text)
+        backend.send_keys(self.row.pane_id, "Enter")
+        data = text.encode("utf-8")
+        rec.audit(self.ws, ledger.job.id, "injected", pane=self.row.pane_id, bytes=len(data), sha256=hashlib.sha256(data).hexdigest())
+        step = min(max(ledger.job.start_deadline_ms / 8000, 0.5), 10.0)
+        self._step = step
+        self._next_nudge = time.monotonic() + step
+
+    def nudge(self, ledger: Ledger) -> None:
+        """Press Enter again if the brief still sits unsubmitted in the input box (never paste again)."""
+        if self.row is None or self._next_nudge is None or self._nudges >= MAX_NUDGES or time.monotonic() < self._next_nudge:
+            return
+        self._next_nudge = time.monotonic() + self._step
+        backend = backend_for(self.row, settings=self.settings, ws=self.ws)
+        screen = backend.capture(self.row.pane_id or "", lines=60)
+        if get_adapter(self.row.agent).input_pending(screen, ledger.job.nonce):
+            self._nudges += 1
+            backend.send_keys(self.row.pane_id or "", "Enter")
+            rec.audit(self.ws, ledger.job.id, "nudge", pane=self.row.pane_id, count=self._nudges)

@@ -1,0 +1,87 @@
+"""The agent side: sign an event with the job's token, record it in the local store, publish it.
+
+The store write comes first and allocates `seq`; a per-job lock is held from the allocation
+until the broker acknowledged the publish, so events leave in `seq` order. When the broker
+is down the event stays on disk (the wrapper reads that path too) and is marked unpublished.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import logging
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from mam.bus.envelope import Envelope
+from mam.bus.mqtt import MqttClient
+from mam.bus.topics import Topics
+from mam.errors import BrokerError, JobError
+from mam.jobs.model import TERMINAL, JobState
+from mam.jobs.record import now_ms, read_record
+from mam.store import jobs as jobs_table
+from mam.store.registry import Registry
+from mam.workspace import Workspace
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Emitted:
+    envelope: Envelope
+    published: bool
+    warning: str = ""
+
+
+@contextmanager
+def job_lock(ws: Workspace, job_id: str) -> Iterator[None]:
+    ws.locks_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    with open(ws.lock(f"job-{job_id}"), "a") as f:
+        fcntl.flock(f.fileno(), fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f.fileno(), fcntl.LOCK_UN)
+
+
+class Emitter:
+    """Emits events for jobs of one workspace, over one (optional) MQTT client."""
+
+    def __init__(self, ws: Workspace, registry: Registry, client: MqttClient | None) -> None:
+        self.ws = ws
+        self.registry = registry
+        self.client = client
+        self._records: dict[str, dict[str, Any]] = {}
+
+    def record(self, job_id: str) -> dict[str, Any]:
+        if job_id not in self._records:
+            self._records[job_id] = read_record(self.ws, job_id)
+        return self._records[job_id]
+
+    def emit(self, job_id: str, type: str, body: Mapping[str, Any], *, sender: str = "agent") -> Emitted:
+        record = self.record(job_id)
+        token = record.get("token")
+        if not isinstance(token, str) or not token:
+            raise JobError(f"the record of job {job_id!r} holds no token", job_id=job_id)
+        with job_lock(self.ws, job_id):
+            with self.registry.write() as conn:
+                row = jobs_table.get(conn, job_id)
+                if JobState(row.state) in TERMINAL:
+                    raise JobError(f"job {job_id} already ended: {row.state} ({row.reason or 'no reason'})", job_id=job_id)
+                seq = jobs_table.next_seq(conn, job_id)
+                env = Envelope(kind="event", job=job_id, seq=seq, type=type, sender=sender, ts=now_ms(), body=dict(body)).signed(token)
+                jobs_table.add_event(conn, job_id=job_id, seq=seq, type=type, sender=sender, ts=env.ts, raw=env.encode().decode("utf-8"))
+            published, warning = self._publish(record, env)
+        return Emitted(env, published, warning)
+
+    def _publish(self, record: Mapping[str, Any], env: Envelope) -> tuple[bool, str]:
+        if self.client is None:
+            return False, "no broker connection: the event is recorded on disk only"
+        try:
+            self.client.publish(Topics(str(record["topic_prefix"])).events(env.job), env.encode(), qos=1, timeout=5)
+        except BrokerError as e:
+            return False, f"{e}; the event is recorded on disk"
+        with self.registry.write() as conn:
+            jobs_table.mark_published(conn, env.job, env.seq)
+        return True, ""

@@ -1,0 +1,81 @@
+"""Event intake for one job: MQTT messages and (for local jobs) the disk path, merged by `seq`,
+checked by the gate, applied through the ledger, every rejection written to the audit log.
+"""
+
+from __future__ import annotations
+
+import queue
+from dataclasses import dataclass, field
+
+from mam.bus.mqtt import MqttClient
+from mam.jobs import record as rec
+from mam.jobs.gate import EventGate
+from mam.jobs.ledger import Ledger
+from mam.jobs.model import Event
+from mam.store import jobs as jobs_table
+from mam.store.registry import Registry
+
+EXCERPT = 240
+
+
+@dataclass
+class Intake:
+    ledger: Ledger
+    registry: Registry
+    local: bool  # the agent shares this workspace's store: read the disk path too
+    gate: EventGate = field(init=False)
+    disk_seq: int = 0
+    mqtt_seen: int = 0
+    _queue: queue.Queue[bytes] = field(default_factory=queue.Queue)
+
+    def __post_init__(self) -> None:
+        job = self.ledger.job
+        self.gate = EventGate(job.id, self.ledger.token, last_seq=job.last_seq)
+        self.disk_seq = job.last_seq
+
+    def attach(self, client: MqttClient | None, topic: str) -> None:
+        if client is not None:
+            client.subscribe(topic, lambda _t, payload, _r: self._queue.put(payload))
+
+    def pump(self, wait: float) -> None:
+        """Wait up to `wait` seconds for news, then process everything that arrived."""
+        messages: list[bytes] = []
+        try:
+            messages.append(self._queue.get(timeout=wait))
+            while True:
+                messages.append(self._queue.get_nowait())
+        except queue.Empty:
+            pass
+        # The disk path first: an event is committed to disk before it is published.
+        if self.local:
+            self._drain_disk()
+        for payload in messages:
+            self.mqtt_seen += 1
+            self._take(payload, "mqtt")
+            if self.ledger.job.terminal:
+                break
+
+    def _drain_disk(self) -> None:
+        for row in self.registry.events_after(self.ledger.job.id, self.disk_seq):
+            self.disk_seq = row.seq
+            self._take(row.raw.encode("utf-8"), "disk")
+
+    def _take(self, raw: bytes, path: str) -> None:
+        job_id = self.ledger.job.id
+        verdict = self.gate.check(raw, path)
+        if not verdict.accepted:
+            if not verdict.silent:
+                rec.audit(self.registry.ws, job_id, "rejected", reason=verdict.reason, path=path, detail=verdict.detail,
+                          excerpt=raw[:EXCERPT].decode("utf-8", "replace"))
+            return
+        env = verdict.envelope
+        assert env is not None
+        if verdict.gap:
+            rec.audit(self.registry.ws, job_id, "seq_gap", missing=verdict.gap, seq=env.seq, path=path)
+        if not self.local and path == "mqtt":
+            with self.registry.write() as conn:  # keep remote events in the local store too (`mam job log`)
+                jobs_table.add_event(conn, job_id=job_id, seq=env.seq, type=env.type, sender=env.sender, ts=env.ts,
+                                     raw=raw.decode("utf-8"), published=True)
+        why = self.ledger.apply(Event(at=rec.now_ms(), seq=env.seq, type=env.type, sender=env.sender, body=dict(env.body)))
+        if why:  # accepted events are logged by the ledger as inputs
+            rec.audit(self.registry.ws, job_id, "ignored", reason=why, path=path, seq=env.seq, type=env.type, sender=env.sender)

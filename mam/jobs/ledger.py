@@ -1,0 +1,141 @@
+"""The job ledger: registering a job and committing each of its transitions to the registry
+row (compare-and-set on the owner), the 0600 live record and the audit log, in that order.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import socket
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from mam.errors import JobError
+from mam.jobs import record as rec
+from mam.jobs.model import Input, Job, JobState, input_to_dict, step
+from mam.store import jobs as jobs_table
+from mam.store.registry import Registry
+from mam.util.proc import start_time
+from mam.workspace import Workspace
+
+
+class TakenOver(JobError):
+    """Raised when another attempt took the job record over while this one held it."""
+
+    exit_code = 5
+
+
+def new_job_id() -> str:
+    return f"job-{uuid.uuid4().hex[:16]}"
+
+
+def new_owner() -> str:
+    """host:pid:start-time:random; enough to tell whether the owning process still lives."""
+    pid = os.getpid()
+    return f"{socket.gethostname()}:{pid}:{start_time(pid) or 0}:{uuid.uuid4().hex[:8]}"
+
+
+def owner_alive(owner: str) -> bool:
+    from mam.util.proc import pid_alive
+
+    parts = owner.split(":")
+    if len(parts) != 4 or parts[0] != socket.gethostname():
+        return True  # another host's process: we cannot tell, so assume it lives
+    try:
+        pid, started = int(parts[1]), int(parts[2])
+    except ValueError:
+        return False
+    return pid_alive(pid, started or None)
+
+
+@dataclass
+class Ledger:
+    ws: Workspace
+    registry: Registry
+    job: Job
+    owner: str
+    meta: dict[str, Any] = field(default_factory=dict)  # target, kind, parent_job, topic_prefix, brief size...
+    token: str = ""
+    qid: int = 0
+    on_commit: Callable[[Job, Input], None] | None = None
+
+    # -- registration -------------------------------------------------------------------------
+    @classmethod
+    def register(cls, ws: Workspace, registry: Registry, job: Job, *, owner: str, meta: dict[str, Any]) -> Ledger:
+        token = secrets.token_hex(32)
+        ledger = cls(ws, registry, job, owner, dict(meta), token)
+        # The record (with the token) exists before the row, so an agent that sees the row can always sign.
+        ledger._write_record()
+        with registry.write() as conn:
+            row = jobs_table.insert(conn, job_id=job.id, session=job.session, kind=meta.get("kind", "job"), target=meta.get("target", job.session),
+                                    parent_job=meta.get("parent_job"), state=job.state.value, owner=owner, data=ledger._row_data())
+        ledger.qid = row.qid
+        rec.audit(ws, job.id, "created", job=job.as_dict(), meta=meta, owner=owner)
+        return ledger
+
+    @classmethod
+    def take_over(cls, ws: Workspace, registry: Registry, job_id: str) -> Ledger:
+        """Become the owner of an existing job (a retried wrapper); the previous owner stops touching it."""
+        data = rec.read_record(ws, job_id)
+        owner = new_owner()
+        with registry.write() as conn:
+            row = jobs_table.get(conn, job_id)
+            jobs_table.update(conn, job_id, owner=owner)
+        job = Job.from_dict(row.data.get("job") or data)
+        ledger = cls(ws, registry, job, owner, dict(row.data.get("meta", {})), str(data.get("token", "")), row.qid)
+        rec.audit(ws, job_id, "taken_over", previous_owner=row.owner, owner=owner)
+        ledger._write_record()
+        return ledger
+
+    # -- transitions --------------------------------------------------------------------------
+    def apply(self, inp: Input) -> str:
+        """Apply an input; commit if it changed the job. Returns why it was ignored ('' if applied)."""
+        new, why = step(self.job, inp)
+        if new == self.job:
+            return why or "no_change"
+        self.commit(new, inp)
+        return ""
+
+    def commit(self, new: Job, inp: Input) -> None:
+        with self.registry.write() as conn:
+            ok = jobs_table.update(conn, new.id, expected_owner=self.owner, expected_state=self.job.state.value, state=new.state.value,
+                                   reason=new.reason, exit_code=new.exit_code, data=self._row_data(new),
+                                   ended_at=(new.ended_ms / 1000 if new.ended_ms else None))
+            row = None if ok else jobs_table.get(conn, new.id)
+        if row is not None:
+            if row.owner != self.owner:
+                raise TakenOver(f"job {new.id} was taken over by another attempt; this one leaves it unchanged", job_id=new.id)
+            # Someone else ended it (`mam job cancel`, the monitor): adopt their outcome.
+            self.job = Job.from_dict(row.data.get("job", {}))
+            self._write_record()
+            return
+        self.job = new
+        self._write_record()
+        rec.audit(self.ws, new.id, "input", input=input_to_dict(inp), state=new.state.value, reason=new.reason, exit_code=new.exit_code)
+        if self.on_commit is not None:
+            self.on_commit(new, inp)
+
+    def still_owner(self) -> bool:
+        row = self.registry.find_job(self.job.id)
+        return row is not None and row.owner == self.owner
+
+    def sync(self) -> None:
+        """Adopt an outcome written by someone else (cancel, monitor); raise TakenOver if the owner changed."""
+        row = self.registry.job(self.job.id)
+        if row.owner != self.owner:
+            raise TakenOver(f"job {self.job.id} was taken over by another attempt; this one leaves it unchanged", job_id=self.job.id)
+        if row.state != self.job.state.value:
+            self.job = Job.from_dict(row.data.get("job", {}))
+            self._write_record()
+
+    # -- files --------------------------------------------------------------------------------
+    def _row_data(self, job: Job | None = None) -> dict[str, Any]:
+        return {"job": (job or self.job).as_dict(), "meta": self.meta}
+
+    def record(self) -> dict[str, Any]:
+        return {**self.job.as_dict(), **self.meta, "owner": self.owner, "token": self.token}
+
+    def _write_record(self) -> None:
+        rec.write_record(self.ws, self.job.id, self.record())

@@ -1,0 +1,256 @@
+"""The job lifecycle as a pure function: `advance(job, input) -> job`. No I/O, no clock.
+
+Every rule of the delegation contract lives here, so it can be tested without a pane or a
+broker, and the same function replays a job from its audit log (the log records every input
+that changed the job). Times are integer milliseconds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass, replace
+from enum import Enum
+from typing import Any, Union
+
+
+class JobState(str, Enum):
+    PENDING = "pending"  # registered, waiting for the session's earlier jobs
+    DELIVERING = "delivering"  # the brief is being injected (never injected again after this)
+    DELIVERED = "delivered"  # injected; waiting for `started`
+    RUNNING = "running"  # `started` received; heartbeats expected
+    COMPLETED = "completed"
+    FAILED = "failed"
+    TIMED_OUT = "timed_out"
+    CANCELLED = "cancelled"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+TERMINAL = frozenset({JobState.COMPLETED, JobState.FAILED, JobState.TIMED_OUT, JobState.CANCELLED})
+OPEN = frozenset(JobState) - TERMINAL
+
+# Reasons recorded on terminal jobs.
+AGENT_BLOCKED = "agent_blocked"
+DEADLINE_TIMEOUT = "deadline_timeout"
+WALL_CLOCK_TIMEOUT = "wall_clock_timeout"
+SESSION_BUSY = "session_busy"
+TARGET_NOT_FOUND = "target_not_found"
+BROKER_UNAVAILABLE = "broker_unavailable"
+AGENT_ERROR = "agent_error"
+CANCELLED_BY_USER = "cancelled_by_user"
+
+# Which sender may send which event type.
+SENDER_TYPES: Mapping[str, frozenset[str]] = {
+    "agent": frozenset({"started", "progress", "heartbeat", "completed", "error"}),
+    "heartbeater": frozenset({"heartbeat"}),
+    "runner": frozenset({"delivered", "rejected", "error"}),
+}
+
+
+@dataclass(frozen=True)
+class Job:
+    id: str
+    session: str
+    nonce: str
+    created_ms: int
+    start_deadline_ms: int
+    heartbeat_ms: int
+    heartbeat_k: float
+    budget_ms: int
+    state: JobState = JobState.PENDING
+    reason: str = ""
+    detail: str = ""
+    exit_code: int | None = None
+    claimed_ms: int | None = None
+    delivered_ms: int | None = None
+    started_ms: int | None = None
+    last_event_ms: int | None = None
+    ended_ms: int | None = None
+    last_seq: int = 0
+    result: str = ""
+    report: str = ""
+
+    @property
+    def terminal(self) -> bool:
+        return self.state in TERMINAL
+
+    def as_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["state"] = self.state.value
+        return data
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Job:
+        known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
+        known["state"] = JobState(known.get("state", "pending"))
+        return cls(**known)
+
+
+# -- inputs -------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Claim:
+    """The wrapper is about to inject the brief (recorded before the paste: at most once)."""
+
+    at: int
+
+
+@dataclass(frozen=True)
+class Delivered:
+    """The brief was injected (locally, or a runner said so)."""
+
+    at: int
+
+
+@dataclass(frozen=True)
+class Event:
+    """A verified event (signature and seq already checked by the gate)."""
+
+    at: int
+    seq: int
+    type: str
+    sender: str
+    body: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class Tick:
+    """Time passed: deadlines are checked against `at`."""
+
+    at: int
+
+
+@dataclass(frozen=True)
+class End:
+    """The orchestrator side ends the job (cancelled / failed) for a reason of its own."""
+
+    at: int
+    state: JobState
+    reason: str
+    exit_code: int
+    detail: str = ""
+
+
+Input = Union[Claim, Delivered, Event, Tick, End]
+
+EXIT_CODES = {JobState.COMPLETED: 0, JobState.FAILED: 1, JobState.TIMED_OUT: 2, JobState.CANCELLED: 5}
+
+
+def _end(job: Job, at: int, state: JobState, reason: str, *, detail: str = "", exit_code: int | None = None, **extra: Any) -> Job:
+    code = EXIT_CODES[state] if exit_code is None else exit_code
+    return replace(job, state=state, reason=reason, detail=detail, exit_code=code, ended_ms=at, **extra)
+
+
+def step(job: Job, inp: Input) -> tuple[Job, str]:
+    """Apply one input. Returns the new job and, when the input was ignored, why (else '')."""
+    if job.terminal:
+        return job, "job_closed"
+    if isinstance(inp, Claim):
+        if job.state is not JobState.PENDING:
+            return job, "already_claimed"
+        return replace(job, state=JobState.DELIVERING, claimed_ms=inp.at), ""
+    if isinstance(inp, Delivered):
+        if job.state not in (JobState.PENDING, JobState.DELIVERING):
+            return job, "already_delivered"
+        return replace(job, state=JobState.DELIVERED, claimed_ms=job.claimed_ms or inp.at, delivered_ms=inp.at), ""
+    if isinstance(inp, End):
+        return _end(job, inp.at, inp.state, inp.reason, detail=inp.detail, exit_code=inp.exit_code), ""
+    if isinstance(inp, Tick):
+        return _tick(job, inp.at)
+    return _event(job, inp)
+
+
+def _event(job: Job, ev: Event) -> tuple[Job, str]:
+    if ev.type not in SENDER_TYPES.get(ev.sender, frozenset()):
+        return job, "sender_not_allowed"
+    if ev.seq <= job.last_seq:
+        return job, "replay"
+    seen = replace(job, last_seq=ev.seq)
+    if ev.sender == "runner":
+        if ev.type == "delivered":
+            if job.state not in (JobState.PENDING, JobState.DELIVERING):
+                return seen, ""
+            return replace(seen, state=JobState.DELIVERED, delivered_ms=ev.at, claimed_ms=job.claimed_ms or ev.at, last_event_ms=ev.at), ""
+        if ev.type == "rejected":
+            reason = str(ev.body.get("reason") or TARGET_NOT_FOUND)
+            return _end(seen, ev.at, JobState.CANCELLED, reason, detail=str(ev.body.get("detail", ""))), ""
+        return _end(seen, ev.at, JobState.FAILED, str(ev.body.get("reason") or "runner_error"), detail=str(ev.body.get("detail", ""))), ""
+    if ev.type == "started":
+        if job.state is JobState.RUNNING:
+            return job, "already_started"
+        if job.state is JobState.PENDING:
+            return job, "not_delivered"
+        if ev.body.get("nonce") != job.nonce:
+            return job, "bad_nonce"
+        hb = ev.body.get("heartbeat_ms")
+        heartbeat = hb if isinstance(hb, int) and not isinstance(hb, bool) and hb > 0 else job.heartbeat_ms
+        return replace(seen, state=JobState.RUNNING, started_ms=ev.at, last_event_ms=ev.at, heartbeat_ms=heartbeat), ""
+    if job.state is not JobState.RUNNING:
+        return job, "before_started"
+    if ev.type in ("progress", "heartbeat"):
+        return replace(seen, last_event_ms=ev.at), ""
+    if ev.type == "completed":
+        return _end(seen, ev.at, JobState.COMPLETED, "completed", last_event_ms=ev.at,
+                    result=str(ev.body.get("message", "")), report=str(ev.body.get("report", ""))), ""
+    # error
+    return _end(seen, ev.at, JobState.FAILED, AGENT_ERROR, detail=str(ev.body.get("reason", "")), last_event_ms=ev.at), ""
+
+
+def deadlines(job: Job) -> list[tuple[int, JobState, str]]:
+    """The deadlines that apply to the job now: (time, state it ends in, reason), earliest first."""
+    out: list[tuple[int, JobState, str]] = []
+    delivered = job.delivered_ms if job.delivered_ms is not None else job.claimed_ms
+    if delivered is None:
+        return out
+    out.append((delivered + job.budget_ms, JobState.TIMED_OUT, WALL_CLOCK_TIMEOUT))
+    if job.state in (JobState.DELIVERING, JobState.DELIVERED):
+        out.append((delivered + job.start_deadline_ms, JobState.FAILED, AGENT_BLOCKED))
+    elif job.state is JobState.RUNNING:
+        last = job.last_event_ms if job.last_event_ms is not None else delivered
+        out.append((last + int(job.heartbeat_k * job.heartbeat_ms), JobState.TIMED_OUT, DEADLINE_TIMEOUT))
+    return sorted(out, key=lambda d: d[0])
+
+
+def _tick(job: Job, now: int) -> tuple[Job, str]:
+    for at, state, reason in deadlines(job):
+        if now > at:
+            return _end(job, now, state, reason), ""
+    return job, "nothing_due"
+
+
+def advance(job: Job, inp: Input) -> Job:
+    return step(job, inp)[0]
+
+
+def replay(job: Job, inputs: Iterable[Input]) -> Job:
+    for inp in inputs:
+        job = advance(job, inp)
+    return job
+
+
+# -- (de)serialising inputs for the audit log ---------------------------------------------------
+def input_to_dict(inp: Input) -> dict[str, Any]:
+    data = asdict(inp)
+    data["input"] = type(inp).__name__.lower()
+    if isinstance(inp, End):
+        data["state"] = inp.state.value
+    if isinstance(inp, Event):
+        data["body"] = dict(inp.body)
+    return data
+
+
+def input_from_dict(data: Mapping[str, Any]) -> Input:
+    kind = data["input"]
+    fields = {k: v for k, v in data.items() if k != "input"}
+    if kind == "claim":
+        return Claim(**fields)
+    if kind == "delivered":
+        return Delivered(**fields)
+    if kind == "event":
+        return Event(**fields)
+    if kind == "tick":
+        return Tick(**fields)
+    if kind == "end":
+        fields["state"] = JobState(fields["state"])
+        return End(**fields)
+    raise ValueError(f"unknown input kind {kind!r}")

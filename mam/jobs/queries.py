@@ -1,0 +1,64 @@
+"""Reading and cancelling jobs: status, lists, the audit log, sub-jobs, `mam job cancel`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mam.errors import JobError
+from mam.jobs import record as rec
+from mam.jobs.model import CANCELLED_BY_USER, End, Job, JobState, input_to_dict, step
+from mam.store import jobs as jobs_table
+from mam.store.jobs import JobRow
+from mam.store.registry import Registry
+from mam.workspace import Workspace
+
+
+def job_view(row: JobRow) -> dict[str, Any]:
+    """The public record of a job (never the token)."""
+    job = row.data.get("job", {})
+    meta = row.data.get("meta", {})
+    return {
+        **job, **{k: v for k, v in meta.items() if k != "token"}, "id": row.id, "session": row.session, "state": row.state,
+        "reason": row.reason, "exit_code": row.exit_code, "owner": row.owner, "kind": row.kind, "target": row.target,
+        "parent_job": row.parent_job, "created_at": row.created_at, "updated_at": row.updated_at, "ended_at": row.ended_at,
+    }
+
+
+def status(registry: Registry, job_id: str) -> dict[str, Any]:
+    view = job_view(registry.job(job_id))
+    with registry.read() as conn:
+        view["children"] = [{"id": c.id, "state": c.state, "reason": c.reason, "session": c.session}
+                            for c in jobs_table.list_jobs(conn, parent=job_id, limit=1000)]
+    return view
+
+
+def list_jobs(registry: Registry, *, session: str | None = None, state: str | None = None, parent: str | None = None,
+              open_only: bool = False, limit: int = 50) -> list[dict[str, Any]]:
+    with registry.read() as conn:
+        rows = jobs_table.open_jobs(conn, session) if open_only else jobs_table.list_jobs(conn, session=session, state=state, parent=parent, limit=limit)
+    return [job_view(r) for r in rows]
+
+
+def log(ws: Workspace, registry: Registry, job_id: str) -> list[dict[str, Any]]:
+    registry.job(job_id)  # JobNotFound for an unknown id
+    return rec.read_audit(ws, job_id)
+
+
+def cancel(ws: Workspace, registry: Registry, job_id: str, reason: str = CANCELLED_BY_USER) -> dict[str, Any]:
+    """End an open job as cancelled (exit 5). The brief, if already injected, is not taken back."""
+    now = rec.now_ms()
+    with registry.write() as conn:
+        row = jobs_table.get(conn, job_id)
+        if not row.open:
+            raise JobError(f"job {job_id} already ended: {row.state} ({row.reason})", job_id=job_id)
+        job = Job.from_dict(row.data.get("job", {}))
+        inp = End(now, JobState.CANCELLED, reason, 5, "cancelled with `mam job cancel`")
+        new, _ = step(job, inp)
+        jobs_table.update(conn, job_id, expected_state=row.state, state=new.state.value, reason=new.reason,
+                          exit_code=new.exit_code, data={**row.data, "job": new.as_dict()}, ended_at=now / 1000)
+    try:
+        rec.write_record(ws, job_id, {**rec.read_record(ws, job_id), **new.as_dict()})
+    except JobError:
+        pass
+    rec.audit(ws, job_id, "input", input=input_to_dict(inp), state=new.state.value, reason=new.reason, exit_code=new.exit_code, by="cancel")
+    return status(registry, job_id)

@@ -1,0 +1,42 @@
+"""What session operations share: name checks, the pane environment, backend lookup for a row."""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+
+from mam.errors import UsageError
+from mam.panes import open_backend
+from mam.panes.base import PaneBackend
+from mam.settings import Settings
+from mam.store.sessions import SessionRow
+from mam.workspace import Workspace
+
+NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}\Z")
+
+
+def check_name(name: str, what: str = "session name") -> str:
+    if not NAME.match(name or ""):
+        raise UsageError(f"invalid {what} {name!r}: use 1-64 letters, digits, '.', '_' or '-', starting with a letter or digit")
+    return name
+
+
+def pane_env(ws: Workspace, name: str, environ: Mapping[str, str]) -> dict[str, str]:
+    """The creating command's environment, with the workspace venv first on PATH and the mam variables set."""
+    env = dict(environ)
+    first = ws.venv_bin if (ws.venv_bin / "mam").exists() else Path(sys.executable).parent
+    parts = [p for p in env.get("PATH", os.defpath).split(os.pathsep) if p and p != str(first)]
+    env["PATH"] = os.pathsep.join([str(first), *parts])
+    env["MAM_WORKSPACE"] = str(ws.root)
+    env["MAM_SESSION"] = name
+    env.pop("MAM_AGENT_PID", None)
+    env.pop("TMUX", None)
+    env.pop("TMUX_PANE", None)
+    return env
+
+
+def backend_for(row: SessionRow, *, settings: Settings, ws: Workspace) -> PaneBackend:
+    return open_backend(row.backend, row.server, settings=settings, ws=ws)

@@ -1,0 +1,90 @@
+"""Create a session: reserve the name, start the agent in its own pane, record it."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from mam.agents import get_adapter
+from mam.errors import SessionError, UsageError
+from mam.panes import BACKENDS, default_server, open_backend
+from mam.panes.lock import placement_lock
+from mam.sessions.common import check_name, pane_env
+from mam.settings import Settings
+from mam.store import sessions as sessions_table
+from mam.store.registry import Registry
+from mam.store.sessions import SessionRow, SessionStatus
+from mam.util.poll import Timeout, wait_for
+from mam.workspace import Workspace
+
+
+@dataclass(frozen=True)
+class CreateRequest:
+    name: str
+    agent: str
+    role: str
+    cwd: str
+    backend: str = "tmux"
+    server: str = ""  # empty: the workspace's default server for the backend
+    discover_timeout: float = 5.0
+
+
+def create_session(req: CreateRequest, *, ws: Workspace, settings: Settings, registry: Registry, environ: Mapping[str, str]) -> SessionRow:
+    check_name(req.name)
+    check_name(req.role, "role")
+    adapter = get_adapter(req.agent)
+    if req.backend not in BACKENDS:
+        raise UsageError(f"unknown backend {req.backend!r}: use tmux or herdr")
+    cwd = Path(req.cwd).expanduser()
+    if not cwd.is_dir():
+        raise UsageError(f"cwd {req.cwd!r} is not a folder")
+    cwd = cwd.resolve()
+    server = req.server or default_server(req.backend, settings, ws)
+    if req.server:
+        check_name(req.server, "server name")
+    env = pane_env(ws, req.name, environ)
+    conversation_id = adapter.new_conversation_id()
+    row = SessionRow(
+        name=req.name, agent=adapter.name, role=req.role, backend=req.backend, server=server, cwd=str(cwd),
+        status=SessionStatus.STARTING, conversation_id=conversation_id, agent_env=adapter.agent_env(env),
+    )
+    _reserve(registry, row)
+    backend = open_backend(req.backend, server, settings=settings, ws=ws)
+    launched = time.time()
+    try:
+        backend.ensure_server()
+        with placement_lock(ws, req.backend, server):
+            info = backend.create_pane(name=req.name, argv=adapter.launch_argv(conversation_id), cwd=str(cwd), env=env)
+    except BaseException:
+        registry.delete_session(req.name)  # free the name: nothing was started
+        raise
+    if conversation_id is None:
+        conversation_id = discover(adapter, cwd=str(cwd), since=launched, env=env, timeout=req.discover_timeout)
+    return registry.update_session(
+        req.name, status=SessionStatus.RUNNING, pane_id=info.pane_id, pane_pid=info.pid, launched_at=launched,
+        conversation_id=conversation_id, note="created",
+    )
+
+
+def _reserve(registry: Registry, row: SessionRow) -> None:
+    """Insert the row as `starting`; a terminated session of that name is replaced, any other refused."""
+    with registry.write(sessions=True) as conn:
+        existing = sessions_table.find(conn, row.name)
+        if existing is not None:
+            if existing.status != SessionStatus.TERMINATED:
+                hint = " (resume it with `mam session resume`)" if existing.status == SessionStatus.STOPPED else ""
+                raise SessionError(f"session {row.name!r} already exists and is {existing.status}{hint}", session=row.name)
+            sessions_table.delete(conn, row.name)
+        sessions_table.insert(conn, row)
+
+
+def discover(adapter, *, cwd: str, since: float, env: Mapping[str, str], timeout: float) -> str | None:  # type: ignore[no-untyped-def]
+    """Poll the agent's on-disk store for the conversation it started; None if it has not written one yet."""
+    if timeout <= 0:
+        return adapter.discover(cwd=cwd, since=since, env=env)  # type: ignore[no-any-return]
+    try:
+        return wait_for(lambda: adapter.discover(cwd=cwd, since=since - 1.0, env=env), timeout=timeout, interval=0.1)  # type: ignore[no-any-return]
+    except Timeout:
+        return None

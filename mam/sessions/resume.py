@@ -1,0 +1,35 @@
+"""Resume a stopped session: relaunch its saved conversation in the folder it ran in."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+
+from mam.agents import get_adapter
+from mam.errors import SessionError
+from mam.panes.lock import placement_lock
+from mam.sessions.common import backend_for, pane_env
+from mam.settings import Settings
+from mam.store.registry import Registry
+from mam.store.sessions import SessionRow, SessionStatus
+from mam.workspace import Workspace
+
+
+def resume_session(name: str, *, ws: Workspace, settings: Settings, registry: Registry, environ: Mapping[str, str]) -> SessionRow:
+    row = registry.session(name)
+    adapter = get_adapter(row.agent)
+    backend = backend_for(row, settings=settings, ws=ws)
+    if row.status in (SessionStatus.RUNNING, SessionStatus.STARTING) and row.pane_id:
+        info = backend.pane(row.pane_id)
+        if info is not None and not info.dead:
+            raise SessionError(f"session {name!r} is already running (pane {row.pane_id}); stop it first", session=name)
+    adapter.check_resumable(row.conversation_id or "", cwd=row.cwd, env=row.agent_env)
+    env = pane_env(ws, name, environ)
+    backend.ensure_server()
+    launched = time.time()
+    with placement_lock(ws, row.backend, row.server):
+        info = backend.create_pane(name=name, argv=adapter.resume_argv(row.conversation_id or ""), cwd=row.cwd, env=env)
+    return registry.update_session(
+        name, status=SessionStatus.RUNNING, pane_id=info.pane_id, pane_pid=info.pid, launched_at=launched,
+        resumable=False, agent_env={**row.agent_env, **adapter.agent_env(env)}, note="resumed",
+    )

@@ -1,0 +1,81 @@
+"""A read-only snapshot of every session: registry status, pane liveness, and drift between them.
+
+It never starts a server or a pane and never writes the registry (the monitor repairs drift).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mam.panes import open_backend
+from mam.panes.base import PaneInfo
+from mam.settings import Settings
+from mam.store.registry import Registry
+from mam.store.sessions import SessionRow, SessionStatus
+from mam.workspace import Workspace
+
+LIVE = (SessionStatus.RUNNING, SessionStatus.STARTING)
+
+
+def pane_snapshot(rows: list[SessionRow], *, settings: Settings, ws: Workspace) -> dict[tuple[str, str], dict[str, PaneInfo] | None]:
+    """Panes per (backend, server), listed once each; None where the server is not running."""
+    looking = settings.with_overrides(MAM_NO_AUTOSTART="1")
+    found: dict[tuple[str, str], dict[str, PaneInfo] | None] = {}
+    for key in sorted({(r.backend, r.server) for r in rows}):
+        backend = open_backend(key[0], key[1], settings=looking, ws=ws)
+        found[key] = {p.pane_id: p for p in backend.panes()} if backend.server_running() else None
+    return found
+
+
+def drift_of(row: SessionRow, panes: dict[str, PaneInfo] | None) -> tuple[PaneInfo | None, str]:
+    pane = panes.get(row.pane_id) if panes is not None and row.pane_id else None
+    if row.status in LIVE:
+        if panes is None:
+            return None, f"{row.status} in the registry, {row.backend} server {row.server!r} not running"
+        if pane is None:
+            return None, f"{row.status} in the registry, pane gone"
+        if pane.dead:
+            return pane, f"{row.status} in the registry, agent exited (pane dead)"
+        if row.pane_pid and pane.pid and pane.pid != row.pane_pid:
+            return pane, f"pane {row.pane_id} now runs another process (pid {pane.pid}, registry {row.pane_pid})"
+        return pane, ""
+    if pane is not None and not pane.dead:
+        return pane, f"{row.status} in the registry, but its pane is alive"
+    return pane, ""
+
+
+def session_status(*, ws: Workspace, settings: Settings) -> list[dict[str, Any]]:
+    registry = Registry.open_existing(ws)
+    if registry is None:
+        return []
+    try:
+        rows = registry.sessions()
+    finally:
+        registry.close()
+    panes = pane_snapshot(rows, settings=settings, ws=ws)
+    out = []
+    for row in rows:
+        pane, drift = drift_of(row, panes[(row.backend, row.server)])
+        out.append(
+            {
+                "name": row.name, "agent": row.agent, "role": row.role, "status": row.status, "backend": row.backend,
+                "server": row.server, "pane_id": row.pane_id, "cwd": row.cwd, "conversation_id": row.conversation_id,
+                "resume_id": row.conversation_id, "resumable": row.resumable, "drift": drift,
+                "pane_alive": bool(pane and not pane.dead), "pane_command": pane.command if pane else None,
+                "pane_cwd": pane.cwd if pane else None, "pane_pid": pane.pid if pane else None, "note": row.note,
+            }
+        )
+    return out
+
+
+def unregistered_panes(*, ws: Workspace, settings: Settings, rows: list[SessionRow], known_orchestrator_panes: set[str]) -> list[PaneInfo]:
+    """Live panes on the workspace's servers that no session row claims (the orchestrator's own excluded)."""
+    panes = pane_snapshot(rows, settings=settings, ws=ws)
+    claimed = {(r.backend, r.server, r.pane_id) for r in rows if r.pane_id}
+    extra = []
+    for (kind, server), found in panes.items():
+        for pane in (found or {}).values():
+            key = (kind, server, pane.pane_id)
+            if key not in claimed and f"{kind}:{server}:{pane.pane_id}" not in known_orchestrator_panes and not pane.dead:
+                extra.append(pane)
+    return extra

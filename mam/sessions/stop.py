@@ -1,0 +1,79 @@
+"""Stop a session gracefully and keep its conversation id so it can be resumed."""
+
+from __future__ import annotations
+
+import time
+
+from mam.agents import get_adapter
+from mam.agents.base import AgentAdapter
+from mam.errors import UsageError
+from mam.panes.base import PaneBackend
+from mam.sessions.common import backend_for
+from mam.sessions.create import discover
+from mam.settings import Settings
+from mam.store.registry import Registry
+from mam.store.sessions import SessionRow, SessionStatus
+from mam.util.poll import Timeout, wait_for
+from mam.workspace import Workspace
+
+
+def stop_session(
+    name: str,
+    *,
+    ws: Workspace,
+    settings: Settings,
+    registry: Registry,
+    purge_conversation: bool = False,
+    yes: bool = False,
+    grace: float = 15.0,
+) -> SessionRow:
+    if purge_conversation and not yes:
+        raise UsageError("--purge-conversation deletes this session's conversation files for good; add --yes to confirm")
+    row = registry.session(name)
+    adapter = get_adapter(row.agent)
+    if row.status in (SessionStatus.RUNNING, SessionStatus.STARTING) and row.pane_id:
+        backend = backend_for(row, settings=settings, ws=ws)
+        exit_agent(backend, row.pane_id, adapter, grace=grace)
+    conversation_id = row.conversation_id
+    if conversation_id is None and row.launched_at:
+        conversation_id = discover(adapter, cwd=row.cwd, since=row.launched_at, env=row.agent_env, timeout=0)
+    note = "stopped"
+    if purge_conversation and conversation_id:
+        removed = adapter.purge_conversation(conversation_id, cwd=row.cwd, env=row.agent_env)
+        note = f"stopped; conversation {conversation_id} purged ({len(removed)} path(s))"
+        conversation_id = None
+    resumable = bool(conversation_id) and adapter.conversation_exists(conversation_id or "", cwd=row.cwd, env=row.agent_env)
+    return registry.update_session(
+        name, status=SessionStatus.STOPPED, conversation_id=conversation_id, resumable=resumable, pane_id=None, pane_pid=None, note=note
+    )
+
+
+def exit_agent(backend: PaneBackend, pane_id: str, adapter: AgentAdapter, *, grace: float) -> bool:
+    """Send the agent's exit keystrokes, wait for it to end, then close the pane. True if it exited by itself."""
+
+    def ended() -> bool:
+        info = backend.pane(pane_id)
+        return info is None or info.dead
+
+    graceful = ended()
+    if not graceful:
+        for attempt in range(2):
+            press(backend, pane_id, adapter.exit_keys)
+            try:
+                wait_for(ended, timeout=grace / 2, interval=0.1)
+                graceful = True
+                break
+            except Timeout:
+                if attempt == 0:
+                    backend.send_keys(pane_id, "Escape")
+    backend.kill_pane(pane_id)
+    return graceful
+
+
+def press(backend: PaneBackend, pane_id: str, steps: tuple[tuple[str, str], ...]) -> None:
+    for kind, value in steps:
+        if kind == "text":
+            backend.type_text(pane_id, value)
+        else:
+            backend.send_keys(pane_id, value)
+        time.sleep(0.05)  # let a TUI read one keystroke before the next (not a wait for an outcome)
