@@ -29,6 +29,8 @@ class AgentAdapter:
     env_keys: ClassVar[tuple[str, ...]] = ("HOME",)
     # Markers real UIs show instead of a long pasted text while it waits in the input box.
     paste_placeholders: ClassVar[tuple[str, ...]] = ()
+    # Text the CLI shows once its input box is ready for a paste (None: ready as soon as it runs).
+    ready_marker: ClassVar[str | None] = None
     # argv templates; "{id}" is replaced by the conversation id.
     launch_args: ClassVar[tuple[str, ...]] = ()  # extra args of every fresh launch
     launch_id_args: ClassVar[tuple[str, ...]] = ()  # how to pass a chosen id at launch (id_at_launch only)
@@ -92,6 +94,9 @@ class AgentAdapter:
             )
 
     # -- input box ----------------------------------------------------------------------------
+    def is_ready(self, screen: str) -> bool:
+        return self.ready_marker is None or self.ready_marker in screen
+
     def input_pending(self, screen: str, nonce: str) -> bool:
         """Heuristic used only to decide whether to press Enter again (never to decide a job's outcome):
         the brief's nonce or a paste placeholder is still visible at the bottom of the screen."""

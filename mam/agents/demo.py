@@ -20,6 +20,7 @@ class DemoAdapter(AgentAdapter):
     id_at_launch = True
     exit_keys: ClassVar[tuple[KeyStep, ...]] = (("key", "C-c"), ("text", "/exit"), ("key", "Enter"))
     paste_placeholders = ("[pasted ",)
+    ready_marker = "demo agent ready"
 
     def launch_argv(self, conversation_id: str | None) -> list[str]:
         return [sys.executable, "-m", "mam.agents.demo_agent", "--session-id", conversation_id or ""]

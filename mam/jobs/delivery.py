@@ -15,6 +15,7 @@ from mam.jobs import record as rec
 from mam.jobs.ledger import Ledger
 from mam.jobs.target import Target
 from mam.sessions.common import backend_for
+from mam.sessions.create import wait_ready
 from mam.settings import Settings
 from mam.store.registry import Registry
 from mam.store.sessions import SessionRow, SessionStatus
@@ -83,6 +84,9 @@ class PaneDelivery:
     def inject(self, text: str, ledger: Ledger) -> None:
         assert self.row is not None and self.row.pane_id
         backend = backend_for(self.row, settings=self.settings, ws=self.ws)
+        adapter = get_adapter(self.row.agent)
+        if not wait_ready(backend, self.row.pane_id, adapter, timeout=min(ledger.job.start_deadline_ms / 1000, 30.0)):
+            rec.audit(self.ws, ledger.job.id, "not_ready", pane=self.row.pane_id, note="the agent never showed it was ready; pasting anyway")
         backend.paste(self.row.pane_id, text)
         backend.send_keys(self.row.pane_id, "Enter")
         data = text.encode("utf-8")

@@ -29,6 +29,7 @@ class CreateRequest:
     backend: str = "tmux"
     server: str = ""  # empty: the workspace's default server for the backend
     discover_timeout: float = 5.0
+    ready_timeout: float = 20.0
 
 
 def create_session(req: CreateRequest, *, ws: Workspace, settings: Settings, registry: Registry, environ: Mapping[str, str]) -> SessionRow:
@@ -60,11 +61,14 @@ def create_session(req: CreateRequest, *, ws: Workspace, settings: Settings, reg
     except BaseException:
         registry.delete_session(req.name)  # free the name: nothing was started
         raise
+    note = "created"
+    if not wait_ready(backend, info.pane_id, adapter, timeout=req.ready_timeout):
+        note = "created; the agent did not show it was ready in time"
     if conversation_id is None:
         conversation_id = discover(adapter, cwd=str(cwd), since=launched, env=env, timeout=req.discover_timeout)
     return registry.update_session(
         req.name, status=SessionStatus.RUNNING, pane_id=info.pane_id, pane_pid=info.pid, launched_at=launched,
-        conversation_id=conversation_id, note="created",
+        conversation_id=conversation_id, note=note,
     )
 
 
@@ -88,3 +92,20 @@ def discover(adapter, *, cwd: str, since: float, env: Mapping[str, str], timeout
         return wait_for(lambda: adapter.discover(cwd=cwd, since=since - 1.0, env=env), timeout=timeout, interval=0.1)  # type: ignore[no-any-return]
     except Timeout:
         return None
+
+
+def wait_ready(backend, pane_id: str, adapter, *, timeout: float) -> bool:  # type: ignore[no-untyped-def]
+    """Wait until the agent shows its ready marker (its input box accepts a paste); False on timeout or exit."""
+    if adapter.ready_marker is None:
+        return True
+
+    def ready() -> bool:
+        info = backend.pane(pane_id)
+        if info is None or info.dead:
+            raise Timeout("the agent exited")
+        return bool(adapter.is_ready(backend.capture(pane_id, lines=5000)))
+
+    try:
+        return wait_for(ready, timeout=timeout, interval=0.05)
+    except Timeout:
+        return False

@@ -1,0 +1,15 @@
+"""End-to-end fixtures: a workspace wired to a real broker, fast timings, demo sessions."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.helpers.jobs import FAST
+
+
+@pytest.fixture
+def wired(workspace, broker, monkeypatch):  # type: ignore[no-untyped-def]
+    """A workspace whose mam talks to `broker` (amqtt and Mosquitto), with short poll intervals."""
+    for key, value in {**broker.env(), **FAST}.items():
+        monkeypatch.setenv(key, value)
+    return workspace
