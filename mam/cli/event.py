@@ -30,23 +30,14 @@ def event() -> None:
 
 
 def _emit(app: App, job_id: str, type: str, body: dict[str, Any], as_json: bool) -> Any:
-    from mam.broker.endpoint import resolve_endpoint
-    from mam.bus.mqtt import MqttClient
-    from mam.errors import BrokerError
-    from mam.jobs.emit import Emitter
+    from mam.jobs.emit import Emitter, relayed
+    from mam.jobs.record import read_record
     from mam.store.registry import Registry
 
     ws, settings = app.ws, app.settings
     registry = Registry(ws)
-    client = None
-    warning = ""
-    try:
-        endpoint = resolve_endpoint(settings, ws, autostart=False)
-        from mam.bus.connect import client_id
-
-        client = MqttClient(endpoint, client_id=client_id(settings, "agent"), reconnect=False).connect(timeout=3)
-    except BrokerError as e:
-        warning = str(e)
+    # A remote job's events are published by this host's runner, in seq order: no connection needed.
+    client, warning = (None, "") if relayed(read_record(ws, job_id)) else _connect(app)
     try:
         out = Emitter(ws, registry, client).emit(job_id, type, body)
     finally:
@@ -61,6 +52,20 @@ def _emit(app: App, job_id: str, type: str, body: dict[str, Any], as_json: bool)
     else:
         click.echo(f"{type} recorded for {job_id} (seq {out.envelope.seq}{', published' if out.published else ', on disk only'})")
     return out
+
+
+def _connect(app: App) -> tuple[Any, str]:
+    """A client for the configured or embedded broker (never started from here), or a warning."""
+    from mam.broker.endpoint import resolve_endpoint
+    from mam.bus.connect import client_id
+    from mam.bus.mqtt import MqttClient
+    from mam.errors import BrokerError
+
+    try:
+        endpoint = resolve_endpoint(app.settings, app.ws, autostart=False)
+        return MqttClient(endpoint, client_id=client_id(app.settings, "agent"), reconnect=False).connect(timeout=3), ""
+    except BrokerError as e:
+        return None, str(e)
 
 
 job_option = click.option("--job", "job_id", required=True, help="The job id from your brief.")

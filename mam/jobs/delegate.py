@@ -130,6 +130,7 @@ class Wrapper:
         self.topics = Topics(str(ledger.meta["topic_prefix"]))
         self.client: MqttClient | None = None
         self.intake = Intake(ledger, registry, local=not target.remote)
+        self.delivery: Delivery | None = None
         self.poll = settings.poll_s
         if on_update is not None:
             ledger.on_commit = on_update
@@ -147,40 +148,63 @@ class Wrapper:
                 self.client.close()
         return self.outcome()
 
-    def _run(self) -> None:
-        job = self.ledger.job
-        if job.terminal:
-            return
+    def _connect(self) -> bool:
+        """Connect and subscribe to the job's events; False (job ended, exit 3) if no broker answers."""
         try:
             from mam.bus.connect import open_client
 
             self.client = open_client(self.settings, self.ws, role="wrapper", timeout=5)
         except BrokerError as e:
             self._end(JobState.FAILED, BROKER_UNAVAILABLE, 3, str(e))
+            return False
+        self.intake.attach(self.client, self.topics.events(self.ledger.job.id))
+        return True
+
+    def _run(self) -> None:
+        job = self.ledger.job
+        if job.terminal or not self._connect():
             return
-        self.intake.attach(self.client, self.topics.events(job.id))
         delivery = self._delivery()
-        if self.ledger.job.state is JobState.PENDING:
-            problem = delivery.find_target()
-            if problem:
-                self._end(JobState.CANCELLED, TARGET_NOT_FOUND, 5, problem)
-                return
-            if not self._wait_turn():
-                return
-            problem = delivery.check_alive()
-            if problem:
-                self._end(JobState.CANCELLED, TARGET_NOT_FOUND, 5, problem)
-                return
-            self._apply(Claim(rec.now_ms()))
-            text = with_footer(self.req.brief, job.id, job.nonce, job.heartbeat_ms / 1000)
-            try:
-                delivery.inject(text, self.ledger)
-            except MamError as e:
-                self._end(JobState.CANCELLED, "inject_failed", 5, str(e))
-                return
-            if not delivery.confirms_itself:
-                self._apply(Delivered(rec.now_ms()))
-        self._follow(delivery)
+        self.delivery = delivery
+        try:
+            if self.ledger.job.state is JobState.PENDING:
+                if not self._deliver(delivery):
+                    return
+            self._follow(delivery)
+        finally:
+            delivery.finish(self.ledger)
+
+    def _deliver(self, delivery: Delivery) -> bool:
+        job = self.ledger.job
+        problem = delivery.find_target()
+        if problem:
+            self.refuse(TARGET_NOT_FOUND, problem)
+            return False
+        if not self._wait_turn():
+            return False
+        problem = delivery.check_alive()
+        if problem:
+            self.refuse(TARGET_NOT_FOUND, problem)
+            return False
+        self._apply(Claim(rec.now_ms()))
+        text = with_footer(self.req.brief, job.id, job.nonce, job.heartbeat_ms / 1000)
+        try:
+            delivery.inject(text, self.ledger)
+        except MamError as e:
+            self.refuse("inject_failed", str(e))
+            return False
+        if not delivery.confirms_itself:
+            self._apply(Delivered(rec.now_ms()))
+            self.delivered()
+        return True
+
+    # Hooks for a runner driving a job on behalf of another host.
+    def refuse(self, reason: str, detail: str) -> None:
+        """The brief was not (or could not be) delivered: the job is cancelled (exit 5)."""
+        self._end(JobState.CANCELLED, reason, 5, detail)
+
+    def delivered(self) -> None:
+        """Called once the brief is in the pane."""
 
     def _delivery(self) -> Delivery:
         if self.target.remote:
@@ -206,7 +230,7 @@ class Wrapper:
                 rec.audit(self.ws, self.ledger.job.id, "waiting", ahead=[j.id for j in ahead])
                 announced = True
             if time.monotonic() >= deadline:
-                self._end(JobState.CANCELLED, SESSION_BUSY, 5, f"session busy with {ahead[0].id} for {wait:g}s")
+                self.refuse(SESSION_BUSY, f"session busy with {ahead[0].id} for {wait:g}s")
                 return False
             self.ledger.sync()
             if self.ledger.job.terminal:

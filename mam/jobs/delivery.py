@@ -40,6 +40,10 @@ class Delivery(Protocol):
 
     def nudge(self, ledger: Ledger) -> None: ...
 
+    def finish(self, ledger: Ledger) -> None:
+        """Clean up after the job ended (or the attempt stopped)."""
+        ...
+
 
 class PaneDelivery:
     confirms_itself = False
@@ -94,6 +98,9 @@ class PaneDelivery:
         step = min(max(ledger.job.start_deadline_ms / 8000, 0.5), 10.0)
         self._step = step
         self._next_nudge = time.monotonic() + step
+
+    def finish(self, ledger: Ledger) -> None:
+        return None
 
     def nudge(self, ledger: Ledger) -> None:
         """Press Enter again if the brief still sits unsubmitted in the input box (never paste again)."""

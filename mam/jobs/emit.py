@@ -45,6 +45,11 @@ def job_lock(ws: Workspace, job_id: str) -> Iterator[None]:
             fcntl.flock(f.fileno(), fcntl.LOCK_UN)
 
 
+def relayed(record: Mapping[str, Any]) -> bool:
+    """True when this workspace's runner, not the agent, publishes the job's events."""
+    return record.get("relay") == "runner"
+
+
 class Emitter:
     """Emits events for jobs of one workspace, over one (optional) MQTT client."""
 
@@ -76,6 +81,8 @@ class Emitter:
         return Emitted(env, published, warning)
 
     def _publish(self, record: Mapping[str, Any], env: Envelope) -> tuple[bool, str]:
+        if relayed(record):
+            return False, ""  # a remote job: the runner relays this workspace's events in seq order
         if self.client is None:
             return False, "no broker connection: the event is recorded on disk only"
         try:

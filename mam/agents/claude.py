@@ -1,0 +1,50 @@
+"""Claude Code (`claude`): mam picks the session UUID and passes it with --session-id.
+
+Transcripts: `${CLAUDE_CONFIG_DIR:-~/.claude}/projects/<cwd slug>/<uuid>.jsonl`, next to an
+optional `<uuid>/` folder (subagent and tool-result files). See docs/agents.md.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+
+from mam.agents import convo
+from mam.agents.base import AgentAdapter
+
+
+class ClaudeAdapter(AgentAdapter):
+    name = "claude"
+    command = "claude"
+    id_at_launch = True
+    launch_id_args = ("--session-id", "{id}")
+    resume_args = ("--resume", "{id}")
+    exit_keys = (("text", "/exit"), ("key", "Enter"))
+    env_keys = ("HOME", "CLAUDE_CONFIG_DIR")
+    paste_placeholders = ("[Pasted text",)
+
+    def root(self, env: Mapping[str, str]) -> Path:
+        return convo.env_dir(env, "CLAUDE_CONFIG_DIR", convo.home(env) / ".claude")
+
+    def transcript(self, conversation_id: str, *, cwd: str, env: Mapping[str, str]) -> Path:
+        """The transcript's path: under the cwd's project folder, or wherever that UUID already is."""
+        convo.check_id(self.name, conversation_id)
+        projects = self.root(env) / "projects"
+        expected = projects / convo.claude_slug(cwd) / f"{conversation_id}.jsonl"
+        if expected.exists():
+            return expected
+        # Very long cwds get a shortened folder name in some versions: the UUID alone is unique.
+        found = sorted(projects.glob(f"*/{conversation_id}.jsonl"))
+        return found[0] if found else expected
+
+    def conversation_files(self, conversation_id: str, *, cwd: str, env: Mapping[str, str]) -> list[Path]:
+        transcript = self.transcript(conversation_id, cwd=cwd, env=env)
+        root = self.root(env)
+        extras = [transcript.with_suffix(""), root / "file-history" / conversation_id]
+        return [transcript, *extras, *sorted((root / "todos").glob(f"{conversation_id}-agent-*.json"))]
+
+    def conversation_exists(self, conversation_id: str, *, cwd: str, env: Mapping[str, str]) -> bool:
+        return self.transcript(conversation_id, cwd=cwd, env=env).is_file()
+
+
+ADAPTER = ClaudeAdapter()

@@ -1,0 +1,67 @@
+"""OpenAI Codex CLI (`codex`): the id is Codex's own, discovered from its rollout files.
+
+Rollouts: `${CODEX_HOME:-~/.codex}/sessions/YYYY/MM/DD/rollout-<local time>-<id>.jsonl`
+(older ones may be `.jsonl.zst`, archived ones flat in `archived_sessions/`). The first line
+is a `session_meta` record holding the id, the cwd and the start time. The file appears only
+once the first turn has run, so discovery returns None until then.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import date, datetime
+from pathlib import Path
+
+from mam.agents import convo
+from mam.agents.base import AgentAdapter
+
+
+class CodexAdapter(AgentAdapter):
+    name = "codex"
+    command = "codex"
+    resume_args = ("resume", "{id}")
+    exit_keys = (("text", "/exit"), ("key", "Enter"))
+    env_keys = ("HOME", "CODEX_HOME")
+    paste_placeholders = ("[Pasted Content",)
+
+    def root(self, env: Mapping[str, str]) -> Path:
+        return convo.env_dir(env, "CODEX_HOME", convo.home(env) / ".codex")
+
+    def discover(self, *, cwd: str, since: float, env: Mapping[str, str]) -> str | None:
+        earliest = since - convo.TOLERANCE_S
+        found: list[tuple[float, str]] = []
+        for path in self._recent_rollouts(since, env):
+            if convo.mtime(path) < earliest:
+                continue
+            head = convo.first_json_line(path) or {}
+            meta = head.get("payload")
+            if head.get("type") != "session_meta" or not isinstance(meta, dict):
+                continue
+            if meta.get("parent_thread_id") or not convo.same_dir(str(meta.get("cwd", "")), cwd):
+                continue  # a subagent's thread, or another folder's session
+            started = convo.iso_epoch(meta.get("timestamp")) or convo.iso_epoch(head.get("timestamp"))
+            if started is not None and started >= earliest and meta.get("id"):
+                found.append((started, str(meta["id"])))
+        return min(found)[1] if found else None
+
+    def _recent_rollouts(self, since: float, env: Mapping[str, str]) -> list[Path]:
+        """Rollouts in the day folders from the day before `since` on (folders use local dates)."""
+        first_day = date.fromtimestamp(since - 86400)
+        paths = []
+        for day in sorted((self.root(env) / "sessions").glob("[0-9]*/[0-9]*/[0-9]*")):
+            try:
+                if datetime.strptime("/".join(day.parts[-3:]), "%Y/%m/%d").date() < first_day:
+                    continue
+            except ValueError:
+                continue
+            paths.extend(sorted(day.glob("rollout-*.jsonl")))
+        return paths
+
+    def conversation_files(self, conversation_id: str, *, cwd: str, env: Mapping[str, str]) -> list[Path]:
+        convo.check_id(self.name, conversation_id)
+        root = self.root(env)
+        name = f"rollout-*-{conversation_id}.jsonl*"
+        return sorted(root.glob(f"sessions/*/*/*/{name}")) + sorted(root.glob(f"archived_sessions/{name}"))
+
+
+ADAPTER = CodexAdapter()

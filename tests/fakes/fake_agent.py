@@ -1,0 +1,304 @@
+"""A fake agent CLI for mam's tests: `claude`, `codex`, `agy`, `hermes`, `grok` or `opencode`.
+
+The executables in tests/fakes/bin/ run `main(<their name>, argv)`. Each fake takes its real
+CLI's launch and resume arguments, fails like it on an unknown resume id, writes its
+conversation where and how the real CLI does (fake_stores.py), and runs like an agent TUI:
+raw terminal, bracketed paste on, one turn recorded per Enter, graceful exit on the same
+keystrokes the adapter sends. Deterministic, no model. Standard library only.
+
+With MAM_FAKE_AGENT_LOG set, it appends one JSON line per event: start (argv, cwd, pid),
+ready, turn, exit, error.
+"""
+
+from __future__ import annotations
+
+import codecs
+import json
+import os
+import sys
+import time
+import uuid
+from dataclasses import dataclass
+
+try:
+    from . import fake_stores
+except ImportError:  # run as a script: tests/fakes is on sys.path
+    import fake_stores  # type: ignore[no-redef]
+
+PASTE_START, PASTE_END = "\x1b[200~", "\x1b[201~"
+KEYS = {
+    "\r": "enter",
+    "\n": "enter",
+    "\x7f": "backspace",
+    "\x08": "backspace",
+    "\x03": "ctrl-c",
+    "\x04": "ctrl-d",
+    "\x15": "ctrl-u",
+    "\x18": "ctrl-x",
+}
+
+
+class Usage(Exception):
+    """A command line the real CLI refuses: the message is printed and the fake exits with `code`."""
+
+    def __init__(self, message: str, code: int = 2) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+@dataclass(frozen=True)
+class Cli:
+    id_flags: tuple[str, ...] = ()  # name a new conversation
+    resume_flags: tuple[str, ...] = ()  # resume a conversation by id
+    resume_subcommand: str = ""  # `codex resume <id>`
+    value_flags: tuple[str, ...] = ()  # other options that take a value (accepted, ignored)
+    exit_commands: tuple[str, ...] = ("/exit", "/quit")
+    not_found: str = "Error: conversation {id} not found"
+    needs_uuid: str = ""  # message when the id given at launch is not a UUID
+    in_use: str = ""  # message when the id given at launch already exists
+    exit_hint: str = ""
+    leader_quit: bool = False  # ctrl+x q quits (opencode's <leader>q)
+
+
+CLIS = {
+    "claude": Cli(
+        id_flags=("--session-id",),
+        resume_flags=("--resume", "-r"),
+        value_flags=("--model", "--permission-mode", "--add-dir", "--settings"),
+        not_found="No conversation found with session ID: {id}",
+        needs_uuid="Error: Invalid session ID. Must be a valid UUID.",
+        in_use="Error: Session ID {id} is already in use.",
+        exit_hint="Resume this session with:\nclaude --resume {id}",
+    ),
+    "codex": Cli(
+        resume_subcommand="resume",
+        value_flags=("-m", "--model", "-c", "--config", "-a", "--ask-for-approval", "-s", "--sandbox", "-C", "--cd"),
+        not_found="ERROR: No saved session found with ID {id}. Run `codex resume` without an ID to choose from existing sessions.",
+        exit_hint="To continue this session, run codex resume {id}",
+    ),
+    "agy": Cli(resume_flags=("--conversation",), value_flags=("--model", "--effort", "--add-dir", "--log-file")),
+    "hermes": Cli(
+        resume_flags=("--resume", "-r"),
+        value_flags=("-m", "--model", "--provider", "-t", "--toolsets", "-s", "--skills", "-p", "--profile"),
+        exit_commands=("/quit", "/exit"),
+        not_found="Session not found: {id}",
+    ),
+    "grok": Cli(
+        id_flags=("-s", "--session-id"),
+        resume_flags=("--resume", "-r"),
+        value_flags=("-m", "--model"),
+        exit_commands=("/quit",),
+        not_found="Error: session {id} not found",
+        needs_uuid="Error: --session-id must be a UUID",
+        in_use="Error: session {id} already exists",
+    ),
+    "opencode": Cli(
+        resume_flags=("--session", "-s"),
+        value_flags=("-m", "--model", "--agent", "--prompt", "--port", "--hostname"),
+        exit_commands=("/exit", "/quit", "/q"),
+        not_found="Error: Session not found: {id}",
+        leader_quit=True,
+    ),
+}
+
+
+def parse(cli: Cli, args: list[str]) -> tuple[str | None, str | None]:
+    """(id to give a new conversation, id to resume) from the command line."""
+    new_id = resume_id = None
+    if cli.resume_subcommand and args[:1] == [cli.resume_subcommand]:
+        if len(args) < 2 or args[1].startswith("-"):
+            raise Usage("fake: the interactive session picker is not supported; pass an id")
+        resume_id, args = args[1], args[2:]
+    i = 0
+    while i < len(args):
+        flag, _, inline = args[i].partition("=")
+        takes_value = flag in cli.id_flags + cli.resume_flags + cli.value_flags
+        value = inline if inline else (args[i + 1] if takes_value and i + 1 < len(args) else None)
+        if takes_value and value is None:
+            raise Usage(f"error: option '{flag}' needs a value")
+        i += 1 if inline or not takes_value else 2
+        if flag in cli.id_flags:
+            new_id = value
+        elif flag in cli.resume_flags:
+            resume_id = value
+    return new_id, resume_id
+
+
+def log(event: str, **fields: object) -> None:
+    path = os.environ.get("MAM_FAKE_AGENT_LOG")
+    if not path:
+        return
+    line = json.dumps({"event": event, "pid": os.getpid(), "time": time.time(), **fields}) + "\n"
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    try:
+        os.write(fd, line.encode())  # one write: concurrent fakes never interleave
+    finally:
+        os.close(fd)
+
+
+def out(text: str) -> None:
+    os.write(1, text.replace("\n", "\r\n").encode())
+
+
+class Keys:
+    """Splits terminal input into events: ("char", c), ("paste", text) or ("key", name)."""
+
+    def __init__(self) -> None:
+        self.buf = ""
+        self.paste: str | None = None
+
+    def feed(self, text: str) -> list[tuple[str, str]]:
+        self.buf += text
+        events: list[tuple[str, str]] = []
+        while self.buf:
+            if self.paste is not None:
+                end = self.buf.find(PASTE_END)
+                if end < 0:
+                    # Keep back a tail that may be the start of an end marker split across reads.
+                    keep = next((k for k in range(min(len(PASTE_END) - 1, len(self.buf)), 0, -1) if PASTE_END.startswith(self.buf[-k:])), 0)
+                    cut = len(self.buf) - keep
+                    self.paste, self.buf = self.paste + self.buf[:cut], self.buf[cut:]
+                    break
+                events.append(("paste", self.paste + self.buf[:end]))
+                self.paste, self.buf = None, self.buf[end + len(PASTE_END) :]
+            elif self.buf.startswith(PASTE_START):
+                self.paste, self.buf = "", self.buf[len(PASTE_START) :]
+            elif self.buf[0] == "\x1b":
+                # ESC [ ... final byte (arrows, focus...), or ESC + one character (alt+key), or ESC alone.
+                last = next((i for i in range(2, len(self.buf)) if "@" <= self.buf[i] <= "~"), None) if self.buf[1:2] == "[" else 1
+                if last is None:
+                    break  # an escape sequence still arriving
+                events.append(("key", "escape"))
+                self.buf = self.buf[last + 1 :]
+            else:
+                c, self.buf = self.buf[0], self.buf[1:]
+                events.append(("key", KEYS[c]) if c in KEYS else ("char", c) if c >= " " else ("key", "other"))
+        return events
+
+
+class Agent:
+    """The interactive session: an input line, turns recorded in the store, graceful exits."""
+
+    def __init__(self, name: str, cli: Cli, store: fake_stores.Store, cid: str | None, resumed: bool, started: float) -> None:
+        self.name, self.cli, self.store, self.cid = name, cli, store, cid
+        self.created, self.started = resumed, started
+        self.line, self.last_key, self.pastes = "", "", 0
+
+    def run(self) -> int:
+        tty_state = None
+        if os.isatty(0):
+            import termios
+            import tty
+
+            tty_state = termios.tcgetattr(0)
+            tty.setraw(0)
+        decode = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        keys = Keys()
+        try:
+            out("\x1b[?2004h")  # bracketed paste, as agent TUIs enable it
+            out(f"{self.name} (fake agent) {'resuming ' + (self.cid or '') if self.created else 'new conversation'}\n> ")
+            log("ready", agent=self.name, conversation=self.cid)
+            while True:
+                data = os.read(0, 65536)
+                if not data:
+                    return self.leave("eof")
+                for kind, value in keys.feed(decode.decode(data)):
+                    reason = self.handle(kind, value)
+                    if reason:
+                        return self.leave(reason)
+        finally:
+            out("\x1b[?2004l")
+            if tty_state is not None:
+                import termios
+
+                termios.tcsetattr(0, termios.TCSADRAIN, tty_state)
+
+    def handle(self, kind: str, value: str) -> str | None:
+        """Apply one input event; the reason to exit, or None to go on."""
+        previous, self.last_key = self.last_key, value if kind == "key" else ""
+        if kind == "char" and previous == "ctrl-x" and self.cli.leader_quit and value == "q":
+            return "leader q"
+        if kind == "char":
+            self.line += value
+            out(value)
+        elif kind == "paste":
+            self.line += value
+            self.pastes += 1
+            out(self.placeholder(value) if len(value) > 800 or "\n" in value else value)
+        elif value == "enter":
+            text, self.line = self.line, ""
+            if text.strip() in self.cli.exit_commands:
+                return text.strip()
+            if text.strip():
+                self.turn(text)
+            out("\n> ")
+        elif value == "backspace" and self.line:
+            self.line = self.line[:-1]
+            out("\b \b")
+        elif value == "ctrl-u" or (value == "ctrl-c" and self.line):
+            self.line = ""
+            out("\r\x1b[2K> ")
+        elif value == "ctrl-c":
+            if previous == "ctrl-c":
+                return "ctrl-c twice"
+            out("\nPress Ctrl-C again to exit\n> ")
+        elif value == "ctrl-d" and not self.line:
+            return "ctrl-d"
+        return None
+
+    def placeholder(self, text: str) -> str:
+        if self.name == "claude":
+            return f"[Pasted text #{self.pastes} +{text.count(chr(10))} lines]"
+        if self.name == "codex":
+            return f"[Pasted Content {len(text)} chars]"
+        return f"[{len(text)} chars pasted]"
+
+    def turn(self, text: str) -> None:
+        now = time.time()
+        if not self.created:  # like the real CLIs, nothing is written before the first turn
+            self.cid = self.cid or self.store.new_id(self.started)
+            self.store.create(self.cid, self.started)
+            self.created = True
+        assert self.cid is not None
+        reply = f"(fake {self.name}) received {len(text)} characters"
+        self.store.add_turn(self.cid, "user", text, now)
+        self.store.add_turn(self.cid, "assistant", reply, now)
+        log("turn", agent=self.name, conversation=self.cid, text=text)
+        out(f"\n{reply}")
+
+    def leave(self, reason: str) -> int:
+        if self.created and self.cid:
+            self.store.finish(self.cid, time.time())
+            if self.cli.exit_hint:
+                out("\n" + self.cli.exit_hint.format(id=self.cid))
+        out("\n")
+        log("exit", agent=self.name, conversation=self.cid, reason=reason)
+        return 0
+
+
+def main(name: str, argv: list[str]) -> int:
+    started = time.time()
+    log("start", agent=name, argv=[name, *argv], cwd=os.getcwd())
+    cli = CLIS[name]
+    try:
+        new_id, resume_id = parse(cli, argv)
+        if new_id is not None and cli.needs_uuid:
+            try:
+                uuid.UUID(new_id)
+            except ValueError:
+                raise Usage(cli.needs_uuid, 1) from None
+    except Usage as e:
+        print(e, file=sys.stderr)
+        log("error", agent=name, message=str(e))
+        return e.code
+    store = fake_stores.STORES[name](os.environ, os.getcwd())
+    problem = None
+    if resume_id is not None and not store.exists(resume_id):
+        problem = cli.not_found.format(id=resume_id)
+    elif new_id is not None and store.exists(new_id):
+        problem = cli.in_use.format(id=new_id)
+    if problem:
+        print(problem, file=sys.stderr)
+        log("error", agent=name, message=problem)
+        return 1
+    return Agent(name, cli, store, resume_id or new_id, resume_id is not None, started).run()

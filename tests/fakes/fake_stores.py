@@ -1,0 +1,311 @@
+"""The on-disk conversation stores of the fake agent CLIs, shaped like the real ones.
+
+Each store writes where its real CLI does (under the HOME and overrides in the environment
+it is given) and in the same shape, reduced to what mam reads: file and folder names, the
+records that carry the id, the cwd and the start time, and one record per turn.
+Standard library only: the fakes run as separate programs. See docs/agents.md.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import secrets
+import sqlite3
+import string
+import time
+import uuid
+from collections.abc import Mapping
+from datetime import datetime, timezone
+from pathlib import Path
+from urllib.parse import quote
+
+
+def iso(at: float) -> str:
+    return datetime.fromtimestamp(at, timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def append_json(path: Path, record: dict) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a", encoding="utf-8") as f:
+        f.write(json.dumps(record) + "\n")
+
+
+def write_json(path: Path, value: object) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(value, indent=2), encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def uuid7(at: float) -> str:
+    """A UUIDv7 (48-bit millisecond time, version 7, random rest), as Codex ids are."""
+    value = (int(at * 1000) << 80) | secrets.randbits(80)
+    value = (value & ~(0xF << 76)) | (0x7 << 76)
+    value = (value & ~(0x3 << 62)) | (0x2 << 62)
+    return str(uuid.UUID(int=value))
+
+
+class Store:
+    """One CLI's conversation store, seen from one cwd. Times are explicit so tests can backdate."""
+
+    def __init__(self, env: Mapping[str, str], cwd: str) -> None:
+        self.env = env
+        self.cwd = cwd
+        self.home = Path(env.get("HOME") or os.path.expanduser("~"))
+
+    def dir_from(self, key: str, default: Path) -> Path:
+        value = self.env.get(key)
+        return Path(value) if value else default
+
+    def new_id(self, started: float) -> str:
+        return str(uuid.uuid4())
+
+    def exists(self, cid: str) -> bool:
+        raise NotImplementedError
+
+    def create(self, cid: str, started: float) -> None:
+        raise NotImplementedError
+
+    def add_turn(self, cid: str, role: str, text: str, at: float) -> None:
+        raise NotImplementedError
+
+    def finish(self, cid: str, at: float) -> None:
+        """Mark the conversation closed (when the real store records that)."""
+
+
+class Claude(Store):
+    def path(self, cid: str) -> Path:
+        root = self.dir_from("CLAUDE_CONFIG_DIR", self.home / ".claude")
+        return root / "projects" / re.sub(r"[^A-Za-z0-9-]", "-", self.cwd) / f"{cid}.jsonl"
+
+    def exists(self, cid: str) -> bool:
+        return self.path(cid).is_file()  # like claude, only in this cwd's project folder
+
+    def create(self, cid: str, started: float) -> None:
+        self.path(cid).parent.mkdir(parents=True, exist_ok=True)
+        self.path(cid).touch()
+
+    def add_turn(self, cid: str, role: str, text: str, at: float) -> None:
+        record = {"type": role, "sessionId": cid, "cwd": self.cwd, "timestamp": iso(at), "uuid": str(uuid.uuid4())}
+        append_json(self.path(cid), {**record, "message": {"role": role, "content": text}})
+
+
+class Codex(Store):
+    def root(self) -> Path:
+        return self.dir_from("CODEX_HOME", self.home / ".codex")
+
+    def new_id(self, started: float) -> str:
+        return uuid7(started)
+
+    def find(self, cid: str) -> Path | None:
+        found = sorted(self.root().glob(f"sessions/*/*/*/rollout-*-{cid}.jsonl"))
+        return found[0] if found else None
+
+    def exists(self, cid: str) -> bool:
+        return self.find(cid) is not None
+
+    def create(self, cid: str, started: float) -> None:
+        local = time.localtime(started)
+        path = (
+            self.root() / "sessions" / time.strftime("%Y/%m/%d", local) / f"rollout-{time.strftime('%Y-%m-%dT%H-%M-%S', local)}-{cid}.jsonl"
+        )
+        meta = {
+            "id": cid,
+            "timestamp": iso(started),
+            "cwd": self.cwd,
+            "originator": "codex_cli_rs",
+            "cli_version": "0.0.0-fake",
+            "source": "cli",
+        }
+        append_json(path, {"timestamp": iso(started), "type": "session_meta", "payload": meta})
+
+    def add_turn(self, cid: str, role: str, text: str, at: float) -> None:
+        kind = "user_message" if role == "user" else "agent_message"
+        path = self.find(cid)
+        assert path is not None, cid
+        append_json(path, {"timestamp": iso(at), "type": "event_msg", "payload": {"type": kind, "message": text}})
+
+
+class Agy(Store):
+    def root(self) -> Path:
+        return self.dir_from("ANTIGRAVITY_CLI_HOME", self.home / ".gemini" / "antigravity-cli")
+
+    def db(self, cid: str) -> Path:
+        return self.root() / "conversations" / f"{cid}.db"
+
+    def exists(self, cid: str) -> bool:
+        return self.db(cid).is_file()
+
+    def create(self, cid: str, started: float) -> None:
+        self.db(cid).parent.mkdir(parents=True, exist_ok=True)
+        conn = sqlite3.connect(self.db(cid))
+        with conn:
+            conn.execute(
+                "CREATE TABLE steps (idx INTEGER PRIMARY KEY, step_type TEXT, status TEXT,"
+                " metadata BLOB, step_payload BLOB, step_format TEXT)"
+            )
+        conn.close()
+        (self.root() / "brain" / cid / ".system_generated" / "logs").mkdir(parents=True, exist_ok=True)
+
+    def add_turn(self, cid: str, role: str, text: str, at: float) -> None:
+        step = "USER_INPUT" if role == "user" else "PLANNER_RESPONSE"
+        conn = sqlite3.connect(self.db(cid))
+        with conn:
+            conn.execute(
+                "INSERT INTO steps (step_type, status, step_payload, step_format) VALUES (?, 'DONE', ?, 'fake')", (step, text.encode())
+            )
+        conn.close()
+        append_json(self.root() / "brain" / cid / ".system_generated" / "logs" / "transcript.jsonl", {"type": step, "content": text})
+        # agy remembers the latest conversation of each cwd (what `agy --continue` resumes).
+        latest_path = self.root() / "cache" / "last_conversations.json"
+        try:
+            latest = json.loads(latest_path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            latest = {}
+        if latest.get(self.cwd) != cid:
+            write_json(latest_path, {**latest, self.cwd: cid})
+
+
+class Sqlite(Store):
+    """A store that is one SQLite file shared by every conversation."""
+
+    schema = ""
+    sessions = "session"  # the table holding one row per conversation
+
+    def db(self) -> Path:
+        raise NotImplementedError
+
+    def connect(self) -> sqlite3.Connection:
+        self.db().parent.mkdir(parents=True, exist_ok=True)
+        conn = sqlite3.connect(self.db(), timeout=5.0)
+        conn.execute("PRAGMA journal_mode = WAL")
+        conn.executescript(self.schema)
+        return conn
+
+    def write(self, sql: str, args: tuple) -> None:
+        conn = self.connect()
+        with conn:
+            conn.execute(sql, args)
+        conn.close()
+
+    def exists(self, cid: str) -> bool:
+        if not self.db().is_file():
+            return False
+        conn = self.connect()
+        row = conn.execute(f"SELECT 1 FROM {self.sessions} WHERE id = ?", (cid,)).fetchone()
+        conn.close()
+        return row is not None
+
+
+class Hermes(Sqlite):
+    sessions = "sessions"
+    schema = """
+    CREATE TABLE IF NOT EXISTS sessions (id TEXT PRIMARY KEY, source TEXT NOT NULL, model TEXT, parent_session_id TEXT,
+        started_at REAL NOT NULL, ended_at REAL, end_reason TEXT, message_count INTEGER DEFAULT 0, cwd TEXT, title TEXT,
+        FOREIGN KEY (parent_session_id) REFERENCES sessions(id));
+    CREATE TABLE IF NOT EXISTS messages (id INTEGER PRIMARY KEY AUTOINCREMENT, session_id TEXT NOT NULL REFERENCES sessions(id),
+        role TEXT NOT NULL, content TEXT, timestamp REAL NOT NULL);
+    CREATE TABLE IF NOT EXISTS session_model_usage (session_id TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+        model TEXT NOT NULL, api_call_count INTEGER NOT NULL DEFAULT 0, PRIMARY KEY (session_id, model));
+    CREATE TABLE IF NOT EXISTS state_meta (key TEXT PRIMARY KEY, value TEXT);
+    """
+
+    def db(self) -> Path:
+        return self.dir_from("HERMES_HOME", self.home / ".hermes") / "state.db"
+
+    def new_id(self, started: float) -> str:
+        return f"{time.strftime('%Y%m%d_%H%M%S', time.localtime(started))}_{secrets.token_hex(3)}"
+
+    def create(self, cid: str, started: float, *, parent: str | None = None) -> None:
+        self.write(
+            "INSERT INTO sessions (id, source, model, parent_session_id, started_at, cwd) VALUES (?, 'cli', 'fake', ?, ?, ?)",
+            (cid, parent, started, self.cwd),
+        )
+
+    def add_turn(self, cid: str, role: str, text: str, at: float) -> None:
+        self.write("INSERT INTO messages (session_id, role, content, timestamp) VALUES (?, ?, ?, ?)", (cid, role, text, at))
+        self.write(
+            "INSERT INTO session_model_usage (session_id, model, api_call_count) VALUES (?, 'fake', 1) "
+            "ON CONFLICT (session_id, model) DO UPDATE SET api_call_count = api_call_count + 1",
+            (cid,),
+        )
+
+    def finish(self, cid: str, at: float, reason: str = "cli_close") -> None:
+        self.write("UPDATE sessions SET ended_at = ?, end_reason = ? WHERE id = ?", (at, reason, cid))
+
+
+class Opencode(Sqlite):
+    schema = """
+    CREATE TABLE IF NOT EXISTS project (id TEXT PRIMARY KEY, worktree TEXT NOT NULL,
+        time_created INTEGER NOT NULL, time_updated INTEGER NOT NULL);
+    CREATE TABLE IF NOT EXISTS session (id TEXT PRIMARY KEY, project_id TEXT NOT NULL REFERENCES project(id) ON DELETE CASCADE,
+        parent_id TEXT, slug TEXT NOT NULL, directory TEXT NOT NULL, title TEXT NOT NULL, version TEXT NOT NULL,
+        time_created INTEGER NOT NULL, time_updated INTEGER NOT NULL);
+    CREATE TABLE IF NOT EXISTS message (id TEXT PRIMARY KEY, session_id TEXT NOT NULL REFERENCES session(id) ON DELETE CASCADE,
+        time_created INTEGER NOT NULL, time_updated INTEGER NOT NULL, data TEXT NOT NULL);
+    CREATE TABLE IF NOT EXISTS part (id TEXT PRIMARY KEY, message_id TEXT NOT NULL REFERENCES message(id) ON DELETE CASCADE,
+        session_id TEXT NOT NULL, time_created INTEGER NOT NULL, time_updated INTEGER NOT NULL, data TEXT NOT NULL);
+    """
+
+    def data_dir(self) -> Path:
+        return self.dir_from("XDG_DATA_HOME", self.home / ".local" / "share") / "opencode"
+
+    def db(self) -> Path:
+        named = self.env.get("OPENCODE_DB")
+        return (self.data_dir() / named) if named else self.data_dir() / "opencode.db"
+
+    @staticmethod
+    def ident(prefix: str, at: float) -> str:
+        tail = "".join(secrets.choice(string.ascii_letters + string.digits) for _ in range(14))
+        return f"{prefix}_{int(at * 1000):012x}{tail}"
+
+    def new_id(self, started: float) -> str:
+        return self.ident("ses", started)
+
+    def create(self, cid: str, started: float, *, parent: str | None = None) -> None:
+        ms = int(started * 1000)
+        self.write("INSERT OR IGNORE INTO project (id, worktree, time_created, time_updated) VALUES ('global', '/', ?, ?)", (ms, ms))
+        self.write(
+            "INSERT INTO session (id, project_id, parent_id, slug, directory, title, version, time_created, time_updated) "
+            "VALUES (?, 'global', ?, ?, ?, 'New session', '0.0.0-fake', ?, ?)",
+            (cid, parent, cid[-8:], self.cwd, ms, ms),
+        )
+        write_json(self.data_dir() / "storage" / "session_diff" / f"{cid}.json", [])
+
+    def add_turn(self, cid: str, role: str, text: str, at: float) -> None:
+        ms, message = int(at * 1000), self.ident("msg", at)
+        self.write(
+            "INSERT INTO message (id, session_id, time_created, time_updated, data) VALUES (?, ?, ?, ?, ?)",
+            (message, cid, ms, ms, json.dumps({"role": role})),
+        )
+        self.write(
+            "INSERT INTO part (id, message_id, session_id, time_created, time_updated, data) VALUES (?, ?, ?, ?, ?, ?)",
+            (self.ident("prt", at), message, cid, ms, ms, json.dumps({"type": "text", "text": text})),
+        )
+
+
+class Grok(Store):
+    def sessions(self) -> Path:
+        return self.dir_from("GROK_HOME", self.home / ".grok") / "sessions"
+
+    def folder(self, cid: str) -> Path:
+        found = [p for p in self.sessions().glob(f"*/{cid}") if p.is_dir()]
+        return found[0] if found else self.sessions() / quote(self.cwd, safe="") / cid
+
+    def exists(self, cid: str) -> bool:
+        return (self.folder(cid) / "summary.json").is_file()
+
+    def create(self, cid: str, started: float) -> None:
+        write_json(self.folder(cid) / "summary.json", {"id": cid, "cwd": self.cwd, "created_at": iso(started), "title": ""})
+
+    def add_turn(self, cid: str, role: str, text: str, at: float) -> None:
+        append_json(self.folder(cid) / "chat_history.jsonl", {"type": role, "content": text})
+        chunk = "user_message_chunk" if role == "user" else "agent_message_chunk"
+        append_json(
+            self.folder(cid) / "updates.jsonl", {"sessionUpdate": chunk, "content": {"type": "text", "text": text}, "timestamp": iso(at)}
+        )
+
+
+STORES: dict[str, type[Store]] = {"claude": Claude, "codex": Codex, "agy": Agy, "hermes": Hermes, "grok": Grok, "opencode": Opencode}
