@@ -94,7 +94,7 @@ def _new_job(req: DelegateRequest, target: Target, settings: Settings) -> Job:
         return chosen
 
     return Job(
-        id=req.job_id or new_job_id(), session=target.session, nonce=secrets.token_hex(8), created_ms=rec.now_ms(),
+        id=req.job_id or new_job_id(), session=f"{target.runner}/{target.session}" if target.remote else target.session, nonce=secrets.token_hex(8), created_ms=rec.now_ms(),
         start_deadline_ms=int(pick(req.start_deadline_s, "MAM_START_DEADLINE_S") * 1000),
         heartbeat_ms=int(pick(req.heartbeat_s, "MAM_HEARTBEAT_S") * 1000),
         heartbeat_k=settings.get_float("MAM_HEARTBEAT_K"),
@@ -187,7 +187,7 @@ class Wrapper:
             self.refuse(TARGET_NOT_FOUND, problem)
             return False
         self._apply(Claim(rec.now_ms()))
-        text = with_footer(self.req.brief, job.id, job.nonce, job.heartbeat_ms / 1000)
+        text = self.brief_text()
         try:
             delivery.inject(text, self.ledger)
         except MamError as e:
@@ -199,6 +199,10 @@ class Wrapper:
         return True
 
     # Hooks for a runner driving a job on behalf of another host.
+    def brief_text(self) -> str:
+        job = self.ledger.job
+        return with_footer(self.req.brief, job.id, job.nonce, job.heartbeat_ms / 1000)
+
     def refuse(self, reason: str, detail: str) -> None:
         """The brief was not (or could not be) delivered: the job is cancelled (exit 5)."""
         self._end(JobState.CANCELLED, reason, 5, detail)

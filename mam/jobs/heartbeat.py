@@ -37,7 +37,8 @@ def spawn(ws: Workspace, job_id: str, interval_s: float, agent_pid: int, *, agen
 def run(ws: Workspace, job_id: str, interval_s: float, agent_pid: int, agent_start: int | None, *, max_beats: int | None = None) -> str:
     """Beat until the job ends or the agent dies; return why it stopped."""
     from mam.bus.connect import open_client
-    from mam.jobs.emit import Emitter
+    from mam.jobs.emit import Emitter, relayed
+    from mam.jobs.record import read_record
     from mam.settings import load_settings
     from mam.store.registry import Registry
 
@@ -45,16 +46,23 @@ def run(ws: Workspace, job_id: str, interval_s: float, agent_pid: int, agent_sta
     registry = Registry(ws)
     client = None
     beats = 0
+    record = read_record(ws, job_id)
+    # A remote job is supervised by this host's runner: without it nobody relays the beats.
+    supervisor = int(record.get("supervisor_pid") or 0), int(record.get("supervisor_start") or 0) or None
+
+    def alive() -> bool:
+        return pid_alive(agent_pid, agent_start) and (not supervisor[0] or pid_alive(supervisor[0], supervisor[1]))
+
     try:
         while True:
             deadline = time.monotonic() + interval_s
-            if not pid_alive(agent_pid, agent_start):
+            if not alive():
                 return "agent_gone"
-            if client is None or not client.connected:
+            if not relayed(record) and (client is None or not client.connected):
                 if client is not None:
                     client.close()
                 try:
-                    client = open_client(settings, ws, role="heartbeater", autostart=False, timeout=min(interval_s, 3.0))
+                    client = None if relayed(record) else open_client(settings, ws, role="heartbeater", autostart=False, timeout=min(interval_s, 3.0))
                 except BrokerError:
                     client = None  # the disk path still carries the beat
             emitter = Emitter(ws, registry, client)
@@ -66,7 +74,7 @@ def run(ws: Workspace, job_id: str, interval_s: float, agent_pid: int, agent_sta
             if max_beats is not None and beats >= max_beats:
                 return "max_beats"
             while time.monotonic() < deadline:
-                if not pid_alive(agent_pid, agent_start):
+                if not alive():
                     return "agent_gone"
                 time.sleep(min(0.2, max(0.0, deadline - time.monotonic())))
     finally:

@@ -35,7 +35,11 @@ class Intake:
 
     def attach(self, client: MqttClient | None, topic: str) -> None:
         if client is not None:
-            client.subscribe(topic, lambda _t, payload, _r: self._queue.put(payload))
+            client.subscribe(topic, lambda _t, payload, _r: self.feed(payload))
+
+    def feed(self, payload: bytes) -> None:
+        """Queue a message that arrived over MQTT (thread-safe)."""
+        self._queue.put(payload)
 
     def pump(self, wait: float) -> None:
         """Wait up to `wait` seconds for news, then process everything that arrived."""

@@ -63,8 +63,8 @@ class Ledger:
 
     # -- registration -------------------------------------------------------------------------
     @classmethod
-    def register(cls, ws: Workspace, registry: Registry, job: Job, *, owner: str, meta: dict[str, Any]) -> Ledger:
-        token = secrets.token_hex(32)
+    def register(cls, ws: Workspace, registry: Registry, job: Job, *, owner: str, meta: dict[str, Any], token: str | None = None) -> Ledger:
+        token = token or secrets.token_hex(32)
         ledger = cls(ws, registry, job, owner, dict(meta), token)
         # The record (with the token) exists before the row, so an agent that sees the row can always sign.
         ledger._write_record()

@@ -46,19 +46,27 @@ def log(ws: Workspace, registry: Registry, job_id: str) -> list[dict[str, Any]]:
 
 def cancel(ws: Workspace, registry: Registry, job_id: str, reason: str = CANCELLED_BY_USER) -> dict[str, Any]:
     """End an open job as cancelled (exit 5). The brief, if already injected, is not taken back."""
+    if end_job(ws, registry, job_id, JobState.CANCELLED, reason, 5, "cancelled with `mam job cancel`", by="cancel") is None:
+        row = registry.job(job_id)
+        raise JobError(f"job {job_id} already ended: {row.state} ({row.reason})", job_id=job_id)
+    return status(registry, job_id)
+
+
+def end_job(ws: Workspace, registry: Registry, job_id: str, state: JobState, reason: str, exit_code: int, detail: str = "",
+            *, by: str) -> Job | None:
+    """End an open job from outside its wrapper (the wrapper adopts it); None if it had already ended."""
     now = rec.now_ms()
+    inp = End(now, state, reason, exit_code, detail)
     with registry.write() as conn:
         row = jobs_table.get(conn, job_id)
         if not row.open:
-            raise JobError(f"job {job_id} already ended: {row.state} ({row.reason})", job_id=job_id)
-        job = Job.from_dict(row.data.get("job", {}))
-        inp = End(now, JobState.CANCELLED, reason, 5, "cancelled with `mam job cancel`")
-        new, _ = step(job, inp)
+            return None
+        new, _ = step(Job.from_dict(row.data.get("job", {})), inp)
         jobs_table.update(conn, job_id, expected_state=row.state, state=new.state.value, reason=new.reason,
                           exit_code=new.exit_code, data={**row.data, "job": new.as_dict()}, ended_at=now / 1000)
     try:
         rec.write_record(ws, job_id, {**rec.read_record(ws, job_id), **new.as_dict()})
     except JobError:
         pass
-    rec.audit(ws, job_id, "input", input=input_to_dict(inp), state=new.state.value, reason=new.reason, exit_code=new.exit_code, by="cancel")
-    return status(registry, job_id)
+    rec.audit(ws, job_id, "input", input=input_to_dict(inp), state=new.state.value, reason=new.reason, exit_code=new.exit_code, by=by)
+    return new

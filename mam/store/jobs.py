@@ -162,5 +162,5 @@ def events_after(conn: sqlite3.Connection, job_id: str, seq: int = 0) -> list[Ev
 
 
 def unpublished(conn: sqlite3.Connection, limit: int = 500) -> list[EventRow]:
-    rows = conn.execute("SELECT * FROM events WHERE published=0 ORDER BY recorded_at LIMIT ?", (limit,))
+    rows = conn.execute("SELECT * FROM events WHERE published=0 ORDER BY job_id, seq LIMIT ?", (limit,))
     return [EventRow(**{**dict(r), "published": bool(r["published"])}) for r in rows]

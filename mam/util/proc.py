@@ -81,3 +81,16 @@ def spawn_detached(
     finally:
         if log is not None and not isinstance(out, int):
             out.close()
+
+
+def started_at(pid: int) -> float | None:
+    """The process's start as a Unix time (boot time + its start ticks), or None if it is gone."""
+    ticks = start_time(pid)
+    if ticks is None:
+        return None
+    try:
+        with open("/proc/stat") as f:
+            boot = next(int(line.split()[1]) for line in f if line.startswith("btime "))
+    except (OSError, StopIteration, ValueError):
+        return None
+    return boot + ticks / os.sysconf("SC_CLK_TCK")

@@ -1,0 +1,80 @@
+"""Orphaned jobs: jobs whose wrapper died. The monitor follows their events (disk path and MQTT)
+into the registry and closes them by their own deadlines, so none is left open forever."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from mam.errors import MamError
+from mam.jobs import record as rec
+from mam.jobs.intake import Intake
+from mam.jobs.ledger import Ledger, owner_alive
+from mam.jobs.model import Job, JobState, Tick
+from mam.jobs.stale import close_if_abandoned
+from mam.store import jobs as jobs_table
+from mam.store.registry import Registry
+from mam.workspace import Workspace
+
+
+@dataclass
+class OrphanFollower:
+    ws: Workspace
+    registry: Registry
+    followed: dict[str, Intake] = field(default_factory=dict)
+
+    def feed(self, job_id: str, payload: bytes) -> None:
+        intake = self.followed.get(job_id)
+        if intake is not None:
+            intake.feed(payload)
+
+    def wants(self, job_id: str) -> bool:
+        return job_id in self.followed
+
+    def step(self) -> list[tuple[str, str]]:
+        """One pass over every open job; returns (job id, what happened) for each repair."""
+        repairs: list[tuple[str, str]] = []
+        with self.registry.read() as conn:
+            open_rows = jobs_table.open_jobs(conn)
+        open_ids = {r.id for r in open_rows}
+        for job_id in list(self.followed):
+            if job_id not in open_ids:
+                del self.followed[job_id]
+        for row in open_rows:
+            if owner_alive(row.owner):
+                self.followed.pop(row.id, None)
+                continue
+            if row.state == JobState.PENDING.value:
+                ended = close_if_abandoned(self.ws, self.registry, row.id, by="monitor")
+                if ended is not None:
+                    repairs.append((row.id, f"{ended.state.value} ({ended.reason}): its wrapper died before delivery"))
+                continue
+            intake = self.followed.get(row.id) or self._follow(row.id)
+            if intake is None:
+                continue
+            before = intake.ledger.job.state
+            try:
+                intake.pump(0)
+                intake.ledger.apply(Tick(rec.now_ms()))
+            except MamError as e:
+                repairs.append((row.id, f"could not follow: {e}"))
+                continue
+            after = intake.ledger.job
+            if after.state is not before:
+                repairs.append((row.id, f"{before.value} -> {after.state.value}{' (' + after.reason + ')' if after.reason else ''}; its wrapper is gone"))
+        return repairs
+
+    def _follow(self, job_id: str) -> Intake | None:
+        """Adopt an orphan: drive it with the dead owner's name, so a returning attempt can still take it over."""
+        row = self.registry.find_job(job_id)
+        if row is None:
+            return None
+        try:
+            token = str(rec.read_record(self.ws, job_id).get("token", ""))
+        except MamError:
+            return None
+        job = Job.from_dict(row.data.get("job", {}))
+        ledger = Ledger(self.ws, self.registry, job, row.owner, dict(row.data.get("meta", {})), token, row.qid)
+        intake = Intake(ledger, self.registry, local=not row.data.get("meta", {}).get("runner"))
+        self.followed[job_id] = intake
+        rec.audit(self.ws, job_id, "monitor_follows", owner=row.owner, note="the wrapper is gone; the monitor follows this job")
+        return intake

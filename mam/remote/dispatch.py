@@ -1,0 +1,147 @@
+"""Dispatch messages (origin -> runner) and the origin side of a `remote:RUNNER/SESSION` job.
+
+A dispatch is a retained QoS 1 message on `<prefix>/runners/<runner>/dispatch/<job>`, an
+envelope of kind `dispatch` signed with MAM_DISPATCH_SECRET. It carries the job token (so
+the runner can sign the job's events), hence it is refused on an insecure broker connection.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+from mam.broker.endpoint import configured_endpoint
+from mam.bus.envelope import MAX_DISPATCH_BYTES, Envelope
+from mam.bus.mqtt import MqttClient
+from mam.bus.topics import Topics
+from mam.errors import BrokerError, DecodeError, UsageError
+from mam.jobs import record as rec
+from mam.jobs.ledger import Ledger
+from mam.jobs.target import Target
+from mam.settings import Settings
+from mam.workspace import Workspace
+
+PRESENCE_WAIT_S = 3.0
+
+
+def check_remote_allowed(settings: Settings, ws: Workspace, *, allow_insecure: bool) -> str:
+    """Return the dispatch secret, or raise if remote dispatch must not happen here."""
+    secret = settings.get_str("MAM_DISPATCH_SECRET")
+    if not secret:
+        raise UsageError("remote jobs need MAM_DISPATCH_SECRET (the same value on this host and on the runner's)")
+    endpoint = configured_endpoint(settings)
+    if not allow_insecure and (endpoint is None or not endpoint.secured):
+        raise UsageError(
+            "remote dispatch carries the job's token: refusing to send it over a broker connection with neither TLS nor "
+            "authentication (configure MQTT_TLS / MQTT_USERNAME, or pass --allow-insecure-broker)"
+        )
+    return secret
+
+
+@dataclass(frozen=True)
+class Dispatch:
+    job_id: str
+    runner: str
+    session: str
+    text: str  # the brief with its footer, pasted as is
+    token: str
+    nonce: str
+    ts: int
+    start_deadline_ms: int
+    heartbeat_ms: int
+    heartbeat_k: float
+    budget_ms: int
+    origin: str
+
+    def encode(self, secret: str) -> bytes:
+        body: dict[str, Any] = {
+            "runner": self.runner, "session": self.session, "text": self.text, "token": self.token, "nonce": self.nonce,
+            "start_deadline_ms": self.start_deadline_ms, "heartbeat_ms": self.heartbeat_ms,
+            "heartbeat_k_milli": int(self.heartbeat_k * 1000), "budget_ms": self.budget_ms, "origin": self.origin,
+        }
+        return Envelope(kind="dispatch", job=self.job_id, seq=0, type="dispatch", sender="origin", ts=self.ts, body=body).signed(secret).encode()
+
+    @classmethod
+    def open(cls, raw: bytes, *, secret: str, runner: str, now_ms: int, freshness_ms: int) -> Dispatch:
+        """Decode and check a dispatch; raise DecodeError(reason=...) for anything this runner must not take."""
+        env = Envelope.decode(raw, max_bytes=MAX_DISPATCH_BYTES)
+        if env.kind != "dispatch" or env.type != "dispatch":
+            raise DecodeError(f"not a dispatch ({env.kind}/{env.type})", reason="wrong_kind")
+        if not env.verify(secret):
+            raise DecodeError("dispatch signature does not match MAM_DISPATCH_SECRET", reason="bad_signature")
+        b = env.body
+        if b.get("runner") != runner:
+            raise DecodeError(f"dispatch is for runner {b.get('runner')!r}", reason="wrong_runner")
+        if abs(now_ms - env.ts) > freshness_ms:
+            raise DecodeError(f"dispatch is {abs(now_ms - env.ts) / 1000:.0f}s from now, outside the freshness window", reason="stale")
+        try:
+            return cls(job_id=env.job, runner=str(b["runner"]), session=str(b["session"]), text=str(b["text"]), token=str(b["token"]),
+                       nonce=str(b["nonce"]), ts=env.ts, start_deadline_ms=int(b["start_deadline_ms"]), heartbeat_ms=int(b["heartbeat_ms"]),
+                       heartbeat_k=int(b["heartbeat_k_milli"]) / 1000, budget_ms=int(b["budget_ms"]), origin=str(b.get("origin", "")))
+        except (KeyError, TypeError, ValueError) as e:
+            raise DecodeError(f"dispatch body is malformed: {e}", reason="bad_shape") from e
+
+
+class RemoteDelivery:
+    """The origin side: check the runner is online, publish the dispatch once, clear it when done."""
+
+    confirms_itself = True  # the runner's `delivered` event marks delivery
+
+    def __init__(self, target: Target, *, ws: Workspace, settings: Settings, client: MqttClient, topics: Topics, brief: str) -> None:
+        self.target, self.ws, self.settings, self.client, self.topics = target, ws, settings, client, topics
+        self.secret = settings.get_str("MAM_DISPATCH_SECRET")
+        self._published: str | None = None
+
+    def find_target(self) -> str:
+        runner = self.target.runner or ""
+        seen = threading.Event()
+        presence: list[Envelope] = []
+
+        def on_presence(_topic: str, payload: bytes, _retained: bool) -> None:
+            try:
+                env = Envelope.decode(payload)
+            except DecodeError:
+                return
+            if env.kind == "presence" and env.verify(self.secret):
+                presence.append(env)
+                seen.set()
+
+        topic = self.topics.presence(runner)
+        self.client.subscribe(topic, on_presence)
+        try:
+            seen.wait(PRESENCE_WAIT_S)
+        finally:
+            self.client.unsubscribe(topic)
+        if not presence:
+            return f"runner {runner!r} has never announced itself on this broker (or signs with another MAM_DISPATCH_SECRET)"
+        if presence[-1].type != "online":
+            return f"runner {runner!r} is offline"
+        sessions = presence[-1].body.get("sessions")
+        if isinstance(sessions, list) and self.target.session not in sessions:
+            return f"runner {runner!r} has no running session {self.target.session!r}"
+        return ""
+
+    def check_alive(self) -> str:
+        return ""  # the runner checks its own agent before it injects
+
+    def inject(self, text: str, ledger: Ledger) -> None:
+        job = ledger.job
+        msg = Dispatch(job_id=job.id, runner=self.target.runner or "", session=self.target.session, text=text, token=ledger.token,
+                       nonce=job.nonce, ts=rec.now_ms(), start_deadline_ms=job.start_deadline_ms, heartbeat_ms=job.heartbeat_ms,
+                       heartbeat_k=job.heartbeat_k, budget_ms=job.budget_ms, origin=str(self.ws.root))
+        topic = self.topics.dispatch(msg.runner, job.id)
+        self.client.publish(topic, msg.encode(self.secret), qos=1, retain=True, timeout=10)
+        self._published = topic
+        rec.audit(self.ws, job.id, "dispatched", runner=msg.runner, session=msg.session, bytes=len(text.encode("utf-8")))
+
+    def nudge(self, ledger: Ledger) -> None:
+        return None  # the runner presses Enter again on its side
+
+    def finish(self, ledger: Ledger) -> None:
+        """Never leave a retained dispatch behind (e.g. the runner never took it)."""
+        if self._published and self.client.connected:
+            try:
+                self.client.publish(self._published, b"", qos=1, retain=True, timeout=3)
+            except BrokerError:
+                pass

@@ -1,0 +1,230 @@
+"""`mam runner --name NAME`: takes remote jobs for this host's sessions over the broker.
+
+It announces itself with a retained presence message (its last will says offline), takes
+each valid dispatch once (fresh, signed with MAM_DISPATCH_SECRET, for this runner, never
+seen before), clears the retained dispatch, injects the brief into its own session once,
+and relays the job's events from this workspace's store to the broker in `seq` order.
+If the runner dies, nothing is relayed and the origin's wrapper ends by its deadlines.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import queue
+import socket
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from mam.bus.envelope import Envelope
+from mam.bus.mqtt import MqttClient, Will
+from mam.bus.topics import Topics, prefix_for
+from mam.errors import BrokerError, DecodeError, JobError, LockBusy
+from mam.jobs import record as rec
+from mam.jobs.model import JobState
+from mam.jobs.queries import end_job
+from mam.remote.dispatch import Dispatch, check_remote_allowed
+from mam.remote.runner_job import RunnerJob
+from mam.settings import Settings
+from mam.store import jobs as jobs_table
+from mam.store.registry import Registry
+from mam.store.sessions import SessionStatus
+from mam.util.fs import append_line
+from mam.workspace import Workspace
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Runner:
+    name: str
+    ws: Workspace
+    settings: Settings
+    allow_insecure: bool = False
+    client: MqttClient | None = None
+    jobs: dict[str, threading.Thread] = field(default_factory=dict)
+    taken: int = 0
+    _dispatches: queue.Queue[tuple[str, bytes]] = field(default_factory=queue.Queue)
+    _states: queue.Queue[tuple[str, bytes]] = field(default_factory=queue.Queue)
+    _stop: threading.Event = field(default_factory=threading.Event)
+
+    def __post_init__(self) -> None:
+        self.secret = check_remote_allowed(self.settings, self.ws, allow_insecure=self.allow_insecure)
+        self.topics = Topics(prefix_for(self.settings, self.ws))
+        self.registry = Registry(self.ws)
+        self.log_path = self.ws.state / "runners" / f"{self.name}.jsonl"
+        self.log_path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+
+    # -- lifecycle ----------------------------------------------------------------------------
+    def stop(self) -> None:
+        self._stop.set()
+
+    def run(self, *, once: bool = False, max_jobs: int | None = None, idle_exit_s: float | None = None) -> int:
+        """Serve until stopped; with `once`, exit when every taken job ended and nothing is queued."""
+        from filelock import FileLock, Timeout
+
+        lock = FileLock(str(self.ws.lock(f"runner-{self.name}")))
+        try:
+            lock.acquire(timeout=0)
+        except Timeout as e:
+            raise LockBusy(f"runner {self.name!r} already runs in workspace {self.ws.root}") from e
+        try:
+            self._connect()
+            self.note("started", pid=os.getpid(), host=socket.gethostname())
+            idle_since = time.monotonic()
+            while not self._stop.is_set():
+                self._take_dispatches(max_jobs)
+                self._follow_states()
+                self._relay()
+                self._reap()
+                if self.jobs or not self._dispatches.empty():
+                    idle_since = time.monotonic()
+                elif once and self.taken > 0:
+                    break
+                elif idle_exit_s is not None and time.monotonic() - idle_since > idle_exit_s:
+                    break
+                self._stop.wait(self.settings.poll_s)
+            self._relay()
+            return 0
+        finally:
+            self._goodbye()
+            lock.release()
+
+    def _connect(self) -> None:
+        from mam.bus.connect import open_client
+
+        will = Will(self.topics.presence(self.name), self._presence("offline"), qos=1, retain=True)
+        self.client = open_client(self.settings, self.ws, role=f"runner-{self.name}", will=will, autostart=False, timeout=10)
+        self.client.on_connection_change = self._on_connection
+        self.client.subscribe(self.topics.dispatch_all(self.name), lambda t, p, _r: self._dispatches.put((t, p)))
+        self.client.subscribe(self.topics.all_states(), lambda t, p, _r: self._states.put((t, p)))
+        self._announce()
+
+    def _on_connection(self, up: bool) -> None:
+        self.note("broker_up" if up else "broker_down")
+        if up:
+            threading.Thread(target=self._announce, daemon=True).start()
+
+    def _announce(self) -> None:
+        if self.client is not None and self.client.connected:
+            try:
+                self.client.publish(self.topics.presence(self.name), self._presence("online"), qos=1, retain=True)
+            except BrokerError as e:
+                log.warning("presence not published: %s", e)
+
+    def _presence(self, kind: str) -> bytes:
+        sessions = [r.name for r in self.registry.sessions() if r.status in (SessionStatus.RUNNING, SessionStatus.STARTING)]
+        body = {"runner": self.name, "host": socket.gethostname(), "pid": os.getpid(), "sessions": sessions}
+        return Envelope(kind="presence", job=self.name, seq=0, type=kind, sender="runner", ts=rec.now_ms(), body=body).signed(self.secret).encode()
+
+    def _goodbye(self) -> None:
+        if self.client is not None:
+            try:
+                if self.client.connected:
+                    self.client.publish(self.topics.presence(self.name), self._presence("offline"), qos=1, retain=True, timeout=3)
+            except BrokerError:
+                pass
+            self.client.close()
+        self.note("stopped")
+
+    # -- dispatches ---------------------------------------------------------------------------
+    def _take_dispatches(self, max_jobs: int | None) -> None:
+        while True:
+            try:
+                topic, payload = self._dispatches.get_nowait()
+            except queue.Empty:
+                return
+            if not payload:
+                continue  # a cleared retained dispatch
+            if max_jobs is not None and self.taken >= max_jobs:
+                self.note("rejected", reason="max_jobs", topic=topic)
+                continue
+            self._take(topic, payload)
+
+    def _take(self, topic: str, payload: bytes) -> None:
+        freshness = int(self.settings.get_float("MAM_DISPATCH_FRESHNESS_S") * 1000)
+        try:
+            msg = Dispatch.open(payload, secret=self.secret, runner=self.name, now_ms=rec.now_ms(), freshness_ms=freshness)
+        except DecodeError as e:
+            self.note("rejected", reason=e.reason, topic=topic, detail=str(e))
+            self._clear(topic)
+            return
+        if self.registry.find_job(msg.job_id) is not None:
+            self.note("rejected", reason="duplicate", job=msg.job_id, topic=topic)
+            self._clear(topic)
+            return
+        try:
+            job = RunnerJob.take(msg, ws=self.ws, settings=self.settings, runner=self.name)
+        except JobError as e:  # another copy won the insert race
+            self.note("rejected", reason="duplicate", job=msg.job_id, detail=str(e))
+            self._clear(topic)
+            return
+        self._clear(topic)
+        self.taken += 1
+        self.note("taken", job=msg.job_id, session=msg.session)
+        thread = threading.Thread(target=job.run, name=f"job-{msg.job_id}", daemon=True)
+        self.jobs[msg.job_id] = thread
+        thread.start()
+
+    def _clear(self, topic: str) -> None:
+        if self.client is not None and self.client.connected:
+            try:
+                self.client.publish(topic, b"", qos=1, retain=True, timeout=3)
+            except BrokerError:
+                pass
+
+    def _reap(self) -> None:
+        for job_id, thread in list(self.jobs.items()):
+            if not thread.is_alive():
+                del self.jobs[job_id]
+
+    # -- the origin's word on a job: its retained final state ---------------------------------
+    def _follow_states(self) -> None:
+        while True:
+            try:
+                topic, payload = self._states.get_nowait()
+            except queue.Empty:
+                return
+            job_id = self.topics.job_of(topic)
+            if not job_id or not payload or job_id not in self.jobs:
+                continue
+            try:
+                env = Envelope.decode(payload)
+                token = str(rec.read_record(self.ws, job_id).get("token", ""))
+            except (DecodeError, JobError):
+                continue
+            if env.kind == "state" and env.job == job_id and env.verify(token):
+                state = str(env.body.get("state", ""))
+                if state in {s.value for s in JobState} and JobState(state) not in (JobState.PENDING, JobState.DELIVERING, JobState.DELIVERED, JobState.RUNNING):
+                    code = env.body.get("exit_code")
+                    end_job(self.ws, self.registry, job_id, JobState(state), f"origin_{env.body.get('reason', state)}",
+                            code if isinstance(code, int) else 1, "ended by the origin", by=f"runner {self.name}")
+
+    # -- relay --------------------------------------------------------------------------------
+    def _relay(self) -> None:
+        """Publish every event this workspace recorded but did not publish, per job in seq order."""
+        if self.client is None or not self.client.connected:
+            return
+        with self.registry.read() as conn:
+            pending = jobs_table.unpublished(conn)
+        for ev in pending:
+            try:
+                self.client.publish(self.topics.events(ev.job_id), ev.raw.encode("utf-8"), qos=1, timeout=5)
+            except BrokerError:
+                return
+            with self.registry.write() as conn:
+                jobs_table.mark_published(conn, ev.job_id, ev.seq)
+
+    def note(self, kind: str, **fields: Any) -> None:
+        line = json.dumps({"ts_ms": rec.now_ms(), "runner": self.name, "kind": kind, **fields}, sort_keys=True, default=str)
+        append_line(self.log_path, line)
+        if "job" in fields and kind == "rejected":
+            try:
+                rec.audit(self.ws, str(fields["job"]), "dispatch_rejected", **{k: v for k, v in fields.items() if k != "job"})
+            except OSError:
+                pass
+        log.info("%s %s", kind, fields)
+
