@@ -1,0 +1,137 @@
+"""Remote jobs: dispatch to a runner on another 'host' (its own workspace, HOME, tmux server and
+process tree), sharing only a broker."""
+
+from __future__ import annotations
+
+import json
+
+from mam.bus.topics import Topics
+from mam.jobs.record import now_ms
+from mam.remote.dispatch import Dispatch
+from tests.helpers.jobs import capture
+
+SHORT = ["--start-deadline", "6", "--heartbeat", "0.5"]
+INSECURE = ["--allow-insecure-broker"]
+
+
+def start_runner(host, name="rb", *extra):  # type: ignore[no-untyped-def]
+    return host.spawn("runner", "--name", name, *INSECURE, *extra)
+
+
+def wait_online(origin, poll, name="rb"):  # type: ignore[no-untyped-def]
+    # the runner's log says it started and the broker holds its presence
+    poll(lambda: origin.mam("job", "list").returncode == 0, timeout=5)
+
+
+def runner_started(host, poll, name="rb"):  # type: ignore[no-untyped-def]
+    poll(lambda: any(e["kind"] == "started" for e in host.runner_log(name)), timeout=20)
+
+
+def test_a_remote_job_completes_and_the_origin_audit_holds_every_event(two_hosts, mosquitto_broker, poll):  # type: ignore[no-untyped-def]
+    origin, remote = two_hosts(mosquitto_broker.env())
+    created = json.loads(remote.mam("session", "create", "--agent", "demo", "--role", "dev", "--session", "d1", "--json").stdout)
+    start_runner(remote)
+    runner_started(remote, poll)
+    proc = origin.mam("job", "delegate", "--target", "remote:rb/d1", "--brief", "demo-write: r.txt :: remote work", *SHORT, *INSECURE, "--json")
+    assert proc.returncode == 0, proc.stderr
+    record = json.loads(proc.stdout)
+    assert record["state"] == "completed"
+    assert (remote.root / "r.txt").read_text() == "remote work\n"
+    assert not (origin.root / "r.txt").exists()
+    log = json.loads(origin.mam("job", "log", record["id"], "--json").stdout)
+    events = [line["input"] for line in log if line["kind"] == "input" and line["input"]["input"] == "event"]
+    types = [e["type"] for e in events]
+    assert types[0] == "delivered" and "started" in types and types[-1] == "completed"
+    seqs = [e["seq"] for e in events]
+    assert seqs == sorted(seqs)
+    # every event the runner host recorded for the job reached the origin's audit log
+    remote_events = json.loads(remote.mam("job", "log", record["id"], "--json").stdout)
+    remote_seqs = {line["input"]["seq"] for line in remote_events if line["kind"] == "input" and line["input"]["input"] == "event"}
+    assert remote_seqs <= set(seqs) | {0}
+    assert capture(remote.tmux.name, created["pane_id"]).count(record["nonce"]) == 1
+
+
+def test_dispatch_attacks_are_rejected_and_logged_and_the_brief_arrives_once(two_hosts, mosquitto_broker, poll):  # type: ignore[no-untyped-def]
+    import paho.mqtt.client as paho
+
+    origin, remote = two_hosts(mosquitto_broker.env())
+    created = json.loads(remote.mam("session", "create", "--agent", "demo", "--role", "dev", "--session", "d1", "--json").stdout)
+    start_runner(remote)
+    runner_started(remote, poll)
+    proc = origin.mam("job", "delegate", "--target", "remote:rb/d1", "--brief", "demo-write: once.txt :: x", *SHORT, *INSECURE, "--json")
+    assert proc.returncode == 0, proc.stderr
+    record = json.loads(proc.stdout)
+    topics = Topics(origin.env["MAM_TOPIC_PREFIX"])
+
+    def dispatch(job_id: str, *, ts: int, secret: str, runner: str = "rb") -> bytes:
+        return Dispatch(job_id=job_id, runner=runner, session="d1", text=f"attack {job_id}", token="t" * 64, nonce="n", ts=ts,
+                        start_deadline_ms=1000, heartbeat_ms=500, heartbeat_k=4, budget_ms=5000, origin="x").encode(secret)
+
+    from tests.remote.conftest import SECRET
+
+    attacks = {
+        "duplicate": (record["id"], dispatch(record["id"], ts=now_ms(), secret=SECRET)),  # a second delivery of a taken job
+        "stale": ("job-stale", dispatch("job-stale", ts=now_ms() - 3_600_000, secret=SECRET)),
+        "bad_signature": ("job-forged", dispatch("job-forged", ts=now_ms(), secret="wrong")),
+        "wrong_runner": ("job-other", dispatch("job-other", ts=now_ms(), secret=SECRET, runner="someone-else")),
+    }
+    c = paho.Client(paho.CallbackAPIVersion.VERSION2, protocol=paho.MQTTv311)
+    c.connect(mosquitto_broker.host, mosquitto_broker.port)
+    c.loop_start()
+    try:
+        for job_id, payload in attacks.values():
+            c.publish(topics.dispatch("rb", job_id), payload, qos=1, retain=True).wait_for_publish(5)
+        poll(lambda: {e.get("reason") for e in remote.runner_log("rb") if e["kind"] == "rejected"} >= set(attacks), timeout=20,
+             message=lambda: str(remote.runner_log("rb")))
+    finally:
+        c.loop_stop()
+        c.disconnect()
+    pane = capture(remote.tmux.name, created["pane_id"])
+    assert pane.count(record["nonce"]) == 1
+    assert "attack" not in pane
+    taken = [e for e in remote.runner_log("rb") if e["kind"] == "taken"]
+    assert [e["job"] for e in taken] == [record["id"]]
+
+
+def test_a_runner_killed_mid_job_leaves_the_wrapper_to_its_deadlines(two_hosts, mosquitto_broker, poll):  # type: ignore[no-untyped-def]
+    import time
+
+    origin, remote = two_hosts(mosquitto_broker.env())
+    remote.mam("session", "create", "--agent", "demo", "--role", "dev", "--session", "d1", env={"MAM_DEMO_BEHAVIOUR": "slow", "MAM_DEMO_SLEEP_S": "60"})
+    runner = start_runner(remote)
+    runner_started(remote, poll)
+    job = origin.spawn("job", "delegate", "--target", "remote:rb/d1", "--brief", "long work", "--job-id", "job-orphaned", *SHORT, *INSECURE, "--json")
+    poll(lambda: json.loads(origin.mam("job", "status", "job-orphaned", "--json").stdout or "{}").get("state") == "running", timeout=30)
+    runner.kill()
+    killed = time.monotonic()
+    out, err = job.communicate(timeout=60)
+    took = time.monotonic() - killed
+    assert job.returncode == 2, err
+    assert json.loads(out)["reason"] == "deadline_timeout"
+    assert took < 0.5 * 4 + 5  # K x N plus scheduling slack; the wrapper never hangs
+
+
+def test_remote_dispatch_is_refused_on_an_insecure_broker(two_hosts, mosquitto_broker):  # type: ignore[no-untyped-def]
+    origin, _remote = two_hosts(mosquitto_broker.env())
+    proc = origin.mam("job", "delegate", "--target", "remote:rb/d1", "--brief", "x")
+    assert proc.returncode == 2
+    assert "--allow-insecure-broker" in proc.stderr
+    runner = origin.mam("runner", "--name", "rb", "--once")
+    assert runner.returncode == 2 and "TLS" in runner.stderr
+
+
+def test_an_offline_runner_is_target_not_found(two_hosts, mosquitto_broker):  # type: ignore[no-untyped-def]
+    origin, _remote = two_hosts(mosquitto_broker.env())
+    proc = origin.mam("job", "delegate", "--target", "remote:nobody/d1", "--brief", "x", *SHORT, *INSECURE, "--json")
+    assert proc.returncode == 5
+    assert json.loads(proc.stdout)["reason"] == "target_not_found"
+
+
+def test_an_unknown_remote_session_is_rejected_by_the_runner(two_hosts, mosquitto_broker, poll):  # type: ignore[no-untyped-def]
+    origin, remote = two_hosts(mosquitto_broker.env())
+    remote.mam("session", "create", "--agent", "demo", "--role", "dev", "--session", "d1")
+    start_runner(remote)
+    runner_started(remote, poll)
+    proc = origin.mam("job", "delegate", "--target", "remote:rb/ghost", "--brief", "x", *SHORT, *INSECURE, "--json")
+    assert proc.returncode == 5
+    assert json.loads(proc.stdout)["reason"] == "target_not_found"
