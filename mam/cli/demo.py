@@ -1,0 +1,26 @@
+"""`mam demo`: a self-contained tour with demo agents in real panes."""
+
+from __future__ import annotations
+
+import click
+
+
+@click.command("demo")
+@click.option("--keep", is_flag=True, help="Keep the temporary workspace afterwards (its path is printed).")
+@click.option("--no-loop", is_flag=True, help="Skip the review loop part.")
+@click.pass_obj
+def demo(app: object, keep: bool, no_loop: bool) -> int:
+    """Run demo agents in a temporary workspace, with the embedded broker and a private tmux server.
+
+    \b
+    It creates demo sessions, delegates jobs (two at once, one failing on purpose),
+    runs a short review loop with two demo reviewers, shows progress live, prints a
+    summary and removes everything it started. Needs tmux; no LLM, no network.
+    Exit codes: 0 everything ended as expected; 1 otherwise.
+    """
+    from mam.demo import run_demo, summary_lines
+
+    result = run_demo(echo=click.echo, keep=keep, loop=not no_loop)
+    for line in summary_lines(result):
+        click.echo(line)
+    return 0 if result.ok else 1

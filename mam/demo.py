@@ -1,0 +1,171 @@
+"""`mam demo`: a self-contained tour in a temporary workspace.
+
+It starts the embedded broker and a private tmux server, creates demo agent sessions, delegates
+jobs to them (two at once, one that fails on purpose), runs a short review loop when available,
+prints what happened, and removes everything it started. Nothing outside the temporary folder
+(and the OS temp dir) is touched.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from mam.jobs.delegate import DelegateRequest, Outcome, delegate
+from mam.jobs.model import Event, Input, Job
+from mam.settings import Settings, load_settings
+from mam.store.registry import Registry
+from mam.workspace import Workspace
+
+Echo = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class DemoJob:
+    session: str
+    brief: str
+    expect: int
+    label: str
+
+
+@dataclass
+class DemoResult:
+    jobs: list[tuple[DemoJob, Outcome, float, int]] = field(default_factory=list)  # job, outcome, seconds, events
+    loop: dict[str, object] | None = None
+    ok: bool = True
+    workspace: Path | None = None
+
+
+JOBS = (
+    DemoJob("creator", "Write a greeting.\ndemo-write: hello.txt :: hello from a demo agent\ndemo-commit: add hello.txt", 0, "edit and commit"),
+    DemoJob("helper", "Take a while and report progress.\ndemo-sleep: 2", 0, "slow job with progress"),
+    DemoJob("flaky", "This agent is set up to fail.", 1, "agent reports an error"),
+)
+SESSIONS = (("creator", "developer", "ok"), ("helper", "developer", "ok"), ("flaky", "developer", "error"))
+
+
+def demo_environ(base: Mapping[str, str], ws: Workspace, tmux_server: str) -> dict[str, str]:
+    """The user's environment without any mam/MQTT settings, pointed at the demo's own servers."""
+    env = {k: v for k, v in base.items() if not k.startswith(("MQTT_", "MAM_", "HERDR_", "TMUX"))}
+    env.update({"MAM_WORKSPACE": str(ws.root), "MAM_TMUX_SERVER": tmux_server, "MAM_POLL_S": "0.05", "MAM_HEARTBEAT_S": "1"})
+    return env
+
+
+def run_demo(*, echo: Echo, keep: bool = False, loop: bool = True, environ: Mapping[str, str] | None = None) -> DemoResult:
+    from mam.broker import embedded
+    from mam.panes.tmux import TmuxBackend
+
+    root = Path(tempfile.mkdtemp(prefix="mam-demo-"))
+    ws = Workspace(root.resolve())
+    server = f"mam-demo-{uuid.uuid4().hex[:8]}"
+    env = demo_environ(os.environ if environ is None else environ, ws, server)
+    settings = load_settings(env_file=None, environ=env)
+    result = DemoResult(workspace=ws.root)
+    started = time.monotonic()
+
+    def say(text: str) -> None:
+        echo(f"[{time.monotonic() - started:6.2f}s] {text}")
+
+    registry = Registry(ws)
+    try:
+        _git_init(ws.root)
+        st = embedded.start(ws, settings)
+        say(f"workspace {ws.root}; embedded broker on 127.0.0.1:{st.port}; tmux server {server}")
+        _create_sessions(ws, settings, registry, env, say)
+        _run_jobs(ws, settings, env, say, result)
+        if loop:
+            result.loop = _run_loop(ws, settings, registry, env, say)
+            result.ok = result.ok and bool(result.loop) and result.loop.get("exit_code") == 0
+    finally:
+        registry.close()
+        TmuxBackend(server, settings=settings, ws=ws).kill_server()
+        embedded.stop(ws)
+        if keep:
+            say(f"kept the workspace {ws.root}")
+        else:
+            shutil.rmtree(ws.root, ignore_errors=True)
+        say("cleaned up: tmux server killed, broker stopped" + ("" if keep else ", workspace removed"))
+    return result
+
+
+def _git_init(root: Path) -> None:
+    git = ["git", "-C", str(root), "-c", "user.name=mam demo", "-c", "user.email=demo@mam.invalid"]
+    subprocess.run(["git", "init", "-q", str(root)], check=True, capture_output=True)
+    subprocess.run(["git", "-C", str(root), "config", "user.name", "mam demo"], check=True)
+    subprocess.run(["git", "-C", str(root), "config", "user.email", "demo@mam.invalid"], check=True)
+    (root / "README.md").write_text("A throwaway workspace made by `mam demo`.\n")
+    (root / ".gitignore").write_text(".mam/\n.agents/\n")
+    subprocess.run([*git, "add", "-A"], check=True, capture_output=True)
+    subprocess.run([*git, "commit", "-q", "-m", "initial"], check=True, capture_output=True)
+
+
+def _create_sessions(ws: Workspace, settings: Settings, registry: Registry, env: dict[str, str], say: Echo) -> None:
+    from mam.sessions.create import CreateRequest, create_session
+
+    for name, role, behaviour in SESSIONS:
+        row = create_session(CreateRequest(name=name, agent="demo", role=role, cwd=str(ws.root)), ws=ws, settings=settings,
+                             registry=registry, environ={**env, "MAM_DEMO_BEHAVIOUR": behaviour})
+        say(f"session {name}: demo agent ({behaviour}) in pane {row.pane_id}")
+
+
+def _run_jobs(ws: Workspace, settings: Settings, env: dict[str, str], say: Echo, result: DemoResult) -> None:
+    def one(job: DemoJob) -> None:
+        registry = Registry(ws)
+        events = 0
+        t0 = time.monotonic()
+
+        def update(j: Job, inp: Input) -> None:
+            nonlocal events
+            if isinstance(inp, Event):
+                events += 1
+                extra = f": {inp.body['message']}" if inp.body.get("message") else ""
+                say(f"{j.session:<8} {inp.type}{extra}")
+            elif j.terminal or type(inp).__name__ in ("Delivered",):
+                say(f"{j.session:<8} {j.state.value}{' (' + j.reason + ')' if j.reason else ''}")
+
+        try:
+            out = delegate(DelegateRequest(target=f"tmux:{job.session}", brief=job.brief, start_deadline_s=30, heartbeat_s=1, timeout_s=120),
+                           ws=ws, settings=settings, registry=registry, on_update=update)
+        finally:
+            registry.close()
+        result.jobs.append((job, out, time.monotonic() - t0, events))
+        if out.exit_code != job.expect:
+            result.ok = False
+
+    threads = [threading.Thread(target=one, args=(job,)) for job in JOBS]
+    say(f"delegating {len(threads)} jobs at once")
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+
+
+def _run_loop(ws: Workspace, settings: Settings, registry: Registry, env: dict[str, str], say: Echo) -> dict[str, object] | None:
+    try:
+        from mam.loop.demo import demo_loop
+    except ImportError:
+        say("review loop: not available in this build")
+        return None
+    return demo_loop(ws=ws, settings=settings, registry=registry, environ=env, say=say)
+
+
+def summary_lines(result: DemoResult) -> list[str]:
+    lines = ["", f"{'JOB':<22} {'SESSION':<9} {'WHAT':<24} {'STATE':<10} {'REASON':<14} {'EXIT':>4} {'EVENTS':>6} {'TIME':>6}"]
+    for job, out, seconds, events in sorted(result.jobs, key=lambda r: JOBS.index(r[0])):
+        mark = "" if out.exit_code == job.expect else f"  (expected {job.expect})"
+        lines.append(f"{out.job_id:<22} {job.session:<9} {job.label:<24} {out.state:<10} {out.reason:<14} {out.exit_code:>4} "
+                     f"{events:>6} {seconds:>5.1f}s{mark}")
+    if result.loop is not None:
+        lines.append("")
+        lines.append(f"review loop: {result.loop.get('summary', '')} (exit {result.loop.get('exit_code')})")
+    lines.append("")
+    lines.append("demo " + ("finished: every job ended as expected" if result.ok else "FAILED: see the lines marked 'expected'"))
+    return lines
