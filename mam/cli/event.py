@@ -75,13 +75,19 @@ json_option = click.option("--json", "as_json", is_flag=True, help="Print what w
 @event.command("started")
 @workspace_option
 @job_option
-@click.option("--nonce", required=True, help="The nonce from your brief (proves you read this brief).")
+@click.option("--nonce", default=None, help="The nonce from your brief (proves you read this brief). Without it, mam takes it from the job record and notes that in the event.")
 @click.option("--heartbeat", type=float, default=None, help="Start a heartbeat every N seconds until the job ends or you exit.")
 @json_option
 @click.pass_obj
 def started(app: App, job_id: str, nonce: str, heartbeat: float | None, as_json: bool) -> None:
     """Acknowledge the brief (once), optionally starting an automatic heartbeat."""
-    body: dict[str, Any] = {"nonce": nonce}
+    if nonce is None:
+        from mam.jobs.record import read_record
+
+        nonce = str(read_record(app.ws, job_id).get("nonce", ""))
+        body: dict[str, Any] = {"nonce": nonce, "nonce_from": "record"}
+    else:
+        body = {"nonce": nonce}
     if heartbeat is not None:
         if heartbeat <= 0:
             raise click.BadParameter("must be positive", param_hint="--heartbeat")
