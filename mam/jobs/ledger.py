@@ -66,13 +66,14 @@ class Ledger:
     def register(cls, ws: Workspace, registry: Registry, job: Job, *, owner: str, meta: dict[str, Any], token: str | None = None) -> Ledger:
         token = token or secrets.token_hex(32)
         ledger = cls(ws, registry, job, owner, dict(meta), token)
-        # The record (with the token) exists before the row, so an agent that sees the row can always sign.
+        # Record (with the token) and the audit's first line exist before the row: an agent that sees the
+        # row can always sign, and the audit log of any registered job replays from its creation.
         ledger._write_record()
+        rec.audit(ws, job.id, "created", job=job.as_dict(), meta=meta, owner=owner)
         with registry.write() as conn:
             row = jobs_table.insert(conn, job_id=job.id, session=job.session, kind=meta.get("kind", "job"), target=meta.get("target", job.session),
                                     parent_job=meta.get("parent_job"), state=job.state.value, owner=owner, data=ledger._row_data())
         ledger.qid = row.qid
-        rec.audit(ws, job.id, "created", job=job.as_dict(), meta=meta, owner=owner)
         return ledger
 
     @classmethod

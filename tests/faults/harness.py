@@ -1,0 +1,292 @@
+"""Run a fault schedule and check the invariants after it.
+
+Invariants (each violation is reported with the seed and the schedule step):
+- the brief was injected at most once (audit and the pane itself);
+- the job ended in exactly one terminal state, and replaying its audit log gives that state;
+- every event the wrapper accepted is in the store of the host where it was emitted;
+  the registries pass integrity_check and their YAML mirrors match them;
+- no process of the run is left behind, and no stale lock blocks the next job on a session.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from mam.jobs.model import TERMINAL, JobState
+from mam.jobs.record import read_audit
+from mam.store import mirror
+from mam.store import sessions as sessions_table
+from mam.util.poll import Timeout, wait_for
+from tests.faults.schedule import Step, make_schedule, waves
+from tests.faults.world import Host, World
+from tests.helpers.jobs import replayed_state
+
+WRAPPER_ARGS = ["--start-deadline", "3", "--heartbeat", "0.5", "--timeout", "15", "--dispatch-wait", "30"]
+
+
+@dataclass
+class Report:
+    seed: int
+    steps: list[Step]
+    violations: list[str] = field(default_factory=list)
+    outcomes: dict[str, str] = field(default_factory=dict)
+    seconds: float = 0.0
+
+    def violate(self, step: Step | None, text: str) -> None:
+        where = step.describe() if step else "(run)"
+        self.violations.append(f"seed={self.seed} {where}: {text}")
+
+    def summary(self) -> str:
+        counts: dict[str, int] = {}
+        for outcome in self.outcomes.values():
+            counts[outcome] = counts.get(outcome, 0) + 1
+        text = ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))
+        return f"seed {self.seed}: {len(self.steps)} jobs in {self.seconds:.0f}s; {text}; {len(self.violations)} violation(s)"
+
+
+def run_schedule(root: Path, *, seed: int, jobs: int, width: int = 6) -> Report:
+    started = time.monotonic()
+    world = World.build(root)
+    steps = make_schedule(seed, jobs, world.origin.sessions, world.remote.sessions)
+    report = Report(seed, steps)
+    try:
+        for wave in waves(steps, width):
+            _run_wave(world, wave, report)
+        _final_checks(world, report)
+    finally:
+        world.shutdown()
+        _no_leftovers(world, report)
+        report.seconds = time.monotonic() - started
+    return report
+
+
+# -- one wave -----------------------------------------------------------------------------------
+def _run_wave(world: World, wave: list[Step], report: Report) -> None:
+    wrappers: dict[str, subprocess.Popen[str]] = {}
+    t0 = time.monotonic()
+    marks = [("start", t0)]
+    for step in wave:
+        target = f"remote:rf/{step.session}" if step.remote else f"tmux:{step.session}"
+        brief = f"Fault suite job {step.index}.\ndemo-behaviour: {step.behaviour}\ndemo-write: out-{step.index}.txt :: job {step.index}"
+        extra = ["--allow-insecure-broker"] if step.remote else []
+        wrappers[step.job_id] = world.origin.spawn("job", "delegate", "--json", "--target", target, "--brief", brief,
+                                                   "--job-id", step.job_id, *WRAPPER_ARGS, *extra)
+    pause = threading.Event()
+    for step in sorted(wave, key=lambda s: s.kill_after):
+        delay = t0 + step.kill_after - time.monotonic()
+        if delay > 0:
+            pause.wait(delay)  # the schedule's moment for this kill, not a wait for a condition
+        _kill(world, step, wrappers[step.job_id])
+    for job_id, proc in wrappers.items():
+        try:
+            proc.communicate(timeout=90)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.communicate()
+            report.violate(_step(wave, job_id), "the wrapper hung for 90 s")
+    marks.append(("wrappers", time.monotonic()))
+    world.restore()
+    marks.append(("restore", time.monotonic()))
+    for step in wave:
+        _settle(world, step, report)
+    marks.append(("settle", time.monotonic()))
+    _check_panes(world, wave, report)
+    _revive_sessions(world, wave)
+    marks.append(("revive", time.monotonic()))
+    if os.environ.get("MAM_FAULT_VERBOSE"):
+        spans = " ".join(f"{name}={b - a:.1f}s" for (_, a), (name, b) in zip(marks, marks[1:]))
+        print(f"wave {[s.index for s in wave]}: {spans}; " + "; ".join(s.describe() + " => " + report.outcomes.get(s.job_id, "?") for s in wave), flush=True)
+
+
+def _step(wave: list[Step], job_id: str) -> Step | None:
+    return next((s for s in wave if s.job_id == job_id), None)
+
+
+def _kill(world: World, step: Step, wrapper: subprocess.Popen[str]) -> None:
+    host = world.remote if step.remote else world.origin
+    if step.victim == "wrapper":
+        wrapper.kill()
+    elif step.victim == "agent":
+        row = host.session_row(step.session)
+        if row is not None and row.pane_pid:
+            _sigkill(row.pane_pid)
+    elif step.victim == "heartbeater":
+        pidfile = host.ws.job_log_dir(step.job_id) / "heartbeat.pid"
+        try:
+            pid = int(pidfile.read_text())
+        except (OSError, ValueError):
+            return
+        if step.job_id in _cmdline(pid):
+            _sigkill(pid)
+    elif step.victim == "monitor" and world.monitor is not None:
+        world.monitor.kill()
+        world.monitor.wait()
+        if step.restart:
+            world.start_monitor()
+    elif step.victim == "runner" and world.runner is not None:
+        world.runner.kill()
+        world.runner.wait()
+        if step.restart:
+            world.start_runner()
+    elif step.victim == "broker":
+        world.broker.kill()
+        if step.restart:
+            world.broker.restart()
+
+
+def _sigkill(pid: int) -> None:
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read().decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def _settle(world: World, step: Step, report: Report) -> None:
+    """Wait (by the registry) until the job is terminal: the wrapper or, if it died, the monitor ends it."""
+    reg = world.origin.registry()
+    try:
+        def terminal() -> bool:
+            row = reg.find_job(step.job_id)
+            return row is not None and not row.open
+
+        if step.victim == "wrapper" and reg.find_job(step.job_id) is None:
+            report.outcomes[step.job_id] = "never_registered"  # the wrapper died before registering: nothing was sent
+            if any(line["kind"] in ("injected", "dispatched") for line in read_audit(world.origin.ws, step.job_id)):
+                report.violate(step, "a job that was never registered was injected")
+            return
+        try:
+            wait_for(terminal, timeout=60, interval=0.1)
+        except Timeout:
+            row = reg.find_job(step.job_id)
+            report.violate(step, f"job still open after 60 s: {row.state if row else 'never registered'}")
+            report.outcomes[step.job_id] = "open"
+            return
+        row = reg.job(step.job_id)
+    finally:
+        reg.close()
+    report.outcomes[step.job_id] = f"{row.state}/{row.reason}"
+    _check_job(world, step, row, report)
+
+
+def _check_job(world: World, step: Step, row, report: Report) -> None:  # type: ignore[no-untyped-def]
+    ws = world.origin.ws
+    lines = read_audit(ws, step.job_id)
+    injected = sum(1 for line in lines if line["kind"] in ("injected", "dispatched"))
+    if injected > 1:
+        report.violate(step, f"brief sent {injected} times by the origin")
+    if step.remote:
+        remote_injected = sum(1 for line in read_audit(world.remote.ws, step.job_id) if line["kind"] == "injected")
+        if remote_injected > 1:
+            report.violate(step, f"brief injected {remote_injected} times on the runner's host")
+    if JobState(row.state) not in TERMINAL:
+        report.violate(step, f"state {row.state} is not terminal")
+    replayed = replayed_state(ws, step.job_id)
+    if (replayed.state.value, replayed.reason) != (row.state, row.reason):
+        report.violate(step, f"audit replay gives {replayed.state.value}/{replayed.reason}, registry says {row.state}/{row.reason}")
+    accepted = [line["input"]["seq"] for line in lines if line["kind"] == "input" and line["input"].get("input") == "event"]
+    store_host = world.remote if step.remote else world.origin
+    reg = store_host.registry()
+    try:
+        stored = {e.seq for e in reg.events_after(step.job_id, 0)}
+    finally:
+        reg.close()
+    missing = sorted(set(accepted) - stored)
+    if missing:
+        report.violate(step, f"accepted events {missing} are not in the {store_host.name} store")
+
+
+def _check_panes(world: World, wave: list[Step], report: Report) -> None:
+    """Each job's nonce is in its session's pane at most once."""
+    for step in wave:
+        host = world.remote if step.remote else world.origin
+        row = host.session_row(step.session)
+        record = world.origin.ws.job_record(step.job_id)
+        if row is None or not row.pane_id or not record.exists():
+            continue
+        nonce = json.loads(record.read_text()).get("nonce", "")
+        count = host.capture(row.pane_id).count(nonce) if nonce else 0
+        if count > 1:
+            report.violate(step, f"the brief's nonce is in the pane {count} times")
+
+
+def _revive_sessions(world: World, wave: list[Step]) -> None:
+    """Re-create sessions whose agent died, so later jobs have a live target."""
+    for host in (world.origin, world.remote):
+        names = {s.session for s in wave if s.remote == (host is world.remote)}
+        if not names:
+            continue
+        if host is world.remote:
+            host.run("monitor", "--once")  # the remote host has no monitor of its own running
+        for name in names:
+            try:
+                wait_for(lambda: _dead_or_fine(host, name), timeout=20, interval=0.1)
+            except Timeout:
+                pass
+            row = host.session_row(name)
+            if row is not None and row.status == "terminated":
+                host.create(name)
+
+
+def _dead_or_fine(host: Host, name: str) -> bool:
+    row = host.session_row(name)
+    if row is None or row.status == "terminated":
+        return True
+    return bool(row.pane_pid) and _cmdline(row.pane_pid) != ""
+
+
+# -- after the whole schedule -------------------------------------------------------------------
+def _final_checks(world: World, report: Report) -> None:
+    # No stale lock: one probe job per live session must be delivered and complete.
+    for host, prefix in ((world.origin, "tmux"), (world.remote, "remote:rf")):
+        for name in host.sessions:
+            target = f"{prefix}:{name}" if prefix == "tmux" else f"{prefix}/{name}"
+            extra = ["--allow-insecure-broker"] if host is world.remote else []
+            proc = world.origin.run("job", "delegate", "--json", "--target", target, "--brief", "probe\ndemo-behaviour: ok",
+                                    "--start-deadline", "10", "--heartbeat", "0.5", "--dispatch-wait", "10", *extra, timeout=90)
+            if proc.returncode != 0:
+                report.violate(None, f"probe job on {target} exited {proc.returncode}: {proc.stdout[-300:]} {proc.stderr[-300:]}")
+    # Heartbeaters of ended jobs stop by themselves.
+    try:
+        wait_for(lambda: not [p for p in world.leftovers() if "mam.jobs.heartbeat" in p], timeout=10, interval=0.2)
+    except Timeout:
+        report.violate(None, f"heartbeaters still running after their jobs ended: {world.leftovers()[:3]}")
+    for host in (world.origin, world.remote):
+        reg = host.registry()
+        try:
+            if reg.db.integrity_check() != "ok":
+                report.violate(None, f"{host.name} registry integrity_check failed")
+            with reg.read() as conn:
+                gen = sessions_table.generation(conn)
+                rows = [r.as_dict() for r in sessions_table.list_all(conn)]
+            if mirror.read_generation(host.ws.mirror_path) != gen:
+                reg.refresh_mirror()
+                report.violate(None, f"{host.name} YAML mirror was stale (generation behind the database)")
+            import yaml
+
+            doc = yaml.safe_load(host.ws.mirror_path.read_text())
+            if doc["sessions"] != rows:
+                report.violate(None, f"{host.name} YAML mirror does not match the database")
+        finally:
+            reg.close()
+
+
+def _no_leftovers(world: World, report: Report) -> None:
+    try:
+        wait_for(lambda: not world.leftovers(), timeout=15, interval=0.2)
+    except Timeout:
+        report.violate(None, f"processes left behind: {world.leftovers()[:5]}")

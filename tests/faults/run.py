@@ -1,0 +1,39 @@
+"""Run the fault-injection schedule from the command line.
+
+    .venv/bin/python -m tests.faults.run --jobs 200 --seed 1
+
+Prints every invariant violation with its seed and schedule step, then a summary; exits 1 if
+any invariant was violated. Re-run with the same --seed to replay the same schedule.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+from pathlib import Path
+
+from tests.faults.harness import run_schedule
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tests.faults.run", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--jobs", type=int, default=200)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--width", type=int, default=6, help="jobs run at once (on distinct sessions)")
+    parser.add_argument("--keep", action="store_true", help="keep the run's folder for inspection")
+    args = parser.parse_args(argv)
+    root = Path(tempfile.mkdtemp(prefix=f"mam-faults-{args.seed}-"))
+    report = run_schedule(root, seed=args.seed, jobs=args.jobs, width=args.width)
+    for line in report.violations:
+        print("VIOLATION", line)
+    print(report.summary())
+    if not args.keep:
+        import shutil
+
+        shutil.rmtree(root, ignore_errors=True)
+    return 1 if report.violations else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
