@@ -78,6 +78,9 @@ class Monitor:
 
     def reconcile(self) -> None:
         self.passes += 1
+        if self.ws.db_path.exists() and self.registry.refresh_mirror():
+            # A writer killed between its commit and the mirror leaves the YAML one generation behind.
+            self.note("repair", what="mirror", session="", reason="the sessions mirror was behind the database")
         for r in reconcile_sessions(self.ws, self.settings, self.registry):
             self.note("repair", what=r.what, session=r.session, reason=r.reason)
         for job_id, what in self.orphans.step():
