@@ -54,8 +54,13 @@ SESSIONS = (("creator", "developer", "ok"), ("helper", "developer", "ok"), ("fla
 
 def demo_environ(base: Mapping[str, str], ws: Workspace, tmux_server: str) -> dict[str, str]:
     """The user's environment without any mam/MQTT settings, pointed at the demo's own servers."""
-    env = {k: v for k, v in base.items() if not k.startswith(("MQTT_", "MAM_", "HERDR_", "TMUX"))}
-    env.update({"MAM_WORKSPACE": str(ws.root), "MAM_TMUX_SERVER": tmux_server, "MAM_POLL_S": "0.05", "MAM_HEARTBEAT_S": "1"})
+    env = {k: v for k, v in base.items() if not k.startswith(("MQTT_", "MAM_", "HERDR_", "TMUX", "XDG_"))}
+    # The demo agents keep their conversations under HOME: give them one inside the temporary folder,
+    # so the demo writes nothing outside it and the OS temp dir.
+    home = ws.root / ".demo-home"
+    home.mkdir(mode=0o700, exist_ok=True)
+    env.update({"MAM_WORKSPACE": str(ws.root), "MAM_TMUX_SERVER": tmux_server, "MAM_POLL_S": "0.05", "MAM_HEARTBEAT_S": "1",
+                "HOME": str(home)})
     return env
 
 
@@ -102,7 +107,7 @@ def _git_init(root: Path) -> None:
     subprocess.run(["git", "-C", str(root), "config", "user.name", "mam demo"], check=True)
     subprocess.run(["git", "-C", str(root), "config", "user.email", "demo@mam.invalid"], check=True)
     (root / "README.md").write_text("A throwaway workspace made by `mam demo`.\n")
-    (root / ".gitignore").write_text(".mam/\n.agents/\n")
+    (root / ".gitignore").write_text(".mam/\n.agents/\n.demo-home/\n")
     subprocess.run([*git, "add", "-A"], check=True, capture_output=True)
     subprocess.run([*git, "commit", "-q", "-m", "initial"], check=True, capture_output=True)
 

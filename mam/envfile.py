@@ -34,11 +34,12 @@ def parse_env_text(text: str, *, source: str = "<string>") -> list[EnvEntry]:
         key, sep, rest = line.partition("=")
         key = key.strip()
         if not sep:
-            raise ConfigError(f"{source}:{number}: expected KEY=VALUE, got {_show(raw)}", path=source, line=number)
+            # Never echo the line: it may hold a password.
+            raise ConfigError(f"{source}:{number}: expected KEY=VALUE", path=source, line=number)
         if not _KEY.match(key):
             raise ConfigError(f"{source}:{number}: invalid key {key!r}", path=source, line=number)
         try:
-            value = _parse_value(rest.strip())
+            value = _parse_value(rest)
         except ValueError as e:
             raise ConfigError(f"{source}:{number}: {e}", path=source, line=number) from e
         entries.append(EnvEntry(key, value, number))
@@ -56,7 +57,9 @@ def parse_env_file(path: Path) -> list[EnvEntry]:
     return parse_env_text(text, source=str(path))
 
 
-def _parse_value(rest: str) -> str:
+def _parse_value(raw: str) -> str:
+    """The value after '='; error messages never include it (it may be a secret)."""
+    rest = raw.strip()
     if not rest:
         return ""
     quote = rest[0]
@@ -66,13 +69,14 @@ def _parse_value(rest: str) -> str:
             raise ValueError(f"unterminated {quote} quote")
         trailing = rest[end + 1 :].strip()
         if trailing and not trailing.startswith("#"):
-            raise ValueError(f"unexpected text after the closing quote: {trailing!r}")
+            raise ValueError("unexpected text after the closing quote")
         body = rest[1:end]
         return _unescape(body) if quote == '"' else body
-    # Unquoted: an inline comment needs a space before '#', so 'a#b' stays whole.
-    value = re.split(r"\s+#", rest, maxsplit=1)[0].strip()
+    # Unquoted: an inline comment needs a space before '#', so 'a#b' stays whole
+    # and 'KEY= # note' is empty (split the unstripped text: the space after '=' counts).
+    value = re.split(r"\s#", raw, maxsplit=1)[0].strip()
     if any(c in value for c in "\"'"):
-        raise ValueError(f"stray quote in unquoted value {value!r}")
+        raise ValueError("stray quote in unquoted value")
     return value
 
 
@@ -100,8 +104,3 @@ def _unescape(body: str) -> str:
         out.append(c)
         i += 1
     return "".join(out)
-
-
-def _show(raw: str) -> str:
-    text = raw.strip()
-    return repr(text if len(text) <= 60 else text[:57] + "...")

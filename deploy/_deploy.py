@@ -1,0 +1,381 @@
+"""File bookkeeping for the deploy scripts: source hash, staging, skills, .gitignore, the install manifest.
+
+Standard library only: it runs with whatever Python the scripts found, before mam is installed.
+It never writes a file whose content would not change, so a second install touches nothing.
+The bash scripts own everything else (checks, the venv, pip, processes).
+
+Usage (from the deploy scripts only):
+  _deploy.py source-hash SRC
+  _deploy.py stage SRC DEST                      copy the package files; print the source hash
+  _deploy.py apply SRC WS --venv created|existing --source-hash H --env-from example|.env|kept
+  _deploy.py unapply SRC WS                      take out skills, .gitignore lines, an unchanged .mam.env
+  _deploy.py get WS KEY                          print one manifest field ('' when absent)
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+MANIFEST = Path(".mam") / "install-manifest.json"
+SKILLS = Path(".agents") / "skills"
+ENV_FILE = ".mam.env"
+EXAMPLE = ".mam.env.example"
+GITIGNORE = ".gitignore"
+GITIGNORE_MARKER = "# mam (added by deploy/install.sh; deploy/remove.sh takes these lines out)"
+# Each line install adds, with the spellings that already mean the same to git.
+GITIGNORE_LINES = {
+    ".venv": {".venv", ".venv/", "/.venv", "/.venv/"},
+    ".mam/": {".mam", ".mam/", "/.mam", "/.mam/"},
+    ".mam.env": {".mam.env", "/.mam.env"},
+}
+PACKAGE_FILES = ("pyproject.toml", "setup.py", "setup.cfg", "MANIFEST.in")
+PACKAGE_GLOBS = ("README*", "LICENSE*", "COPYING*")
+PACKAGE_DIR = "mam"
+
+
+def say(message: str) -> None:
+    print(f"  {message}")
+
+
+def warn(message: str) -> None:
+    print(f"  warning: {message}", file=sys.stderr)
+
+
+def sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 16), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def sha256_text(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def write_if_changed(path: Path, data: bytes, mode: int | None = None) -> bool:
+    """Replace `path` atomically with `data` unless it already holds exactly that; True if written."""
+    try:
+        if path.read_bytes() == data:
+            if mode is not None and (path.stat().st_mode & 0o777) != mode:
+                path.chmod(mode)
+            return False
+    except FileNotFoundError:
+        pass
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        if mode is not None:
+            os.chmod(tmp, mode)
+        elif path.exists():
+            os.chmod(tmp, path.stat().st_mode & 0o777)
+        else:
+            os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return True
+
+
+# -- the package source ----------------------------------------------------------------------------
+
+
+def package_files(src: Path) -> list[Path]:
+    """The files that make the installed package: its metadata files and mam/ (no caches)."""
+    found = [src / name for name in PACKAGE_FILES if (src / name).is_file()]
+    for pattern in PACKAGE_GLOBS:
+        found += sorted(p for p in src.glob(pattern) if p.is_file())
+    for folder, dirs, files in os.walk(src / PACKAGE_DIR):
+        dirs[:] = sorted(d for d in dirs if d != "__pycache__" and not d.endswith(".egg-info"))
+        found += [Path(folder) / f for f in sorted(files) if not f.endswith((".pyc", ".pyo"))]
+    return found
+
+
+def source_hash(src: Path) -> str:
+    h = hashlib.sha256()
+    for path in package_files(src):
+        h.update(path.relative_to(src).as_posix().encode() + b"\0")
+        h.update(sha256_file(path).encode() + b"\n")
+    return h.hexdigest()
+
+
+def stage(src: Path, dest: Path) -> str:
+    """Copy the package files to `dest`, so pip builds there and leaves nothing in the clone."""
+    for path in package_files(src):
+        target = dest / path.relative_to(src)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(path, target)
+    return source_hash(src)
+
+
+# -- the manifest ------------------------------------------------------------------------------------
+
+
+def read_manifest(ws: Path) -> dict[str, Any]:
+    try:
+        data = json.loads((ws / MANIFEST).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return {}
+    except (OSError, ValueError) as e:
+        raise SystemExit(f"cannot read {ws / MANIFEST}: {e}") from e
+    return data if isinstance(data, dict) else {}
+
+
+def write_manifest(ws: Path, manifest: dict[str, Any]) -> bool:
+    data = (json.dumps(manifest, indent=2, sort_keys=True) + "\n").encode("utf-8")
+    (ws / MANIFEST).parent.mkdir(mode=0o700, exist_ok=True)
+    return write_if_changed(ws / MANIFEST, data, mode=0o600)
+
+
+# -- skills ------------------------------------------------------------------------------------------
+
+
+def skill_tree(folder: Path) -> dict[str, str]:
+    """Relative path -> sha256 of every file in a skill folder (no caches)."""
+    tree = {}
+    for root, dirs, files in os.walk(folder):
+        dirs[:] = sorted(d for d in dirs if d != "__pycache__")
+        for name in sorted(files):
+            if name.endswith((".pyc", ".pyo")):
+                continue
+            path = Path(root) / name
+            tree[path.relative_to(folder).as_posix()] = sha256_file(path)
+    return tree
+
+
+def prune_empty_dirs(top: Path) -> None:
+    """Remove empty folders under `top`, bottom-up, and `top` itself when it ends up empty."""
+    if not top.is_dir():
+        return
+    for root, dirs, _files in os.walk(top, topdown=False):
+        for d in dirs:
+            try:
+                (Path(root) / d).rmdir()
+            except OSError:
+                pass
+    try:
+        top.rmdir()
+    except OSError:
+        pass
+
+
+def remove_recorded_files(folder: Path, recorded: dict[str, str]) -> list[str]:
+    """Delete the recorded files that are unchanged; return the ones kept because someone changed them."""
+    kept = []
+    for rel, digest in sorted(recorded.items()):
+        path = folder / rel
+        if not path.is_file():
+            continue
+        if sha256_file(path) == digest:
+            path.unlink()
+        else:
+            kept.append(rel)
+    return kept
+
+
+def sync_skills(src: Path, ws: Path, old: dict[str, dict[str, str]], created_dirs: list[str]) -> dict[str, dict[str, str]]:
+    """Make `.agents/skills/<name>/` match the clone's skills; touch only files that differ."""
+    src_root = src / "skills"
+    names = sorted(d.name for d in src_root.iterdir() if d.is_dir() and not d.name.startswith(".")) if src_root.is_dir() else []
+    target_root = ws / SKILLS
+    if not names:
+        warn(f"no skills found in {src_root}; nothing copied to {SKILLS}")
+    for folder in (SKILLS.parent, SKILLS):
+        if names and not (ws / folder).exists():
+            (ws / folder).mkdir(parents=True)
+            if folder.as_posix() not in created_dirs:
+                created_dirs.append(folder.as_posix())
+    record: dict[str, dict[str, str]] = {}
+    for name in names:
+        tree = skill_tree(src_root / name)
+        changed = 0
+        for rel, digest in tree.items():
+            source, target = src_root / name / rel, target_root / name / rel
+            mode = source.stat().st_mode & 0o777
+            if target.is_file() and sha256_file(target) == digest:
+                if (target.stat().st_mode & 0o777) != mode:
+                    target.chmod(mode)
+                continue
+            write_if_changed(target, source.read_bytes(), mode=mode)
+            changed += 1
+        stale = {rel: d for rel, d in old.get(name, {}).items() if rel not in tree}
+        for rel in remove_recorded_files(target_root / name, stale):
+            warn(f"kept {SKILLS / name / rel}: changed since mam copied it")
+        if stale:
+            for parent in sorted({(target_root / name / rel).parent for rel in stale}, key=lambda p: len(p.parts), reverse=True):
+                if parent != target_root / name:
+                    prune_empty_dirs(parent)
+        record[name] = tree
+        if changed or stale:
+            say(f"skill {name}: {changed} file(s) copied, {len(stale)} removed")
+    for name in sorted(set(old) - set(names)):
+        kept = remove_recorded_files(target_root / name, old[name])
+        prune_empty_dirs(target_root / name)
+        for rel in kept:
+            warn(f"kept {SKILLS / name / rel}: changed since mam copied it")
+        say(f"skill {name}: removed (no longer in {src_root})")
+    return record
+
+
+# -- .gitignore --------------------------------------------------------------------------------------
+
+
+def gitignore_add(ws: Path, old: dict[str, Any]) -> dict[str, Any]:
+    path = ws / GITIGNORE
+    existed = path.exists()
+    text = path.read_text(encoding="utf-8") if existed else ""
+    present = {line.strip() for line in text.splitlines()}
+    missing = [line for line, spellings in GITIGNORE_LINES.items() if not (present & spellings)]
+    record: dict[str, Any] = {"created": False, "lines": [], "appended": "", **old}
+    if not missing:
+        return record
+    if not existed:
+        record["created"] = True
+    block = ""
+    if text and not text.endswith("\n"):
+        block += "\n"
+    if text.strip():
+        block += "\n"
+    block += "\n".join([GITIGNORE_MARKER, *missing]) + "\n"
+    write_if_changed(path, (text + block).encode("utf-8"))
+    record["lines"] = sorted(set(record.get("lines", [])) | set(missing))
+    record["appended"] = block
+    say(f"{GITIGNORE}: added {', '.join(missing)}")
+    return record
+
+
+def gitignore_remove(ws: Path, record: dict[str, Any]) -> None:
+    path = ws / GITIGNORE
+    if not record or not path.exists():
+        return
+    text = path.read_text(encoding="utf-8")
+    appended = record.get("appended", "")
+    if appended and text.endswith(appended):
+        text = text[: -len(appended)]
+    else:
+        # Someone edited below our block: take out the last copy of each line we added, nothing else.
+        lines = text.splitlines(keepends=True)
+        for wanted in [GITIGNORE_MARKER, *record.get("lines", [])]:
+            for i in range(len(lines) - 1, -1, -1):
+                if lines[i].strip() == wanted:
+                    del lines[i]
+                    # The blank line install put before its block goes with the marker.
+                    if wanted == GITIGNORE_MARKER and i > 0 and not lines[i - 1].strip() and appended.startswith(("\n\n", "\n#")):
+                        del lines[i - 1]
+                    break
+        text = "".join(lines)
+    if record.get("created") and not text.strip():
+        path.unlink()
+        say(f"{GITIGNORE}: removed (install had created it)")
+    else:
+        write_if_changed(path, text.encode("utf-8"))
+        say(f"{GITIGNORE}: took out the lines install added")
+
+
+# -- commands ----------------------------------------------------------------------------------------
+
+
+def cmd_apply(args: argparse.Namespace) -> None:
+    src, ws = Path(args.src), Path(args.ws)
+    old = read_manifest(ws)
+    created_dirs = list(old.get("created_dirs", []))
+    manifest = dict(old)
+    manifest["format"] = 1
+    manifest["source"] = str(src)
+    manifest["source_hash"] = args.source_hash
+    # The first install decides whether the venv is ours to delete later.
+    manifest["venv"] = old.get("venv") or args.venv
+    manifest["skills"] = sync_skills(src, ws, old.get("skills", {}), created_dirs)
+    manifest["created_dirs"] = created_dirs
+    manifest["gitignore"] = gitignore_add(ws, old.get("gitignore", {}))
+    env = dict(old.get("env_file", {}))
+    if args.env_from != "kept" or not env:
+        env["from"] = args.env_from
+    example = src / EXAMPLE
+    if args.env_from == "example" and example.is_file():
+        env["example_sha256"] = sha256_file(example)
+    manifest["env_file"] = env
+    if write_manifest(ws, manifest):
+        say(f"recorded what was installed in {MANIFEST}")
+
+
+def cmd_unapply(args: argparse.Namespace) -> None:
+    src, ws = Path(args.src), Path(args.ws)
+    manifest = read_manifest(ws)
+    for name, tree in sorted(manifest.get("skills", {}).items()):
+        folder = ws / SKILLS / name
+        kept = remove_recorded_files(folder, tree)
+        prune_empty_dirs(folder)
+        for rel in kept:
+            warn(f"kept {SKILLS / name / rel}: changed since mam copied it")
+        others = sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file()) if folder.exists() else []
+        for rel in sorted(set(others) - set(kept)):
+            say(f"kept {SKILLS / name / rel}: not a file mam copied")
+        say(f"skill {name}: removed" if not folder.exists() else f"skill {name}: removed mam's files, kept the others")
+    for rel in sorted(manifest.get("created_dirs", []), key=len, reverse=True):
+        try:
+            (ws / rel).rmdir()
+        except OSError:
+            pass
+    env = ws / ENV_FILE
+    if env.is_file():
+        digest = sha256_file(env)
+        examples = {manifest.get("env_file", {}).get("example_sha256")}
+        if (src / EXAMPLE).is_file():
+            examples.add(sha256_file(src / EXAMPLE))
+        if digest in examples:
+            env.unlink()
+            say(f"{ENV_FILE}: removed (unchanged from the example)")
+        else:
+            say(f"{ENV_FILE}: kept (it holds your settings)")
+    gitignore_remove(ws, manifest.get("gitignore", {}))
+
+
+def cmd_get(args: argparse.Namespace) -> None:
+    value = read_manifest(Path(args.ws)).get(args.key, "")
+    print(value if isinstance(value, str) else json.dumps(value))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="_deploy.py", description="File bookkeeping for mam's deploy scripts.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("source-hash")
+    p.add_argument("src")
+    p.set_defaults(func=lambda a: print(source_hash(Path(a.src))))
+    p = sub.add_parser("stage")
+    p.add_argument("src")
+    p.add_argument("dest")
+    p.set_defaults(func=lambda a: print(stage(Path(a.src), Path(a.dest))))
+    p = sub.add_parser("apply")
+    p.add_argument("src")
+    p.add_argument("ws")
+    p.add_argument("--venv", choices=["created", "existing"], required=True)
+    p.add_argument("--source-hash", required=True)
+    p.add_argument("--env-from", choices=["example", ".env", "kept"], required=True)
+    p.set_defaults(func=cmd_apply)
+    p = sub.add_parser("unapply")
+    p.add_argument("src")
+    p.add_argument("ws")
+    p.set_defaults(func=cmd_unapply)
+    p = sub.add_parser("get")
+    p.add_argument("ws")
+    p.add_argument("key")
+    p.set_defaults(func=cmd_get)
+    args = parser.parse_args(argv)
+    args.func(args)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

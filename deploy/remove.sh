@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# Take out of a workspace exactly what deploy/install.sh added to it.
+set -euo pipefail
+
+usage() {
+    cat <<'USAGE'
+Usage: deploy/remove.sh [--purge] [WORKSPACE]
+
+Remove from WORKSPACE (default: the current folder) what deploy/install.sh added, as recorded
+in WORKSPACE/.mam/install-manifest.json:
+
+  .venv                 deleted if install created it; if it was there before, only mam is
+                        uninstalled from it
+  .agents/skills/NAME/  the skill folders install copied; files you changed or added in them
+                        are kept, and nothing else in .agents/ is touched
+  .mam.env              deleted only if it is unchanged from .mam.env.example
+  .gitignore            the lines install added are taken out (the file is deleted only if
+                        install created it and nothing else is left in it)
+
+The workspace's embedded broker is stopped first (it runs from the venv). WORKSPACE/.mam/
+(sessions, jobs, logs) is kept unless --purge is given. Your own files are never touched.
+
+Options:
+  --purge      also delete WORKSPACE/.mam/ (the session registry, job records and logs)
+  -h, --help   show this help
+Environment:
+  PYTHON       the Python used by the deploy helper (default: python3, else the venv's)
+
+Exit codes: 0 removed; 1 nothing recorded to remove, or a step failed; 2 bad usage.
+USAGE
+}
+
+PROG=remove.sh
+# shellcheck source=SCRIPTDIR/_common.sh
+source "$(dirname "${BASH_SOURCE[0]}")/_common.sh"
+
+PURGE=0
+ARGS=()
+while [[ $# -gt 0 ]]; do
+    case "$1" in
+        -h | --help) usage; exit 0 ;;
+        --purge) PURGE=1 ;;
+        --) shift; ARGS+=("$@"); break ;;
+        -*) usage_error "unknown option: $1" ;;
+        *) ARGS+=("$1") ;;
+    esac
+    shift
+done
+[[ "${#ARGS[@]}" -le 1 ]] || usage_error "expected at most one WORKSPACE"
+resolve_workspace "${ARGS[0]:-$PWD}"
+
+VENV="$WS/.venv"
+MANIFEST="$WS/$MAM_MANIFEST_REL"
+[[ -f "$MANIFEST" ]] || die "nothing to remove: $MANIFEST not found (was mam installed here with deploy/install.sh?)"
+
+find_python
+if [[ -z "$PY" ]]; then
+    if [[ -x "$VENV/bin/python" ]]; then
+        PY="$VENV/bin/python"
+    else
+        die "no Python found to read $MANIFEST; set PYTHON=/path/to/python3"
+    fi
+fi
+say "removing mam from $WS"
+
+# The embedded broker runs from the venv about to go: stop it while its mam is still there.
+if [[ -x "$VENV/bin/mam" && -f "$WS/.mam/broker/broker.json" ]]; then
+    "$VENV/bin/mam" --workspace "$WS" broker stop >/dev/null || warn "could not stop the embedded broker; see $WS/.mam/broker/"
+fi
+
+venv_state="$(run_helper get "$WS" venv)"
+run_helper unapply "$MAM_CLONE_DIR" "$WS"
+
+if [[ "$venv_state" == "created" ]]; then
+    rm -rf -- "$VENV"
+    say "removed $VENV"
+elif [[ -x "$VENV/bin/python" ]]; then
+    "$VENV/bin/python" -I -m pip uninstall --quiet --yes mam || warn "pip could not uninstall mam from $VENV"
+    rm -f -- "$WS/$MAM_STAMP_REL"
+    say "uninstalled mam from $VENV (the venv was there before install, so it stays)"
+fi
+
+rm -f -- "$MANIFEST"
+if [[ "$PURGE" -eq 1 ]]; then
+    rm -rf -- "$WS/.mam"
+    say "removed $WS/.mam (--purge)"
+else
+    say "kept $WS/.mam (sessions, jobs, logs); --purge removes it"
+fi
+say "done"

@@ -1,0 +1,486 @@
+"""deploy/*.sh end to end: a real venv, a real pip install, real files in temp workspaces.
+
+The one slow step (venv + pip, ~12 s) runs once per test run, shared by the xdist workers through
+a lock: `installed` installs into workspace A twice and records snapshots. Tests that change a
+workspace work on a copy of A (its venv included, so they pay no second pip install).
+Every script runs from a temp clone with fake skills, so the repo itself is never written to.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import stat
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from filelock import FileLock
+
+import mam
+
+REPO = Path(__file__).resolve().parents[2]
+BASE_PYTHON = os.path.realpath(getattr(sys, "_base_executable", sys.executable))
+ENV_PREFIXES = ("MQTT_", "MAM_", "HERDR_", "TMUX", "PYTHON", "VIRTUAL_ENV")
+SCRIPTS = ("install.sh", "update.sh", "remove.sh", "generate-env.sh", "install_mam.sh")
+USER_GITIGNORE = "node_modules/\n*.log"  # no final newline on purpose
+FAKE_SKILLS = {
+    "multi-agent-mux-fake-a/SKILL.md": "# fake skill a\n",
+    "multi-agent-mux-fake-a/scripts/run_a.sh": "#!/bin/sh\nexec mam --version\n",
+    "multi-agent-mux-fake-b/SKILL.md": "# fake skill b\n",
+}
+
+Snapshot = dict[str, list[object]]
+
+
+# -- helpers ------------------------------------------------------------------------------------------
+
+
+def snapshot(root: Path, *, skip: tuple[str, ...] = ()) -> Snapshot:
+    """Every file, folder and link under root: kind, mode, mtime (ns) and content hash."""
+    seen: Snapshot = {}
+    for folder, dirs, files in os.walk(root):
+        rel_folder = Path(folder).relative_to(root)
+        dirs[:] = [d for d in dirs if (rel_folder / d).as_posix() not in skip]
+        for name in dirs + files:
+            path = Path(folder) / name
+            st = path.lstat()
+            if stat.S_ISLNK(st.st_mode):
+                kind, digest = "link", os.readlink(path)
+            elif stat.S_ISDIR(st.st_mode):
+                kind, digest = "dir", ""
+            else:
+                kind, digest = "file", hashlib.sha256(path.read_bytes()).hexdigest()
+            seen[(rel_folder / name).as_posix()] = [kind, stat.S_IMODE(st.st_mode), st.st_mtime_ns, digest]
+    return seen
+
+
+def contents(root: Path) -> dict[str, str]:
+    """Relative path -> text of every file under root outside .venv (folders implied)."""
+    found = {}
+    for path in sorted(root.rglob("*")):
+        rel = path.relative_to(root)
+        if path.is_file() and rel.parts[0] != ".venv":
+            found[rel.as_posix()] = path.read_text()
+    return found
+
+
+def script_env(home: Path, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(ENV_PREFIXES)}
+    home.mkdir(parents=True, exist_ok=True)
+    env.update(HOME=str(home), XDG_CACHE_HOME=str(home / ".cache"), XDG_CONFIG_HOME=str(home / ".config"), PYTHON=BASE_PYTHON)
+    env.update(extra)
+    return env
+
+
+def run(script: Path, *args: str, env: dict[str, str], cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        ["bash", str(script), *args], env=env, cwd=cwd or script.parent, capture_output=True, text=True, timeout=300, check=False
+    )
+
+
+def make_clone(dest: Path) -> Path:
+    """A source tree like a clone of mam: the repo's skills (whatever exists now) plus fake ones."""
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info")
+    dest.mkdir(parents=True)
+    for name in ("pyproject.toml", ".mam.env.example", *[p.name for p in REPO.glob("README*")], *[p.name for p in REPO.glob("LICENSE*")]):
+        shutil.copy2(REPO / name, dest / name)
+    shutil.copytree(REPO / "mam", dest / "mam", ignore=ignore)
+    shutil.copytree(REPO / "deploy", dest / "deploy", ignore=ignore)
+    if (REPO / "skills").is_dir():
+        shutil.copytree(REPO / "skills", dest / "skills", ignore=ignore)
+    for rel, text in FAKE_SKILLS.items():
+        path = dest / "skills" / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+        if rel.endswith(".sh"):
+            path.chmod(0o755)
+    return dest
+
+
+def copy_workspace(src: Path, dest: Path, *, link_venv: bool = True) -> Path:
+    """A copy of an installed workspace, venv included (its scripts still run through src's python).
+
+    With `link_venv` the venv's files are hard links (fast): only for tests whose scripts leave the
+    venv alone or delete it, never for ones that pip-install into it.
+    """
+    shutil.copytree(src, dest, symlinks=True, ignore=lambda folder, _names: [".venv"] if Path(folder) == src else [])
+    shutil.copytree(src / ".venv", dest / ".venv", symlinks=True, copy_function=os.link if link_venv else shutil.copy2)
+    return dest
+
+
+@dataclass
+class Installed:
+    clone: Path
+    ws: Path
+    home: Path
+    before: Snapshot
+    after_first: Snapshot
+    after_second: Snapshot
+    clone_before: Snapshot
+    clone_after: Snapshot
+    first: dict[str, object]
+    second: dict[str, object]
+
+    def env(self, **extra: str) -> dict[str, str]:
+        return script_env(self.home, **extra)
+
+    def script(self, name: str, clone: Path | None = None) -> Path:
+        return (clone or self.clone) / "deploy" / name
+
+
+def _install_once(root: Path) -> dict[str, object]:
+    clone = make_clone(root / "clone")
+    ws = root / "ws-a"
+    (ws / ".agents").mkdir(parents=True)
+    (ws / ".agents" / "README.md").write_text("the user's own file in .agents/\n")
+    (ws / ".gitignore").write_text(USER_GITIGNORE)
+    (ws / "notes.txt").write_text("user notes\n")
+    home = root / "home"
+    env = script_env(home)
+    before, clone_before = snapshot(ws), snapshot(clone)
+    first = run(clone / "deploy" / "install.sh", str(ws), env=env, cwd=root)
+    after_first = snapshot(ws)
+    second = run(clone / "deploy" / "install.sh", env=env, cwd=ws)  # no argument: the current folder
+    return {
+        "clone": str(clone), "ws": str(ws), "home": str(home),
+        "before": before, "after_first": after_first, "after_second": snapshot(ws),
+        "clone_before": clone_before, "clone_after": snapshot(clone),
+        "first": {"rc": first.returncode, "out": first.stdout, "err": first.stderr},
+        "second": {"rc": second.returncode, "out": second.stdout, "err": second.stderr},
+    }  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> Installed:
+    """Workspace A after two runs of install.sh, built once per test run (shared by xdist workers)."""
+    base = tmp_path_factory.getbasetemp()
+    if hasattr(request.config, "workerinput"):
+        base = base.parent  # the folder every xdist worker of this run shares
+    root = base / "deploy-installed"
+    results = base / "deploy-installed.json"
+    with FileLock(str(base / "deploy-installed.lock")):
+        if not results.exists():
+            shutil.rmtree(root, ignore_errors=True)
+            root.mkdir()
+            data = _install_once(root)
+            tmp = results.with_suffix(".tmp")
+            tmp.write_text(json.dumps(data))
+            tmp.replace(results)
+    data = json.loads(results.read_text())
+    for key in ("clone", "ws", "home"):
+        data[key] = Path(data[key])
+    return Installed(**data)
+
+
+@pytest.fixture
+def ws_copy(installed: Installed, tmp_path: Path) -> Path:
+    assert installed.first["rc"] == 0, f"the shared install failed:\n{installed.first['out']}\n{installed.first['err']}"
+    return copy_workspace(installed.ws, tmp_path / "ws")
+
+
+def skill_files(clone: Path, prefix: str = ".agents/skills/") -> dict[str, str]:
+    """What install should copy: every file of the clone's skills/."""
+    return {prefix + rel: text for rel, text in contents(clone / "skills").items()}
+
+
+# -- the first install ----------------------------------------------------------------------------------
+
+
+def test_install_succeeds_and_mam_runs_from_the_workspace_venv(installed: Installed):
+    assert installed.first["rc"] == 0, installed.first
+    ws = installed.ws
+    r = subprocess.run([str(ws / ".venv/bin/mam"), "--version"], capture_output=True, text=True, timeout=60, check=False)
+    assert r.returncode == 0 and r.stdout.strip() == f"mam, version {mam.__version__}"
+    # Not editable: the package lives in the venv, so the clone may move or go away.
+    r = subprocess.run([str(ws / ".venv/bin/python"), "-I", "-c", "import mam; print(mam.__file__)"], capture_output=True, text=True, timeout=60, check=True)
+    assert Path(r.stdout.strip()).is_relative_to(ws / ".venv")
+    assert (ws / ".venv/.mam-source-hash").read_text().strip() == json.loads((ws / ".mam/install-manifest.json").read_text())["source_hash"]
+
+
+def test_install_copies_the_skills(installed: Installed):
+    copied = {k: v for k, v in contents(installed.ws).items() if k.startswith(".agents/skills/")}
+    assert copied == skill_files(installed.clone)
+    for script in (installed.clone / "skills").glob("*/scripts/*.sh"):
+        target = installed.ws / ".agents/skills" / script.relative_to(installed.clone / "skills")
+        assert os.access(target, os.X_OK), target
+
+
+def test_install_writes_mam_env_from_the_example(installed: Installed):
+    env_file = installed.ws / ".mam.env"
+    assert env_file.read_text() == (REPO / ".mam.env.example").read_text()
+    assert stat.S_IMODE(env_file.stat().st_mode) == 0o600
+
+
+def test_install_adds_gitignore_lines_once_and_keeps_the_rest(installed: Installed):
+    text = (installed.ws / ".gitignore").read_text()
+    assert text.startswith(USER_GITIGNORE + "\n")
+    lines = [line.strip() for line in text.splitlines()]
+    for wanted in (".venv", ".mam/", ".mam.env"):
+        assert lines.count(wanted) == 1, text
+    assert lines[:2] == ["node_modules/", "*.log"]
+
+
+def test_install_adds_nothing_else(installed: Installed):
+    added = set(installed.after_first) - set(installed.before)
+    outside_venv = {p for p in added if not p.startswith(".venv")}
+    skills = {f".agents/skills/{rel}" for rel in snapshot(installed.clone / "skills")}
+    assert outside_venv == {".mam", ".mam/install-manifest.json", ".mam.env", ".agents/skills", *skills}
+    assert installed.after_first["notes.txt"] == installed.before["notes.txt"]
+    assert installed.after_first[".agents/README.md"] == installed.before[".agents/README.md"]
+
+
+def test_second_run_changes_no_file(installed: Installed):
+    assert installed.second["rc"] == 0, installed.second
+    assert "up to date" in str(installed.second["out"])
+    assert "pip-installing" not in str(installed.second["out"])
+    outside = {k: v for k, v in installed.after_second.items() if not k.startswith(".venv")}
+    assert outside == {k: v for k, v in installed.after_first.items() if not k.startswith(".venv")}
+    # Inside .venv too: not reinstalled, not touched (hashes, modes and mtimes of every file).
+    assert installed.after_second == installed.after_first
+
+
+def test_install_leaves_the_clone_untouched(installed: Installed):
+    assert installed.clone_after == installed.clone_before  # no build/, no *.egg-info in the clone
+
+
+def test_install_reports_herdr_as_optional(installed: Installed):
+    if shutil.which("herdr") is None:
+        assert "herdr not found (optional" in str(installed.first["out"])
+
+
+def test_gitignore_lines_already_there_in_another_spelling_are_not_added(installed: Installed, ws_copy: Path):
+    (ws_copy / ".gitignore").write_text("/.venv/\n.mam\n")
+    r = run(installed.script("install.sh"), str(ws_copy), env=installed.env())
+    assert r.returncode == 0, r.stderr
+    text = (ws_copy / ".gitignore").read_text()
+    assert text.startswith("/.venv/\n.mam\n\n")
+    assert [line for line in text.splitlines() if not line.startswith("#")] == ["/.venv/", ".mam", "", ".mam.env"]
+
+
+def test_a_foreign_broken_venv_is_left_alone(installed: Installed, tmp_path: Path):
+    ws = tmp_path / "ws"
+    (ws / ".venv").mkdir(parents=True)
+    (ws / ".venv" / "keep-me").write_text("not a venv\n")
+    r = run(installed.script("install.sh"), str(ws), env=installed.env())
+    assert r.returncode == 1
+    assert "is not a working Python venv" in r.stderr
+    assert (ws / ".venv" / "keep-me").read_text() == "not a venv\n"
+    assert list(ws.iterdir()) == [ws / ".venv"]
+
+
+# -- .mam.env on later installs ---------------------------------------------------------------------------
+
+
+def test_existing_mam_env_is_kept(installed: Installed, ws_copy: Path):
+    env_file = ws_copy / ".mam.env"
+    env_file.write_text("MQTT_BROKER=broker.internal\n")
+    before = env_file.stat().st_mtime_ns
+    r = run(installed.script("install.sh"), str(ws_copy), env=installed.env())
+    assert r.returncode == 0, r.stderr
+    assert env_file.read_text() == "MQTT_BROKER=broker.internal\n"
+    assert env_file.stat().st_mtime_ns == before
+    assert "pip-installing" not in r.stdout  # the copied venv is current
+
+
+def test_legacy_env_is_copied_and_kept(installed: Installed, ws_copy: Path):
+    (ws_copy / ".mam.env").unlink()
+    legacy = ws_copy / ".env"
+    legacy.write_text("MQTT_BROKER=legacy.example\nMQTT_PORT=2883\n")
+    r = run(installed.script("install.sh"), str(ws_copy), env=installed.env())
+    assert r.returncode == 0, r.stderr
+    assert (ws_copy / ".mam.env").read_text() == legacy.read_text() == "MQTT_BROKER=legacy.example\nMQTT_PORT=2883\n"
+    assert stat.S_IMODE((ws_copy / ".mam.env").stat().st_mode) == 0o600
+    assert "legacy .env" in r.stdout
+
+
+def test_generate_env_creates_keeps_and_forces_with_a_backup(installed: Installed, tmp_path: Path):
+    ws = tmp_path / "plain"
+    ws.mkdir()
+    script, env = installed.script("generate-env.sh"), installed.env()
+    example = (REPO / ".mam.env.example").read_text()
+    assert run(script, str(ws), env=env).returncode == 0
+    assert (ws / ".mam.env").read_text() == example
+    assert stat.S_IMODE((ws / ".mam.env").stat().st_mode) == 0o600
+    (ws / ".mam.env").write_text("MQTT_PORT=2001\n")
+    r = run(script, str(ws), env=env)
+    assert r.returncode == 0 and "kept" in r.stdout
+    assert (ws / ".mam.env").read_text() == "MQTT_PORT=2001\n"
+    assert not (ws / ".mam.env.bak").exists()
+    r = run(script, "--force", str(ws), env=env)
+    assert r.returncode == 0, r.stderr
+    assert (ws / ".mam.env").read_text() == example
+    assert (ws / ".mam.env.bak").read_text() == "MQTT_PORT=2001\n"
+    assert stat.S_IMODE((ws / ".mam.env.bak").stat().st_mode) == 0o600
+
+
+# -- remove.sh ----------------------------------------------------------------------------------------
+
+
+def test_remove_takes_out_exactly_what_install_added(installed: Installed, ws_copy: Path):
+    user_files = {
+        "user.txt": "mine\n",
+        ".agents/other.txt": "mine too\n",
+        ".agents/skills/someone-elses-skill/SKILL.md": "# not mam's\n",
+        ".agents/skills/multi-agent-mux-fake-a/my-notes.md": "added inside a mam skill folder\n",
+        ".mam/agent-sessions.db": "state\n",
+    }
+    for rel, text in user_files.items():
+        (ws_copy / rel).parent.mkdir(parents=True, exist_ok=True)
+        (ws_copy / rel).write_text(text)
+    r = run(installed.script("remove.sh"), str(ws_copy), env=installed.env())
+    assert r.returncode == 0, r.stderr
+    before_install = {"notes.txt": "user notes\n", ".agents/README.md": "the user's own file in .agents/\n", ".gitignore": USER_GITIGNORE}
+    assert contents(ws_copy) == {**before_install, **user_files}
+    assert not (ws_copy / ".venv").exists()
+    assert not (ws_copy / ".agents/skills/multi-agent-mux-fake-b").exists()
+    assert not (ws_copy / ".mam/install-manifest.json").exists()
+    assert (ws_copy / ".mam").is_dir()
+
+
+def test_remove_of_an_untouched_install_restores_the_workspace(installed: Installed, ws_copy: Path):
+    r = run(installed.script("remove.sh"), env=installed.env(), cwd=ws_copy)  # no argument: the current folder
+    assert r.returncode == 0, r.stderr
+    after = snapshot(ws_copy)
+    # Exactly the files from before install (same content and mode), plus the kept, now empty, .mam/.
+    assert set(after) == set(installed.before) | {".mam"}
+    for rel, (kind, mode, _mtime, digest) in installed.before.items():
+        assert after[rel][0] == kind and after[rel][1] == mode and after[rel][3] == digest, rel
+
+
+def test_remove_purge_deletes_state_but_keeps_a_changed_env(installed: Installed, ws_copy: Path):
+    (ws_copy / ".mam.env").write_text("MQTT_BROKER=mine.example\n")
+    (ws_copy / ".mam/jobs").mkdir()
+    r = run(installed.script("remove.sh"), "--purge", str(ws_copy), env=installed.env())
+    assert r.returncode == 0, r.stderr
+    assert not (ws_copy / ".mam").exists()
+    assert not (ws_copy / ".venv").exists()
+    assert (ws_copy / ".mam.env").read_text() == "MQTT_BROKER=mine.example\n"
+    assert "kept (it holds your settings)" in r.stdout
+
+
+def test_remove_without_an_install_says_so(installed: Installed, tmp_path: Path):
+    (tmp_path / "empty").mkdir()
+    r = run(installed.script("remove.sh"), str(tmp_path / "empty"), env=installed.env())
+    assert r.returncode == 1
+    assert "nothing to remove" in r.stderr
+    assert list((tmp_path / "empty").iterdir()) == []
+
+
+def test_installed_skill_scripts_run_the_workspace_mam(installed: Installed, ws_copy: Path, tmp_path: Path):
+    status = ws_copy / ".agents/skills/multi-agent-mux-status/scripts/status.sh"
+    if not status.exists():
+        pytest.skip("no multi-agent-mux-status skill in this clone yet")
+    env = installed.env(MAM_TMUX_SERVER=f"mamtest-deploy-{tmp_path.name[-12:]}")
+    r = subprocess.run(["bash", str(status), "--json"], cwd=ws_copy, env=env, capture_output=True, text=True, timeout=60, check=False)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout) == []
+
+
+# -- update.sh ----------------------------------------------------------------------------------------
+
+
+def test_update_reinstalls_refreshes_skills_and_keeps_settings(installed: Installed, tmp_path: Path):
+    ws_copy = copy_workspace(installed.ws, tmp_path / "ws", link_venv=False)  # pip writes into this venv
+    clone = shutil.copytree(installed.clone, tmp_path / "clone2", symlinks=True)
+    skills = clone / "skills"
+    (skills / "multi-agent-mux-fake-a/SKILL.md").write_text("# fake skill a, version 2\n")
+    shutil.rmtree(skills / "multi-agent-mux-fake-b")
+    (skills / "multi-agent-mux-fake-c").mkdir()
+    (skills / "multi-agent-mux-fake-c/SKILL.md").write_text("# fake skill c\n")
+    (ws_copy / ".mam.env").write_text("MAM_HEARTBEAT_S=12\n")
+    (ws_copy / ".mam/agent-sessions.db").write_text("state\n")
+    env_mtime = (ws_copy / ".mam.env").stat().st_mtime_ns
+
+    r = run(clone / "deploy" / "update.sh", str(ws_copy), env=installed.env())
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "pip-installing" in r.stdout  # reinstalled even though the sources did not change
+    copied = {k: v for k, v in contents(ws_copy).items() if k.startswith(".agents/skills/")}
+    assert copied == skill_files(clone)
+    assert copied[".agents/skills/multi-agent-mux-fake-a/SKILL.md"] == "# fake skill a, version 2\n"
+    assert copied[".agents/skills/multi-agent-mux-fake-c/SKILL.md"] == "# fake skill c\n"
+    assert not (ws_copy / ".agents/skills/multi-agent-mux-fake-b").exists()
+    assert (ws_copy / ".mam.env").read_text() == "MAM_HEARTBEAT_S=12\n"
+    assert (ws_copy / ".mam.env").stat().st_mtime_ns == env_mtime
+    assert (ws_copy / ".mam/agent-sessions.db").read_text() == "state\n"
+    manifest = json.loads((ws_copy / ".mam/install-manifest.json").read_text())
+    assert sorted(manifest["skills"]) == sorted(p.name for p in skills.iterdir())
+    assert "multi-agent-mux-fake-b" not in manifest["skills"]
+    assert manifest["venv"] == "created"
+    r = subprocess.run([str(ws_copy / ".venv/bin/python"), "-I", "-c", "import mam; print(mam.__file__)"], capture_output=True, text=True, timeout=60, check=True)
+    assert Path(r.stdout.strip()).is_relative_to(ws_copy / ".venv")
+    r = subprocess.run([str(ws_copy / ".venv/bin/mam"), "--version"], capture_output=True, text=True, timeout=60, check=False)
+    assert r.returncode == 0 and mam.__version__ in r.stdout
+
+
+def test_update_without_an_install_says_so(installed: Installed, tmp_path: Path):
+    (tmp_path / "empty").mkdir()
+    r = run(installed.script("update.sh"), str(tmp_path / "empty"), env=installed.env())
+    assert r.returncode == 1
+    assert "not installed" in r.stderr and "install.sh" in r.stderr
+
+
+# -- prerequisites and usage ----------------------------------------------------------------------------
+
+
+def path_without(tmp_path: Path, *names: str) -> str:
+    """A PATH holding links to every program on the current PATH except `names`."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for folder in os.environ["PATH"].split(os.pathsep):
+        if not os.path.isdir(folder):
+            continue
+        for entry in os.scandir(folder):
+            if entry.name in names or (bin_dir / entry.name).exists():
+                continue
+            if entry.is_file() and os.access(entry.path, os.X_OK):
+                (bin_dir / entry.name).symlink_to(entry.path)
+    return str(bin_dir)
+
+
+def test_missing_tmux_is_a_clear_error_and_changes_nothing(installed: Installed, tmp_path: Path):
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    env = installed.env(PATH=path_without(tmp_path, "tmux"))
+    r = run(installed.script("install.sh"), str(ws), env=env)
+    assert r.returncode == 1
+    assert "tmux was not found" in r.stderr
+    assert "apt-get install tmux" in r.stderr and "brew install tmux" in r.stderr
+    assert list(ws.iterdir()) == []
+
+
+def test_old_python_is_a_clear_error(installed: Installed, tmp_path: Path):
+    fake = tmp_path / "python3.8"
+    fake.write_text("#!/bin/sh\necho 3.8.10\nexit 3\n")
+    fake.chmod(0o755)
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    r = run(installed.script("install.sh"), str(ws), env=installed.env(PYTHON=str(fake)))
+    assert r.returncode == 1
+    assert "Python >= 3.10 is required" in r.stderr and "3.8.10" in r.stderr
+    r = run(installed.script("install.sh"), str(ws), env=installed.env(PYTHON="no-such-python"))
+    assert r.returncode == 1 and "PYTHON=/path/to/python3" in r.stderr
+    assert list(ws.iterdir()) == []
+
+
+def test_missing_workspace_is_a_clear_error(installed: Installed, tmp_path: Path):
+    r = run(installed.script("install.sh"), str(tmp_path / "nope"), env=installed.env())
+    assert r.returncode == 1
+    assert "workspace folder does not exist" in r.stderr
+
+
+@pytest.mark.parametrize("name", SCRIPTS)
+def test_every_script_has_help_and_rejects_unknown_options(name: str, tmp_path: Path):
+    script = REPO / "deploy" / name
+    assert os.access(script, os.X_OK), f"{name} is not executable"
+    env = script_env(tmp_path / "home")
+    r = run(script, "--help", env=env)
+    assert r.returncode == 0 and r.stdout.startswith("Usage:"), r.stderr
+    r = run(script, "--no-such-option", env=env)
+    assert r.returncode == 2 and "unknown option" in r.stderr
+    text = script.read_text()
+    assert text.startswith("#!/usr/bin/env bash\n") and "set -euo pipefail" in text
