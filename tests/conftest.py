@@ -127,3 +127,19 @@ def own_broker(tmp_path: Path) -> Iterator[object]:
 def poll():  # type: ignore[no-untyped-def]
     """wait_for(check, timeout=..., message=...): poll with a deadline instead of sleeping."""
     return wait_for
+
+
+# -- a secured Mosquitto: TLS, passwords, per-role ACL (tests/helpers/secure_broker.py) --------
+@pytest.fixture(scope="session")
+def secure_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
+    """One TLS + password + ACL Mosquitto (and a plain password + ACL listener) for the session."""
+    from tests.helpers import secure_broker as sb
+
+    missing = sb.missing_tools()
+    if missing:
+        if brokers.mosquitto_required():
+            pytest.fail(f"{', '.join(missing)} not installed and CI=true (apt-get install -y mosquitto openssl)")
+        pytest.skip(f"{', '.join(missing)} not installed")
+    b = sb.start_secure_broker(tmp_path_factory.mktemp("secure-mosquitto"))
+    yield b
+    b.stop()

@@ -1,8 +1,9 @@
 """The signed envelope every mam message travels in, its canonical JSON and its HMAC.
 
 Canonical form (what is signed): the envelope without `sig`, as JSON with keys sorted,
-no whitespace, non-ASCII as raw UTF-8, and no floating-point numbers anywhere (times are
-integer milliseconds), so any language can reproduce the bytes. See MESSAGING.md.
+no whitespace, non-ASCII as raw UTF-8, no floating-point numbers anywhere (times are
+integer milliseconds) and at most MAX_DEPTH levels of nesting, so any language can
+reproduce the bytes. See MESSAGING.md.
 """
 
 from __future__ import annotations
@@ -19,12 +20,48 @@ from mam.errors import DecodeError
 VERSION = 1
 MAX_EVENT_BYTES = 64 * 1024
 MAX_DISPATCH_BYTES = 1024 * 1024
+MAX_DEPTH = 32  # JSON nesting, counting the envelope object as level 1 and `body` as level 2
 KINDS = ("event", "state", "dispatch", "presence")
 _FIELDS = {"v", "kind", "job", "seq", "type", "sender", "ts", "body", "sig"}
 
 
 def canonical(obj: Mapping[str, Any]) -> bytes:
+    """The signed bytes of `obj`; raises DecodeError for what the wire cannot carry (see `check_tree`)."""
+    check_tree(obj)
     return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode("utf-8")
+
+
+def check_tree(value: Any) -> None:
+    """Reject floats, nesting deeper than MAX_DEPTH and text UTF-8 cannot encode (lone surrogates).
+
+    Iterative on purpose: a receiver must refuse a deeply nested message with a DecodeError, never
+    hit Python's recursion limit later when it re-encodes the message to check its signature.
+    """
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, str):
+            _check_text(item)
+        elif isinstance(item, float):
+            raise DecodeError(f"floating-point number {item!r} in a signed envelope (use integers)", reason="bad_shape")
+        elif isinstance(item, (Mapping, list, tuple)):
+            if depth > MAX_DEPTH:
+                raise DecodeError(f"JSON nested deeper than {MAX_DEPTH} levels", reason="bad_shape")
+            if isinstance(item, Mapping):
+                for key, child in item.items():
+                    if isinstance(key, str):
+                        _check_text(key)
+                    stack.append((child, depth + 1))
+            else:
+                stack.extend((child, depth + 1) for child in item)
+
+
+def _check_text(text: str) -> None:
+    if not text.isascii():
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError as e:
+            raise DecodeError("text holds a lone UTF-16 surrogate, which is not valid UTF-8", reason="not_json") from e
 
 
 def sign(key: str, data: bytes) -> str:
@@ -53,7 +90,11 @@ class Envelope:
     def verify(self, key: str) -> bool:
         if not key or not self.sig:
             return False
-        return hmac.compare_digest(self.sig, sign(key, canonical(self.unsigned())))
+        try:
+            expected = sign(key, canonical(self.unsigned()))
+        except DecodeError:  # content no sender could have signed
+            return False
+        return hmac.compare_digest(self.sig, expected)
 
     def encode(self) -> bytes:
         return canonical({**self.unsigned(), "sig": self.sig})
@@ -79,7 +120,7 @@ class Envelope:
     def from_obj(cls, obj: object) -> Envelope:
         if not isinstance(obj, dict):
             raise DecodeError("envelope is not a JSON object", reason="bad_shape")
-        if obj.get("v") != VERSION:
+        if type(obj.get("v")) is not int or obj["v"] != VERSION:  # `true == 1` in Python: insist on the integer
             raise DecodeError(f"unknown protocol version {obj.get('v')!r} (this mam speaks {VERSION})", reason="unknown_version")
         extra = set(obj) - _FIELDS
         if extra:
@@ -93,6 +134,7 @@ class Envelope:
             raise DecodeError(f"unknown kind {obj['kind']!r}", reason="bad_shape")
         if obj["seq"] < 0 or obj["ts"] < 0 or not obj["job"] or len(obj["job"]) > 128:
             raise DecodeError("seq, ts or job out of range", reason="bad_shape")
+        check_tree(obj)
         return cls(kind=obj["kind"], job=obj["job"], seq=obj["seq"], type=obj["type"], sender=obj["sender"],
                    ts=obj["ts"], body=obj["body"], v=obj["v"], sig=obj["sig"])
 

@@ -52,6 +52,7 @@ class MqttClient:
             clean_session=True,
         )
         self._connected = threading.Event()
+        self._answered = threading.Event()  # a CONNACK came, accepting or refusing
         self._subs: dict[str, tuple[int, Handler]] = {}
         self._lock = threading.Lock()
         self._reconnect = reconnect
@@ -74,15 +75,23 @@ class MqttClient:
     # -- connection ---------------------------------------------------------------------------
     def connect(self, timeout: float = 5.0) -> MqttClient:
         ep = self.endpoint
+        self._answered.clear()
+        self._connect_error = None
         try:
             self._client.connect(ep.host, ep.port, keepalive=15)
         except (OSError, ValueError) as e:
             raise BrokerError(f"cannot connect to MQTT broker {ep.host}:{ep.port}: {_plain(e)}") from e
         self._client.loop_start()
-        if not self._connected.wait(timeout):
-            reason = self._connect_error or "no CONNACK"
+        # A refusal (bad password, ACL...) is final: report it at once instead of retrying until the timeout.
+        if not self._answered.wait(timeout) or not self._connected.is_set():
+            refused = self._connect_error
             self.close()
-            raise BrokerError(f"MQTT broker {ep.host}:{ep.port} did not accept the connection within {timeout:.0f}s ({reason})")
+            if refused:
+                who = f" user {ep.username!r}" if ep.username else " an anonymous client"
+                check = " (check MQTT_USERNAME and MQTT_PASSWORD)" if refused in ("Not authorized", "Bad user name or password") else ""
+                raise BrokerError(f"MQTT broker {ep.host}:{ep.port} refused{who}: {refused}{check}")
+            hint = "" if ep.tls else "; if that port is a TLS listener, set MQTT_TLS=1"
+            raise BrokerError(f"MQTT broker {ep.host}:{ep.port} did not accept the connection within {timeout:.0f}s (no CONNACK{hint})")
         return self
 
     @property
@@ -141,6 +150,7 @@ class MqttClient:
     def _on_connect(self, client, userdata, flags, reason_code, properties) -> None:  # type: ignore[no-untyped-def]
         if reason_code.is_failure:
             self._connect_error = str(reason_code)
+            self._answered.set()
             if not self._reconnect:
                 client.disconnect()
             return
@@ -155,6 +165,7 @@ class MqttClient:
         for topic, (qos, _h) in subs:
             client.subscribe(topic, qos=qos)
         self._connected.set()
+        self._answered.set()
         if self.on_connection_change is not None:
             self.on_connection_change(True)
 

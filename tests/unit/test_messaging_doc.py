@@ -1,0 +1,154 @@
+"""MESSAGING.md cannot drift from the code: its worked example, broker files, topics, reasons,
+sender rules, limits, exit codes and defaults are all checked here against what the code does.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from mam.bus import envelope
+from mam.bus.envelope import Envelope, canonical, sign
+from mam.bus.topics import Topics
+from mam.jobs.brief import footer
+from mam.jobs.model import EXIT_CODES, SENDER_TYPES, JobState
+from mam.settings import KEYS_BY_NAME
+
+ROOT = Path(__file__).resolve().parents[2]
+DOC = (ROOT / "MESSAGING.md").read_text(encoding="utf-8")
+
+
+def block(marker: str) -> str:
+    """The fenced block right after `<!-- marker -->`, without the fence's final newline."""
+    m = re.search(rf"<!-- {re.escape(marker)} -->\n```[a-z]*\n(.*?)\n```\n", DOC, re.S)
+    assert m, f"MESSAGING.md has no block marked {marker!r}"
+    return m.group(1)
+
+
+def hexdump(data: bytes) -> str:
+    return "\n".join(f"{i:04x}  " + " ".join(f"{b:02x}" for b in data[i:i + 16]) for i in range(0, len(data), 16))
+
+
+def code(path: str) -> str:
+    return (ROOT / path).read_text(encoding="utf-8")
+
+
+# -- the worked example -------------------------------------------------------------------------
+def test_worked_example_bytes_and_signature_match_the_code() -> None:
+    key = block("example:key")
+    text = block("example:canonical")
+    data = text.encode("utf-8")
+    fields = json.loads(text)
+    env = Envelope.from_obj({**fields, "sig": ""})
+    assert canonical(env.unsigned()) == data, "the example is not in canonical form"
+    assert block("example:hexdump") == hexdump(data)
+    assert f"one line of {len(data)} bytes" in DOC
+    assert block("example:signature") == sign(key, data) == env.signed(key).sig
+    wire = block("example:wire").encode("utf-8")
+    assert wire == env.signed(key).encode()
+    assert f"({len(wire)} bytes)" in DOC
+    received = Envelope.decode(wire)
+    assert received.verify(key)
+    assert not received.verify(key[:-1] + ("1" if key.endswith("0") else "0"))
+
+
+def test_worked_example_shows_what_it_says_it_shows() -> None:
+    fields = json.loads(block("example:canonical"))
+    assert fields["type"] == "completed" and fields["seq"] == 7 and fields["ts"] == 1767225600000
+    assert set(fields["body"]) == {"message", "report", "report_path"}
+    for word in ("✓", "ï", "é", "—", "\n", "\t", '"'):
+        assert word in fields["body"]["message"] + fields["body"]["report"]
+    assert len(block("example:key")) == 64
+
+
+def test_the_footer_shown_is_the_one_briefs_get() -> None:
+    assert block("example:footer") == footer("job-5f2c0e9a7b3d4e61", "3f9a1c0b7d2e4f68", 30).strip("\n")
+
+
+# -- broker files -------------------------------------------------------------------------------
+@pytest.mark.parametrize("name", sorted(p.name for p in (ROOT / "docs" / "broker").glob("*.tmpl")))
+def test_every_broker_file_is_shown_verbatim(name: str) -> None:
+    assert block(f"file:docs/broker/{name}") == (ROOT / "docs" / "broker" / name).read_text().rstrip("\n")
+
+
+# -- topics, senders, limits ----------------------------------------------------------------------
+def test_every_topic_is_documented() -> None:
+    t = Topics("PREFIX")
+
+    def shown(topic: str) -> str:
+        return f"`{topic.replace('PREFIX', '<prefix>').replace('JOB', '<job>').replace('RUNNER', '<runner>')}`"
+
+    for topic in (t.events("JOB"), t.state("JOB"), t.presence("RUNNER"), t.dispatch("RUNNER", "JOB"), t.all_events(), t.all_states(),
+                  t.all_presence(), t.dispatch_all("RUNNER")):
+        assert shown(topic) in DOC, topic
+    assert "`mam/<workspace slug>`" in DOC and "`MAM_TOPIC_PREFIX`" in DOC
+
+
+def test_sender_table_matches_the_model() -> None:
+    for sender, types in SENDER_TYPES.items():
+        m = re.search(rf"^\| `{sender}` \| (.*) \|$", DOC, re.M)
+        assert m, f"no row for sender {sender}"
+        assert set(re.findall(r"`(\w+)`", m.group(1))) == set(types), sender
+
+
+def test_envelope_fields_and_kinds_are_documented() -> None:
+    for name in envelope._FIELDS:
+        assert re.search(rf"^\| `{name}` \| ", DOC, re.M), name
+    for kind in envelope.KINDS:
+        assert f"`{kind}`" in DOC
+
+
+def test_limits_and_version_match_the_code() -> None:
+    assert envelope.VERSION == 1 and "exactly `1`" in DOC
+    assert f"{envelope.MAX_EVENT_BYTES} bytes (64 KiB)" in DOC and envelope.MAX_EVENT_BYTES == 64 * 1024
+    assert f"{envelope.MAX_DISPATCH_BYTES} bytes (1 MiB)" in DOC and envelope.MAX_DISPATCH_BYTES == 1024 * 1024
+    assert f"at most {envelope.MAX_DEPTH} levels" in DOC
+
+
+# -- reasons, states, exit codes, defaults ------------------------------------------------------
+def reasons_in_code() -> set[str]:
+    found = set(re.findall(r'reason="(\w+)"', code("mam/bus/envelope.py")))
+    found |= set(re.findall(r'Verdict\(False, "(\w+)"', code("mam/jobs/gate.py")))
+    model = code("mam/jobs/model.py")
+    found |= set(re.findall(r'return (?:job|seen), "(\w+)"', model))
+    found |= set(re.findall(r'^[A-Z_]+ = "(\w+)"', model, re.M))
+    found |= set(re.findall(r'why or "(\w+)"', code("mam/jobs/ledger.py")))
+    found |= set(re.findall(r'^WRAPPER_DIED = "(\w+)"', code("mam/jobs/stale.py"), re.M))
+    found |= set(re.findall(r'(?:self\._end\(JobState\.\w+|self\.refuse\()\s*,?\s*"(\w+)"', code("mam/jobs/delegate.py")))
+    # audit-log line kinds: rec.audit(ws, job, "kind", ...) or ledger.note("kind", ...)
+    found |= set(re.findall(r'(?:rec\.audit\([^,]+, [^,]+, |\.note\()"(\w+)"', code("mam/jobs/intake.py")))
+    return found
+
+
+def test_every_reason_the_code_can_give_is_documented() -> None:
+    found = reasons_in_code()
+    # Sanity: the scan still finds the reasons it was written for.
+    assert {"oversize", "not_json", "bad_shape", "unknown_version", "wrong_kind", "wrong_job", "bad_signature", "sender_not_allowed",
+            "duplicate", "replay", "out_of_order", "bad_nonce", "before_started", "agent_blocked", "deadline_timeout",
+            "wall_clock_timeout", "wrapper_died", "inject_failed", "seq_gap", "rejected", "ignored"} <= found
+    missing = sorted(r for r in found if f"`{r}`" not in DOC)
+    assert not missing, f"reasons missing from MESSAGING.md: {missing}"
+
+
+def test_states_and_exit_codes_match_the_model() -> None:
+    for state in JobState:
+        assert re.search(rf"^\| `{state.value}` \| ", DOC, re.M), state
+    for state, exit_code in EXIT_CODES.items():
+        assert re.search(rf"^\| `{state.value}` \| .* \| {exit_code}( \(3 when .*\))? \|$", DOC, re.M), state
+
+
+@pytest.mark.parametrize("key", ["MAM_START_DEADLINE_S", "MAM_HEARTBEAT_S", "MAM_HEARTBEAT_K", "MAM_JOB_TIMEOUT_S", "MAM_DISPATCH_WAIT_S",
+                                 "MAM_POLL_S"])
+def test_delegation_defaults_match_the_settings(key: str) -> None:
+    m = re.search(rf"^\| [^|]+ \| `{key}`[^|]* \| ([^|]+) \|", DOC, re.M)
+    assert m, key
+    assert float(m.group(1).strip()) == float(KEYS_BY_NAME[key].default)
+
+
+@pytest.mark.parametrize("key", ["MQTT_BROKER", "MQTT_PORT", "MQTT_TLS", "MQTT_TLS_CA", "MQTT_TLS_CERT", "MQTT_TLS_KEY", "MQTT_USERNAME",
+                                 "MQTT_PASSWORD", "MAM_TOPIC_PREFIX", "MAM_DISPATCH_SECRET"])
+def test_every_broker_setting_named_exists(key: str) -> None:
+    assert key in KEYS_BY_NAME and f"{key}=" in DOC
