@@ -71,6 +71,9 @@ class MqttClient:
         self._client.on_connect = self._on_connect
         self._client.on_disconnect = self._on_disconnect
         self._client.on_message = self._on_message
+        self._client.on_subscribe = self._on_subscribe
+        self._acked: set[int] = set()
+        self._acked_cond = threading.Condition()
 
     # -- connection ---------------------------------------------------------------------------
     def connect(self, timeout: float = 5.0) -> MqttClient:
@@ -136,9 +139,15 @@ class MqttClient:
         with self._lock:
             self._subs[topic] = (qos, handler)
         if self._connected.is_set():
-            rc, _mid = self._client.subscribe(topic, qos=qos)
+            rc, mid = self._client.subscribe(topic, qos=qos)
             if rc != self._paho.MQTT_ERR_SUCCESS:
                 raise BrokerError(f"subscribe to {topic} failed: {self._paho.error_string(rc)}")
+            # Wait for the SUBACK: a caller that subscribes and then acts (injects a brief) must not
+            # race the first message. (With MQTT 3.1.1 an ACL denial still acks: see FIELD_NOTES.)
+            with self._acked_cond:
+                if not self._acked_cond.wait_for(lambda: mid in self._acked or not self._connected.is_set(), timeout):
+                    raise BrokerError(f"MQTT broker {self.endpoint.host}:{self.endpoint.port} did not acknowledge a subscription within {timeout:.0f}s")
+                self._acked.discard(mid)
 
     def unsubscribe(self, topic: str) -> None:
         with self._lock:
@@ -171,8 +180,15 @@ class MqttClient:
 
     def _on_disconnect(self, client, userdata, flags, reason_code, properties) -> None:  # type: ignore[no-untyped-def]
         self._connected.clear()
+        with self._acked_cond:
+            self._acked_cond.notify_all()  # a subscriber waiting for its SUBACK stops waiting; on_connect resubscribes
         if not self._closing and self.on_connection_change is not None:
             self.on_connection_change(False)
+
+    def _on_subscribe(self, client, userdata, mid, reason_codes, properties) -> None:  # type: ignore[no-untyped-def]
+        with self._acked_cond:
+            self._acked.add(mid)
+            self._acked_cond.notify_all()
 
     def _on_message(self, client, userdata, msg) -> None:  # type: ignore[no-untyped-def]
         with self._lock:

@@ -16,7 +16,7 @@ import click
 
 from mam.cli.common import App, echo_json, workspace_option
 
-MAX_REPORT_CHARS = 48_000
+MAX_REPORT_BYTES = 48_000
 
 
 @click.group("event")
@@ -44,7 +44,7 @@ def _emit(app: App, job_id: str, type: str, body: dict[str, Any], as_json: bool)
         if client is not None:
             client.close()
         registry.close()
-    note = out.warning or (f"{warning}; the event is recorded on disk" if warning else "")
+    note = f"{warning}; the event is recorded on disk" if warning else out.warning
     if note:
         click.echo(f"mam: warning: {note}", err=True)
     if as_json:
@@ -137,7 +137,8 @@ def completed(app: App, job_id: str, message: str, report: str | None, as_json: 
             text = path.read_text(encoding="utf-8", errors="replace")
         except OSError as e:
             raise click.BadParameter(f"cannot read {report}: {e.strerror}", param_hint="--report") from e
-        body["report"] = text[:MAX_REPORT_CHARS]
+        # Cut by bytes, not characters, so the signed event stays under the 64 KiB message limit.
+        body["report"] = text.encode("utf-8")[:MAX_REPORT_BYTES].decode("utf-8", "ignore")
         body["report_path"] = str(path.resolve())
     _emit(app, job_id, "completed", body, as_json)
 
