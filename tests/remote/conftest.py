@@ -57,9 +57,11 @@ def two_hosts(tmp_path: Path) -> Iterator[object]:
     """make(broker_env) -> (origin, runner_host); everything is stopped by its own handle afterwards."""
     hosts: list[Host] = []
 
-    def make(broker_env: dict[str, str]) -> tuple[Host, Host]:
-        prefix = f"mam/test-{uuid.uuid4().hex[:8]}"
-        a, b = make_host(tmp_path, "origin", broker_env, prefix), make_host(tmp_path, "remote", broker_env, prefix)
+    def make(broker_env: dict[str, str], remote_env: dict[str, str] | None = None, prefix: str | None = None) -> tuple[Host, Host]:
+        """Two hosts on one broker; `remote_env` gives the runner's host its own credentials."""
+        prefix = prefix or f"mam/test-{uuid.uuid4().hex[:8]}"
+        a = make_host(tmp_path, "origin", broker_env, prefix)
+        b = make_host(tmp_path, "remote", remote_env or broker_env, prefix)
         hosts.extend([a, b])
         return a, b
 
