@@ -3,10 +3,24 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
 
 import click
 
 from mam.cli.common import App, echo_json, open_registry, workspace_option
+
+
+@contextmanager
+def registry_of(app: App) -> Iterator[Any]:
+    """The workspace's registry, closed on the way out: the last connection to close folds SQLite's
+    WAL back into the database, so a later read-only look (status) finds nothing left to write."""
+    registry = open_registry(app)
+    try:
+        yield registry
+    finally:
+        registry.close()
 
 
 @click.group("session")
@@ -35,23 +49,24 @@ def create(app: App, agent: str, role: str, name: str, backend: str | None, serv
     Exit codes: 0 created; 44 onboarding failed; 45 onboarding did not end in time
     (the session is kept in both cases); 1 creation failed; 2 bad options.
     """
-    from mam.sessions.create import CreateRequest, create_session
+    from mam.sessions.create import CreateRequest, check_request, create_session
 
     if herdr_session:
         backend, server = "herdr", herdr_session
     kind = backend or app.settings.get_str("MAM_BACKEND")
-    registry = open_registry(app)
     req = CreateRequest(name=name, agent=agent, role=role, cwd=cwd or str(app.ws.root), backend=kind, server=server or "")
-    row = create_session(req, ws=app.ws, settings=app.settings, registry=registry, environ=os.environ)
-    code = 0
-    if onboard:
-        from mam.jobs.onboard import onboard_session
+    check_request(req)  # a refused request leaves no trace: not even a registry
+    with registry_of(app) as registry:
+        row = create_session(req, ws=app.ws, settings=app.settings, registry=registry, environ=os.environ)
+        code = 0
+        if onboard:
+            from mam.jobs.onboard import onboard_session
 
-        outcome = onboard_session(row, ws=app.ws, settings=app.settings, registry=registry, timeout=onboard_timeout)
-        code = outcome.exit_code
-        if not as_json:
-            click.echo(f"onboarding job {outcome.job_id}: {outcome.state} {outcome.reason}".rstrip())
-        row = registry.session(name)
+            outcome = onboard_session(row, ws=app.ws, settings=app.settings, registry=registry, timeout=onboard_timeout)
+            code = outcome.exit_code
+            if not as_json:
+                click.echo(f"onboarding job {outcome.job_id}: {outcome.state} {outcome.reason}".rstrip())
+            row = registry.session(name)
     if as_json:
         echo_json(row.as_dict())
     else:
@@ -73,7 +88,8 @@ def stop(app: App, name: str, purge_conversation: bool, yes: bool, as_json: bool
     """
     from mam.sessions.stop import stop_session
 
-    row = stop_session(name, ws=app.ws, settings=app.settings, registry=open_registry(app), purge_conversation=purge_conversation, yes=yes)
+    with registry_of(app) as registry:
+        row = stop_session(name, ws=app.ws, settings=app.settings, registry=registry, purge_conversation=purge_conversation, yes=yes)
     if as_json:
         echo_json(row.as_dict())
     else:
@@ -92,7 +108,8 @@ def resume(app: App, name: str, as_json: bool) -> None:
     """
     from mam.sessions.resume import resume_session
 
-    row = resume_session(name, ws=app.ws, settings=app.settings, registry=open_registry(app), environ=os.environ)
+    with registry_of(app) as registry:
+        row = resume_session(name, ws=app.ws, settings=app.settings, registry=registry, environ=os.environ)
     if as_json:
         echo_json(row.as_dict())
     else:
@@ -142,7 +159,8 @@ def onboard_orchestrator(app: App, backend: str | None, server: str | None, pane
 
     from mam.sessions.orchestrator import onboard_orchestrator as record
 
-    row = record(registry=open_registry(app), environ=os.environ, backend=backend, server=server, pane_id=pane_id, session=session_id)
+    with registry_of(app) as registry:
+        row = record(registry=registry, environ=os.environ, backend=backend, server=server, pane_id=pane_id, session=session_id)
     if as_json:
         echo_json(asdict(row))
     else:

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from mam.agents import get_adapter
+from mam.agents import get_adapter, known_agents
 from mam.errors import SessionError, UsageError
 from mam.panes import BACKENDS, default_server, open_backend
 from mam.panes.lock import placement_lock
@@ -32,19 +32,25 @@ class CreateRequest:
     ready_timeout: float = 20.0
 
 
-def create_session(req: CreateRequest, *, ws: Workspace, settings: Settings, registry: Registry, environ: Mapping[str, str]) -> SessionRow:
+def check_request(req: CreateRequest) -> None:
+    """Refuse a malformed request (UsageError, exit 2) before anything is opened, written or started."""
     check_name(req.name)
     check_name(req.role, "role")
-    adapter = get_adapter(req.agent)
+    if req.agent not in known_agents():
+        raise UsageError(f"unknown agent {req.agent!r}; known agents: {', '.join(known_agents())}")
     if req.backend not in BACKENDS:
         raise UsageError(f"unknown backend {req.backend!r}: use tmux or herdr")
-    cwd = Path(req.cwd).expanduser()
-    if not cwd.is_dir():
-        raise UsageError(f"cwd {req.cwd!r} is not a folder")
-    cwd = cwd.resolve()
-    server = req.server or default_server(req.backend, settings, ws)
     if req.server:
         check_name(req.server, "server name")
+    if not Path(req.cwd).expanduser().is_dir():
+        raise UsageError(f"cwd {req.cwd!r} is not a folder")
+
+
+def create_session(req: CreateRequest, *, ws: Workspace, settings: Settings, registry: Registry, environ: Mapping[str, str]) -> SessionRow:
+    check_request(req)
+    adapter = get_adapter(req.agent)
+    cwd = Path(req.cwd).expanduser().resolve()
+    server = req.server or default_server(req.backend, settings, ws)
     env = pane_env(ws, req.name, environ)
     conversation_id = adapter.new_conversation_id()
     row = SessionRow(

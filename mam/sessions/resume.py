@@ -10,6 +10,7 @@ from mam.errors import SessionError
 from mam.panes.lock import placement_lock
 from mam.sessions.common import backend_for, pane_env
 from mam.settings import Settings
+from mam.store import sessions as sessions_table
 from mam.store.registry import Registry
 from mam.store.sessions import SessionRow, SessionStatus
 from mam.workspace import Workspace
@@ -19,17 +20,47 @@ def resume_session(name: str, *, ws: Workspace, settings: Settings, registry: Re
     row = registry.session(name)
     adapter = get_adapter(row.agent)
     backend = backend_for(row, settings=settings, ws=ws)
+    if row.status == SessionStatus.STARTING and not row.pane_id:
+        raise _being_started(name)
     if row.status in (SessionStatus.RUNNING, SessionStatus.STARTING) and row.pane_id:
         info = backend.pane(row.pane_id)
         if info is not None and not info.dead:
             raise SessionError(f"session {name!r} is already running (pane {row.pane_id}); stop it first", session=name)
     adapter.check_resumable(row.conversation_id or "", cwd=row.cwd, env=row.agent_env)
-    env = pane_env(ws, name, environ)
-    backend.ensure_server()
-    launched = time.time()
-    with placement_lock(ws, row.backend, row.server):
-        info = backend.create_pane(name=name, argv=adapter.resume_argv(row.conversation_id or ""), cwd=row.cwd, env=env)
+    _claim(registry, row)
+    try:
+        env = pane_env(ws, name, environ)
+        backend.ensure_server()
+        launched = time.time()
+        with placement_lock(ws, row.backend, row.server):
+            info = backend.create_pane(name=name, argv=adapter.resume_argv(row.conversation_id or ""), cwd=row.cwd, env=env)
+    except BaseException:
+        registry.update_session(name, status=row.status, pane_id=row.pane_id, pane_pid=row.pane_pid, note=row.note)
+        raise
     return registry.update_session(
         name, status=SessionStatus.RUNNING, pane_id=info.pane_id, pane_pid=info.pid, launched_at=launched,
         resumable=False, agent_env={**row.agent_env, **adapter.agent_env(env)}, note="resumed",
+    )
+
+
+def _claim(registry: Registry, seen: SessionRow) -> None:
+    """Mark the session `starting` if it is still as we saw it, so two resumes never launch two agents."""
+    with registry.write(sessions=True) as conn:
+        current = sessions_table.get(conn, seen.name)
+        if current.status == SessionStatus.STARTING:
+            raise _being_started(seen.name)
+        if current.updated_at != seen.updated_at:  # every write sets updated_at: it is the row's version
+            raise SessionError(
+                f"session {seen.name!r} changed while it was being resumed (now {current.status}); "
+                "look at `mam session status` and try again",
+                session=seen.name,
+            )
+        sessions_table.update(conn, seen.name, status=SessionStatus.STARTING, note="resuming")
+
+
+def _being_started(name: str) -> SessionError:
+    return SessionError(
+        f"session {name!r} is being started by another command; if that command died, "
+        f"run `mam session stop --session {name}` first",
+        session=name,
     )

@@ -41,7 +41,7 @@ def stop_session(
     if purge_conversation and conversation_id:
         removed = adapter.purge_conversation(conversation_id, cwd=row.cwd, env=row.agent_env)
         note = f"stopped; conversation {conversation_id} purged ({len(removed)} path(s))"
-        conversation_id = None
+        # The id stays on the row (resumable false) so a later resume can say which conversation is gone.
     resumable = bool(conversation_id) and adapter.conversation_exists(conversation_id or "", cwd=row.cwd, env=row.agent_env)
     return registry.update_session(
         name, status=SessionStatus.STOPPED, conversation_id=conversation_id, resumable=resumable, pane_id=None, pane_pid=None, note=note

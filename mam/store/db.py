@@ -87,19 +87,20 @@ MIGRATIONS: list[list[str]] = [
     ],
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
+MOUNTS = Path("/proc/mounts")
 _warned_network: set[str] = set()
 
 
-def filesystem_type(path: Path) -> str:
-    """The filesystem type of the mount holding `path`, from /proc/mounts ('' if unknown)."""
+def filesystem_type(path: Path, *, mounts: Path = MOUNTS) -> str:
+    """The filesystem type of the mount holding `path`, from `mounts` (/proc/mounts; '' if unknown)."""
     try:
-        with open("/proc/mounts", encoding="utf-8") as f:
-            mounts = [line.split() for line in f]
+        with open(mounts, encoding="utf-8") as f:
+            table = [line.split() for line in f]
     except OSError:
         return ""
     target = str(path.resolve())
     best, fstype = "", ""
-    for parts in mounts:
+    for parts in table:
         if len(parts) < 3:
             continue
         point = parts[1].replace("\\040", " ")
@@ -108,8 +109,9 @@ def filesystem_type(path: Path) -> str:
     return fstype
 
 
-def journal_mode_for(path: Path) -> str:
-    fstype = filesystem_type(path)
+def journal_mode_for(path: Path, *, mounts: Path = MOUNTS) -> str:
+    """WAL, or DELETE when `path` is on a network filesystem (warned once per path)."""
+    fstype = filesystem_type(path, mounts=mounts)
     if fstype in NETWORK_FS:
         key = str(path)
         if key not in _warned_network:
@@ -122,11 +124,11 @@ def journal_mode_for(path: Path) -> str:
 class Database:
     """One SQLite connection, shared by the threads of one process under a lock."""
 
-    def __init__(self, path: Path, *, journal_mode: str | None = None) -> None:
+    def __init__(self, path: Path, *, journal_mode: str | None = None, mounts: Path = MOUNTS) -> None:
         self.path = path
         self._lock = threading.RLock()
         path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        mode = journal_mode or journal_mode_for(path.parent)
+        mode = journal_mode or journal_mode_for(path.parent, mounts=mounts)
         try:
             self.conn = sqlite3.connect(str(path), timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None, check_same_thread=False)
             self.conn.row_factory = sqlite3.Row

@@ -47,13 +47,16 @@ CONTRACT: dict[str, tuple[str, tuple[str, ...], set[str], set[int]]] = {
     "multi-agent-mux-loop": ("run_loop.sh", ("loop",), {"--creator", "--reviewer", "--all-reviewer", "--task", "--planner", "--plan-talk",
                                                          "--max-loop", "--max-rebut", "--review-only", "--worktree", "--base"}, {0, 1}),
     "multi-agent-mux-orc-onboard": ("orc_onboard.sh", ("session", "onboard-orchestrator"), set(), {0}),
+    # Not in the contract table: the runner's skill, asked for by the Monitor/remote issue.
+    "multi-agent-mux-runner": ("runner.sh", ("runner",), {"--name"}, {0}),
 }
 # Delivered now; the monitor and loop skills come with their CLIs.
 REQUIRED = ("multi-agent-mux-create", "multi-agent-mux-stop", "multi-agent-mux-resume", "multi-agent-mux-status",
-            "multi-agent-mux-delegate-job", "multi-agent-mux-orc-onboard")
+            "multi-agent-mux-delegate-job", "multi-agent-mux-orc-onboard", "multi-agent-mux-monitor", "multi-agent-mux-runner")
 # Other CLIs a SKILL.md may quote outside its Options section (the agent side, job inspection).
 RELATED: dict[str, tuple[tuple[str, ...], ...]] = {
     "multi-agent-mux-status": (("job", "list"), ("job", "status")),
+    "multi-agent-mux-runner": (("job", "delegate"),),
     "multi-agent-mux-delegate-job": (("event", "started"), ("event", "progress"), ("event", "heartbeat"), ("event", "completed"),
                                      ("event", "error"), ("job", "status"), ("job", "list"), ("job", "log"), ("job", "cancel")),
 }
@@ -356,7 +359,7 @@ def test_documented_failures_without_a_session(workspace: Workspace, amqtt_broke
     assert skill("multi-agent-mux-resume", "--session", "nope").returncode == 5
     assert skill("multi-agent-mux-orc-onboard").returncode == 2  # not in a pane (the test env has no TMUX_PANE)
     assert skill("multi-agent-mux-orc-onboard", "--pane", "%1").returncode == 2
-    assert skill("multi-agent-mux-create", "--agent", "nosuch", "--role", "dev", "--session", "s").returncode == 1
+    assert skill("multi-agent-mux-create", "--agent", "nosuch", "--role", "dev", "--session", "s").returncode == 2
     proc = skill("multi-agent-mux-delegate-job", "--target", "tmux:nope", "--brief", "x", "--json")
     assert proc.returncode == 5, proc.stderr
     assert json.loads(proc.stdout)["state"] == "cancelled"
