@@ -13,7 +13,10 @@ the protocol with the real `mam event` commands and does deterministic work:
     demo-rebut: TEXT              as a creator, answer a fix request with [REBUT: TEXT]
 
 A brief holding a line `Report file: PATH` is a review: the agent writes a report there
-that ends with its verdict line. Behaviours (MAM_DEMO_BEHAVIOUR or --behaviour): ok,
+that ends with its verdict line. A brief holding `Plan file: PATH` asks for a plan: the agent
+writes one there (or adds a revision to it). A brief holding `[mam-loop: challenge]` asks a
+creator to challenge a plan: it answers with a challenge for its first MAM_DEMO_CHALLENGES
+(default 1) such briefs, then with `[PLAN OK]`. Behaviours (MAM_DEMO_BEHAVIOUR or --behaviour): ok,
 never_start, crash_after_start, silent_after_start, error, slow, unsubmitted.
 Run: python -m mam.agents.demo_agent (--session-id ID | --resume ID) [--behaviour B]
 """
@@ -40,6 +43,8 @@ STARTED = re.compile(r"mam event started --job (?P<id>[A-Za-z0-9._-]+) --nonce (
 DIRECTIVE = re.compile(r"^\s*demo-(?P<name>[a-z]+):\s?(?P<value>.*?)\s*$", re.M)
 REPORT_FILE = re.compile(r"^\s*Report file:\s*(?P<path>\S.*?)\s*$", re.M)
 FIX_REQUEST = "[mam-loop: fix]"
+CHALLENGE_REQUEST = "[mam-loop: challenge]"
+PLAN_FILE = re.compile(r"^\s*Plan file:\s*(?P<path>\S.*?)\s*$", re.M)
 
 
 def conversations_dir(env: dict[str, str] | os._Environ[str]) -> Path:
@@ -233,6 +238,8 @@ class DemoAgent:
         rebut = next((v for n, v in directives if n == "rebut"), os.environ.get("MAM_DEMO_REBUT", ""))
         if FIX_REQUEST in text and rebut:
             return f"[REBUT: {rebut}]", None
+        if CHALLENGE_REQUEST in text:
+            return self._challenge(), None
         for name, value in directives:
             if name in ("write", "append"):
                 path, _, content = value.partition(" :: ")
@@ -251,6 +258,9 @@ class DemoAgent:
         report = REPORT_FILE.search(text)
         if report:
             return self._review(Path(report.group("path")), directives), report.group("path")
+        plan = PLAN_FILE.search(text)
+        if plan:
+            return self._plan(Path(plan.group("path"))), None
         return ("; ".join(done) or "done"), None
 
     def _sleep(self, job: str, seconds: float) -> None:
@@ -279,6 +289,28 @@ class DemoAgent:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text("\n".join(body + ["", ending]) + "\n", encoding="utf-8")
         return f"review written: {verdict}"
+
+    def _count(self, key: str) -> int:
+        n = int(self.convo.data.get(key, 0))
+        self.convo.data[key] = n + 1
+        self.convo.save()
+        return n
+
+    def _challenge(self) -> str:
+        n = self._count("challenges")
+        if n < int(os.environ.get("MAM_DEMO_CHALLENGES", "1") or 0):
+            return f"demo challenge {n + 1}: the plan needs a step that tests the change"
+        return "[PLAN OK]"
+
+    def _plan(self, path: Path) -> str:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if path.exists():
+            n = self._count("plan_revisions") + 1
+            with open(path, "a", encoding="utf-8") as f:
+                f.write(f"\n## Revision {n}\n\n- Added a step that tests the change, as the creator asked.\n")
+            return f"plan revised ({n})"
+        path.write_text("# Plan (demo planner)\n\n1. Do exactly what the task says.\n2. Commit the result.\n", encoding="utf-8")
+        return "plan written"
 
     def event(self, kind: str, job: str, *args: str) -> None:
         argv = ([self.mam] if self.mam else [sys.executable, "-m", "mam"]) + ["event", kind, "--job", job, *args]

@@ -52,7 +52,8 @@ CONTRACT: dict[str, tuple[str, tuple[str, ...], set[str], set[int]]] = {
 }
 # Delivered now; the monitor and loop skills come with their CLIs.
 REQUIRED = ("multi-agent-mux-create", "multi-agent-mux-stop", "multi-agent-mux-resume", "multi-agent-mux-status",
-            "multi-agent-mux-delegate-job", "multi-agent-mux-orc-onboard", "multi-agent-mux-monitor", "multi-agent-mux-runner")
+            "multi-agent-mux-delegate-job", "multi-agent-mux-orc-onboard", "multi-agent-mux-monitor", "multi-agent-mux-runner",
+            "multi-agent-mux-loop")
 # Other CLIs a SKILL.md may quote outside its Options section (the agent side, job inspection).
 RELATED: dict[str, tuple[tuple[str, ...], ...]] = {
     "multi-agent-mux-status": (("job", "list"), ("job", "status")),

@@ -1,0 +1,159 @@
+"""`run_loop`: plan (optional), implement, then review rounds until every reviewer passes.
+
+Exit codes: 0 every reviewer passed; 1 not passed after `max_loop` rounds, or a job the
+loop depends on failed, or the source never held still during a round. Errors raised
+before the loop starts keep their own codes (usage 2, unknown session 5, lock busy 4).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from pathlib import Path
+
+from mam.errors import UsageError
+from mam.jobs.delegate import Outcome
+from mam.loop import briefs
+from mam.loop.files import LoopFiles, LoopLog, OnEvent, new_loop_id, task_slug
+from mam.loop.git import git_env, toplevel
+from mam.loop.jobs import Brief, JobOptions, Runner, failed
+from mam.loop.lock import loop_lock
+from mam.loop.model import EXIT_NOT_PASSED, EXIT_PASSED, Ctx, LoopFailed, LoopRequest, LoopResult
+from mam.loop.plan import make_plan
+from mam.loop.reports import Review, promote
+from mam.loop.roles import choose_reviewers, usable
+from mam.loop.rounds import RoundOutcome, review_round
+from mam.loop.snapshot import resolve_base
+from mam.settings import Settings
+from mam.store.registry import Registry
+from mam.workspace import Workspace
+
+_SLUG = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
+_REBUT = re.compile(r"\s*\[REBUT:\s*(?P<text>.*?)\s*\]\s*", re.S)
+
+
+def run_loop(req: LoopRequest, *, ws: Workspace, settings: Settings, registry: Registry, on_event: OnEvent | None = None,
+             environ: Mapping[str, str] | None = None) -> LoopResult:
+    """Run one loop to its end. `environ` is the environment git runs with (the CLI passes its own)."""
+    _check(req)
+    creator = usable(registry, req.creator, "creator")
+    if req.planner:
+        usable(registry, req.planner, "planner")
+    reviewers, how = choose_reviewers(registry, req.creator, req.reviewers, req.all_reviewer)
+    workdir, repo, no_identity = _locate(req, Path(creator.cwd), ws, environ)
+    loop_id = new_loop_id()
+    with loop_lock(ws, repo or workdir, loop_id=loop_id, task=req.task):
+        files = LoopFiles(ws, loop_id)
+        log = LoopLog(files.log, loop_id, on_event)
+        base, base_how = resolve_base(repo, req.base, environ) if repo else (None, "")
+        options = JobOptions(req.timeout_s, req.start_deadline_s, req.heartbeat_s, req.dispatch_wait_s)
+        ctx = Ctx(req=req, loop_id=loop_id, ws=ws, settings=settings, registry=registry, files=files, log=log,
+                  runner=Runner(ws=ws, settings=settings, registry=registry, options=options, log=log), environ=environ,
+                  workdir=workdir, repo=repo, base=base, no_identity=no_identity, reviewers=reviewers)
+        log("start", task=req.task[:2000], creator=req.creator, planner=req.planner, reviewers=reviewers, chosen_by=how,
+            workdir=str(workdir), repo=str(repo) if repo else None, base=base, base_from=base_how,
+            identity=repo is not None, no_identity=no_identity or None, max_loop=req.max_loop, max_rebut=req.max_rebut,
+            review_only=req.review_only, folder=str(files.root))
+        history: list[RoundOutcome] = []
+        state = {"rebuts": 0}
+        try:
+            result = _drive(ctx, history, state)
+        except LoopFailed as e:
+            result = _result(ctx, history, "failed", EXIT_NOT_PASSED, str(e), state["rebuts"], [])
+        log("end", state=result.state, exit_code=result.exit_code, reason=result.reason, rounds=result.rounds,
+            promoted=result.promoted)
+        return result
+
+
+def _check(req: LoopRequest) -> None:
+    if not req.task.strip():
+        raise UsageError("the task is empty")
+    for name, value, low in (("max-loop", req.max_loop, 1), ("max-rebut", req.max_rebut, 0), ("plan-talk", req.plan_talk, 0),
+                             ("max-repeats", req.max_repeats, 0)):
+        if value < low:
+            raise UsageError(f"--{name} must be at least {low}")
+    if req.slug is not None and not _SLUG.fullmatch(req.slug):
+        raise UsageError(f"--slug {req.slug!r}: use letters, digits, '.', '_' or '-', starting with a letter or digit")
+
+
+def _locate(req: LoopRequest, creator_cwd: Path, ws: Workspace, environ: Mapping[str, str] | None) -> tuple[Path, Path | None, str]:
+    """(folder the creator works in, git checkout to snapshot or None, why there is no snapshot identity)."""
+    env = git_env(environ)
+    if req.worktree:
+        workdir = Path(req.worktree).expanduser().resolve()
+        repo = toplevel(workdir, env)
+        if repo is None:
+            raise UsageError(f"--worktree {req.worktree}: not a folder inside a git checkout")
+        return workdir, repo, ""
+    for folder in (creator_cwd, ws.root):
+        repo = toplevel(folder, env)
+        if repo is not None:
+            return creator_cwd, repo, ""
+    if req.base:
+        raise UsageError(f"--base needs a git checkout, and neither {creator_cwd} nor {ws.root} is in one")
+    return creator_cwd, None, f"neither the creator's folder {creator_cwd} nor the workspace is a git checkout"
+
+
+def _drive(ctx: Ctx, history: list[RoundOutcome], state: dict[str, int]) -> LoopResult:
+    req = ctx.req
+    plan = make_plan(ctx) if (req.plan or req.planner) else ""
+    if not req.review_only:
+        out = ctx.send(Brief(req.creator, briefs.create_brief(ctx.loop_id, req.task, plan, str(ctx.workdir)), "loop-create",
+                             record=ctx.files.root / "brief-create.md"))
+        _creator_ok(ctx, out, "implementation")
+        ctx.log("created", job=out.job_id, result=out.result[:1000])
+    notes: list[str] = []
+    for number in range(1, req.max_loop + 1):
+        outcome = review_round(ctx, number, notes)
+        history.append(outcome)
+        failing = [r for r in outcome.reviews if not r.passed]
+        if not failing:
+            promoted = promote(ctx.ws, req.slug or task_slug(req.task), outcome.reviews, snapshot=outcome.snapshot,
+                               round_number=number, loop_id=ctx.loop_id)
+            ctx.log("passed", round=number, promoted=promoted)
+            return _result(ctx, history, "passed", EXIT_PASSED, f"every reviewer passed in round {number}", state["rebuts"], promoted)
+        ctx.log("not-passed", round=number, failing=[{"reviewer": r.reviewer, "reason": r.verdict.reason} for r in failing])
+        if number == req.max_loop:
+            break
+        notes = _fix(ctx, number, failing, state)
+    return _result(ctx, history, "not_passed", EXIT_NOT_PASSED,
+                   f"not every reviewer passed after {req.max_loop} round(s)", state["rebuts"], [])
+
+
+def _fix(ctx: Ctx, number: int, failing: list[Review], state: dict[str, int]) -> list[str]:
+    """Send the findings to the creator; return the notes the next round's reviewers get."""
+    req = ctx.req
+    left = req.max_rebut - state["rebuts"]
+    out = ctx.send(Brief(req.creator, briefs.fix_brief(ctx.loop_id, number, req.task, failing, left, str(ctx.workdir)),
+                         "loop-fix", record=ctx.files.brief(number, req.creator, "fix")))
+    _creator_ok(ctx, out, f"fix after round {number}")
+    match = _REBUT.fullmatch(out.result or "")
+    if match is None:
+        ctx.log("fixed", round=number, job=out.job_id, result=out.result[:1000])
+        return [briefs.fixed_note(number, out.result)]
+    text = match.group("text")
+    if left > 0:
+        state["rebuts"] += 1
+        ctx.log("rebut", round=number, job=out.job_id, accepted=True, used=state["rebuts"], limit=req.max_rebut, text=text[:2000])
+        return [briefs.rebut_note(number, text, state["rebuts"], req.max_rebut)]
+    ctx.log("rebut", round=number, job=out.job_id, accepted=False, limit=req.max_rebut, text=text[:2000],
+            message="over --max-rebut: counted as a refusal to fix")
+    return [briefs.refusal_note(number, text)]
+
+
+def _creator_ok(ctx: Ctx, out: Outcome, what: str) -> None:
+    if out.job_id:
+        ctx.creator_jobs.append(out.job_id)
+    problem = failed(out)
+    if problem:
+        raise LoopFailed(f"the creator {ctx.req.creator!r} did not finish its {what} job: {problem}")
+
+
+def _result(ctx: Ctx, history: list[RoundOutcome], state: str, code: int, reason: str, rebuts: int, promoted: list[str]) -> LoopResult:
+    last = history[-1] if history else None
+    return LoopResult(
+        loop_id=ctx.loop_id, state=state, exit_code=code, reason=reason, rounds=len(history), reviewers=list(ctx.reviewers),
+        final=[r.as_dict() for r in last.reviews] if last else [], promoted=promoted,
+        snapshot=last.snapshot.identity() if last and last.snapshot else None, rebuts_used=rebuts,
+        folder=str(ctx.files.root), log=str(ctx.files.log), history=[h.summary() for h in history],
+    )

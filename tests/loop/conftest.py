@@ -1,0 +1,35 @@
+"""Loop fixtures: a workspace that is a git repository, wired to a real broker, with fast timings.
+
+End-to-end loop scenarios run against Mosquitto only (`loop_ws`), to keep CI fast; the
+smoke test uses `wired` from tests/e2e (amqtt and Mosquitto) through `loop_ws_any`.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.e2e.conftest import wired  # noqa: F401  (re-exported fixture)
+from tests.helpers.jobs import FAST
+from tests.loop.gitrepo import make_repo
+
+
+@pytest.fixture
+def wired_mosquitto(workspace, mosquitto_broker, monkeypatch):  # type: ignore[no-untyped-def]
+    """Like tests/e2e's `wired`, against Mosquitto only."""
+    for key, value in {**mosquitto_broker.env(), **FAST}.items():
+        monkeypatch.setenv(key, value)
+    return workspace
+
+
+@pytest.fixture
+def loop_ws(wired_mosquitto):  # type: ignore[no-untyped-def]
+    """A git workspace (branch main, one commit) on Mosquitto."""
+    make_repo(wired_mosquitto.root)
+    return wired_mosquitto
+
+
+@pytest.fixture
+def loop_ws_any(wired):  # type: ignore[no-untyped-def]  # noqa: F811
+    """A git workspace on each broker (amqtt and Mosquitto)."""
+    make_repo(wired.root)
+    return wired
