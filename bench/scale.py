@@ -1,0 +1,210 @@
+"""Scale run: 10, 50 and 100 demo-agent sessions in one workspace on one Mosquitto, short jobs
+delegated concurrently (one delegating thread per session), with a monitor running.
+
+Prints, per scale point: jobs per minute, dispatch-to-`started` latency p50/p99, events per
+second, the monitor's CPU, memory per session, lost or stuck jobs; with --plot writes a PNG of
+latency and throughput against sessions. Baseline for the ratios: the 10-session point.
+
+    .venv/bin/python bench/scale.py                       # 10, 50, 100 sessions; 1,000 jobs at 100
+    .venv/bin/python bench/scale.py --sessions 10,20 --jobs-per-session 3 --json
+    .venv/bin/python bench/scale.py --plot docs/scale.png
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from mam.jobs.delegate import DelegateRequest, delegate  # noqa: E402
+from mam.jobs.record import read_audit  # noqa: E402
+from mam.settings import load_settings  # noqa: E402
+from mam.store.registry import Registry  # noqa: E402
+from mam.workspace import Workspace  # noqa: E402
+from tests.helpers.brokers import start_mosquitto  # noqa: E402
+
+MAM = str(Path(sys.executable).parent / "mam")
+
+
+def rss_kb(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+def cpu_s(pid: int) -> float:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            fields = f.read().rsplit(b")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return 0.0
+
+
+def pct(values: list[float], q: float) -> float:
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
+
+
+def run_point(sessions: int, jobs_per_session: int, broker_env: dict[str, str], *, heartbeat: float) -> dict[str, Any]:
+    root = Path(tempfile.mkdtemp(prefix=f"mam-scale-{sessions}-"))
+    ws = Workspace(root)
+    home = root / ".home"
+    home.mkdir()
+    tmux = f"mam-scale-{uuid.uuid4().hex[:8]}"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("MQTT_", "MAM_", "TMUX"))}
+    env.update(broker_env)
+    env.update({"MAM_WORKSPACE": str(root), "MAM_TMUX_SERVER": tmux, "HOME": str(home), "MAM_POLL_S": "0.1",
+                "MAM_TOPIC_PREFIX": f"mam/scale-{uuid.uuid4().hex[:6]}"})
+    settings = load_settings(env_file=None, environ=env)
+    names = [f"s{i:03d}" for i in range(sessions)]
+    monitor = None
+    try:
+        t0 = time.monotonic()
+        for name in names:
+            done = subprocess.run([MAM, "session", "create", "--agent", "demo", "--role", "dev", "--session", name],
+                                  env=env, capture_output=True, text=True)
+            if done.returncode != 0:
+                raise RuntimeError(f"create {name}: {done.stderr}")
+        created_s = time.monotonic() - t0
+        reg = Registry(ws)
+        pane_pids = [r.pane_pid for r in reg.sessions() if r.pane_pid]
+        reg.close()
+        monitor = subprocess.Popen([MAM, "monitor", "--subscribe", "--interval", "2"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        cpu0 = cpu_s(monitor.pid)
+        outcomes: list[tuple[str, str, int]] = []
+        lock = threading.Lock()
+
+        def worker(name: str) -> None:
+            registry = Registry(ws)
+            try:
+                for j in range(jobs_per_session):
+                    out = delegate(DelegateRequest(target=f"tmux:{name}", brief=f"scale job {j}", start_deadline_s=120,
+                                                   heartbeat_s=heartbeat, timeout_s=600, dispatch_wait_s=600),
+                                   ws=ws, settings=settings, registry=registry)
+                    with lock:
+                        outcomes.append((out.job_id, out.state, out.exit_code))
+            finally:
+                registry.close()
+
+        threads = [threading.Thread(target=worker, args=(n,)) for n in names]
+        start = time.monotonic()
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        wall = time.monotonic() - start
+        monitor_cpu = cpu_s(monitor.pid) - cpu0
+        memory = [rss_kb(p) for p in pane_pids]
+        latencies, events = [], 0
+        for job_id, _state, _code in outcomes:
+            lines = read_audit(ws, job_id)
+            claim = next((line["input"]["at"] for line in lines if line["kind"] == "input" and line["input"]["input"] == "claim"), None)
+            started = next((line["input"]["at"] for line in lines if line["kind"] == "input" and line["input"].get("type") == "started"), None)
+            events += sum(1 for line in lines if line["kind"] == "input" and line["input"]["input"] == "event")
+            if claim is not None and started is not None:
+                latencies.append((started - claim) / 1000)
+        reg = Registry(ws)
+        with reg.read() as conn:
+            stuck = conn.execute("SELECT COUNT(*) FROM jobs WHERE state IN ('pending','delivering','delivered','running')").fetchone()[0]
+            registered = conn.execute("SELECT COUNT(*) FROM jobs").fetchone()[0]
+        reg.close()
+        completed = sum(1 for _j, state, _c in outcomes if state == "completed")
+        return {
+            "sessions": sessions, "jobs": len(outcomes), "completed": completed, "registered": registered,
+            "lost": sessions * jobs_per_session - registered, "stuck_open": stuck, "wall_s": round(wall, 2),
+            "create_s": round(created_s, 2), "jobs_per_min": round(len(outcomes) / wall * 60, 1),
+            "started_p50_s": round(pct(latencies, 0.5), 3), "started_p99_s": round(pct(latencies, 0.99), 3),
+            "events_per_s": round(events / wall, 1), "monitor_cpu_s": round(monitor_cpu, 2),
+            "monitor_cpu_pct": round(100 * monitor_cpu / wall, 2),
+            "rss_per_session_mb": round(statistics.mean(memory) / 1024, 1) if memory else 0.0,
+        }
+    finally:
+        if monitor is not None and monitor.poll() is None:
+            monitor.terminate()
+            monitor.wait(15)
+        subprocess.run(["tmux", "-L", tmux, "kill-server"], capture_output=True)
+        Path(f"/tmp/tmux-{os.getuid()}/{tmux}").unlink(missing_ok=True)
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def plot(rows: list[dict[str, Any]], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    xs = [r["sessions"] for r in rows]
+    fig, left = plt.subplots(figsize=(7, 4))
+    left.plot(xs, [r["started_p50_s"] for r in rows], "o-", label="dispatch to started p50 (s)")
+    left.plot(xs, [r["started_p99_s"] for r in rows], "s--", label="dispatch to started p99 (s)")
+    left.set_xlabel("demo sessions in one workspace")
+    left.set_ylabel("latency (s)")
+    right = left.twinx()
+    right.plot(xs, [r["jobs_per_min"] for r in rows], "^-", color="tab:green", label="jobs per minute")
+    right.set_ylabel("jobs per minute")
+    lines = left.get_legend_handles_labels()[0] + right.get_legend_handles_labels()[0]
+    labels = left.get_legend_handles_labels()[1] + right.get_legend_handles_labels()[1]
+    left.legend(lines, labels, loc="upper left", fontsize=8)
+    left.set_title("mam scale run (2 cores, Mosquitto)")
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sessions", default="10,50,100", help="comma-separated scale points")
+    parser.add_argument("--jobs-per-session", type=int, default=10)
+    parser.add_argument("--heartbeat", type=float, default=2.0)
+    parser.add_argument("--plot", type=Path, default=None, help="write a PNG of latency and throughput against sessions")
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args(argv)
+    broker = start_mosquitto(Path(tempfile.mkdtemp(prefix="mam-scale-broker-")))
+    rows = []
+    try:
+        for n in [int(x) for x in args.sessions.split(",")]:
+            row = run_point(n, args.jobs_per_session, broker.env(), heartbeat=args.heartbeat)
+            rows.append(row)
+            if not args.json:
+                print(json.dumps(row), flush=True)
+    finally:
+        broker.stop()
+    base = rows[0]
+    for r in rows:
+        r["jobs_per_min_vs_first"] = round(r["jobs_per_min"] / base["jobs_per_min"], 2) if base["jobs_per_min"] else None
+        r["p50_vs_first"] = round(r["started_p50_s"] / base["started_p50_s"], 2) if base["started_p50_s"] else None
+    if args.plot:
+        plot(rows, args.plot)
+    if args.json:
+        print(json.dumps(rows, indent=2))
+    else:
+        print(f"{'sessions':>8} {'jobs':>5} {'lost':>4} {'stuck':>5} {'jobs/min':>8} {'p50 s':>6} {'p99 s':>6} {'ev/s':>6} {'mon cpu%':>8} {'MB/sess':>7}")
+        for r in rows:
+            print(f"{r['sessions']:>8} {r['jobs']:>5} {r['lost']:>4} {r['stuck_open']:>5} {r['jobs_per_min']:>8} {r['started_p50_s']:>6} "
+                  f"{r['started_p99_s']:>6} {r['events_per_s']:>6} {r['monitor_cpu_pct']:>8} {r['rss_per_session_mb']:>7}")
+    return 0 if all(r["lost"] == 0 and r["stuck_open"] == 0 for r in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
