@@ -87,8 +87,9 @@ def run_demo(*, echo: Echo, keep: bool = False, loop: bool = True, environ: Mapp
         _create_sessions(ws, settings, registry, env, say)
         _run_jobs(ws, settings, env, say, result)
         if loop:
-            result.loop = _run_loop(ws, settings, registry, env, say)
-            result.ok = result.ok and bool(result.loop) and result.loop.get("exit_code") == 0
+            outcome = _run_loop(ws, settings, registry, env, say)
+            result.loop = outcome
+            result.ok = result.ok and outcome is not None and outcome.get("exit_code") == 0
     finally:
         registry.close()
         TmuxBackend(server, settings=settings, ws=ws).kill_server()

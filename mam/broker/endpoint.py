@@ -66,4 +66,6 @@ def resolve_endpoint(settings: Settings, ws: Workspace, *, autostart: bool = Tru
             "start it with `mam broker start`, or set MQTT_BROKER in .mam.env"
         )
     started = embedded.start(ws, settings)
+    if not started.port:
+        raise BrokerError(f"the embedded broker started but recorded no port; see {started.log}")
     return BrokerEndpoint(host="127.0.0.1", port=started.port, embedded=True)

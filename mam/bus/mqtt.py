@@ -65,7 +65,7 @@ class MqttClient:
             self._client.tls_set(ca_certs=endpoint.ca or None, certfile=endpoint.cert or None, keyfile=endpoint.key or None)
         if will is not None:
             self._client.will_set(will.topic, will.payload, qos=will.qos, retain=will.retain)
-        self._client.reconnect_delay_set(min_delay=0.05, max_delay=1)
+        self._client.reconnect_delay_set(min_delay=0.05, max_delay=1)  # type: ignore[arg-type]  # paho accepts seconds as float
         self._client.max_inflight_messages_set(100)
         self._client.max_queued_messages_set(0)
         self._client.on_connect = self._on_connect

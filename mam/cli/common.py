@@ -85,7 +85,7 @@ def workspace_option(f):  # type: ignore[no-untyped-def]
 
     def remember(ctx: click.Context, _param: click.Parameter, value: str | None) -> str | None:
         if value:
-            ctx.find_object(App).workspace_arg = value
+            ctx.ensure_object(App).workspace_arg = value
         return value
 
     return click.option("--workspace", "-w", metavar="DIR", expose_value=False, callback=remember, is_eager=True,
