@@ -6,7 +6,8 @@ usage() {
     cat <<'USAGE'
 Usage: deploy/install.sh [WORKSPACE]
 
-Install mam from the clone this script lives in into WORKSPACE (default: the current folder):
+Install mam from the clone this script lives in into WORKSPACE (default: the current folder;
+created if missing, once the prerequisites are met):
 a venv at WORKSPACE/.venv with mam in it, the skills in WORKSPACE/.agents/skills/, a
 WORKSPACE/.mam.env from .mam.env.example (only if missing; a legacy .env is copied instead),
 and .venv, .mam/ and .mam.env in WORKSPACE/.gitignore. What it adds is recorded in

@@ -54,6 +54,11 @@ done
 [[ -d "${ARGS[0]}" ]] || die "source folder does not exist: ${ARGS[0]}"
 SRC="$(cd "${ARGS[0]}" && pwd -P)"
 check_clone "$SRC"
+if [[ ! -e "${ARGS[1]}" ]]; then
+    check_prerequisites  # before creating anything
+    mkdir -p -- "${ARGS[1]}"
+    say "created the workspace folder ${ARGS[1]}"
+fi
 resolve_workspace "${ARGS[1]}"
 say "installing mam from $SRC into $WS"
 check_prerequisites

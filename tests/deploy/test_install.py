@@ -467,8 +467,10 @@ def test_old_python_is_a_clear_error(installed: Installed, tmp_path: Path):
     assert list(ws.iterdir()) == []
 
 
-def test_missing_workspace_is_a_clear_error(installed: Installed, tmp_path: Path):
-    r = run(installed.script("install.sh"), str(tmp_path / "nope"), env=installed.env())
+def test_a_missing_workspace_is_created_only_once_prerequisites_pass(installed: Installed, tmp_path: Path):
+    r = run(installed.script("install.sh"), str(tmp_path / "nope"), env=installed.env(PYTHON="no-such-python"))
+    assert r.returncode == 1 and not (tmp_path / "nope").exists()
+    r = run(installed.script("remove.sh"), str(tmp_path / "nope"), env=installed.env())
     assert r.returncode == 1
     assert "workspace folder does not exist" in r.stderr
 
