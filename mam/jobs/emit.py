@@ -18,7 +18,6 @@ from mam.bus.envelope import Envelope
 from mam.bus.mqtt import MqttClient
 from mam.bus.topics import Topics
 from mam.errors import BrokerError, JobError
-from mam.jobs.model import TERMINAL, JobState
 from mam.jobs.record import now_ms, read_record
 from mam.store import jobs as jobs_table
 from mam.store.registry import Registry
@@ -72,7 +71,7 @@ class Emitter:
         with job_lock(self.ws, job_id):
             with self.registry.write() as conn:
                 row = jobs_table.get(conn, job_id)
-                if JobState(row.state) in TERMINAL:
+                if not row.open:  # ended; read off the row so `mam event` never imports the job model
                     raise JobError(f"job {job_id} already ended: {row.state} ({row.reason or 'no reason'})", job_id=job_id)
                 seq = jobs_table.next_seq(conn, job_id)
                 env = Envelope(kind="event", job=job_id, seq=seq, type=type, sender=sender, ts=now_ms(), body=dict(body)).signed(token)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import queue
 from dataclasses import dataclass, field
 
+from mam.bus.envelope import Envelope
 from mam.bus.mqtt import MqttClient
 from mam.jobs import record as rec
 from mam.jobs.gate import EventGate
@@ -27,6 +28,7 @@ class Intake:
     disk_seq: int = 0
     mqtt_seen: int = 0
     _queue: queue.Queue[bytes] = field(default_factory=queue.Queue)
+    _unstored: list[tuple[Envelope, str]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         job = self.ledger.job
@@ -42,7 +44,7 @@ class Intake:
         self._queue.put(payload)
 
     def pump(self, wait: float) -> None:
-        """Wait up to `wait` seconds for news, then process everything that arrived."""
+        """Wait up to `wait` seconds for news, then process everything that arrived, committed as one batch."""
         messages: list[bytes] = []
         try:
             messages.append(self._queue.get(timeout=wait))
@@ -50,14 +52,18 @@ class Intake:
                 messages.append(self._queue.get_nowait())
         except queue.Empty:
             pass
-        # The disk path first: an event is committed to disk before it is published.
-        if self.local:
-            self._drain_disk()
-        for payload in messages:
-            self.mqtt_seen += 1
-            self._take(payload, "mqtt")
-            if self.ledger.job.terminal:
-                break
+        with self.ledger.batch():
+            try:
+                # The disk path first: an event is committed to disk before it is published.
+                if self.local:
+                    self._drain_disk()
+                for payload in messages:
+                    self.mqtt_seen += 1
+                    self._take(payload, "mqtt")
+                    if self.ledger.job.terminal:
+                        break
+            finally:
+                self._store_remote()  # before the batch commits: stored, then applied
 
     def _drain_disk(self) -> None:
         for row in self.registry.events_after(self.ledger.job.id, self.disk_seq):
@@ -65,21 +71,26 @@ class Intake:
             self._take(row.raw.encode("utf-8"), "disk")
 
     def _take(self, raw: bytes, path: str) -> None:
-        job_id = self.ledger.job.id
         verdict = self.gate.check(raw, path)
         if not verdict.accepted:
             if not verdict.silent:
-                rec.audit(self.registry.ws, job_id, "rejected", reason=verdict.reason, path=path, detail=verdict.detail,
-                          excerpt=raw[:EXCERPT].decode("utf-8", "replace"))
+                self.ledger.note("rejected", reason=verdict.reason, path=path, detail=verdict.detail,
+                                 excerpt=raw[:EXCERPT].decode("utf-8", "replace"))
             return
         env = verdict.envelope
         assert env is not None
         if verdict.gap:
-            rec.audit(self.registry.ws, job_id, "seq_gap", missing=verdict.gap, seq=env.seq, path=path)
+            self.ledger.note("seq_gap", missing=verdict.gap, seq=env.seq, path=path)
         if not self.local and path == "mqtt":
-            with self.registry.write() as conn:  # keep remote events in the local store too (`mam job log`)
-                jobs_table.add_event(conn, job_id=job_id, seq=env.seq, type=env.type, sender=env.sender, ts=env.ts,
-                                     raw=raw.decode("utf-8"), published=True)
+            self._unstored.append((env, raw.decode("utf-8")))  # keep remote events in the local store too (`mam job log`)
         why = self.ledger.apply(Event(at=rec.now_ms(), seq=env.seq, type=env.type, sender=env.sender, body=dict(env.body)))
         if why:  # accepted events are logged by the ledger as inputs
-            rec.audit(self.registry.ws, job_id, "ignored", reason=why, path=path, seq=env.seq, type=env.type, sender=env.sender)
+            self.ledger.note("ignored", reason=why, path=path, seq=env.seq, type=env.type, sender=env.sender)
+
+    def _store_remote(self) -> None:
+        if not self._unstored:
+            return
+        with self.registry.write() as conn:
+            for env, raw in self._unstored:
+                jobs_table.add_event(conn, job_id=env.job, seq=env.seq, type=env.type, sender=env.sender, ts=env.ts, raw=raw, published=True)
+        self._unstored.clear()

@@ -230,7 +230,7 @@ def replay(job: Job, inputs: Iterable[Input]) -> Job:
 
 # -- (de)serialising inputs for the audit log ---------------------------------------------------
 def input_to_dict(inp: Input) -> dict[str, Any]:
-    data = asdict(inp)
+    data = dict(vars(inp))  # shallow, unlike asdict: every field is a scalar but `body`, copied below
     data["input"] = type(inp).__name__.lower()
     if isinstance(inp, End):
         data["state"] = inp.state.value

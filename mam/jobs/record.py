@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import time
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -62,13 +63,20 @@ def public(record: dict[str, Any]) -> dict[str, Any]:
 
 def audit(ws: Workspace, job_id: str, kind: str, **fields: Any) -> None:
     """Append one line to the job's audit log (creating its folder, 0700)."""
+    audit_many(ws, job_id, [(kind, fields)])
+
+
+def audit_many(ws: Workspace, job_id: str, entries: Iterable[tuple[str, Mapping[str, Any]]]) -> None:
+    """Append one line per (kind, fields), in order, with a single write: a burst costs about one line."""
     folder = ws.job_log_dir(job_id)
+    stamp = {"ts_ms": now_ms(), "pid": os.getpid()}
+    lines = [json.dumps({**stamp, "kind": kind, **{k: v for k, v in fields.items() if k not in SECRET_FIELDS}},
+                        sort_keys=True, ensure_ascii=False, default=str) for kind, fields in entries]
+    if not lines:
+        return
     if not folder.is_dir():
         folder.mkdir(mode=0o700, parents=True, exist_ok=True)
-    for secret in SECRET_FIELDS:
-        fields.pop(secret, None)
-    line = json.dumps({"ts_ms": now_ms(), "pid": os.getpid(), "kind": kind, **fields}, sort_keys=True, ensure_ascii=False, default=str)
-    append_line(audit_path(ws, job_id), line)
+    append_line(folder / AUDIT, "\n".join(lines))
 
 
 def read_audit(ws: Workspace, job_id: str) -> list[dict[str, Any]]:

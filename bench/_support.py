@@ -1,0 +1,164 @@
+"""What the bench scripts share: private brokers on free loopback ports, a clean environment,
+medians, and a description of the machine. Nothing here reads the user's settings.
+
+Every process started here is stopped through its own Popen handle (never by name), and
+no broker ever binds anything but 127.0.0.1 or uses port 1883.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+VENV_BIN = REPO / ".venv" / "bin"
+ENV_PREFIXES = ("MQTT_", "MAM_", "HERDR_", "TMUX", "AGENT_PYTHON")
+
+
+def venv_python() -> Path:
+    """The venv's own interpreter (no pyenv shim), else the one running this script."""
+    candidate = VENV_BIN / "python"
+    return candidate if candidate.exists() else Path(sys.executable)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def accepts(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+            return True
+    except OSError:
+        return False
+
+
+@dataclass
+class Broker:
+    kind: str
+    port: int
+    proc: subprocess.Popen[bytes]
+    log: Path
+
+    host = "127.0.0.1"
+
+    def stop(self) -> None:
+        """SIGINT (both brokers stop cleanly on it), then SIGKILL if it lingers."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGINT)
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+
+
+def mosquitto_bin() -> str | None:
+    return shutil.which("mosquitto") or ("/usr/sbin/mosquitto" if Path("/usr/sbin/mosquitto").exists() else None)
+
+
+def start_mosquitto(workdir: Path) -> Broker:
+    binary = mosquitto_bin()
+    if binary is None:
+        raise RuntimeError("mosquitto is not installed (apt-get install -y mosquitto)")
+    port = free_port()
+    conf = workdir / "mosquitto.conf"
+    conf.write_text(f"listener {port} 127.0.0.1\nallow_anonymous true\npersistence false\n"
+                    "log_dest stderr\nlog_type error\nlog_type warning\n")
+    return _start("mosquitto", [binary, "-c", str(conf)], port, workdir)
+
+
+def start_amqtt(workdir: Path) -> Broker:
+    port = free_port()
+    return _start("amqtt", [str(venv_python()), "-m", "mam.broker.serve", "--port", str(port)], port, workdir)
+
+
+def _start(kind: str, argv: list[str], port: int, workdir: Path) -> Broker:
+    log = workdir / f"{kind}.log"
+    with open(log, "ab") as out:
+        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, cwd=workdir)
+    broker = Broker(kind, port, proc, log)
+    deadline = time.monotonic() + 20
+    while not accepts(port):
+        if proc.poll() is not None or time.monotonic() > deadline:
+            broker.stop()
+            raise RuntimeError(f"{kind} did not start on 127.0.0.1:{port}: {log.read_text(errors='replace')[-1000:]}")
+        time.sleep(0.02)
+    return broker
+
+
+def clean_environ(pycache: Path | None = None, **extra: str) -> dict[str, str]:
+    """This process's environment without any mam/MQTT/tmux settings, plus `extra`.
+
+    With `pycache`, child interpreters cache bytecode there (PYTHONPYCACHEPREFIX) even when this
+    environment sets PYTHONDONTWRITEBYTECODE: an installed mam has its .pyc files, and without
+    them every start compiles mam's modules again, which is not what users pay. Nothing is
+    written into the repository.
+    """
+    env = {k: v for k, v in os.environ.items() if not k.startswith(ENV_PREFIXES)}
+    if pycache is not None:
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
+        env["PYTHONPYCACHEPREFIX"] = str(pycache)
+    env.update(extra)
+    return env
+
+
+def median(values: list[float]) -> float:
+    return statistics.median(values) if values else float("nan")
+
+
+def _first_line(argv: list[str]) -> str:
+    try:
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return "not installed"
+    text = (proc.stdout or proc.stderr).strip().splitlines()
+    return text[0] if text else "unknown"
+
+
+def _version(dist: str) -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(dist)
+    except PackageNotFoundError:
+        return "not installed"
+
+
+def machine() -> dict[str, str]:
+    """Where the numbers come from: cores, interpreter, broker and library versions, load, date."""
+    mosquitto = mosquitto_bin()
+    load = os.getloadavg() if hasattr(os, "getloadavg") else (0.0, 0.0, 0.0)
+    return {
+        "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
+        "nproc": str(os.cpu_count()),
+        "cpu": _cpu_model(),
+        "python": f"{platform.python_version()} ({venv_python()})",
+        "mosquitto": _first_line([mosquitto, "-h"]) if mosquitto else "not installed",
+        "tmux": _first_line(["tmux", "-V"]) if shutil.which("tmux") else "not installed",
+        "paho-mqtt": _version("paho-mqtt"),
+        "amqtt": _version("amqtt"),
+        "loadavg": " ".join(f"{x:.2f}" for x in load),
+    }
+
+
+def _cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"

@@ -1,0 +1,200 @@
+"""Where the time of a `mam job delegate` goes, for a job the demo agent completes at once.
+
+Usage: python bench/delegate_overhead.py [--jobs 10] [--broker mosquitto|amqtt] [--json]
+
+Set-up (not timed): a temporary workspace with its own HOME, a private tmux server (a unique
+socket name), a private broker on a free loopback port (started through its own Popen handle),
+and one demo agent session created with `mam session create --agent demo`.
+
+Timed: `--jobs` runs, one after another, of
+    <venv>/bin/mam job delegate --target tmux:bench --brief "..." --json --start-deadline 30 --heartbeat 1
+as a fresh process (after one untimed warm-up job). Each job is broken down from its audit log
+(wrapper clock) and the agent's signed events (agent clock, same host):
+
+  start-up   CLI process spawned -> job `created` (interpreter, imports, settings, registry)
+  queue      created -> claim      (registry, session lookup, turn wait, liveness check)
+  inject     claim -> injected     (wait for the agent's prompt, paste the brief, Enter)
+  ack        delivered -> started  (the agent reads the brief and runs `mam event started`;
+             split into agent -> signed, and signed -> wrapper applied it)
+  complete   started -> completed  (the agent runs `mam event completed`; the work itself is nil)
+  exit       completed -> process exit (final state published, output, interpreter exit)
+  total      wall time of the CLI process
+
+Prints the median of each. Cleans up everything it started: the tmux server (killed through its
+own socket, which is then removed), the broker, the workspace. Exits non-zero only on an error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+sys.path.append(str(Path(__file__).resolve().parents[1]))  # for `bench._support`; mam itself comes from the venv
+
+from bench import _support as support  # noqa: E402
+
+SESSION = "bench"
+SEGMENTS = (
+    ("startup", "CLI spawn -> created", "process start, imports, settings, registry, register"),
+    ("queue", "created -> claim", "registry + session lookup + turn wait + liveness check"),
+    ("inject", "claim -> injected", "wait for the prompt, paste, Enter"),
+    ("ack", "delivered -> started", "agent reads the brief, runs `mam event started`, wrapper applies it"),
+    ("ack_agent", "  delivered -> signed", "agent side: reaction + `mam event started` up to signing"),
+    ("ack_wire", "  signed -> applied", "publish, broker, wrapper intake + ledger commit"),
+    ("complete", "started -> completed", "agent runs `mam event completed` (no work), wrapper applies it"),
+    ("exit", "completed -> exit", "final state published, output, interpreter exit"),
+    ("total", "total wall", "the whole `mam job delegate` process"),
+)
+
+
+def tmux_socket(name: str) -> Path:
+    return Path(os.environ.get("TMUX_TMPDIR") or "/tmp") / f"tmux-{os.getuid()}" / name
+
+
+def kill_tmux(name: str) -> None:
+    """Kill the private tmux server through its own socket, then remove the socket file."""
+    if tmux_socket(name).exists():
+        subprocess.run(["tmux", "-L", name, "kill-server"], capture_output=True, timeout=10)
+    tmux_socket(name).unlink(missing_ok=True)
+
+
+def run_mam(args: list[str], env: dict[str, str], cwd: Path, timeout: float = 90) -> subprocess.CompletedProcess[str]:
+    proc = subprocess.run([str(support.VENV_BIN / "mam"), *args], env=env, cwd=cwd, capture_output=True, text=True, timeout=timeout)
+    if proc.returncode != 0:
+        raise RuntimeError(f"mam {' '.join(args[:3])} exited {proc.returncode}: {proc.stderr.strip()[-800:]}")
+    return proc
+
+
+def delegate_once(i: int, env: dict[str, str], ws: Any) -> dict[str, float]:
+    """Run one `mam job delegate` and break its time down (ms)."""
+    from mam.jobs.record import read_audit
+    from mam.store.registry import Registry
+
+    spawned_ms = time.time() * 1000
+    start = time.perf_counter()
+    proc = run_mam(["job", "delegate", "--target", f"tmux:{SESSION}", "--brief", f"Benchmark job {i}: nothing to do, report at once.",
+                    "--json", "--start-deadline", "30", "--heartbeat", "1"], env, ws.root)
+    total = (time.perf_counter() - start) * 1000
+    exited_ms = spawned_ms + total
+    record = json.loads(proc.stdout)
+    if record.get("state") != "completed":
+        raise RuntimeError(f"job {record.get('id')} ended {record.get('state')} ({record.get('reason')}): {record.get('detail')}")
+    job_id = record["id"]
+    audit = read_audit(ws, job_id)
+    at: dict[str, float] = {}
+    for line in audit:
+        if line["kind"] in ("created", "injected"):
+            at.setdefault(line["kind"], line["ts_ms"])
+        elif line["kind"] == "input":
+            inp = line["input"]
+            name = inp.get("type") if inp["input"] == "event" else inp["input"]
+            at.setdefault(str(name), inp["at"])
+    registry = Registry(ws)
+    try:
+        signed = {e.type: e.ts for e in registry.events_after(job_id)}
+    finally:
+        registry.close()
+    missing = [k for k in ("created", "claim", "injected", "delivered", "started", "completed") if k not in at]
+    if missing or "started" not in signed:
+        raise RuntimeError(f"job {job_id}: audit log lacks {missing or ['signed started event']}")
+    return {
+        "startup": at["created"] - spawned_ms,
+        "queue": at["claim"] - at["created"],
+        "inject": at["injected"] - at["claim"],
+        "ack": at["started"] - at["delivered"],
+        "ack_agent": signed["started"] - at["delivered"],
+        "ack_wire": at["started"] - signed["started"],
+        "complete": at["completed"] - at["started"],
+        "exit": exited_ms - at["completed"],
+        "total": total,
+    }
+
+
+def wait_heartbeaters_gone(ws: Any, timeout: float = 15) -> None:
+    """The demo agent's heartbeaters stop by themselves once their agent is gone; wait for that."""
+    from mam.util.proc import pid_alive
+
+    deadline = time.monotonic() + timeout
+    for pidfile in ws.logs_dir.glob("*/heartbeat.pid"):
+        try:
+            pid = int(pidfile.read_text().strip())
+        except (OSError, ValueError):
+            continue
+        while pid_alive(pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--jobs", type=int, default=10, help="timed delegations (default 10)")
+    parser.add_argument("--broker", choices=("mosquitto", "amqtt"), default="mosquitto", help="private broker to use (default mosquitto)")
+    parser.add_argument("--json", action="store_true", help="print the result as JSON")
+    args = parser.parse_args(argv)
+    if args.jobs <= 0:
+        parser.error("--jobs must be positive")
+    if shutil.which("tmux") is None:
+        print("delegate_overhead: error: tmux is not installed", file=sys.stderr)
+        return 2
+
+    from mam.workspace import Workspace
+
+    root = Path(tempfile.mkdtemp(prefix="mam-bench-delegate-"))
+    tmux_name = f"mam-bench-{uuid.uuid4().hex[:8]}"
+    broker = None
+    ws = Workspace((root / "ws").resolve())
+    rows: list[dict[str, float]] = []
+    wall_start = time.perf_counter()
+    try:
+        ws.root.mkdir()
+        home = root / "home"
+        for sub in ("", ".config", ".local/share", ".cache"):
+            (home / sub).mkdir(parents=True, exist_ok=True)
+        broker = (support.start_amqtt if args.broker == "amqtt" else support.start_mosquitto)(root)
+        env = support.clean_environ(
+            root / "pycache", MAM_WORKSPACE=str(ws.root), MAM_TMUX_SERVER=tmux_name, MQTT_BROKER=broker.host, MQTT_PORT=str(broker.port),
+            HOME=str(home), XDG_CONFIG_HOME=str(home / ".config"), XDG_DATA_HOME=str(home / ".local/share"),
+            XDG_CACHE_HOME=str(home / ".cache"), SHELL="/bin/sh", MAM_DEMO_BEHAVIOUR="ok",
+            PATH=os.pathsep.join([str(support.VENV_BIN), os.environ.get("PATH", os.defpath)]),
+        )
+        run_mam(["session", "create", "--agent", "demo", "--role", "dev", "--session", SESSION, "--json"], env, ws.root)
+        delegate_once(0, env, ws)  # warm-up: bytecode cache, SQLite pages, the agent's first prompt
+        for i in range(1, args.jobs + 1):
+            rows.append(delegate_once(i, env, ws))
+            if not args.json:
+                r = rows[-1]
+                print(f"job {i:2}: total {r['total']:7.1f} ms  (start-up {r['startup']:6.1f}, queue {r['queue']:6.1f}, inject {r['inject']:6.1f}, "
+                      f"ack {r['ack']:6.1f}, complete {r['complete']:6.1f}, exit {r['exit']:6.1f})", flush=True)
+    except Exception as e:  # noqa: BLE001 - one line on stderr, exit 1
+        print(f"delegate_overhead: error: {e}", file=sys.stderr)
+        return 1
+    finally:
+        kill_tmux(tmux_name)
+        wait_heartbeaters_gone(ws)
+        if broker is not None:
+            broker.stop()
+        shutil.rmtree(root, ignore_errors=True)
+
+    medians = {key: round(float(support.median([r[key] for r in rows])), 1) for key, _label, _what in SEGMENTS}
+    result = {"jobs": args.jobs, "broker": args.broker, "median_ms": medians,
+              "runs_ms": [{k: round(float(v), 1) for k, v in r.items()} for r in rows],
+              "bench_seconds": round(time.perf_counter() - wall_start, 1), "machine": support.machine()}
+    if args.json:
+        print(json.dumps(result, indent=2))
+        return 0
+    print(f"\nmedians over {args.jobs} jobs ({args.broker}):")
+    for key, label, what in SEGMENTS:
+        print(f"  {label:24} {medians[key]:8.1f} ms   {what}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

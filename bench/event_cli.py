@@ -1,0 +1,189 @@
+"""One `mam event progress` as a fresh process against a minimal paho publish script, same interpreter.
+
+Usage: python bench/event_cli.py [--runs 21] [--venv .venv] [--no-bytecode-cache] [--json]
+
+Set-up (not timed): a private Mosquitto on a free loopback port (started and stopped by this
+script), a temporary workspace, and a job registered through `Ledger.register` in the running
+state, whose registry this script keeps open for the whole run, as the wrapper of a delegated
+job does while the agent reports.
+
+Timed, interleaved, --runs times each (after untimed warm-up runs that also fill the bytecode cache):
+  mam       `<venv>/bin/mam event progress --job ID --message m`: start, read settings and the
+            job record, store the event (allocating its seq) under the per-job lock, sign it,
+            publish it with QoS 1, wait for the broker's ack, mark it published, exit.
+  baseline  `<venv>/bin/python paho_once.py`: import paho, connect, publish one QoS 1 message
+            of the same size, wait for the ack, exit.
+  floor     `<venv>/bin/python -c pass` (informational: the interpreter's own start-up).
+
+Children cache their bytecode in a temporary PYTHONPYCACHEPREFIX even if this environment sets
+PYTHONDONTWRITEBYTECODE (an installed mam has its .pyc files; `--no-bytecode-cache` measures
+without). Prints the median wall time of each and mam/baseline (target: <= 1.5x), plus the
+median CPU time of each (steadier than wall time on a busy machine). Exits non-zero only on an error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.append(str(Path(__file__).resolve().parents[1]))  # for `bench._support`; mam itself comes from the venv
+
+from bench import _support as support  # noqa: E402
+
+TARGET = 1.5
+
+PAHO_ONCE = '''\
+"""Connect, publish one QoS 1 message, wait for the broker's ack, exit."""
+import sys
+
+import paho.mqtt.client as paho
+
+host, port, topic, size = sys.argv[1], int(sys.argv[2]), sys.argv[3], int(sys.argv[4])
+client = paho.Client(paho.CallbackAPIVersion.VERSION2, protocol=paho.MQTTv311)
+client.connect(host, port)
+client.loop_start()
+info = client.publish(topic, b"x" * size, qos=1)
+info.wait_for_publish(5)
+client.disconnect()
+client.loop_stop()
+sys.exit(0 if info.is_published() else 1)
+'''
+
+
+def timed(argv: list[str], env: dict[str, str], cwd: Path, expect: str = "") -> float:
+    """Wall ms of one run of argv; raises RuntimeError if it fails or `expect` is not in its output."""
+    start = time.perf_counter()
+    proc = subprocess.Popen(argv, env=env, cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    out, err = proc.communicate(timeout=60)
+    wall = (time.perf_counter() - start) * 1000
+    if proc.returncode != 0 or expect not in out.decode(errors="replace"):
+        raise RuntimeError(f"{' '.join(argv[:4])} ... exited {proc.returncode}: {err.decode(errors='replace').strip()[-500:]}")
+    return wall
+
+
+def children_cpu_ms() -> float:
+    """CPU time of the reaped children so far (the difference around one run is that run's CPU)."""
+    import resource
+
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return (ru.ru_utime + ru.ru_stime) * 1000
+
+
+def register_job(ws: Any, prefix: str) -> tuple[Any, str]:
+    """A running job in `ws`, as a wrapper would have it after `started`; returns (open registry, job id)."""
+    from mam.jobs.ledger import Ledger, new_job_id, new_owner
+    from mam.jobs.model import Job, JobState
+    from mam.jobs.record import now_ms
+    from mam.store.registry import Registry
+
+    registry = Registry(ws)
+    now = now_ms()
+    job = Job(id=new_job_id(), session="bench", nonce="0" * 16, created_ms=now, start_deadline_ms=600_000, heartbeat_ms=600_000,
+              heartbeat_k=4, budget_ms=3_600_000, state=JobState.RUNNING, claimed_ms=now, delivered_ms=now, started_ms=now)
+    Ledger.register(ws, registry, job, owner=new_owner(), meta={"target": "bench", "kind": "job", "topic_prefix": prefix})
+    return registry, job.id
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter, epilog=f"Target: mam <= {TARGET}x the baseline.")
+    parser.add_argument("--runs", type=int, default=21, help="timed runs of each command, interleaved (default 21)")
+    parser.add_argument("--venv", type=Path, default=support.REPO / ".venv", help="venv holding mam and paho (default: the repo's .venv)")
+    parser.add_argument("--no-bytecode-cache", action="store_true",
+                        help="let the children run without cached bytecode when PYTHONDONTWRITEBYTECODE is set (default: cache it in a temp dir)")
+    parser.add_argument("--json", action="store_true", help="print the result as JSON")
+    args = parser.parse_args(argv)
+    if args.runs <= 0:
+        parser.error("--runs must be positive")
+    mam, python = args.venv / "bin" / "mam", args.venv / "bin" / "python"
+    for path in (mam, python):
+        if not path.exists():
+            print(f"event_cli: error: {path} not found (install mam into {args.venv} first)", file=sys.stderr)
+            return 2
+
+    from mam.store import jobs as jobs_table
+    from mam.workspace import Workspace
+
+    root = Path(tempfile.mkdtemp(prefix="mam-bench-event-cli-"))
+    broker = None
+    registry = None
+    try:
+        broker = support.start_mosquitto(root)
+        ws = Workspace((root / "ws").resolve())
+        ws.root.mkdir()
+        prefix = "bench/event-cli"
+        registry, job_id = register_job(ws, prefix)
+        pycache = None if args.no_bytecode_cache else root / "pycache"
+        env = support.clean_environ(pycache, MAM_WORKSPACE=str(ws.root), MQTT_BROKER=broker.host, MQTT_PORT=str(broker.port))
+        script = root / "paho_once.py"
+        script.write_text(PAHO_ONCE)
+        mam_argv = [str(mam), "event", "progress", "--job", job_id, "--message", "m"]
+
+        timed(mam_argv, env, ws.root, expect="published")  # warm-up; also gives the size of a real event
+        with registry.read() as conn:
+            size = len(jobs_table.events_after(conn, job_id)[-1].raw.encode("utf-8"))
+        base_argv = [str(python), str(script), broker.host, str(broker.port), f"{prefix}/baseline", str(size)]
+        pass_argv = [str(python), "-c", "pass"]
+        cases = {"mam": (mam_argv, "published"), "baseline": (base_argv, ""), "floor": (pass_argv, "")}
+        for argv_, expect in cases.values():  # warm-up (fills the bytecode cache)
+            timed(argv_, env, ws.root, expect)
+
+        wall: dict[str, list[float]] = {k: [] for k in cases}
+        cpu: dict[str, list[float]] = {k: [] for k in cases}
+        order = list(cases)
+        for i in range(args.runs):
+            for name in order if i % 2 == 0 else order[::-1]:
+                argv_, expect = cases[name]
+                before = children_cpu_ms()
+                wall[name].append(timed(argv_, env, ws.root, expect))
+                cpu[name].append(children_cpu_ms() - before)
+        with registry.read() as conn:
+            published = sum(1 for e in jobs_table.events_after(conn, job_id) if e.published)
+        if published != args.runs + 2:
+            raise RuntimeError(f"{published} events marked published, expected {args.runs + 2}")
+    except Exception as e:  # noqa: BLE001 - one line on stderr, exit 1
+        print(f"event_cli: error: {e}", file=sys.stderr)
+        return 1
+    finally:
+        if registry is not None:
+            registry.close()
+        if broker is not None:
+            broker.stop()
+        shutil.rmtree(root, ignore_errors=True)
+
+    med = {k: support.median(v) for k, v in wall.items()}
+    result = {
+        "runs": args.runs,
+        "event_bytes": size,
+        "mam_median_ms": round(med["mam"], 1),
+        "baseline_median_ms": round(med["baseline"], 1),
+        "floor_median_ms": round(med["floor"], 1),
+        "ratio": round(med["mam"] / med["baseline"], 2),
+        "target": TARGET,
+        "cpu_median_ms": {k: round(support.median(v), 1) for k, v in cpu.items()},
+        "cpu_ratio": round(support.median(cpu["mam"]) / support.median(cpu["baseline"]), 2),
+        "wall_min_ms": {k: round(min(v), 1) for k, v in wall.items()},
+        "bytecode_cache": not args.no_bytecode_cache,
+        "machine": support.machine(),
+    }
+    if args.json:
+        print(json.dumps(result, indent=2))
+        return 0
+    print(f"median of {args.runs} interleaved runs each (event of {size} B, Mosquitto on 127.0.0.1:{broker.port if broker else '?'})")
+    print(f"  {'':34} {'wall ms':>8} {'min ms':>8} {'CPU ms':>8}")
+    labels = {"mam": "mam event progress", "baseline": "paho connect+publish QoS 1+ack", "floor": "python -c pass"}
+    for k, label in labels.items():
+        print(f"  {label:34} {med[k]:8.1f} {min(wall[k]):8.1f} {support.median(cpu[k]):8.1f}")
+    verdict = "met" if result["ratio"] <= TARGET else "MISSED"
+    print(f"ratio mam/baseline: {result['ratio']:.2f}x wall (CPU {result['cpu_ratio']:.2f}x)   target: <= {TARGET}x -> {verdict}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

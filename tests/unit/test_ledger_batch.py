@@ -1,0 +1,101 @@
+"""Ledger.batch(): a burst of inputs committed once, with the same audit lines in the same order,
+and the same answers to a cancel or a take-over as inputs committed one by one."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from mam.bus.envelope import Envelope
+from mam.jobs import record as rec
+from mam.jobs.intake import Intake
+from mam.jobs.ledger import Ledger, TakenOver, new_owner
+from mam.jobs.model import Event, Job, JobState
+from mam.jobs.queries import end_job
+from mam.store import jobs as jobs_table
+from mam.store.registry import Registry
+from mam.workspace import Workspace
+from tests.helpers.jobs import replayed_state
+
+
+@pytest.fixture
+def ledger(tmp_path: Path) -> Iterator[Ledger]:
+    ws = Workspace(tmp_path / "ws")
+    ws.root.mkdir()
+    registry = Registry(ws)
+    job = Job(id="job-0123456789abcdef", session="s", nonce="n" * 16, created_ms=1, start_deadline_ms=60_000, heartbeat_ms=60_000,
+              heartbeat_k=4, budget_ms=3_600_000, state=JobState.RUNNING, claimed_ms=1, delivered_ms=1, started_ms=1)
+    yield Ledger.register(ws, registry, job, owner=new_owner(), meta={"target": "s", "kind": "job", "topic_prefix": "t"})
+    registry.close()
+
+
+def progress(seq: int) -> Event:
+    return Event(at=1000 + seq, seq=seq, type="progress", sender="agent", body={"message": f"step {seq}"})
+
+
+def commits(ledger: Ledger) -> list[str]:
+    """Kinds of the audit lines after `created`."""
+    return [line["kind"] for line in rec.read_audit(ledger.ws, ledger.job.id)][1:]
+
+
+def test_a_batch_commits_once_at_the_end_with_every_line_in_order(ledger: Ledger) -> None:
+    seen: list[int] = []
+    ledger.on_commit = lambda job, _inp: seen.append(job.last_seq)
+    with ledger.batch():
+        assert ledger.apply(progress(1)) == ""
+        ledger.note("rejected", reason="bad_signature")
+        assert ledger.apply(progress(2)) == ""
+        assert ledger.apply(progress(2)) == "replay"
+        assert ledger.job.last_seq == 2
+        assert ledger.registry.job(ledger.job.id).data["job"]["last_seq"] == 0  # nothing committed yet
+        assert commits(ledger) == []
+    assert ledger.registry.job(ledger.job.id).data["job"]["last_seq"] == 2
+    assert rec.read_record(ledger.ws, ledger.job.id)["last_seq"] == 2
+    assert commits(ledger) == ["input", "rejected", "input"]
+    assert seen == [1, 2]
+    assert replayed_state(ledger.ws, ledger.job.id) == ledger.job
+
+
+def test_outside_a_batch_each_input_commits_at_once(ledger: Ledger) -> None:
+    ledger.apply(progress(1))
+    assert ledger.registry.job(ledger.job.id).data["job"]["last_seq"] == 1
+    ledger.note("seq_gap", missing=1)
+    assert commits(ledger) == ["input", "seq_gap"]
+
+
+def test_a_cancel_during_a_batch_wins_and_the_held_inputs_are_not_logged(ledger: Ledger) -> None:
+    with ledger.batch():
+        ledger.apply(progress(1))
+        ledger.note("rejected", reason="replay")
+        end_job(ledger.ws, ledger.registry, ledger.job.id, JobState.CANCELLED, "cancelled_by_user", 5, by="cancel")
+    assert ledger.job.state is JobState.CANCELLED
+    assert commits(ledger) == ["input", "rejected"]  # the cancel's own input line, then what the batch saw
+    assert replayed_state(ledger.ws, ledger.job.id).state is JobState.CANCELLED
+
+
+def test_a_take_over_during_a_batch_raises_when_it_commits(ledger: Ledger) -> None:
+    with pytest.raises(TakenOver):
+        with ledger.batch():
+            ledger.apply(progress(1))
+            with ledger.registry.write() as conn:
+                jobs_table.update(conn, ledger.job.id, owner="someone-else")
+    assert ledger.job.last_seq == 0
+
+
+def test_intake_takes_a_burst_in_one_batch_and_stops_at_the_end(ledger: Ledger) -> None:
+    intake = Intake(ledger, ledger.registry, local=False)
+
+    def wire(seq: int, type: str = "progress") -> bytes:
+        return Envelope("event", ledger.job.id, seq, type, "agent", 1000 + seq, {"message": "m"}).signed(ledger.token).encode()
+
+    for raw in (wire(1), wire(1), b"junk", wire(3), wire(4, "completed"), wire(5)):
+        intake.feed(raw)
+    intake.pump(0)
+    assert ledger.job.state is JobState.COMPLETED and ledger.job.last_seq == 4
+    # seq 1 twice on one path is a replay; seq 5 came after the end and is left alone.
+    assert commits(ledger) == ["input", "rejected", "rejected", "seq_gap", "input", "input"]
+    assert [e.seq for e in ledger.registry.events_after(ledger.job.id)] == [1, 3, 4]
+    row = ledger.registry.job(ledger.job.id)
+    assert (row.state, replayed_state(ledger.ws, ledger.job.id).state.value) == ("completed", "completed")
