@@ -84,7 +84,10 @@ class Ledger:
     @classmethod
     def take_over(cls, ws: Workspace, registry: Registry, job_id: str) -> Ledger:
         """Become the owner of an existing job (a retried wrapper); the previous owner stops touching it."""
+        from mam.jobs.audit_log import repair
+
         data = rec.read_record(ws, job_id)
+        repair(ws, registry, job_id)  # a previous owner may have died between its commit and its audit line
         owner = new_owner()
         with registry.write() as conn:
             row = jobs_table.get(conn, job_id)
@@ -146,6 +149,9 @@ class Ledger:
                                    reason=new.reason, exit_code=new.exit_code, data=self._row_data(new),
                                    ended_at=(new.ended_ms / 1000 if new.ended_ms else None))
             row = None if ok else jobs_table.get(conn, new.id)
+            if ok:  # the transition lines commit with the state they produce (the file is repaired from them)
+                numbered = iter(jobs_table.add_inputs(conn, new.id, [fields for kind, fields in held.lines if kind == "input"]))
+                held.lines = [(kind, next(numbered) if kind == "input" else fields) for kind, fields in held.lines]
         if row is not None:
             self.job = held.base
             self._write_lines(held, inputs=False)  # what was seen stays noted; the inputs were not applied

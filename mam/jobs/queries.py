@@ -64,9 +64,11 @@ def end_job(ws: Workspace, registry: Registry, job_id: str, state: JobState, rea
         new, _ = step(Job.from_dict(row.data.get("job", {})), inp)
         jobs_table.update(conn, job_id, expected_state=row.state, state=new.state.value, reason=new.reason,
                           exit_code=new.exit_code, data={**row.data, "job": new.as_dict()}, ended_at=now / 1000)
+        (line,) = jobs_table.add_inputs(conn, job_id, [{"input": input_to_dict(inp), "state": new.state.value, "reason": new.reason,
+                                                        "exit_code": new.exit_code, "by": by}])
     try:
         rec.write_record(ws, job_id, {**rec.read_record(ws, job_id), **new.as_dict()})
     except JobError:
         pass
-    rec.audit(ws, job_id, "input", input=input_to_dict(inp), state=new.state.value, reason=new.reason, exit_code=new.exit_code, by=by)
+    rec.audit(ws, job_id, "input", **line)
     return new

@@ -33,9 +33,12 @@ def close_if_abandoned(ws: Workspace, registry: Registry, job_id: str, *, by: st
     new, _why = step(job, inp)
     if not new.terminal:
         return None
+    line = {"input": input_to_dict(inp), "state": new.state.value, "reason": new.reason, "exit_code": new.exit_code, "by": by}
     with registry.write() as conn:
         ok = jobs_table.update(conn, job_id, expected_owner=row.owner, expected_state=row.state, state=new.state.value, reason=new.reason,
                                exit_code=new.exit_code, data={**row.data, "job": new.as_dict()}, ended_at=now / 1000)
+        if ok:
+            (line,) = jobs_table.add_inputs(conn, job_id, [line])
     if not ok:
         return None
     try:
@@ -43,5 +46,5 @@ def close_if_abandoned(ws: Workspace, registry: Registry, job_id: str, *, by: st
         rec.write_record(ws, job_id, {**record, **new.as_dict()})
     except (MamError, OSError):  # the registry row is the truth; a missing record must not stop the repair
         pass
-    rec.audit(ws, job_id, "input", input=input_to_dict(inp), state=new.state.value, reason=new.reason, exit_code=new.exit_code, by=by)
+    rec.audit(ws, job_id, "input", **line)
     return new

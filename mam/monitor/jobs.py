@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from mam.errors import MamError
+from mam.jobs.audit_log import repair
 from mam.jobs import record as rec
 from mam.jobs.intake import Intake
 from mam.jobs.ledger import Ledger, owner_alive
@@ -29,6 +30,19 @@ class OrphanFollower:
 
     def wants(self, job_id: str) -> bool:
         return job_id in self.followed
+
+    def repair_audits(self, since: float) -> list[tuple[str, str]]:
+        """Append transition lines that a dead process committed but never wrote to the audit file."""
+        with self.registry.read() as conn:
+            rows = jobs_table.recently_updated(conn, since)
+        repairs = []
+        for row in rows:
+            if owner_alive(row.owner):
+                continue
+            added = repair(self.ws, self.registry, row.id)
+            if added:
+                repairs.append((row.id, f"appended {added} committed transition line(s) missing from its audit log"))
+        return repairs
 
     def step(self) -> list[tuple[str, str]]:
         """One pass over every open job; returns (job id, what happened) for each repair."""
@@ -72,6 +86,7 @@ class OrphanFollower:
             token = str(rec.read_record(self.ws, job_id).get("token", ""))
         except MamError:
             return None
+        repair(self.ws, self.registry, job_id)
         job = Job.from_dict(row.data.get("job", {}))
         ledger = Ledger(self.ws, self.registry, job, row.owner, dict(row.data.get("meta", {})), token, row.qid)
         intake = Intake(ledger, self.registry, local=not row.data.get("meta", {}).get("runner"))

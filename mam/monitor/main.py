@@ -38,6 +38,7 @@ class Monitor:
     repairs: list[dict[str, Any]] = field(default_factory=list)
     _stop: threading.Event = field(default_factory=threading.Event)
     _broker_state: str = "unknown"
+    _last_pass: float = 0.0  # the first pass looks at every job
 
     def __post_init__(self) -> None:
         # Looking never starts anything: no server, no pane, no embedded broker.
@@ -83,6 +84,9 @@ class Monitor:
             self.note("repair", what="mirror", session="", reason="the sessions mirror was behind the database")
         for r in reconcile_sessions(self.ws, self.settings, self.registry):
             self.note("repair", what=r.what, session=r.session, reason=r.reason)
+        since, self._last_pass = self._last_pass, time.time()
+        for job_id, what in self.orphans.repair_audits(since - 5.0):
+            self.note("repair", what="audit", job=job_id, reason=what)
         for job_id, what in self.orphans.step():
             self.note("repair", what="job", job=job_id, reason=what)
 

@@ -85,6 +85,18 @@ MIGRATIONS: list[list[str]] = [
         "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID",
         "INSERT INTO meta(key, value) VALUES ('sessions_gen', '0')",
     ],
+    [
+        # Each job transition's audit line, committed with the state it produced: the audit file is
+        # appended after the commit and repaired from here if a process died in between.
+        """CREATE TABLE job_inputs (
+            job_id TEXT NOT NULL,
+            n INTEGER NOT NULL,
+            line TEXT NOT NULL,
+            PRIMARY KEY (job_id, n)
+        ) WITHOUT ROWID""",
+        # The runner's relay looks for unpublished events on every poll: never scan the whole table.
+        "CREATE INDEX events_unpublished ON events(published) WHERE published = 0",
+    ],
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 MOUNTS = Path("/proc/mounts")

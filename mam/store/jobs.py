@@ -122,6 +122,11 @@ def open_jobs(conn: sqlite3.Connection, session: str | None = None) -> list[JobR
     return [JobRow.from_sql(r) for r in rows]
 
 
+def recently_updated(conn: sqlite3.Connection, since: float, limit: int = 1000) -> list[JobRow]:
+    rows = conn.execute("SELECT * FROM jobs WHERE updated_at >= ? ORDER BY updated_at DESC LIMIT ?", (since, limit))
+    return [JobRow.from_sql(r) for r in rows]
+
+
 def list_jobs(conn: sqlite3.Connection, *, session: str | None = None, parent: str | None = None,
               state: str | None = None, limit: int = 100) -> list[JobRow]:
     where, params = [], []
@@ -132,6 +137,22 @@ def list_jobs(conn: sqlite3.Connection, *, session: str | None = None, parent: s
     clause = f"WHERE {' AND '.join(where)}" if where else ""
     rows = conn.execute(f"SELECT * FROM jobs {clause} ORDER BY qid DESC LIMIT ?", (*params, limit))
     return [JobRow.from_sql(r) for r in rows]
+
+
+# -- transition lines (the audit log's inputs, committed with the state) --------------------------
+def add_inputs(conn: sqlite3.Connection, job_id: str, lines: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Number `lines` after the job's last one and store them; return them with their `n`."""
+    last = int(conn.execute("SELECT COALESCE(MAX(n), 0) FROM job_inputs WHERE job_id=?", (job_id,)).fetchone()[0])
+    numbered = []
+    for i, line in enumerate(lines, start=1):
+        entry = {**line, "n": last + i}
+        conn.execute("INSERT INTO job_inputs(job_id, n, line) VALUES (?,?,?)", (job_id, last + i, json.dumps(entry, sort_keys=True, default=str)))
+        numbered.append(entry)
+    return numbered
+
+
+def inputs(conn: sqlite3.Connection, job_id: str) -> list[dict[str, Any]]:
+    return [json.loads(r[0]) for r in conn.execute("SELECT line FROM job_inputs WHERE job_id=? ORDER BY n", (job_id,))]
 
 
 # -- events -------------------------------------------------------------------------------------

@@ -195,8 +195,17 @@ def _check_job(world: World, step: Step, row, report: Report) -> None:  # type: 
             report.violate(step, f"brief injected {remote_injected} times on the runner's host")
     if JobState(row.state) not in TERMINAL:
         report.violate(step, f"state {row.state} is not terminal")
-    replayed = replayed_state(ws, step.job_id)
-    if (replayed.state.value, replayed.reason) != (row.state, row.reason):
+
+    def replay_matches() -> bool:
+        # A process killed between its commit and its audit line leaves the file behind until the
+        # monitor repairs it from the registry (within one monitor interval).
+        replayed = replayed_state(ws, step.job_id)
+        return (replayed.state.value, replayed.reason) == (row.state, row.reason)
+
+    try:
+        wait_for(replay_matches, timeout=10, interval=0.2)
+    except Timeout:
+        replayed = replayed_state(ws, step.job_id)
         report.violate(step, f"audit replay gives {replayed.state.value}/{replayed.reason}, registry says {row.state}/{row.reason}")
     accepted = [line["input"]["seq"] for line in lines if line["kind"] == "input" and line["input"].get("input") == "event"]
     store_host = world.remote if step.remote else world.origin
@@ -259,7 +268,12 @@ def _final_checks(world: World, report: Report) -> None:
             proc = world.origin.run("job", "delegate", "--json", "--target", target, "--brief", "probe\ndemo-behaviour: ok",
                                     "--start-deadline", "10", "--heartbeat", "0.5", "--dispatch-wait", "10", *extra, timeout=90)
             if proc.returncode != 0:
-                report.violate(None, f"probe job on {target} exited {proc.returncode}: {proc.stdout[-300:]} {proc.stderr[-300:]}")
+                try:
+                    out = json.loads(proc.stdout)
+                    why = f"{out.get('state')}/{out.get('reason')}: {out.get('detail')}"
+                except ValueError:
+                    why = proc.stdout[-300:]
+                report.violate(None, f"probe job on {target} exited {proc.returncode}: {why} {proc.stderr[-300:]}")
     # Heartbeaters of ended jobs stop by themselves.
     try:
         wait_for(lambda: not [p for p in world.leftovers() if "mam.jobs.heartbeat" in p], timeout=10, interval=0.2)

@@ -7,7 +7,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from mam.jobs.model import Job, input_from_dict, replay
+from mam.jobs.model import Job
 from mam.jobs.record import read_audit
 from mam.workspace import Workspace
 from tests.helpers.mamcli import mam
@@ -28,10 +28,9 @@ def capture(tmux_name: str, pane_id: str) -> str:
 
 def replayed_state(ws: Workspace, job_id: str) -> Job:
     """Fold the audit log's inputs through the model, from the job as it was created."""
-    lines = read_audit(ws, job_id)
-    created = next(line for line in lines if line["kind"] == "created")
-    job = Job.from_dict(created["job"])
-    return replay(job, [input_from_dict(line["input"]) for line in lines if line["kind"] == "input"])
+    from mam.jobs.audit_log import replay_job
+
+    return replay_job(ws, job_id)
 
 
 def audit_kinds(ws: Workspace, job_id: str) -> list[dict[str, Any]]:

@@ -1,0 +1,46 @@
+"""The audit log mirrors the registry's transition lines and is repaired from them."""
+
+from __future__ import annotations
+
+import json
+
+from mam.jobs.audit_log import repair, replay, replay_job
+from mam.jobs.ledger import Ledger, new_owner
+from mam.jobs.model import Claim, Delivered, Event, Job
+from mam.jobs.record import audit_path, read_audit
+from mam.store.registry import Registry
+from mam.workspace import Workspace
+
+
+def make(tmp_path) -> tuple[Workspace, Registry, Ledger]:  # type: ignore[no-untyped-def]
+    ws = Workspace(tmp_path)
+    reg = Registry(ws)
+    job = Job(id="job-a", session="s", nonce="n", created_ms=0, start_deadline_ms=10_000, heartbeat_ms=1000, heartbeat_k=4, budget_ms=60_000)
+    return ws, reg, Ledger.register(ws, reg, job, owner=new_owner(), meta={"topic_prefix": "p"})
+
+
+def test_a_lost_last_line_is_repaired_from_the_registry(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    ws, reg, ledger = make(tmp_path)
+    for inp in (Claim(1), Delivered(2), Event(3, 1, "started", "agent", {"nonce": "n"}), Event(4, 2, "completed", "agent", {})):
+        ledger.apply(inp)
+    assert replay_job(ws, "job-a").state.value == "completed"
+    # as if the process died after committing its last transition but before appending its line
+    lines = audit_path(ws, "job-a").read_text().splitlines()
+    audit_path(ws, "job-a").write_text("\n".join(lines[:-1]) + "\n")
+    assert replay_job(ws, "job-a").state.value == "running"
+    assert repair(ws, reg, "job-a") == 1
+    assert replay_job(ws, "job-a").state.value == "completed"
+    assert repair(ws, reg, "job-a") == 0
+    repaired = [line for line in read_audit(ws, "job-a") if line.get("repaired")]
+    assert [line["n"] for line in repaired] == [4]
+
+
+def test_replay_orders_by_n_and_counts_each_line_once(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    ws, reg, ledger = make(tmp_path)
+    ledger.apply(Claim(1))
+    ledger.apply(Delivered(2))
+    lines = read_audit(ws, "job-a")
+    inputs = [line for line in lines if line["kind"] == "input"]
+    shuffled = [lines[0], inputs[1], inputs[0], inputs[1]]  # out of order, one twice
+    assert replay(shuffled).state.value == "delivered"
+    assert [json.loads(json.dumps(line))["n"] for line in inputs] == [1, 2]
