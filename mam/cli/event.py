@@ -94,10 +94,12 @@ def started(app: App, job_id: str, nonce: str, heartbeat: float | None, as_json:
         body["heartbeat_ms"] = int(heartbeat * 1000)
     _emit(app, job_id, "started", body, as_json)
     if heartbeat is not None:
-        from mam.jobs.heartbeat import spawn
+        from mam.jobs.heartbeat import fork
 
         agent_pid = int(os.environ.get("MAM_AGENT_PID") or os.getppid())
-        spawn(app.ws, job_id, heartbeat, agent_pid, agent_python=app.settings.get_str("AGENT_PYTHON_BIN"))
+        # Fork rather than start a new interpreter: this process has already imported everything the
+        # heartbeater needs (its broker connection and registry were closed by _emit).
+        fork(app.ws, job_id, heartbeat, agent_pid)
 
 
 @event.command("progress")

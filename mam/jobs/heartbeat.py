@@ -2,36 +2,77 @@
 
 It stops by itself when the job reaches a terminal state or the agent process dies, so a
 crashed agent goes silent and its job ends by `deadline_timeout` within K x N seconds.
-Run as `python -m mam.jobs.heartbeat --workspace W --job ID --interval S --agent-pid P`.
+`mam event started --heartbeat N` forks it (see `fork`); its pid is in the job's log folder.
 """
 
 from __future__ import annotations
 
-import argparse
 import logging
 import os
-import signal
-import sys
 import time
 from pathlib import Path
 
-from mam.errors import BrokerError, JobError, MamError
-from mam.util.proc import pid_alive, python_bin, spawn_detached, start_time
+from mam.errors import BrokerError, JobError
+from mam.util.proc import pid_alive, start_time
 from mam.workspace import Workspace
 
 log = logging.getLogger("mam.heartbeat")
 PIDFILE = "heartbeat.pid"
 
 
-def spawn(ws: Workspace, job_id: str, interval_s: float, agent_pid: int, *, agent_python: str = "") -> int:
-    """Start the heartbeater detached; return its pid (recorded in the job's log folder)."""
+def fork(ws: Workspace, job_id: str, interval_s: float, agent_pid: int) -> int:
+    """Become the heartbeater in a detached child of this process (no new interpreter, no re-imports).
+
+    The caller must hold no threads and no open connections (fork copies only the calling thread).
+    Returns the heartbeater's pid, also recorded in the job's log folder.
+    """
     folder = ws.job_log_dir(job_id)
     folder.mkdir(mode=0o700, parents=True, exist_ok=True)
-    argv = [python_bin(agent_python), "-m", "mam.jobs.heartbeat", "--workspace", str(ws.root), "--job", job_id,
-            "--interval", str(interval_s), "--agent-pid", str(agent_pid), "--agent-start", str(start_time(agent_pid) or 0)]
-    child = spawn_detached(argv, log=folder / "heartbeat.log", env=dict(os.environ), cwd=ws.root)
-    (folder / PIDFILE).write_text(f"{child.pid}\n")
-    return child.pid
+    agent_start = start_time(agent_pid)
+    read_end, write_end = os.pipe()
+    first = os.fork()
+    if first == 0:  # the intermediate child: start a new session, fork again, leave at once
+        os.close(read_end)
+        os.setsid()
+        if os.fork() != 0:
+            os._exit(0)
+        _detach(folder / "heartbeat.log", keep=write_end)
+        os.write(write_end, str(os.getpid()).encode())
+        os.close(write_end)
+        code = 0
+        try:
+            logging.basicConfig(level=logging.INFO, format="%(asctime)s heartbeat %(message)s", force=True)
+            log.info("stopped: %s", run(ws, job_id, interval_s, agent_pid, agent_start))
+        except BaseException as e:  # the heartbeater must end here, never back in the caller's code
+            log.info("stopped: error: %s", e)
+            code = 1
+        finally:
+            try:
+                (folder / PIDFILE).unlink()
+            except OSError:
+                pass
+            os._exit(code)
+    os.close(write_end)
+    os.waitpid(first, 0)
+    with os.fdopen(read_end, "rb") as pipe:
+        pid = int(pipe.read() or b"0")
+    (folder / PIDFILE).write_text(f"{pid}\n")
+    return pid
+
+
+def _detach(log_path: Path, *, keep: int) -> None:
+    """stdin from /dev/null, stdout and stderr to the log, every other inherited descriptor closed
+    (a caller's pipes must see EOF when the caller exits, not when the heartbeater does)."""
+    null = os.open(os.devnull, os.O_RDONLY)
+    out = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    os.dup2(null, 0)
+    os.dup2(out, 1)
+    os.dup2(out, 2)
+    for fd in (null, out):
+        if fd > 2:
+            os.close(fd)
+    os.closerange(3, keep)
+    os.closerange(keep + 1, 65536)
 
 
 def run(ws: Workspace, job_id: str, interval_s: float, agent_pid: int, agent_start: int | None, *, max_beats: int | None = None) -> str:
@@ -81,30 +122,3 @@ def run(ws: Workspace, job_id: str, interval_s: float, agent_pid: int, agent_sta
         if client is not None:
             client.close()
         registry.close()
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m mam.jobs.heartbeat")
-    parser.add_argument("--workspace", required=True)
-    parser.add_argument("--job", required=True)
-    parser.add_argument("--interval", type=float, required=True)
-    parser.add_argument("--agent-pid", type=int, required=True)
-    parser.add_argument("--agent-start", type=int, default=0)
-    args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s heartbeat %(message)s")
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
-    ws = Workspace(Path(args.workspace))
-    try:
-        why = run(ws, args.job, args.interval, args.agent_pid, args.agent_start or None)
-    except MamError as e:
-        why = f"error: {e}"
-    log.info("stopped: %s", why)
-    try:
-        (ws.job_log_dir(args.job) / PIDFILE).unlink()
-    except OSError:
-        pass
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

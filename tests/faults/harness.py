@@ -276,7 +276,7 @@ def _final_checks(world: World, report: Report) -> None:
                 report.violate(None, f"probe job on {target} exited {proc.returncode}: {why} {proc.stderr[-300:]}")
     # Heartbeaters of ended jobs stop by themselves.
     try:
-        wait_for(lambda: not [p for p in world.leftovers() if "mam.jobs.heartbeat" in p], timeout=10, interval=0.2)
+        wait_for(lambda: not [p for p in world.leftovers() if "event started" in p and "--heartbeat" in p], timeout=10, interval=0.2)
     except Timeout:
         report.violate(None, f"heartbeaters still running after their jobs ended: {world.leftovers()[:3]}")
     for host in (world.origin, world.remote):

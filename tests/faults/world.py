@@ -122,7 +122,7 @@ class World:
             subprocess.run([MAM, "broker", "stop"], env=host.env, capture_output=True)
 
     def leftovers(self) -> list[str]:
-        """Processes whose command line names this world's folder (heartbeaters, agents, wrappers...)."""
+        """Processes whose command line or environment names this world's folder (heartbeaters, agents, wrappers...)."""
         found = []
         me = str(os.getpid())
         for pid in os.listdir("/proc"):
@@ -131,11 +131,13 @@ class World:
             try:
                 with open(f"/proc/{pid}/cmdline", "rb") as f:
                     cmd = f.read().replace(b"\0", b" ").decode(errors="replace")
+                with open(f"/proc/{pid}/environ", "rb") as f:
+                    environ = f.read().decode(errors="replace")
                 with open(f"/proc/{pid}/stat", "rb") as f:
                     zombie = f.read().rsplit(b")", 1)[1].split()[0] == b"Z"
             except OSError:
                 continue
-            if str(self.root) in cmd and not zombie:
+            if (str(self.root) in cmd or str(self.root) in environ) and not zombie:
                 found.append(f"{pid}: {cmd[:200]}")
         return found
 
