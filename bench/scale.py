@@ -108,12 +108,14 @@ def run_point(sessions: int, jobs_per_session: int, broker_env: dict[str, str], 
                 registry.close()
 
         threads = [threading.Thread(target=worker, args=(n,)) for n in names]
+        wrapper_cpu0 = time.process_time()
         start = time.monotonic()
         for t in threads:
             t.start()
         for t in threads:
             t.join()
         wall = time.monotonic() - start
+        wrapper_cpu = time.process_time() - wrapper_cpu0
         monitor_cpu = cpu_s(monitor.pid) - cpu0
         memory = [rss_kb(p) for p in pane_pids]
         latencies, events = [], 0
@@ -130,13 +132,17 @@ def run_point(sessions: int, jobs_per_session: int, broker_env: dict[str, str], 
             registered = conn.execute("SELECT COUNT(*) FROM jobs").fetchone()[0]
         reg.close()
         completed = sum(1 for _j, state, _c in outcomes if state == "completed")
+        ended: dict[str, int] = {}
+        for _j, state, code in outcomes:
+            ended[f"{state}/{code}"] = ended.get(f"{state}/{code}", 0) + 1
         return {
-            "sessions": sessions, "jobs": len(outcomes), "completed": completed, "registered": registered,
+            "sessions": sessions, "jobs": len(outcomes), "completed": completed, "ended": ended, "registered": registered,
             "lost": sessions * jobs_per_session - registered, "stuck_open": stuck, "wall_s": round(wall, 2),
             "create_s": round(created_s, 2), "jobs_per_min": round(len(outcomes) / wall * 60, 1),
             "started_p50_s": round(pct(latencies, 0.5), 3), "started_p99_s": round(pct(latencies, 0.99), 3),
             "events_per_s": round(events / wall, 1), "monitor_cpu_s": round(monitor_cpu, 2),
             "monitor_cpu_pct": round(100 * monitor_cpu / wall, 2),
+            "wrappers_cpu_s": round(wrapper_cpu, 2), "wrappers_cpu_per_job_ms": round(1000 * wrapper_cpu / max(1, len(outcomes)), 1),
             "rss_per_session_mb": round(statistics.mean(memory) / 1024, 1) if memory else 0.0,
         }
     finally:
@@ -176,7 +182,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sessions", default="10,50,100", help="comma-separated scale points")
     parser.add_argument("--jobs-per-session", type=int, default=10)
-    parser.add_argument("--heartbeat", type=float, default=2.0)
+    parser.add_argument("--heartbeat", type=float, default=30.0, help="heartbeat N asked of the agents (K x N is the liveness deadline)")
     parser.add_argument("--plot", type=Path, default=None, help="write a PNG of latency and throughput against sessions")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)

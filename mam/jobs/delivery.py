@@ -89,8 +89,11 @@ class PaneDelivery:
         assert self.row is not None and self.row.pane_id
         backend = backend_for(self.row, settings=self.settings, ws=self.ws)
         adapter = get_adapter(self.row.agent)
-        if not wait_ready(backend, self.row.pane_id, adapter, timeout=min(ledger.job.start_deadline_ms / 1000, 30.0)):
-            rec.audit(self.ws, ledger.job.id, "not_ready", pane=self.row.pane_id, note="the agent never showed it was ready; pasting anyway")
+        if not self.row.ready:  # readiness is established once per launch
+            if wait_ready(backend, self.row.pane_id, adapter, timeout=min(ledger.job.start_deadline_ms / 1000, 30.0)):
+                self.registry.update_session(self.row.name, ready_at=time.time())
+            else:
+                rec.audit(self.ws, ledger.job.id, "not_ready", pane=self.row.pane_id, note="the agent never showed it was ready; pasting anyway")
         backend.paste(self.row.pane_id, text)
         backend.send_keys(self.row.pane_id, "Enter")
         data = text.encode("utf-8")

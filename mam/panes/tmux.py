@@ -114,10 +114,11 @@ class TmuxBackend:
         return info
 
     def pane(self, pane_id: str) -> PaneInfo | None:
-        for info in self.panes():
-            if info.pane_id == pane_id:
-                return info
-        return None
+        if not pane_id.startswith("%") or not socket_path(self.server).exists():
+            return None  # no server: nothing to ask (and nothing gets started)
+        # One call: display-message on a pane that is gone (or a server that is not running) fails.
+        out = self._server().cmd("display-message", "-p", "-t", pane_id, FORMAT)
+        return _parse(out.stdout[0]) if out.returncode == 0 and out.stdout else None
 
     def panes(self) -> list[PaneInfo]:
         if not self.server_running():

@@ -68,13 +68,16 @@ def create_session(req: CreateRequest, *, ws: Workspace, settings: Settings, reg
         registry.delete_session(req.name)  # free the name: nothing was started
         raise
     note = "created"
-    if not wait_ready(backend, info.pane_id, adapter, timeout=req.ready_timeout):
+    ready_at = None
+    if wait_ready(backend, info.pane_id, adapter, timeout=req.ready_timeout):
+        ready_at = time.time()
+    else:
         note = "created; the agent did not show it was ready in time"
     if conversation_id is None:
         conversation_id = discover(adapter, cwd=str(cwd), since=launched, env=env, timeout=req.discover_timeout)
     return registry.update_session(
         req.name, status=SessionStatus.RUNNING, pane_id=info.pane_id, pane_pid=info.pid, launched_at=launched,
-        conversation_id=conversation_id, note=note,
+        conversation_id=conversation_id, note=note, ready_at=ready_at,
     )
 
 

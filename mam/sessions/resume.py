@@ -9,6 +9,7 @@ from mam.agents import get_adapter
 from mam.errors import SessionError
 from mam.panes.lock import placement_lock
 from mam.sessions.common import backend_for, pane_env
+from mam.sessions.create import wait_ready
 from mam.settings import Settings
 from mam.store import sessions as sessions_table
 from mam.store.registry import Registry
@@ -37,9 +38,10 @@ def resume_session(name: str, *, ws: Workspace, settings: Settings, registry: Re
     except BaseException:
         registry.update_session(name, status=row.status, pane_id=row.pane_id, pane_pid=row.pane_pid, note=row.note)
         raise
+    ready_at = time.time() if wait_ready(backend, info.pane_id, adapter, timeout=20.0) else None
     return registry.update_session(
         name, status=SessionStatus.RUNNING, pane_id=info.pane_id, pane_pid=info.pid, launched_at=launched,
-        resumable=False, agent_env={**row.agent_env, **adapter.agent_env(env)}, note="resumed",
+        resumable=False, agent_env={**row.agent_env, **adapter.agent_env(env)}, note="resumed", ready_at=ready_at,
     )
 
 

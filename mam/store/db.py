@@ -97,6 +97,10 @@ MIGRATIONS: list[list[str]] = [
         # The runner's relay looks for unpublished events on every poll: never scan the whole table.
         "CREATE INDEX events_unpublished ON events(published) WHERE published = 0",
     ],
+    [
+        # When the agent of the current launch first showed it was ready for a paste.
+        "ALTER TABLE sessions ADD COLUMN ready_at REAL",
+    ],
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 MOUNTS = Path("/proc/mounts")

@@ -37,6 +37,11 @@ class SessionRow:
     launched_at: float | None = None
     created_at: float = 0.0
     updated_at: float = 0.0
+    ready_at: float | None = None  # the agent of the current launch showed it was ready (None: not seen yet)
+
+    @property
+    def ready(self) -> bool:
+        return self.ready_at is not None and self.launched_at is not None and self.ready_at >= self.launched_at
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
