@@ -93,15 +93,24 @@ def run_point(sessions: int, jobs_per_session: int, broker_env: dict[str, str], 
         monitor = subprocess.Popen([MAM, "monitor", "--subscribe", "--interval", "2"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         cpu0 = cpu_s(monitor.pid)
         outcomes: list[tuple[str, str, int]] = []
+        errors: list[str] = []
         lock = threading.Lock()
+        from mam.bus.connect import open_client
+
+        shared = open_client(settings, ws, role="scale-orchestrator", timeout=30)  # one connection for every wrapper thread
 
         def worker(name: str) -> None:
             registry = Registry(ws)
             try:
                 for j in range(jobs_per_session):
-                    out = delegate(DelegateRequest(target=f"tmux:{name}", brief=f"scale job {j}", start_deadline_s=120,
-                                                   heartbeat_s=heartbeat, timeout_s=600, dispatch_wait_s=600),
-                                   ws=ws, settings=settings, registry=registry)
+                    try:
+                        out = delegate(DelegateRequest(target=f"tmux:{name}", brief=f"scale job {j}", start_deadline_s=120,
+                                                       heartbeat_s=heartbeat, timeout_s=600, dispatch_wait_s=600),
+                                       ws=ws, settings=settings, registry=registry, client=shared)
+                    except Exception as e:  # counted, and the next job still runs
+                        with lock:
+                            errors.append(f"{name} job {j}: {type(e).__name__}: {e}")
+                        continue
                     with lock:
                         outcomes.append((out.job_id, out.state, out.exit_code))
             finally:
@@ -116,6 +125,7 @@ def run_point(sessions: int, jobs_per_session: int, broker_env: dict[str, str], 
             t.join()
         wall = time.monotonic() - start
         wrapper_cpu = time.process_time() - wrapper_cpu0
+        shared.close()
         monitor_cpu = cpu_s(monitor.pid) - cpu0
         memory = [rss_kb(p) for p in pane_pids]
         latencies, events = [], 0
@@ -137,6 +147,7 @@ def run_point(sessions: int, jobs_per_session: int, broker_env: dict[str, str], 
             ended[f"{state}/{code}"] = ended.get(f"{state}/{code}", 0) + 1
         return {
             "sessions": sessions, "jobs": len(outcomes), "completed": completed, "ended": ended, "registered": registered,
+            "wrapper_errors": errors[:5], "wrapper_error_count": len(errors),
             "lost": sessions * jobs_per_session - registered, "stuck_open": stuck, "wall_s": round(wall, 2),
             "create_s": round(created_s, 2), "jobs_per_min": round(len(outcomes) / wall * 60, 1),
             "started_p50_s": round(pct(latencies, 0.5), 3), "started_p99_s": round(pct(latencies, 0.99), 3),
@@ -209,7 +220,7 @@ def main(argv: list[str] | None = None) -> int:
         for r in rows:
             print(f"{r['sessions']:>8} {r['jobs']:>5} {r['lost']:>4} {r['stuck_open']:>5} {r['jobs_per_min']:>8} {r['started_p50_s']:>6} "
                   f"{r['started_p99_s']:>6} {r['events_per_s']:>6} {r['monitor_cpu_pct']:>8} {r['rss_per_session_mb']:>7}")
-    return 0 if all(r["lost"] == 0 and r["stuck_open"] == 0 for r in rows) else 1
+    return 0 if all(r["lost"] == 0 and r["stuck_open"] == 0 and r["wrapper_error_count"] == 0 for r in rows) else 1
 
 
 if __name__ == "__main__":

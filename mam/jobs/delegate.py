@@ -65,12 +65,15 @@ class Outcome:
     taken_over: bool = False
 
 
-def delegate(req: DelegateRequest, *, ws: Workspace, settings: Settings, registry: Registry, on_update: Update | None = None) -> Outcome:
+def delegate(req: DelegateRequest, *, ws: Workspace, settings: Settings, registry: Registry, on_update: Update | None = None,
+             client: MqttClient | None = None) -> Outcome:
+    """Drive one job to its end. `client`: a connected MqttClient to share between the delegations of
+    one process (it is left open); without it the wrapper connects and disconnects by itself."""
     target = parse_target(req.target)
     if req.job_id:
         existing = registry.find_job(req.job_id)
         if existing is not None:
-            return _retry(req, target, ws=ws, settings=settings, registry=registry, on_update=on_update)
+            return _retry(req, target, ws=ws, settings=settings, registry=registry, on_update=on_update, client=client)
     check_brief(req.brief)
     if target.remote:
         from mam.remote.dispatch import check_remote_allowed
@@ -83,7 +86,7 @@ def delegate(req: DelegateRequest, *, ws: Workspace, settings: Settings, registr
         "brief_bytes": len(req.brief.encode("utf-8")), "workspace": str(ws.root),
     }
     ledger = Ledger.register(ws, registry, job, owner=new_owner(), meta=meta)
-    return Wrapper(req, target, ledger, ws=ws, settings=settings, registry=registry, on_update=on_update).run()
+    return Wrapper(req, target, ledger, ws=ws, settings=settings, registry=registry, on_update=on_update, client=client).run()
 
 
 def _new_job(req: DelegateRequest, target: Target, settings: Settings) -> Job:
@@ -102,13 +105,14 @@ def _new_job(req: DelegateRequest, target: Target, settings: Settings) -> Job:
     )
 
 
-def _retry(req: DelegateRequest, target: Target, *, ws: Workspace, settings: Settings, registry: Registry, on_update: Update | None) -> Outcome:
+def _retry(req: DelegateRequest, target: Target, *, ws: Workspace, settings: Settings, registry: Registry, on_update: Update | None,
+           client: MqttClient | None = None) -> Outcome:
     """A second attempt for an existing job id: report a finished job, else take it over (never re-inject)."""
     row = registry.job(req.job_id or "")
     if not row.open:
         return outcome_from_row(ws, registry, row.id)
     ledger = Ledger.take_over(ws, registry, row.id)
-    return Wrapper(req, target, ledger, ws=ws, settings=settings, registry=registry, on_update=on_update).run()
+    return Wrapper(req, target, ledger, ws=ws, settings=settings, registry=registry, on_update=on_update, client=client).run()
 
 
 def outcome_from_row(ws: Workspace, registry: Registry, job_id: str) -> Outcome:
@@ -123,12 +127,13 @@ class Wrapper:
     """One attempt at driving one job to its end."""
 
     def __init__(self, req: DelegateRequest, target: Target, ledger: Ledger, *, ws: Workspace, settings: Settings,
-                 registry: Registry, on_update: Update | None) -> None:
+                 registry: Registry, on_update: Update | None, client: MqttClient | None = None) -> None:
         self.req, self.target, self.ledger = req, target, ledger
         self.ws, self.settings, self.registry = ws, settings, registry
         self.on_update = on_update
         self.topics = Topics(str(ledger.meta["topic_prefix"]))
-        self.client: MqttClient | None = None
+        self.client: MqttClient | None = client
+        self.owns_client = client is None
         self.intake = Intake(ledger, registry, local=not target.remote)
         self.delivery: Delivery | None = None
         self.poll = settings.poll_s
@@ -142,18 +147,37 @@ class Wrapper:
         except TakenOver:
             out = outcome_from_row(self.ws, self.registry, self.ledger.job.id)
             return Outcome(out.job_id, out.state, out.reason, 5, "taken over by another attempt", out.result, out.report, out.record, True)
+        except BaseException as e:
+            self._abandon(e)
+            raise
         finally:
             if self.client is not None:
                 self._publish_state()
-                self.client.close()
+                if self.owns_client:
+                    self.client.close()
+                else:
+                    self.client.unsubscribe(self.topics.events(self.ledger.job.id))
         return self.outcome()
+
+    def _abandon(self, error: BaseException) -> None:
+        """This attempt crashed: end the job rather than leave it open under a living process."""
+        if self.ledger.job.terminal or isinstance(error, KeyboardInterrupt):
+            return  # on Ctrl-C the job stays open: a retry with --job-id, or the monitor, takes it over
+        try:
+            self._end(JobState.FAILED, "wrapper_error", 1, f"{type(error).__name__}: {error}")
+        except MamError as e:
+            log.warning("job %s could not be ended after the wrapper failed: %s", self.ledger.job.id, e)
 
     def _connect(self) -> bool:
         """Connect and subscribe to the job's events; False (job ended, exit 3) if no broker answers."""
         try:
             from mam.bus.connect import open_client
 
-            self.client = open_client(self.settings, self.ws, role="wrapper", timeout=5)
+            if self.client is None:
+                # A refused connection fails at once; a loaded broker gets time to send its CONNACK.
+                self.client = open_client(self.settings, self.ws, role="wrapper", timeout=30)
+            elif not self.client.connected and not self.client.wait_connected(30):
+                raise BrokerError("the shared MQTT connection is down")
         except BrokerError as e:
             self._end(JobState.FAILED, BROKER_UNAVAILABLE, 3, str(e))
             return False

@@ -75,7 +75,10 @@ class Emitter:
                     raise JobError(f"job {job_id} already ended: {row.state} ({row.reason or 'no reason'})", job_id=job_id)
                 seq = jobs_table.next_seq(conn, job_id)
                 env = Envelope(kind="event", job=job_id, seq=seq, type=type, sender=sender, ts=now_ms(), body=dict(body)).signed(token)
-                jobs_table.add_event(conn, job_id=job_id, seq=seq, type=type, sender=sender, ts=env.ts, raw=env.encode().decode("utf-8"))
+                # `published` means "nothing left to relay": only a remote job's events wait for the runner's relay;
+                # a local job's wrapper reads them from this store, so they need no second write.
+                jobs_table.add_event(conn, job_id=job_id, seq=seq, type=type, sender=sender, ts=env.ts, raw=env.encode().decode("utf-8"),
+                                     published=not relayed(record))
             published, warning = self._publish(record, env)
         return Emitted(env, published, warning)
 
@@ -88,6 +91,4 @@ class Emitter:
             self.client.publish(Topics(str(record["topic_prefix"])).events(env.job), env.encode(), qos=1, timeout=5)
         except BrokerError as e:
             return False, f"{e}; the event is recorded on disk"
-        with self.registry.write() as conn:
-            jobs_table.mark_published(conn, env.job, env.seq)
         return True, ""

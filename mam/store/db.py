@@ -19,7 +19,9 @@ from mam.errors import StoreError
 
 log = logging.getLogger(__name__)
 
-BUSY_TIMEOUT_MS = 30_000
+# Under heavy load (hundreds of agent processes on two cores) a writer may wait long for its turn:
+# waiting is better than failing a job, so the limit is generous.
+BUSY_TIMEOUT_MS = 120_000
 NETWORK_FS = {"nfs", "nfs4", "cifs", "smb3", "smbfs", "fuse.sshfs", "sshfs", "9p", "afs", "fuse.glusterfs", "ceph"}
 
 # One entry per schema version; never edit an entry once released, append a new one.

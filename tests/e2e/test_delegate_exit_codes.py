@@ -167,3 +167,27 @@ def test_onboarding_exit_codes(wired, behaviour, expected):  # type: ignore[no-u
     assert proc.returncode == expected, proc.stderr
     status = json.loads(mam("session", "status", "--json").stdout)
     assert [r["name"] for r in status] == ["o"]  # the session is kept either way
+
+
+def test_the_agent_side_commands_of_the_contract(wired, poll):  # type: ignore[no-untyped-def]
+    """`mam event started --job ID [--heartbeat N]` (the contract's form, no --nonce), progress, completed."""
+    from tests.helpers.mamcli import spawn_mam
+
+    create_demo("w", behaviour="never_start")  # the demo ignores the brief: the test plays the agent
+    job = spawn_mam("job", "delegate", "--target", "w", "--brief", "by hand", "--job-id", "job-by-hand", "--start-deadline", "20",
+                    "--heartbeat", "1", "--json")
+    try:
+        poll(lambda: mam("job", "status", "job-by-hand", "--json").returncode == 0
+             and json.loads(mam("job", "status", "job-by-hand", "--json").stdout)["state"] == "delivered", timeout=20)
+        assert mam("event", "started", "--job", "job-by-hand", "--heartbeat", "1").returncode == 0
+        assert mam("event", "progress", "--job", "job-by-hand", "--message", "half way").returncode == 0
+        assert mam("event", "completed", "--job", "job-by-hand", "--message", "done by hand").returncode == 0
+        out, err = job.communicate(timeout=30)
+        assert job.returncode == 0, err
+        assert json.loads(out)["result"] == "done by hand"
+        again = mam("event", "progress", "--job", "job-by-hand", "--message", "too late")
+        assert again.returncode == 1 and "already ended" in again.stderr
+        assert mam("event", "progress", "--job", "job-nobody", "--message", "x").returncode == 5
+    finally:
+        if job.poll() is None:
+            job.kill()
