@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 
 from mam.bus.envelope import Envelope
 from mam.bus.mqtt import MqttClient
+from mam.errors import BrokerError
 from mam.jobs import record as rec
 from mam.jobs.gate import EventGate
 from mam.jobs.ledger import Ledger
@@ -35,9 +36,15 @@ class Intake:
         self.gate = EventGate(job.id, self.ledger.token, last_seq=job.last_seq)
         self.disk_seq = job.last_seq
 
-    def attach(self, client: MqttClient | None, topic: str) -> None:
-        if client is not None:
-            client.subscribe(topic, lambda _t, payload, _r: self.feed(payload))
+    def attach(self, client: MqttClient | None, topic: str, *, timeout: float = 30.0) -> None:
+        """Subscribe to the job's events. A SUBACK that is slow to come (a loaded broker or process) is
+        noted, not fatal: the subscription stands once acked, and a local job also has the disk path."""
+        if client is None:
+            return
+        try:
+            client.subscribe(topic, lambda _t, payload, _r: self.feed(payload), timeout=timeout)
+        except BrokerError as e:
+            self.ledger.note("subscribe_slow", topic=topic, detail=str(e))
 
     def feed(self, payload: bytes) -> None:
         """Queue a message that arrived over MQTT (thread-safe)."""
