@@ -177,9 +177,11 @@ def plot(rows: list[dict[str, Any]], path: Path) -> None:
     left.plot(xs, [r["started_p99_s"] for r in rows], "s--", label="dispatch to started p99 (s)")
     left.set_xlabel("demo sessions in one workspace")
     left.set_ylabel("latency (s)")
+    left.set_ylim(0, max(r["started_p99_s"] for r in rows) * 1.15)
     right = left.twinx()
     right.plot(xs, [r["jobs_per_min"] for r in rows], "^-", color="tab:green", label="jobs per minute")
     right.set_ylabel("jobs per minute")
+    right.set_ylim(0, max(r["jobs_per_min"] for r in rows) * 1.15)
     lines = left.get_legend_handles_labels()[0] + right.get_legend_handles_labels()[0]
     labels = left.get_legend_handles_labels()[1] + right.get_legend_handles_labels()[1]
     left.legend(lines, labels, loc="upper left", fontsize=8)
@@ -196,7 +198,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--heartbeat", type=float, default=30.0, help="heartbeat N asked of the agents (K x N is the liveness deadline)")
     parser.add_argument("--plot", type=Path, default=None, help="write a PNG of latency and throughput against sessions")
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--replot", type=Path, default=None, help="only draw --plot from a file of rows this script printed (one JSON object per line)")
     args = parser.parse_args(argv)
+    if args.replot:
+        rows = [json.loads(line) for line in args.replot.read_text().splitlines() if line.startswith("{")]
+        plot(rows, args.plot or Path("scale.png"))
+        return 0
     broker = start_mosquitto(Path(tempfile.mkdtemp(prefix="mam-scale-broker-")))
     rows = []
     try:
