@@ -175,11 +175,12 @@ def run_deleted_by_hand(*, base: Path, log: FakeLog, tmux_name: str) -> None:
     assert transcript.is_file()
     transcript.unlink()  # someone cleans up ~/.claude by hand
 
-    starts = len(log.events(event="start", agent="claude"))
+    # Count only this flow's launches: the main claude flow runs in another thread at the same time.
+    starts = len(log.events(event="start", agent="claude", cwd=str(cwd)))
     gone = mam("session", "resume", "--session", name)
     assert gone.returncode == 1, f"resume of a deleted conversation: {gone.returncode} {gone.stderr}"
     assert f"claude: conversation {cid} not found (its files are gone)" in gone.stderr, gone.stderr
-    assert len(log.events(event="start", agent="claude")) == starts, "a refused resume launched the CLI"
+    assert len(log.events(event="start", agent="claude", cwd=str(cwd))) == starts, "a refused resume launched the CLI"
 
 
 def test_each_agent_stops_resumes_and_purges_its_own_conversation(
