@@ -10,16 +10,17 @@ from __future__ import annotations
 import os
 import platform
 import shutil
-import signal
-import socket
 import statistics
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+if str(REPO) not in sys.path:
+    sys.path.append(str(REPO))
+
+from tests.helpers.brokers import RunningBroker, mosquitto_bin, start_amqtt, start_mosquitto  # noqa: E402,F401  (re-exported)
 VENV_BIN = REPO / ".venv" / "bin"
 ENV_PREFIXES = ("MQTT_", "MAM_", "HERDR_", "TMUX", "AGENT_PYTHON")
 
@@ -30,72 +31,8 @@ def venv_python() -> Path:
     return candidate if candidate.exists() else Path(sys.executable)
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def accepts(port: int) -> bool:
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=0.2):
-            return True
-    except OSError:
-        return False
-
-
-@dataclass
-class Broker:
-    kind: str
-    port: int
-    proc: subprocess.Popen[bytes]
-    log: Path
-
-    host = "127.0.0.1"
-
-    def stop(self) -> None:
-        """SIGINT (both brokers stop cleanly on it), then SIGKILL if it lingers."""
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGINT)
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(5)
-
-
-def mosquitto_bin() -> str | None:
-    return shutil.which("mosquitto") or ("/usr/sbin/mosquitto" if Path("/usr/sbin/mosquitto").exists() else None)
-
-
-def start_mosquitto(workdir: Path) -> Broker:
-    binary = mosquitto_bin()
-    if binary is None:
-        raise RuntimeError("mosquitto is not installed (apt-get install -y mosquitto)")
-    port = free_port()
-    conf = workdir / "mosquitto.conf"
-    conf.write_text(f"listener {port} 127.0.0.1\nallow_anonymous true\npersistence false\n"
-                    "log_dest stderr\nlog_type error\nlog_type warning\n")
-    return _start("mosquitto", [binary, "-c", str(conf)], port, workdir)
-
-
-def start_amqtt(workdir: Path) -> Broker:
-    port = free_port()
-    return _start("amqtt", [str(venv_python()), "-m", "mam.broker.serve", "--port", str(port)], port, workdir)
-
-
-def _start(kind: str, argv: list[str], port: int, workdir: Path) -> Broker:
-    log = workdir / f"{kind}.log"
-    with open(log, "ab") as out:
-        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, cwd=workdir)
-    broker = Broker(kind, port, proc, log)
-    deadline = time.monotonic() + 20
-    while not accepts(port):
-        if proc.poll() is not None or time.monotonic() > deadline:
-            broker.stop()
-            raise RuntimeError(f"{kind} did not start on 127.0.0.1:{port}: {log.read_text(errors='replace')[-1000:]}")
-        time.sleep(0.02)
-    return broker
+# The brokers are the tests' own (same start-up, same stop by handle).
+Broker = RunningBroker
 
 
 def clean_environ(pycache: Path | None = None, **extra: str) -> dict[str, str]:

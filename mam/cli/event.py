@@ -34,7 +34,7 @@ def _emit(app: App, job_id: str, type: str, body: dict[str, Any], as_json: bool)
     from mam.jobs.record import read_record
     from mam.store.registry import Registry
 
-    ws, settings = app.ws, app.settings
+    ws = app.ws
     registry = Registry(ws)
     # A remote job's events are published by this host's runner, in seq order: no connection needed.
     client, warning = (None, "") if relayed(read_record(ws, job_id)) else _connect(app)

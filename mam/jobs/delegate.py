@@ -199,7 +199,6 @@ class Wrapper:
             delivery.finish(self.ledger)
 
     def _deliver(self, delivery: Delivery) -> bool:
-        job = self.ledger.job
         problem = delivery.find_target()
         if problem:
             self.refuse(TARGET_NOT_FOUND, problem)

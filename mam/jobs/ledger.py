@@ -18,7 +18,7 @@ from typing import Any
 
 from mam.errors import JobError
 from mam.jobs import record as rec
-from mam.jobs.model import Input, Job, JobState, input_to_dict, step
+from mam.jobs.model import Input, Job, input_to_dict, step
 from mam.store import jobs as jobs_table
 from mam.store.registry import Registry
 from mam.util.proc import start_time

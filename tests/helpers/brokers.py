@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -17,18 +16,8 @@ from mam.broker.endpoint import BrokerEndpoint
 from mam.util.poll import wait_for
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def accepts(port: int) -> bool:
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=0.2):
-            return True
-    except OSError:
-        return False
+from mam.broker.embedded import free_port  # noqa: E402,F401  (re-exported for tests)
+from mam.broker.embedded import port_accepts as accepts  # noqa: E402,F401
 
 
 @dataclass

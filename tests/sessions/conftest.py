@@ -7,7 +7,6 @@ files in the workspace), so the tests do not trust the code they are checking.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from collections.abc import Iterator
