@@ -96,3 +96,14 @@ def open_registry(app: App):  # type: ignore[no-untyped-def]
     from mam.store.registry import Registry
 
     return Registry(app.ws)
+
+
+def existing_registry(app: App, job_id: str):  # type: ignore[no-untyped-def]
+    """For read-only job commands: the registry if the workspace has one (creates nothing), else JobNotFound."""
+    from mam.errors import JobNotFound
+    from mam.store.registry import Registry
+
+    registry = Registry.open_existing(app.ws)
+    if registry is None:
+        raise JobNotFound(f"no job {job_id!r} in workspace {app.ws.root} (it has no registry)", job_id=job_id)
+    return registry

@@ -35,9 +35,10 @@ def _emit(app: App, job_id: str, type: str, body: dict[str, Any], as_json: bool)
     from mam.store.registry import Registry
 
     ws = app.ws
+    record = read_record(ws, job_id)  # JobNotFound (exit 5) before anything is opened or created
     registry = Registry(ws)
     # A remote job's events are published by this host's runner, in seq order: no connection needed.
-    client, warning = (None, "") if relayed(read_record(ws, job_id)) else _connect(app)
+    client, warning = (None, "") if relayed(record) else _connect(app)
     try:
         out = Emitter(ws, registry, client).emit(job_id, type, body)
     finally:

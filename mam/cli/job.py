@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from mam.cli.common import App, echo_json, open_registry, workspace_option
+from mam.cli.common import App, echo_json, existing_registry, open_registry, workspace_option
 
 DELEGATE_HELP = """Delegate a brief to a session and wait for the job to end.
 
@@ -99,7 +99,7 @@ def status(app: App, job_id: str, as_json: bool) -> None:
     """Show one job (and its sub-jobs). Exit 5 if there is no such job."""
     from mam.jobs.queries import status as job_status
 
-    view = job_status(open_registry(app), job_id)
+    view = job_status(existing_registry(app, job_id), job_id)
     if as_json:
         echo_json(view)
         return
@@ -144,7 +144,7 @@ def log_(app: App, job_id: str, as_json: bool) -> None:
 
     from mam.jobs.queries import log
 
-    lines = log(app.ws, open_registry(app), job_id)
+    lines = log(app.ws, existing_registry(app, job_id), job_id)
     if as_json:
         echo_json(lines)
         return
@@ -162,7 +162,7 @@ def cancel(app: App, job_id: str, as_json: bool) -> None:
     """Cancel an open job (its wrapper then exits 5). Exit 1 if it already ended, 5 if unknown."""
     from mam.jobs.queries import cancel as cancel_job
 
-    view = cancel_job(app.ws, open_registry(app), job_id)
+    view = cancel_job(app.ws, existing_registry(app, job_id), job_id)
     if as_json:
         echo_json(view)
     else:
