@@ -9,14 +9,14 @@ from mam.agents import get_adapter
 from mam.errors import MamError
 from mam.monitor.detect import find_agent
 from mam.panes import default_server
-from mam.sessions.common import NAME
+from mam.sessions.common import NAME, backend_for
 from mam.sessions.orchestrator import orchestrator_keys
 from mam.sessions.status import LIVE, drift_of, pane_snapshot
 from mam.settings import Settings
 from mam.store import sessions as sessions_table
 from mam.store.registry import Registry
 from mam.store.sessions import SessionRow, SessionStatus
-from mam.util.proc import started_at
+from mam.util.proc import pid_alive, started_at
 from mam.workspace import Workspace
 
 STARTING_GRACE_S = 30.0
@@ -43,11 +43,23 @@ def reconcile_sessions(ws: Workspace, settings: Settings, registry: Registry) ->
             continue
         found = panes.get((row.backend, row.server))
         pane, drift = drift_of(row, found)
-        if drift and (pane is None or pane.dead or "another process" in drift):
+        if drift and (pane is None or pane.dead or "another process" in drift) and _confirmed(row, settings=settings, ws=ws):
             if _mark_terminated(registry, row, drift):
                 repairs.append(Repair("terminated", row.name, drift))
     repairs.extend(_register_unknown(ws, registry, panes))
     return repairs
+
+
+def _confirmed(row: SessionRow, *, settings: Settings, ws: Workspace) -> bool:
+    """Look again at this one pane before acting: a listing can be wrong for a moment (a busy server,
+    a failed command), and a watchdog must not terminate a live agent on a stale read."""
+    try:
+        again = backend_for(row, settings=settings, ws=ws).pane(row.pane_id) if row.pane_id else None
+    except MamError:
+        return False  # cannot tell now: leave it for the next pass
+    if again is None or again.dead:
+        return True
+    return bool(row.pane_pid and again.pid and again.pid != row.pane_pid) or not pid_alive(again.pid)
 
 
 def _mark_terminated(registry: Registry, row: SessionRow, reason: str) -> bool:

@@ -118,12 +118,19 @@ class TmuxBackend:
             return None  # no server: nothing to ask (and nothing gets started)
         # One call: display-message on a pane that is gone (or a server that is not running) fails.
         out = self._server().cmd("display-message", "-p", "-t", pane_id, FORMAT)
-        return _parse(out.stdout[0]) if out.returncode == 0 and out.stdout else None
+        if out.returncode == 0 and out.stdout:
+            return _parse(out.stdout[0])
+        err = " ".join(out.stderr)
+        if "can't find" in err or "no server running" in err or "server exited" in err or not err:
+            return None
+        # Anything else is not an answer about the pane: never report a live pane as gone.
+        raise PaneError(f"tmux display-message failed on server {self.server!r}: {err}", server=self.server)
 
     def panes(self) -> list[PaneInfo]:
         if not self.server_running():
             return []
-        out = self._run("list-panes", "-a", "-F", FORMAT, check=False)
+        # A failed listing is an error, never "no panes": a caller must not conclude that panes are gone.
+        out = self._run("list-panes", "-a", "-F", FORMAT)
         return [p for p in (_parse(line) for line in out.splitlines()) if p is not None]
 
     def paste(self, pane_id: str, text: str) -> None:

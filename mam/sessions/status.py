@@ -5,8 +5,10 @@ It never starts a server or a pane and never writes the registry (the monitor re
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
+from mam.errors import MamError
 from mam.panes import open_backend
 from mam.panes.base import PaneInfo
 from mam.settings import Settings
@@ -15,6 +17,7 @@ from mam.store.sessions import SessionRow, SessionStatus
 from mam.workspace import Workspace
 
 LIVE = (SessionStatus.RUNNING, SessionStatus.STARTING)
+log = logging.getLogger(__name__)
 
 
 def pane_snapshot(rows: list[SessionRow], *, settings: Settings, ws: Workspace) -> dict[tuple[str, str], dict[str, PaneInfo] | None]:
@@ -23,7 +26,11 @@ def pane_snapshot(rows: list[SessionRow], *, settings: Settings, ws: Workspace) 
     found: dict[tuple[str, str], dict[str, PaneInfo] | None] = {}
     for key in sorted({(r.backend, r.server) for r in rows}):
         backend = open_backend(key[0], key[1], settings=looking, ws=ws)
-        found[key] = {p.pane_id: p for p in backend.panes()} if backend.server_running() else None
+        try:
+            found[key] = {p.pane_id: p for p in backend.panes()} if backend.server_running() else None
+        except MamError as e:
+            log.warning("could not list the panes of %s server %r: %s", key[0], key[1], e)
+            found[key] = None
     return found
 
 

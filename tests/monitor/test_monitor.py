@@ -140,3 +140,25 @@ def test_the_monitor_polls_through_a_broker_outage_and_resubscribes(workspace, t
         assert "resubscribed" in ups[-1]["detail"]
     finally:
         stop(mon)
+
+
+def test_a_failed_pane_listing_never_terminates_a_live_session(workspace, tmux_server, monkeypatch):  # type: ignore[no-untyped-def]
+    from mam.errors import PaneError
+    from mam.monitor.sessions import reconcile_sessions
+    from mam.panes.tmux import TmuxBackend
+    from mam.settings import load_settings
+    from mam.store.registry import Registry
+
+    create_demo("alive")
+
+    def broken(self):  # type: ignore[no-untyped-def]
+        raise PaneError("list-panes failed (a busy server)")
+
+    monkeypatch.setattr(TmuxBackend, "panes", broken)
+    registry = Registry(workspace)
+    try:
+        repairs = reconcile_sessions(workspace, load_settings(env_file=None), registry)
+    finally:
+        registry.close()
+    assert [r for r in repairs if r.what == "terminated"] == []
+    assert status()[0]["status"] == "running"
