@@ -98,7 +98,7 @@ def _run_wave(world: World, wave: list[Step], report: Report) -> None:
         _settle(world, step, report)
     marks.append(("settle", time.monotonic()))
     _check_panes(world, wave, report)
-    _revive_sessions(world, wave)
+    _revive_sessions(world, wave, report)
     marks.append(("revive", time.monotonic()))
     if os.environ.get("MAM_FAULT_VERBOSE"):
         spans = " ".join(f"{name}={b - a:.1f}s" for (_, a), (name, b) in zip(marks, marks[1:]))
@@ -233,22 +233,25 @@ def _check_panes(world: World, wave: list[Step], report: Report) -> None:
             report.violate(step, f"the brief's nonce is in the pane {count} times")
 
 
-def _revive_sessions(world: World, wave: list[Step]) -> None:
-    """Re-create sessions whose agent died, so later jobs have a live target."""
+def _revive_sessions(world: World, wave: list[Step], report: Report) -> None:
+    """Re-create sessions whose agent died, so later jobs have a live target; a session marked
+    terminated while its agent still runs is a violation."""
     for host in (world.origin, world.remote):
         names = {s.session for s in wave if s.remote == (host is world.remote)}
-        if not names:
-            continue
-        if host is world.remote:
+        if host is world.remote and names:
             host.run("monitor", "--once")  # the remote host has no monitor of its own running
         for name in names:
             try:
                 wait_for(lambda: _dead_or_fine(host, name), timeout=20, interval=0.1)
             except Timeout:
                 pass
+        for name in host.sessions:  # every session: a wave may also end an agent it did not target
             row = host.session_row(name)
-            if row is not None and row.status == "terminated":
-                host.create(name)
+            if row is None or row.status != "terminated":
+                continue
+            if row.pane_pid and "mam.agents.demo_agent" in _cmdline(row.pane_pid):
+                report.violate(None, f"{host.name} session {name} was marked terminated while its agent runs: {row.note}")
+            host.create(name)
 
 
 def _dead_or_fine(host: Host, name: str) -> bool:
