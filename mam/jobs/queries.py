@@ -6,7 +6,8 @@ from typing import Any
 
 from mam.errors import JobError
 from mam.jobs import record as rec
-from mam.jobs.model import CANCELLED_BY_USER, End, Job, JobState, input_to_dict, step
+from mam.jobs.model import CANCELLED_BY_USER, JobState
+from mam.jobs.stale import end_job
 from mam.store import jobs as jobs_table
 from mam.store.jobs import JobRow
 from mam.store.registry import Registry
@@ -50,25 +51,3 @@ def cancel(ws: Workspace, registry: Registry, job_id: str, reason: str = CANCELL
         row = registry.job(job_id)
         raise JobError(f"job {job_id} already ended: {row.state} ({row.reason})", job_id=job_id)
     return status(registry, job_id)
-
-
-def end_job(ws: Workspace, registry: Registry, job_id: str, state: JobState, reason: str, exit_code: int, detail: str = "",
-            *, by: str) -> Job | None:
-    """End an open job from outside its wrapper (the wrapper adopts it); None if it had already ended."""
-    now = rec.now_ms()
-    inp = End(now, state, reason, exit_code, detail)
-    with registry.write() as conn:
-        row = jobs_table.get(conn, job_id)
-        if not row.open:
-            return None
-        new, _ = step(Job.from_dict(row.data.get("job", {})), inp)
-        jobs_table.update(conn, job_id, expected_state=row.state, state=new.state.value, reason=new.reason,
-                          exit_code=new.exit_code, data={**row.data, "job": new.as_dict()}, ended_at=now / 1000)
-        (line,) = jobs_table.add_inputs(conn, job_id, [{"input": input_to_dict(inp), "state": new.state.value, "reason": new.reason,
-                                                        "exit_code": new.exit_code, "by": by}])
-    try:
-        rec.write_record(ws, job_id, {**rec.read_record(ws, job_id), **new.as_dict()})
-    except JobError:
-        pass
-    rec.audit(ws, job_id, "input", **line)
-    return new

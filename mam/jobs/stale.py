@@ -1,14 +1,16 @@
-"""Closing jobs whose wrapper died: by their own deadlines, never left open forever.
-
-Used by a waiting wrapper (so a dead predecessor never blocks a session) and by the monitor.
+"""Ending a job from outside its wrapper: `mam job cancel`, a runner told by the origin, and jobs
+whose wrapper died (closed by their own deadlines, never left open forever; used by a waiting
+wrapper, so a dead predecessor never blocks a session, and by the monitor).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from mam.errors import MamError
 from mam.jobs import record as rec
 from mam.jobs.ledger import owner_alive
-from mam.jobs.model import End, Job, JobState, Tick, input_to_dict, step
+from mam.jobs.model import End, Input, Job, JobState, Tick, input_to_dict, step
 from mam.store import jobs as jobs_table
 from mam.store.registry import Registry
 from mam.workspace import Workspace
@@ -19,31 +21,46 @@ WRAPPER_DIED = "wrapper_died"
 def close_if_abandoned(ws: Workspace, registry: Registry, job_id: str, *, by: str = "wrapper") -> Job | None:
     """If the job's owner is dead, end it when a deadline has passed (or cancel it if never delivered).
 
-    Returns the ended job, or None when nothing was done. Safe against races: compare-and-set on state and owner.
+    Returns the ended job, or None when nothing was done.
     """
     row = registry.find_job(job_id)
     if row is None or not row.open or owner_alive(row.owner):
         return None
-    job = Job.from_dict(row.data.get("job", {}))
+
+    def decide(job: Job, now: int) -> End | Tick:
+        if job.state is JobState.PENDING:
+            return End(now, JobState.CANCELLED, WRAPPER_DIED, 5, "the wrapper died before delivering the brief")
+        return Tick(now)
+
+    return end_outside(ws, registry, job_id, decide, by=by, expected_owner=row.owner)
+
+
+def end_job(ws: Workspace, registry: Registry, job_id: str, state: JobState, reason: str, exit_code: int, detail: str = "",
+            *, by: str) -> Job | None:
+    """End an open job from outside its wrapper (the wrapper adopts it); None if it had already ended."""
+    return end_outside(ws, registry, job_id, lambda _job, now: End(now, state, reason, exit_code, detail), by=by)
+
+
+def end_outside(ws: Workspace, registry: Registry, job_id: str, decide: Callable[[Job, int], Input], *, by: str,
+                expected_owner: str | None = None) -> Job | None:
+    """Apply `decide(job, now)` to an open job in one registry transaction if it ends the job (and, with
+    `expected_owner`, only if the job still has that owner); then the record and the audit line.
+    Returns the ended job, or None when nothing changed."""
     now = rec.now_ms()
-    if job.state is JobState.PENDING:
-        inp: End | Tick = End(now, JobState.CANCELLED, WRAPPER_DIED, 5, "the wrapper died before delivering the brief")
-    else:
-        inp = Tick(now)
-    new, _why = step(job, inp)
-    if not new.terminal:
-        return None
-    line = {"input": input_to_dict(inp), "state": new.state.value, "reason": new.reason, "exit_code": new.exit_code, "by": by}
     with registry.write() as conn:
-        ok = jobs_table.update(conn, job_id, expected_owner=row.owner, expected_state=row.state, state=new.state.value, reason=new.reason,
-                               exit_code=new.exit_code, data={**row.data, "job": new.as_dict()}, ended_at=now / 1000)
-        if ok:
-            (line,) = jobs_table.add_inputs(conn, job_id, [line])
-    if not ok:
-        return None
+        row = jobs_table.find(conn, job_id)
+        if row is None or not row.open or (expected_owner is not None and row.owner != expected_owner):
+            return None
+        inp = decide(Job.from_dict(row.data.get("job", {})), now)
+        new, _why = step(Job.from_dict(row.data.get("job", {})), inp)
+        if not new.terminal:
+            return None
+        jobs_table.update(conn, job_id, state=new.state.value, reason=new.reason, exit_code=new.exit_code,
+                          data={**row.data, "job": new.as_dict()}, ended_at=now / 1000)
+        (line,) = jobs_table.add_inputs(conn, job_id, [{"input": input_to_dict(inp), "state": new.state.value, "reason": new.reason,
+                                                        "exit_code": new.exit_code, "by": by}])
     try:
-        record = rec.read_record(ws, job_id)
-        rec.write_record(ws, job_id, {**record, **new.as_dict()})
+        rec.write_record(ws, job_id, {**rec.read_record(ws, job_id), **new.as_dict()})
     except (MamError, OSError):  # the registry row is the truth; a missing record must not stop the repair
         pass
     rec.audit(ws, job_id, "input", **line)

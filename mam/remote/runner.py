@@ -25,7 +25,7 @@ from mam.bus.topics import Topics, prefix_for
 from mam.errors import BrokerError, DecodeError, JobError, LockBusy
 from mam.jobs import record as rec
 from mam.jobs.model import JobState
-from mam.jobs.queries import end_job
+from mam.jobs.stale import end_job
 from mam.remote.dispatch import Dispatch, check_remote_allowed
 from mam.remote.runner_job import RunnerJob
 from mam.settings import Settings
