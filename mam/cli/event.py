@@ -40,7 +40,7 @@ def _emit(app: App, job_id: str, type: str, body: dict[str, Any], as_json: bool)
     # A remote job's events are published by this host's runner, in seq order: no connection needed.
     client, warning = (None, "") if relayed(record) else _connect(app)
     try:
-        out = Emitter(ws, registry, client).emit(job_id, type, body)
+        out = Emitter(ws, registry, client, records={job_id: record}).emit(job_id, type, body)
     finally:
         if client is not None:
             client.close()

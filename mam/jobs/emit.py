@@ -52,11 +52,12 @@ def relayed(record: Mapping[str, Any]) -> bool:
 class Emitter:
     """Emits events for jobs of one workspace, over one (optional) MQTT client."""
 
-    def __init__(self, ws: Workspace, registry: Registry, client: MqttClient | None) -> None:
+    def __init__(self, ws: Workspace, registry: Registry, client: MqttClient | None,
+                 records: dict[str, dict[str, Any]] | None = None) -> None:
         self.ws = ws
         self.registry = registry
         self.client = client
-        self._records: dict[str, dict[str, Any]] = {}
+        self._records: dict[str, dict[str, Any]] = dict(records or {})  # job records the caller already read
 
     def record(self, job_id: str) -> dict[str, Any]:
         if job_id not in self._records:
