@@ -94,19 +94,18 @@ def run(ws: Workspace, job_id: str, interval_s: float, agent_pid: int, agent_sta
     def alive() -> bool:
         return pid_alive(agent_pid, agent_start) and (not supervisor[0] or pid_alive(supervisor[0], supervisor[1]))
 
+    emitter = Emitter(ws, registry, None, records={job_id: record})
     try:
         while True:
             deadline = time.monotonic() + interval_s
             if not alive():
                 return "agent_gone"
-            if not relayed(record) and (client is None or not client.connected):
-                if client is not None:
-                    client.close()
+            if client is None and not relayed(record):
+                # Once connected, paho reconnects by itself; until then every beat tries again.
                 try:
-                    client = None if relayed(record) else open_client(settings, ws, role="heartbeater", autostart=False, timeout=min(interval_s, 3.0))
+                    client = emitter.client = open_client(settings, ws, role="heartbeater", autostart=False, timeout=min(interval_s, 3.0))
                 except BrokerError:
-                    client = None  # the disk path still carries the beat
-            emitter = Emitter(ws, registry, client)
+                    pass  # the disk path still carries the beat
             try:
                 emitter.emit(job_id, "heartbeat", {}, sender="heartbeater")
             except JobError as e:
