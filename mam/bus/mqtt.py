@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import socket
 import threading
+import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -107,8 +108,9 @@ class MqttClient:
     def close(self) -> None:
         self._closing = True
         try:
-            if self._connected.is_set():
-                self._client.disconnect()
+            # Always: paho's network thread keeps running while an unacked message waits for a
+            # reconnect, so only a DISCONNECT (or no socket at all) lets loop_stop return at once.
+            self._client.disconnect()
         finally:
             self._client.loop_stop()
             self._connected.clear()
@@ -128,12 +130,19 @@ class MqttClient:
         if info.rc != self._paho.MQTT_ERR_SUCCESS:
             raise BrokerError(f"publish to {self.endpoint.host}:{self.endpoint.port} failed: {self._paho.error_string(info.rc)}")
         if qos > 0:
+            # Wait in slices: a connection lost before the ack ends the wait at once (paho would
+            # keep the message for its reconnect and wait out the whole timeout).
+            deadline = time.monotonic() + timeout
             try:
-                info.wait_for_publish(timeout)
+                while not info.is_published():
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        raise BrokerError(f"MQTT broker {self.endpoint.host}:{self.endpoint.port} did not acknowledge a publish within {timeout:g}s")
+                    if not self._connected.is_set():
+                        raise BrokerError(f"lost the connection to MQTT broker {self.endpoint.host}:{self.endpoint.port} before it acknowledged a publish")
+                    info.wait_for_publish(min(0.2, left))
             except (RuntimeError, ValueError) as e:
                 raise BrokerError(f"publish failed: {e}") from e
-            if not info.is_published():
-                raise BrokerError(f"MQTT broker {self.endpoint.host}:{self.endpoint.port} did not acknowledge a publish within {timeout:.0f}s")
 
     def subscribe(self, topic: str, handler: Handler, *, qos: int = 1, timeout: float = 5.0) -> None:
         with self._lock:

@@ -53,8 +53,9 @@ class Emitter:
     """Emits events for jobs of one workspace, over one (optional) MQTT client."""
 
     def __init__(self, ws: Workspace, registry: Registry, client: MqttClient | None,
-                 records: dict[str, dict[str, Any]] | None = None) -> None:
+                 records: dict[str, dict[str, Any]] | None = None, *, publish_timeout: float = 5.0) -> None:
         self.ws = ws
+        self.publish_timeout = publish_timeout  # the job lock is held while waiting for the broker's ack
         self.registry = registry
         self.client = client
         self._records: dict[str, dict[str, Any]] = dict(records or {})  # job records the caller already read
@@ -89,7 +90,7 @@ class Emitter:
         if self.client is None:
             return False, "no broker connection: the event is recorded on disk only"
         try:
-            self.client.publish(Topics(str(record["topic_prefix"])).events(env.job), env.encode(), qos=1, timeout=5)
+            self.client.publish(Topics(str(record["topic_prefix"])).events(env.job), env.encode(), qos=1, timeout=self.publish_timeout)
         except BrokerError as e:
             return False, f"{e}; the event is recorded on disk"
         return True, ""

@@ -94,7 +94,8 @@ def run(ws: Workspace, job_id: str, interval_s: float, agent_pid: int, agent_sta
     def alive() -> bool:
         return pid_alive(agent_pid, agent_start) and (not supervisor[0] or pid_alive(supervisor[0], supervisor[1]))
 
-    emitter = Emitter(ws, registry, None, records={job_id: record})
+    # A beat is on disk before it is published, so a slow broker must not hold the next beat back.
+    emitter = Emitter(ws, registry, None, records={job_id: record}, publish_timeout=max(0.2, min(interval_s, 5.0)))
     try:
         while True:
             deadline = time.monotonic() + interval_s
