@@ -11,6 +11,7 @@ import logging
 import os
 import sqlite3
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -147,23 +148,43 @@ class Database:
         self._lock = threading.RLock()
         path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         mode = journal_mode or journal_mode_for(path.parent, mounts=mounts)
-        try:
-            self.conn = sqlite3.connect(str(path), timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None, check_same_thread=False)
-            self.conn.row_factory = sqlite3.Row
-            self.conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
-            current = self.conn.execute("PRAGMA journal_mode").fetchone()[0]
-            if current.upper() != mode:
-                self.conn.execute(f"PRAGMA journal_mode={mode}")
-            # WAL + NORMAL is durable against process crashes (kill -9); only power loss can drop the last commits.
-            self.conn.execute("PRAGMA synchronous=NORMAL" if mode == "WAL" else "PRAGMA synchronous=FULL")
-            self.conn.execute("PRAGMA foreign_keys=ON")
-            self._migrate()
-        except sqlite3.Error as e:
-            raise StoreError(f"cannot open registry {path}: {e}") from e
+        # While another process creates the file or switches it to WAL, SQLite can answer "locked"
+        # at once, without its busy handler: that is a wait, not a failure, so try again for a while.
+        deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
+        pause = 0.005
+        while True:
+            try:
+                self.conn = self._open(mode)
+                break
+            except sqlite3.OperationalError as e:
+                if "locked" not in str(e) and "busy" not in str(e) or time.monotonic() + pause > deadline:
+                    raise StoreError(f"cannot open registry {path}: {e}") from e
+                time.sleep(pause)
+                pause = min(pause * 2, 0.2)
+            except sqlite3.Error as e:
+                raise StoreError(f"cannot open registry {path}: {e}") from e
         try:
             os.chmod(path, 0o600)
         except OSError:
             pass
+
+    def _open(self, mode: str) -> sqlite3.Connection:
+        conn = sqlite3.connect(str(self.path), timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None, check_same_thread=False)
+        try:
+            conn.row_factory = sqlite3.Row
+            conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+            current = conn.execute("PRAGMA journal_mode").fetchone()[0]
+            if current.upper() != mode:
+                conn.execute(f"PRAGMA journal_mode={mode}")
+            # WAL + NORMAL is durable against process crashes (kill -9); only power loss can drop the last commits.
+            conn.execute("PRAGMA synchronous=NORMAL" if mode == "WAL" else "PRAGMA synchronous=FULL")
+            conn.execute("PRAGMA foreign_keys=ON")
+            self.conn = conn
+            self._migrate()
+        except BaseException:
+            conn.close()
+            raise
+        return conn
 
     def _migrate(self) -> None:
         version = self.conn.execute("PRAGMA user_version").fetchone()[0]
