@@ -9,6 +9,10 @@
 #   3. mam on PATH.
 # If none is found it prints how to install mam and returns 127 (the sourcing script, running
 # under `set -e`, then exits 127).
+#
+# Workspace: a skill installed at <workspace>/.agents/skills/<skill>/scripts/ acts on <workspace>,
+# wherever it is run from, by exporting MAM_WORKSPACE when it is not set already (an explicit
+# --workspace still wins). Skills run from anywhere else leave the workspace to mam's own lookup.
 
 # The script that sourced this file (this file itself when it is not sourced).
 _mam_exec_origin="${BASH_SOURCE[1]:-${BASH_SOURCE[0]}}"
@@ -45,6 +49,24 @@ _mam_exec_find() {
     return 127
 }
 
+_mam_exec_workspace() {
+    local scripts skill skills agents
+    scripts="$(CDPATH="" cd -- "$(dirname -- "$1")" && pwd -P)" || return 0
+    skill="$(dirname -- "$scripts")"
+    skills="$(dirname -- "$skill")"
+    agents="$(dirname -- "$skills")"
+    if [[ "$(basename -- "$scripts")" == scripts && "$(basename -- "$skills")" == skills && "$(basename -- "$agents")" == .agents ]]; then
+        printf '%s\n' "$(dirname -- "$agents")"
+    fi
+}
+
 # shellcheck disable=SC2034  # MAM is read by the script that sources this file.
 MAM="$(_mam_exec_find "$_mam_exec_origin")" || return 127
+if [[ -z "${MAM_WORKSPACE:-}" ]]; then
+    _mam_exec_ws="$(_mam_exec_workspace "$_mam_exec_origin")"
+    if [[ -n "$_mam_exec_ws" ]]; then
+        export MAM_WORKSPACE="$_mam_exec_ws"
+    fi
+    unset _mam_exec_ws
+fi
 unset _mam_exec_origin

@@ -293,6 +293,34 @@ def test_lookup_order_in_an_installed_workspace(installed_copy: Path, tmp_path: 
     assert not list(ws.glob("pwned*")) and not list(tmp_path.glob("pwned*"))
 
 
+def test_an_installed_skill_acts_on_its_own_workspace_from_anywhere(installed_copy: Path, tmp_path: Path):
+    ws = installed_copy
+    fake = ws / ".venv" / "bin" / "mam"
+    fake.parent.mkdir(parents=True)
+    fake.write_text(f"#!{sys.executable}\nimport os\nprint(os.environ.get('MAM_WORKSPACE', '<unset>'))\n")
+    fake.chmod(0o755)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    env = {**os.environ, "PATH": bare_path(tmp_path)}
+    env.pop("MAM_BIN", None)
+    env.pop("MAM_WORKSPACE", None)
+    script = ws / ".agents/skills/multi-agent-mux-status/scripts/status.sh"
+
+    def workspace_seen(extra: dict[str, str], cwd: Path, via_bash: bool = False) -> str:
+        proc = run_script(script, [], {**env, **extra}, cwd, via_bash=via_bash)
+        assert proc.returncode == 0, proc.stderr
+        return proc.stdout.strip()
+
+    assert workspace_seen({}, elsewhere) == str(ws.resolve())
+    assert workspace_seen({}, elsewhere, via_bash=True) == str(ws.resolve())
+    assert workspace_seen({"MAM_WORKSPACE": str(elsewhere)}, elsewhere) == str(elsewhere)  # an explicit choice stays
+    # A skill outside any .agents/skills/ layout (the clone's own skills/) leaves the choice to mam.
+    repo_env = {**env, "MAM_BIN": str(fake)}
+    proc = run_script(script_of("multi-agent-mux-status"), [], repo_env, elsewhere)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "<unset>"
+
+
 def test_a_non_executable_venv_mam_is_skipped(installed_copy: Path, tmp_path: Path):
     ws = installed_copy
     (ws / ".venv" / "bin").mkdir(parents=True)
