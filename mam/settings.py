@@ -34,7 +34,7 @@ KEYS: tuple[Key, ...] = (
     Key("MQTT_TLS_CERT", "", "Client certificate file (mutual TLS).", "path"),
     Key("MQTT_TLS_KEY", "", "Client private key file (mutual TLS).", "path"),
     Key("MQTT_CLIENT_ID_PREFIX", "mam", "Prefix of every MQTT client id mam uses."),
-    Key("MAM_TOPIC_PREFIX", "", "Root of every mam topic. Empty: mam/<workspace slug>. Hosts that share remote jobs must share it."),
+    Key("MAM_TOPIC_PREFIX", "", "Root of every mam topic. Empty: jobs under mam/<workspace slug>, runners under mam. If set, set it alike on every host."),
     Key("MAM_DISPATCH_SECRET", "", "Shared secret that signs remote dispatch messages (needed for remote: jobs and runners).", secret=True),
     Key("MAM_JOB_TIMEOUT_S", "3600", "Wall-clock budget of a job, in seconds.", "float"),
     Key("MAM_START_DEADLINE_S", "180", "Seconds an agent has to publish `started` after the brief is delivered.", "float"),

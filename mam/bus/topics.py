@@ -1,9 +1,13 @@
 """Every MQTT topic mam uses, built in one place.
 
-    <prefix>/jobs/<job>/events               signed job events (QoS 1)
-    <prefix>/jobs/<job>/state                the job's latest state (retained, QoS 1)
-    <prefix>/runners/<runner>/presence       a runner's presence (retained; last will says offline)
-    <prefix>/runners/<runner>/dispatch/<job> a remote dispatch (retained until the runner takes it)
+    <prefix>/jobs/<job>/events                       signed job events (QoS 1)
+    <prefix>/jobs/<job>/state                        the job's latest state (retained, QoS 1)
+    <runners prefix>/runners/<runner>/presence       a runner's presence (retained; last will says offline)
+    <runners prefix>/runners/<runner>/dispatch/<job> a remote dispatch (retained until the runner takes it)
+
+Both prefixes are MAM_TOPIC_PREFIX when it is set. When it is not, a workspace's jobs live
+under `mam/<workspace slug>` and runners under `mam`, so an origin and a runner on another
+host meet with no shared setting; the dispatch tells the runner the job's prefix.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from mam.errors import UsageError
 from mam.settings import Settings
 from mam.workspace import Workspace
 
+DEFAULT_ROOT = "mam"
 _SEGMENT = re.compile(r"[A-Za-z0-9._-]{1,128}\Z")
 
 
@@ -26,6 +31,19 @@ def prefix_for(settings: Settings, ws: Workspace) -> str:
     return f"mam/{ws.slug}"
 
 
+def runners_prefix_for(settings: Settings) -> str:
+    """Where runners announce themselves and take dispatches: MAM_TOPIC_PREFIX, else `mam`."""
+    configured = settings.get_str("MAM_TOPIC_PREFIX").strip().strip("/")
+    return configured or DEFAULT_ROOT
+
+
+def check_prefix(prefix: str) -> str:
+    """A job prefix received from another host (a dispatch): non-empty, no wildcards, no empty levels."""
+    if not prefix or any(c in prefix for c in "#+\0") or "//" in prefix or prefix != prefix.strip("/ ") or len(prefix) > 256:
+        raise UsageError(f"invalid topic prefix {prefix!r}")
+    return prefix
+
+
 def segment(value: str, what: str = "topic segment") -> str:
     if not _SEGMENT.match(value):
         raise UsageError(f"invalid {what} {value!r}: letters, digits, '.', '_' or '-' only")
@@ -33,8 +51,13 @@ def segment(value: str, what: str = "topic segment") -> str:
 
 
 class Topics:
-    def __init__(self, prefix: str) -> None:
+    def __init__(self, prefix: str, runners_prefix: str | None = None) -> None:
         self.prefix = prefix
+        self.runners_prefix = runners_prefix or prefix
+
+    @classmethod
+    def of(cls, settings: Settings, ws: Workspace) -> Topics:
+        return cls(prefix_for(settings, ws), runners_prefix_for(settings))
 
     def events(self, job: str) -> str:
         return f"{self.prefix}/jobs/{segment(job, 'job id')}/events"
@@ -49,16 +72,16 @@ class Topics:
         return f"{self.prefix}/jobs/+/state"
 
     def presence(self, runner: str) -> str:
-        return f"{self.prefix}/runners/{segment(runner, 'runner name')}/presence"
+        return f"{self.runners_prefix}/runners/{segment(runner, 'runner name')}/presence"
 
     def all_presence(self) -> str:
-        return f"{self.prefix}/runners/+/presence"
+        return f"{self.runners_prefix}/runners/+/presence"
 
     def dispatch(self, runner: str, job: str) -> str:
-        return f"{self.prefix}/runners/{segment(runner, 'runner name')}/dispatch/{segment(job, 'job id')}"
+        return f"{self.runners_prefix}/runners/{segment(runner, 'runner name')}/dispatch/{segment(job, 'job id')}"
 
     def dispatch_all(self, runner: str) -> str:
-        return f"{self.prefix}/runners/{segment(runner, 'runner name')}/dispatch/+"
+        return f"{self.runners_prefix}/runners/{segment(runner, 'runner name')}/dispatch/+"
 
     def job_of(self, topic: str) -> str | None:
         """The job id in an events/state topic, or None."""

@@ -17,7 +17,7 @@ from typing import Any
 
 from mam.bus.envelope import Envelope
 from mam.bus.mqtt import MqttClient
-from mam.bus.topics import Topics, prefix_for
+from mam.bus.topics import Topics, prefix_for, runners_prefix_for
 from mam.errors import BrokerError, MamError, UsageError
 from mam.jobs import record as rec
 from mam.jobs.brief import check_brief, with_footer
@@ -131,7 +131,7 @@ class Wrapper:
         self.req, self.target, self.ledger = req, target, ledger
         self.ws, self.settings, self.registry = ws, settings, registry
         self.on_update = on_update
-        self.topics = Topics(str(ledger.meta["topic_prefix"]))
+        self.topics = Topics(str(ledger.meta["topic_prefix"]), runners_prefix_for(settings))
         self.client: MqttClient | None = client
         self.owns_client = client is None
         self.intake = Intake(ledger, registry, local=not target.remote)

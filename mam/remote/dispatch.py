@@ -1,6 +1,6 @@
 """Dispatch messages (origin -> runner) and the origin side of a `remote:RUNNER/SESSION` job.
 
-A dispatch is a retained QoS 1 message on `<prefix>/runners/<runner>/dispatch/<job>`, an
+A dispatch is a retained QoS 1 message on `<runners prefix>/runners/<runner>/dispatch/<job>`, an
 envelope of kind `dispatch` signed with MAM_DISPATCH_SECRET. It carries the job token (so
 the runner can sign the job's events), hence it is refused on an insecure broker connection.
 """
@@ -14,7 +14,7 @@ from typing import Any
 from mam.broker.endpoint import configured_endpoint
 from mam.bus.envelope import MAX_DISPATCH_BYTES, Envelope
 from mam.bus.mqtt import MqttClient
-from mam.bus.topics import Topics
+from mam.bus.topics import Topics, check_prefix
 from mam.errors import BrokerError, DecodeError, UsageError
 from mam.jobs import record as rec
 from mam.jobs.ledger import Ledger
@@ -53,6 +53,7 @@ class Dispatch:
     heartbeat_k: float
     budget_ms: int
     origin: str
+    topic_prefix: str = ""  # the origin's job prefix: where the runner sends the job's events ("" = its own)
 
     def encode(self, secret: str) -> bytes:
         body: dict[str, Any] = {
@@ -60,6 +61,8 @@ class Dispatch:
             "start_deadline_ms": self.start_deadline_ms, "heartbeat_ms": self.heartbeat_ms,
             "heartbeat_k_milli": int(self.heartbeat_k * 1000), "budget_ms": self.budget_ms, "origin": self.origin,
         }
+        if self.topic_prefix:
+            body["topic_prefix"] = self.topic_prefix
         return Envelope(kind="dispatch", job=self.job_id, seq=0, type="dispatch", sender="origin", ts=self.ts, body=body).signed(secret).encode()
 
     @classmethod
@@ -78,8 +81,9 @@ class Dispatch:
         try:
             return cls(job_id=env.job, runner=str(b["runner"]), session=str(b["session"]), text=str(b["text"]), token=str(b["token"]),
                        nonce=str(b["nonce"]), ts=env.ts, start_deadline_ms=int(b["start_deadline_ms"]), heartbeat_ms=int(b["heartbeat_ms"]),
-                       heartbeat_k=int(b["heartbeat_k_milli"]) / 1000, budget_ms=int(b["budget_ms"]), origin=str(b.get("origin", "")))
-        except (KeyError, TypeError, ValueError) as e:
+                       heartbeat_k=int(b["heartbeat_k_milli"]) / 1000, budget_ms=int(b["budget_ms"]), origin=str(b.get("origin", "")),
+                       topic_prefix=check_prefix(b["topic_prefix"]) if "topic_prefix" in b else "")
+        except (KeyError, TypeError, ValueError, UsageError) as e:
             raise DecodeError(f"dispatch body is malformed: {e}", reason="bad_shape") from e
 
 
@@ -114,7 +118,7 @@ class RemoteDelivery:
         finally:
             self.client.unsubscribe(topic)
         if not presence:
-            return f"runner {runner!r} has never announced itself on this broker (or signs with another MAM_DISPATCH_SECRET)"
+            return f"runner {runner!r} has never announced itself on this broker (is it running? same MAM_DISPATCH_SECRET and MAM_TOPIC_PREFIX on both hosts?)"
         if presence[-1].type != "online":
             return f"runner {runner!r} is offline"
         sessions = presence[-1].body.get("sessions")
@@ -129,7 +133,8 @@ class RemoteDelivery:
         job = ledger.job
         msg = Dispatch(job_id=job.id, runner=self.target.runner or "", session=self.target.session, text=text, token=ledger.token,
                        nonce=job.nonce, ts=rec.now_ms(), start_deadline_ms=job.start_deadline_ms, heartbeat_ms=job.heartbeat_ms,
-                       heartbeat_k=job.heartbeat_k, budget_ms=job.budget_ms, origin=str(self.ws.root))
+                       heartbeat_k=job.heartbeat_k, budget_ms=job.budget_ms, origin=str(self.ws.root),
+                       topic_prefix=self.topics.prefix)
         topic = self.topics.dispatch(msg.runner, job.id)
         self.client.publish(topic, msg.encode(self.secret), qos=1, retain=True, timeout=10)
         self._published = topic

@@ -21,7 +21,7 @@ from typing import Any
 
 from mam.bus.envelope import Envelope
 from mam.bus.mqtt import MqttClient, Will
-from mam.bus.topics import Topics, prefix_for
+from mam.bus.topics import Topics
 from mam.errors import BrokerError, DecodeError, JobError, LockBusy
 from mam.jobs import record as rec
 from mam.jobs.model import JobState
@@ -53,7 +53,8 @@ class Runner:
 
     def __post_init__(self) -> None:
         self.secret = check_remote_allowed(self.settings, self.ws, allow_insecure=self.allow_insecure)
-        self.topics = Topics(prefix_for(self.settings, self.ws))
+        self.topics = Topics.of(self.settings, self.ws)  # presence and dispatches; job topics come with each dispatch
+        self._job_topics: dict[str, Topics] = {}
         self.registry = Registry(self.ws)
         self.log_path = self.ws.state / "runners" / f"{self.name}.jsonl"
         self.log_path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -100,7 +101,6 @@ class Runner:
         self.client = open_client(self.settings, self.ws, role=f"runner-{self.name}", will=will, autostart=False, timeout=10)
         self.client.on_connection_change = self._on_connection
         self.client.subscribe(self.topics.dispatch_all(self.name), lambda t, p, _r: self._dispatches.put((t, p)))
-        self.client.subscribe(self.topics.all_states(), lambda t, p, _r: self._states.put((t, p)))
         self._announce()
 
     def _on_connection(self, up: bool) -> None:
@@ -165,6 +165,7 @@ class Runner:
         self._clear(topic)
         self.taken += 1
         self.note("taken", job=msg.job_id, session=msg.session)
+        self._follow(msg.job_id)
         thread = threading.Thread(target=job.run, name=f"job-{msg.job_id}", daemon=True)
         self.jobs[msg.job_id] = thread
         thread.start()
@@ -180,16 +181,38 @@ class Runner:
         for job_id, thread in list(self.jobs.items()):
             if not thread.is_alive():
                 del self.jobs[job_id]
+                if self.client is not None:
+                    self.client.unsubscribe(self.topics_of(job_id).state(job_id))
+
+    def topics_of(self, job_id: str) -> Topics:
+        """The job's topics, under the prefix its origin sent in the dispatch (kept in the job record)."""
+        if job_id not in self._job_topics:
+            try:
+                prefix = str(rec.read_record(self.ws, job_id).get("topic_prefix") or "")
+            except JobError:
+                prefix = ""
+            self._job_topics[job_id] = Topics(prefix or self.topics.prefix, self.topics.runners_prefix)
+        return self._job_topics[job_id]
+
+    def _follow(self, job_id: str) -> None:
+        """Listen for the origin's final word on a job this runner took (its retained state)."""
+        def on_state(_topic: str, payload: bytes, _retained: bool) -> None:
+            self._states.put((job_id, payload))
+
+        if self.client is not None:
+            try:
+                self.client.subscribe(self.topics_of(job_id).state(job_id), on_state)
+            except BrokerError as e:  # kept by the client: subscribed again when the connection returns
+                log.warning("state of %s not followed yet: %s", job_id, e)
 
     # -- the origin's word on a job: its retained final state ---------------------------------
     def _follow_states(self) -> None:
         while True:
             try:
-                topic, payload = self._states.get_nowait()
+                job_id, payload = self._states.get_nowait()
             except queue.Empty:
                 return
-            job_id = self.topics.job_of(topic)
-            if not job_id or not payload or job_id not in self.jobs:
+            if not payload or job_id not in self.jobs:
                 continue
             try:
                 env = Envelope.decode(payload)
@@ -212,7 +235,7 @@ class Runner:
             pending = jobs_table.unpublished(conn)
         for ev in pending:
             try:
-                self.client.publish(self.topics.events(ev.job_id), ev.raw.encode("utf-8"), qos=1, timeout=5)
+                self.client.publish(self.topics_of(ev.job_id).events(ev.job_id), ev.raw.encode("utf-8"), qos=1, timeout=5)
             except BrokerError:
                 return
             with self.registry.write() as conn:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 
+from mam.bus.topics import prefix_for
 from mam.errors import JobError
 from mam.jobs.delegate import DelegateRequest, Wrapper
 from mam.jobs.emit import Emitter
@@ -31,7 +32,7 @@ class RunnerJob(Wrapper):
                   heartbeat_ms=msg.heartbeat_ms, heartbeat_k=msg.heartbeat_k, budget_ms=msg.budget_ms)
         pid = os.getpid()
         meta = {"target": f"{runner}/{msg.session}", "kind": "remote", "relay": "runner", "runner": runner, "origin": msg.origin,
-                "topic_prefix": "", "supervisor_pid": pid, "supervisor_start": start_time(pid) or 0}
+                "topic_prefix": msg.topic_prefix or prefix_for(settings, ws), "supervisor_pid": pid, "supervisor_start": start_time(pid) or 0}
         ledger = Ledger.register(ws, registry, job, owner=new_owner(), meta=meta, token=msg.token)
         req = DelegateRequest(target=msg.session, brief=msg.text, job_id=msg.job_id, kind="remote")
         return cls(req, Target(msg.session, msg.session), ledger, ws=ws, settings=settings, registry=registry, on_update=None)

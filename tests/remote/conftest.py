@@ -49,6 +49,8 @@ def make_host(tmp_path: Path, label: str, broker_env: dict[str, str], prefix: st
     env = {**FAST, **broker_env, "MAM_WORKSPACE": str(root), "MAM_TMUX_SERVER": t.name, "HOME": str(home),
            "XDG_CONFIG_HOME": str(home / ".config"), "XDG_DATA_HOME": str(home / ".local/share"),
            "MAM_TOPIC_PREFIX": prefix, "MAM_DISPATCH_SECRET": SECRET}
+    if not prefix:
+        del env["MAM_TOPIC_PREFIX"]  # each workspace's own default
     return Host(root, env, t)
 
 
@@ -58,8 +60,9 @@ def two_hosts(tmp_path: Path) -> Iterator[object]:
     hosts: list[Host] = []
 
     def make(broker_env: dict[str, str], remote_env: dict[str, str] | None = None, prefix: str | None = None) -> tuple[Host, Host]:
-        """Two hosts on one broker; `remote_env` gives the runner's host its own credentials."""
-        prefix = prefix or f"mam/test-{uuid.uuid4().hex[:8]}"
+        """Two hosts on one broker; `remote_env` gives the runner's host its own credentials.
+        `prefix=""` leaves MAM_TOPIC_PREFIX unset on both (each workspace's default)."""
+        prefix = f"mam/test-{uuid.uuid4().hex[:8]}" if prefix is None else prefix
         a = make_host(tmp_path, "origin", broker_env, prefix)
         b = make_host(tmp_path, "remote", remote_env or broker_env, prefix)
         hosts.extend([a, b])

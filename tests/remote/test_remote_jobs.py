@@ -51,6 +51,30 @@ def test_a_remote_job_completes_and_the_origin_audit_holds_every_event(two_hosts
     assert capture(remote.tmux.name, created["pane_id"]).count(record["nonce"]) == 1
 
 
+def test_hosts_with_default_topic_prefixes_still_meet(two_hosts, mosquitto_broker, poll):  # type: ignore[no-untyped-def]
+    """No MAM_TOPIC_PREFIX anywhere: runners meet origins under `mam/runners/`, and the dispatch
+    tells the runner the origin's job prefix (which differs from its own workspace's)."""
+    import uuid
+
+    from mam.bus.topics import prefix_for
+    from mam.settings import load_settings
+    from mam.workspace import Workspace
+
+    origin, remote = two_hosts(mosquitto_broker.env(), prefix="")
+    origin_prefix, remote_prefix = (prefix_for(load_settings(environ={}), Workspace(h.root)) for h in (origin, remote))
+    assert origin_prefix != remote_prefix
+    runner = f"rb-{uuid.uuid4().hex[:6]}"  # the runners' namespace is shared by every test on this broker
+    remote.mam("session", "create", "--agent", "demo", "--role", "dev", "--session", "d1", "--json", env={})
+    start_runner(remote, runner)
+    runner_started(remote, poll, runner)
+    proc = origin.mam("job", "delegate", "--target", f"remote:{runner}/d1", "--brief", "demo-write: p.txt :: met", *SHORT, *INSECURE, "--json")
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["state"] == "completed"
+    assert (remote.root / "p.txt").read_text() == "met\n"
+    remote_record = json.loads((remote.root / ".mam" / "jobs" / f"{json.loads(proc.stdout)['id']}.json").read_text())
+    assert remote_record["topic_prefix"] == origin_prefix
+
+
 def test_dispatch_attacks_are_rejected_and_logged_and_the_brief_arrives_once(two_hosts, mosquitto_broker, poll):  # type: ignore[no-untyped-def]
     import paho.mqtt.client as paho
 

@@ -76,15 +76,16 @@ def test_every_broker_file_is_shown_verbatim(name: str) -> None:
 
 # -- topics, senders, limits ----------------------------------------------------------------------
 def test_every_topic_is_documented() -> None:
-    t = Topics("PREFIX")
+    t = Topics("PREFIX", "RUNNERSROOT")
 
     def shown(topic: str) -> str:
-        return f"`{topic.replace('PREFIX', '<prefix>').replace('JOB', '<job>').replace('RUNNER', '<runner>')}`"
+        return (f"`{topic.replace('RUNNERSROOT', '<runners prefix>').replace('PREFIX', '<prefix>').replace('JOB', '<job>')}`"
+                .replace("RUNNER", "<runner>"))
 
     for topic in (t.events("JOB"), t.state("JOB"), t.presence("RUNNER"), t.dispatch("RUNNER", "JOB"), t.all_events(), t.all_states(),
                   t.all_presence(), t.dispatch_all("RUNNER")):
         assert shown(topic) in DOC, topic
-    assert "`mam/<workspace slug>`" in DOC and "`MAM_TOPIC_PREFIX`" in DOC
+    assert "`mam/<workspace slug>`" in DOC and "`MAM_TOPIC_PREFIX`" in DOC and "`body.topic_prefix`" in DOC
 
 
 def test_sender_table_matches_the_model() -> None:
