@@ -79,9 +79,13 @@ class Monitor:
 
     def reconcile(self) -> None:
         self.passes += 1
+        existed = self.ws.mirror_path.exists()
         if self.ws.db_path.exists() and self.registry.refresh_mirror():
             # A writer killed between its commit and the mirror leaves the YAML one generation behind.
-            self.note("repair", what="mirror", session="", reason="the sessions mirror was behind the database")
+            if existed:
+                self.note("repair", what="mirror", session="", reason="the sessions mirror was behind the database")
+            elif self.registry.sessions():  # a new, empty registry's first mirror is no repair
+                self.note("repair", what="mirror", session="", reason="the sessions mirror was missing")
         for r in reconcile_sessions(self.ws, self.settings, self.registry):
             self.note("repair", what=r.what, session=r.session, reason=r.reason)
         since, self._last_pass = self._last_pass, time.time()

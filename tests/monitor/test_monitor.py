@@ -85,6 +85,17 @@ def test_looking_starts_nothing(workspace, tmux_server):  # type: ignore[no-unty
     assert started == []
 
 
+def test_a_new_workspace_has_nothing_to_repair(workspace):  # type: ignore[no-untyped-def]
+    assert json.loads(mam("monitor", "--once", "--json", check=True).stdout) == []
+    (workspace.state / "agent-sessions.yaml").unlink()  # a lost mirror of an empty registry: rewritten quietly
+    assert json.loads(mam("monitor", "--once", "--json", check=True).stdout) == []
+    create_demo("s")
+    (workspace.state / "agent-sessions.yaml").unlink()
+    out = json.loads(mam("monitor", "--once", "--json", check=True).stdout)
+    assert [(e["what"], e["reason"]) for e in out] == [("mirror", "the sessions mirror was missing")]
+    assert (workspace.state / "agent-sessions.yaml").exists()
+
+
 def _cmd(pid: str) -> str:
     try:
         with open(f"/proc/{pid}/cmdline", "rb") as f:
