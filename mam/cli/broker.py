@@ -36,7 +36,12 @@ def stop(app: App, as_json: bool) -> None:
     """Stop the embedded broker; no broker process is left (harmless when stopped)."""
     from mam.broker import embedded
 
-    _show(embedded.stop(app.ws), as_json)
+    before = embedded.status(app.ws)
+    after = embedded.stop(app.ws)
+    if before.running and not as_json:
+        click.echo(f"embedded broker stopped (was pid {before.pid}, 127.0.0.1:{before.port})")
+    else:
+        _show(after, as_json)
 
 
 @broker.command("status")

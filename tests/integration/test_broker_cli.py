@@ -118,8 +118,12 @@ def test_stop_leaves_no_broker_process(ws: Path, poll):
     assert gone(pid), f"broker pid {pid} still runs after stop"
     assert not (ws / ".mam" / "broker" / "broker.pid").exists()
     assert listeners(port) == []
-    # Stopping again is harmless; a later start reuses the recorded port.
+    # Stopping again is harmless and says so; a later start reuses the recorded port.
     assert broker_json("stop", ws=ws)["running"] is False
+    again = broker_json("start", ws=ws)
+    said = run_mam("broker", "stop", ws=ws).stdout
+    assert said.startswith(f"embedded broker stopped (was pid {again['pid']}")
+    assert run_mam("broker", "stop", ws=ws).stdout.strip() == "embedded broker not running"
     again = broker_json("start", ws=ws)
     assert again["pid"] != pid and again["running"] is True
 
