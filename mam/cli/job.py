@@ -39,7 +39,7 @@ def job() -> None:
 @click.option("--timeout", type=float, default=None, help="Wall-clock budget in seconds (default MAM_JOB_TIMEOUT_S).")
 @click.option("--start-deadline", type=float, default=None, help="Seconds to wait for `started` (default MAM_START_DEADLINE_S).")
 @click.option("--heartbeat", type=float, default=None, help="Heartbeat interval N the agent is asked for (default MAM_HEARTBEAT_S).")
-@click.option("--parent-job", default=None, help="Link this job as a sub-job of that job.")
+@click.option("--parent-job", default=None, help="Link this job as a sub-job of that job (a job of this workspace).")
 @click.option("--job-id", default=None, help="Use this job id; if it exists, attach to it instead (never injects twice).")
 @click.option("--dispatch-wait", type=float, default=None, help="Seconds to wait for the session's earlier jobs (default MAM_DISPATCH_WAIT_S).")
 @click.option("--allow-insecure-broker", is_flag=True, help="Allow remote: dispatch on a broker with neither TLS nor authentication.")

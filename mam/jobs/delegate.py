@@ -75,6 +75,8 @@ def delegate(req: DelegateRequest, *, ws: Workspace, settings: Settings, registr
         if existing is not None:
             return _retry(req, target, ws=ws, settings=settings, registry=registry, on_update=on_update, client=client)
     check_brief(req.brief)
+    if req.parent_job and registry.find_job(req.parent_job) is None:
+        raise UsageError(f"--parent-job {req.parent_job!r}: no such job in workspace {ws.root}")
     if target.remote:
         from mam.remote.dispatch import check_remote_allowed
 

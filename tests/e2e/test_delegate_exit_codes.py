@@ -99,6 +99,14 @@ def test_unknown_target_exits_5(wired):  # type: ignore[no-untyped-def]
     assert record["state"] == "cancelled" and record["reason"] == "target_not_found"
 
 
+def test_an_unknown_parent_job_is_a_usage_error_and_registers_nothing(wired):  # type: ignore[no-untyped-def]
+    create_demo("w")
+    proc = mam("job", "delegate", "--target", "w", "--brief", "do it", "--parent-job", "job-nosuch", *SHORT)
+    assert proc.returncode == 2
+    assert "--parent-job 'job-nosuch': no such job" in proc.stderr
+    assert json.loads(mam("job", "list", "--json", check=True).stdout) == []
+
+
 def test_busy_session_is_cancelled_exit_5_and_the_brief_never_delivered(wired, tmux_server, poll):  # type: ignore[no-untyped-def]
     from tests.helpers.mamcli import spawn_mam
 
