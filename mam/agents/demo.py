@@ -1,7 +1,8 @@
 """The demo agent's adapter: a real interactive program shipped with mam (no LLM).
 
 It chooses its conversation id at launch like claude, keeps conversations under
-~/.mam-demo/conversations/<id>.json and exits on `/exit` + Enter.
+<workspace>/.mam/demo-agent/conversations/<id>.json (so it writes nothing in HOME) and exits
+on `/exit` + Enter.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ class DemoAdapter(AgentAdapter):
     exit_keys: ClassVar[tuple[KeyStep, ...]] = (("key", "C-c"), ("text", "/exit"), ("key", "Enter"))
     paste_placeholders = ("[pasted ",)
     ready_marker = "demo agent ready"
+    env_keys = ("HOME", "MAM_WORKSPACE")
 
     def launch_argv(self, conversation_id: str | None) -> list[str]:
         return [sys.executable, "-m", "mam.agents.demo_agent", "--session-id", conversation_id or ""]
@@ -29,7 +31,9 @@ class DemoAdapter(AgentAdapter):
         return [sys.executable, "-m", "mam.agents.demo_agent", "--resume", conversation_id]
 
     def conversation_files(self, conversation_id: str, *, cwd: str, env: Mapping[str, str]) -> list[Path]:
-        return [self.home(env) / ".mam-demo" / "conversations" / f"{conversation_id}.json"]
+        from mam.agents.demo_agent import conversations_dir
+
+        return [conversations_dir(env) / f"{conversation_id}.json"]
 
 
 ADAPTER = DemoAdapter()

@@ -34,6 +34,7 @@ import termios
 import threading
 import time
 import tty
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -47,7 +48,11 @@ CHALLENGE_REQUEST = "[mam-loop: challenge]"
 PLAN_FILE = re.compile(r"^\s*Plan file:\s*(?P<path>\S.*?)\s*$", re.M)
 
 
-def conversations_dir(env: dict[str, str] | os._Environ[str]) -> Path:
+def conversations_dir(env: Mapping[str, str]) -> Path:
+    """In the workspace of the session (nothing in HOME); ~/.mam-demo when run outside one."""
+    workspace = env.get("MAM_WORKSPACE")
+    if workspace:
+        return Path(workspace) / ".mam" / "demo-agent" / "conversations"
     return Path(env.get("HOME") or os.path.expanduser("~")) / ".mam-demo" / "conversations"
 
 
