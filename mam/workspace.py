@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from mam.errors import WorkspaceError
+from mam.errors import UsageError, WorkspaceError
 
 STATE_DIR = ".mam"
 ENV_FILE = ".mam.env"
@@ -99,7 +99,8 @@ def find_workspace(explicit: str | None = None, *, environ: Mapping[str, str] | 
     if chosen:
         root = Path(chosen).expanduser()
         if not root.is_dir():
-            raise WorkspaceError(f"workspace folder does not exist: {root}")
+            source = "--workspace" if explicit else "MAM_WORKSPACE"
+            raise UsageError(f"workspace folder does not exist: {root} (from {source})")
         return Workspace(root.resolve())
     here = (cwd or Path.cwd()).resolve()
     for folder in (here, *here.parents):

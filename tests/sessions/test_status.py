@@ -138,3 +138,13 @@ def test_the_orphan_catcher_sees_a_daemon(tmux_server: Any) -> None:
     result = run_catching_orphans(["tmux", "-L", tmux_server.name, "new-session", "-d", "--", "sleep", "60"])
     assert result["rc"] == 0, result
     assert result["left"] and set(result["left"]) <= set(tmux_servers_for(tmux_server.name))
+
+
+def test_a_workspace_that_does_not_exist_is_a_usage_error(tmp_path: Path) -> None:
+    missing = tmp_path / "no-such-workspace"
+    proc = mam("session", "status", "--workspace", str(missing))
+    assert proc.returncode == 2
+    assert f"workspace folder does not exist: {missing} (from --workspace)" in proc.stderr
+    proc = mam("session", "status", env={"MAM_WORKSPACE": str(missing)})
+    assert proc.returncode == 2 and "(from MAM_WORKSPACE)" in proc.stderr
+    assert not missing.exists()
