@@ -41,11 +41,11 @@ def run_loop(req: LoopRequest, *, ws: Workspace, settings: Settings, registry: R
         usable(registry, req.planner, "planner")
     reviewers, how = choose_reviewers(registry, req.creator, req.reviewers, req.all_reviewer)
     workdir, repo, no_identity = _locate(req, Path(creator.cwd), ws, environ)
+    base, base_how = resolve_base(repo, req.base, environ) if repo else (None, "")
     loop_id = new_loop_id()
     with loop_lock(ws, repo or workdir, loop_id=loop_id, task=req.task):
         files = LoopFiles(ws, loop_id)
         log = LoopLog(files.log, loop_id, on_event)
-        base, base_how = resolve_base(repo, req.base, environ) if repo else (None, "")
         options = JobOptions(req.timeout_s, req.start_deadline_s, req.heartbeat_s, req.dispatch_wait_s)
         ctx = Ctx(req=req, loop_id=loop_id, ws=ws, settings=settings, registry=registry, files=files, log=log,
                   runner=Runner(ws=ws, settings=settings, registry=registry, options=options, log=log), environ=environ,

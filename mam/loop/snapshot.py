@@ -16,7 +16,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from mam.loop.git import GitError, git, git_env, maybe, out
+from mam.errors import UsageError
+from mam.loop.git import git, git_env, maybe, out
 
 EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
 
@@ -55,7 +56,7 @@ def resolve_base(repo: Path, base: str | None, environ: Mapping[str, str] | None
     if base:
         sha = maybe(["rev-parse", "--verify", "--quiet", f"{base}^{{commit}}"], cwd=repo, env=env)
         if not sha:
-            raise GitError(f"--base {base!r} is not a commit in {repo}", cwd=str(repo))
+            raise UsageError(f"--base {base!r} is not a commit in {repo}")
         return sha, f"--base {base}"
     head = maybe(["rev-parse", "--verify", "--quiet", "HEAD^{commit}"], cwd=repo, env=env)
     if not head:

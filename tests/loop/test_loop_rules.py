@@ -93,6 +93,8 @@ def test_bad_selections_are_refused_before_anything_runs(loop_ws):  # type: igno
     assert code == 5
     code, _, proc = run_loop("--creator", "creator", "--task", TASK, "--max-loop", "0")
     assert code == 2
+    code, _, proc = run_loop("--creator", "creator", "--task", TASK, "--base", "no-such-rev")
+    assert code == 2 and "--base 'no-such-rev' is not a commit" in proc.stderr
     assert not (loop_ws.state / "loops").exists()
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from mam.loop.git import GitError
+from mam.errors import UsageError
 from mam.loop.snapshot import EMPTY_TREE, resolve_base, take_snapshot
 from tests.loop.gitrepo import expected_tree, git, make_repo
 
@@ -91,7 +91,7 @@ def test_base_defaults_to_the_merge_base_with_the_default_branch(repo: Path) -> 
     assert base == main and "merge-base" in how and "main" in how
     given, how = resolve_base(repo, "HEAD", dict(os.environ))
     assert given == git(repo, "rev-parse", "HEAD") and "--base" in how
-    with pytest.raises(GitError):
+    with pytest.raises(UsageError, match="is not a commit"):
         resolve_base(repo, "no-such-rev", dict(os.environ))
 
 
