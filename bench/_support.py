@@ -21,6 +21,7 @@ if str(REPO) not in sys.path:
     sys.path.append(str(REPO))
 
 from tests.helpers.brokers import RunningBroker, mosquitto_bin, start_amqtt, start_mosquitto  # noqa: E402,F401  (re-exported)
+
 VENV_BIN = REPO / ".venv" / "bin"
 ENV_PREFIXES = ("MQTT_", "MAM_", "HERDR_", "TMUX", "AGENT_PYTHON")
 

@@ -92,7 +92,8 @@ def register_job(ws: Any, prefix: str) -> tuple[Any, str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter, epilog=f"Target: mam <= {TARGET}x the baseline.")
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
+                                     epilog=f"Target: mam <= {TARGET}x the baseline.")
     parser.add_argument("--runs", type=int, default=21, help="timed runs of each command, interleaved (default 21)")
     parser.add_argument("--venv", type=Path, default=support.REPO / ".venv", help="venv holding mam and paho (default: the repo's .venv)")
     parser.add_argument("--no-bytecode-cache", action="store_true",

@@ -51,7 +51,8 @@ class LazyGroup(click.Group):
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.version_option(__version__, "-V", "--version", prog_name="mam")
-@click.option("--workspace", "-w", metavar="DIR", help="Workspace folder (default: $MAM_WORKSPACE, else the nearest folder up with .mam/ or .mam.env, else the current one).")
+@click.option("--workspace", "-w", metavar="DIR", help="Workspace folder (default: $MAM_WORKSPACE, else the nearest folder up with .mam/ or .mam.env, "
+              "else the current one).")
 @click.option("--env-file", metavar="PATH", help="Settings file to read instead of <workspace>/.mam.env.")
 @click.pass_context
 def cli(ctx: click.Context, workspace: str | None, env_file: str | None) -> None:

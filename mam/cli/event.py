@@ -76,7 +76,8 @@ json_option = click.option("--json", "as_json", is_flag=True, help="Print what w
 @event.command("started")
 @workspace_option
 @job_option
-@click.option("--nonce", default=None, help="The nonce from your brief (proves you read this brief). Without it, mam takes it from the job record and notes that in the event.")
+@click.option("--nonce", default=None, help="The nonce from your brief (proves you read this brief). "
+              "Without it, mam takes it from the job record and notes that in the event.")
 @click.option("--heartbeat", type=float, default=None, help="Start a heartbeat every N seconds until the job ends or you exit.")
 @json_option
 @click.pass_obj

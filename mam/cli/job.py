@@ -50,7 +50,8 @@ def delegate(app: App, target: str, brief: str | None, brief_file: str | None, t
              heartbeat: float | None, parent_job: str | None, job_id: str | None, dispatch_wait: float | None,
              allow_insecure_broker: bool, follow: bool, as_json: bool) -> int:
     from mam.errors import UsageError
-    from mam.jobs.delegate import DelegateRequest, delegate as run_delegate
+    from mam.jobs.delegate import DelegateRequest
+    from mam.jobs.delegate import delegate as run_delegate
 
     if (brief is None) == (brief_file is None) and not job_id:
         raise UsageError("give exactly one of --brief or --brief-file")
@@ -85,7 +86,9 @@ def _printer():  # type: ignore[no-untyped-def]
     def show(job, inp) -> None:  # type: ignore[no-untyped-def]
         body = getattr(inp, "body", {}) or {}
         extra = f": {body['message']}" if body.get("message") else ""
-        click.echo(f"[{job.id}] {job.state.value}{' ' + job.reason if job.reason else ''} ({type(inp).__name__.lower()}{' ' + inp.type if hasattr(inp, 'type') else ''}){extra}", err=True)
+        reason = f" {job.reason}" if job.reason else ""
+        what = type(inp).__name__.lower() + (f" {inp.type}" if hasattr(inp, "type") else "")
+        click.echo(f"[{job.id}] {job.state.value}{reason} ({what}){extra}", err=True)
 
     return show
 

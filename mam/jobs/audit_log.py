@@ -12,7 +12,8 @@ from collections.abc import Iterable
 from typing import Any
 
 from mam.jobs import record as rec
-from mam.jobs.model import Job, input_from_dict, replay as fold
+from mam.jobs.model import Job, input_from_dict
+from mam.jobs.model import replay as fold
 from mam.store import jobs as jobs_table
 from mam.store.registry import Registry
 from mam.workspace import Workspace

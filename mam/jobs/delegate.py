@@ -25,7 +25,17 @@ from mam.jobs.delivery import Delivery, PaneDelivery
 from mam.jobs.intake import Intake
 from mam.jobs.ledger import Ledger, TakenOver, new_job_id, new_owner
 from mam.jobs.model import (
-    BROKER_UNAVAILABLE, SESSION_BUSY, TARGET_NOT_FOUND, Claim, Delivered, End, Input, Job, JobState, Tick, deadlines,
+    BROKER_UNAVAILABLE,
+    SESSION_BUSY,
+    TARGET_NOT_FOUND,
+    Claim,
+    Delivered,
+    End,
+    Input,
+    Job,
+    JobState,
+    Tick,
+    deadlines,
 )
 from mam.jobs.stale import close_if_abandoned
 from mam.jobs.target import Target, parse_target
@@ -99,7 +109,8 @@ def _new_job(req: DelegateRequest, target: Target, settings: Settings) -> Job:
         return chosen
 
     return Job(
-        id=req.job_id or new_job_id(), session=f"{target.runner}/{target.session}" if target.remote else target.session, nonce=secrets.token_hex(8), created_ms=rec.now_ms(),
+        id=req.job_id or new_job_id(), session=f"{target.runner}/{target.session}" if target.remote else target.session,
+        nonce=secrets.token_hex(8), created_ms=rec.now_ms(),
         start_deadline_ms=int(pick(req.start_deadline_s, "MAM_START_DEADLINE_S") * 1000),
         heartbeat_ms=int(pick(req.heartbeat_s, "MAM_HEARTBEAT_S") * 1000),
         heartbeat_k=settings.get_float("MAM_HEARTBEAT_K"),

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, replace
 from enum import Enum
-from typing import Any, Union
+from typing import Any
 
 
 class JobState(str, Enum):
@@ -131,7 +131,7 @@ class End:
     detail: str = ""
 
 
-Input = Union[Claim, Delivered, Event, Tick, End]
+Input = Claim | Delivered | Event | Tick | End
 
 EXIT_CODES = {JobState.COMPLETED: 0, JobState.FAILED: 1, JobState.TIMED_OUT: 2, JobState.CANCELLED: 5}
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from mam.errors import MamError
-from mam.jobs.audit_log import repair
 from mam.jobs import record as rec
+from mam.jobs.audit_log import repair
 from mam.jobs.intake import Intake
 from mam.jobs.ledger import Ledger, owner_alive
 from mam.jobs.model import Job, JobState, Tick

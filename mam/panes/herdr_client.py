@@ -127,7 +127,7 @@ class HerdrClient:
             try:
                 sock.sendall(data)
                 return _read_line(sock)
-            except socket.timeout as e:
+            except TimeoutError as e:
                 raise PaneError(f"herdr {method} on {self.server!r} did not answer within {timeout:.0f}s", server=self.server, code="timeout") from e
             except OSError as e:
                 raise PaneError(f"herdr {method} on {self.server!r}: connection failed: {e}", server=self.server, code="connection") from e

@@ -24,7 +24,7 @@ from mam.bus.mqtt import MqttClient, Will
 from mam.bus.topics import Topics
 from mam.errors import BrokerError, DecodeError, JobError, LockBusy
 from mam.jobs import record as rec
-from mam.jobs.model import JobState
+from mam.jobs.model import TERMINAL, JobState
 from mam.jobs.stale import end_job
 from mam.remote.dispatch import Dispatch, check_remote_allowed
 from mam.remote.runner_job import RunnerJob
@@ -221,7 +221,7 @@ class Runner:
                 continue
             if env.kind == "state" and env.job == job_id and env.verify(token):
                 state = str(env.body.get("state", ""))
-                if state in {s.value for s in JobState} and JobState(state) not in (JobState.PENDING, JobState.DELIVERING, JobState.DELIVERED, JobState.RUNNING):
+                if state in {s.value for s in JobState} and JobState(state) in TERMINAL:
                     code = env.body.get("exit_code")
                     end_job(self.ws, self.registry, job_id, JobState(state), f"origin_{env.body.get('reason', state)}",
                             code if isinstance(code, int) else 1, "ended by the origin", by=f"runner {self.name}")

@@ -411,7 +411,8 @@ def test_update_reinstalls_refreshes_skills_and_keeps_settings(installed: Instal
     assert sorted(manifest["skills"]) == sorted(p.name for p in skills.iterdir())
     assert "multi-agent-mux-fake-b" not in manifest["skills"]
     assert manifest["venv"] == "created"
-    r = subprocess.run([str(ws_copy / ".venv/bin/python"), "-I", "-c", "import mam; print(mam.__file__)"], capture_output=True, text=True, timeout=60, check=True)
+    r = subprocess.run([str(ws_copy / ".venv/bin/python"), "-I", "-c", "import mam; print(mam.__file__)"],
+                       capture_output=True, text=True, timeout=60, check=True)
     assert Path(r.stdout.strip()).is_relative_to(ws_copy / ".venv")
     r = subprocess.run([str(ws_copy / ".venv/bin/mam"), "--version"], capture_output=True, text=True, timeout=60, check=False)
     assert r.returncode == 0 and mam.__version__ in r.stdout

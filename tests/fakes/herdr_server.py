@@ -27,8 +27,9 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 PROTOCOL_ENV, VERSION_ENV = "FAKE_HERDR_PROTOCOL", "FAKE_HERDR_VERSION"
 DEFAULT_PROTOCOL, DEFAULT_VERSION = 22, "0.9.0"

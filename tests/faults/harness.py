@@ -242,7 +242,7 @@ def _revive_sessions(world: World, wave: list[Step], report: Report) -> None:
             host.run("monitor", "--once")  # the remote host has no monitor of its own running
         for name in names:
             try:
-                wait_for(lambda: _dead_or_fine(host, name), timeout=20, interval=0.1)
+                wait_for(lambda h=host, n=name: _dead_or_fine(h, n), timeout=20, interval=0.1)
             except Timeout:
                 pass
         for name in host.sessions:  # every session: a wave may also end an agent it did not target

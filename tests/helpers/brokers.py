@@ -12,12 +12,10 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from mam.broker.endpoint import BrokerEndpoint
-from mam.util.poll import wait_for
-
-
 from mam.broker.embedded import free_port  # noqa: E402,F401  (re-exported for tests)
 from mam.broker.embedded import port_accepts as accepts  # noqa: E402,F401
+from mam.broker.endpoint import BrokerEndpoint
+from mam.util.poll import wait_for
 
 
 @dataclass

@@ -19,7 +19,8 @@ import pytest
 
 from mam.panes.base import PaneBackend
 from mam.panes.herdr import HerdrBackend
-from mam.panes.tmux import TmuxBackend, socket_path as tmux_socket
+from mam.panes.tmux import TmuxBackend
+from mam.panes.tmux import socket_path as tmux_socket
 from mam.settings import Settings, load_settings
 from mam.util.proc import children, pid_alive
 from mam.workspace import Workspace

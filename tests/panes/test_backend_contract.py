@@ -110,7 +110,7 @@ def test_hostile_brief_arrives_byte_exact_and_keys_follow(harness: Harness, tmp_
     for keys, sent in ((("Enter",), b"\r"), (("C-c",), b"\x03"), (("C-d",), b"\x04"), (("Escape", "Tab"), b"\x1b\t")):
         backend.send_keys(info.pane_id, *keys)
         expected += sent
-        poll(lambda: after.exists() and after.read_bytes() == expected, timeout=10, message=lambda: repr(after.read_bytes()))
+        poll(lambda want=expected: after.exists() and after.read_bytes() == want, timeout=10, message=lambda: repr(after.read_bytes()))
     backend.type_text(info.pane_id, "/exit")
     expected += b"/exit"
     poll(lambda: after.read_bytes() == expected, timeout=10, message=lambda: repr(after.read_bytes()))

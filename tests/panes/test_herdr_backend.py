@@ -11,11 +11,11 @@ import signal
 import socket
 import sys
 import threading
-import tomllib
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import tomllib
 
 from mam.errors import ConfigError, HerdrProtocolError, PaneError
 from mam.panes.herdr import HerdrBackend, herdr_key

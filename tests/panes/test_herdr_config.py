@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import datetime
 import string
-import tomllib
 from pathlib import Path
 
-from hypothesis import given, settings as hsettings, strategies as st
+import tomllib
+from hypothesis import given
+from hypothesis import settings as hsettings
+from hypothesis import strategies as st
 
 from mam.panes.herdr_config import config_dir, dumps, session_config_path, socket_path, user_config_path, write_session_config
 from mam.workspace import Workspace

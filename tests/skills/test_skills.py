@@ -76,7 +76,7 @@ def script_of(skill: str) -> Path:
 
 
 # -- parsing ------------------------------------------------------------------------------------
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def cli_help(words: tuple[str, ...]) -> str:
     proc = subprocess.run([MAM, *words, "--help"], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr

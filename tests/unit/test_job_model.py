@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import replace
 
 import pytest
@@ -9,7 +10,21 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mam.jobs.model import (
-    OPEN, TERMINAL, Claim, Delivered, End, Event, Job, JobState, Tick, advance, deadlines, input_from_dict, input_to_dict, replay, step,
+    OPEN,
+    TERMINAL,
+    Claim,
+    Delivered,
+    End,
+    Event,
+    Job,
+    JobState,
+    Tick,
+    advance,
+    deadlines,
+    input_from_dict,
+    input_to_dict,
+    replay,
+    step,
 )
 
 JOB = Job(id="j", session="s", nonce="n0nce", created_ms=0, start_deadline_ms=1000, heartbeat_ms=100, heartbeat_k=4, budget_ms=10_000)
@@ -161,6 +176,6 @@ def test_random_sequences_keep_every_invariant(seq) -> None:  # type: ignore[no-
 
 
 def test_replace_keeps_the_model_frozen() -> None:
-    with pytest.raises(Exception):
+    with pytest.raises(dataclasses.FrozenInstanceError):
         JOB.state = JobState.FAILED  # type: ignore[misc]
     assert replace(JOB, state=JobState.FAILED).state is JobState.FAILED
