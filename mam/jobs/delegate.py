@@ -164,6 +164,10 @@ class Wrapper:
             self._abandon(e)
             raise
         finally:
+            try:
+                self.ledger.refresh_record(now=True)
+            except OSError as e:
+                log.warning("job %s: live record not refreshed: %s", self.ledger.job.id, e)
             if self.client is not None:
                 self._publish_state()
                 if self.owns_client:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import secrets
 import socket
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -29,6 +30,9 @@ class TakenOver(JobError):
     """Raised when another attempt took the job record over while this one held it."""
 
     exit_code = 5
+
+
+RECORD_EVERY_S = 0.25  # how stale the live record's counters (last_seq, last event) may get while the state stands
 
 
 def new_job_id() -> str:
@@ -65,6 +69,9 @@ class Ledger:
     qid: int = 0
     on_commit: Callable[[Job, Input], None] | None = None
     _held: _Held | None = field(default=None, init=False, repr=False, compare=False)
+    _record_state: str = field(default="", init=False, repr=False, compare=False)  # the state the record on disk shows
+    _record_at: float = field(default=0.0, init=False, repr=False, compare=False)  # when it was written (monotonic)
+    _record_dirty: bool = field(default=False, init=False, repr=False, compare=False)  # the job moved on since
 
     # -- registration -------------------------------------------------------------------------
     @classmethod
@@ -161,7 +168,7 @@ class Ledger:
             self.job = Job.from_dict(row.data.get("job", {}))
             self._write_record()
             return
-        self._write_record()
+        self._mirror()
         self._write_lines(held, inputs=True)
         if self.on_commit is not None:
             for job, inp in held.steps:
@@ -182,6 +189,13 @@ class Ledger:
         if row.state != self.job.state.value:
             self.job = Job.from_dict(row.data.get("job", {}))
             self._write_record()
+        else:
+            self.refresh_record()
+
+    def refresh_record(self, *, now: bool = False) -> None:
+        """Write the live record if the job moved on since it was written, RECORD_EVERY_S ago (or `now`)."""
+        if self._record_dirty and (now or time.monotonic() - self._record_at >= RECORD_EVERY_S):
+            self._write_record()
 
     # -- files --------------------------------------------------------------------------------
     def _row_data(self, job: Job | None = None) -> dict[str, Any]:
@@ -190,8 +204,19 @@ class Ledger:
     def record(self) -> dict[str, Any]:
         return {**self.job.as_dict(), **self.meta, "owner": self.owner, "token": self.token}
 
+    def _mirror(self) -> None:
+        """Rewrite the live record after a commit: at once when the state changed, else at most every
+        RECORD_EVERY_S (a burst of progress events or heartbeats would otherwise pay an atomic file
+        rewrite each; the registry row, committed first, is the truth and nobody reads the record's
+        counters to decide anything)."""
+        if self.job.state.value != self._record_state or time.monotonic() - self._record_at >= RECORD_EVERY_S:
+            self._write_record()
+        else:
+            self._record_dirty = True
+
     def _write_record(self) -> None:
         rec.write_record(self.ws, self.job.id, self.record())
+        self._record_state, self._record_at, self._record_dirty = self.job.state.value, time.monotonic(), False
 
 
 @dataclass

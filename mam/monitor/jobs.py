@@ -69,6 +69,7 @@ class OrphanFollower:
             try:
                 intake.pump(0)
                 intake.ledger.apply(Tick(rec.now_ms()))
+                intake.ledger.refresh_record(now=True)
             except MamError as e:
                 repairs.append((row.id, f"could not follow: {e}"))
                 continue

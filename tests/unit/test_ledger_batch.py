@@ -11,7 +11,7 @@ import pytest
 from mam.bus.envelope import Envelope
 from mam.jobs import record as rec
 from mam.jobs.intake import Intake
-from mam.jobs.ledger import Ledger, TakenOver, new_owner
+from mam.jobs.ledger import RECORD_EVERY_S, Ledger, TakenOver, new_owner
 from mam.jobs.model import Event, Job, JobState
 from mam.jobs.queries import end_job
 from mam.store import jobs as jobs_table
@@ -52,10 +52,32 @@ def test_a_batch_commits_once_at_the_end_with_every_line_in_order(ledger: Ledger
         assert ledger.registry.job(ledger.job.id).data["job"]["last_seq"] == 0  # nothing committed yet
         assert commits(ledger) == []
     assert ledger.registry.job(ledger.job.id).data["job"]["last_seq"] == 2
+    ledger.refresh_record(now=True)
     assert rec.read_record(ledger.ws, ledger.job.id)["last_seq"] == 2
     assert commits(ledger) == ["input", "rejected", "input"]
     assert seen == [1, 2]
     assert replayed_state(ledger.ws, ledger.job.id) == ledger.job
+
+
+def test_the_live_record_follows_state_changes_at_once_and_counters_within_the_interval(ledger: Ledger, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    clock = [100.0]
+    monkeypatch.setattr("mam.jobs.ledger.time.monotonic", lambda: clock[0])
+    ledger.refresh_record(now=True)
+    ledger._write_record()  # the record as of the fake clock's start
+    ledger.apply(progress(1))  # same state, written an instant ago: held
+    assert ledger.registry.job(ledger.job.id).data["job"]["last_seq"] == 1  # the row, the truth, has it
+    assert rec.read_record(ledger.ws, ledger.job.id)["last_seq"] == 0
+    ledger.sync()  # the wrapper's loop: still within the interval
+    assert rec.read_record(ledger.ws, ledger.job.id)["last_seq"] == 0
+    clock[0] += RECORD_EVERY_S
+    ledger.sync()
+    assert rec.read_record(ledger.ws, ledger.job.id)["last_seq"] == 1
+    ledger.apply(progress(2))
+    assert rec.read_record(ledger.ws, ledger.job.id)["last_seq"] == 1
+    ledger.apply(Event(at=2000, seq=3, type="completed", sender="agent", body={}))  # a new state: written at once
+    record = rec.read_record(ledger.ws, ledger.job.id)
+    assert record["state"] == "completed" and record["last_seq"] == 3
+    assert record["token"] == ledger.token
 
 
 def test_outside_a_batch_each_input_commits_at_once(ledger: Ledger) -> None:
