@@ -100,3 +100,14 @@ def _cpu_model() -> str:
     except OSError:
         pass
     return platform.processor() or "unknown"
+
+
+def tmux_socket(name: str) -> Path:
+    return Path(os.environ.get("TMUX_TMPDIR") or "/tmp") / f"tmux-{os.getuid()}" / name
+
+
+def kill_tmux(name: str) -> None:
+    """Kill a private tmux server through its own socket, then remove the socket file."""
+    if tmux_socket(name).exists():
+        subprocess.run(["tmux", "-L", name, "kill-server"], capture_output=True, timeout=10)
+    tmux_socket(name).unlink(missing_ok=True)

@@ -56,17 +56,6 @@ SEGMENTS = (
 )
 
 
-def tmux_socket(name: str) -> Path:
-    return Path(os.environ.get("TMUX_TMPDIR") or "/tmp") / f"tmux-{os.getuid()}" / name
-
-
-def kill_tmux(name: str) -> None:
-    """Kill the private tmux server through its own socket, then remove the socket file."""
-    if tmux_socket(name).exists():
-        subprocess.run(["tmux", "-L", name, "kill-server"], capture_output=True, timeout=10)
-    tmux_socket(name).unlink(missing_ok=True)
-
-
 def run_mam(args: list[str], env: dict[str, str], cwd: Path, timeout: float = 90) -> subprocess.CompletedProcess[str]:
     proc = subprocess.run([str(support.VENV_BIN / "mam"), *args], env=env, cwd=cwd, capture_output=True, text=True, timeout=timeout)
     if proc.returncode != 0:
@@ -177,7 +166,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"delegate_overhead: error: {e}", file=sys.stderr)
         return 1
     finally:
-        kill_tmux(tmux_name)
+        support.kill_tmux(tmux_name)
         wait_heartbeaters_gone(ws)
         if broker is not None:
             broker.stop()

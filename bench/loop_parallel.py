@@ -23,7 +23,10 @@ import uuid
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.append(str(REPO))  # for `bench._support`
 TARGET_RATIO = 1.5
+
+from bench import _support as support  # noqa: E402
 
 
 def run(argv: list[str], env: dict[str, str], cwd: Path | None = None, timeout: float = 300) -> subprocess.CompletedProcess[str]:
@@ -86,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if env:
             subprocess.run([mam, "broker", "stop"], env=env, capture_output=True, timeout=60)
-            subprocess.run(["tmux", "-L", env["MAM_TMUX_SERVER"], "kill-server"], capture_output=True, timeout=30)
+            support.kill_tmux(env["MAM_TMUX_SERVER"])
         shutil.rmtree(root, ignore_errors=True)
     m1, m3 = statistics.median(one), statistics.median(three)
     result = {"runs": args.runs, "review_s": args.review_s, "one_reviewer_s": round(m1, 2), "three_reviewers_s": round(m3, 2),

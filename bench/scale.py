@@ -29,6 +29,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from bench._support import kill_tmux  # noqa: E402
 from mam.jobs.delegate import DelegateRequest, delegate  # noqa: E402
 from mam.jobs.record import read_audit  # noqa: E402
 from mam.settings import load_settings  # noqa: E402
@@ -160,8 +161,7 @@ def run_point(sessions: int, jobs_per_session: int, broker_env: dict[str, str], 
         if monitor is not None and monitor.poll() is None:
             monitor.terminate()
             monitor.wait(15)
-        subprocess.run(["tmux", "-L", tmux, "kill-server"], capture_output=True)
-        Path(f"/tmp/tmux-{os.getuid()}/{tmux}").unlink(missing_ok=True)
+        kill_tmux(tmux)
         shutil.rmtree(root, ignore_errors=True)
 
 
@@ -204,7 +204,8 @@ def main(argv: list[str] | None = None) -> int:
         rows = [json.loads(line) for line in args.replot.read_text().splitlines() if line.startswith("{")]
         plot(rows, args.plot or Path("scale.png"))
         return 0
-    broker = start_mosquitto(Path(tempfile.mkdtemp(prefix="mam-scale-broker-")))
+    broker_dir = Path(tempfile.mkdtemp(prefix="mam-scale-broker-"))
+    broker = start_mosquitto(broker_dir)
     rows = []
     try:
         for n in [int(x) for x in args.sessions.split(",")]:
@@ -214,6 +215,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(json.dumps(row), flush=True)
     finally:
         broker.stop()
+        shutil.rmtree(broker_dir, ignore_errors=True)
     base = rows[0]
     for r in rows:
         r["jobs_per_min_vs_first"] = round(r["jobs_per_min"] / base["jobs_per_min"], 2) if base["jobs_per_min"] else None
