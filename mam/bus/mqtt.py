@@ -122,23 +122,29 @@ class MqttClient:
         self.close()
 
     # -- messaging ----------------------------------------------------------------------------
-    def publish(self, topic: str, payload: bytes, *, qos: int = 1, retain: bool = False, timeout: float = 5.0) -> None:
-        """Publish and, for QoS > 0, wait for the broker's ack; raise BrokerError if it does not come."""
+    def publish(self, topic: str, payload: bytes, *, qos: int = 1, retain: bool = False, timeout: float = 5.0,
+                give_up_on_disconnect: bool = False) -> None:
+        """Publish and, for QoS > 0, wait for the broker's ack; raise BrokerError if it does not come.
+
+        A BrokerError after the message left means "maybe sent": paho keeps an unacked message and
+        sends it again after a reconnect. By default the wait goes on through a reconnect until
+        `timeout`; `give_up_on_disconnect` stops it when the connection drops (for messages that
+        are safe on disk already, whose sender must not be held up).
+        """
         if not self._connected.is_set():
             raise BrokerError(f"not connected to MQTT broker {self.endpoint.host}:{self.endpoint.port}")
         info = self._client.publish(topic, payload, qos=qos, retain=retain)
         if info.rc != self._paho.MQTT_ERR_SUCCESS:
             raise BrokerError(f"publish to {self.endpoint.host}:{self.endpoint.port} failed: {self._paho.error_string(info.rc)}")
         if qos > 0:
-            # Wait in slices: a connection lost before the ack ends the wait at once (paho would
-            # keep the message for its reconnect and wait out the whole timeout).
+            # Wait in slices, so that a connection lost before the ack can end the wait early.
             deadline = time.monotonic() + timeout
             try:
                 while not info.is_published():
                     left = deadline - time.monotonic()
                     if left <= 0:
                         raise BrokerError(f"MQTT broker {self.endpoint.host}:{self.endpoint.port} did not acknowledge a publish within {timeout:g}s")
-                    if not self._connected.is_set():
+                    if give_up_on_disconnect and not self._connected.is_set():
                         raise BrokerError(f"lost the connection to MQTT broker {self.endpoint.host}:{self.endpoint.port} before it acknowledged a publish")
                     info.wait_for_publish(min(0.2, left))
             except (RuntimeError, ValueError) as e:

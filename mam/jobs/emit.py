@@ -90,7 +90,8 @@ class Emitter:
         if self.client is None:
             return False, "no broker connection: the event is recorded on disk only"
         try:
-            self.client.publish(Topics(str(record["topic_prefix"])).events(env.job), env.encode(), qos=1, timeout=self.publish_timeout)
+            self.client.publish(Topics(str(record["topic_prefix"])).events(env.job), env.encode(), qos=1, timeout=self.publish_timeout,
+                                give_up_on_disconnect=True)  # on disk already; the lock waits on this
         except BrokerError as e:
             return False, f"{e}; the event is recorded on disk"
         return True, ""

@@ -163,6 +163,7 @@ class Ledger:
             self.job = held.base
             self._write_lines(held, inputs=False)  # what was seen stays noted; the inputs were not applied
             if row.owner != self.owner:
+                self._record_dirty = False  # the record is the new owner's now
                 raise TakenOver(f"job {new.id} was taken over by another attempt; this one leaves it unchanged", job_id=new.id)
             # Someone else ended it (`mam job cancel`, the monitor): adopt their outcome.
             self.job = Job.from_dict(row.data.get("job", {}))
@@ -185,6 +186,7 @@ class Ledger:
         """Adopt an outcome written by someone else (cancel, monitor); raise TakenOver if the owner changed."""
         row = self.registry.job(self.job.id)
         if row.owner != self.owner:
+            self._record_dirty = False  # the record is the new owner's now
             raise TakenOver(f"job {self.job.id} was taken over by another attempt; this one leaves it unchanged", job_id=self.job.id)
         if row.state != self.job.state.value:
             self.job = Job.from_dict(row.data.get("job", {}))

@@ -136,8 +136,8 @@ class RemoteDelivery:
                        heartbeat_k=job.heartbeat_k, budget_ms=job.budget_ms, origin=str(self.ws.root),
                        topic_prefix=self.topics.prefix)
         topic = self.topics.dispatch(msg.runner, job.id)
+        self._published = topic  # even if the publish raises: it may still reach the broker, so `finish` clears it
         self.client.publish(topic, msg.encode(self.secret), qos=1, retain=True, timeout=10)
-        self._published = topic
         rec.audit(self.ws, job.id, "dispatched", runner=msg.runner, session=msg.session, bytes=len(text.encode("utf-8")))
 
     def nudge(self, ledger: Ledger) -> None:

@@ -106,6 +106,18 @@ def test_a_take_over_during_a_batch_raises_when_it_commits(ledger: Ledger) -> No
     assert ledger.job.last_seq == 0
 
 
+def test_a_taken_over_attempt_never_writes_its_stale_record_over_the_new_owners(ledger: Ledger) -> None:
+    ledger.apply(progress(1))
+    ledger.apply(progress(2))  # within the record's interval: the record lags, marked dirty
+    new = Ledger.take_over(ledger.ws, ledger.registry, ledger.job.id)
+    new.apply(Event(at=3000, seq=3, type="completed", sender="agent", body={}))
+    with pytest.raises(TakenOver):
+        ledger.sync()
+    ledger.refresh_record(now=True)  # what the old wrapper does on its way out
+    record = rec.read_record(ledger.ws, ledger.job.id)
+    assert record["state"] == "completed" and record["owner"] == new.owner
+
+
 def test_intake_takes_a_burst_in_one_batch_and_stops_at_the_end(ledger: Ledger) -> None:
     intake = Intake(ledger, ledger.registry, local=False)
 
