@@ -25,7 +25,8 @@ def runner(app: App, name: str, once: bool, max_jobs: int | None, idle_exit: flo
     dispatch once, injects the brief into its own session once and relays the job's
     events to the broker. SIGTERM / SIGINT stop it cleanly.
     Exit codes: 0 stopped; 2 bad settings (no MAM_DISPATCH_SECRET, insecure broker);
-    3 broker unavailable; 4 a runner of that name already runs in this workspace.
+    3 broker unavailable; 4 a runner of that name already runs in this workspace or is online
+    elsewhere on this broker.
     """
     from mam.remote.runner import Runner
     from mam.sessions.common import check_name

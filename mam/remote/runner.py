@@ -33,9 +33,13 @@ from mam.store import jobs as jobs_table
 from mam.store.registry import Registry
 from mam.store.sessions import SessionStatus
 from mam.util.fs import append_line
+from mam.util.proc import pid_alive
 from mam.workspace import Workspace
 
 log = logging.getLogger(__name__)
+
+
+PRESENCE_READ_S = 0.5  # how long a starting runner listens for a retained presence under its name
 
 
 @dataclass
@@ -50,6 +54,7 @@ class Runner:
     _dispatches: queue.Queue[tuple[str, bytes]] = field(default_factory=queue.Queue)
     _states: queue.Queue[tuple[str, bytes]] = field(default_factory=queue.Queue)
     _stop: threading.Event = field(default_factory=threading.Event)
+    _announced: bool = False
 
     def __post_init__(self) -> None:
         self.secret = check_remote_allowed(self.settings, self.ws, allow_insecure=self.allow_insecure)
@@ -100,8 +105,42 @@ class Runner:
         will = Will(self.topics.presence(self.name), self._presence("offline"), qos=1, retain=True)
         self.client = open_client(self.settings, self.ws, role=f"runner-{self.name}", will=will, autostart=False, timeout=10)
         self.client.on_connection_change = self._on_connection
+        self._check_name_free()
         self.client.subscribe(self.topics.dispatch_all(self.name), lambda t, p, _r: self._dispatches.put((t, p)))
         self._announce()
+
+    def _check_name_free(self) -> None:
+        """Refuse to start under a name another live runner holds on this broker (its retained
+        presence says online): both would take the same dispatches and paste the brief twice."""
+        assert self.client is not None
+        seen: list[bytes] = []
+        arrived = threading.Event()
+
+        def on_presence(_topic: str, payload: bytes, _retained: bool) -> None:
+            if payload:
+                seen.append(payload)
+                arrived.set()
+
+        topic = self.topics.presence(self.name)
+        self.client.subscribe(topic, on_presence)
+        try:
+            arrived.wait(PRESENCE_READ_S)  # a retained message follows the SUBACK at once
+        finally:
+            self.client.unsubscribe(topic)
+        for payload in seen:
+            try:
+                env = Envelope.decode(payload)
+            except DecodeError:
+                continue
+            if env.kind != "presence" or env.type != "online" or not env.verify(self.secret):
+                continue
+            host, pid = str(env.body.get("host", "")), env.body.get("pid")
+            if host == socket.gethostname() and isinstance(pid, int) and (pid == os.getpid() or not pid_alive(pid)):
+                continue  # an earlier life of this runner on this host
+            where = env.body.get("workspace") or "another workspace"
+            raise LockBusy(f"a runner named {self.name!r} is already online on this broker (host {host}, pid {pid}, {where}); "
+                           "runner names must be unique per broker. If that runner is gone, the broker marks it offline "
+                           "within about 25 s (its keepalive).")
 
     def _on_connection(self, up: bool) -> None:
         self.note("broker_up" if up else "broker_down")
@@ -111,19 +150,20 @@ class Runner:
     def _announce(self) -> None:
         if self.client is not None and self.client.connected:
             try:
+                self._announced = True
                 self.client.publish(self.topics.presence(self.name), self._presence("online"), qos=1, retain=True)
             except BrokerError as e:
                 log.warning("presence not published: %s", e)
 
     def _presence(self, kind: str) -> bytes:
         sessions = [r.name for r in self.registry.sessions() if r.status in (SessionStatus.RUNNING, SessionStatus.STARTING)]
-        body = {"runner": self.name, "host": socket.gethostname(), "pid": os.getpid(), "sessions": sessions}
+        body = {"runner": self.name, "host": socket.gethostname(), "pid": os.getpid(), "workspace": str(self.ws.root), "sessions": sessions}
         return Envelope(kind="presence", job=self.name, seq=0, type=kind, sender="runner", ts=rec.now_ms(), body=body).signed(self.secret).encode()
 
     def _goodbye(self) -> None:
         if self.client is not None:
             try:
-                if self.client.connected:
+                if self.client.connected and self._announced:  # never speak for another runner of that name
                     self.client.publish(self.topics.presence(self.name), self._presence("offline"), qos=1, retain=True, timeout=3)
             except BrokerError:
                 pass
@@ -183,6 +223,7 @@ class Runner:
                 del self.jobs[job_id]
                 if self.client is not None:
                     self.client.unsubscribe(self.topics_of(job_id).state(job_id))
+                self._job_topics.pop(job_id, None)
 
     def topics_of(self, job_id: str) -> Topics:
         """The job's topics, under the prefix its origin sent in the dispatch (kept in the job record)."""

@@ -75,6 +75,24 @@ def test_hosts_with_default_topic_prefixes_still_meet(two_hosts, mosquitto_broke
     assert remote_record["topic_prefix"] == origin_prefix
 
 
+def test_a_second_runner_with_a_live_runners_name_is_refused_and_speaks_not_for_it(two_hosts, mosquitto_broker, poll):  # type: ignore[no-untyped-def]
+    import uuid
+
+    origin, remote = two_hosts(mosquitto_broker.env(), prefix="")
+    runner = f"rb-{uuid.uuid4().hex[:6]}"
+    remote.mam("session", "create", "--agent", "demo", "--role", "dev", "--session", "d1", "--json")
+    start_runner(remote, runner)
+    runner_started(remote, poll, runner)
+    second = origin.mam("runner", "--name", runner, *INSECURE, "--once", timeout=60)
+    assert second.returncode == 4, second.stderr
+    assert f"a runner named {runner!r} is already online on this broker" in second.stderr
+    assert str(remote.root) in second.stderr  # it names where the live one serves
+    # The refused one never said 'offline' for the live one: a job still reaches it.
+    proc = origin.mam("job", "delegate", "--target", f"remote:{runner}/d1", "--brief", "demo-write: u.txt :: one", *SHORT, *INSECURE, "--json")
+    assert proc.returncode == 0, proc.stderr
+    assert (remote.root / "u.txt").read_text() == "one\n"
+
+
 def test_dispatch_attacks_are_rejected_and_logged_and_the_brief_arrives_once(two_hosts, mosquitto_broker, poll):  # type: ignore[no-untyped-def]
     import paho.mqtt.client as paho
 
