@@ -12,7 +12,9 @@
 #
 # Workspace: a skill installed at <workspace>/.agents/skills/<skill>/scripts/ acts on <workspace>,
 # wherever it is run from, by exporting MAM_WORKSPACE when it is not set already (an explicit
-# --workspace still wins). Skills run from anywhere else leave the workspace to mam's own lookup.
+# --workspace still wins), provided <workspace> holds .mam.env or .mam/ (install.sh writes
+# .mam.env). Skills anywhere else (e.g. a user-wide ~/.agents/skills/) leave the workspace to
+# mam's own lookup.
 
 # The script that sourced this file (this file itself when it is not sourced).
 _mam_exec_origin="${BASH_SOURCE[1]:-${BASH_SOURCE[0]}}"
@@ -56,7 +58,11 @@ _mam_exec_workspace() {
     skills="$(dirname -- "$skill")"
     agents="$(dirname -- "$skills")"
     if [[ "$(basename -- "$scripts")" == scripts && "$(basename -- "$skills")" == skills && "$(basename -- "$agents")" == .agents ]]; then
-        printf '%s\n' "$(dirname -- "$agents")"
+        local root
+        root="$(dirname -- "$agents")"
+        if [[ -f "$root/.mam.env" || -d "$root/.mam" ]]; then
+            printf '%s\n' "$root"
+        fi
     fi
 }
 

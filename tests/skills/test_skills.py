@@ -311,6 +311,8 @@ def test_an_installed_skill_acts_on_its_own_workspace_from_anywhere(installed_co
         assert proc.returncode == 0, proc.stderr
         return proc.stdout.strip()
 
+    assert workspace_seen({}, elsewhere) == "<unset>"  # not a workspace (no .mam.env, no .mam/): e.g. ~/.agents/skills
+    (ws / ".mam.env").write_text("")  # what install.sh writes
     assert workspace_seen({}, elsewhere) == str(ws.resolve())
     assert workspace_seen({}, elsewhere, via_bash=True) == str(ws.resolve())
     assert workspace_seen({"MAM_WORKSPACE": str(elsewhere)}, elsewhere) == str(elsewhere)  # an explicit choice stays
