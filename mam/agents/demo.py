@@ -31,9 +31,9 @@ class DemoAdapter(AgentAdapter):
         return [sys.executable, "-m", "mam.agents.demo_agent", "--resume", conversation_id]
 
     def conversation_files(self, conversation_id: str, *, cwd: str, env: Mapping[str, str]) -> list[Path]:
-        from mam.agents.demo_agent import conversations_dir
+        from mam.agents.demo_agent import conversation_paths
 
-        return [conversations_dir(env) / f"{conversation_id}.json"]
+        return conversation_paths(env, conversation_id)
 
 
 ADAPTER = DemoAdapter()

@@ -53,7 +53,17 @@ def conversations_dir(env: Mapping[str, str]) -> Path:
     workspace = env.get("MAM_WORKSPACE")
     if workspace:
         return Path(workspace) / ".mam" / "demo-agent" / "conversations"
+    return _home_dir(env)
+
+
+def _home_dir(env: Mapping[str, str]) -> Path:
     return Path(env.get("HOME") or os.path.expanduser("~")) / ".mam-demo" / "conversations"
+
+
+def conversation_paths(env: Mapping[str, str], cid: str) -> list[Path]:
+    """Where conversation `cid` may be: the current place first, then ~/.mam-demo (where sessions
+    created by mam 0.1.0 before 2026-11-30 kept theirs)."""
+    return list(dict.fromkeys([conversations_dir(env) / f"{cid}.json", _home_dir(env) / f"{cid}.json"]))
 
 
 class Conversation:
@@ -67,6 +77,7 @@ class Conversation:
     def open(cls, cid: str, *, resume: bool) -> Conversation:
         path = conversations_dir(os.environ) / f"{cid}.json"
         if resume:
+            path = next((p for p in conversation_paths(os.environ, cid) if p.exists()), path)
             if not path.exists():
                 print(f"No conversation found with session ID: {cid}", file=sys.stderr)
                 sys.exit(1)

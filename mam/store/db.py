@@ -156,8 +156,13 @@ class Database:
             try:
                 self.conn = self._open(mode)
                 break
-            except sqlite3.OperationalError as e:
-                if "locked" not in str(e) and "busy" not in str(e) or time.monotonic() + pause > deadline:
+            except (sqlite3.OperationalError, StoreError) as e:
+                # StoreError: the migration's own BEGIN IMMEDIATE, wrapped by `transaction()`
+                cause = e if isinstance(e, sqlite3.OperationalError) else e.__cause__
+                busy = isinstance(cause, sqlite3.OperationalError) and ("locked" in str(cause) or "busy" in str(cause))
+                if not busy or time.monotonic() + pause > deadline:
+                    if isinstance(e, StoreError):
+                        raise
                     raise StoreError(f"cannot open registry {path}: {e}") from e
                 time.sleep(pause)
                 pause = min(pause * 2, 0.2)
