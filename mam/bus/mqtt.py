@@ -73,7 +73,9 @@ class MqttClient:
         self._client.on_disconnect = self._on_disconnect
         self._client.on_message = self._on_message
         self._client.on_subscribe = self._on_subscribe
-        self._acked: set[int] = set()
+        self._client.on_unsubscribe = self._on_subscribe  # the same bookkeeping: the packet id is acked
+        self._acked: set[int] = set()  # packet ids of SUBACKs and UNSUBACKs nobody has waited for yet
+        self._network_thread: int | None = None
         self._acked_cond = threading.Condition()
 
     # -- connection ---------------------------------------------------------------------------
@@ -164,14 +166,23 @@ class MqttClient:
                     raise BrokerError(f"MQTT broker {self.endpoint.host}:{self.endpoint.port} did not acknowledge a subscription within {timeout:.0f}s")
                 self._acked.discard(mid)
 
-    def unsubscribe(self, topic: str) -> None:
+    def unsubscribe(self, topic: str, *, timeout: float = 5.0) -> None:
+        """Stop receiving `topic`; waits (at most `timeout`, never failing) for the UNSUBACK, so that
+        a close right after never leaves the broker's answer unread (closing a socket with unread
+        data resets the connection, and the broker may then drop our DISCONNECT and send our will)."""
         with self._lock:
             self._subs.pop(topic, None)
         if self._connected.is_set():
-            self._client.unsubscribe(topic)
+            rc, mid = self._client.unsubscribe(topic)
+            if rc != self._paho.MQTT_ERR_SUCCESS or threading.get_ident() == self._network_thread:
+                return  # (a handler on the network thread must not wait for what that thread reads)
+            with self._acked_cond:
+                if self._acked_cond.wait_for(lambda: mid in self._acked or not self._connected.is_set(), timeout):
+                    self._acked.discard(mid)
 
     # -- paho callbacks (network thread) ------------------------------------------------------
     def _on_connect(self, client, userdata, flags, reason_code, properties) -> None:  # type: ignore[no-untyped-def]
+        self._network_thread = threading.get_ident()
         if reason_code.is_failure:
             self._connect_error = str(reason_code)
             self._answered.set()

@@ -120,7 +120,8 @@ class RemoteDelivery:
         if not presence:
             return f"runner {runner!r} has never announced itself on this broker (is it running? same MAM_DISPATCH_SECRET and MAM_TOPIC_PREFIX on both hosts?)"
         if presence[-1].type != "online":
-            return f"runner {runner!r} is offline"
+            body = presence[-1].body
+            return f"runner {runner!r} is offline (it said so as host {body.get('host')!r}, pid {body.get('pid')})"
         sessions = presence[-1].body.get("sessions")
         if isinstance(sessions, list) and self.target.session not in sessions:
             return f"runner {runner!r} has no running session {self.target.session!r}"

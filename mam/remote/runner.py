@@ -16,6 +16,7 @@ import queue
 import socket
 import threading
 import time
+import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -39,7 +40,7 @@ from mam.workspace import Workspace
 log = logging.getLogger(__name__)
 
 
-PRESENCE_READ_S = 0.5  # how long a starting runner listens for a retained presence under its name
+PRESENCE_READ_S = 10.0  # at most this long a starting runner waits for its probe (it comes back in milliseconds)
 
 
 @dataclass
@@ -55,6 +56,7 @@ class Runner:
     _states: queue.Queue[tuple[str, bytes]] = field(default_factory=queue.Queue)
     _stop: threading.Event = field(default_factory=threading.Event)
     _announced: bool = False
+    _name_checked: bool = False  # nothing is announced before the name is known to be free
 
     def __post_init__(self) -> None:
         self.secret = check_remote_allowed(self.settings, self.ws, allow_insecure=self.allow_insecure)
@@ -102,31 +104,41 @@ class Runner:
     def _connect(self) -> None:
         from mam.bus.connect import open_client
 
+        # The name check uses a connection without a last will: a runner refused (or killed) while
+        # checking must never leave an 'offline' under the name of the live one.
+        with open_client(self.settings, self.ws, role=f"runner-{self.name}-check", autostart=False, timeout=10) as checker:
+            self._check_name_free(checker)
         will = Will(self.topics.presence(self.name), self._presence("offline"), qos=1, retain=True)
         self.client = open_client(self.settings, self.ws, role=f"runner-{self.name}", will=will, autostart=False, timeout=10)
         self.client.on_connection_change = self._on_connection
-        self._check_name_free()
         self.client.subscribe(self.topics.dispatch_all(self.name), lambda t, p, _r: self._dispatches.put((t, p)))
+        self._name_checked = True
         self._announce()
 
-    def _check_name_free(self) -> None:
+    def _check_name_free(self, client: MqttClient) -> None:
         """Refuse to start under a name another live runner holds on this broker (its retained
         presence says online): both would take the same dispatches and paste the brief twice."""
-        assert self.client is not None
         seen: list[bytes] = []
-        arrived = threading.Event()
+        probed = threading.Event()
 
         def on_presence(_topic: str, payload: bytes, _retained: bool) -> None:
             if payload:
                 seen.append(payload)
-                arrived.set()
 
+        # The broker sends a subscription's retained message before anything published after the
+        # subscription on the same connection: once our own probe comes back, the presence under
+        # this name (if any) has arrived. No guessing how long to listen.
         topic = self.topics.presence(self.name)
-        self.client.subscribe(topic, on_presence)
+        probe = f"{self.topics.runners_prefix}/runners/{self.name}/probe/{uuid.uuid4().hex[:12]}"
+        client.subscribe(topic, on_presence)
+        client.subscribe(probe, lambda _t, _p, _r: probed.set())
         try:
-            arrived.wait(PRESENCE_READ_S)  # a retained message follows the SUBACK at once
+            client.publish(probe, b"probe", qos=1, timeout=PRESENCE_READ_S)
+            if not probed.wait(PRESENCE_READ_S):
+                log.warning("runner %s: own probe not back within %ss; checked the presence seen so far", self.name, PRESENCE_READ_S)
         finally:
-            self.client.unsubscribe(topic)
+            client.unsubscribe(topic)
+            client.unsubscribe(probe)
         for payload in seen:
             try:
                 env = Envelope.decode(payload)
@@ -144,7 +156,7 @@ class Runner:
 
     def _on_connection(self, up: bool) -> None:
         self.note("broker_up" if up else "broker_down")
-        if up:
+        if up and self._name_checked:  # (paho may report the first connection too, racing _connect)
             threading.Thread(target=self._announce, daemon=True).start()
 
     def _announce(self) -> None:
