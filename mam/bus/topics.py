@@ -4,6 +4,7 @@
     <prefix>/jobs/<job>/state                        the job's latest state (retained, QoS 1)
     <runners prefix>/runners/<runner>/presence       a runner's presence (retained; last will says offline)
     <runners prefix>/runners/<runner>/dispatch/<job> a remote dispatch (retained until the runner takes it)
+    <runners prefix>/runners/<runner>/probe/<tag>    a starting runner's echo to itself (name check)
 
 Both prefixes are MAM_TOPIC_PREFIX when it is set. When it is not, a workspace's jobs live
 under `mam/<workspace slug>` and runners under `mam`, so an origin and a runner on another
@@ -22,19 +23,21 @@ DEFAULT_ROOT = "mam"
 _SEGMENT = re.compile(r"[A-Za-z0-9._-]{1,128}\Z")
 
 
-def prefix_for(settings: Settings, ws: Workspace) -> str:
+def _configured_prefix(settings: Settings) -> str:
     configured = settings.get_str("MAM_TOPIC_PREFIX").strip().strip("/")
-    if configured:
-        if any(c in configured for c in "#+\0"):
-            raise UsageError(f"MAM_TOPIC_PREFIX {configured!r} must not hold MQTT wildcards")
-        return configured
-    return f"mam/{ws.slug}"
+    if any(c in configured for c in "#+\0"):
+        raise UsageError(f"MAM_TOPIC_PREFIX {configured!r} must not hold MQTT wildcards")
+    return configured
+
+
+def prefix_for(settings: Settings, ws: Workspace) -> str:
+    """Where a workspace's jobs live: MAM_TOPIC_PREFIX, else `mam/<workspace slug>`."""
+    return _configured_prefix(settings) or f"{DEFAULT_ROOT}/{ws.slug}"
 
 
 def runners_prefix_for(settings: Settings) -> str:
     """Where runners announce themselves and take dispatches: MAM_TOPIC_PREFIX, else `mam`."""
-    configured = settings.get_str("MAM_TOPIC_PREFIX").strip().strip("/")
-    return configured or DEFAULT_ROOT
+    return _configured_prefix(settings) or DEFAULT_ROOT
 
 
 def check_prefix(prefix: str) -> str:
@@ -79,6 +82,10 @@ class Topics:
 
     def dispatch(self, runner: str, job: str) -> str:
         return f"{self.runners_prefix}/runners/{segment(runner, 'runner name')}/dispatch/{segment(job, 'job id')}"
+
+    def probe(self, runner: str, tag: str) -> str:
+        """A starting runner's own echo, to know the retained presence under its name has arrived."""
+        return f"{self.runners_prefix}/runners/{segment(runner, 'runner name')}/probe/{segment(tag, 'probe tag')}"
 
     def dispatch_all(self, runner: str) -> str:
         return f"{self.runners_prefix}/runners/{segment(runner, 'runner name')}/dispatch/+"

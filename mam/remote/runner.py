@@ -55,8 +55,6 @@ class Runner:
     _dispatches: queue.Queue[tuple[str, bytes]] = field(default_factory=queue.Queue)
     _states: queue.Queue[tuple[str, bytes]] = field(default_factory=queue.Queue)
     _stop: threading.Event = field(default_factory=threading.Event)
-    _announced: bool = False
-    _name_checked: bool = False  # nothing is announced before the name is known to be free
 
     def __post_init__(self) -> None:
         self.secret = check_remote_allowed(self.settings, self.ws, allow_insecure=self.allow_insecure)
@@ -112,7 +110,6 @@ class Runner:
         self.client = open_client(self.settings, self.ws, role=f"runner-{self.name}", will=will, autostart=False, timeout=10)
         self.client.on_connection_change = self._on_connection
         self.client.subscribe(self.topics.dispatch_all(self.name), lambda t, p, _r: self._dispatches.put((t, p)))
-        self._name_checked = True
         self._announce()
 
     def _check_name_free(self, client: MqttClient) -> None:
@@ -129,7 +126,7 @@ class Runner:
         # subscription on the same connection: once our own probe comes back, the presence under
         # this name (if any) has arrived. No guessing how long to listen.
         topic = self.topics.presence(self.name)
-        probe = f"{self.topics.runners_prefix}/runners/{self.name}/probe/{uuid.uuid4().hex[:12]}"
+        probe = self.topics.probe(self.name, uuid.uuid4().hex[:12])
         client.subscribe(topic, on_presence)
         client.subscribe(probe, lambda _t, _p, _r: probed.set())
         try:
@@ -156,13 +153,12 @@ class Runner:
 
     def _on_connection(self, up: bool) -> None:
         self.note("broker_up" if up else "broker_down")
-        if up and self._name_checked:  # (paho may report the first connection too, racing _connect)
+        if up:
             threading.Thread(target=self._announce, daemon=True).start()
 
     def _announce(self) -> None:
         if self.client is not None and self.client.connected:
             try:
-                self._announced = True
                 self.client.publish(self.topics.presence(self.name), self._presence("online"), qos=1, retain=True)
             except BrokerError as e:
                 log.warning("presence not published: %s", e)
@@ -175,7 +171,7 @@ class Runner:
     def _goodbye(self) -> None:
         if self.client is not None:
             try:
-                if self.client.connected and self._announced:  # never speak for another runner of that name
+                if self.client.connected:  # (a runner refused at its name check never opened this client)
                     self.client.publish(self.topics.presence(self.name), self._presence("offline"), qos=1, retain=True, timeout=3)
             except BrokerError:
                 pass
