@@ -140,6 +140,12 @@ def journal_mode_for(path: Path, *, mounts: Path = MOUNTS) -> str:
     return "WAL"
 
 
+def _busy(error: BaseException) -> bool:
+    """True for SQLite's "database is locked / busy", also when wrapped in a StoreError."""
+    cause = error.__cause__ if isinstance(error, StoreError) else error
+    return isinstance(cause, sqlite3.OperationalError) and ("locked" in str(cause) or "busy" in str(cause))
+
+
 class Database:
     """One SQLite connection, shared by the threads of one process under a lock."""
 
@@ -156,18 +162,13 @@ class Database:
             try:
                 self.conn = self._open(mode)
                 break
-            except (sqlite3.OperationalError, StoreError) as e:
-                # StoreError: the migration's own BEGIN IMMEDIATE, wrapped by `transaction()`
-                cause = e if isinstance(e, sqlite3.OperationalError) else e.__cause__
-                busy = isinstance(cause, sqlite3.OperationalError) and ("locked" in str(cause) or "busy" in str(cause))
-                if not busy or time.monotonic() + pause > deadline:
+            except (sqlite3.Error, StoreError) as e:  # StoreError: the migration's transaction
+                if not _busy(e) or time.monotonic() + pause > deadline:
                     if isinstance(e, StoreError):
                         raise
                     raise StoreError(f"cannot open registry {path}: {e}") from e
                 time.sleep(pause)
                 pause = min(pause * 2, 0.2)
-            except sqlite3.Error as e:
-                raise StoreError(f"cannot open registry {path}: {e}") from e
         try:
             os.chmod(path, 0o600)
         except OSError:
