@@ -139,7 +139,7 @@ class MqttClient:
         if info.rc != self._paho.MQTT_ERR_SUCCESS:
             raise BrokerError(f"publish to {self.endpoint.host}:{self.endpoint.port} failed: {self._paho.error_string(info.rc)}")
         if qos > 0:
-            # Wait in slices, so that a connection lost before the ack can end the wait early.
+            # With give_up_on_disconnect, wait in slices so that a lost connection ends the wait early.
             deadline = time.monotonic() + timeout
             try:
                 while not info.is_published():
@@ -148,7 +148,7 @@ class MqttClient:
                         raise BrokerError(f"MQTT broker {self.endpoint.host}:{self.endpoint.port} did not acknowledge a publish within {timeout:g}s")
                     if give_up_on_disconnect and not self._connected.is_set():
                         raise BrokerError(f"lost the connection to MQTT broker {self.endpoint.host}:{self.endpoint.port} before it acknowledged a publish")
-                    info.wait_for_publish(min(0.2, left))
+                    info.wait_for_publish(min(0.2, left) if give_up_on_disconnect else left)
             except (RuntimeError, ValueError) as e:
                 raise BrokerError(f"publish failed: {e}") from e
 
