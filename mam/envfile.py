@@ -12,6 +12,9 @@ from pathlib import Path
 from mam.errors import ConfigError
 
 _KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+# The first word of a malformed line is named only if it looks like a key (upper case) and more
+# follows it: a lone word, or a lower-case one, may be a password pasted on its own line.
+_KEY_PREFIX = re.compile(r"[A-Z_][A-Z0-9_]*(?=\s+\S)")
 _ESCAPES = {"n": "\n", "t": "\t", "r": "\r", '"': '"', "\\": "\\", "$": "$"}
 
 
@@ -33,17 +36,25 @@ def parse_env_text(text: str, *, source: str = "<string>") -> list[EnvEntry]:
             line = line[len("export ") :].lstrip()
         key, sep, rest = line.partition("=")
         key = key.strip()
-        if not sep:
-            # Never echo the line: it may hold a password.
-            raise ConfigError(f"{source}:{number}: expected KEY=VALUE", path=source, line=number)
-        if not _KEY.match(key):
-            raise ConfigError(f"{source}:{number}: invalid key {key!r}", path=source, line=number)
+        if not sep or not _KEY.match(key):
+            # Never echo the line: past its first word it may hold a password ("MQTT_PASSWORD hunter2").
+            raise ConfigError(f"{source}:{number}: {_malformed(line)}", path=source, line=number)
         try:
             value = _parse_value(rest)
         except ValueError as e:
             raise ConfigError(f"{source}:{number}: {e}", path=source, line=number) from e
         entries.append(EnvEntry(key, value, number))
     return entries
+
+
+def _malformed(line: str) -> str:
+    """What is wrong with a line that is not KEY=VALUE, naming its key (if it starts with one) and nothing else."""
+    lead = _KEY_PREFIX.match(line)
+    if lead is not None:
+        return f"key {lead.group()}: expected KEY=VALUE, with '=' right after the key (the value is not shown)"
+    if "=" not in line:
+        return "expected KEY=VALUE (the line is not shown)"
+    return "invalid key before '=': letters, digits and '_', not starting with a digit (the line is not shown)"
 
 
 def parse_env_file(path: Path) -> list[EnvEntry]:

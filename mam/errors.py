@@ -29,12 +29,20 @@ class UsageError(ConfigError):
     """Raised when a command's input is malformed (a bad name, an empty brief...)."""
 
 
+class UntrustedFile(ConfigError):
+    """Raised when `.mam.env`, `.mam/` or a pid file belongs to another user or others may write it."""
+
+
 class WorkspaceError(MamError):
     """Raised when the workspace or its `.mam/` folder cannot be used."""
 
 
 class StoreError(MamError):
     """Raised when the SQLite registry cannot be read or written."""
+
+
+class RegistryDamaged(StoreError):
+    """Raised when the registry file is empty, not a mam registry, or corrupt (never treated as new)."""
 
 
 class BrokerError(MamError):

@@ -6,13 +6,15 @@ The environment wins over `.mam.env`, which wins over the defaults.
 
 from __future__ import annotations
 
+import difflib
+import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from mam.envfile import parse_env_file
-from mam.errors import ConfigError
+from mam.errors import ConfigError, UsageError
 
 
 @dataclass(frozen=True)
@@ -68,6 +70,7 @@ class Settings:
     sources: Mapping[str, str]
     env_file: Path | None = None
     extra_env: Mapping[str, str] = field(default_factory=dict)
+    warnings: tuple[str, ...] = ()  # e.g. an unknown key in .mam.env; the CLI prints them on stderr
 
     def raw(self, name: str) -> str:
         return self.values[name]
@@ -109,7 +112,7 @@ class Settings:
             values[name] = value
             sources[name] = "override"
         _validate(values, sources)
-        return Settings(values=values, sources=sources, env_file=self.env_file, extra_env=self.extra_env)
+        return Settings(values=values, sources=sources, env_file=self.env_file, extra_env=self.extra_env, warnings=self.warnings)
 
     def describe(self) -> list[dict[str, str]]:
         """Every key with its value (secrets redacted) and where it came from."""
@@ -136,8 +139,12 @@ def load_settings(
     values = {k.name: k.default for k in KEYS}
     sources = {k.name: "default" for k in KEYS}
     extra: dict[str, str] = {}
+    warnings: list[str] = []
     used_file: Path | None = None
-    if env_file is not None and (required_env_file or env_file.exists()):
+    if env_file is not None and (required_env_file or os.path.lexists(env_file)):
+        from mam.util.trust import check_path
+
+        check_path(env_file, what="settings file")  # another user's file could name a program mam runs
         used_file = env_file
         for entry in parse_env_file(env_file):
             if entry.key in values:
@@ -145,12 +152,29 @@ def load_settings(
                 sources[entry.key] = f"{env_file}:{entry.line}"
             else:
                 extra[entry.key] = entry.value
+                warnings.append(unknown_key_warning(entry.key, f"{env_file}:{entry.line}"))
     for key in KEYS:
         if key.name in environ:
             values[key.name] = environ[key.name]
             sources[key.name] = "environment"
     _validate(values, sources)
-    return Settings(values=values, sources=sources, env_file=used_file, extra_env=extra)
+    return Settings(values=values, sources=sources, env_file=used_file, extra_env=extra, warnings=tuple(warnings))
+
+
+def unknown_key_warning(name: str, where: str) -> str:
+    """`where: unknown key NAME (did you mean CLOSEST?)`; the value is never shown."""
+    close = difflib.get_close_matches(name.upper(), KEYS_BY_NAME, n=1, cutoff=0.6)
+    hint = f" (did you mean {close[0]}?)" if close else " (mam ignores it; `mam config` lists the known keys)"
+    return f"{where}: unknown key {name}{hint}"
+
+
+def positive_seconds(value: float, what: str) -> float:
+    """`value` if it is a finite number of seconds that stays above 0 when counted in whole milliseconds."""
+    if not math.isfinite(value) or value <= 0:
+        raise UsageError(f"{what} must be a positive, finite number of seconds (got {value})", key=what)
+    if int(value * 1000) == 0:
+        raise UsageError(f"{what} {value} rounds to 0 ms; give at least 0.001 seconds", key=what)
+    return value
 
 
 def _validate(values: Mapping[str, str], sources: Mapping[str, str]) -> None:
@@ -164,8 +188,10 @@ def _validate(values: Mapping[str, str], sources: Mapping[str, str]) -> None:
                     raise ValueError("must not be negative")
             elif key.kind == "float":
                 fnumber = float(value)
-                if not fnumber > 0:
-                    raise ValueError("must be a positive number")
+                if not (math.isfinite(fnumber) and fnumber > 0):
+                    raise ValueError("must be a positive, finite number")
+                if key.name.endswith("_S") and int(fnumber * 1000) == 0:
+                    raise ValueError("rounds to 0 ms; give at least 0.001 seconds")
             elif key.kind == "bool" and value.lower() not in _TRUE | _FALSE:
                 raise ValueError("must be 1/0, true/false, yes/no or on/off")
         except ValueError as e:
@@ -176,6 +202,10 @@ def _validate(values: Mapping[str, str], sources: Mapping[str, str]) -> None:
     port = int(values["MQTT_PORT"])
     if not 0 < port < 65536:
         raise ConfigError(f"MQTT_PORT={port} is not a TCP port ({sources['MQTT_PORT']})", key="MQTT_PORT")
+    broker_port = int(values["MAM_BROKER_PORT"])
+    if not 0 <= broker_port < 65536:
+        raise ConfigError(f"MAM_BROKER_PORT={broker_port} is not a TCP port, 1-65535 or 0 for any free one ({sources['MAM_BROKER_PORT']})",
+                          key="MAM_BROKER_PORT")
     tls_files = [values[n].strip() for n in ("MQTT_TLS_CERT", "MQTT_TLS_KEY")]
     if bool(tls_files[0]) != bool(tls_files[1]):
         raise ConfigError("MQTT_TLS_CERT and MQTT_TLS_KEY go together: set both or neither", key="MQTT_TLS_CERT")

@@ -75,8 +75,18 @@ class Workspace:
     def lock(self, name: str) -> Path:
         return self.locks_dir / f"{name}.lock"
 
+    def check_trusted(self) -> None:
+        """Refuse a `.mam/` or `.mam.env` of another user or writable by others; tighten `.mam/` to 0700."""
+        from mam.util import trust
+
+        trust.check_state_dir(self.state)
+        trust.check_path(self.env_file, what="settings file")
+
     def ensure_state(self) -> Path:
-        """Create `.mam/` (0700) and its sub-folders; return it."""
+        """Create `.mam/` (0700, or check and tighten an existing one) and its sub-folders; return it."""
+        from mam.util import trust
+
+        trust.check_state_dir(self.state)
         try:
             for folder in (self.state, self.jobs_dir, self.logs_dir, self.locks_dir, self.run_dir):
                 folder.mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -93,7 +103,11 @@ def workspace_slug(root: Path) -> str:
 
 
 def find_workspace(explicit: str | None = None, *, environ: Mapping[str, str] | None = None, cwd: Path | None = None) -> Workspace:
-    """`--workspace`, else `MAM_WORKSPACE`, else the nearest folder up from cwd with `.mam/` or `.mam.env`, else cwd."""
+    """`--workspace`, else `MAM_WORKSPACE`, else the nearest folder up from cwd with `.mam/` or `.mam.env`, else cwd.
+
+    The workspace found is checked (`Workspace.check_trusted`): a `.mam/` or `.mam.env` planted
+    by another user, e.g. in /tmp above the folder mam runs in, is refused, never used.
+    """
     environ = os.environ if environ is None else environ
     chosen = explicit or environ.get("MAM_WORKSPACE") or ""
     if chosen:
@@ -101,9 +115,15 @@ def find_workspace(explicit: str | None = None, *, environ: Mapping[str, str] | 
         if not root.is_dir():
             source = "--workspace" if explicit else "MAM_WORKSPACE"
             raise UsageError(f"workspace folder does not exist: {root} (from {source})")
-        return Workspace(root.resolve())
+        ws = Workspace(root.resolve())
+        ws.check_trusted()
+        return ws
     here = (cwd or Path.cwd()).resolve()
     for folder in (here, *here.parents):
-        if (folder / STATE_DIR).is_dir() or (folder / ENV_FILE).is_file():
-            return Workspace(folder)
+        # lexists: a planted symbolic link counts as found (and is then refused), not skipped.
+        state, env = folder / STATE_DIR, folder / ENV_FILE
+        if state.is_dir() or state.is_symlink() or (os.path.lexists(env) and not env.is_dir()):
+            ws = Workspace(folder)
+            ws.check_trusted()
+            return ws
     return Workspace(here)

@@ -17,6 +17,7 @@ from mam.errors import BrokerError
 from mam.settings import Settings
 from mam.util import proc
 from mam.util.fs import atomic_write_json
+from mam.util.trust import check_process
 from mam.workspace import Workspace
 
 STATE_FILE = "broker.json"
@@ -52,21 +53,23 @@ def _read_state(ws: Workspace) -> dict[str, object]:
         return {}
 
 
-def _is_our_broker(pid: int, started: object) -> bool:
+def _is_our_broker(pid: int, started: object, state_file: Path) -> bool:
     if not proc.pid_alive(pid, started if isinstance(started, int) else None):
         return False
+    # Another user's process under that pid (reused, or planted to catch our events) is refused, not used.
+    check_process(pid, what="broker pid file", pid_file=state_file)
     return SERVE_MODULE in " ".join(proc.cmdline(pid))
 
 
 def status(ws: Workspace) -> BrokerStatus:
     """Read-only: never starts anything, never writes a file."""
-    _, _, log = _paths(ws)
+    state_file, _, log = _paths(ws)
     state = _read_state(ws)
     pid = state.get("pid")
     port = state.get("port")
     if not isinstance(pid, int):
         return BrokerStatus(False, None, port if isinstance(port, int) else None, log)
-    alive = _is_our_broker(pid, state.get("pid_start"))
+    alive = _is_our_broker(pid, state.get("pid_start"), state_file)
     return BrokerStatus(alive, pid if alive else None, port if isinstance(port, int) else None, log, stale=not alive)
 
 

@@ -7,6 +7,7 @@ publish-and-wait-for-ack, and resubscription after a reconnect. It knows nothing
 from __future__ import annotations
 
 import logging
+import os
 import socket
 import threading
 import time
@@ -63,7 +64,7 @@ class MqttClient:
         if endpoint.username:
             self._client.username_pw_set(endpoint.username, endpoint.password or None)
         if endpoint.tls:
-            self._client.tls_set(ca_certs=endpoint.ca or None, certfile=endpoint.cert or None, keyfile=endpoint.key or None)
+            self._tls_set(endpoint)
         if will is not None:
             self._client.will_set(will.topic, will.payload, qos=will.qos, retain=will.retain)
         self._client.reconnect_delay_set(min_delay=0.05, max_delay=1)  # type: ignore[arg-type]  # paho accepts seconds as float
@@ -77,6 +78,19 @@ class MqttClient:
         self._acked: set[int] = set()  # packet ids of SUBACKs and UNSUBACKs nobody has waited for yet
         self._network_thread: int | None = None
         self._acked_cond = threading.Condition()
+
+    def _tls_set(self, ep: BrokerEndpoint) -> None:
+        """Load the TLS files; a missing or unreadable one is a BrokerError naming the setting and its path."""
+        import ssl
+
+        for setting, path in (("MQTT_TLS_CA", ep.ca), ("MQTT_TLS_CERT", ep.cert), ("MQTT_TLS_KEY", ep.key)):
+            if path and not os.access(path, os.R_OK):
+                problem = "does not exist" if not os.path.exists(path) else "cannot be read"
+                raise BrokerError(f"{setting} file {path} {problem}; fix the path in .mam.env or the environment", setting=setting)
+        try:
+            self._client.tls_set(ca_certs=ep.ca or None, certfile=ep.cert or None, keyfile=ep.key or None)
+        except (OSError, ssl.SSLError, ValueError) as e:
+            raise BrokerError(f"cannot load the TLS files (MQTT_TLS_CA / MQTT_TLS_CERT / MQTT_TLS_KEY): {_plain(e)}") from e
 
     # -- connection ---------------------------------------------------------------------------
     def connect(self, timeout: float = 5.0) -> MqttClient:

@@ -25,6 +25,7 @@ COMMANDS = {
     "worktree": ("mam.cli.worktree", "worktree", "Prepare and remove issue worktrees for creator sessions."),
     "monitor": ("mam.cli.monitor", "monitor", "Reconcile the registry with panes and job events (reconcile.sh)."),
     "runner": ("mam.cli.runner", "runner", "Take remote jobs for this host's sessions over the broker."),
+    "doctor": ("mam.cli.doctor", "doctor", "Check the workspace's files, owners, registry, mirror and broker; restore sessions from the mirror."),
     "demo": ("mam.cli.demo", "demo", "Run a self-contained demo: demo agents, jobs and a review loop."),
 }
 

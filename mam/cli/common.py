@@ -41,6 +41,8 @@ class App:
             else:
                 self._settings = load_settings(env_file=self.ws.env_file)
             _configure_logging(self._settings.get_str("MAM_LOG_LEVEL"))
+            for warning in self._settings.warnings:
+                click.echo(f"mam: warning: {warning}", err=True)
         return self._settings
 
 
@@ -77,6 +79,12 @@ def run_cli(group: click.Group, argv: list[str] | None) -> int:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return 0
+    except OSError as e:
+        # The last net for a file mam could not write (disk full, read-only .mam/...): one line, no traceback.
+        from mam.util.fs import describe_os_error
+
+        click.echo(f"mam: error: {describe_os_error(e)}", err=True)
+        return 1
     return rv if isinstance(rv, int) else 0
 
 

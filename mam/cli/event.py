@@ -91,9 +91,9 @@ def started(app: App, job_id: str, nonce: str, heartbeat: float | None, as_json:
     else:
         body = {"nonce": nonce}
     if heartbeat is not None:
-        if heartbeat <= 0:
-            raise click.BadParameter("must be positive", param_hint="--heartbeat")
-        body["heartbeat_ms"] = int(heartbeat * 1000)
+        from mam.settings import positive_seconds
+
+        body["heartbeat_ms"] = int(positive_seconds(heartbeat, "--heartbeat") * 1000)
     _emit(app, job_id, "started", body, as_json)
     if heartbeat is not None:
         from mam.jobs.heartbeat import fork

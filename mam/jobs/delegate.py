@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import math
 import secrets
 import time
 from collections.abc import Callable
@@ -39,7 +40,7 @@ from mam.jobs.model import (
 )
 from mam.jobs.stale import close_if_abandoned
 from mam.jobs.target import Target, parse_target
-from mam.settings import Settings
+from mam.settings import Settings, positive_seconds
 from mam.store import jobs as jobs_table
 from mam.store.registry import Registry
 from mam.workspace import Workspace
@@ -85,13 +86,15 @@ def delegate(req: DelegateRequest, *, ws: Workspace, settings: Settings, registr
         if existing is not None:
             return _retry(req, target, ws=ws, settings=settings, registry=registry, on_update=on_update, client=client)
     check_brief(req.brief)
+    if req.dispatch_wait_s is not None and not (math.isfinite(req.dispatch_wait_s) and req.dispatch_wait_s >= 0):
+        raise UsageError(f"--dispatch-wait must be a finite number of seconds, 0 or more (got {req.dispatch_wait_s})")
+    job = _new_job(req, target, settings)  # checks the deadlines before anything is written
     if req.parent_job and registry.find_job(req.parent_job) is None:
         raise UsageError(f"--parent-job {req.parent_job!r}: no such job in workspace {ws.root}")
     if target.remote:
         from mam.remote.dispatch import check_remote_allowed
 
         check_remote_allowed(settings, ws, allow_insecure=req.allow_insecure_broker)
-    job = _new_job(req, target, settings)
     meta = {
         "target": target.text, "kind": req.kind, "parent_job": req.parent_job, "topic_prefix": prefix_for(settings, ws),
         "runner": target.runner, "brief_sha256": hashlib.sha256(req.brief.encode("utf-8")).hexdigest(),
@@ -102,19 +105,17 @@ def delegate(req: DelegateRequest, *, ws: Workspace, settings: Settings, registr
 
 
 def _new_job(req: DelegateRequest, target: Target, settings: Settings) -> Job:
-    def pick(value: float | None, key: str) -> float:
-        chosen = value if value is not None else settings.get_float(key)
-        if chosen <= 0:
-            raise UsageError(f"{key.lower()} must be positive")
-        return chosen
+    def pick(value: float | None, key: str, flag: str) -> float:
+        # nan, inf and values under a millisecond would crash int() or reach the footer as 0.
+        return positive_seconds(value, flag) if value is not None else settings.get_float(key)
 
     return Job(
         id=req.job_id or new_job_id(), session=f"{target.runner}/{target.session}" if target.remote else target.session,
         nonce=secrets.token_hex(8), created_ms=rec.now_ms(),
-        start_deadline_ms=int(pick(req.start_deadline_s, "MAM_START_DEADLINE_S") * 1000),
-        heartbeat_ms=int(pick(req.heartbeat_s, "MAM_HEARTBEAT_S") * 1000),
+        start_deadline_ms=int(pick(req.start_deadline_s, "MAM_START_DEADLINE_S", "--start-deadline") * 1000),
+        heartbeat_ms=int(pick(req.heartbeat_s, "MAM_HEARTBEAT_S", "--heartbeat") * 1000),
         heartbeat_k=settings.get_float("MAM_HEARTBEAT_K"),
-        budget_ms=int(pick(req.timeout_s, "MAM_JOB_TIMEOUT_S") * 1000),
+        budget_ms=int(pick(req.timeout_s, "MAM_JOB_TIMEOUT_S", "--timeout") * 1000),
     )
 
 

@@ -7,8 +7,10 @@ journal on network filesystems (where WAL's shared memory is unsafe).
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
+import secrets
 import sqlite3
 import threading
 import time
@@ -16,7 +18,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from mam.errors import StoreError
+from mam.errors import RegistryDamaged, StoreError
 
 log = logging.getLogger(__name__)
 
@@ -146,6 +148,57 @@ def _busy(error: BaseException) -> bool:
     return isinstance(cause, sqlite3.OperationalError) and ("locked" in str(cause) or "busy" in str(cause))
 
 
+DOCTOR_HINT = "`mam doctor` checks it and can rebuild the sessions from the YAML mirror"
+
+
+def store_error(path: Path, error: sqlite3.Error, doing: str) -> StoreError:
+    """A one-line StoreError for a failed SQLite call, in plain words (damaged, disk full, read-only)."""
+    text = str(error)
+    low = text.lower()
+    if "malformed" in low or "not a database" in low or "corrupt" in low:
+        return RegistryDamaged(f"registry {path} is damaged ({text}); {DOCTOR_HINT}", path=str(path))
+    if "full" in low:
+        return StoreError(f"disk full: cannot {doing} registry {path} ({text}); free some space and retry", path=str(path))
+    if "readonly" in low or "read-only" in low or not os.access(path.parent, os.W_OK):
+        return StoreError(f"cannot {doing} registry {path}: its folder is read-only ({text})", path=str(path))
+    return StoreError(f"cannot {doing} registry {path}: {text}", path=str(path))
+
+
+def _create(path: Path) -> None:
+    """Create a registry that is complete before it has its name: a file at `path` is always a mam registry.
+
+    So an empty or foreign file there is damage to report, never a new registry to initialise.
+    """
+    tmp = path.with_name(f".{path.name}.new-{os.getpid()}-{secrets.token_hex(4)}")
+    try:
+        conn = sqlite3.connect(str(tmp), isolation_level=None)
+        try:
+            conn.execute("PRAGMA journal_mode=DELETE")  # no -wal beside a file that is about to be renamed
+            conn.execute("BEGIN IMMEDIATE")
+            for statements in MIGRATIONS:
+                for statement in statements:
+                    conn.execute(statement)
+            conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+            conn.execute("COMMIT")
+        finally:
+            conn.close()
+        os.chmod(tmp, 0o600)
+        try:
+            os.link(tmp, path)  # atomic, and never replaces a registry another process just created
+        except FileExistsError:
+            pass
+        except OSError as e:
+            if e.errno not in (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EMLINK):
+                raise
+            if not os.path.lexists(path):  # a filesystem without hard links: a short race, no damage
+                os.rename(tmp, path)
+    except sqlite3.Error as e:
+        raise store_error(path, e, "create") from e
+    finally:
+        tmp.unlink(missing_ok=True)
+        Path(f"{tmp}-journal").unlink(missing_ok=True)
+
+
 class Database:
     """One SQLite connection, shared by the threads of one process under a lock."""
 
@@ -154,8 +207,10 @@ class Database:
         self._lock = threading.RLock()
         path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         mode = journal_mode or journal_mode_for(path.parent, mounts=mounts)
-        # While another process creates the file or switches it to WAL, SQLite can answer "locked"
-        # at once, without its busy handler: that is a wait, not a failure, so try again for a while.
+        if not os.path.lexists(path):
+            _create(path)
+        # While another process switches the file to WAL, SQLite can answer "locked" at once,
+        # without its busy handler: that is a wait, not a failure, so try again for a while.
         deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
         pause = 0.005
         while True:
@@ -166,7 +221,7 @@ class Database:
                 if not _busy(e) or time.monotonic() + pause > deadline:
                     if isinstance(e, StoreError):
                         raise
-                    raise StoreError(f"cannot open registry {path}: {e}") from e
+                    raise store_error(path, e, "open") from e
                 time.sleep(pause)
                 pause = min(pause * 2, 0.2)
         try:
@@ -175,10 +230,20 @@ class Database:
             pass
 
     def _open(self, mode: str) -> sqlite3.Connection:
+        try:
+            size = os.stat(self.path).st_size
+        except OSError as e:
+            raise StoreError(f"cannot open registry {self.path}: {e.strerror}", path=str(self.path)) from e
+        if size == 0:
+            raise RegistryDamaged(f"registry {self.path} is empty (0 bytes): refusing to treat it as a new registry; {DOCTOR_HINT}",
+                                  path=str(self.path))
         conn = sqlite3.connect(str(self.path), timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None, check_same_thread=False)
         try:
             conn.row_factory = sqlite3.Row
             conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+            if conn.execute("PRAGMA user_version").fetchone()[0] == 0:
+                raise RegistryDamaged(f"{self.path} is not a mam registry (schema version 0): refusing to initialise it; {DOCTOR_HINT}",
+                                      path=str(self.path))
             current = conn.execute("PRAGMA journal_mode").fetchone()[0]
             if current.upper() != mode:
                 conn.execute(f"PRAGMA journal_mode={mode}")
@@ -212,28 +277,43 @@ class Database:
             try:
                 self.conn.execute("BEGIN IMMEDIATE")
             except sqlite3.Error as e:
-                raise StoreError(f"registry {self.path} is locked or unwritable: {e}") from e
+                raise store_error(self.path, e, "write") from e
             try:
                 yield self.conn
-            except BaseException:
-                self.conn.execute("ROLLBACK")
+            except BaseException as e:
+                self._rollback()
+                if isinstance(e, sqlite3.DatabaseError) and not isinstance(e, sqlite3.IntegrityError):
+                    raise store_error(self.path, e, "write") from e
                 raise
             else:
                 try:
                     self.conn.execute("COMMIT")
                 except sqlite3.Error as e:
-                    self.conn.execute("ROLLBACK")
-                    raise StoreError(f"commit to {self.path} failed: {e}") from e
+                    self._rollback()
+                    raise store_error(self.path, e, "write") from e
+
+    def _rollback(self) -> None:
+        try:
+            self.conn.execute("ROLLBACK")
+        except sqlite3.Error as e:  # a full disk or a damaged file may refuse even this; the first error matters
+            log.debug("rollback on %s failed: %s", self.path, e)
 
     @contextmanager
     def read(self) -> Iterator[sqlite3.Connection]:
         """A consistent read snapshot (a deferred transaction)."""
         with self._lock:
-            self.conn.execute("BEGIN")
             try:
+                self.conn.execute("BEGIN")
                 yield self.conn
+            except sqlite3.DatabaseError as e:
+                if isinstance(e, sqlite3.IntegrityError):
+                    raise
+                raise store_error(self.path, e, "read") from e
             finally:
-                self.conn.execute("COMMIT")
+                try:
+                    self.conn.execute("COMMIT")
+                except sqlite3.Error as e:
+                    log.debug("end of read on %s failed: %s", self.path, e)
 
     def integrity_check(self) -> str:
         with self._lock:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import tempfile
@@ -47,3 +48,19 @@ def append_line(path: Path, line: str, *, mode: int = 0o600) -> None:
         os.write(fd, data)
     finally:
         os.close(fd)
+
+
+_PLAIN = {
+    errno.ENOSPC: "disk full",
+    errno.EDQUOT: "disk full (quota exceeded)",
+    errno.EROFS: "read-only file system",
+    errno.EACCES: "permission denied",
+    errno.EPERM: "not permitted",
+}
+
+
+def describe_os_error(e: OSError) -> str:
+    """One line for a failed file operation: what went wrong in plain words, and on which path."""
+    what = _PLAIN.get(e.errno or 0) or e.strerror or str(e)
+    where = f": {e.filename}" if e.filename else ""
+    return f"{what}{where}" + (f" ({e.strerror})" if e.errno in _PLAIN and e.strerror else "")

@@ -1,0 +1,253 @@
+"""`mam doctor`: check a workspace's files, owners, modes, registry, mirror and broker; restore sessions.
+
+Checking only reads (the registry is opened read-only). Restoring the sessions table from the
+YAML mirror is the one repair, and only after a person confirms (the CLI asks): the damaged
+registry is moved aside, never deleted.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import stat
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from typing import Any
+
+from mam.errors import MamError, StoreError, UsageError
+from mam.util import trust
+from mam.workspace import Workspace
+
+OK, WARN, FAIL = "ok", "warn", "fail"
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    status: str  # ok | warn | fail
+    detail: str
+
+    def as_dict(self) -> dict[str, str]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Report:
+    workspace: Path
+    checks: list[Check]
+
+    @property
+    def ok(self) -> bool:
+        return all(c.status != FAIL for c in self.checks)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"workspace": str(self.workspace), "ok": self.ok, "checks": [c.as_dict() for c in self.checks]}
+
+
+def check(ws: Workspace, *, load_settings: Callable[[], Any]) -> Report:
+    """Run every check; never raises for what it finds (each finding is a Check)."""
+    checks = [_owned(ws.env_file, "settings file"), _owned(ws.state, "state folder", private=True)]
+    checks.append(_settings(load_settings))
+    db = _registry(ws)
+    checks.append(db.check)
+    checks.append(_mirror(ws, db.sessions))
+    checks.append(_records(ws))
+    checks.append(_broker(ws, load_settings))
+    return Report(ws.root, checks)
+
+
+def _owned(path: Path, what: str, *, private: bool = False) -> Check:
+    try:
+        st = trust.check_path(path, what=what)
+    except MamError as e:
+        return Check(what, FAIL, str(e))
+    if st is None:
+        return Check(what, OK, f"{path}: none")
+    mode = stat.S_IMODE(st.st_mode)
+    if private and mode & 0o077:
+        return Check(what, WARN, f"{path}: mode {mode:04o}, others may look inside; mam makes it 0700 on its next write")
+    return Check(what, OK, f"{path}: yours, mode {mode:04o}")
+
+
+def _settings(load_settings: Callable[[], Any]) -> Check:
+    try:
+        settings = load_settings()
+    except MamError as e:
+        return Check("settings", FAIL, str(e))
+    if settings.warnings:
+        return Check("settings", WARN, "; ".join(settings.warnings))
+    return Check("settings", OK, f"{settings.env_file or 'no .mam.env'}; every key known and valid")
+
+
+@dataclass(frozen=True)
+class _Db:
+    check: Check
+    sessions: dict[str, dict[str, Any]] | None  # None: the registry could not be read
+
+
+def _registry(ws: Workspace) -> _Db:
+    path = ws.db_path
+    name = "registry"
+    if not os.path.lexists(path):
+        return _Db(Check(name, OK, f"{path}: none yet (created on first use)"), {})
+    try:
+        st = trust.check_path(path, what="registry")
+    except MamError as e:
+        return _Db(Check(name, FAIL, str(e)), None)
+    assert st is not None
+    if st.st_size == 0:
+        return _Db(Check(name, FAIL, f"{path} is empty (0 bytes); restore the sessions with `mam doctor --restore-from-mirror`"), None)
+    if stat.S_IMODE(st.st_mode) & 0o077:
+        return _Db(Check(name, WARN, f"{path}: mode {stat.S_IMODE(st.st_mode):04o}, expected 0600"), _read_sessions(path))
+    try:
+        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        try:
+            version = conn.execute("PRAGMA user_version").fetchone()[0]
+            problems = [r[0] for r in conn.execute("PRAGMA integrity_check(5)")]
+            conn.row_factory = sqlite3.Row
+            sessions = {r["name"]: dict(r) for r in conn.execute("SELECT * FROM sessions")} if problems == ["ok"] else None
+        finally:
+            conn.close()
+    except sqlite3.Error as e:
+        return _Db(Check(name, FAIL, f"{path} is damaged ({e}); restore the sessions with `mam doctor --restore-from-mirror`"), None)
+    if version == 0:
+        return _Db(Check(name, FAIL, f"{path} is not a mam registry (schema version 0)"), None)
+    if problems != ["ok"]:
+        return _Db(Check(name, FAIL, f"{path} failed its integrity check: {'; '.join(problems)}"), None)
+    return _Db(Check(name, OK, f"{path}: integrity ok, schema {version}, {len(sessions or {})} sessions"), sessions)
+
+
+def _read_sessions(path: Path) -> dict[str, dict[str, Any]] | None:
+    try:
+        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        try:
+            conn.row_factory = sqlite3.Row
+            return {r["name"]: dict(r) for r in conn.execute("SELECT * FROM sessions")}
+        finally:
+            conn.close()
+    except sqlite3.Error:
+        return None
+
+
+def read_mirror(path: Path) -> tuple[int, list[dict[str, Any]]]:
+    """(generation, session dicts) from the YAML mirror; StoreError if it is absent or not a mirror."""
+    import yaml
+
+    try:
+        doc = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as e:
+        raise StoreError(f"cannot read the sessions mirror {path}: {e}", path=str(path)) from e
+    if not isinstance(doc, dict) or doc.get("version") != 1 or not isinstance(doc.get("sessions"), list):
+        raise StoreError(f"{path} is not a mam sessions mirror (version 1)", path=str(path))
+    rows = doc["sessions"]
+    if not all(isinstance(r, dict) and isinstance(r.get("name"), str) for r in rows):
+        raise StoreError(f"{path}: a session entry has no name", path=str(path))
+    return int(doc.get("generation") or 0), rows
+
+
+def _mirror(ws: Workspace, db_sessions: dict[str, dict[str, Any]] | None) -> Check:
+    name = "mirror"
+    path = ws.mirror_path
+    if not path.exists():
+        return Check(name, OK if not db_sessions else WARN, f"{path}: none" + (" (rewritten on the next session change)" if db_sessions else ""))
+    try:
+        generation, rows = read_mirror(path)
+    except StoreError as e:
+        return Check(name, FAIL if db_sessions is None else WARN, str(e))
+    if db_sessions is None:
+        return Check(name, WARN, f"{path}: {len(rows)} sessions (generation {generation}) that `mam doctor --restore-from-mirror` can restore")
+    mirrored = {r["name"]: r for r in rows}
+    if set(mirrored) != set(db_sessions):
+        missing, extra = sorted(set(db_sessions) - set(mirrored)), sorted(set(mirrored) - set(db_sessions))
+        return Check(name, WARN, f"{path} disagrees with the registry (not mirrored: {missing}, only in the mirror: {extra}); "
+                                 "it is rewritten on the next session change")
+    differ = sorted(n for n, r in mirrored.items() if r.get("conversation_id") != db_sessions[n].get("conversation_id")
+                    or r.get("status") != db_sessions[n].get("status"))
+    if differ:
+        return Check(name, WARN, f"{path} is behind the registry for {differ}; it is rewritten on the next session change")
+    return Check(name, OK, f"{path}: agrees with the registry ({len(rows)} sessions)")
+
+
+def _records(ws: Workspace) -> Check:
+    name = "job records"
+    try:
+        records = sorted(ws.jobs_dir.glob("*.json"))
+    except OSError as e:
+        return Check(name, FAIL, f"cannot list {ws.jobs_dir}: {e.strerror}")
+    loose = []
+    for record in records:
+        try:
+            st = os.lstat(record)
+        except OSError:
+            continue
+        if st.st_uid != trust.me() or stat.S_IMODE(st.st_mode) & 0o077:
+            loose.append(f"{record.name} ({trust.user_name(st.st_uid)}, {stat.S_IMODE(st.st_mode):04o})")
+    if loose:
+        return Check(name, FAIL, f"records that hold a job token are not private to you (expected 0600): {', '.join(loose[:5])}")
+    return Check(name, OK, f"{len(records)} in {ws.jobs_dir}, all 0600 and yours")
+
+
+def _broker(ws: Workspace, load_settings: Callable[[], Any]) -> Check:
+    from mam.broker import embedded
+
+    try:
+        host = load_settings().broker_host
+    except MamError:
+        host = ""
+    if host:
+        return Check("broker", OK, f"configured broker {host} (MQTT_BROKER; not contacted by doctor)")
+    try:
+        st = embedded.status(ws)
+    except MamError as e:
+        return Check("broker", FAIL, str(e))
+    if st.running:
+        return Check("broker", OK, f"embedded broker running: pid {st.pid}, 127.0.0.1:{st.port}")
+    return Check("broker", OK, "embedded broker not running (started on demand)" + (" ; its pid record is stale" if st.stale else ""))
+
+
+# -- restore ------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class RestorePlan:
+    db: Path
+    mirror: Path
+    generation: int
+    sessions: list[dict[str, Any]]
+    aside: Path  # where the damaged registry goes
+
+
+def plan_restore(ws: Workspace) -> RestorePlan:
+    """What `--restore-from-mirror` would do; refuses (UsageError) when the registry is healthy."""
+    db = _registry(ws)
+    if db.check.status != FAIL:
+        raise UsageError(f"the registry is not damaged ({db.check.detail}); nothing to restore")
+    generation, rows = read_mirror(ws.mirror_path)
+    stamp = time.strftime("%Y%m%dT%H%M%S")
+    return RestorePlan(ws.db_path, ws.mirror_path, generation, rows, ws.db_path.with_name(f"{ws.db_path.name}.broken-{stamp}"))
+
+
+def restore(ws: Workspace, plan: RestorePlan) -> int:
+    """Move the damaged registry aside and rebuild the sessions table from the mirror; the count restored."""
+    from filelock import FileLock
+
+    from mam.store import sessions as sessions_table
+    from mam.store.registry import Registry
+
+    known = {f.name for f in fields(sessions_table.SessionRow)}
+    with FileLock(str(ws.lock("mirror"))):
+        for suffix in ("", "-wal", "-shm"):
+            old = Path(f"{plan.db}{suffix}")
+            if os.path.lexists(old):
+                os.replace(old, f"{plan.aside}{suffix}")
+    registry = Registry(ws)
+    try:
+        with registry.write() as conn:
+            for row in plan.sessions:
+                data = {k: v for k, v in row.items() if k in known}
+                sessions_table.insert(conn, sessions_table.SessionRow(**data))
+            conn.execute("UPDATE meta SET value = ? WHERE key = 'sessions_gen'", (str(plan.generation + 1),))
+        registry.refresh_mirror(force=True)
+    finally:
+        registry.close()
+    return len(plan.sessions)
