@@ -66,6 +66,8 @@ def _owned(path: Path, what: str, *, private: bool = False) -> Check:
     if st is None:
         return Check(what, OK, f"{path}: none")
     mode = stat.S_IMODE(st.st_mode)
+    if private and not os.access(path, os.W_OK):
+        return Check(what, FAIL, f"{path}: mam cannot write here (read-only file system or folder)")
     if private and mode & 0o077:
         return Check(what, WARN, f"{path}: mode {mode:04o}, others may look inside; mam makes it 0700 on its next write")
     return Check(what, OK, f"{path}: yours, mode {mode:04o}")

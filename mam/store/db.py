@@ -157,11 +157,18 @@ def store_error(path: Path, error: sqlite3.Error, doing: str) -> StoreError:
     low = text.lower()
     if "malformed" in low or "not a database" in low or "corrupt" in low:
         return RegistryDamaged(f"registry {path} is damaged ({text}); {DOCTOR_HINT}", path=str(path))
-    if "full" in low:
+    if "full" in low or _no_space(path.parent):  # a full disk can also surface as "disk I/O error"
         return StoreError(f"disk full: cannot {doing} registry {path} ({text}); free some space and retry", path=str(path))
     if "readonly" in low or "read-only" in low or not os.access(path.parent, os.W_OK):
         return StoreError(f"cannot {doing} registry {path}: its folder is read-only ({text})", path=str(path))
     return StoreError(f"cannot {doing} registry {path}: {text}", path=str(path))
+
+
+def _no_space(folder: Path) -> bool:
+    try:
+        return os.statvfs(folder).f_bavail == 0
+    except OSError:
+        return False
 
 
 def _create(path: Path) -> None:
