@@ -8,13 +8,14 @@ from mam.cli.common import App, echo_json
 
 
 @click.command("config")
-@click.option("--json", "as_json", is_flag=True, help="Print a JSON list of {key, value, source, doc}.")
+@click.option("--json", "as_json", is_flag=True, help="Print {workspace, env_file, settings: [{key, value, source, doc}], warnings}.")
 @click.option("--example", is_flag=True, help="Print a complete .mam.env.example instead.")
 @click.pass_obj
 def config(app: App, as_json: bool, example: bool) -> None:
     """Print every setting with its value and its source (environment, a .mam.env line, or default).
 
-    Secrets (MQTT_PASSWORD, MAM_DISPATCH_SECRET) are shown as *** when set.
+    Secrets (MQTT_PASSWORD, MAM_DISPATCH_SECRET) are shown as *** when set. An unknown key in
+    .mam.env is a warning on stderr (and in --json) naming the closest known key.
     """
     from mam.settings import example_env_text
 
@@ -24,7 +25,8 @@ def config(app: App, as_json: bool, example: bool) -> None:
     settings = app.settings
     rows = settings.describe()
     if as_json:
-        echo_json({"workspace": str(app.ws.root), "env_file": str(settings.env_file) if settings.env_file else None, "settings": rows})
+        echo_json({"workspace": str(app.ws.root), "env_file": str(settings.env_file) if settings.env_file else None, "settings": rows,
+                   "warnings": list(settings.warnings)})
         return
     click.echo(f"workspace: {app.ws.root}")
     click.echo(f"env file:  {settings.env_file or '(none)'}")

@@ -6,6 +6,7 @@ nothing written for a refused job.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -29,6 +30,8 @@ def test_an_unknown_key_is_a_warning_naming_the_closest_known_key(tmp_path: Path
     assert proc.returncode == 0
     assert f"{tmp_path / '.mam.env'}:1: unknown key MQTT_BROKR (did you mean MQTT_BROKER?)" in proc.stderr
     assert "broker.example" not in proc.stderr
+    shown = json.loads(mam("--workspace", str(tmp_path), "config", "--json", check=True).stdout)
+    assert shown["warnings"] == [f"{tmp_path / '.mam.env'}:1: unknown key MQTT_BROKR (did you mean MQTT_BROKER?)"]
 
 
 def test_an_unknown_key_with_no_close_match_still_warns(tmp_path: Path):
