@@ -1,7 +1,8 @@
 """mam acts only on files its own user owns and nobody else can write (issue 12, item 7).
 
 Each test plants what another local user could plant (files owned by uid 65534, `nobody`,
-or writable by group/others) and runs the real `mam` CLI. Changing a file's owner needs root.
+or writable by group/others) and runs the real `mam` CLI. Changing a file's owner, or running a
+process as another user, needs root: those tests are skipped elsewhere.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from mam.util.proc import pid_alive, start_time
 from tests.helpers.mamcli import MAM, mam
 
 OTHER = 65534  # nobody
-pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root to create files owned by another user")
+needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="needs root to create files or processes of another user")
 
 
 def run_in(cwd: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -36,6 +37,7 @@ def evil_program(folder: Path) -> tuple[Path, Path]:
     return program, marker
 
 
+@needs_root
 def test_a_planted_env_file_in_a_parent_folder_is_refused_and_its_program_never_runs(tmp_path: Path):
     # Another user drops a .mam.env in a shared folder above the one the victim works in (like /tmp).
     shared = tmp_path / "shared"
@@ -68,6 +70,7 @@ def test_an_env_file_others_may_write_is_refused_naming_its_mode(tmp_path: Path)
     assert mam("--workspace", str(ws), "config").returncode == 0
 
 
+@needs_root
 def test_an_explicit_env_file_of_another_user_is_refused(tmp_path: Path):
     env_file = tmp_path / "other.env"
     env_file.write_text("MAM_LOG_LEVEL=INFO\n")
@@ -76,6 +79,7 @@ def test_an_explicit_env_file_of_another_user_is_refused(tmp_path: Path):
     assert proc.returncode == 2 and str(env_file) in proc.stderr and "nobody" in proc.stderr
 
 
+@needs_root
 def test_a_symlinked_env_file_pointing_at_another_users_file_is_refused(tmp_path: Path):
     ws = tmp_path / "ws"
     ws.mkdir()
@@ -87,7 +91,7 @@ def test_a_symlinked_env_file_pointing_at_another_users_file_is_refused(tmp_path
     assert proc.returncode == 2 and "nobody" in proc.stderr
 
 
-@pytest.mark.parametrize("planted", ["owner", "mode"])
+@pytest.mark.parametrize("planted", [pytest.param("owner", marks=needs_root), "mode"])
 def test_a_state_folder_of_another_user_or_writable_by_others_is_refused(tmp_path: Path, planted: str):
     ws = tmp_path / "ws"
     state = ws / ".mam"
@@ -103,6 +107,7 @@ def test_a_state_folder_of_another_user_or_writable_by_others_is_refused(tmp_pat
     assert list(state.iterdir()) == [], "mam wrote into a state folder it does not trust"
 
 
+@needs_root
 def test_the_lookup_from_a_subfolder_refuses_a_foreign_state_folder_above(tmp_path: Path):
     state = tmp_path / ".mam"
     state.mkdir()
@@ -145,6 +150,7 @@ def foreign_process() -> Iterator[subprocess.Popen[bytes]]:
     child.wait(10)
 
 
+@needs_root
 def test_a_broker_pid_file_naming_another_users_process_is_refused_and_never_signalled(tmp_path: Path, foreign_process):
     ws = tmp_path / "ws"
     broker_dir = ws / ".mam" / "broker"
@@ -162,3 +168,7 @@ def test_a_broker_pid_file_naming_another_users_process_is_refused_and_never_sig
     stop = mam("--workspace", str(ws), "broker", "stop")
     assert stop.returncode == 2
     assert foreign_process.poll() is None and pid_alive(pid), "mam signalled another user's process"
+
+    doctor = mam("--workspace", str(ws), "doctor", "--json")
+    broker = next(c for c in json.loads(doctor.stdout)["checks"] if c["name"] == "broker")
+    assert doctor.returncode == 1 and broker["status"] == "fail" and str(pid) in broker["detail"]
