@@ -225,8 +225,26 @@ def plan_restore(ws: Workspace) -> RestorePlan:
     if db.check.status != FAIL:
         raise UsageError(f"the registry is not damaged ({db.check.detail}); nothing to restore")
     generation, rows = read_mirror(ws.mirror_path)
+    _session_rows(ws.mirror_path, rows)  # every entry must make a session before anything is moved
     stamp = time.strftime("%Y%m%dT%H%M%S")
     return RestorePlan(ws.db_path, ws.mirror_path, generation, rows, ws.db_path.with_name(f"{ws.db_path.name}.broken-{stamp}"))
+
+
+def _session_rows(mirror: Path, rows: list[dict[str, Any]]) -> list[Any]:
+    from mam.store.sessions import SessionRow
+
+    known = {f.name for f in fields(SessionRow)}
+    out, seen = [], set()
+    for row in rows:
+        try:
+            session = SessionRow(**{k: v for k, v in row.items() if k in known})
+        except TypeError as e:
+            raise StoreError(f"{mirror}: session {row.get('name')!r} cannot be restored ({e})", path=str(mirror)) from e
+        if session.name in seen:
+            raise StoreError(f"{mirror}: session {session.name!r} appears twice", path=str(mirror))
+        seen.add(session.name)
+        out.append(session)
+    return out
 
 
 def restore(ws: Workspace, plan: RestorePlan) -> int:
@@ -236,7 +254,7 @@ def restore(ws: Workspace, plan: RestorePlan) -> int:
     from mam.store import sessions as sessions_table
     from mam.store.registry import Registry
 
-    known = {f.name for f in fields(sessions_table.SessionRow)}
+    rows = _session_rows(plan.mirror, plan.sessions)
     with FileLock(str(ws.lock("mirror"))):
         for suffix in ("", "-wal", "-shm"):
             old = Path(f"{plan.db}{suffix}")
@@ -245,9 +263,8 @@ def restore(ws: Workspace, plan: RestorePlan) -> int:
     registry = Registry(ws)
     try:
         with registry.write() as conn:
-            for row in plan.sessions:
-                data = {k: v for k, v in row.items() if k in known}
-                sessions_table.insert(conn, sessions_table.SessionRow(**data))
+            for row in rows:
+                sessions_table.insert(conn, row)
             conn.execute("UPDATE meta SET value = ? WHERE key = 'sessions_gen'", (str(plan.generation + 1),))
         registry.refresh_mirror(force=True)
     finally:

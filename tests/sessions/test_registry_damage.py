@@ -141,3 +141,14 @@ def test_doctor_names_a_settings_file_others_may_write(workspace: Workspace):
     env_file.chmod(0o664)
     proc = mam("doctor")
     assert proc.returncode == 2 and "0664" in one_line_error(proc.stderr)
+
+
+def test_a_mirror_entry_that_cannot_make_a_session_is_refused_before_anything_moves(workspace: Workspace):
+    seeded(workspace)
+    workspace.mirror_path.write_text(workspace.mirror_path.read_text().replace("  agent: demo\n", "", 1))
+    workspace.db_path.write_bytes(b"")
+    proc = mam("doctor", "--restore-from-mirror", "--yes")
+    assert proc.returncode == 1
+    assert "'dev-1' cannot be restored" in one_line_error(proc.stderr)
+    assert workspace.db_path.stat().st_size == 0
+    assert not [p for p in workspace.state.iterdir() if ".broken-" in p.name]
