@@ -26,6 +26,7 @@ COMMANDS = {
     "monitor": ("mam.cli.monitor", "monitor", "Reconcile the registry with panes and job events (reconcile.sh)."),
     "runner": ("mam.cli.runner", "runner", "Take remote jobs for this host's sessions over the broker."),
     "demo": ("mam.cli.demo", "demo", "Run a self-contained demo: demo agents, jobs and a review loop."),
+    "mcp": ("mam.cli.mcp", "mcp", "Serve sessions, jobs and loops to an MCP client (stdio, or --http with a bearer token)."),
 }
 
 
