@@ -31,7 +31,7 @@ class Call:
     progress: list[str] = field(default_factory=list)
 
 
-async def call(session: ClientSession, name: str, progress: bool = False, **arguments: Any) -> Call:
+async def call(session: ClientSession, name: str, /, progress: bool = False, **arguments: Any) -> Call:
     seen: list[str] = []
 
     async def on_progress(_value: float, _total: float | None, message: str | None) -> None:
