@@ -17,6 +17,12 @@ nothing: no broker, server or pane until a tool needs one.
 --http serves http://HOST:PORT/mcp (loopback by default) and requires
 `Authorization: Bearer <token>`: MAM_MCP_TOKEN, else the token in .mam/mcp-token (0600,
 made on first use). Open jobs are handed to `mam job delegate --job-id` when the server exits.
+
+\b
+Exit codes:
+  0    stopped: the client closed stdio, or SIGTERM
+  2    bad options or settings (for example a .mam/mcp-token others can read)
+  130  interrupted (Ctrl-C)
 """
 
 

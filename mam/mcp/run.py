@@ -70,8 +70,11 @@ def serve_http(service: Service, *, host: str, port: int, token: str, poll_s: fl
     server = build(service, poll_s=poll_s)
     app = BearerAuth(server.streamable_http_app(host=host), token)
     config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on")
-    web = uvicorn.Server(config)  # it stops cleanly on SIGINT and SIGTERM by itself
+    web = uvicorn.Server(config)
     announce(f"http://{host if ':' not in host else '[' + host + ']'}:{port}/mcp")
+    # uvicorn stops on SIGINT/SIGTERM, then raises the signal again under the handler it found:
+    # ours, so the open jobs are handed over before the process ends.
+    _exit_on_sigterm()
     try:
         anyio.run(web.serve)
     finally:

@@ -3,6 +3,7 @@ Streamable HTTP (one `mam mcp --http` process, started and stopped through its o
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -19,6 +20,12 @@ from mcp.client.streamable_http import streamable_http_client
 
 from mam.broker.embedded import free_port, port_accepts
 from mam.util.poll import wait_for
+from tests.helpers.mamcli import mam
+
+
+def job_state(job_id: str) -> str:
+    """The job's state as `mam job status --json` (a fresh process) reads it."""
+    return json.loads(mam("job", "status", job_id, "--json", check=True).stdout)["state"]  # type: ignore[no-any-return]
 
 
 @dataclass

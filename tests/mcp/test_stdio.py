@@ -2,23 +2,16 @@
 
 from __future__ import annotations
 
-import json
-
 import anyio
 
 from mam.jobs.record import read_audit
 from mam.util.poll import wait_for
 from tests.helpers.jobs import capture, create_demo
-from tests.helpers.mamcli import mam
-from tests.mcp.client import call, stdio_session
+from tests.mcp.client import call, job_state, stdio_session
 
 TOOLS = {"session_create", "session_stop", "session_resume", "session_status", "job_delegate", "job_wait", "job_status", "job_list",
          "job_log", "job_cancel", "loop_start", "loop_status", "events_recent"}
 QUICK = {"heartbeat_s": 0.5, "start_deadline_s": 15}
-
-
-def job_state(job_id: str) -> str:
-    return json.loads(mam("job", "status", job_id, "--json", check=True).stdout)["state"]  # type: ignore[no-any-return]
 
 
 def test_tools_are_listed_and_looking_starts_nothing(workspace, tmux_server):  # type: ignore[no-untyped-def]
