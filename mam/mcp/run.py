@@ -29,9 +29,12 @@ class BearerAuth:
         self.app, self.expected = app, f"Bearer {token}".encode()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http":
+        if scope["type"] in ("http", "websocket"):  # only the lifespan passes unchecked
             given = dict(scope.get("headers") or []).get(b"authorization", b"")
             if not hmac.compare_digest(given, self.expected):
+                if scope["type"] == "websocket":
+                    await send({"type": "websocket.close", "code": 1008})
+                    return
                 body = b'{"error":"unauthorized: send Authorization: Bearer <token> (MAM_MCP_TOKEN or .mam/mcp-token)"}'
                 await send({"type": "http.response.start", "status": 401,
                             "headers": [(b"content-type", b"application/json"), (b"www-authenticate", b'Bearer realm="mam"'),

@@ -32,6 +32,7 @@ from mam.workspace import Workspace
 
 log = logging.getLogger(__name__)
 EARLY = (JobState.PENDING.value, JobState.DELIVERING.value)  # the brief is not in the pane yet
+PASTE_WAIT_S = 30.0
 
 
 @dataclass
@@ -41,6 +42,7 @@ class Delegation:
     req: DelegateRequest
     delivered: threading.Event = field(default_factory=threading.Event)  # the brief is in the pane, or the job ended
     done: threading.Event = field(default_factory=threading.Event)
+    state: str = JobState.PENDING.value  # as last committed by its wrapper
     outcome: Outcome | None = None
     error: BaseException | None = None
     thread: threading.Thread | None = None
@@ -140,6 +142,7 @@ class Service:
         d = Delegation(req)
 
         def update(job: Any, _inp: Any) -> None:
+            d.state = job.state.value
             if job.state.value not in EARLY:
                 d.delivered.set()
 
@@ -244,6 +247,8 @@ class Service:
         over without injecting again), so the jobs outlive this server; returns their ids."""
         handed = []
         for d in list(self.delegations.values()):
+            if d.state == JobState.DELIVERING.value:
+                d.delivered.wait(PASTE_WAIT_S)  # never leave a paste half typed: let it reach the pane first
             if d.done.is_set():
                 continue
             argv = [sys.executable, "-m", "mam", "--workspace", str(self.ws.root), "job", "delegate", f"--target={d.req.target}",
