@@ -42,7 +42,7 @@ def test_with_the_token_the_tools_work_and_two_clients_waiting_on_one_job_both_s
     async def main(url: str) -> str:
         async with http_session(url, TOKEN) as a, http_session(url, TOKEN) as b:
             assert len((await a.list_tools()).tools) == 13
-            sent = await call(a, "job_delegate", target="w", brief="demo-sleep: 3", heartbeat_s=0.5, start_deadline_s=15)
+            sent = await call(a, "job_delegate", target="w", brief="demo-sleep: 3", heartbeat_s=2, start_deadline_s=30)
             assert not sent.error, sent.text
             job_id = sent.data["id"]
             results: dict[str, object] = {}
@@ -90,8 +90,8 @@ def test_a_stopped_http_server_hands_its_open_jobs_over(mcp_ws):  # type: ignore
 
     async def main(url: str) -> str:
         async with http_session(url, TOKEN) as a:
-            sent = await call(a, "job_delegate", target="w", brief="demo-sleep: 3\ndemo-write: late.txt :: ok", heartbeat_s=0.5,
-                              start_deadline_s=15)
+            sent = await call(a, "job_delegate", target="w", brief="demo-sleep: 3\ndemo-write: late.txt :: ok", heartbeat_s=2,
+                              start_deadline_s=30)
             assert not sent.error, sent.text
             return sent.data["id"]  # type: ignore[no-any-return]
 
