@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mam.errors import BrokerError, MamError, SessionNotFound
+from mam.errors import BrokerError, JobNotFound, MamError, SessionNotFound
 from mam.jobs.delegate import DelegateRequest, Outcome, delegate, delegate_request
 from mam.jobs.ledger import new_job_id
 from mam.jobs.model import JobState
@@ -165,9 +165,9 @@ class Service:
         return d
 
     def job_status(self, *, id: str) -> dict[str, Any]:
-        from mam.jobs.queries import existing_registry, status
+        from mam.jobs.queries import status
 
-        return status(self._existing(id, existing_registry), id)
+        return status(self._existing(id), id)
 
     def job_list(self, *, state: str | None = None, session: str | None = None, limit: int = 50) -> list[dict[str, Any]]:
         from mam.jobs.queries import list_jobs
@@ -178,22 +178,20 @@ class Service:
         return [] if registry is None else list_jobs(registry, session=session, state=state, limit=limit)
 
     def job_log(self, *, id: str, limit: int | None = None) -> list[dict[str, Any]]:
-        from mam.jobs.queries import existing_registry
         from mam.jobs.queries import log as job_log
 
-        lines = job_log(self.ws, self._existing(id, existing_registry), id)
+        lines = job_log(self.ws, self._existing(id), id)
         return lines[-limit:] if limit else lines
 
     def job_cancel(self, *, id: str) -> dict[str, Any]:
-        from mam.jobs.queries import cancel, existing_registry
+        from mam.jobs.queries import cancel
 
-        return cancel(self.ws, self._existing(id, existing_registry), id)
+        return cancel(self.ws, self._existing(id), id)
 
     def job_watch(self, id: str) -> Any:
-        from mam.jobs.queries import existing_registry
         from mam.jobs.watch import JobWatch
 
-        return JobWatch(self._existing(id, existing_registry), id)
+        return JobWatch(self._existing(id), id)
 
     def events_recent(self, *, job: str | None = None, session: str | None = None, since_seq: int = 0, limit: int = 100) -> list[dict[str, Any]]:
         from mam.jobs.watch import recent_events
@@ -201,12 +199,12 @@ class Service:
         registry = self.reader()
         return [] if registry is None else recent_events(registry, job=job, session=session, since_seq=since_seq, limit=limit)
 
-    def _existing(self, job_id: str, find: Any) -> Registry:
+    def _existing(self, job_id: str) -> Registry:
+        """The registry for a job lookup, as the CLI's read-only job commands find it (creates nothing)."""
+        check_name(job_id, "job id")
         registry = self.reader()
         if registry is None:
-            find(self.ws, job_id)  # raises JobNotFound, with the CLI's message
-        assert registry is not None
-        check_name(job_id, "job id")
+            raise JobNotFound(f"no job {job_id!r} in workspace {self.ws.root} (it has no registry)", job_id=job_id)
         return registry
 
     # -- loops ----------------------------------------------------------------------------------

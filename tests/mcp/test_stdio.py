@@ -165,3 +165,19 @@ def test_a_client_that_goes_away_leaves_its_job_running_to_the_end(mcp_ws):  # t
     assert (mcp_ws.root / "after.txt").read_text() == "still done\n"
     kinds = [line["kind"] for line in read_audit(mcp_ws, job_id)]
     assert "taken_over" in kinds
+
+
+def test_broker_down_is_a_tool_error_with_exit_code_3(workspace, monkeypatch):  # type: ignore[no-untyped-def]
+    from mam.broker.embedded import free_port
+
+    monkeypatch.setenv("MQTT_BROKER", "127.0.0.1")
+    monkeypatch.setenv("MQTT_PORT", str(free_port()))  # nothing listens there
+    create_demo("w")
+
+    async def main() -> None:
+        async with stdio_session(workspace.root) as s:
+            r = await call(s, "job_delegate", target="w", brief="never delivered", **QUICK)
+            assert r.error and r.data["exit_code"] == 3 and r.data["reason"] == "broker_unavailable", r
+            assert not (await call(s, "session_status")).error  # the server goes on
+
+    anyio.run(main)
