@@ -95,6 +95,12 @@ class LoopError(MamError):
     """Raised when a review loop cannot start or continue."""
 
 
+class LoopNotFound(LoopError):
+    """Raised when no loop of that id was started in this workspace."""
+
+    exit_code = 5
+
+
 class LockBusy(MamError):
     """Raised when a single-instance lock (loop, monitor, runner) is already held."""
 

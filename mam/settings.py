@@ -54,6 +54,7 @@ KEYS: tuple[Key, ...] = (
     Key("HERDR_BIN", "herdr", "The herdr executable."),
     Key("HERDR_CONFIG_DIR", "", "herdr's config folder. Empty: $XDG_CONFIG_HOME/herdr or ~/.config/herdr.", "path"),
     Key("AGENT_PYTHON_BIN", "", "Python interpreter for mam's helper processes. Empty: the one running mam.", "path"),
+    Key("MAM_MCP_TOKEN", "", "Bearer token `mam mcp --http` requires. Empty: generated once into .mam/mcp-token (0600).", secret=True),
     Key("MAM_LOG_LEVEL", "WARNING", "Log level of mam's own diagnostics on stderr."),
 )
 

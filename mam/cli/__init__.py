@@ -27,6 +27,7 @@ COMMANDS = {
     "runner": ("mam.cli.runner", "runner", "Take remote jobs for this host's sessions over the broker."),
     "doctor": ("mam.cli.doctor", "doctor", "Check the workspace's files, owners, registry, mirror and broker; restore sessions from the mirror."),
     "demo": ("mam.cli.demo", "demo", "Run a self-contained demo: demo agents, jobs and a review loop."),
+    "mcp": ("mam.cli.mcp", "mcp", "Serve sessions, jobs and loops to an MCP client (stdio, or --http with a bearer token)."),
 }
 
 

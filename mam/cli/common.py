@@ -108,10 +108,6 @@ def open_registry(app: App):  # type: ignore[no-untyped-def]
 
 def existing_registry(app: App, job_id: str):  # type: ignore[no-untyped-def]
     """For read-only job commands: the registry if the workspace has one (creates nothing), else JobNotFound."""
-    from mam.errors import JobNotFound
-    from mam.store.registry import Registry
+    from mam.jobs.queries import existing_registry as find
 
-    registry = Registry.open_existing(app.ws)
-    if registry is None:
-        raise JobNotFound(f"no job {job_id!r} in workspace {app.ws.root} (it has no registry)", job_id=job_id)
-    return registry
+    return find(app.ws, job_id)

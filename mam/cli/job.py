@@ -50,18 +50,17 @@ def delegate(app: App, target: str, brief: str | None, brief_file: str | None, t
              heartbeat: float | None, parent_job: str | None, job_id: str | None, dispatch_wait: float | None,
              allow_insecure_broker: bool, follow: bool, as_json: bool) -> int:
     from mam.errors import UsageError
-    from mam.jobs.delegate import DelegateRequest
     from mam.jobs.delegate import delegate as run_delegate
+    from mam.jobs.delegate import delegate_request
 
-    if (brief is None) == (brief_file is None) and not job_id:
+    if brief is not None and brief_file is not None:
         raise UsageError("give exactly one of --brief or --brief-file")
-    text = brief if brief is not None else _read_brief(brief_file) if brief_file else ""
-    req = DelegateRequest(target=target, brief=text, timeout_s=timeout, start_deadline_s=start_deadline, heartbeat_s=heartbeat,
+    text = brief if brief is not None else _read_brief(brief_file) if brief_file else None
+    req = delegate_request(target=target, brief=text, timeout_s=timeout, start_deadline_s=start_deadline, heartbeat_s=heartbeat,
                           parent_job=parent_job, job_id=job_id, dispatch_wait_s=dispatch_wait, allow_insecure_broker=allow_insecure_broker)
     out = run_delegate(req, ws=app.ws, settings=app.settings, registry=open_registry(app), on_update=_printer() if follow else None)
     if as_json:
-        echo_json({**out.record, "id": out.job_id, "state": out.state, "reason": out.reason, "exit_code": out.exit_code,
-                   "detail": out.detail, "result": out.result, "taken_over": out.taken_over})
+        echo_json(out.as_dict())
     elif out.state == "completed":
         click.echo(out.result or "(completed)")
         if out.report:
@@ -122,11 +121,9 @@ def status(app: App, job_id: str, as_json: bool) -> None:
 @click.pass_obj
 def list_(app: App, session: str | None, state: str | None, parent_job: str | None, open_only: bool, limit: int, as_json: bool) -> None:
     """List recent jobs, newest first."""
-    from mam.jobs.queries import list_jobs
-    from mam.store.registry import Registry
+    from mam.jobs.queries import workspace_jobs
 
-    registry = Registry.open_existing(app.ws)
-    rows = [] if registry is None else list_jobs(registry, session=session, state=state, parent=parent_job, open_only=open_only, limit=limit)
+    rows = workspace_jobs(app.ws, session=session, state=state, parent=parent_job, open_only=open_only, limit=limit)
     if as_json:
         echo_json(rows)
         return

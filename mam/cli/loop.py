@@ -59,13 +59,14 @@ Exit codes:
 @click.option("--max-repeats", type=int, default=3, show_default=True,
               help="Times a round is reviewed again because the source changed during it, before the loop fails.")
 @click.option("--slug", default=None, help="Folder name under .agents/reports/ (default: from the task).")
+@click.option("--loop-id", default=None, help="Name the loop (default: a new loop-<time>-<hex> id); refused if it exists.")
 @click.option("--quiet", is_flag=True, help="Do not print progress lines on stderr.")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
 @click.pass_obj
 def loop(app: App, creator: str, reviewer: str | None, all_reviewer: bool, task: str | None, task_file: str | None,
          planner: str | None, plan: bool, plan_talk: int, max_loop: int, max_rebut: int, review_only: bool, worktree: str | None,
          base: str | None, timeout: float | None, start_deadline: float | None, heartbeat: float | None,
-         dispatch_wait: float | None, subjob_wait: float | None, max_repeats: int, slug: str | None, quiet: bool, as_json: bool) -> int:
+         dispatch_wait: float | None, subjob_wait: float | None, max_repeats: int, slug: str | None, loop_id: str | None, quiet: bool, as_json: bool) -> int:
     from mam.errors import UsageError
     from mam.loop import LoopRequest, run_loop
 
@@ -76,7 +77,7 @@ def loop(app: App, creator: str, reviewer: str | None, all_reviewer: bool, task:
         creator=creator, task=text, reviewers=tuple((reviewer or "").split(",")) if reviewer else (), all_reviewer=all_reviewer,
         planner=planner, plan=plan, plan_talk=plan_talk, max_loop=max_loop, max_rebut=max_rebut, review_only=review_only,
         worktree=worktree, base=base, timeout_s=timeout, start_deadline_s=start_deadline, heartbeat_s=heartbeat,
-        dispatch_wait_s=dispatch_wait, subjob_wait_s=subjob_wait, max_repeats=max_repeats, slug=slug,
+        dispatch_wait_s=dispatch_wait, subjob_wait_s=subjob_wait, max_repeats=max_repeats, slug=slug, loop_id=loop_id,
     )
     result = run_loop(req, ws=app.ws, settings=app.settings, registry=open_registry(app),
                       on_event=None if quiet else _progress, environ=dict(os.environ))

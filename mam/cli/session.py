@@ -49,24 +49,15 @@ def create(app: App, agent: str, role: str, name: str, backend: str | None, serv
     Exit codes: 0 created; 44 onboarding failed; 45 onboarding did not end in time
     (the session is kept in both cases); 1 creation failed; 2 bad options.
     """
-    from mam.sessions.create import CreateRequest, check_request, create_session
+    from mam.sessions.create import start_session
 
-    if herdr_session:
-        backend, server = "herdr", herdr_session
-    kind = backend or app.settings.get_str("MAM_BACKEND")
-    req = CreateRequest(name=name, agent=agent, role=role, cwd=cwd or str(app.ws.root), backend=kind, server=server or "")
-    check_request(req)  # a refused request leaves no trace: not even a registry
-    with registry_of(app) as registry:
-        row = create_session(req, ws=app.ws, settings=app.settings, registry=registry, environ=os.environ)
-        code = 0
-        if onboard:
-            from mam.jobs.onboard import onboard_session
-
-            outcome = onboard_session(row, ws=app.ws, settings=app.settings, registry=registry, timeout=onboard_timeout)
-            code = outcome.exit_code
-            if not as_json:
-                click.echo(f"onboarding job {outcome.job_id}: {outcome.state} {outcome.reason}".rstrip())
-            row = registry.session(name)
+    made = start_session(name=name, agent=agent, role=role, ws=app.ws, settings=app.settings, registry_of=lambda: open_registry(app),
+                         environ=os.environ, backend=backend, server=server, herdr_session=herdr_session, cwd=cwd, onboard=onboard,
+                         onboard_timeout=onboard_timeout)
+    row, code = made.row, made.exit_code
+    if made.onboarding is not None and not as_json:
+        o = made.onboarding
+        click.echo(f"onboarding job {o['job_id']}: {o['state']} {o['reason']}".rstrip())
     if as_json:
         echo_json(row.as_dict())
     else:

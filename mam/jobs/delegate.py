@@ -40,6 +40,7 @@ from mam.jobs.model import (
 )
 from mam.jobs.stale import close_if_abandoned
 from mam.jobs.target import Target, parse_target
+from mam.sessions.common import check_name
 from mam.settings import Settings, positive_seconds
 from mam.store import jobs as jobs_table
 from mam.store.registry import Registry
@@ -74,6 +75,23 @@ class Outcome:
     report: str = ""
     record: dict[str, Any] = field(default_factory=dict)
     taken_over: bool = False
+
+    def as_dict(self) -> dict[str, Any]:
+        """What `mam job delegate --json` prints (and the MCP tool returns): the final record, never the token."""
+        return {**self.record, "id": self.job_id, "state": self.state, "reason": self.reason, "exit_code": self.exit_code,
+                "detail": self.detail, "result": self.result, "taken_over": self.taken_over}
+
+
+def delegate_request(*, target: str, brief: str | None, job_id: str | None = None, **options: Any) -> DelegateRequest:
+    """A checked request from a command's options: a brief is required unless attaching to an existing `job_id`."""
+    if brief is None and not job_id:
+        raise UsageError("give exactly one of --brief or --brief-file")
+    if job_id:
+        check_name(job_id, "job id")
+    if options.get("parent_job"):
+        check_name(options["parent_job"], "parent job id")
+    parse_target(target)
+    return DelegateRequest(target=target, brief=brief or "", job_id=job_id, **options)
 
 
 def delegate(req: DelegateRequest, *, ws: Workspace, settings: Settings, registry: Registry, on_update: Update | None = None,

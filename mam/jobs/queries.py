@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from mam.errors import JobError
+from mam.errors import JobError, JobNotFound
 from mam.jobs import record as rec
 from mam.jobs.model import CANCELLED_BY_USER, JobState
 from mam.jobs.stale import end_job
+from mam.sessions.common import check_name
 from mam.store import jobs as jobs_table
 from mam.store.jobs import JobRow
 from mam.store.registry import Registry
@@ -31,6 +32,26 @@ def status(registry: Registry, job_id: str) -> dict[str, Any]:
         view["children"] = [{"id": c.id, "state": c.state, "reason": c.reason, "session": c.session}
                             for c in jobs_table.list_jobs(conn, parent=job_id, limit=1000)]
     return view
+
+
+def existing_registry(ws: Workspace, job_id: str) -> Registry:
+    """For read-only job commands: the registry if the workspace has one (creates nothing), else JobNotFound."""
+    check_name(job_id, "job id")
+    registry = Registry.open_existing(ws)
+    if registry is None:
+        raise JobNotFound(f"no job {job_id!r} in workspace {ws.root} (it has no registry)", job_id=job_id)
+    return registry
+
+
+def workspace_jobs(ws: Workspace, **filters: Any) -> list[dict[str, Any]]:
+    """`mam job list`: recent jobs of the workspace, newest first; none if it has no registry (creates nothing)."""
+    registry = Registry.open_existing(ws)
+    if registry is None:
+        return []
+    try:
+        return list_jobs(registry, **filters)
+    finally:
+        registry.close()
 
 
 def list_jobs(registry: Registry, *, session: str | None = None, state: str | None = None, parent: str | None = None,

@@ -30,10 +30,14 @@ def new_loop_id() -> str:
     return f"loop-{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(3)}"
 
 
+def loop_folder(ws: Workspace, loop_id: str) -> Path:
+    return ws.state / "loops" / loop_id
+
+
 class LoopFiles:
     def __init__(self, ws: Workspace, loop_id: str) -> None:
         self.ws, self.loop_id = ws, loop_id
-        self.root = ws.state / "loops" / loop_id
+        self.root = loop_folder(ws, loop_id)
         self.root.mkdir(parents=True, exist_ok=True, mode=0o700)
 
     @property

@@ -14,7 +14,7 @@ from pathlib import Path
 from mam.errors import UsageError
 from mam.jobs.delegate import Outcome
 from mam.loop import briefs
-from mam.loop.files import LoopFiles, LoopLog, OnEvent, new_loop_id, task_slug
+from mam.loop.files import LoopFiles, LoopLog, OnEvent, loop_folder, new_loop_id, task_slug
 from mam.loop.git import git_env, toplevel
 from mam.loop.jobs import Brief, JobOptions, Runner, failed
 from mam.loop.lock import loop_lock
@@ -24,6 +24,7 @@ from mam.loop.reports import Review, promote
 from mam.loop.roles import choose_reviewers, usable
 from mam.loop.rounds import RoundOutcome, review_round
 from mam.loop.snapshot import resolve_base
+from mam.sessions.common import check_name
 from mam.settings import Settings
 from mam.store.registry import Registry
 from mam.workspace import Workspace
@@ -35,14 +36,14 @@ _REBUT = re.compile(r"\s*\[REBUT:\s*(?P<text>.*?)\s*\]\s*", re.S)
 def run_loop(req: LoopRequest, *, ws: Workspace, settings: Settings, registry: Registry, on_event: OnEvent | None = None,
              environ: Mapping[str, str] | None = None) -> LoopResult:
     """Run one loop to its end. `environ` is the environment git runs with (the CLI passes its own)."""
-    _check(req)
+    _check(req, ws)
     creator = usable(registry, req.creator, "creator")
     if req.planner:
         usable(registry, req.planner, "planner")
     reviewers, how = choose_reviewers(registry, req.creator, req.reviewers, req.all_reviewer)
     workdir, repo, no_identity = _locate(req, Path(creator.cwd), ws, environ)
     base, base_how = resolve_base(repo, req.base, environ) if repo else (None, "")
-    loop_id = new_loop_id()
+    loop_id = req.loop_id or new_loop_id()
     with loop_lock(ws, repo or workdir, loop_id=loop_id, task=req.task):
         files = LoopFiles(ws, loop_id)
         log = LoopLog(files.log, loop_id, on_event)
@@ -65,7 +66,11 @@ def run_loop(req: LoopRequest, *, ws: Workspace, settings: Settings, registry: R
         return result
 
 
-def _check(req: LoopRequest) -> None:
+def _check(req: LoopRequest, ws: Workspace) -> None:
+    if req.loop_id is not None:
+        check_name(req.loop_id, "loop id")
+        if loop_folder(ws, req.loop_id).exists():
+            raise UsageError(f"--loop-id {req.loop_id!r}: that loop already exists in {ws.root}")
     if not req.task.strip():
         raise UsageError("the task is empty")
     for name, value, low in (("max-loop", req.max_loop, 1), ("max-rebut", req.max_rebut, 0), ("plan-talk", req.plan_talk, 0),

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 from mam.agents import get_adapter, known_agents
 from mam.errors import SessionError, UsageError
@@ -44,6 +45,41 @@ def check_request(req: CreateRequest) -> None:
         check_name(req.server, "server name")
     if not Path(req.cwd).expanduser().is_dir():
         raise UsageError(f"cwd {req.cwd!r} is not a folder")
+
+
+@dataclass(frozen=True)
+class Created:
+    """A new session's row and, with onboarding, how its onboarding job ended (exit 0, 44 or 45)."""
+
+    row: SessionRow
+    exit_code: int = 0
+    onboarding: dict[str, Any] | None = None
+
+
+def start_session(*, name: str, agent: str, role: str, ws: Workspace, settings: Settings, registry_of: Callable[[], Registry],
+                  environ: Mapping[str, str], backend: str | None = None, server: str | None = None, herdr_session: str | None = None,
+                  cwd: str | None = None, onboard: bool = False, onboard_timeout: float | None = None) -> Created:
+    """`mam session create` and the MCP tool `session_create`: check, create, onboard (optional).
+
+    `registry_of` opens the registry only once the request passed its checks (a refused request
+    leaves no trace); the registry is closed on the way out.
+    """
+    if herdr_session:
+        backend, server = "herdr", herdr_session
+    req = CreateRequest(name=name, agent=agent, role=role, cwd=cwd or str(ws.root), backend=backend or settings.get_str("MAM_BACKEND"),
+                        server=server or "")
+    check_request(req)
+    registry = registry_of()
+    try:
+        row = create_session(req, ws=ws, settings=settings, registry=registry, environ=environ)
+        if not onboard:
+            return Created(row)
+        from mam.jobs.onboard import onboard_session
+
+        outcome = onboard_session(row, ws=ws, settings=settings, registry=registry, timeout=onboard_timeout)
+        return Created(registry.session(name), outcome.exit_code, asdict(outcome))
+    finally:
+        registry.close()
 
 
 def create_session(req: CreateRequest, *, ws: Workspace, settings: Settings, registry: Registry, environ: Mapping[str, str]) -> SessionRow:

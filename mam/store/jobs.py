@@ -185,3 +185,9 @@ def events_after(conn: sqlite3.Connection, job_id: str, seq: int = 0) -> list[Ev
 def unpublished(conn: sqlite3.Connection, limit: int = 500) -> list[EventRow]:
     rows = conn.execute("SELECT * FROM events WHERE published=0 ORDER BY job_id, seq LIMIT ?", (limit,))
     return [EventRow(**{**dict(r), "published": bool(r["published"])}) for r in rows]
+
+
+def inputs_after(conn: sqlite3.Connection, job_id: str, n: int = 0) -> list[dict[str, Any]]:
+    """The job's transition lines numbered after `n`, in order."""
+    rows = conn.execute("SELECT line FROM job_inputs WHERE job_id=? AND n>? ORDER BY n", (job_id, n))
+    return [json.loads(r[0]) for r in rows]

@@ -19,7 +19,7 @@ import pytest
 
 from mam.util import proc
 
-HEAVY = ("paho", "amqtt", "libtmux")
+HEAVY = ("paho", "amqtt", "libtmux", "mcp", "pydantic", "starlette", "uvicorn", "anyio")
 
 
 def run_mam(*args: str, ws: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:

@@ -49,13 +49,16 @@ CONTRACT: dict[str, tuple[str, tuple[str, ...], set[str], set[int]]] = {
     "multi-agent-mux-orc-onboard": ("orc_onboard.sh", ("session", "onboard-orchestrator"), set(), {0}),
     # Not in the contract table: the runner's skill, asked for by the Monitor/remote issue.
     "multi-agent-mux-runner": ("runner.sh", ("runner",), {"--name"}, {0}),
+    # The MCP server (issue 15).
+    "multi-agent-mux-mcp": ("serve_mcp.sh", ("mcp",), {"--workspace", "--http", "--host", "--port"}, {0}),
 }
 # Delivered now; the monitor and loop skills come with their CLIs.
 REQUIRED = ("multi-agent-mux-create", "multi-agent-mux-stop", "multi-agent-mux-resume", "multi-agent-mux-status",
             "multi-agent-mux-delegate-job", "multi-agent-mux-orc-onboard", "multi-agent-mux-monitor", "multi-agent-mux-runner",
-            "multi-agent-mux-loop")
+            "multi-agent-mux-loop", "multi-agent-mux-mcp")
 # Other CLIs a SKILL.md may quote outside its Options section (the agent side, job inspection).
 RELATED: dict[str, tuple[tuple[str, ...], ...]] = {
+    "multi-agent-mux-mcp": (("job", "delegate"),),
     "multi-agent-mux-status": (("job", "list"), ("job", "status")),
     "multi-agent-mux-runner": (("job", "delegate"),),
     "multi-agent-mux-delegate-job": (("event", "started"), ("event", "progress"), ("event", "heartbeat"), ("event", "completed"),

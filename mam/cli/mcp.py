@@ -1,0 +1,53 @@
+"""`mam mcp [--http --host --port]`: serve mam's tools to an MCP client (an orchestrating agent)."""
+
+from __future__ import annotations
+
+import os
+
+import click
+
+from mam.cli.common import App, workspace_option
+
+MCP_HELP = """Serve mam's tools (sessions, jobs, loops) to an MCP client, over stdio (default) or Streamable HTTP.
+
+\b
+Each tool is the same library call as its CLI command, with the fields of its --json as
+structured content; a refusal is a tool error carrying the CLI's exit_code. Looking starts
+nothing: no broker, server or pane until a tool needs one.
+--http serves http://HOST:PORT/mcp (loopback by default) and requires
+`Authorization: Bearer <token>`: MAM_MCP_TOKEN, else the token in .mam/mcp-token (0600,
+made on first use). Open jobs are handed to `mam job delegate --job-id` when the server exits.
+
+\b
+Exit codes:
+  0    stopped: the client closed stdio, or SIGTERM
+  2    bad options or settings (for example a .mam/mcp-token others can read)
+  130  interrupted (Ctrl-C)
+"""
+
+
+@click.command("mcp", help=MCP_HELP)
+@workspace_option
+@click.option("--http", "http", is_flag=True, help="Serve Streamable HTTP instead of stdio.")
+@click.option("--host", default="127.0.0.1", show_default=True, help="With --http: the address to bind (keep it loopback).")
+@click.option("--port", type=click.IntRange(1, 65535), default=8765, show_default=True, help="With --http: the port.")
+@click.pass_obj
+def mcp(app: App, http: bool, host: str, port: int) -> int:
+    from mam.mcp.service import Service
+
+    ws, settings = app.ws, app.settings
+    service = Service(ws=ws, settings=settings, environ=os.environ)
+    if not http:
+        from mam.mcp.run import serve_stdio
+
+        serve_stdio(service, poll_s=settings.poll_s)
+        return 0
+    from mam.mcp.run import LOOPBACK, serve_http
+    from mam.mcp.token import server_token
+
+    token, source = server_token(ws, settings)
+    if host not in LOOPBACK:
+        click.echo(f"mam: warning: serving on {host}, not loopback: anyone who can reach it and holds the token drives your agents", err=True)
+    serve_http(service, host=host, port=port, token=token, poll_s=settings.poll_s,
+               announce=lambda url: click.echo(f"mam: mcp: serving {url} (bearer token from {source})", err=True))
+    return 0

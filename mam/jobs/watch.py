@@ -1,0 +1,61 @@
+"""Following a job from outside its wrapper: its state and the events it accepted, read from the
+registry (the MCP tools `job_wait` and `events_recent`). Read-only: it never changes a job.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mam.jobs.queries import status
+from mam.sessions.common import check_name
+from mam.store import jobs as jobs_table
+from mam.store.registry import Registry
+
+
+def event_line(job: jobs_table.JobRow | dict[str, Any], line: dict[str, Any]) -> dict[str, Any] | None:
+    """An accepted event from a transition line (None for claims, deliveries, ticks and ends)."""
+    inp = line.get("input") or {}
+    if inp.get("input") != "event":
+        return None
+    body = inp.get("body") or {}
+    job_id, session = (job.id, job.session) if isinstance(job, jobs_table.JobRow) else (job["id"], job["session"])
+    return {"job": job_id, "session": session, "n": line.get("n"), "seq": inp.get("seq"), "type": inp.get("type"),
+            "sender": inp.get("sender"), "at_ms": inp.get("at"), "message": body.get("message") or body.get("reason") or "",
+            "state": line.get("state"), "reason": line.get("reason")}
+
+
+class JobWatch:
+    """One observer of one job: each `poll()` returns its current view and the events accepted since the last poll."""
+
+    def __init__(self, registry: Registry, job_id: str) -> None:
+        self.registry, self.job_id = registry, check_name(job_id, "job id")
+        self.registry.job(job_id)  # JobNotFound for an unknown id
+        self.seen = 0
+
+    def poll(self) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+        view = status(self.registry, self.job_id)
+        with self.registry.read() as conn:
+            lines = jobs_table.inputs_after(conn, self.job_id, self.seen)
+        if lines:
+            self.seen = max(int(line.get("n") or 0) for line in lines)
+        events = [e for e in (event_line(view, line) for line in lines) if e is not None]
+        return view, events
+
+
+def recent_events(registry: Registry, *, job: str | None = None, session: str | None = None, since_seq: int = 0,
+                  limit: int = 100) -> list[dict[str, Any]]:
+    """Accepted events, oldest first: of one job (after its sequence number `since_seq`), else of a
+    session's recent jobs, else of the workspace's recent jobs; at most `limit` (the newest)."""
+    with registry.read() as conn:
+        if job:
+            rows = [jobs_table.get(conn, check_name(job, "job id"))]
+        else:
+            rows = jobs_table.list_jobs(conn, session=check_name(session) if session else None, limit=20)
+        out = []
+        for row in rows:
+            for line in jobs_table.inputs_after(conn, row.id, 0):
+                e = event_line(row, line)
+                if e is not None and (e["seq"] or 0) > since_seq:
+                    out.append(e)
+    out.sort(key=lambda e: (e["at_ms"] or 0, e["job"], e["seq"] or 0))
+    return out[-limit:] if limit > 0 else out

@@ -1,0 +1,276 @@
+"""The MCP tools of `mam mcp`, on the official SDK's MCPServer, over stdio or Streamable HTTP.
+
+Every tool runs its blocking library call (service.py) in a worker thread, so one call never
+holds up another; waits poll the registry from the event loop and can be cancelled at any point
+(a client that goes away cancels only its own request, never the job). A result carries the
+fields of the CLI's `--json` as structured content and a one-line text summary; a refusal is an
+MCP tool error (isError) with the CLI's message and its `exit_code`. Nothing here ends a job.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import anyio
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.types import CallToolResult, TextContent
+
+from mam.errors import MamError
+from mam.jobs.model import TERMINAL
+from mam.mcp.service import Delegation, Service
+
+log = logging.getLogger(__name__)
+ENDED = {s.value for s in TERMINAL}
+HEARTBEAT_EVERY_S = 5.0  # progress notifications for heartbeats, at most this often
+LOOP_START_S = 60.0  # how long loop_start waits for the loop process to log its start
+
+
+class ToolFailed(Exception):
+    """A tool's refusal that is not a MamError (its message and exit code are the CLI's)."""
+
+    def __init__(self, message: str, exit_code: int, data: dict[str, Any] | None = None) -> None:
+        super().__init__(message)
+        self.exit_code, self.data = exit_code, data or {}
+
+
+def ok(data: dict[str, Any], summary: str) -> CallToolResult:
+    return CallToolResult(content=[TextContent(type="text", text=summary)], structured_content=data)
+
+
+def failed(message: str, exit_code: int, data: dict[str, Any] | None = None) -> CallToolResult:
+    body = {**(data or {}), "error": message, "exit_code": exit_code}
+    return CallToolResult(content=[TextContent(type="text", text=f"mam: error: {message}")], structured_content=body, is_error=True)
+
+
+def outcome_result(out: dict[str, Any]) -> CallToolResult:
+    """A finished delegation, as `mam job delegate --json` prints it; an error when its exit code is not 0."""
+    line = f"job {out['id']}: {_state(out)}, exit {out['exit_code']}"
+    if out["exit_code"] != 0:
+        return failed(line + (f": {out['detail']}" if out.get("detail") else ""), int(out["exit_code"]), out)
+    return ok(out, line + (f": {out['result']}" if out.get("result") else ""))
+
+
+def _state(job: dict[str, Any]) -> str:
+    return str(job["state"]) + (f" ({job['reason']})" if job.get("reason") and job["reason"] != job["state"] else "")
+
+
+def guarded(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Turn every failure of a tool into a tool error: a MamError keeps its message and exit code."""
+
+    @functools.wraps(fn)
+    async def run(*args: Any, **kwargs: Any) -> CallToolResult:
+        try:
+            return await fn(*args, **kwargs)  # type: ignore[no-any-return]
+        except MamError as e:
+            return failed(str(e), e.exit_code)
+        except ToolFailed as e:
+            return failed(str(e), e.exit_code, e.data)
+        except Exception as e:  # never a crashed server: the call fails, the server goes on
+            log.exception("tool %s failed", fn.__name__)
+            return failed(f"{type(e).__name__}: {e}", 1)
+
+    return run
+
+
+async def progress(ctx: Context | None, count: int, message: str) -> None:
+    if ctx is None:
+        return
+    try:
+        await ctx.report_progress(count, None, message)
+    except Exception as e:  # a client gone mid-wait: the wait's own cancellation follows
+        log.debug("progress not sent: %s", e)
+
+
+def build(service: Service, *, poll_s: float) -> MCPServer:
+    """The MCPServer with every mam tool registered."""
+    server: MCPServer = MCPServer("mam", instructions=INSTRUCTIONS, log_level="WARNING")
+
+    async def thread(fn: Callable[..., Any], /, **kwargs: Any) -> Any:
+        return await anyio.to_thread.run_sync(functools.partial(fn, **kwargs))
+
+    async def follow(job_id: str, timeout_s: float, ctx: Context | None) -> dict[str, Any]:
+        """Poll the job until it ends or `timeout_s` passes; one progress notification per event."""
+        watch = await thread(service.job_watch, id=job_id)
+        deadline = time.monotonic() + max(0.0, timeout_s)
+        count, last_beat = 0, 0.0
+        while True:
+            view, events = await thread(watch.poll)
+            for e in events:
+                if e["type"] == "heartbeat":
+                    if time.monotonic() - last_beat < HEARTBEAT_EVERY_S:
+                        continue
+                    last_beat = time.monotonic()
+                count += 1
+                await progress(ctx, count, f"{e['type']}" + (f": {e['message']}" if e["message"] else "") + f" (job {job_id}, {e['state']})")
+            if view["state"] in ENDED:
+                return {**view, "ended": True}
+            if time.monotonic() >= deadline:
+                return {**view, "ended": False}
+            await anyio.sleep(poll_s)
+
+    async def finish(d: Delegation) -> CallToolResult:
+        while not d.done.is_set():
+            await anyio.sleep(poll_s)
+        if d.error is not None:
+            raise d.error
+        assert d.outcome is not None
+        return outcome_result(d.outcome.as_dict())
+
+    # -- sessions ---------------------------------------------------------------------------------
+    @server.tool(description="Start AGENT (claude, codex, opencode, gemini, hermes, grok, agy, demo) in a new pane as session NAME "
+                 "(`mam session create`). With onboard: wait for the onboarding job (exit_code 44 failed, 45 not ended in time).")
+    @guarded
+    async def session_create(agent: str, role: str, name: str, backend: str | None = None, cwd: str | None = None,
+                             onboard: bool = False) -> CallToolResult:
+        data, code = await thread(service.session_create, agent=agent, role=role, name=name, backend=backend, cwd=cwd, onboard=onboard)
+        line = f"session {data['name']}: {data['agent']} ({data['role']}) {data['status']} in {data['backend']}:{data['server']} pane {data['pane_id']}"
+        if code:
+            o = data.get("onboarding") or {}
+            return failed(f"{line}; onboarding job {o.get('job_id')}: {o.get('state')} {o.get('reason')}", code, data)
+        return ok(data, line)
+
+    @server.tool(description="Exit a session's agent gracefully, keeping its conversation (`mam session stop`). "
+                 "purge_conversation also deletes the conversation's files (this argument is the confirmation).")
+    @guarded
+    async def session_stop(name: str, purge_conversation: bool = False) -> CallToolResult:
+        data = await thread(service.session_stop, name=name, purge_conversation=purge_conversation)
+        return ok(data, f"session {data['name']}: {data['status']}, conversation {data['conversation_id'] or '-'}")
+
+    @server.tool(description="Relaunch a stopped session's conversation (`mam session resume`).")
+    @guarded
+    async def session_resume(name: str) -> CallToolResult:
+        data = await thread(service.session_resume, name=name)
+        return ok(data, f"session {data['name']}: resumed conversation {data['conversation_id']} in pane {data['pane_id']}")
+
+    @server.tool(description="The rows of `mam session status --json` (all sessions, or one by name). Starts nothing.")
+    @guarded
+    async def session_status(name: str | None = None) -> CallToolResult:
+        rows = await thread(service.session_status, name=name)
+        summary = ", ".join(f"{r['name']} {r['status']}" + (f" ({r['drift']})" if r["drift"] else "") for r in rows) or "no sessions"
+        return ok({"sessions": rows}, summary)
+
+    # -- jobs -----------------------------------------------------------------------------------
+    @server.tool(description="Delegate a brief to a session (`mam job delegate`): returns {id, state, ...} as soon as the brief "
+                 "is in the pane, or the job's outcome if it ended first (busy or missing session: exit_code 5). "
+                 "wait: true waits for the end, like job_wait. Times in seconds.")
+    @guarded
+    async def job_delegate(target: str, brief: str, ctx: Context, timeout_s: float | None = None, start_deadline_s: float | None = None,
+                           heartbeat_s: float | None = None, parent_job: str | None = None, job_id: str | None = None,
+                           dispatch_wait_s: float | None = None, wait: bool = False) -> CallToolResult:
+        d = await thread(service.start_delegation, target=target, brief=brief, timeout_s=timeout_s, start_deadline_s=start_deadline_s,
+                         heartbeat_s=heartbeat_s, parent_job=parent_job, job_id=job_id, dispatch_wait_s=dispatch_wait_s)
+        while not d.delivered.is_set():
+            await anyio.sleep(poll_s)
+        if d.done.is_set() or d.error is not None:
+            return await finish(d)
+        if wait:
+            await follow(d.job_id, float("inf"), ctx)
+            return await finish(d)
+        view = await thread(service.job_status, id=d.job_id)
+        return ok(view, f"job {view['id']}: {view['state']} on {view['session']}")
+
+    @server.tool(description="Wait until the job ends or timeout_s passes (then its current state, ended: false; not an error). "
+                 "Sends a progress notification per event (heartbeats at most every 5 s) when given a progress token.")
+    @guarded
+    async def job_wait(id: str, ctx: Context, timeout_s: float = 600.0) -> CallToolResult:
+        view = await follow(id, timeout_s, ctx)
+        return ok(view, f"job {id}: {_state(view)}" + (f", exit {view['exit_code']}" if view["ended"] else f", still open after {timeout_s:g}s"))
+
+    @server.tool(description="One job's record and its sub-jobs (`mam job status --json`).")
+    @guarded
+    async def job_status(id: str) -> CallToolResult:
+        view = await thread(service.job_status, id=id)
+        return ok(view, f"job {id}: {_state(view)} on {view['session']}")
+
+    @server.tool(description="Recent jobs, newest first (`mam job list --json`).")
+    @guarded
+    async def job_list(state: str | None = None, session: str | None = None, limit: int = 50) -> CallToolResult:
+        rows = await thread(service.job_list, state=state, session=session, limit=limit)
+        return ok({"jobs": rows}, f"{len(rows)} job(s)")
+
+    @server.tool(description="A job's audit log lines (`mam job log --json`), the last `limit` of them.")
+    @guarded
+    async def job_log(id: str, limit: int | None = None) -> CallToolResult:
+        lines = await thread(service.job_log, id=id, limit=limit)
+        return ok({"id": id, "lines": lines}, f"job {id}: {len(lines)} audit line(s)")
+
+    @server.tool(description="Cancel an open job (`mam job cancel`); exit_code 1 if it already ended, 5 if unknown.")
+    @guarded
+    async def job_cancel(id: str) -> CallToolResult:
+        view = await thread(service.job_cancel, id=id)
+        return ok(view, f"job {id}: {view['state']}")
+
+    @server.tool(description="Accepted events, oldest first: of one job (after since_seq), of a session's recent jobs, or of the "
+                 "workspace's; for clients without progress notifications.")
+    @guarded
+    async def events_recent(job: str | None = None, session: str | None = None, since_seq: int = 0, limit: int = 100) -> CallToolResult:
+        events = await thread(service.events_recent, job=job, session=session, since_seq=since_seq, limit=limit)
+        return ok({"events": events}, f"{len(events)} event(s)")
+
+    # -- loops ----------------------------------------------------------------------------------
+    @server.tool(description="Start a review loop (the options of run_loop.sh / `mam loop`; reviewer is 'A,B') as a detached "
+                 "`mam loop` process; returns its id at once. Follow it with loop_status.")
+    @guarded
+    async def loop_start(creator: str, task: str, reviewer: str | None = None, all_reviewer: bool = False, planner: str | None = None,
+                         plan: bool = False, plan_talk: int | None = None, max_loop: int | None = None, max_rebut: int | None = None,
+                         review_only: bool = False, worktree: str | None = None, base: str | None = None, timeout_s: float | None = None,
+                         start_deadline_s: float | None = None, heartbeat_s: float | None = None, dispatch_wait_s: float | None = None,
+                         subjob_wait_s: float | None = None, max_repeats: int | None = None, slug: str | None = None) -> CallToolResult:
+        options = dict(creator=creator, task=task, reviewer=reviewer, all_reviewer=all_reviewer, planner=planner, plan=plan,
+                       plan_talk=plan_talk, max_loop=max_loop, max_rebut=max_rebut, review_only=review_only, worktree=worktree, base=base,
+                       timeout_s=timeout_s, start_deadline_s=start_deadline_s, heartbeat_s=heartbeat_s, dispatch_wait_s=dispatch_wait_s,
+                       subjob_wait_s=subjob_wait_s, max_repeats=max_repeats, slug=slug)
+        proc, loop_id, errors = await thread(service.loop_start, options=options)
+        try:
+            deadline = time.monotonic() + LOOP_START_S
+            while True:
+                started = await thread(_logged_start, folder=service.ws.state / "loops" / loop_id)
+                if started:
+                    return ok({"id": loop_id, "state": "running", "pid": proc.pid, "folder": str(service.ws.state / "loops" / loop_id)},
+                              f"loop {loop_id}: started (pid {proc.pid})")
+                code = proc.poll()
+                if code is not None:
+                    raise ToolFailed(_refusal(errors) or f"mam loop exited {code} before it started", code)
+                if time.monotonic() >= deadline:
+                    raise ToolFailed(f"mam loop (pid {proc.pid}) did not start within {LOOP_START_S:g}s", 1, {"id": loop_id})
+                await anyio.sleep(poll_s)
+        finally:
+            errors.unlink(missing_ok=True)
+
+    @server.tool(description="A loop's rounds, each reviewer's verdict, the outcome (running, passed, not_passed, failed) and report paths.")
+    @guarded
+    async def loop_status(id: str) -> CallToolResult:
+        data = await thread(service.loop_status, id=id)
+        return ok(data, f"loop {id}: {data['state']} after {data['rounds']} round(s)" + (f": {data['reason']}" if data["reason"] else ""))
+
+    return server
+
+
+def _logged_start(folder: Path) -> bool:
+    try:
+        with open(folder / "loop.jsonl", encoding="utf-8") as f:
+            return any('"event": "start"' in line for line in f)
+    except FileNotFoundError:
+        return False
+
+
+def _refusal(path: Path) -> str:
+    """The one-line message a `mam loop` that refused to start printed."""
+    try:
+        lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        return ""
+    errors = [line.removeprefix("mam: error: ") for line in lines if line.startswith("mam: error: ")]
+    return errors[-1] if errors else (lines[-1].strip() if lines else "")
+
+
+INSTRUCTIONS = (
+    "mam runs long-lived coding agents in panes and hands them jobs. session_status to look (starts nothing); "
+    "job_delegate returns once the brief is delivered; job_wait follows it (progress notifications per event); "
+    "a job is decided only by the agent's signed events or a deadline. Errors carry the CLI's exit_code."
+)

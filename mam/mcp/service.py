@@ -1,0 +1,265 @@
+"""What the MCP server does, as plain blocking calls: each tool is the library call its CLI command
+makes, and returns the fields that command's `--json` prints.
+
+It holds what a long-lived process can keep open between calls: the registry and one MQTT
+connection shared by the delegations it drives (each in its own thread). It opens neither until
+a call needs it: looking (status, lists, logs) opens no registry that does not exist yet and
+starts no broker, server or pane. Async, progress and the wire are `server.py`'s business.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from mam.errors import BrokerError, JobNotFound, MamError, SessionNotFound
+from mam.jobs.delegate import DelegateRequest, Outcome, delegate, delegate_request
+from mam.jobs.ledger import new_job_id
+from mam.jobs.model import JobState
+from mam.sessions.common import check_name
+from mam.settings import Settings
+from mam.store.registry import Registry
+from mam.util.proc import spawn_detached
+from mam.workspace import Workspace
+
+log = logging.getLogger(__name__)
+EARLY = (JobState.PENDING.value, JobState.DELIVERING.value)  # the brief is not in the pane yet
+PASTE_WAIT_S = 30.0
+
+
+@dataclass
+class Delegation:
+    """One job this process drives in a background thread; the caller polls `delivered` and `done`."""
+
+    req: DelegateRequest
+    delivered: threading.Event = field(default_factory=threading.Event)  # the brief is in the pane, or the job ended
+    done: threading.Event = field(default_factory=threading.Event)
+    state: str = JobState.PENDING.value  # as last committed by its wrapper
+    outcome: Outcome | None = None
+    error: BaseException | None = None
+    thread: threading.Thread | None = None
+
+    @property
+    def job_id(self) -> str:
+        return self.req.job_id or ""
+
+
+class Service:
+    def __init__(self, *, ws: Workspace, settings: Settings, environ: Mapping[str, str]) -> None:
+        self.ws, self.settings, self.environ = ws, settings, dict(environ)
+        self._lock = threading.Lock()
+        self._registry: Registry | None = None
+        self._client: Any = None
+        self.delegations: dict[str, Delegation] = {}
+        self.loops: dict[str, subprocess.Popen[bytes]] = {}
+
+    # -- what is opened on demand ---------------------------------------------------------------
+    def reader(self) -> Registry | None:
+        """The registry if the workspace has one (creates nothing)."""
+        with self._lock:
+            if self._registry is None:
+                self._registry = Registry.open_existing(self.ws)
+            return self._registry
+
+    def writer(self) -> Registry:
+        with self._lock:
+            if self._registry is None:
+                self._registry = Registry(self.ws)
+            return self._registry
+
+    def _shared_client(self) -> Any:
+        """One MQTT connection for every delegation (starts the embedded broker if none is configured);
+        None if no broker answers: the delegation then fails the way `mam job delegate` does (exit 3)."""
+        with self._lock:
+            if self._client is None:
+                from mam.bus.connect import open_client
+
+                try:
+                    self._client = open_client(self.settings, self.ws, role="mcp", timeout=30)
+                except BrokerError as e:
+                    log.warning("no shared MQTT connection: %s", e)
+                    return None
+            return self._client
+
+    # -- sessions ---------------------------------------------------------------------------------
+    def session_create(self, *, agent: str, role: str, name: str, backend: str | None = None, cwd: str | None = None,
+                       onboard: bool = False) -> tuple[dict[str, Any], int]:
+        from mam.sessions.create import start_session
+
+        made = start_session(name=name, agent=agent, role=role, ws=self.ws, settings=self.settings, registry_of=lambda: Registry(self.ws),
+                             environ=self.environ, backend=backend, cwd=cwd, onboard=onboard)
+        data = made.row.as_dict()
+        if made.onboarding is not None:
+            data["onboarding"] = made.onboarding
+        return data, made.exit_code
+
+    def session_stop(self, *, name: str, purge_conversation: bool = False) -> dict[str, Any]:
+        from mam.sessions.stop import stop_session
+
+        # The tool's own argument is the confirmation the CLI asks for with --yes.
+        row = stop_session(check_name(name), ws=self.ws, settings=self.settings, registry=self.writer(),
+                           purge_conversation=purge_conversation, yes=purge_conversation)
+        return row.as_dict()
+
+    def session_resume(self, *, name: str) -> dict[str, Any]:
+        from mam.sessions.resume import resume_session
+
+        return resume_session(check_name(name), ws=self.ws, settings=self.settings, registry=self.writer(), environ=self.environ).as_dict()
+
+    def session_status(self, *, name: str | None = None) -> list[dict[str, Any]]:
+        from mam.sessions.status import session_status
+
+        rows = session_status(ws=self.ws, settings=self.settings)
+        if name is None:
+            return rows
+        check_name(name)
+        rows = [r for r in rows if r["name"] == name]
+        if not rows:
+            raise SessionNotFound(f"no session {name!r} in this workspace", session=name)
+        return rows
+
+    # -- jobs -----------------------------------------------------------------------------------
+    def start_delegation(self, *, target: str, brief: str, timeout_s: float | None = None, start_deadline_s: float | None = None,
+                         heartbeat_s: float | None = None, parent_job: str | None = None, job_id: str | None = None,
+                         dispatch_wait_s: float | None = None) -> Delegation:
+        """Start `mam job delegate`'s wrapper for this job in a thread of this process."""
+        from mam.jobs.brief import check_brief
+
+        if not job_id:
+            check_brief(brief)  # refused here, before a thread or a connection exists
+        req = delegate_request(target=target, brief=brief, job_id=job_id or new_job_id(), timeout_s=timeout_s,
+                               start_deadline_s=start_deadline_s, heartbeat_s=heartbeat_s, parent_job=parent_job,
+                               dispatch_wait_s=dispatch_wait_s)
+        self.writer()
+        d = Delegation(req)
+
+        def update(job: Any, _inp: Any) -> None:
+            d.state = job.state.value
+            if job.state.value not in EARLY:
+                d.delivered.set()
+
+        def run() -> None:
+            registry = Registry(self.ws)  # a connection of its own, as the loop's job threads have
+            try:
+                d.outcome = delegate(req, ws=self.ws, settings=self.settings, registry=registry, on_update=update,
+                                     client=self._shared_client())
+            except BaseException as e:  # handed to the caller, who reports it as the tool's error
+                d.error = e
+            finally:
+                registry.close()
+                d.done.set()
+                d.delivered.set()
+
+        d.thread = threading.Thread(target=run, name=f"mam-mcp-{d.job_id}", daemon=True)
+        with self._lock:
+            self.delegations[d.job_id] = d
+        d.thread.start()
+        return d
+
+    def job_status(self, *, id: str) -> dict[str, Any]:
+        from mam.jobs.queries import status
+
+        return status(self._existing(id), id)
+
+    def job_list(self, *, state: str | None = None, session: str | None = None, limit: int = 50) -> list[dict[str, Any]]:
+        from mam.jobs.queries import list_jobs
+
+        if session:
+            check_name(session)
+        registry = self.reader()
+        return [] if registry is None else list_jobs(registry, session=session, state=state, limit=limit)
+
+    def job_log(self, *, id: str, limit: int | None = None) -> list[dict[str, Any]]:
+        from mam.jobs.queries import log as job_log
+
+        lines = job_log(self.ws, self._existing(id), id)
+        return lines[-limit:] if limit else lines
+
+    def job_cancel(self, *, id: str) -> dict[str, Any]:
+        from mam.jobs.queries import cancel
+
+        return cancel(self.ws, self._existing(id), id)
+
+    def job_watch(self, id: str) -> Any:
+        from mam.jobs.watch import JobWatch
+
+        return JobWatch(self._existing(id), id)
+
+    def events_recent(self, *, job: str | None = None, session: str | None = None, since_seq: int = 0, limit: int = 100) -> list[dict[str, Any]]:
+        from mam.jobs.watch import recent_events
+
+        registry = self.reader()
+        return [] if registry is None else recent_events(registry, job=job, session=session, since_seq=since_seq, limit=limit)
+
+    def _existing(self, job_id: str) -> Registry:
+        """The registry for a job lookup, as the CLI's read-only job commands find it (creates nothing)."""
+        check_name(job_id, "job id")
+        registry = self.reader()
+        if registry is None:
+            raise JobNotFound(f"no job {job_id!r} in workspace {self.ws.root} (it has no registry)", job_id=job_id)
+        return registry
+
+    # -- loops ----------------------------------------------------------------------------------
+    def loop_start(self, options: dict[str, Any]) -> tuple[subprocess.Popen[bytes], str, Path]:
+        """Start `mam loop` as a detached process under a loop id chosen here; returns (process, id, stderr file)."""
+        from mam.loop.files import new_loop_id
+
+        for key in ("creator", "planner"):
+            if options.get(key):
+                check_name(options[key], key)
+        for name in (options.get("reviewer") or "").split(","):
+            if name:
+                check_name(name, "reviewer")
+        loop_id = new_loop_id()
+        argv = [sys.executable, "-m", "mam", "--workspace", str(self.ws.root), "loop", f"--loop-id={loop_id}", "--quiet"]
+        for key, value in options.items():
+            if value is None or value is False:
+                continue
+            flag = "--" + (key[:-2] if key.endswith("_s") else key).replace("_", "-")
+            argv.append(flag if value is True else f"{flag}={value}")  # one argv item each: no shell, no option injection
+        fd, name = tempfile.mkstemp(prefix="mam-mcp-loop-", suffix=".log")  # its refusal, if it refuses to start
+        os.close(fd)
+        proc = spawn_detached(argv, log=Path(name), env=self.environ, cwd=self.ws.root)
+        self.loops[loop_id] = proc
+        return proc, loop_id, Path(name)
+
+    def loop_status(self, *, id: str) -> dict[str, Any]:
+        from mam.loop.status import loop_status
+
+        proc = self.loops.get(id)
+        if proc is not None and proc.poll() is not None:
+            del self.loops[id]  # reaped: no zombie left by a loop this server started
+        return loop_status(self.ws, id)
+
+    # -- the end ------------------------------------------------------------------------------
+    def close(self) -> list[str]:
+        """Hand each job still driven here to a detached `mam job delegate --job-id` (which takes it
+        over without injecting again), so the jobs outlive this server; returns their ids."""
+        handed = []
+        for d in list(self.delegations.values()):
+            if d.state == JobState.DELIVERING.value:
+                d.delivered.wait(PASTE_WAIT_S)  # never leave a paste half typed: let it reach the pane first
+            if d.done.is_set():
+                continue
+            argv = [sys.executable, "-m", "mam", "--workspace", str(self.ws.root), "job", "delegate", f"--target={d.req.target}",
+                    f"--job-id={d.job_id}", "--quiet"]
+            try:
+                spawn_detached(argv, env=self.environ, cwd=self.ws.root)
+                handed.append(d.job_id)
+            except OSError as e:
+                log.warning("job %s could not be handed over: %s", d.job_id, e)
+        client, self._client = self._client, None
+        if client is not None:
+            try:
+                client.close()
+            except MamError:
+                pass
+        return handed

@@ -1,0 +1,105 @@
+"""`mam mcp --http`: Streamable HTTP behind a bearer token, driven by the SDK's HTTP client."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+
+import anyio
+import httpx2
+import pytest
+
+from mam.jobs.record import read_audit
+from mam.mcp.token import server_token
+from mam.settings import load_settings
+from mam.util.poll import wait_for
+from tests.helpers.jobs import create_demo
+from tests.mcp.client import call, http_server, http_session, job_state
+
+TOKEN = "test-token-0123456789abcdef"
+CREATE = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+          "params": {"name": "session_create", "arguments": {"agent": "demo", "role": "dev", "name": "intruder"}}}
+HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+
+
+@pytest.mark.parametrize("auth", [None, "Bearer wrong-token", f"Basic {TOKEN}", f"Bearer {TOKEN}x"])
+def test_without_the_bearer_token_every_request_is_401_and_no_tool_runs(mcp_ws, auth):  # type: ignore[no-untyped-def]
+    with http_server(mcp_ws.root, TOKEN) as server:
+        headers = {**HEADERS, **({"Authorization": auth} if auth else {})}
+        for body in ({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {}}, CREATE):
+            r = httpx2.post(server.url, headers=headers, content=json.dumps(body), timeout=30)
+            assert r.status_code == 401 and r.headers["www-authenticate"].startswith("Bearer")
+            assert TOKEN not in r.text
+        r = httpx2.get(server.url, headers=headers, timeout=30)
+        assert r.status_code == 401
+    assert not (mcp_ws.state / "agent-sessions.db").exists()  # session_create never ran
+
+
+def test_with_the_token_the_tools_work_and_two_clients_waiting_on_one_job_both_see_it_end(mcp_ws):  # type: ignore[no-untyped-def]
+    create_demo("w")
+
+    async def main(url: str) -> str:
+        async with http_session(url, TOKEN) as a, http_session(url, TOKEN) as b:
+            assert len((await a.list_tools()).tools) == 13
+            sent = await call(a, "job_delegate", target="w", brief="demo-sleep: 3", heartbeat_s=2, start_deadline_s=30)
+            assert not sent.error, sent.text
+            job_id = sent.data["id"]
+            results: dict[str, object] = {}
+
+            async def wait(name: str, session) -> None:  # type: ignore[no-untyped-def]
+                results[name] = await call(session, "job_wait", progress=True, id=job_id, timeout_s=60)
+
+            async def leave_mid_wait() -> None:
+                # A third client gives up mid-wait and disconnects; the job goes on, untouched.
+                async with http_session(url, TOKEN) as c:
+                    with anyio.move_on_after(0.5):
+                        await call(c, "job_wait", id=job_id, timeout_s=60)
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(wait, "a", a)
+                tg.start_soon(wait, "b", b)
+                tg.start_soon(leave_mid_wait)
+            for name in ("a", "b"):
+                r = results[name]
+                assert not r.error and r.data["state"] == "completed" and r.data["exit_code"] == 0, r  # type: ignore[attr-defined]
+                assert r.progress and r.progress[-1].startswith("completed")  # type: ignore[attr-defined]
+            return job_id  # type: ignore[no-any-return]
+
+    with http_server(mcp_ws.root, TOKEN) as server:
+        job_id = anyio.run(main, server.url)
+    kinds = [line["kind"] for line in read_audit(mcp_ws, job_id)]
+    assert "taken_over" not in kinds and kinds.count("created") == 1
+
+
+def test_the_token_is_generated_once_into_a_0600_file(workspace):  # type: ignore[no-untyped-def]
+    settings = load_settings(env_file=workspace.env_file)
+    token, source = server_token(workspace, settings)
+    path = workspace.state / "mcp-token"
+    assert source == str(path) and len(token) >= 32
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert server_token(workspace, settings)[0] == token
+    os.chmod(path, 0o644)
+    with pytest.raises(Exception, match="readable by you only"):
+        server_token(workspace, settings)
+    assert server_token(workspace, settings.with_overrides(MAM_MCP_TOKEN="from-env-0123456789"))[0] == "from-env-0123456789"
+
+
+def test_a_stopped_http_server_hands_its_open_jobs_over(mcp_ws):  # type: ignore[no-untyped-def]
+    create_demo("w")
+
+    async def main(url: str) -> str:
+        async with http_session(url, TOKEN) as a:
+            sent = await call(a, "job_delegate", target="w", brief="demo-sleep: 3\ndemo-write: late.txt :: ok", heartbeat_s=2,
+                              start_deadline_s=30)
+            assert not sent.error, sent.text
+            return sent.data["id"]  # type: ignore[no-any-return]
+
+    with http_server(mcp_ws.root, TOKEN) as server:
+        job_id = anyio.run(main, server.url)
+        server.stop()  # SIGTERM while the job runs
+        assert server.proc.returncode == 0
+        assert "handed to `mam job delegate --job-id`" in server.log.read_text()
+    wait_for(lambda: job_state(job_id) == "completed", timeout=60, message="the job did not complete after the server stopped")
+    assert (mcp_ws.root / "late.txt").read_text() == "ok\n"
+    assert "taken_over" in [line["kind"] for line in read_audit(mcp_ws, job_id)]

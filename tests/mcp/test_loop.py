@@ -1,0 +1,48 @@
+"""`loop_start` + `loop_status` through the MCP client: a creator and two demo reviewers, in a git workspace."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import anyio
+
+from tests.helpers.jobs import create_demo
+from tests.loop.gitrepo import make_repo
+from tests.mcp.client import call, stdio_session
+
+TASK = "demo-write: feature.txt :: the feature\ndemo-commit: add the feature"
+
+
+def test_loop_start_returns_an_id_at_once_and_loop_status_reaches_passed(mcp_ws):  # type: ignore[no-untyped-def]
+    make_repo(mcp_ws.root)
+    create_demo("creator")
+    create_demo("rev-a", role="reviewer")
+    create_demo("rev-b", role="reviewer")
+
+    async def main() -> dict:  # type: ignore[type-arg]
+        async with stdio_session(mcp_ws.root) as s:
+            started = await call(s, "loop_start", creator="creator", reviewer="rev-a,rev-b", task=TASK, heartbeat_s=1,
+                                 start_deadline_s=15, timeout_s=90)
+            assert not started.error, started.text
+            loop_id = started.data["id"]
+            assert started.data["state"] == "running" and loop_id.startswith("loop-")
+            first = await call(s, "loop_status", id=loop_id)
+            assert not first.error and first.data["id"] == loop_id
+            again = await call(s, "loop_start", creator="creator", reviewer="rev-a,rev-b", task=TASK)
+            assert again.error and again.data["exit_code"] == 4  # one loop per checkout: the running one is named
+            assert loop_id in again.text
+
+            async def state() -> str:
+                return str((await call(s, "loop_status", id=loop_id)).data["state"])
+
+            with anyio.fail_after(150):
+                while await state() == "running":
+                    await anyio.sleep(0.2)
+            return (await call(s, "loop_status", id=loop_id)).data
+
+    status = anyio.run(main)
+    assert status["state"] == "passed" and status["exit_code"] == 0 and status["rounds"] == 1
+    assert [(r["reviewer"], r["verdict"]) for r in status["final"]] == [("rev-a", "PASS"), ("rev-b", "PASS")]
+    assert len(status["reports"]) == 2 and all(Path(p).is_file() for p in status["reports"])
+    assert status["promoted"] and all(Path(p).is_file() for p in status["promoted"])
+    assert (mcp_ws.root / "feature.txt").read_text() == "the feature\n"

@@ -1,0 +1,183 @@
+"""`mam mcp` over stdio, driven by the SDK's own client: real tmux, demo agents, a real Mosquitto."""
+
+from __future__ import annotations
+
+import anyio
+
+from mam.jobs.record import read_audit
+from mam.util.poll import wait_for
+from tests.helpers.jobs import capture, create_demo
+from tests.mcp.client import call, job_state, stdio_session
+
+TOOLS = {"session_create", "session_stop", "session_resume", "session_status", "job_delegate", "job_wait", "job_status", "job_list",
+         "job_log", "job_cancel", "loop_start", "loop_status", "events_recent"}
+QUICK = {"heartbeat_s": 2, "start_deadline_s": 30}  # K x N = 8 s of silence allowed: a loaded machine delays heartbeats
+
+
+def test_tools_are_listed_and_looking_starts_nothing(workspace, tmux_server):  # type: ignore[no-untyped-def]
+    """No broker is configured: looking must not start the embedded one, a tmux server, or even create .mam/."""
+
+    async def main() -> None:
+        async with stdio_session(workspace.root) as s:
+            tools = (await s.list_tools()).tools
+            assert {t.name for t in tools} == TOOLS
+            delegate = next(t for t in tools if t.name == "job_delegate")
+            assert {"target", "brief", "timeout_s", "start_deadline_s", "heartbeat_s", "parent_job", "job_id", "wait"} <= set(
+                delegate.input_schema["properties"])
+            status = await call(s, "session_status")
+            assert not status.error and status.data == {"sessions": []} and status.text == "no sessions"
+            assert (await call(s, "job_list")).data == {"jobs": []}
+            assert (await call(s, "events_recent")).data == {"events": []}
+            missing = await call(s, "job_status", id="job-0123456789abcdef")
+            assert missing.error and missing.data["exit_code"] == 5 and "no job 'job-0123456789abcdef'" in missing.text
+            loop = await call(s, "loop_status", id="loop-nope")
+            assert loop.error and loop.data["exit_code"] == 5
+
+    anyio.run(main)
+    assert not workspace.state.exists()
+    assert not tmux_server.running()
+
+
+def test_create_delegate_returns_before_the_end_and_wait_sees_it_complete(mcp_ws, tmux_server):  # type: ignore[no-untyped-def]
+    async def main() -> None:
+        async with stdio_session(mcp_ws.root) as s:
+            made = await call(s, "session_create", agent="demo", role="dev", name="w")
+            assert not made.error, made.text
+            assert made.data["name"] == "w" and made.data["status"] == "running" and made.data["pane_id"]
+            brief = "demo-sleep: 2\ndemo-write: out.txt :: via mcp"
+            sent = await call(s, "job_delegate", target="tmux:w", brief=brief, **QUICK)
+            assert not sent.error, sent.text
+            job_id = sent.data["id"]
+            # Returned once the brief was in the pane, while the job still runs.
+            assert sent.data["state"] in ("delivered", "running") and sent.data["session"] == "w"
+            assert job_state(job_id) in ("delivered", "running")
+            assert "token" not in sent.data
+            done = await call(s, "job_wait", progress=True, id=job_id, timeout_s=60)
+            assert not done.error, done.text
+            assert done.data["state"] == "completed" and done.data["exit_code"] == 0 and done.data["ended"] is True
+            kinds = [p.split(" ")[0].rstrip(":") for p in done.progress]
+            assert kinds[0] == "started" and "progress" in kinds and kinds[-1] == "completed", done.progress
+            status = await call(s, "job_status", id=job_id)
+            assert status.data["state"] == "completed" and status.data["children"] == []
+            events = await call(s, "events_recent", job=job_id)
+            assert [e["type"] for e in events.data["events"]][0] == "started"
+            log = await call(s, "job_log", id=job_id, limit=3)
+            assert len(log.data["lines"]) == 3
+            return made.data["pane_id"], sent.data["nonce"]
+
+    pane, nonce = anyio.run(main)
+    assert (mcp_ws.root / "out.txt").read_text() == "via mcp\n"
+    assert capture(tmux_server.name, pane).count(nonce) == 1  # injected once
+
+
+def test_busy_session_is_an_error_with_exit_code_5_and_its_brief_never_reaches_the_pane(mcp_ws, tmux_server):  # type: ignore[no-untyped-def]
+    s_row = create_demo("w")
+
+    async def main() -> None:
+        async with stdio_session(mcp_ws.root) as s:
+            first = await call(s, "job_delegate", target="w", brief="demo-sleep: 30", **QUICK)
+            assert not first.error and first.data["state"] in ("delivered", "running"), first.text
+            second = await call(s, "job_delegate", target="w", brief="SECOND-BRIEF-MARKER", dispatch_wait_s=0.5, **QUICK)
+            assert second.error
+            assert second.data["exit_code"] == 5 and second.data["reason"] == "session_busy" and second.data["state"] == "cancelled"
+            assert "session_busy" in second.text
+            cancelled = await call(s, "job_cancel", id=first.data["id"])
+            assert not cancelled.error and cancelled.data["state"] == "cancelled" and cancelled.data["exit_code"] == 5
+            again = await call(s, "job_cancel", id=first.data["id"])
+            assert again.error and again.data["exit_code"] == 1 and "already ended" in again.text
+            return second.data["id"]
+
+    second_id = anyio.run(main)
+    assert "SECOND-BRIEF-MARKER" not in capture(tmux_server.name, s_row["pane_id"])
+    kinds = {line["kind"] for line in read_audit(mcp_ws, second_id)}
+    inputs = [line["input"]["input"] for line in read_audit(mcp_ws, second_id) if line["kind"] == "input"]
+    assert "claim" not in inputs and "delivered" not in inputs, kinds
+
+
+def test_bad_input_and_unknown_names_are_tool_errors_with_the_cli_exit_codes(mcp_ws):  # type: ignore[no-untyped-def]
+    async def main() -> None:
+        async with stdio_session(mcp_ws.root) as s:
+            cases = [
+                ("job_delegate", {"target": "tmux:../etc", "brief": "x"}, 2, "invalid session name"),
+                ("job_delegate", {"target": "w", "brief": "   "}, 2, "brief"),
+                ("job_delegate", {"target": "w", "brief": "x", "job_id": "a b"}, 2, "invalid job id"),
+                ("job_delegate", {"target": "nobody", "brief": "x", **QUICK}, 5, "nobody"),
+                ("session_stop", {"name": "nobody"}, 5, "nobody"),
+                ("session_status", {"name": "nobody"}, 5, "nobody"),
+                ("session_create", {"agent": "nope", "role": "dev", "name": "x"}, 2, "unknown agent"),
+                ("job_log", {"id": "../../etc/passwd"}, 2, "invalid job id"),
+                ("loop_start", {"creator": "nobody", "task": "t"}, 5, "nobody"),
+                ("loop_start", {"creator": "a;b", "task": "t"}, 2, "invalid creator"),
+            ]
+            for tool, args, code, words in cases:
+                r = await call(s, tool, **args)
+                assert r.error, (tool, args, r)
+                assert r.data["exit_code"] == code and words in r.text, (tool, args, r)
+            # The server is still there after every refusal.
+            assert not (await call(s, "session_status")).error
+
+    anyio.run(main)
+
+
+def test_a_wait_held_open_does_not_keep_session_status_from_being_answered(mcp_ws):  # type: ignore[no-untyped-def]
+    create_demo("w")
+
+    async def main() -> None:
+        async with stdio_session(mcp_ws.root) as s:
+            sent = await call(s, "job_delegate", target="w", brief="demo-sleep: 60", **QUICK)
+            assert not sent.error, sent.text
+            waited: dict[str, object] = {}
+
+            async def hold() -> None:
+                waited["result"] = await call(s, "job_wait", id=sent.data["id"], timeout_s=10)
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(hold)
+                await anyio.sleep(0)
+                status = await call(s, "session_status", name="w")
+                events = await call(s, "events_recent", session="w")
+                # Answered while the wait is still open.
+                assert "result" not in waited
+                assert not status.error and status.data["sessions"][0]["name"] == "w"
+                assert not events.error
+            result = waited["result"]
+            assert not result.error and result.data["ended"] is False and result.data["state"] == "running"  # type: ignore[attr-defined]
+            assert "still open" in result.text  # type: ignore[attr-defined]
+            await call(s, "job_cancel", id=sent.data["id"])
+
+    anyio.run(main)
+
+
+def test_a_client_that_goes_away_leaves_its_job_running_to_the_end(mcp_ws):  # type: ignore[no-untyped-def]
+    """The stdio server exits with its client: the job it drove is handed over, not lost or ended."""
+    create_demo("w")
+
+    async def main() -> str:
+        async with stdio_session(mcp_ws.root) as s:
+            sent = await call(s, "job_delegate", target="w", brief="demo-sleep: 3\ndemo-write: after.txt :: still done", **QUICK)
+            assert not sent.error, sent.text
+            with anyio.move_on_after(0.5):
+                await call(s, "job_wait", id=sent.data["id"], timeout_s=30)  # given up mid-wait
+            return sent.data["id"]  # type: ignore[no-any-return]
+
+    job_id = anyio.run(main)
+    wait_for(lambda: job_state(job_id) == "completed", timeout=60, message="the job did not complete after its client left")
+    assert (mcp_ws.root / "after.txt").read_text() == "still done\n"
+    kinds = [line["kind"] for line in read_audit(mcp_ws, job_id)]
+    assert "taken_over" in kinds
+
+
+def test_broker_down_is_a_tool_error_with_exit_code_3(workspace, monkeypatch):  # type: ignore[no-untyped-def]
+    from mam.broker.embedded import free_port
+
+    monkeypatch.setenv("MQTT_BROKER", "127.0.0.1")
+    monkeypatch.setenv("MQTT_PORT", str(free_port()))  # nothing listens there
+    create_demo("w")
+
+    async def main() -> None:
+        async with stdio_session(workspace.root) as s:
+            r = await call(s, "job_delegate", target="w", brief="never delivered", **QUICK)
+            assert r.error and r.data["exit_code"] == 3 and r.data["reason"] == "broker_unavailable", r
+            assert not (await call(s, "session_status")).error  # the server goes on
+
+    anyio.run(main)
