@@ -53,10 +53,12 @@ def load(ws: Workspace) -> Credentials | None:
     return Credentials(USERNAME, password, path) if password else None
 
 
-def ensure(ws: Workspace) -> Credentials:
-    """The workspace's credentials, made (0600, exclusively) the first time; a looser file is tightened."""
+def ensure(ws: Workspace) -> tuple[Credentials, bool]:
+    """The workspace's credentials and whether they were just made (0600, exclusively); a looser
+    file is tightened."""
     path = password_path(ws)
     path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    created = False
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     except FileExistsError:
@@ -65,7 +67,8 @@ def ensure(ws: Workspace) -> Credentials:
     else:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(secrets.token_urlsafe(32) + "\n")
+        created = True
     found = load(ws)
     if found is None:
         raise BrokerError(f"the embedded broker's password file {path} is empty; remove it and start the broker again")
-    return found
+    return found, created

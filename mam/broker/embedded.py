@@ -123,10 +123,11 @@ def start(ws: Workspace, settings: Settings, *, timeout: float = 15.0) -> Broker
     ws.ensure_state()
     ws.broker_dir.mkdir(mode=0o700, exist_ok=True)
     with FileLock(str(ws.lock("broker"))):
-        login = credentials.ensure(ws)
+        login, new_login = credentials.ensure(ws)
         current = status(ws)
-        if current.running and not current.authenticated and current.pid:
-            # Started by an older mam: it lets every local user in. Replace it (its port is kept).
+        if current.running and current.pid and (new_login or not current.authenticated):
+            # Started by an older mam (it lets every local user in), or with a password file that has
+            # since been removed: replace it, on the same port, so it takes the current login.
             _stop_pid(current.pid, 10.0)
             current = status(ws)
         if current.running and current.port and port_accepts(current.port):

@@ -181,3 +181,13 @@ def test_a_broker_left_by_an_older_mam_is_refused_clearly_then_replaced(ws: Path
         if old.poll() is None:
             old.kill()
             old.wait(5)
+
+
+def test_a_removed_password_file_gets_a_new_login_and_a_broker_that_takes_it(ws: Path) -> None:
+    first = mam_json("broker", "start")
+    Path(first["password_file"]).unlink()
+    second = mam_json("broker", "start")
+    assert second["pid"] != first["pid"] and second["port"] == first["port"]
+    login = Client(second["port"], "mam", Path(second["password_file"]).read_text().strip())
+    login.close()
+    assert login.reason == "Success"
