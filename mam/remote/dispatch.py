@@ -16,7 +16,7 @@ from mam.broker.endpoint import configured_endpoint
 from mam.bus.envelope import MAX_DISPATCH_BYTES, Envelope
 from mam.bus.mqtt import MqttClient
 from mam.bus.topics import Topics, check_prefix
-from mam.errors import BrokerError, DecodeError, UsageError
+from mam.errors import BrokerError, DecodeError, JobError, UsageError
 from mam.jobs import record as rec
 from mam.jobs.ledger import Ledger
 from mam.jobs.target import Target
@@ -140,8 +140,10 @@ class RemoteDelivery:
 
     def inject(self, text: str, ledger: Ledger) -> None:
         job = ledger.job
-        msg = Dispatch(job_id=job.id, runner=self.target.runner or "", session=self.target.session, text=text,
-                       key_nonce=str(ledger.meta["key_nonce"]),
+        key_nonce = str(ledger.meta.get("key_nonce") or "")
+        if not KEY_NONCE.match(key_nonce):  # a job registered by a mam older than protocol 2
+            raise JobError(f"job {job.id} has no key nonce (registered by an older mam): delegate it again", job_id=job.id)
+        msg = Dispatch(job_id=job.id, runner=self.target.runner or "", session=self.target.session, text=text, key_nonce=key_nonce,
                        nonce=job.nonce, ts=rec.now_ms(), start_deadline_ms=job.start_deadline_ms, heartbeat_ms=job.heartbeat_ms,
                        heartbeat_k=job.heartbeat_k, budget_ms=job.budget_ms, origin=str(self.ws.root),
                        topic_prefix=self.topics.prefix)
