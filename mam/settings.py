@@ -125,6 +125,16 @@ class Settings:
         return rows
 
 
+SECRET_SUFFIXES = ("_TOKEN", "_SECRET", "_PASSWORD")
+SECRET_KEYS = frozenset(k.name for k in KEYS if k.secret)
+
+
+def is_secret_name(name: str) -> bool:
+    """True for an environment name that holds one of mam's secrets: a secret setting, or a
+    MAM_* / MQTT_* name ending in _TOKEN, _SECRET or _PASSWORD (kept out of agent panes)."""
+    return name in SECRET_KEYS or (name.startswith(("MAM_", "MQTT_")) and name.endswith(SECRET_SUFFIXES))
+
+
 def redact(value: str) -> str:
     return "***" if value else ""
 

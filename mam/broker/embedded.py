@@ -1,6 +1,8 @@
 """The workspace's embedded amqtt broker: a detached process on 127.0.0.1, pidfile and log in `.mam/broker/`.
 
-It never binds anything but loopback and never falls back to a public broker.
+It never binds anything but loopback and never falls back to a public broker. It accepts only
+clients that present the workspace's credentials (mam/broker/credentials.py); one started by an
+older mam (which accepted anyone) is shown as such, and `start` replaces it.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from mam.broker import credentials
 from mam.errors import BrokerError
 from mam.settings import Settings
 from mam.util import proc
@@ -33,9 +36,14 @@ class BrokerStatus:
     port: int | None
     log: Path
     stale: bool = False  # a pidfile was left by a broker that is gone
+    username: str | None = None  # the login it accepts (None: none yet, or an older broker that accepts anyone)
+    password_file: Path | None = None
+    authenticated: bool = True  # False: a running broker started by an older mam, open to every local user
 
     def as_dict(self) -> dict[str, object]:
-        return {"running": self.running, "pid": self.pid, "port": self.port, "host": "127.0.0.1", "log": str(self.log), "stale": self.stale}
+        return {"running": self.running, "pid": self.pid, "port": self.port, "host": "127.0.0.1", "log": str(self.log), "stale": self.stale,
+                "authenticated": self.authenticated, "username": self.username,
+                "password_file": str(self.password_file) if self.password_file else None}
 
 
 def _paths(ws: Workspace) -> tuple[Path, Path, Path]:
@@ -65,12 +73,16 @@ def status(ws: Workspace) -> BrokerStatus:
     """Read-only: never starts anything, never writes a file."""
     state_file, _, log = _paths(ws)
     state = _read_state(ws)
-    pid = state.get("pid")
-    port = state.get("port")
+    pid, recorded_port = state.get("pid"), state.get("port")
+    port = recorded_port if isinstance(recorded_port, int) else None
+    path = credentials.password_path(ws)
+    username, password_file = (credentials.USERNAME, path) if path.exists() else (None, None)
     if not isinstance(pid, int):
-        return BrokerStatus(False, None, port if isinstance(port, int) else None, log)
+        return BrokerStatus(False, None, port, log, username=username, password_file=password_file)
     alive = _is_our_broker(pid, state.get("pid_start"), state_file)
-    return BrokerStatus(alive, pid if alive else None, port if isinstance(port, int) else None, log, stale=not alive)
+    if alive and not state.get("password_file"):
+        return BrokerStatus(True, pid, port, log, authenticated=False)
+    return BrokerStatus(alive, pid if alive else None, port, log, stale=not alive, username=username, password_file=password_file)
 
 
 def port_accepts(port: int, host: str = "127.0.0.1", timeout: float = 0.2) -> bool:
@@ -114,7 +126,13 @@ def start(ws: Workspace, settings: Settings, *, timeout: float = 15.0) -> Broker
     ws.ensure_state()
     ws.broker_dir.mkdir(mode=0o700, exist_ok=True)
     with FileLock(str(ws.lock("broker"))):
+        login, new_login = credentials.ensure(ws)
         current = status(ws)
+        if current.running and current.pid and (new_login or not current.authenticated):
+            # Started by an older mam (it lets every local user in), or with a password file that has
+            # since been removed: replace it, on the same port, so it takes the current login.
+            _stop_pid(current.pid, 10.0)
+            current = status(ws)
         if current.running and current.port and port_accepts(current.port):
             return current
         if current.running and current.pid:
@@ -126,14 +144,16 @@ def start(ws: Workspace, settings: Settings, *, timeout: float = 15.0) -> Broker
         if not _port_free(port):
             raise BrokerError(f"port {port} on 127.0.0.1 is taken; set MAM_BROKER_PORT to a free port (or 0)")
         state_file, pid_file, log = _paths(ws)
-        argv = [proc.python_bin(settings.get_str("AGENT_PYTHON_BIN")), "-m", SERVE_MODULE, "--port", str(port)]
+        argv = [proc.python_bin(settings.get_str("AGENT_PYTHON_BIN")), "-m", SERVE_MODULE, "--port", str(port),
+                "--username", login.username, "--password-file", str(login.path)]
         child = proc.spawn_detached(argv, log=log, cwd=ws.root)
         started = None
         for _ in range(50):
             started = proc.start_time(child.pid)
             if started is not None:
                 break
-        atomic_write_json(state_file, {"pid": child.pid, "pid_start": started, "port": port, "started_at": time.time()}, mode=0o600)
+        atomic_write_json(state_file, {"pid": child.pid, "pid_start": started, "port": port, "started_at": time.time(),
+                                       "username": login.username, "password_file": str(login.path)}, mode=0o600)
         pid_file.write_text(f"{child.pid}\n")
         if not _wait_port(port, child.pid, timeout):
             if child.poll() is None:
@@ -159,17 +179,20 @@ def stop(ws: Workspace, *, timeout: float = 10.0) -> BrokerStatus:
     current = status(ws)
     state_file, pid_file, _ = _paths(ws)
     if current.running and current.pid:
-        pid = current.pid
-        _signal(pid, signal.SIGINT)
-        if not _wait_gone(pid, timeout):
-            _signal(pid, signal.SIGKILL)
-            _wait_gone(pid, 5.0)
+        _stop_pid(current.pid, timeout)
     pid_file.unlink(missing_ok=True)
     state = _read_state(ws)
     if state:
         # Keep the port so the next start reuses it; forget the pid.
         atomic_write_json(state_file, {"port": state.get("port")}, mode=0o600)
     return status(ws)
+
+
+def _stop_pid(pid: int, timeout: float) -> None:
+    _signal(pid, signal.SIGINT)
+    if not _wait_gone(pid, timeout):
+        _signal(pid, signal.SIGKILL)
+        _wait_gone(pid, 5.0)
 
 
 def _signal(pid: int, sig: signal.Signals) -> None:

@@ -58,9 +58,14 @@ def resolve_endpoint(settings: Settings, ws: Workspace, *, autostart: bool = Tru
     from mam.broker import embedded
 
     status = embedded.status(ws)
-    if status.running and status.port:
-        return BrokerEndpoint(host="127.0.0.1", port=status.port, embedded=True)
+    if status.running and status.port and status.authenticated:
+        return _embedded_endpoint(ws, status.port)
     if not autostart or settings.no_autostart:
+        if status.running:
+            raise BrokerError(
+                f"this workspace's embedded broker (pid {status.pid}) was started by an older mam and lets every local user in; "
+                "restart it with `mam broker stop && mam broker start`"
+            )
         raise BrokerError(
             "no broker is configured (MQTT_BROKER is empty) and this workspace's embedded broker is not running; "
             "start it with `mam broker start`, or set MQTT_BROKER in .mam.env"
@@ -68,4 +73,15 @@ def resolve_endpoint(settings: Settings, ws: Workspace, *, autostart: bool = Tru
     started = embedded.start(ws, settings)
     if not started.port:
         raise BrokerError(f"the embedded broker started but recorded no port; see {started.log}")
-    return BrokerEndpoint(host="127.0.0.1", port=started.port, embedded=True)
+    return _embedded_endpoint(ws, started.port)
+
+
+def _embedded_endpoint(ws: Workspace, port: int) -> BrokerEndpoint:
+    """The embedded broker with the workspace's login (it refuses clients without it)."""
+    from mam.broker import credentials
+
+    login = credentials.load(ws)
+    if login is None:
+        raise BrokerError(f"the embedded broker runs but its password file {credentials.password_path(ws)} is missing; "
+                          "restart it with `mam broker stop && mam broker start`")
+    return BrokerEndpoint(host="127.0.0.1", port=port, username=login.username, password=login.password, embedded=True)

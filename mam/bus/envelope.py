@@ -17,7 +17,7 @@ from typing import Any
 
 from mam.errors import DecodeError
 
-VERSION = 1
+VERSION = 2  # 2: a dispatch carries `key_nonce`, never the job token
 MAX_EVENT_BYTES = 64 * 1024
 MAX_DISPATCH_BYTES = 1024 * 1024
 MAX_DEPTH = 32  # JSON nesting, counting the envelope object as level 1 and `body` as level 2

@@ -108,7 +108,10 @@ class MqttClient:
             self.close()
             if refused:
                 who = f" user {ep.username!r}" if ep.username else " an anonymous client"
-                check = " (check MQTT_USERNAME and MQTT_PASSWORD)" if refused in ("Not authorized", "Bad user name or password") else ""
+                check = ""
+                if refused in ("Not authorized", "Bad user name or password"):
+                    check = (" (the embedded broker's password file changed since it started: `mam broker stop && mam broker start`)"
+                             if ep.embedded else " (check MQTT_USERNAME and MQTT_PASSWORD)")
                 raise BrokerError(f"MQTT broker {ep.host}:{ep.port} refused{who}: {refused}{check}")
             hint = "" if ep.tls else "; if that port is a TLS listener, set MQTT_TLS=1"
             raise BrokerError(f"MQTT broker {ep.host}:{ep.port} did not accept the connection within {timeout:.0f}s (no CONNACK{hint})")

@@ -12,7 +12,8 @@ def broker() -> None:
     """The workspace's embedded MQTT broker (amqtt on 127.0.0.1, state in .mam/broker/).
 
     Used whenever MQTT_BROKER is empty. Commands that need a broker start it on demand;
-    read-only commands never do.
+    read-only commands never do. It accepts only the workspace's login: user `mam` and the
+    password in .mam/broker/password (0600), named by `status --json` (`username`, `password_file`).
     """
 
 
@@ -57,7 +58,11 @@ def status(app: App, as_json: bool) -> None:
 def _show(st, as_json: bool) -> None:  # type: ignore[no-untyped-def]
     if as_json:
         echo_json(st.as_dict())
+    elif st.running and not st.authenticated:
+        click.echo(f"embedded broker running: pid {st.pid}, 127.0.0.1:{st.port}, started by an older mam: it lets every local user in; "
+                   f"restart it with `mam broker stop && mam broker start` (log {st.log})")
     elif st.running:
-        click.echo(f"embedded broker running: pid {st.pid}, 127.0.0.1:{st.port} (log {st.log})")
+        click.echo(f"embedded broker running: pid {st.pid}, 127.0.0.1:{st.port}, user {st.username}, password in {st.password_file} "
+                   f"(log {st.log})")
     else:
         click.echo("embedded broker not running" + (" (removed a stale pid record)" if st.stale else ""))

@@ -109,16 +109,22 @@ def delegate(req: DelegateRequest, *, ws: Workspace, settings: Settings, registr
     job = _new_job(req, target, settings)  # checks the deadlines before anything is written
     if req.parent_job and registry.find_job(req.parent_job) is None:
         raise UsageError(f"--parent-job {req.parent_job!r}: no such job in workspace {ws.root}")
+    token, key_nonce = None, ""
     if target.remote:
         from mam.remote.dispatch import check_remote_allowed
+        from mam.remote.job_key import job_key, new_key_nonce
 
-        check_remote_allowed(settings, ws, allow_insecure=req.allow_insecure_broker)
+        secret = check_remote_allowed(settings, ws, allow_insecure=req.allow_insecure_broker)
+        key_nonce = new_key_nonce()
+        token = job_key(secret, job.id, key_nonce)  # the runner derives it too: it never goes on the wire
     meta = {
         "target": target.text, "kind": req.kind, "parent_job": req.parent_job, "topic_prefix": prefix_for(settings, ws),
         "runner": target.runner, "brief_sha256": hashlib.sha256(req.brief.encode("utf-8")).hexdigest(),
         "brief_bytes": len(req.brief.encode("utf-8")), "workspace": str(ws.root),
     }
-    ledger = Ledger.register(ws, registry, job, owner=new_owner(), meta=meta)
+    if key_nonce:
+        meta["key_nonce"] = key_nonce
+    ledger = Ledger.register(ws, registry, job, owner=new_owner(), meta=meta, token=token)
     return Wrapper(req, target, ledger, ws=ws, settings=settings, registry=registry, on_update=on_update, client=client).run()
 
 

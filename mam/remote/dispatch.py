@@ -1,8 +1,9 @@
 """Dispatch messages (origin -> runner) and the origin side of a `remote:RUNNER/SESSION` job.
 
 A dispatch is a retained QoS 1 message on `<runners prefix>/runners/<runner>/dispatch/<job>`, an
-envelope of kind `dispatch` signed with MAM_DISPATCH_SECRET. It carries the job token (so
-the runner can sign the job's events), hence it is refused on an insecure broker connection.
+envelope of kind `dispatch` signed with MAM_DISPATCH_SECRET. It never carries the job's token:
+only the key nonce from which both hosts derive it with the secret (mam/remote/job_key.py). It
+still carries the brief, hence it is refused on an insecure broker connection.
 """
 
 from __future__ import annotations
@@ -15,10 +16,11 @@ from mam.broker.endpoint import configured_endpoint
 from mam.bus.envelope import MAX_DISPATCH_BYTES, Envelope
 from mam.bus.mqtt import MqttClient
 from mam.bus.topics import Topics, check_prefix
-from mam.errors import BrokerError, DecodeError, UsageError
+from mam.errors import BrokerError, DecodeError, JobError, UsageError
 from mam.jobs import record as rec
 from mam.jobs.ledger import Ledger
 from mam.jobs.target import Target
+from mam.remote.job_key import KEY_NONCE, job_key
 from mam.settings import Settings
 from mam.workspace import Workspace
 
@@ -33,7 +35,7 @@ def check_remote_allowed(settings: Settings, ws: Workspace, *, allow_insecure: b
     endpoint = configured_endpoint(settings)
     if not allow_insecure and (endpoint is None or not endpoint.secured):
         raise UsageError(
-            "remote dispatch carries the job's token: refusing to send it over a broker connection with neither TLS nor "
+            "remote dispatch carries the brief: refusing to send it over a broker connection with neither TLS nor "
             "authentication (configure MQTT_TLS / MQTT_USERNAME, or pass --allow-insecure-broker)"
         )
     return secret
@@ -45,7 +47,7 @@ class Dispatch:
     runner: str
     session: str
     text: str  # the brief with its footer, pasted as is
-    token: str
+    key_nonce: str  # with the secret and the job id, gives the job's token (never sent)
     nonce: str
     ts: int
     start_deadline_ms: int
@@ -57,13 +59,17 @@ class Dispatch:
 
     def encode(self, secret: str) -> bytes:
         body: dict[str, Any] = {
-            "runner": self.runner, "session": self.session, "text": self.text, "token": self.token, "nonce": self.nonce,
+            "runner": self.runner, "session": self.session, "text": self.text, "key_nonce": self.key_nonce, "nonce": self.nonce,
             "start_deadline_ms": self.start_deadline_ms, "heartbeat_ms": self.heartbeat_ms,
             "heartbeat_k_milli": int(self.heartbeat_k * 1000), "budget_ms": self.budget_ms, "origin": self.origin,
         }
         if self.topic_prefix:
             body["topic_prefix"] = self.topic_prefix
         return Envelope(kind="dispatch", job=self.job_id, seq=0, type="dispatch", sender="origin", ts=self.ts, body=body).signed(secret).encode()
+
+    def token(self, secret: str) -> str:
+        """The job's token, derived here exactly as the origin derived it."""
+        return job_key(secret, self.job_id, self.key_nonce)
 
     @classmethod
     def open(cls, raw: bytes, *, secret: str, runner: str, now_ms: int, freshness_ms: int) -> Dispatch:
@@ -78,8 +84,10 @@ class Dispatch:
             raise DecodeError(f"dispatch is for runner {b.get('runner')!r}", reason="wrong_runner")
         if abs(now_ms - env.ts) > freshness_ms:
             raise DecodeError(f"dispatch is {abs(now_ms - env.ts) / 1000:.0f}s from now, outside the freshness window", reason="stale")
+        if not isinstance(b.get("key_nonce"), str) or not KEY_NONCE.match(b["key_nonce"]):
+            raise DecodeError("dispatch has no key_nonce of 32 lower-case hex digits", reason="bad_shape")
         try:
-            return cls(job_id=env.job, runner=str(b["runner"]), session=str(b["session"]), text=str(b["text"]), token=str(b["token"]),
+            return cls(job_id=env.job, runner=str(b["runner"]), session=str(b["session"]), text=str(b["text"]), key_nonce=b["key_nonce"],
                        nonce=str(b["nonce"]), ts=env.ts, start_deadline_ms=int(b["start_deadline_ms"]), heartbeat_ms=int(b["heartbeat_ms"]),
                        heartbeat_k=int(b["heartbeat_k_milli"]) / 1000, budget_ms=int(b["budget_ms"]), origin=str(b.get("origin", "")),
                        topic_prefix=check_prefix(b["topic_prefix"]) if "topic_prefix" in b else "")
@@ -132,7 +140,10 @@ class RemoteDelivery:
 
     def inject(self, text: str, ledger: Ledger) -> None:
         job = ledger.job
-        msg = Dispatch(job_id=job.id, runner=self.target.runner or "", session=self.target.session, text=text, token=ledger.token,
+        key_nonce = str(ledger.meta.get("key_nonce") or "")
+        if not KEY_NONCE.match(key_nonce):  # a job registered by a mam older than protocol 2
+            raise JobError(f"job {job.id} has no key nonce (registered by an older mam): delegate it again", job_id=job.id)
+        msg = Dispatch(job_id=job.id, runner=self.target.runner or "", session=self.target.session, text=text, key_nonce=key_nonce,
                        nonce=job.nonce, ts=rec.now_ms(), start_deadline_ms=job.start_deadline_ms, heartbeat_ms=job.heartbeat_ms,
                        heartbeat_k=job.heartbeat_k, budget_ms=job.budget_ms, origin=str(self.ws.root),
                        topic_prefix=self.topics.prefix)

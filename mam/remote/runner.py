@@ -205,7 +205,7 @@ class Runner:
             self._clear(topic)
             return
         try:
-            job = RunnerJob.take(msg, ws=self.ws, settings=self.settings, runner=self.name)
+            job = RunnerJob.take(msg, ws=self.ws, settings=self.settings, runner=self.name, secret=self.secret)
         except JobError as e:  # another copy won the insert race
             self.note("rejected", reason="duplicate", job=msg.job_id, detail=str(e))
             self._clear(topic)

@@ -1,4 +1,5 @@
-"""One remote job on the runner's host: registered locally with the origin's token and deadlines,
+"""One remote job on the runner's host: registered locally with the origin's deadlines and the job's
+token derived from the dispatch's key nonce and MAM_DISPATCH_SECRET (it never travels),
 driven by the same wrapper logic as a local job (wait for the session's turn, check the agent,
 inject once, press Enter again if needed, follow the disk path), reporting `delivered` or
 `rejected` back to the origin as runner events. Its events are relayed by the runner.
@@ -26,14 +27,14 @@ class RunnerJob(Wrapper):
     """The runner-side wrapper: no MQTT of its own (the runner relays), the brief pasted as sent."""
 
     @classmethod
-    def take(cls, msg: Dispatch, *, ws: Workspace, settings: Settings, runner: str) -> RunnerJob:
+    def take(cls, msg: Dispatch, *, ws: Workspace, settings: Settings, runner: str, secret: str) -> RunnerJob:
         registry = Registry(ws)
         job = Job(id=msg.job_id, session=msg.session, nonce=msg.nonce, created_ms=msg.ts, start_deadline_ms=msg.start_deadline_ms,
                   heartbeat_ms=msg.heartbeat_ms, heartbeat_k=msg.heartbeat_k, budget_ms=msg.budget_ms)
         pid = os.getpid()
         meta = {"target": f"{runner}/{msg.session}", "kind": "remote", "relay": "runner", "runner": runner, "origin": msg.origin,
                 "topic_prefix": msg.topic_prefix or prefix_for(settings, ws), "supervisor_pid": pid, "supervisor_start": start_time(pid) or 0}
-        ledger = Ledger.register(ws, registry, job, owner=new_owner(), meta=meta, token=msg.token)
+        ledger = Ledger.register(ws, registry, job, owner=new_owner(), meta=meta, token=msg.token(secret))
         req = DelegateRequest(target=msg.session, brief=msg.text, job_id=msg.job_id, kind="remote")
         return cls(req, Target(msg.session, msg.session), ledger, ws=ws, settings=settings, registry=registry, on_update=None)
 

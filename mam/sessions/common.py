@@ -11,6 +11,7 @@ from pathlib import Path
 from mam.errors import UsageError
 from mam.panes import open_backend
 from mam.panes.base import PaneBackend
+from mam.sessions.agent_env import without_secrets
 from mam.settings import Settings
 from mam.store.sessions import SessionRow
 from mam.workspace import Workspace
@@ -25,8 +26,8 @@ def check_name(name: str, what: str = "session name") -> str:
 
 
 def pane_env(ws: Workspace, name: str, environ: Mapping[str, str]) -> dict[str, str]:
-    """The creating command's environment, with the workspace venv first on PATH and the mam variables set."""
-    env = dict(environ)
+    """The creating command's environment without mam's secrets, with the workspace venv first on PATH and the mam variables set."""
+    env = without_secrets(environ)
     first = ws.venv_bin if (ws.venv_bin / "mam").exists() else Path(sys.executable).parent
     parts = [p for p in env.get("PATH", os.defpath).split(os.pathsep) if p and p != str(first)]
     env["PATH"] = os.pathsep.join([str(first), *parts])

@@ -87,6 +87,7 @@ def test_start_then_a_paho_client_round_trips(ws: Path, poll):
     client = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id="mam-test-broker-cli", protocol=mqtt.MQTTv311)
     client.on_message = lambda c, u, msg: got.put((msg.topic, msg.payload))
     client.on_subscribe = lambda c, u, mid, reason_codes, props: subscribed.put(mid)
+    client.username_pw_set(str(st["username"]), Path(str(st["password_file"])).read_text().strip())  # the login status names
     client.connect("127.0.0.1", port)
     client.loop_start()
     try:

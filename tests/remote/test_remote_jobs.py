@@ -106,7 +106,7 @@ def test_dispatch_attacks_are_rejected_and_logged_and_the_brief_arrives_once(two
     topics = Topics(origin.env["MAM_TOPIC_PREFIX"])
 
     def dispatch(job_id: str, *, ts: int, secret: str, runner: str = "rb") -> bytes:
-        return Dispatch(job_id=job_id, runner=runner, session="d1", text=f"attack {job_id}", token="t" * 64, nonce="n", ts=ts,
+        return Dispatch(job_id=job_id, runner=runner, session="d1", text=f"attack {job_id}", key_nonce="0" * 32, nonce="n", ts=ts,
                         start_deadline_ms=1000, heartbeat_ms=500, heartbeat_k=4, budget_ms=5000, origin="x").encode(secret)
 
     from tests.remote.conftest import SECRET

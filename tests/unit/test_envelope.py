@@ -149,8 +149,8 @@ def test_a_sender_cannot_sign_nesting_deeper_than_the_limit() -> None:
     # not an object
     (b"[]", "bad_shape"), (b'"event"', "bad_shape"), (b"1", "bad_shape"), (b"null", "bad_shape"), (b"true", "bad_shape"),
     # protocol version
-    (wire(v=2), "unknown_version"), (wire(v=0), "unknown_version"), (wire(v="1"), "unknown_version"),
-    (wire(v=True), "unknown_version"), (wire(v=None), "unknown_version"), (wire(v=1.0), "bad_shape"),
+    (wire(v=1), "unknown_version"), (wire(v=3), "unknown_version"), (wire(v=0), "unknown_version"), (wire(v="2"), "unknown_version"),
+    (wire(v=True), "unknown_version"), (wire(v=None), "unknown_version"), (wire(v=2.0), "bad_shape"),
     # extra or missing fields
     (wire(extra=1), "bad_shape"), (wire(Sig="x"), "bad_shape"), (wire(sig=None), "bad_shape"), (wire(body=None), "bad_shape"),
     (wire(job=None), "bad_shape"), (wire(ts=None), "bad_shape"),
@@ -173,7 +173,7 @@ def test_checks_run_in_the_documented_order() -> None:
     assert reason(b" " * (MAX_EVENT_BYTES + 1)) == "oversize"  # size before parsing
     assert reason(b'{"v":1.5,"x":') == "bad_shape"  # a float stops the parse before the syntax error after it
     assert reason(b'[1.5]') == "bad_shape"
-    assert reason(wire(v=2, extra=1, seq="x")) == "unknown_version"  # the version before the other fields
+    assert reason(wire(v=1, extra=1, seq="x")) == "unknown_version"  # the version before the other fields
     assert reason(wire(extra=1, body={"x": "\\ud800"}).replace(b"\\\\ud800", b"\\ud800")) == "bad_shape"  # fields before text
 
 
@@ -199,8 +199,8 @@ def test_size_limit_is_in_bytes_and_inclusive() -> None:
     assert reason(b" " * (MAX_EVENT_BYTES + 1)) == "oversize"  # checked before anything else
 
 
-def test_version_constant_is_one() -> None:
-    assert VERSION == 1
+def test_version_constant_is_two() -> None:
+    assert VERSION == 2  # 2: a dispatch carries a key nonce instead of the job token
 
 
 # -- properties ---------------------------------------------------------------------------------

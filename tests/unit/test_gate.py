@@ -33,8 +33,8 @@ def test_rejections_have_reasons() -> None:
         "out_of_order": env(1),
         "oversize": b"x" * (65 * 1024),
         "not_json": b"\x00\x01",
-        "unknown_version": b'{"v":2}',
-        "bad_shape": b'{"v":1,"kind":"event"}',
+        "unknown_version": b'{"v":1}',
+        "bad_shape": b'{"v":2,"kind":"event"}',
         "wrong_kind": Envelope("state", "j1", 3, "state", "wrapper", 1, {}).signed(KEY).encode(),
     }
     for reason, raw in cases.items():

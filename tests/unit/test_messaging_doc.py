@@ -15,6 +15,8 @@ from mam.bus.envelope import Envelope, canonical, sign
 from mam.bus.topics import Topics
 from mam.jobs.brief import footer
 from mam.jobs.model import EXIT_CODES, SENDER_TYPES, JobState
+from mam.remote.dispatch import Dispatch
+from mam.remote.job_key import KEY_NONCE, job_key
 from mam.settings import KEYS_BY_NAME
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -64,6 +66,16 @@ def test_worked_example_shows_what_it_says_it_shows() -> None:
     assert len(block("example:key")) == 64
 
 
+def test_the_job_key_example_is_what_both_hosts_derive() -> None:
+    secret, job = "a-long-random-secret-shared-by-every-host", "job-5f2c0e9a7b3d4e61"
+    assert f"`{secret}`, job `{job}`" in DOC
+    key_nonce = block("example:key-nonce")
+    assert KEY_NONCE.match(key_nonce)
+    assert block("example:job-key") == job_key(secret, job, key_nonce)
+    assert Dispatch(job_id=job, runner="r", session="s", text="t", key_nonce=key_nonce, nonce="n", ts=0, start_deadline_ms=1,
+                    heartbeat_ms=1, heartbeat_k=1, budget_ms=1, origin="o").token(secret) == block("example:job-key")
+
+
 def test_the_footer_shown_is_the_one_briefs_get() -> None:
     assert block("example:footer") == footer("job-5f2c0e9a7b3d4e61", "3f9a1c0b7d2e4f68", 30).strip("\n")
 
@@ -103,7 +115,7 @@ def test_envelope_fields_and_kinds_are_documented() -> None:
 
 
 def test_limits_and_version_match_the_code() -> None:
-    assert envelope.VERSION == 1 and "exactly `1`" in DOC
+    assert envelope.VERSION == 2 and "exactly `2`" in DOC
     assert f"{envelope.MAX_EVENT_BYTES} bytes (64 KiB)" in DOC and envelope.MAX_EVENT_BYTES == 64 * 1024
     assert f"{envelope.MAX_DISPATCH_BYTES} bytes (1 MiB)" in DOC and envelope.MAX_DISPATCH_BYTES == 1024 * 1024
     assert f"at most {envelope.MAX_DEPTH} levels" in DOC
