@@ -101,8 +101,10 @@ def open_registry(app: App):  # type: ignore[no-untyped-def]
 def existing_registry(app: App, job_id: str):  # type: ignore[no-untyped-def]
     """For read-only job commands: the registry if the workspace has one (creates nothing), else JobNotFound."""
     from mam.errors import JobNotFound
+    from mam.ids import check_job_id
     from mam.store.registry import Registry
 
+    check_job_id(job_id)
     registry = Registry.open_existing(app.ws)
     if registry is None:
         raise JobNotFound(f"no job {job_id!r} in workspace {app.ws.root} (it has no registry)", job_id=job_id)

@@ -50,9 +50,14 @@ def delegate(app: App, target: str, brief: str | None, brief_file: str | None, t
              heartbeat: float | None, parent_job: str | None, job_id: str | None, dispatch_wait: float | None,
              allow_insecure_broker: bool, follow: bool, as_json: bool) -> int:
     from mam.errors import UsageError
+    from mam.ids import check_job_id
     from mam.jobs.delegate import DelegateRequest
     from mam.jobs.delegate import delegate as run_delegate
 
+    # Ids first: a bad one must leave nothing behind, not even the registry that open_registry creates.
+    for value in (job_id, parent_job):
+        if value is not None:
+            check_job_id(value)
     if (brief is None) == (brief_file is None) and not job_id:
         raise UsageError("give exactly one of --brief or --brief-file")
     text = brief if brief is not None else _read_brief(brief_file) if brief_file else ""

@@ -19,6 +19,7 @@ from mam.bus.envelope import Envelope
 from mam.bus.mqtt import MqttClient
 from mam.bus.topics import Topics, prefix_for, runners_prefix_for
 from mam.errors import BrokerError, MamError, UsageError
+from mam.ids import check_job_id
 from mam.jobs import record as rec
 from mam.jobs.brief import check_brief, with_footer
 from mam.jobs.delivery import Delivery, PaneDelivery
@@ -80,6 +81,9 @@ def delegate(req: DelegateRequest, *, ws: Workspace, settings: Settings, registr
     """Drive one job to its end. `client`: a connected MqttClient to share between the delegations of
     one process (it is left open); without it the wrapper connects and disconnects by itself."""
     target = parse_target(req.target)
+    for value in (req.job_id, req.parent_job):
+        if value:
+            check_job_id(value)
     if req.job_id:
         existing = registry.find_job(req.job_id)
         if existing is not None:
@@ -296,6 +300,7 @@ class Wrapper:
                 self._end(JobState.FAILED, BROKER_UNAVAILABLE, 3, "the broker was unreachable when the job's deadline passed")
                 break
             self._apply(Tick(now))
+        self.intake.flush()
 
     # -- helpers ------------------------------------------------------------------------------
     def _apply(self, inp: Claim | Delivered | Tick | End) -> None:
