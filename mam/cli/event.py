@@ -3,7 +3,7 @@
 Run from the agent's own shell. Each call signs one event with the job's token, records it
 in the workspace's store (so a broker outage loses nothing) and publishes it.
 Exit codes: 0 recorded (and published, or kept on disk with a warning); 1 the job already
-ended, or the event is invalid; 5 no such job in this workspace.
+ended, or the event is invalid or cannot fit the wire; 2 a malformed job id; 5 no such job.
 """
 
 from __future__ import annotations
@@ -25,7 +25,8 @@ def event() -> None:
 
     \b
     Exit codes: 0 recorded (published, or kept on disk if the broker is down);
-    1 the job already ended or the input is invalid; 5 unknown job.
+    1 the job already ended or the input is invalid; 2 a malformed job id; 5 unknown job.
+    A report too big for one signed event (64 KiB) is cut, with a marker line.
     """
 
 

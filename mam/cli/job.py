@@ -19,7 +19,8 @@ The brief is injected once, with a footer telling the agent the exact
 \b
 Exit codes:
   0  completed (prints the result; --json prints the final record)
-  1  failed: the agent reported an error, or no `started` within --start-deadline (agent_blocked)
+  1  failed: the agent reported an error, or no `started` within --start-deadline (agent_blocked),
+     or a remote runner refused to paste the brief (brief_refused)
   2  no event for K x N seconds (deadline_timeout) or the --timeout budget spent (wall_clock_timeout)
   3  broker unavailable and no terminal status on disk
   5  not delivered: session busy (session_busy), target not found, or the job was taken over by another attempt
