@@ -24,6 +24,7 @@ from mam.bus.envelope import Envelope
 from mam.bus.mqtt import MqttClient, Will
 from mam.bus.topics import Topics
 from mam.errors import BrokerError, DecodeError, JobError, LockBusy, MamError
+from mam.ids import check_name
 from mam.jobs import record as rec
 from mam.jobs.flood import RejectionLimiter, clip_fields
 from mam.jobs.model import TERMINAL, JobState
@@ -58,6 +59,7 @@ class Runner:
     _stop: threading.Event = field(default_factory=threading.Event)
 
     def __post_init__(self) -> None:
+        check_name(self.name, "runner name")  # it names a log file, a lock and topic levels
         self.secret = check_remote_allowed(self.settings, self.ws, allow_insecure=self.allow_insecure)
         self.topics = Topics.of(self.settings, self.ws)  # presence and dispatches; job topics come with each dispatch
         self._job_topics: dict[str, Topics] = {}
@@ -220,7 +222,10 @@ class Runner:
             # Signed by the origin, yet not something to paste: the job is registered here only so
             # the refusal reaches the origin as a signed runner `error` (relayed like any event).
             self.note("rejected", reason=BRIEF_REFUSED, job=msg.job_id, detail=refused)
-            job.fail(BRIEF_REFUSED, f"the runner refused the brief: {refused}")
+            try:
+                job.fail(BRIEF_REFUSED, f"the runner refused the brief: {refused}")
+            except MamError as e:  # the origin then ends by its own deadlines; this runner keeps serving
+                self.note("error", job=msg.job_id, detail=f"could not report the refusal: {e}")
             return
         self.taken += 1
         self.note("taken", job=msg.job_id, session=msg.session)
