@@ -92,8 +92,8 @@ class Envelope:
         return replace(self, sig=sign(key, canonical(self.unsigned())))
 
     def verify(self, key: str) -> bool:
-        if not key or not self.sig:
-            return False
+        if not key or not self.sig or not self.sig.isascii():
+            return False  # (compare_digest raises TypeError on non-ASCII text: found by tests/fuzz)
         try:
             expected = sign(key, canonical(self.unsigned()))
         except DecodeError:  # content no sender could have signed

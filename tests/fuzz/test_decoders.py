@@ -43,18 +43,24 @@ def any_json() -> st.SearchStrategy[Any]:
                         max_leaves=20)
 
 
-FIELDS = {"v": st.just(1) | any_json(), "kind": st.sampled_from(["event", "state", "dispatch", "presence"]) | any_json(),
-          "job": st.just("j1") | any_json(), "seq": st.integers(-5, 2**64) | any_json(),
-          "type": st.sampled_from(["progress", "completed", "dispatch"]) | any_json(),
-          "sender": st.sampled_from(["agent", "runner", "origin"]) | any_json(), "ts": st.integers(-5, 2**64) | any_json(),
-          "body": st.dictionaries(st.text(max_size=20), any_json(), max_size=6) | any_json(), "sig": st.text(max_size=70) | any_json()}
+def mostly(good: st.SearchStrategy[Any], draw: Any) -> Any:
+    """Usually a well-formed value (so later checks are reached), sometimes any JSON at all."""
+    return draw(any_json()) if draw(st.integers(0, 7)) == 0 else draw(good)
+
+
+FIELDS = {"v": st.just(1), "kind": st.sampled_from(["event", "state", "dispatch", "presence"]), "job": st.just("j1"),
+          "seq": st.integers(0, 30) | st.integers(-5, 2**64), "type": st.sampled_from(["progress", "completed", "started", "error", "dispatch"]),
+          "sender": st.sampled_from(["agent", "heartbeater", "runner", "origin"]), "ts": st.integers(0, 2**53) | st.integers(-5, 2**64),
+          "body": st.dictionaries(st.sampled_from(["message", "report", "nonce", "heartbeat_ms", "reason"]) | st.text(max_size=8), any_json(), max_size=5),
+          "sig": st.text(max_size=70)}
 
 
 @st.composite
 def envelope_objects(draw: Any) -> dict[str, Any]:
-    """Objects shaped nearly like an envelope: each field present or not, well-typed or not."""
-    obj = {name: draw(strategy) for name, strategy in FIELDS.items() if draw(st.booleans()) or name in ("v", "kind")}
-    if draw(st.booleans()):
+    """Objects shaped nearly like an envelope: each field usually present and well-formed, sometimes
+    missing or any JSON, sometimes with an extra field."""
+    obj = {name: mostly(strategy, draw) for name, strategy in FIELDS.items() if draw(st.integers(0, 9)) > 0}
+    if draw(st.integers(0, 7)) == 0:
         obj[draw(st.text(max_size=5))] = draw(any_json())
     return obj
 
@@ -116,18 +122,20 @@ def test_the_gate_always_answers_with_a_verdict(messages: list[tuple[dict[str, A
         assert gate.last_seq == last
 
 
-DISPATCH_BODY = {"runner": st.just("rb") | any_json(), "session": st.just("d1") | any_json(), "text": st.text(max_size=60) | any_json(),
-                 "token": st.just("t" * 64) | any_json(), "nonce": st.just("n") | any_json(), "start_deadline_ms": st.integers() | any_json(),
-                 "heartbeat_ms": st.integers() | any_json(), "heartbeat_k_milli": st.integers() | any_json(), "budget_ms": st.integers() | any_json(),
-                 "origin": st.text(max_size=10) | any_json(), "topic_prefix": st.sampled_from(["mam/x", "", "a//b", "#", "/x"]) | any_json()}
+DISPATCH_BODY = {"runner": st.just("rb"), "session": st.sampled_from(["d1", "..", "../x", "a/b"]), "text": st.text(max_size=60),
+                 "token": st.just("t" * 64), "nonce": st.just("n"), "start_deadline_ms": st.integers(-5, 2**60),
+                 "heartbeat_ms": st.integers(-5, 2**60), "heartbeat_k_milli": st.integers(-5, 2**60) | st.integers(),
+                 "budget_ms": st.integers(-5, 2**60), "origin": st.text(max_size=10),
+                 "topic_prefix": st.sampled_from(["mam/x", "", "a//b", "#", "/x", "a/+/b"])}
 
 
 @st.composite
 def dispatches(draw: Any) -> bytes:
-    body = {name: draw(strategy) for name, strategy in DISPATCH_BODY.items() if draw(st.integers(0, 5)) > 0}
-    job = draw(st.sampled_from(["job-1", "..", "../../../trav/rjob", "", "j" * 129]) | st.text(max_size=20))
-    obj = {"v": 1, "kind": draw(st.sampled_from(["dispatch", "event"])), "job": job, "seq": 0, "type": "dispatch", "sender": "origin",
-           "ts": draw(st.sampled_from([NOW, NOW - 10**9]) | st.integers(0, 2**60)), "body": body}
+    """Dispatches, most of them validly signed, fresh and for this runner, with hostile fields mixed in."""
+    body = {name: mostly(strategy, draw) for name, strategy in DISPATCH_BODY.items() if draw(st.integers(0, 11)) > 0}
+    job = mostly(st.sampled_from(["job-1", "..", ".", "../../../trav/rjob", "", "j" * 129, "a/b"]), draw)
+    obj = {"v": 1, "kind": draw(st.sampled_from(["dispatch", "dispatch", "event"])), "job": job, "seq": 0, "type": "dispatch",
+           "sender": "origin", "ts": draw(st.sampled_from([NOW, NOW - 10**9]) | st.integers(0, 2**60)), "body": body}
     return dumps(resign(obj, SECRET) if draw(st.integers(0, 4)) else {**obj, "sig": "0" * 64})
 
 
