@@ -108,7 +108,7 @@ def test_envelope_decoder_on_near_envelopes(obj: dict[str, Any], signed: bool) -
 
 
 @FUZZ
-@given(st.lists(st.tuples(envelope_objects(), st.booleans(), st.sampled_from(["mqtt", "disk"])), max_size=8))
+@given(st.lists(st.tuples(envelope_objects(), st.booleans(), st.sampled_from(["mqtt", "disk"])), max_size=5))
 def test_the_gate_always_answers_with_a_verdict(messages: list[tuple[dict[str, Any], bool, str]]) -> None:
     gate = EventGate("j1", KEY)
     last = 0
