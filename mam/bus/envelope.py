@@ -42,13 +42,23 @@ def check_tree(value: Any) -> None:
     stack: list[tuple[Any, int]] = [(value, 1)]
     while stack:
         item, depth = stack.pop()
-        if isinstance(item, str):
+        kind = type(item)  # exact types first: this runs twice per received event (decode, verify)
+        if kind is str:
+            if not item.isascii():
+                _check_text(item)
+        elif kind is int:
+            if not -MAX_INT < item < MAX_INT:
+                raise DecodeError(f"integer of {item.bit_length()} bits in a signed envelope (the limit is 2^53)", reason="bad_shape")
+        elif kind is bool or item is None:
+            continue
+        elif isinstance(item, str):
             _check_text(item)
         elif isinstance(item, float):
             raise DecodeError(f"floating-point number {item!r} in a signed envelope (use integers)", reason="bad_shape")
-        elif isinstance(item, int) and not -MAX_INT < item < MAX_INT:
-            raise DecodeError(f"integer of {item.bit_length()} bits in a signed envelope (the limit is 2^53)", reason="bad_shape")
-        elif isinstance(item, (Mapping, list, tuple)):
+        elif isinstance(item, int):
+            if not -MAX_INT < item < MAX_INT:
+                raise DecodeError(f"integer of {item.bit_length()} bits in a signed envelope (the limit is 2^53)", reason="bad_shape")
+        elif kind is dict or kind is list or isinstance(item, (Mapping, list, tuple)):
             if depth > MAX_DEPTH:
                 raise DecodeError(f"JSON nested deeper than {MAX_DEPTH} levels", reason="bad_shape")
             if isinstance(item, Mapping):
