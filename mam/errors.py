@@ -77,6 +77,10 @@ class JobError(MamError):
     """Raised when a job cannot be registered, found or driven."""
 
 
+class EventTooLarge(JobError):
+    """Raised when an event's signed envelope would exceed the wire's size limit even after cutting what may be cut."""
+
+
 class JobNotFound(JobError):
     """Raised when no job of that id exists in this workspace."""
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mam.errors import UsageError, WorkspaceError
+from mam.ids import check_job_id
 
 STATE_DIR = ".mam"
 ENV_FILE = ".mam.env"
@@ -67,10 +68,10 @@ class Workspace:
         return self.root / ".venv" / "bin"
 
     def job_record(self, job_id: str) -> Path:
-        return self.jobs_dir / f"{job_id}.json"
+        return self.jobs_dir / f"{check_job_id(job_id)}.json"  # the last line of defence: ids are checked where they enter
 
     def job_log_dir(self, job_id: str) -> Path:
-        return self.logs_dir / job_id
+        return self.logs_dir / check_job_id(job_id)
 
     def lock(self, name: str) -> Path:
         return self.locks_dir / f"{name}.lock"

@@ -21,6 +21,7 @@ VERSION = 2  # 2: a dispatch carries `key_nonce`, never the job token
 MAX_EVENT_BYTES = 64 * 1024
 MAX_DISPATCH_BYTES = 1024 * 1024
 MAX_DEPTH = 32  # JSON nesting, counting the envelope object as level 1 and `body` as level 2
+MAX_INT = 2**53  # integers stay below this in magnitude: exact in every JSON reader, and in SQLite's 64 bits
 KINDS = ("event", "state", "dispatch", "presence")
 _FIELDS = {"v", "kind", "job", "seq", "type", "sender", "ts", "body", "sig"}
 
@@ -32,7 +33,8 @@ def canonical(obj: Mapping[str, Any]) -> bytes:
 
 
 def check_tree(value: Any) -> None:
-    """Reject floats, nesting deeper than MAX_DEPTH and text UTF-8 cannot encode (lone surrogates).
+    """Reject floats, integers of MAX_INT or more in magnitude, nesting deeper than MAX_DEPTH and
+    text UTF-8 cannot encode (lone surrogates).
 
     Iterative on purpose: a receiver must refuse a deeply nested message with a DecodeError, never
     hit Python's recursion limit later when it re-encodes the message to check its signature.
@@ -40,11 +42,23 @@ def check_tree(value: Any) -> None:
     stack: list[tuple[Any, int]] = [(value, 1)]
     while stack:
         item, depth = stack.pop()
-        if isinstance(item, str):
+        kind = type(item)  # exact types first: this runs twice per received event (decode, verify)
+        if kind is str:
+            if not item.isascii():
+                _check_text(item)
+        elif kind is int:
+            if not -MAX_INT < item < MAX_INT:
+                raise DecodeError(f"integer of {item.bit_length()} bits in a signed envelope (the limit is 2^53)", reason="bad_shape")
+        elif kind is bool or item is None:
+            continue
+        elif isinstance(item, str):
             _check_text(item)
         elif isinstance(item, float):
             raise DecodeError(f"floating-point number {item!r} in a signed envelope (use integers)", reason="bad_shape")
-        elif isinstance(item, (Mapping, list, tuple)):
+        elif isinstance(item, int):
+            if not -MAX_INT < item < MAX_INT:
+                raise DecodeError(f"integer of {item.bit_length()} bits in a signed envelope (the limit is 2^53)", reason="bad_shape")
+        elif kind is dict or kind is list or isinstance(item, (Mapping, list, tuple)):
             if depth > MAX_DEPTH:
                 raise DecodeError(f"JSON nested deeper than {MAX_DEPTH} levels", reason="bad_shape")
             if isinstance(item, Mapping):
@@ -88,8 +102,8 @@ class Envelope:
         return replace(self, sig=sign(key, canonical(self.unsigned())))
 
     def verify(self, key: str) -> bool:
-        if not key or not self.sig:
-            return False
+        if not key or not self.sig or not self.sig.isascii():
+            return False  # (compare_digest raises TypeError on non-ASCII text: found by tests/fuzz)
         try:
             expected = sign(key, canonical(self.unsigned()))
         except DecodeError:  # content no sender could have signed
@@ -132,7 +146,7 @@ class Envelope:
                 raise DecodeError(f"field {name!r} missing or not a {typ.__name__}", reason="bad_shape")
         if obj["kind"] not in KINDS:
             raise DecodeError(f"unknown kind {obj['kind']!r}", reason="bad_shape")
-        if obj["seq"] < 0 or obj["ts"] < 0 or not obj["job"] or len(obj["job"]) > 128:
+        if not 0 <= obj["seq"] < MAX_INT or not 0 <= obj["ts"] < MAX_INT or not obj["job"] or len(obj["job"]) > 128:
             raise DecodeError("seq, ts or job out of range", reason="bad_shape")
         check_tree(obj)
         return cls(kind=obj["kind"], job=obj["job"], seq=obj["seq"], type=obj["type"], sender=obj["sender"],

@@ -108,6 +108,8 @@ def open_registry(app: App):  # type: ignore[no-untyped-def]
 
 def existing_registry(app: App, job_id: str):  # type: ignore[no-untyped-def]
     """For read-only job commands: the registry if the workspace has one (creates nothing), else JobNotFound."""
+    from mam.ids import check_job_id
     from mam.jobs.queries import existing_registry as find
 
+    check_job_id(job_id)
     return find(app.ws, job_id)

@@ -3,7 +3,7 @@
 Run from the agent's own shell. Each call signs one event with the job's token, records it
 in the workspace's store (so a broker outage loses nothing) and publishes it.
 Exit codes: 0 recorded (and published, or kept on disk with a warning); 1 the job already
-ended, or the event is invalid; 5 no such job in this workspace.
+ended, or the event is invalid or cannot fit the wire; 2 a malformed job id; 5 no such job.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import click
 
 from mam.cli.common import App, echo_json, workspace_option
 
-MAX_REPORT_BYTES = 48_000
+MAX_REPORT_BYTES = 64 * 1024  # read no more of a report file than an event could ever carry
 
 
 @click.group("event")
@@ -25,11 +25,12 @@ def event() -> None:
 
     \b
     Exit codes: 0 recorded (published, or kept on disk if the broker is down);
-    1 the job already ended or the input is invalid; 5 unknown job.
+    1 the job already ended or the input is invalid; 2 a malformed job id; 5 unknown job.
+    A report too big for one signed event (64 KiB) is cut, with a marker line.
     """
 
 
-def _emit(app: App, job_id: str, type: str, body: dict[str, Any], as_json: bool) -> Any:
+def _emit(app: App, job_id: str, type: str, body: dict[str, Any], as_json: bool, fit_field: str | None = None) -> Any:
     from mam.jobs.emit import Emitter, relayed
     from mam.jobs.record import read_record
     from mam.store.registry import Registry
@@ -40,12 +41,15 @@ def _emit(app: App, job_id: str, type: str, body: dict[str, Any], as_json: bool)
     # A remote job's events are published by this host's runner, in seq order: no connection needed.
     client, warning = (None, "") if relayed(record) else _connect(app)
     try:
-        out = Emitter(ws, registry, client, records={job_id: record}).emit(job_id, type, body)
+        out = Emitter(ws, registry, client, records={job_id: record}).emit(job_id, type, body, fit_field=fit_field)
     finally:
         if client is not None:
             client.close()
         registry.close()
     note = f"{warning}; the event is recorded on disk" if warning else out.warning
+    if out.cut:
+        click.echo(f"mam: warning: the {fit_field} was cut to fit the 64 KiB event limit (marked where it was cut; "
+                   f"the whole text stays in {body.get('report_path', 'its file')})", err=True)
     if note:
         click.echo(f"mam: warning: {note}", err=True)
     if as_json:
@@ -69,7 +73,13 @@ def _connect(app: App) -> tuple[Any, str]:
         return None, str(e)
 
 
-job_option = click.option("--job", "job_id", required=True, help="The job id from your brief.")
+def _job_id(_ctx: click.Context, _param: click.Parameter, value: str) -> str:
+    from mam.ids import check_job_id
+
+    return check_job_id(value)
+
+
+job_option = click.option("--job", "job_id", required=True, callback=_job_id, help="The job id from your brief.")
 json_option = click.option("--json", "as_json", is_flag=True, help="Print what was recorded as JSON.")
 
 
@@ -138,13 +148,15 @@ def completed(app: App, job_id: str, message: str, report: str | None, as_json: 
     if report:
         path = Path(report)
         try:
-            text = path.read_text(encoding="utf-8", errors="replace")
+            with open(path, "rb") as f:
+                data = f.read(MAX_REPORT_BYTES)
         except OSError as e:
             raise click.BadParameter(f"cannot read {report}: {e.strerror}", param_hint="--report") from e
-        # Cut by bytes, not characters, so the signed event stays under the 64 KiB message limit.
-        body["report"] = text.encode("utf-8")[:MAX_REPORT_BYTES].decode("utf-8", "ignore")
+        # What counts is the size of the signed envelope, not of the file: the emitter cuts the
+        # report (with a marker) until the encoded event fits the 64 KiB message limit.
+        body["report"] = data.decode("utf-8", "replace")
         body["report_path"] = str(path.resolve())
-    _emit(app, job_id, "completed", body, as_json)
+    _emit(app, job_id, "completed", body, as_json, fit_field="report" if report else None)
 
 
 @event.command("error")

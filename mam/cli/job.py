@@ -19,7 +19,8 @@ The brief is injected once, with a footer telling the agent the exact
 \b
 Exit codes:
   0  completed (prints the result; --json prints the final record)
-  1  failed: the agent reported an error, or no `started` within --start-deadline (agent_blocked)
+  1  failed: the agent reported an error, or no `started` within --start-deadline (agent_blocked),
+     or a remote runner refused to paste the brief (brief_refused)
   2  no event for K x N seconds (deadline_timeout) or the --timeout budget spent (wall_clock_timeout)
   3  broker unavailable and no terminal status on disk
   5  not delivered: session busy (session_busy), target not found, or the job was taken over by another attempt
@@ -50,9 +51,14 @@ def delegate(app: App, target: str, brief: str | None, brief_file: str | None, t
              heartbeat: float | None, parent_job: str | None, job_id: str | None, dispatch_wait: float | None,
              allow_insecure_broker: bool, follow: bool, as_json: bool) -> int:
     from mam.errors import UsageError
+    from mam.ids import check_job_id
     from mam.jobs.delegate import delegate as run_delegate
     from mam.jobs.delegate import delegate_request
 
+    # Ids first: a bad one must leave nothing behind, not even the registry that open_registry creates.
+    for value in (job_id, parent_job):
+        if value is not None:
+            check_job_id(value)
     if brief is not None and brief_file is not None:
         raise UsageError("give exactly one of --brief or --brief-file")
     text = brief if brief is not None else _read_brief(brief_file) if brief_file else None

@@ -77,8 +77,10 @@ def stop(app: App, name: str, purge_conversation: bool, yes: bool, as_json: bool
 
     Exit codes: 0 stopped (or already stopped); 5 unknown session; 2 --purge-conversation without --yes.
     """
+    from mam.ids import check_name
     from mam.sessions.stop import stop_session
 
+    check_name(name)  # before registry_of creates anything
     with registry_of(app) as registry:
         row = stop_session(name, ws=app.ws, settings=app.settings, registry=registry, purge_conversation=purge_conversation, yes=yes)
     if as_json:
@@ -97,8 +99,10 @@ def resume(app: App, name: str, as_json: bool) -> None:
 
     Exit codes: 0 resumed; 1 already running, or the conversation is gone; 5 unknown session.
     """
+    from mam.ids import check_name
     from mam.sessions.resume import resume_session
 
+    check_name(name)  # before registry_of creates anything
     with registry_of(app) as registry:
         row = resume_session(name, ws=app.ws, settings=app.settings, registry=registry, environ=os.environ)
     if as_json:

@@ -12,12 +12,16 @@ _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 STARTED_LINE = re.compile(r"mam event started --job (?P<id>[A-Za-z0-9._-]+) --nonce (?P<nonce>[A-Za-z0-9]+) --heartbeat (?P<hb>[0-9.]+)")
 
 
-def check_brief(text: str) -> str:
+def check_brief(text: str, *, max_bytes: int = MAX_BRIEF_BYTES) -> str:
+    """The brief if it may be pasted into a pane; else UsageError. Run on every brief, local or dispatched:
+    a control character (ESC above all) would end a bracketed paste and type the rest as keystrokes."""
+    if not isinstance(text, str):
+        raise UsageError("the brief is not text")
     if not text.strip():
         raise UsageError("the brief is empty")
     size = len(text.encode("utf-8", "surrogatepass"))
-    if size > MAX_BRIEF_BYTES:
-        raise UsageError(f"the brief is {size} bytes; the limit is {MAX_BRIEF_BYTES} (put long material in a file and name it in the brief)")
+    if size > max_bytes:
+        raise UsageError(f"the brief is {size} bytes; the limit is {max_bytes} (put long material in a file and name it in the brief)")
     try:
         text.encode("utf-8")
     except UnicodeEncodeError as e:

@@ -20,6 +20,7 @@ from mam.bus.envelope import Envelope
 from mam.bus.mqtt import MqttClient
 from mam.bus.topics import Topics, prefix_for, runners_prefix_for
 from mam.errors import BrokerError, MamError, UsageError
+from mam.ids import check_id, check_job_id
 from mam.jobs import record as rec
 from mam.jobs.brief import check_brief, with_footer
 from mam.jobs.delivery import Delivery, PaneDelivery
@@ -40,7 +41,6 @@ from mam.jobs.model import (
 )
 from mam.jobs.stale import close_if_abandoned
 from mam.jobs.target import Target, parse_target
-from mam.sessions.common import check_name
 from mam.settings import Settings, positive_seconds
 from mam.store import jobs as jobs_table
 from mam.store.registry import Registry
@@ -87,9 +87,9 @@ def delegate_request(*, target: str, brief: str | None, job_id: str | None = Non
     if brief is None and not job_id:
         raise UsageError("give exactly one of --brief or --brief-file")
     if job_id:
-        check_name(job_id, "job id")
+        check_job_id(job_id)
     if options.get("parent_job"):
-        check_name(options["parent_job"], "parent job id")
+        check_id(options["parent_job"], "parent job id")
     parse_target(target)
     return DelegateRequest(target=target, brief=brief or "", job_id=job_id, **options)
 
@@ -99,6 +99,9 @@ def delegate(req: DelegateRequest, *, ws: Workspace, settings: Settings, registr
     """Drive one job to its end. `client`: a connected MqttClient to share between the delegations of
     one process (it is left open); without it the wrapper connects and disconnects by itself."""
     target = parse_target(req.target)
+    for value in (req.job_id, req.parent_job):
+        if value:
+            check_job_id(value)
     if req.job_id:
         existing = registry.find_job(req.job_id)
         if existing is not None:
@@ -321,6 +324,7 @@ class Wrapper:
                 self._end(JobState.FAILED, BROKER_UNAVAILABLE, 3, "the broker was unreachable when the job's deadline passed")
                 break
             self._apply(Tick(now))
+        self.intake.flush()
 
     # -- helpers ------------------------------------------------------------------------------
     def _apply(self, inp: Claim | Delivered | Tick | End) -> None:

@@ -11,19 +11,20 @@ import fcntl
 import logging
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
-from mam.bus.envelope import Envelope
+from mam.bus.envelope import MAX_EVENT_BYTES, Envelope
 from mam.bus.mqtt import MqttClient
 from mam.bus.topics import Topics
-from mam.errors import BrokerError, JobError
+from mam.errors import BrokerError, EventTooLarge, JobError
 from mam.jobs.record import now_ms, read_record
 from mam.store import jobs as jobs_table
 from mam.store.registry import Registry
 from mam.workspace import Workspace
 
 log = logging.getLogger(__name__)
+CUT_MARKER = "\n[mam: cut here to fit the 64 KiB event limit; the whole text is in the file at report_path]"
 
 
 @dataclass(frozen=True)
@@ -31,6 +32,35 @@ class Emitted:
     envelope: Envelope
     published: bool
     warning: str = ""
+    cut: bool = False  # the `fit` field was cut (with CUT_MARKER) so the signed envelope fits
+
+
+def fit(env: Envelope, field: str | None, *, limit: int = MAX_EVENT_BYTES) -> tuple[Envelope, bool]:
+    """`env` (unsigned or signed: a signature's length is fixed) cut to fit `limit` bytes once encoded.
+
+    Only `body[field]` may be cut; it keeps the longest prefix that fits, then CUT_MARKER. The
+    encoded size is what counts: JSON escapes a control character (ESC in coloured output) as six
+    bytes, so a text's own size says little. Raises EventTooLarge if even an empty `field` is too big.
+    """
+    sized = replace(env, sig=env.sig or "0" * 64)
+    size = len(sized.encode())
+    if size <= limit:
+        return env, False
+    text = env.body.get(field) if field else None
+    if field is None or not isinstance(text, str) or not text:
+        raise EventTooLarge(f"the {env.type} event would be {size} bytes once signed; the limit is {limit}", job_id=env.job)
+    key = field
+
+    def fits(n: int) -> bool:
+        return len(replace(sized, body={**sized.body, key: text[:n] + CUT_MARKER}).encode()) <= limit
+
+    if not fits(0):
+        raise EventTooLarge(f"the {env.type} event does not fit {limit} bytes even without its {field}", job_id=env.job)
+    lo, hi = 0, len(text)  # fits(lo) holds; find the largest such n (the size grows with n)
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        lo, hi = (mid, hi) if fits(mid) else (lo, mid - 1)
+    return replace(env, body={**env.body, field: text[:lo] + CUT_MARKER}), True
 
 
 @contextmanager
@@ -65,7 +95,9 @@ class Emitter:
             self._records[job_id] = read_record(self.ws, job_id)
         return self._records[job_id]
 
-    def emit(self, job_id: str, type: str, body: Mapping[str, Any], *, sender: str = "agent") -> Emitted:
+    def emit(self, job_id: str, type: str, body: Mapping[str, Any], *, sender: str = "agent", fit_field: str | None = None) -> Emitted:
+        """Sign, record and publish one event. `fit_field`: the body field that may be cut (see `fit`)
+        so the event fits the wire; an event that cannot fit raises EventTooLarge, with nothing recorded."""
         record = self.record(job_id)
         token = record.get("token")
         if not isinstance(token, str) or not token:
@@ -76,13 +108,15 @@ class Emitter:
                 if not row.open:  # ended; read off the row so `mam event` never imports the job model
                     raise JobError(f"job {job_id} already ended: {row.state} ({row.reason or 'no reason'})", job_id=job_id)
                 seq = jobs_table.next_seq(conn, job_id)
-                env = Envelope(kind="event", job=job_id, seq=seq, type=type, sender=sender, ts=now_ms(), body=dict(body)).signed(token)
+                env = Envelope(kind="event", job=job_id, seq=seq, type=type, sender=sender, ts=now_ms(), body=dict(body))
+                env, cut = fit(env, fit_field)  # raising here rolls the seq back: nothing recorded
+                env = env.signed(token)
                 # `published` means "nothing left to relay": only a remote job's events wait for the runner's relay;
                 # a local job's wrapper reads them from this store, so they need no second write.
                 jobs_table.add_event(conn, job_id=job_id, seq=seq, type=type, sender=sender, ts=env.ts, raw=env.encode().decode("utf-8"),
                                      published=not relayed(record))
             published, warning = self._publish(record, env)
-        return Emitted(env, published, warning)
+        return Emitted(env, published, warning, cut)
 
     def _publish(self, record: Mapping[str, Any], env: Envelope) -> tuple[bool, str]:
         if relayed(record):

@@ -1,8 +1,9 @@
 """The receiving gate: every incoming job event is checked here before the job model sees it.
 
 Checks, in order: size, JSON, shape and protocol version, kind, job id, HMAC signature with
-the job's token, sender allowed for the type, and `seq` (strictly higher than any accepted;
-a gap is accepted and reported; a replay or out-of-order event is rejected). The same event
+the job's token, sender allowed for the type, and `seq` (strictly higher than any accepted and
+at most SEQ_WINDOW ahead of it; a gap is accepted and reported; a replay, out-of-order or
+out-of-window event is rejected). The same event
 arriving once by the disk path and once over MQTT is a duplicate, not a replay.
 """
 
@@ -15,6 +16,7 @@ from mam.errors import DecodeError
 from mam.jobs.model import SENDER_TYPES
 
 MAX_REMEMBERED = 10_000
+SEQ_WINDOW = 10_000  # how far ahead of the last accepted seq an event may be; further is `out_of_window`
 
 
 @dataclass(frozen=True)
@@ -28,7 +30,8 @@ class Verdict:
     @property
     def detail(self) -> str:
         env = self.envelope
-        return f"seq={env.seq} type={env.type} sender={env.sender}" if env else ""
+        # type and sender come from the wire (a rejected event may be unsigned): keep them short
+        return f"seq={env.seq} type={env.type[:40]} sender={env.sender[:40]}" if env else ""
 
 
 @dataclass
@@ -61,6 +64,8 @@ class EventGate:
             return Verdict(False, "replay", env)
         if env.seq <= self.last_seq:
             return Verdict(False, "out_of_order", env)
+        if env.seq > self.last_seq + SEQ_WINDOW:  # accepting it would make every later real event out_of_order
+            return Verdict(False, "out_of_window", env)
         gap = env.seq - self.last_seq - 1
         self.last_seq = env.seq
         self._seen[env.seq] = (env.sig, {path})

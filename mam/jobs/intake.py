@@ -12,6 +12,7 @@ from mam.bus.envelope import Envelope
 from mam.bus.mqtt import MqttClient
 from mam.errors import BrokerError
 from mam.jobs import record as rec
+from mam.jobs.flood import RejectionLimiter, clip
 from mam.jobs.gate import EventGate
 from mam.jobs.ledger import Ledger
 from mam.jobs.model import Event
@@ -32,11 +33,17 @@ class Intake:
     mqtt_seen: int = 0
     _queue: queue.Queue[bytes] = field(default_factory=queue.Queue)
     _unstored: list[tuple[Envelope, str]] = field(default_factory=list)
+    limiter: RejectionLimiter = field(init=False)
 
     def __post_init__(self) -> None:
         job = self.ledger.job
         self.gate = EventGate(job.id, self.ledger.token, last_seq=job.last_seq)
         self.disk_seq = job.last_seq
+        self.limiter = RejectionLimiter(lambda kind, fields: self.ledger.note(kind, **fields))
+
+    def flush(self) -> None:
+        """Write the summary of rejections counted but not written one by one (call when done)."""
+        self.limiter.flush()
 
     def attach(self, client: MqttClient | None, topic: str, *, timeout: float = 30.0) -> None:
         """Subscribe to the job's events. A SUBACK that is slow to come (a loaded broker or process) is
@@ -77,6 +84,7 @@ class Intake:
                         break
             finally:
                 self._store_remote()  # before the batch commits: stored, then applied
+                self.limiter.tick()
 
     def _drain_disk(self) -> None:
         for row in self.registry.events_after(self.ledger.job.id, self.disk_seq):
@@ -86,8 +94,8 @@ class Intake:
     def _take(self, raw: bytes, path: str) -> None:
         verdict = self.gate.check(raw, path)
         if not verdict.accepted:
-            if not verdict.silent:
-                self.ledger.note("rejected", reason=verdict.reason, path=path, detail=verdict.detail,
+            if not verdict.silent and self.limiter.allow(verdict.reason):
+                self.ledger.note("rejected", reason=verdict.reason, path=path, detail=clip(verdict.detail),
                                  excerpt=raw[:EXCERPT].decode("utf-8", "replace"))
             return
         env = verdict.envelope

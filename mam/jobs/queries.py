@@ -5,10 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 from mam.errors import JobError, JobNotFound
+from mam.ids import check_job_id
 from mam.jobs import record as rec
 from mam.jobs.model import CANCELLED_BY_USER, JobState
 from mam.jobs.stale import end_job
-from mam.sessions.common import check_name
 from mam.store import jobs as jobs_table
 from mam.store.jobs import JobRow
 from mam.store.registry import Registry
@@ -36,7 +36,7 @@ def status(registry: Registry, job_id: str) -> dict[str, Any]:
 
 def existing_registry(ws: Workspace, job_id: str) -> Registry:
     """For read-only job commands: the registry if the workspace has one (creates nothing), else JobNotFound."""
-    check_name(job_id, "job id")
+    check_job_id(job_id)
     registry = Registry.open_existing(ws)
     if registry is None:
         raise JobNotFound(f"no job {job_id!r} in workspace {ws.root} (it has no registry)", job_id=job_id)

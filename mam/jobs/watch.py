@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from mam.ids import check_job_id, check_name
 from mam.jobs.queries import status
-from mam.sessions.common import check_name
 from mam.store import jobs as jobs_table
 from mam.store.registry import Registry
 
@@ -28,7 +28,7 @@ class JobWatch:
     """One observer of one job: each `poll()` returns its current view and the events accepted since the last poll."""
 
     def __init__(self, registry: Registry, job_id: str) -> None:
-        self.registry, self.job_id = registry, check_name(job_id, "job id")
+        self.registry, self.job_id = registry, check_job_id(job_id)
         self.registry.job(job_id)  # JobNotFound for an unknown id
         self.seen = 0
 
@@ -48,7 +48,7 @@ def recent_events(registry: Registry, *, job: str | None = None, session: str | 
     session's recent jobs, else of the workspace's recent jobs; at most `limit` (the newest)."""
     with registry.read() as conn:
         if job:
-            rows = [jobs_table.get(conn, check_name(job, "job id"))]
+            rows = [jobs_table.get(conn, check_job_id(job))]
         else:
             rows = jobs_table.list_jobs(conn, session=check_name(session) if session else None, limit=20)
         out = []

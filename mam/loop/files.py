@@ -19,6 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from mam.ids import check_loop_id
 from mam.util.fs import append_line
 from mam.workspace import Workspace
 
@@ -36,7 +37,7 @@ def loop_folder(ws: Workspace, loop_id: str) -> Path:
 
 class LoopFiles:
     def __init__(self, ws: Workspace, loop_id: str) -> None:
-        self.ws, self.loop_id = ws, loop_id
+        self.ws, self.loop_id = ws, check_loop_id(loop_id)
         self.root = loop_folder(ws, loop_id)
         self.root.mkdir(parents=True, exist_ok=True, mode=0o700)
 

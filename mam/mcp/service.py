@@ -21,10 +21,10 @@ from pathlib import Path
 from typing import Any
 
 from mam.errors import BrokerError, JobNotFound, MamError, SessionNotFound
+from mam.ids import check_job_id, check_name
 from mam.jobs.delegate import DelegateRequest, Outcome, delegate, delegate_request
 from mam.jobs.ledger import new_job_id
 from mam.jobs.model import JobState
-from mam.sessions.common import check_name
 from mam.settings import Settings
 from mam.store.registry import Registry
 from mam.util.proc import spawn_detached
@@ -201,7 +201,7 @@ class Service:
 
     def _existing(self, job_id: str) -> Registry:
         """The registry for a job lookup, as the CLI's read-only job commands find it (creates nothing)."""
-        check_name(job_id, "job id")
+        check_job_id(job_id)
         registry = self.reader()
         if registry is None:
             raise JobNotFound(f"no job {job_id!r} in workspace {self.ws.root} (it has no registry)", job_id=job_id)

@@ -52,10 +52,12 @@ class OrphanFollower:
         open_ids = {r.id for r in open_rows}
         for job_id in list(self.followed):
             if job_id not in open_ids:
-                del self.followed[job_id]
+                self.followed.pop(job_id).flush()  # the count of rejections not written one by one
         for row in open_rows:
             if owner_alive(row.owner):
-                self.followed.pop(row.id, None)
+                dropped = self.followed.pop(row.id, None)
+                if dropped is not None:
+                    dropped.flush()
                 continue
             if row.state == JobState.PENDING.value:
                 ended = close_if_abandoned(self.ws, self.registry, row.id, by="monitor")

@@ -7,9 +7,10 @@ from dataclasses import dataclass
 
 from mam.agents import get_adapter
 from mam.errors import MamError
+from mam.ids import is_name
 from mam.monitor.detect import find_agent
 from mam.panes import default_server
-from mam.sessions.common import NAME, backend_for
+from mam.sessions.common import backend_for
 from mam.sessions.orchestrator import orchestrator_keys
 from mam.sessions.status import LIVE, drift_of, pane_snapshot
 from mam.settings import Settings
@@ -106,7 +107,7 @@ def _register_unknown(ws: Workspace, registry: Registry, panes: dict) -> list[Re
 
 
 def _free_name(window: str, pane_id: str, taken: set[str]) -> str:
-    base = window if NAME.match(window or "") else "adopted"
+    base = window if is_name(window) else "adopted"
     if base not in taken:
         return base
     return f"{base}-{pane_id.strip('%').replace(':', '-')}"

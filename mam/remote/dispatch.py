@@ -17,6 +17,7 @@ from mam.bus.envelope import MAX_DISPATCH_BYTES, Envelope
 from mam.bus.mqtt import MqttClient
 from mam.bus.topics import Topics, check_prefix
 from mam.errors import BrokerError, DecodeError, JobError, UsageError
+from mam.ids import check_job_id, check_name
 from mam.jobs import record as rec
 from mam.jobs.ledger import Ledger
 from mam.jobs.target import Target
@@ -84,6 +85,11 @@ class Dispatch:
             raise DecodeError(f"dispatch is for runner {b.get('runner')!r}", reason="wrong_runner")
         if abs(now_ms - env.ts) > freshness_ms:
             raise DecodeError(f"dispatch is {abs(now_ms - env.ts) / 1000:.0f}s from now, outside the freshness window", reason="stale")
+        try:  # ids name files and rows on this host: checked before anything exists
+            check_job_id(env.job)
+            check_name(b.get("session"))
+        except UsageError as e:
+            raise DecodeError(f"dispatch refused: {e}", reason="bad_id") from e
         if not isinstance(b.get("key_nonce"), str) or not KEY_NONCE.match(b["key_nonce"]):
             raise DecodeError("dispatch has no key_nonce of 32 lower-case hex digits", reason="bad_shape")
         try:

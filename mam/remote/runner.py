@@ -23,12 +23,14 @@ from typing import Any
 from mam.bus.envelope import Envelope
 from mam.bus.mqtt import MqttClient, Will
 from mam.bus.topics import Topics
-from mam.errors import BrokerError, DecodeError, JobError, LockBusy
+from mam.errors import BrokerError, DecodeError, JobError, LockBusy, MamError
+from mam.ids import check_name
 from mam.jobs import record as rec
+from mam.jobs.flood import RejectionLimiter, clip_fields
 from mam.jobs.model import TERMINAL, JobState
 from mam.jobs.stale import end_job
 from mam.remote.dispatch import Dispatch, check_remote_allowed
-from mam.remote.runner_job import RunnerJob
+from mam.remote.runner_job import BRIEF_REFUSED, RunnerJob, brief_problem
 from mam.settings import Settings
 from mam.store import jobs as jobs_table
 from mam.store.registry import Registry
@@ -57,12 +59,14 @@ class Runner:
     _stop: threading.Event = field(default_factory=threading.Event)
 
     def __post_init__(self) -> None:
+        check_name(self.name, "runner name")  # it names a log file, a lock and topic levels
         self.secret = check_remote_allowed(self.settings, self.ws, allow_insecure=self.allow_insecure)
         self.topics = Topics.of(self.settings, self.ws)  # presence and dispatches; job topics come with each dispatch
         self._job_topics: dict[str, Topics] = {}
         self.registry = Registry(self.ws)
         self.log_path = self.ws.state / "runners" / f"{self.name}.jsonl"
         self.log_path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        self._limiter = RejectionLimiter(self._write_note)
 
     # -- lifecycle ----------------------------------------------------------------------------
     def stop(self) -> None:
@@ -86,6 +90,7 @@ class Runner:
                 self._follow_states()
                 self._relay()
                 self._reap()
+                self._limiter.tick()
                 if self.jobs or not self._dispatches.empty():
                     idle_since = time.monotonic()
                 elif once and self.taken > 0:
@@ -94,6 +99,7 @@ class Runner:
                     break
                 self._stop.wait(self.settings.poll_s)
             self._relay()
+            self._limiter.flush()
             return 0
         finally:
             self._goodbye()
@@ -204,6 +210,7 @@ class Runner:
             self.note("rejected", reason="duplicate", job=msg.job_id, topic=topic)
             self._clear(topic)
             return
+        refused = brief_problem(msg.text)
         try:
             job = RunnerJob.take(msg, ws=self.ws, settings=self.settings, runner=self.name, secret=self.secret)
         except JobError as e:  # another copy won the insert race
@@ -211,6 +218,15 @@ class Runner:
             self._clear(topic)
             return
         self._clear(topic)
+        if refused:
+            # Signed by the origin, yet not something to paste: the job is registered here only so
+            # the refusal reaches the origin as a signed runner `error` (relayed like any event).
+            self.note("rejected", reason=BRIEF_REFUSED, job=msg.job_id, detail=refused)
+            try:
+                job.fail(BRIEF_REFUSED, f"the runner refused the brief: {refused}")
+            except MamError as e:  # the origin then ends by its own deadlines; this runner keeps serving
+                self.note("error", job=msg.job_id, detail=f"could not report the refusal: {e}")
+            return
         self.taken += 1
         self.note("taken", job=msg.job_id, session=msg.session)
         self._follow(msg.job_id)
@@ -291,12 +307,17 @@ class Runner:
                 jobs_table.mark_published(conn, ev.job_id, ev.seq)
 
     def note(self, kind: str, **fields: Any) -> None:
+        if kind == "rejected" and not self._limiter.allow(str(fields.get("reason", ""))):
+            return  # counted; summarised in one line when the second ends
+        self._write_note(kind, clip_fields(fields))
+
+    def _write_note(self, kind: str, fields: dict[str, Any]) -> None:
         line = json.dumps({"ts_ms": rec.now_ms(), "runner": self.name, "kind": kind, **fields}, sort_keys=True, default=str)
         append_line(self.log_path, line)
         if "job" in fields and kind == "rejected":
             try:
                 rec.audit(self.ws, str(fields["job"]), "dispatch_rejected", **{k: v for k, v in fields.items() if k != "job"})
-            except OSError:
+            except (OSError, MamError):
                 pass
         log.info("%s %s", kind, fields)
 

@@ -10,7 +10,8 @@ from __future__ import annotations
 import os
 
 from mam.bus.topics import prefix_for
-from mam.errors import JobError
+from mam.errors import JobError, UsageError
+from mam.jobs.brief import MAX_BRIEF_BYTES, check_brief
 from mam.jobs.delegate import DelegateRequest, Wrapper
 from mam.jobs.emit import Emitter
 from mam.jobs.ledger import Ledger, new_owner
@@ -21,6 +22,18 @@ from mam.settings import Settings
 from mam.store.registry import Registry
 from mam.util.proc import start_time
 from mam.workspace import Workspace
+
+BRIEF_REFUSED = "brief_refused"
+FOOTER_ALLOWANCE = 4096  # the origin's footer comes on top of a brief of up to MAX_BRIEF_BYTES
+
+
+def brief_problem(text: str) -> str:
+    """Why a dispatched brief must not be pasted ('' if it may): the same checks as a local brief."""
+    try:
+        check_brief(text, max_bytes=MAX_BRIEF_BYTES + FOOTER_ALLOWANCE)
+    except UsageError as e:
+        return str(e)
+    return ""
 
 
 class RunnerJob(Wrapper):
@@ -53,6 +66,14 @@ class RunnerJob(Wrapper):
     def refuse(self, reason: str, detail: str) -> None:
         self._report("rejected", {"reason": reason, "detail": detail})
         super().refuse(reason, detail)
+
+    def fail(self, reason: str, detail: str) -> None:
+        """End the job here and at the origin (a runner `error`) without pasting anything."""
+        try:
+            self._report("error", {"reason": reason, "detail": detail})
+            self._end(JobState.FAILED, reason, 1, detail)
+        finally:
+            self.registry.close()
 
     def delivered(self) -> None:
         self._report("delivered", {"session": self.ledger.job.session})

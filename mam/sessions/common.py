@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import os
-import re
 import sys
 from collections.abc import Mapping
 from pathlib import Path
 
-from mam.errors import UsageError
+from mam.ids import check_name
 from mam.panes import open_backend
 from mam.panes.base import PaneBackend
 from mam.sessions.agent_env import without_secrets
@@ -16,13 +15,7 @@ from mam.settings import Settings
 from mam.store.sessions import SessionRow
 from mam.workspace import Workspace
 
-NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}\Z")
-
-
-def check_name(name: str, what: str = "session name") -> str:
-    if not NAME.match(name or ""):
-        raise UsageError(f"invalid {what} {name!r}: use 1-64 letters, digits, '.', '_' or '-', starting with a letter or digit")
-    return name
+__all__ = ["check_name", "pane_env"]  # check_name lives in mam.ids; re-exported for older callers
 
 
 def pane_env(ws: Workspace, name: str, environ: Mapping[str, str]) -> dict[str, str]:

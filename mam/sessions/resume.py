@@ -7,6 +7,7 @@ from collections.abc import Mapping
 
 from mam.agents import get_adapter
 from mam.errors import SessionError
+from mam.ids import check_name
 from mam.panes.lock import placement_lock
 from mam.sessions.common import backend_for, pane_env
 from mam.sessions.create import wait_ready
@@ -18,7 +19,7 @@ from mam.workspace import Workspace
 
 
 def resume_session(name: str, *, ws: Workspace, settings: Settings, registry: Registry, environ: Mapping[str, str]) -> SessionRow:
-    row = registry.session(name)
+    row = registry.session(check_name(name))
     adapter = get_adapter(row.agent)
     backend = backend_for(row, settings=settings, ws=ws)
     if row.status == SessionStatus.STARTING and not row.pane_id:

@@ -7,6 +7,7 @@ import time
 from mam.agents import get_adapter
 from mam.agents.base import AgentAdapter
 from mam.errors import UsageError
+from mam.ids import check_name
 from mam.panes.base import PaneBackend
 from mam.sessions.common import backend_for
 from mam.sessions.create import discover
@@ -29,7 +30,7 @@ def stop_session(
 ) -> SessionRow:
     if purge_conversation and not yes:
         raise UsageError("--purge-conversation deletes this session's conversation files for good; add --yes to confirm")
-    row = registry.session(name)
+    row = registry.session(check_name(name))
     adapter = get_adapter(row.agent)
     if row.status in (SessionStatus.RUNNING, SessionStatus.STARTING) and row.pane_id:
         backend = backend_for(row, settings=settings, ws=ws)

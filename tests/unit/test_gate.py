@@ -53,6 +53,15 @@ def test_the_same_event_by_disk_and_mqtt_is_a_silent_duplicate_but_a_third_copy_
     assert not again.accepted and not again.silent and again.reason == "replay"
 
 
+def test_a_non_ascii_signature_is_a_bad_signature_not_a_crash() -> None:
+    """Found by tests/fuzz: hmac.compare_digest raised TypeError, which killed the wrapper (wrapper_error)."""
+    gate = EventGate("j1", KEY)
+    for sig in ("\x80", "é" * 64, "\u2603"):
+        v = gate.check(Envelope("event", "j1", 1, "progress", "agent", 1, {}, sig=sig).encode())
+        assert not v.accepted and v.reason == "bad_signature"
+    assert gate.check(env(1)).accepted
+
+
 @settings(max_examples=300, deadline=None)
 @given(st.binary(max_size=2048))
 def test_garbage_never_crashes_the_gate(data: bytes) -> None:

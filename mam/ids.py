@@ -1,0 +1,43 @@
+"""The one validator for every id that names a file, a folder, a row or a topic level: job ids,
+session, runner and role names, loop ids. Called where an id enters (the CLI, a dispatch's
+intake, the MCP server) before anything is written, so no id can reach a path it does not name.
+
+An id is 1 to `limit` characters from [A-Za-z0-9._-], starting with a letter or digit: never
+`.` or `..`, never a path separator, an MQTT wildcard, a space or a control character.
+"""
+
+from __future__ import annotations
+
+import re
+
+from mam.errors import UsageError
+
+_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*\Z")
+JOB_ID_MAX = 128  # also the envelope's and the topic level's limit
+NAME_MAX = 64
+SHOWN = 80  # how much of a refused id the message repeats
+
+
+def check_id(value: object, what: str = "job id", *, limit: int = JOB_ID_MAX) -> str:
+    """Return `value` if it is a valid id, else raise UsageError (exit 2) naming `what`."""
+    if isinstance(value, str) and len(value) <= limit and _ID.match(value):
+        return value
+    shown = value[:SHOWN] + "..." if isinstance(value, str) and len(value) > SHOWN else value
+    raise UsageError(f"invalid {what} {shown!r}: use 1-{limit} letters, digits, '.', '_' or '-', starting with a letter or digit")
+
+
+def is_name(value: object) -> bool:
+    return isinstance(value, str) and len(value) <= NAME_MAX and _ID.match(value) is not None
+
+
+def check_job_id(value: object) -> str:
+    return check_id(value, "job id")
+
+
+def check_name(value: object, what: str = "session name") -> str:
+    """A session, runner, role or server name."""
+    return check_id(value, what, limit=NAME_MAX)
+
+
+def check_loop_id(value: object) -> str:
+    return check_id(value, "loop id")
