@@ -16,7 +16,7 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from mam.bus.envelope import Envelope, sign
+from mam.bus.envelope import VERSION, Envelope, sign
 from mam.envfile import parse_env_text
 from mam.errors import ConfigError, DecodeError
 from mam.jobs.gate import EventGate
@@ -48,7 +48,7 @@ def mostly(good: st.SearchStrategy[Any], draw: Any) -> Any:
     return draw(any_json()) if draw(st.integers(0, 7)) == 0 else draw(good)
 
 
-FIELDS = {"v": st.just(1), "kind": st.sampled_from(["event", "state", "dispatch", "presence"]), "job": st.just("j1"),
+FIELDS = {"v": st.just(VERSION), "kind": st.sampled_from(["event", "state", "dispatch", "presence"]), "job": st.just("j1"),
           "seq": st.integers(0, 30) | st.integers(-5, 2**64), "type": st.sampled_from(["progress", "completed", "started", "error", "dispatch"]),
           "sender": st.sampled_from(["agent", "heartbeater", "runner", "origin"]), "ts": st.integers(0, 2**53) | st.integers(-5, 2**64),
           "body": st.dictionaries(st.sampled_from(["message", "report", "nonce", "heartbeat_ms", "reason"]) | st.text(max_size=8), any_json(), max_size=5),
@@ -123,7 +123,7 @@ def test_the_gate_always_answers_with_a_verdict(messages: list[tuple[dict[str, A
 
 
 DISPATCH_BODY = {"runner": st.just("rb"), "session": st.sampled_from(["d1", "..", "../x", "a/b"]), "text": st.text(max_size=60),
-                 "token": st.just("t" * 64), "nonce": st.just("n"), "start_deadline_ms": st.integers(-5, 2**60),
+                 "key_nonce": st.just("0" * 32), "nonce": st.just("n"), "start_deadline_ms": st.integers(-5, 2**60),
                  "heartbeat_ms": st.integers(-5, 2**60), "heartbeat_k_milli": st.integers(-5, 2**60) | st.integers(),
                  "budget_ms": st.integers(-5, 2**60), "origin": st.text(max_size=10),
                  "topic_prefix": st.sampled_from(["mam/x", "", "a//b", "#", "/x", "a/+/b"])}
@@ -134,7 +134,7 @@ def dispatches(draw: Any) -> bytes:
     """Dispatches, most of them validly signed, fresh and for this runner, with hostile fields mixed in."""
     body = {name: mostly(strategy, draw) for name, strategy in DISPATCH_BODY.items() if draw(st.integers(0, 11)) > 0}
     job = mostly(st.sampled_from(["job-1", "..", ".", "../../../trav/rjob", "", "j" * 129, "a/b"]), draw)
-    obj = {"v": 1, "kind": draw(st.sampled_from(["dispatch", "dispatch", "event"])), "job": job, "seq": 0, "type": "dispatch",
+    obj = {"v": VERSION, "kind": draw(st.sampled_from(["dispatch", "dispatch", "event"])), "job": job, "seq": 0, "type": "dispatch",
            "sender": "origin", "ts": draw(st.sampled_from([NOW, NOW - 10**9]) | st.integers(0, 2**60)), "body": body}
     return dumps(resign(obj, SECRET) if draw(st.integers(0, 4)) else {**obj, "sig": "0" * 64})
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from mam.bus.envelope import Envelope
+from mam.bus.envelope import VERSION, Envelope
 from mam.jobs import record as rec
 from mam.jobs.flood import RejectionLimiter
 from mam.jobs.gate import SEQ_WINDOW, EventGate
@@ -42,7 +42,7 @@ def raw_signed(ledger: Ledger, seq: int) -> bytes:
     """A validly signed event whose seq no honest encoder emits (Envelope refuses to sign it)."""
     from mam.bus.envelope import sign
 
-    fields = {"v": 1, "kind": "event", "job": JOB, "seq": seq, "type": "progress", "sender": "agent", "ts": 1000, "body": {}}
+    fields = {"v": VERSION, "kind": "event", "job": JOB, "seq": seq, "type": "progress", "sender": "agent", "ts": 1000, "body": {}}
     data = json.dumps(fields, sort_keys=True, separators=(",", ":")).encode()
     return json.dumps({**fields, "sig": sign(ledger.token, data)}, sort_keys=True, separators=(",", ":")).encode()
 
