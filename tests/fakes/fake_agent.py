@@ -86,6 +86,14 @@ BOXES = {
     "grok": Box(above=("  \u256d" + "\u2500" * 58 + "\u256e",), mark="  \u2502 \u276f ", below=("  \u2570" + "\u2500" * 58 + "\u256f",)),
     "hermes": Box(above=(RULE,), mark="\u276f ", below=(RULE,)),
 }
+# A turn whose text holds this shows the CLI's permission prompt, as a real model asking for a
+# command outside the allow rules would (claude's and codex's, from the captured real screens).
+PROMPT_TRIGGER = "fake-ask-permission"
+PERMISSION_PROMPTS = {
+    "claude": " Bash command\n\n touch /somewhere\n\n Do you want to proceed?\n \u276f No\n   Yes\n\n Esc to cancel \u00b7 Tab to amend\n",
+    "codex": "  Would you like to run the following command?\n  $ touch /somewhere\n\u203a 1. Yes, proceed (y)\n"
+             "  3. No, and tell Codex what to do differently (esc)\n  Press enter to confirm or esc to cancel\n",
+}
 TRUST_DIALOGS = {
     "claude": "Accessing workspace:\n\n {cwd}\n\n Quick safety check: Is this a project you created or one you trust?\n\n"
               " \u276f No, exit\n   Yes, I trust this folder\n\n Enter to confirm \u00b7 Esc to cancel\n",
@@ -227,7 +235,8 @@ class Agent:
         self.created, self.started = resumed, started
         self.line, self.last_key, self.pastes = "", "", 0
         self.box = BOXES.get(name, Box())
-        self.dialog = dialog  # the trust dialog's text while it is shown
+        self.dialog = dialog  # the dialog's text while it is shown
+        self.dialog_kind = "trust" if dialog else ""
 
     def draw_box(self) -> None:
         """The input box, cursor left on its input line right after the prompt mark."""
@@ -248,9 +257,18 @@ class Agent:
         log("dialog", agent=self.name, kind="trust")
 
     def answer_dialog(self, kind: str, value: str) -> str | None:
-        """Keys while the trust dialog shows: claude's Enter/Esc mean "No, exit"; codex's Enter trusts, Esc leaves."""
-        if kind == "paste":
+        """Keys while the trust dialog shows: claude's Enter/Esc mean "No, exit"; codex's Enter trusts, Esc leaves.
+        A permission prompt takes Enter or Esc as "No" and goes back to the input box."""
+        if kind == "paste" or kind == "char":
+            log("dropped", agent=self.name, input=kind)
             return None  # dropped, as the real ones drop it
+        if self.dialog_kind == "prompt":
+            if value in ("enter", "escape"):
+                log("prompt_answered", agent=self.name, key=value)
+                self.dialog, self.dialog_kind = "", ""
+                out("\n")
+                self.draw_box()
+            return None
         if value in ("enter", "escape", "ctrl-c", "ctrl-d"):
             if self.name == "codex" and value == "enter":
                 trust_codex(os.getcwd())
@@ -319,7 +337,11 @@ class Agent:
             if text.strip():
                 self.turn(text)
             out("\n")
-            self.draw_box()
+            if self.dialog:
+                out(self.dialog)
+                log("dialog", agent=self.name, kind=self.dialog_kind)
+            else:
+                self.draw_box()
         elif value == "backspace" and self.line:
             self.line = self.line[:-1]
             out("\b \b")
@@ -363,6 +385,8 @@ class Agent:
         self.store.add_turn(self.cid, "assistant", reply, now)
         log("turn", agent=self.name, conversation=self.cid, text=text)
         out(f"{self.box.mark.strip()} {text}\n{reply}")  # like the real ones, the submitted text stays on screen
+        if PROMPT_TRIGGER in text and self.name in PERMISSION_PROMPTS:
+            self.dialog, self.dialog_kind = PERMISSION_PROMPTS[self.name], "prompt"
 
     def leave(self, reason: str) -> int:
         if self.created and self.cid:
