@@ -37,22 +37,29 @@ def session() -> None:
 @click.option("--server", default=None, help="tmux socket / herdr session name (default: mam-<workspace slug>).")
 @click.option("--herdr-session", default=None, help="herdr session (server) to use; implies --backend herdr.")
 @click.option("--cwd", default=None, help="Folder the agent works in (default: the workspace).")
+@click.option("--permissions", type=click.Choice(["ask", "report", "full"]), default="report", show_default=True,
+              help="report: the agent may run `mam event ...` without a prompt, nothing more; full: the CLI's own "
+                   "skip-every-approval flag; ask: no permission option passed (the CLI asks for each tool call).")
+@click.option("--no-trust", is_flag=True, help="Do not record the folder as trusted for the CLI; if the agent then asks "
+                                                "whether to trust it, the create fails (mam never answers a dialog).")
 @click.option("--onboard", is_flag=True, help="Send an onboarding job and wait for it (exit 44 failed, 45 not ended in time).")
 @click.option("--onboard-timeout", type=float, default=None, help="Seconds the onboarding job may take (default MAM_START_DEADLINE_S).")
 @click.option("--json", "as_json", is_flag=True, help="Print the session row as JSON.")
 @click.pass_obj
 def create(app: App, agent: str, role: str, name: str, backend: str | None, server: str | None, herdr_session: str | None,
-           cwd: str | None, onboard: bool, onboard_timeout: float | None, as_json: bool) -> int:
+           cwd: str | None, permissions: str, no_trust: bool, onboard: bool, onboard_timeout: float | None, as_json: bool) -> int:
     """Start AGENT in a new pane and register it as session NAME.
 
     \b
     Exit codes: 0 created; 44 onboarding failed; 45 onboarding did not end in time
-    (the session is kept in both cases); 1 creation failed; 2 bad options.
+    (the session is kept in both cases); 1 creation failed (also: the agent showed a trust
+    dialog or a permission prompt; nothing is left behind); 2 bad options.
     """
     from mam.sessions.create import start_session
 
     made = start_session(name=name, agent=agent, role=role, ws=app.ws, settings=app.settings, registry_of=lambda: open_registry(app),
                          environ=os.environ, backend=backend, server=server, herdr_session=herdr_session, cwd=cwd, onboard=onboard,
+                         permissions=permissions, trust=not no_trust,
                          onboard_timeout=onboard_timeout)
     row, code = made.row, made.exit_code
     if made.onboarding is not None and not as_json:

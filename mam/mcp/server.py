@@ -123,11 +123,13 @@ def build(service: Service, *, poll_s: float) -> MCPServer:
 
     # -- sessions ---------------------------------------------------------------------------------
     @server.tool(description="Start AGENT (claude, codex, opencode, gemini, hermes, grok, agy, demo) in a new pane as session NAME "
-                 "(`mam session create`). With onboard: wait for the onboarding job (exit_code 44 failed, 45 not ended in time).")
+                 "(`mam session create`; permissions ask|report|full, default report; no_trust: fail on a trust dialog). "
+                 "With onboard: wait for the onboarding job (exit_code 44 failed, 45 not ended in time).")
     @guarded
     async def session_create(agent: str, role: str, name: str, backend: str | None = None, cwd: str | None = None,
-                             onboard: bool = False) -> CallToolResult:
-        data, code = await thread(service.session_create, agent=agent, role=role, name=name, backend=backend, cwd=cwd, onboard=onboard)
+                             onboard: bool = False, permissions: str = "report", no_trust: bool = False) -> CallToolResult:
+        data, code = await thread(service.session_create, agent=agent, role=role, name=name, backend=backend, cwd=cwd, onboard=onboard,
+                                  permissions=permissions, no_trust=no_trust)
         line = f"session {data['name']}: {data['agent']} ({data['role']}) {data['status']} in {data['backend']}:{data['server']} pane {data['pane_id']}"
         if code:
             o = data.get("onboarding") or {}

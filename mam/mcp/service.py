@@ -91,11 +91,12 @@ class Service:
 
     # -- sessions ---------------------------------------------------------------------------------
     def session_create(self, *, agent: str, role: str, name: str, backend: str | None = None, cwd: str | None = None,
-                       onboard: bool = False) -> tuple[dict[str, Any], int]:
+                       onboard: bool = False, permissions: str = "report", no_trust: bool = False) -> tuple[dict[str, Any], int]:
         from mam.sessions.create import start_session
 
         made = start_session(name=name, agent=agent, role=role, ws=self.ws, settings=self.settings, registry_of=lambda: Registry(self.ws),
-                             environ=self.environ, backend=backend, cwd=cwd, onboard=onboard)
+                             environ=self.environ, backend=backend, cwd=cwd, onboard=onboard, permissions=permissions,
+                             trust=not no_trust)
         data = made.row.as_dict()
         if made.onboarding is not None:
             data["onboarding"] = made.onboarding
