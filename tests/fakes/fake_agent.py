@@ -1,4 +1,4 @@
-"""A fake agent CLI for mam's tests: `claude`, `codex`, `agy`, `hermes`, `grok` or `opencode`.
+"""A fake agent CLI for mam's tests: `claude`, `codex`, `agy`, `hermes`, `grok`, `opencode` or `gemini`.
 
 The executables in tests/fakes/bin/ run `main(<their name>, argv)`. Each fake takes its real
 CLI's launch and resume arguments, fails like it on an unknown resume id, writes its
@@ -13,6 +13,7 @@ ready, turn, exit, error.
 from __future__ import annotations
 
 import codecs
+import dataclasses
 import json
 import os
 import sys
@@ -58,6 +59,10 @@ class Cli:
     in_use: str = ""  # message when the id given at launch already exists
     exit_hint: str = ""
     leader_quit: bool = False  # ctrl+x q quits (opencode's <leader>q)
+    not_found_code: int = 1
+    unknown_starts_new: bool = False  # hermes: says "Session not found" and starts a new session under that id
+    delete_command: tuple[str, ...] = ()  # the CLI's own delete subcommand, before the id
+    writes_at_launch: bool = False  # gemini: the transcript exists from launch, and goes at exit if no turn
 
 
 CLIS = {
@@ -98,8 +103,26 @@ CLIS = {
         exit_commands=("/exit", "/quit", "/q"),
         not_found="Error: Session not found: {id}",
         leader_quit=True,
+        delete_command=("session", "delete"),
+    ),
+    "gemini": Cli(
+        id_flags=("--session-id",),
+        resume_flags=("--resume", "-r"),
+        value_flags=("-m", "--model", "--approval-mode", "--policy", "--allowed-tools", "-w", "--worktree", "--include-directories"),
+        exit_commands=("/quit", "/exit"),
+        not_found='Error resuming session: Invalid session identifier "{id}".',
+        not_found_code=42,
+        exit_hint="To resume this session: gemini --resume {id}",
+        writes_at_launch=True,
     ),
 }
+CLIS["codex"] = dataclasses.replace(CLIS["codex"], delete_command=("delete", "--force"))
+CLIS["hermes"] = dataclasses.replace(
+    CLIS["hermes"],
+    not_found="Session not found: {id}\nUse a session ID from a previous CLI run (hermes sessions list).",
+    unknown_starts_new=True,
+    delete_command=("sessions", "delete", "--yes"),
+)
 
 
 def parse(cli: Cli, args: list[str]) -> tuple[str | None, str | None]:
@@ -181,8 +204,12 @@ class Agent:
 
     def __init__(self, name: str, cli: Cli, store: fake_stores.Store, cid: str | None, resumed: bool, started: float) -> None:
         self.name, self.cli, self.store, self.cid = name, cli, store, cid
-        self.created, self.started = resumed, started
-        self.line, self.last_key, self.pastes = "", "", 0
+        self.created, self.started, self.resumed = resumed, started, resumed
+        self.line, self.last_key, self.pastes, self.turns = "", "", 0, 0
+        if cli.writes_at_launch and not resumed:
+            self.cid = cid or store.new_id(started)
+            store.create(self.cid, started)
+            self.created = True
 
     def run(self) -> int:
         tty_state = None
@@ -251,6 +278,8 @@ class Agent:
             return f"[Pasted text #{self.pastes} +{text.count(chr(10))} lines]"
         if self.name == "codex":
             return f"[Pasted Content {len(text)} chars]"
+        if self.name == "gemini":
+            return f"[Pasted Text: {text.count(chr(10)) + 1} lines]"
         return f"[{len(text)} chars pasted]"
 
     def turn(self, text: str) -> None:
@@ -260,6 +289,7 @@ class Agent:
             self.store.create(self.cid, self.started)
             self.created = True
         assert self.cid is not None
+        self.turns += 1
         reply = f"(fake {self.name}) received {len(text)} characters"
         self.store.add_turn(self.cid, "user", text, now)
         self.store.add_turn(self.cid, "assistant", reply, now)
@@ -267,6 +297,9 @@ class Agent:
         out(f"\n{reply}")
 
     def leave(self, reason: str) -> int:
+        if self.cli.writes_at_launch and not self.turns and not self.resumed and self.cid:
+            self.store.discard(self.cid)  # gemini deletes a session with no turn on the way out
+            self.created = False
         if self.created and self.cid:
             self.store.finish(self.cid, time.time())
             if self.cli.exit_hint:
@@ -292,13 +325,33 @@ def main(name: str, argv: list[str]) -> int:
         log("error", agent=name, message=str(e))
         return e.code
     store = fake_stores.STORES[name](os.environ, os.getcwd())
+    if cli.delete_command and argv[: len(cli.delete_command)] == list(cli.delete_command):
+        return delete(name, cli, store, argv[len(cli.delete_command) :])
     problem = None
     if resume_id is not None and not store.exists(resume_id):
         problem = cli.not_found.format(id=resume_id)
+        if cli.unknown_starts_new:  # like hermes 0.19: a warning, then a new session under that id
+            out(problem + "\n")
+            log("unknown_resume", agent=name, conversation=resume_id, message=problem)
+            return Agent(name, cli, store, resume_id, False, started).run()
     elif new_id is not None and store.exists(new_id):
         problem = cli.in_use.format(id=new_id)
     if problem:
         print(problem, file=sys.stderr)
         log("error", agent=name, message=problem)
-        return 1
+        return cli.not_found_code if resume_id is not None else 1
     return Agent(name, cli, store, resume_id or new_id, resume_id is not None, started).run()
+
+
+def delete(name: str, cli: Cli, store: fake_stores.Store, args: list[str]) -> int:
+    """The CLI's own delete command: removes what the real one removes (fake_stores.Store.delete)."""
+    if len(args) != 1:
+        print(f"usage: {name} {' '.join(cli.delete_command)} <id>", file=sys.stderr)
+        return 2
+    log("delete", agent=name, conversation=args[0])
+    if not store.exists(args[0]):
+        print(f"Session not found: {args[0]}", file=sys.stderr)
+        return 0 if name == "hermes" else 1  # hermes 0.19 says so and exits 0
+    store.delete(args[0])
+    print(f"Deleted session {args[0]}")
+    return 0
