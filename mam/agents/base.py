@@ -62,6 +62,7 @@ class AgentAdapter:
     command: ClassVar[str] = ""  # the executable, looked up on the pane's PATH
     id_at_launch: ClassVar[bool] = False  # True: mam chooses the conversation id and passes it at launch
     exit_keys: ClassVar[tuple[KeyStep, ...]] = (("key", "C-d"),)
+    exit_grace_s: ClassVar[float] = 0.0  # at least this long for a graceful exit (a CLI slow to quit)
     # Environment variables that change where the CLI keeps its conversations; recorded per session.
     env_keys: ClassVar[tuple[str, ...]] = ("HOME",)
     # Markers real UIs show instead of a long pasted text while it waits in the input box.

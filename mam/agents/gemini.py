@@ -38,9 +38,12 @@ class GeminiAdapter(AgentAdapter):
     id_at_launch = True
     launch_id_args = ("--session-id", "{id}")
     resume_args = ("--resume", "{id}")
-    # Ctrl-C twice: quits when idle, mid-turn and with text in the box. `/quit` + Enter typed at
-    # once is taken by the completion menu (the first Enter only picks the completion).
-    exit_keys = (("key", "C-c"), ("pause", "0.3"), ("key", "C-c"))
+    # Measured on 0.61.0 in a real pane: keys that arrive within ~1 s of each other are taken as
+    # one input (a fast "/quit" + Enter only picks the completion; a fast second Ctrl-C is lost),
+    # and its exit takes 4-6 s. Ctrl-C first cancels a turn or clears the box; then /quit.
+    # Mid-turn the first round may not end it; mam's second round (Escape, then these) does.
+    exit_keys = (("key", "C-c"), ("pause", "1.0"), ("text", "/quit"), ("pause", "1.0"), ("key", "Enter"))
+    exit_grace_s = 40.0
     env_keys = ("HOME", "GEMINI_CLI_HOME")
     paste_placeholders = ("[Pasted Text:",)
     ready_marker = "Type your message or @path/to/file"

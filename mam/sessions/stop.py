@@ -58,6 +58,7 @@ def exit_agent(backend: PaneBackend, pane_id: str, adapter: AgentAdapter, *, gra
         info = backend.pane(pane_id)
         return info is None or info.dead
 
+    grace = max(grace, adapter.exit_grace_s)
     graceful = ended()
     if not graceful:
         for attempt in range(2):

@@ -103,9 +103,8 @@ def test_the_clis_own_delete_command_and_the_path_it_is_found_on(agent: str) -> 
 def test_exit_keys_the_real_clis_need() -> None:
     # opencode 1.18.33 reads Escape then C-x at once as Alt+C-x; its exit is <leader>q.
     assert get_adapter("opencode").exit_keys == (("key", "C-x"), ("key", "q"))
-    # gemini 0.61.0: Ctrl-C twice quits idle, mid-turn and with text in the box; "/quit" + Enter
-    # sent at once only picks the completion.
-    assert get_adapter("gemini").exit_keys == (("key", "C-c"), ("pause", "0.3"), ("key", "C-c"))
+    # gemini 0.61.0: keys within ~1 s are one input to it; Ctrl-C cancels a turn or clears the box.
+    assert get_adapter("gemini").exit_keys == (("key", "C-c"), ("pause", "1.0"), ("text", "/quit"), ("pause", "1.0"), ("key", "Enter"))
 
 
 def test_gemini_placeholder_and_dialogs() -> None:
