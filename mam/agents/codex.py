@@ -21,7 +21,9 @@ class CodexAdapter(AgentAdapter):
     command = "codex"
     resume_args = ("resume", "{id}")
     delete_args = ("delete", "--force", "{id}")
-    exit_keys = (("text", "/exit"), ("key", "Enter"))
+    # Measured on 0.171.0: mid-turn the composer queues "/exit" instead of running it, so
+    # Ctrl-C first (interrupts a turn, clears a typed box; idle it only shows a hint).
+    exit_keys = (("key", "C-c"), ("pause", "0.5"), ("text", "/exit"), ("pause", "0.3"), ("key", "Enter"))
     env_keys = ("HOME", "CODEX_HOME")
     paste_placeholders = ("[Pasted Content",)
 

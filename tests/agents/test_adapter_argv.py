@@ -101,6 +101,8 @@ def test_the_clis_own_delete_command_and_the_path_it_is_found_on(agent: str) -> 
 
 
 def test_exit_keys_the_real_clis_need() -> None:
+    # codex 0.171.0 queues "/exit" typed mid-turn: Ctrl-C interrupts first.
+    assert get_adapter("codex").exit_keys == (("key", "C-c"), ("pause", "0.5"), ("text", "/exit"), ("pause", "0.3"), ("key", "Enter"))
     # opencode 1.18.33 reads Escape then C-x at once as Alt+C-x; its exit is <leader>q.
     assert get_adapter("opencode").exit_keys == (("key", "C-x"), ("key", "q"))
     # gemini 0.61.0: keys within ~1 s are one input to it; Ctrl-C cancels a turn or clears the box.
