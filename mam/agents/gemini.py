@@ -19,7 +19,7 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
-from mam.agents import convo
+from mam.agents import convo, trust
 from mam.agents.base import REPORT_COMMAND, AgentAdapter, LaunchContext, SessionOptions
 from mam.errors import AgentError
 
@@ -85,17 +85,8 @@ class GeminiAdapter(AgentAdapter):
     def trust_folder(self, cwd: str, env: Mapping[str, str]) -> Path | None:
         """Record cwd in trustedFolders.json (what gemini's own "Trust folder" answer writes)."""
         path = self.root(env) / "trustedFolders.json"
-        try:
-            folders = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
-        except (OSError, ValueError) as e:
-            raise AgentError(f"gemini: cannot read {path}: {e}") from e
-        if not isinstance(folders, dict):
-            raise AgentError(f"gemini: {path} is not a JSON object; not touching it")
-        if folders.get(cwd) == "TRUST_FOLDER":
-            return None
-        folders[cwd] = "TRUST_FOLDER"
-        convo.write_private(path, json.dumps(folders, indent=2))
-        return path
+        with trust.folder_lock(path.parent):  # two creates in one HOME never lose each other's folder
+            return _trust(path, cwd)
 
     # -- conversations ------------------------------------------------------------------------
     def _project_dirs(self, env: Mapping[str, str]) -> list[Path]:
@@ -141,6 +132,20 @@ class GeminiAdapter(AgentAdapter):
             if _drop_log_entries(log, conversation_id):
                 removed.append(log)
         return removed
+
+
+def _trust(path: Path, cwd: str) -> Path | None:
+    try:
+        folders = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+    except (OSError, ValueError) as e:
+        raise AgentError(f"gemini: cannot read {path}: {e}") from e
+    if not isinstance(folders, dict):
+        raise AgentError(f"gemini: {path} is not a JSON object; not touching it")
+    if folders.get(cwd) == "TRUST_FOLDER":
+        return None
+    folders[cwd] = "TRUST_FOLDER"
+    convo.write_private(path, json.dumps(folders, indent=2))  # 0600, as gemini writes it
+    return path
 
 
 def _project_hash(folder: str) -> str:
