@@ -151,7 +151,7 @@ def test_command_lines_are_parsed_like_the_real_ones() -> None:
     assert parse(CLIS["agy"], ["--dangerously-skip-permissions", "--conversation", "c1"]) == (None, "c1")
 
 
-@pytest.mark.parametrize("agent", ["claude", "codex", "hermes", "grok", "opencode"])
+@pytest.mark.parametrize("agent", ["claude", "codex", "hermes", "grok", "opencode", "gemini"])
 @pytest.mark.parametrize("permissions", ["report", "full"])
 def test_the_fakes_take_every_option_mam_launches_with_and_refuse_unknown_ones(agent: str, permissions: str, tmp_path: Path) -> None:
     from mam.agents.base import LaunchContext

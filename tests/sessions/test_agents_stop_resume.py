@@ -1,4 +1,4 @@
-"""Stop and resume with each of the six agent CLIs (the fakes in tests/fakes/, on PATH).
+"""Stop and resume with each of the seven agent CLIs (the fakes in tests/fakes/, on PATH).
 
 For every agent: create, one typed turn (the CLIs write their conversation only then), stop
 (graceful; the row keeps the conversation id and is resumable), resume with the CLI's exact
