@@ -58,5 +58,20 @@ class AgyAdapter(AgentAdapter):
     def conversation_exists(self, conversation_id: str, *, cwd: str, env: Mapping[str, str]) -> bool:
         return self._db(conversation_id, env).is_file()
 
+    def purge_conversation(self, conversation_id: str, *, cwd: str, env: Mapping[str, str]) -> list[Path]:
+        """Its .db and brain folder, then the cwd map's entries that still name it (agy starts a
+        fresh conversation for a folder whose mapped one is gone, so dropping them changes nothing else)."""
+        removed = super().purge_conversation(conversation_id, cwd=cwd, env=env)
+        path = self.root(env) / "cache" / "last_conversations.json"
+        try:
+            latest = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return removed
+        if isinstance(latest, dict) and conversation_id in latest.values():
+            kept = {k: v for k, v in latest.items() if v != conversation_id}
+            convo.write_private(path, json.dumps(kept, indent=2), mode=path.stat().st_mode & 0o777)
+            removed.append(path)
+        return removed
+
 
 ADAPTER = AgyAdapter()

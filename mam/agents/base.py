@@ -15,9 +15,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar
 
+from mam.agents import convo
 from mam.errors import AgentError
 
-# A keystroke step: ("text", "/exit") types literal text; ("key", "Enter") presses a named key.
+# A keystroke step: ("text", "/exit") types literal text; ("key", "Enter") presses a named key;
+# ("pause", "0.3") waits that many seconds, for a CLI that reads keys close together as one chord.
 KeyStep = tuple[str, str]
 
 # --permissions: `ask` passes nothing; `report` lets the agent run `mam event ...` without a prompt
@@ -62,6 +64,7 @@ class AgentAdapter:
     command: ClassVar[str] = ""  # the executable, looked up on the pane's PATH
     id_at_launch: ClassVar[bool] = False  # True: mam chooses the conversation id and passes it at launch
     exit_keys: ClassVar[tuple[KeyStep, ...]] = (("key", "C-d"),)
+    exit_grace_s: ClassVar[float] = 0.0  # at least this long for a graceful exit (a CLI slow to quit)
     # Environment variables that change where the CLI keeps its conversations; recorded per session.
     env_keys: ClassVar[tuple[str, ...]] = ("HOME",)
     # Markers real UIs show instead of a long pasted text while it waits in the input box.
@@ -72,6 +75,8 @@ class AgentAdapter:
     launch_args: ClassVar[tuple[str, ...]] = ()  # extra args of every fresh launch
     launch_id_args: ClassVar[tuple[str, ...]] = ()  # how to pass a chosen id at launch (id_at_launch only)
     resume_args: ClassVar[tuple[str, ...]] = ()  # e.g. ("--resume", "{id}") or ("resume", "{id}")
+    # The CLI's own command that deletes a conversation ("{id}" replaced), e.g. ("delete", "--force", "{id}").
+    delete_args: ClassVar[tuple[str, ...]] = ()
     # Options of every launch and resume (e.g. codex's --no-daemon).
     session_args: ClassVar[tuple[str, ...]] = ()
     # --permissions report / full: the CLI's own flags (override report_options for files or env).
@@ -211,8 +216,21 @@ class AgentAdapter:
         return "\n".join(lines[top + 1 : bottom])
 
     def agent_env(self, env: Mapping[str, str]) -> dict[str, str]:
-        """The subset of `env` that locates this CLI's files (stored on the session row)."""
-        return {k: env[k] for k in self.env_keys if k in env}
+        """The subset of `env` that locates this CLI's files (stored on the session row); with
+        PATH too when the CLI has a delete command, so a purge runs the same program."""
+        keys = (*self.env_keys, "PATH") if self.delete_args else self.env_keys
+        return {k: env[k] for k in keys if k in env}
+
+    # -- the CLI's own delete command ---------------------------------------------------------
+    def run_delete_command(self, conversation_id: str, *, cwd: str, env: Mapping[str, str]) -> bool:
+        """Run the CLI's own delete command (`delete_args`) on the PATH recorded for the session.
+        True if it ran and exited 0; False if there is none, it is not found, or it failed
+        (the adapter then removes the conversation itself)."""
+        if not self.delete_args or not env.get("PATH") or not self.conversation_exists(conversation_id, cwd=cwd, env=env):
+            return False  # nothing to delete: never start the CLI for nothing (it would write its store)
+        return convo.run_cli(
+            self.command, [a.replace("{id}", convo.check_id(self.name, conversation_id)) for a in self.delete_args], cwd=cwd, env=env
+        )
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name}>"

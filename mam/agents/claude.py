@@ -1,7 +1,9 @@
 """Claude Code (`claude`): mam picks the session UUID and passes it with --session-id.
 
 Transcripts: `${CLAUDE_CONFIG_DIR:-~/.claude}/projects/<cwd slug>/<uuid>.jsonl`, next to an
-optional `<uuid>/` folder (subagent and tool-result files). See docs/agents.md.
+optional `<uuid>/` folder (subagent and tool-result files); per-session `tasks/<uuid>/`,
+`session-env/<uuid>/`, `file-history/<uuid>/` and `todos/<uuid>-agent-*.json` beside them.
+See docs/agents.md.
 """
 
 from __future__ import annotations
@@ -49,7 +51,8 @@ class ClaudeAdapter(AgentAdapter):
         return convo.env_dir(env, "CLAUDE_CONFIG_DIR", convo.home(env) / ".claude")
 
     def transcript(self, conversation_id: str, *, cwd: str, env: Mapping[str, str]) -> Path:
-        """The transcript's path: under the cwd's project folder, or wherever that UUID already is."""
+        """The transcript's path: under the cwd's project folder, or wherever that UUID already is
+        (claude 2.1.332 resumes a session id from any folder)."""
         convo.check_id(self.name, conversation_id)
         projects = self.root(env) / "projects"
         expected = projects / convo.claude_slug(cwd) / f"{conversation_id}.jsonl"
@@ -62,7 +65,12 @@ class ClaudeAdapter(AgentAdapter):
     def conversation_files(self, conversation_id: str, *, cwd: str, env: Mapping[str, str]) -> list[Path]:
         transcript = self.transcript(conversation_id, cwd=cwd, env=env)
         root = self.root(env)
-        extras = [transcript.with_suffix(""), root / "file-history" / conversation_id]
+        extras = [
+            transcript.with_suffix(""),
+            root / "file-history" / conversation_id,
+            root / "tasks" / conversation_id,
+            root / "session-env" / conversation_id,
+        ]
         return [transcript, *extras, *sorted((root / "todos").glob(f"{conversation_id}-agent-*.json"))]
 
     def conversation_exists(self, conversation_id: str, *, cwd: str, env: Mapping[str, str]) -> bool:

@@ -20,7 +20,10 @@ class CodexAdapter(AgentAdapter):
     name = "codex"
     command = "codex"
     resume_args = ("resume", "{id}")
-    exit_keys = (("text", "/exit"), ("key", "Enter"))
+    delete_args = ("delete", "--force", "{id}")
+    # Measured on 0.171.0: mid-turn the composer queues "/exit" instead of running it, so
+    # Ctrl-C first (interrupts a turn, clears a typed box; idle it only shows a hint).
+    exit_keys = (("key", "C-c"), ("pause", "0.5"), ("text", "/exit"), ("pause", "0.3"), ("key", "Enter"))
     env_keys = ("HOME", "CODEX_HOME")
     paste_placeholders = ("[Pasted Content",)
     # Verified with 0.171.0 (docs/agents.md): without --no-daemon the TUI attaches to a shared
@@ -75,7 +78,7 @@ class CodexAdapter(AgentAdapter):
             meta = head.get("payload")
             if head.get("type") != "session_meta" or not isinstance(meta, dict):
                 continue
-            if meta.get("parent_thread_id") or not convo.same_dir(str(meta.get("cwd", "")), cwd):
+            if _is_subagent(meta) or not convo.same_dir(str(meta.get("cwd", "")), cwd):
                 continue  # a subagent's thread, or another folder's session
             started = convo.iso_epoch(meta.get("timestamp")) or convo.iso_epoch(head.get("timestamp"))
             if started is not None and started >= earliest and meta.get("id"):
@@ -100,6 +103,47 @@ class CodexAdapter(AgentAdapter):
         root = self.root(env)
         name = f"rollout-*-{conversation_id}.jsonl*"
         return sorted(root.glob(f"sessions/*/*/*/{name}")) + sorted(root.glob(f"archived_sessions/{name}"))
+
+    def purge_conversation(self, conversation_id: str, *, cwd: str, env: Mapping[str, str]) -> list[Path]:
+        """`codex delete --force <id>` (rollout and index row), then what it leaves: the thread's
+        subagent threads, its rows in the other SQLite stores, its lines in history.jsonl."""
+        root = self.root(env)
+        family = self._family(conversation_id, env)
+        self.run_delete_command(conversation_id, cwd=cwd, env=env)
+        removed = convo.remove([f for i in family for f in self.conversation_files(i, cwd=cwd, env=env)])
+        for db in sorted(root.glob("state_*.sqlite")) + sorted(root.glob("thread_history_*.sqlite")) + sorted(root.glob("logs_*.sqlite")):
+            if convo.delete_rows(db, family, keys=_ROW_KEYS):
+                removed.append(db)
+        if [i for i in family if convo.drop_json_lines(root / "history.jsonl", "session_id", i)]:
+            removed.append(root / "history.jsonl")
+        return removed
+
+    def _family(self, conversation_id: str, env: Mapping[str, str]) -> list[str]:
+        """The thread and the subagent threads it spawned (from the index's spawn edges)."""
+        ids, todo = [convo.check_id(self.name, conversation_id)], [conversation_id]
+        for db in sorted(self.root(env).glob("state_*.sqlite")):
+            with convo.sqlite_store(db) as conn:
+                if conn is None or "parent_thread_id" not in convo.columns(conn, "thread_spawn_edges"):
+                    continue
+                while todo:
+                    rows = conn.execute("SELECT child_thread_id FROM thread_spawn_edges WHERE parent_thread_id = ?", (todo.pop(),))
+                    children = [str(r[0]) for r in rows if str(r[0]) not in ids]
+                    ids += children
+                    todo += children
+        return ids
+
+
+# Columns that name a thread in Codex's SQLite stores (state_5: threads.id and thread_* tables;
+# thread_history_1: thread_turns/thread_items...; thread_spawn_edges by its child).
+_ROW_KEYS = {"threads": "id", "thread_spawn_edges": "child_thread_id", "*": "thread_id"}
+
+
+def _is_subagent(meta: dict[str, object]) -> bool:
+    """A subagent's thread: `source` is {"subagent": {"thread_spawn": {"parent_thread_id": ...}}}
+    (or another subagent kind) where a user's session has "cli"; older rollouts had a top-level
+    parent_thread_id."""
+    source = meta.get("source")
+    return bool(meta.get("parent_thread_id")) or (isinstance(source, dict) and "subagent" in source)
 
 
 ADAPTER = CodexAdapter()

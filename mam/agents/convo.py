@@ -123,9 +123,17 @@ def has_row(conn: sqlite3.Connection | None, table: str, row_id: str) -> bool:
     return conn.execute(f'SELECT 1 FROM "{table}" WHERE id = ?', (row_id,)).fetchone() is not None
 
 
-def delete_sessions(conn: sqlite3.Connection, ids: list[str], *, table: str) -> int:
+def delete_sessions(conn: sqlite3.Connection, ids: list[str], *, table: str, keys: Mapping[str, str] | None = None) -> int:
     """In one write transaction, delete the `table` rows of `ids` and every plain-table row whose
-    session_id is one of them (virtual tables are left to the store's own triggers)."""
+    session_id is one of them (virtual tables are left to the store's own triggers). `keys` names
+    other key columns per table (e.g. {"event": "aggregate_id"})."""
+    return delete_keyed(conn, ids, {"*": "session_id", **(keys or {}), table: "id"})
+
+
+def delete_keyed(conn: sqlite3.Connection, ids: list[str], keys: Mapping[str, str]) -> int:
+    """In one write transaction, delete from every plain table the rows whose key column (keys[table],
+    else keys["*"]) is one of `ids`. secure_delete overwrites what is deleted, and the WAL is
+    checkpointed afterwards when nobody holds it, so the text does not linger in the files."""
     marks = ",".join("?" * len(ids))
     plain = [
         r[0]
@@ -134,18 +142,93 @@ def delete_sessions(conn: sqlite3.Connection, ids: list[str], *, table: str) -> 
         )
     ]
     conn.isolation_level = None
+    conn.execute("PRAGMA secure_delete = ON")
     conn.execute("BEGIN IMMEDIATE")
     try:
         count = 0
         for name in plain:
-            if name != table and "session_id" in columns(conn, name):
-                count += conn.execute(f'DELETE FROM "{name}" WHERE session_id IN ({marks})', ids).rowcount
-        count += conn.execute(f'DELETE FROM "{table}" WHERE id IN ({marks})', ids).rowcount
+            key = keys.get(name, keys.get("*", ""))
+            if key and key in columns(conn, name):
+                count += conn.execute(f'DELETE FROM "{name}" WHERE "{key}" IN ({marks})', ids).rowcount
         conn.execute("COMMIT")
     except BaseException:
         conn.execute("ROLLBACK")
         raise
+    if count:
+        try:
+            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        except sqlite3.Error:
+            pass  # the CLI is using the store: its next checkpoint does it
     return count
+
+
+def delete_rows(db: Path, ids: list[str], *, keys: Mapping[str, str]) -> bool:
+    """delete_keyed on an existing SQLite file (nothing if it does not exist); True if any row went."""
+    with sqlite_store(db) as conn:
+        if conn is None:
+            return False
+        try:
+            return delete_keyed(conn, ids, keys) > 0
+        except sqlite3.Error as e:
+            raise AgentError(f"could not delete {', '.join(ids)} from {db}: {e}") from e
+
+
+def write_private(path: Path, text: str, *, mode: int = 0o600) -> None:
+    """Replace a file atomically (a temp file beside it, then rename), with `mode`."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.mam-{os.getpid()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def drop_json_lines(path: Path, key: str, value: str) -> bool:
+    """Rewrite a JSONL file without the records whose `key` is `value`; True if any went.
+    Lines that are not JSON objects are kept as they are."""
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
+    except FileNotFoundError:
+        return False
+    except OSError as e:
+        raise AgentError(f"cannot read {path}: {e}") from e
+
+    def mine(line: str) -> bool:
+        try:
+            record = json.loads(line)
+        except ValueError:
+            return False
+        return isinstance(record, dict) and record.get(key) == value
+
+    kept = [line for line in lines if not mine(line)]
+    if len(kept) == len(lines):
+        return False
+    write_private(path, "".join(kept), mode=path.stat().st_mode & 0o777)
+    return True
+
+
+def run_cli(command: str, args: list[str], *, cwd: str, env: Mapping[str, str], timeout: float = 60.0) -> bool:
+    """Run an agent CLI non-interactively with exactly `env` (never through a shell); True on exit 0.
+    The program is looked up on env's PATH; a missing program, a failure or a timeout give False."""
+    import subprocess
+
+    program = shutil.which(command, path=env.get("PATH", ""))
+    if program is None:
+        return False
+    folder = cwd if os.path.isdir(cwd) else str(home(env))
+    try:
+        done = subprocess.run(
+            [program, *args], cwd=folder, env=dict(env), stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=timeout, check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return done.returncode == 0
 
 
 def remove(paths: list[Path]) -> list[Path]:

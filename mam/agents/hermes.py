@@ -1,26 +1,32 @@
 """Nous Research Hermes Agent (`hermes`): the session id is Hermes's own, discovered afterwards.
 
-Sessions live as rows of `${HERMES_HOME:-~/.hermes}/state.db` (SQLite): `sessions` (id,
-cwd, started_at in epoch seconds, parent_session_id, end_reason...) and `messages` keyed by
-session_id. A compressed conversation continues in a child row whose parent ended with
-end_reason 'compression'; those rows belong to the same conversation.
+Sessions live as rows of `<hermes home>/state.db` (SQLite): `sessions` (id, cwd, started_at in
+epoch seconds, parent_session_id, end_reason...) and `messages` keyed by session_id; request
+dumps in `<hermes home>/sessions/request_dump_<id>_*.json`. A compressed conversation continues
+in a child row whose parent ended with end_reason 'compression'; those rows belong to the same
+conversation. The hermes home follows HERMES_HOME and the sticky profile in
+`~/.hermes/active_profile` (profiles in `<root>/profiles/<name>/`), as hermes 0.19 resolves it.
 """
 
 from __future__ import annotations
 
+import re
 import sqlite3
 from collections.abc import Mapping
 from pathlib import Path
 
 from mam.agents import convo
-from mam.agents.base import AgentAdapter
+from mam.agents.base import AgentAdapter, LaunchContext, SessionOptions
 from mam.errors import AgentError
+
+_PROFILE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
 
 
 class HermesAdapter(AgentAdapter):
     name = "hermes"
     command = "hermes"
     resume_args = ("--resume", "{id}")
+    delete_args = ("sessions", "delete", "--yes", "{id}")
     exit_keys = (("text", "/quit"), ("key", "Enter"))
     env_keys = ("HOME", "HERMES_HOME")
     paste_placeholders = ("[Pasted text #",)
@@ -35,8 +41,34 @@ class HermesAdapter(AgentAdapter):
     def is_ready(self, screen: str) -> bool:
         return self.framed_box(screen) is not None and self.dialog(screen) is None
 
+    def hermes_home(self, env: Mapping[str, str]) -> Path:
+        """The folder hermes uses: a HERMES_HOME that is a profile folder as it is; else the
+        profile named in `<root>/active_profile` (root: ~/.hermes, or a HERMES_HOME outside it);
+        else HERMES_HOME or ~/.hermes."""
+        native = convo.home(env) / ".hermes"
+        named = Path(env["HERMES_HOME"]).expanduser() if env.get("HERMES_HOME", "").strip() else None
+        if named is not None and named.parent.name == "profiles":
+            return named
+        root = native if named is None or _inside(named, native) else named
+        try:
+            active = (root / "active_profile").read_text(encoding="utf-8").strip()
+        except (OSError, UnicodeDecodeError):
+            active = ""
+        if active and active != "default" and _PROFILE.match(active) and (root / "profiles" / active).is_dir():
+            return root / "profiles" / active
+        return named or native
+
+    def agent_env(self, env: Mapping[str, str]) -> dict[str, str]:
+        """Pinned to the hermes home of the launch: a later `hermes profile use` does not move it."""
+        return {**super().agent_env(env), "HERMES_HOME": str(self.hermes_home(env))}
+
+    def session_options(self, ctx: LaunchContext) -> SessionOptions:
+        """The pane's hermes gets the same pinned HERMES_HOME that mam looks in."""
+        options = super().session_options(ctx)
+        return SessionOptions(args=options.args, env={**options.env, "HERMES_HOME": str(self.hermes_home(ctx.env))})
+
     def db(self, env: Mapping[str, str]) -> Path:
-        return convo.env_dir(env, "HERMES_HOME", convo.home(env) / ".hermes") / "state.db"
+        return self.hermes_home(env) / "state.db"
 
     def discover(self, *, cwd: str, since: float, env: Mapping[str, str]) -> str | None:
         with convo.sqlite_store(self.db(env)) as conn:
@@ -49,27 +81,40 @@ class HermesAdapter(AgentAdapter):
         return next((str(r["id"]) for r in rows if convo.same_dir(str(r["cwd"] or ""), cwd)), None)
 
     def conversation_files(self, conversation_id: str, *, cwd: str, env: Mapping[str, str]) -> list[Path]:
-        return []  # rows of the shared state.db, never a file of their own
+        """The session's own files beside state.db: transcript snapshots and request dumps."""
+        convo.check_id(self.name, conversation_id)
+        folder = self.hermes_home(env) / "sessions"
+        own = [folder / f"{conversation_id}.json", folder / f"{conversation_id}.jsonl"]
+        return own + sorted(folder.glob(f"request_dump_{conversation_id}_*.json"))
 
     def conversation_exists(self, conversation_id: str, *, cwd: str, env: Mapping[str, str]) -> bool:
+        """A row in state.db. Checked before every resume: hermes 0.19 given an unknown id says
+        "Session not found" and then starts a new session under that id instead of failing."""
         with convo.sqlite_store(self.db(env)) as conn:
             return convo.has_row(conn, "sessions", conversation_id)
 
     def purge_conversation(self, conversation_id: str, *, cwd: str, env: Mapping[str, str]) -> list[Path]:
-        """Delete the conversation's rows (and its compression continuations); return [state.db] if any went."""
+        """`hermes sessions delete --yes <id>`, then the compression continuations it keeps, every
+        row keyed by their session_id, and their files; returns [state.db] if rows went, and the files."""
         db = self.db(env)
+        lineage = [convo.check_id(self.name, conversation_id)]
         with convo.sqlite_store(db) as conn:
-            if conn is None:
-                return []
-            try:
-                count = convo.delete_sessions(conn, self._lineage(conn, conversation_id), table="sessions")
-            except sqlite3.Error as e:
-                raise AgentError(
-                    f"hermes: could not delete conversation {conversation_id} from {db} ({e}); "
-                    f"try `hermes sessions delete {conversation_id}`",
-                    conversation_id=conversation_id,
-                ) from e
-        return [db] if count else []
+            if conn is not None:
+                lineage = self._lineage(conn, conversation_id)
+        ran = self.run_delete_command(conversation_id, cwd=cwd, env=env)
+        count = 0
+        with convo.sqlite_store(db) as conn:
+            if conn is not None:
+                try:
+                    count = convo.delete_sessions(conn, lineage, table="sessions")
+                except sqlite3.Error as e:
+                    raise AgentError(
+                        f"hermes: could not delete conversation {conversation_id} from {db} ({e}); "
+                        f"try `hermes sessions delete {conversation_id}`",
+                        conversation_id=conversation_id,
+                    ) from e
+        files = convo.remove([f for i in lineage for f in self.conversation_files(i, cwd=cwd, env=env)])
+        return ([db] if count or ran else []) + files
 
     @staticmethod
     def _lineage(conn: sqlite3.Connection, conversation_id: str) -> list[str]:
@@ -85,6 +130,14 @@ class HermesAdapter(AgentAdapter):
             ids += children
             todo += children
         return ids
+
+
+def _inside(path: Path, folder: Path) -> bool:
+    try:
+        path.resolve().relative_to(folder.resolve())
+    except ValueError:
+        return False
+    return True
 
 
 ADAPTER = HermesAdapter()

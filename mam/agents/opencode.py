@@ -22,6 +22,7 @@ class OpencodeAdapter(AgentAdapter):
     name = "opencode"
     command = "opencode"
     resume_args = ("--session", "{id}")
+    delete_args = ("session", "delete", "{id}")
     # The default app_exit binding `<leader>q` (leader ctrl+x): the /exit command is missing
     # from some 1.x releases, and ctrl+c only clears a non-empty input box.
     exit_keys = (("key", "C-x"), ("key", "q"))
@@ -128,20 +129,25 @@ class OpencodeAdapter(AgentAdapter):
             return convo.has_row(conn, "session", conversation_id)
 
     def purge_conversation(self, conversation_id: str, *, cwd: str, env: Mapping[str, str]) -> list[Path]:
-        """Delete the session's rows and its child sessions' rows, then its diff files.
+        """`opencode session delete <id>`, then what is left of the session and its child sessions:
+        rows keyed by session_id, the `event` / `event_sequence` rows keyed by aggregate_id (they
+        hold the whole conversation, brief included), and the diff files.
         Returns the paths touched: opencode.db (if rows went) and the files removed."""
         db = self.db(env)
         ids = [convo.check_id(self.name, conversation_id)]
+        with convo.sqlite_store(db) as conn:
+            if conn is not None:
+                ids = self._family(conn, conversation_id)
+        ran = self.run_delete_command(conversation_id, cwd=cwd, env=env)
         count = 0
         with convo.sqlite_store(db) as conn:
             if conn is not None:
                 try:
-                    ids = self._family(conn, conversation_id)
-                    count = convo.delete_sessions(conn, ids, table="session")
+                    count = convo.delete_sessions(conn, ids, table="session", keys=_EVENT_KEYS)
                 except sqlite3.Error as e:
                     raise AgentError(f"opencode: could not delete session {conversation_id} from {db}: {e}") from e
         files = [f for i in ids for f in self.conversation_files(i, cwd=cwd, env=env)]
-        return ([db] if count else []) + convo.remove(files)
+        return ([db] if count or ran else []) + convo.remove(files)
 
     @staticmethod
     def _family(conn: sqlite3.Connection, conversation_id: str) -> list[str]:
@@ -155,5 +161,8 @@ class OpencodeAdapter(AgentAdapter):
             todo += children
         return ids
 
+
+# The event log of a session is keyed by aggregate_id (= the session id), not session_id.
+_EVENT_KEYS = {"event": "aggregate_id", "event_sequence": "aggregate_id"}
 
 ADAPTER = OpencodeAdapter()

@@ -30,7 +30,7 @@ def session() -> None:
 
 @session.command("create")
 @workspace_option
-@click.option("--agent", required=True, help="Agent CLI: claude, codex, agy, hermes, grok, opencode, or demo.")
+@click.option("--agent", required=True, help="Agent CLI: claude, codex, gemini, agy, hermes, grok, opencode, or demo.")
 @click.option("--role", required=True, help="Role of the session (developer, reviewer, planner...).")
 @click.option("--session", "name", required=True, help="Unique session name (letters, digits, . _ -).")
 @click.option("--backend", type=click.Choice(["tmux", "herdr"]), default=None, help="Pane backend (default MAM_BACKEND, tmux).")

@@ -17,6 +17,9 @@ from mam.store.sessions import SessionRow, SessionStatus
 from mam.util.poll import Timeout, wait_for
 from mam.workspace import Workspace
 
+# How long to wait after an Escape before the next key, so it is not read as Alt+key.
+ESCAPE_PAUSE_S = 0.3
+
 
 def stop_session(
     name: str,
@@ -56,6 +59,7 @@ def exit_agent(backend: PaneBackend, pane_id: str, adapter: AgentAdapter, *, gra
         info = backend.pane(pane_id)
         return info is None or info.dead
 
+    grace = max(grace, adapter.exit_grace_s)
     graceful = ended()
     if not graceful:
         for attempt in range(2):
@@ -67,12 +71,17 @@ def exit_agent(backend: PaneBackend, pane_id: str, adapter: AgentAdapter, *, gra
             except Timeout:
                 if attempt == 0:
                     backend.send_keys(pane_id, "Escape")
+                    # A key right after Escape reads as an Alt chord in some TUIs (opencode: Escape, C-x).
+                    time.sleep(ESCAPE_PAUSE_S)
     backend.kill_pane(pane_id)
     return graceful
 
 
 def press(backend: PaneBackend, pane_id: str, steps: tuple[tuple[str, str], ...]) -> None:
     for kind, value in steps:
+        if kind == "pause":
+            time.sleep(float(value))  # the CLI needs a gap between these keys (not a wait for an outcome)
+            continue
         if kind == "text":
             backend.type_text(pane_id, value)
         else:

@@ -14,7 +14,7 @@ import pytest
 
 from tests.fakes.fake_stores import STORES
 
-AGENTS = ("claude", "codex", "agy", "hermes", "grok", "opencode")
+AGENTS = ("claude", "codex", "agy", "hermes", "grok", "opencode", "gemini")
 DISCOVERING = ("codex", "agy", "hermes", "opencode")  # the CLIs that pick their own id
 
 

@@ -12,6 +12,7 @@ import pytest
 
 from mam.agents import get_adapter
 from tests.agents.conftest import DISCOVERING, seed
+from tests.fakes.fake_stores import Codex
 
 
 @pytest.mark.parametrize("agent", DISCOVERING)
@@ -61,6 +62,20 @@ def test_cwd_is_matched_through_symlinks(agent_env: dict[str, str], folders: Cal
     since = time.time()
     cid = seed("codex", agent_env, real, since + 1)
     assert get_adapter("codex").discover(cwd=str(link), since=since, env=agent_env) == cid
+
+
+def test_codex_skips_subagent_threads_as_0171_writes_them(agent_env: dict[str, str], folders: Callable[[str], str]) -> None:
+    """codex 0.171: a subagent's session_meta has source {"subagent": {"thread_spawn": {"parent_thread_id"}}}."""
+    a, since = folders("a"), time.time()
+    store = Codex(agent_env, a)
+    parent = store.new_id(since + 1)
+    child = store.new_id(since + 0.5)  # spawned threads can look older than the parent: never taken
+    store.create(child, since + 0.5, parent=parent)
+    rollout = next(Path(agent_env["HOME"]).rglob(f"rollout-*-{child}.jsonl"))
+    assert json.loads(rollout.read_text().splitlines()[0])["payload"]["source"]["subagent"]["thread_spawn"]["parent_thread_id"] == parent
+    assert get_adapter("codex").discover(cwd=a, since=since, env=agent_env) is None
+    store.create(parent, since + 1)
+    assert get_adapter("codex").discover(cwd=a, since=since, env=agent_env) == parent
 
 
 def test_codex_ignores_subagent_threads_and_other_records(agent_env: dict[str, str], folders: Callable[[str], str]) -> None:
@@ -119,3 +134,27 @@ def test_stores_are_found_through_the_given_env_not_the_process_env(
     assert get_adapter(agent).discover(cwd=folders("a"), since=since, env=agent_env) == cid
     assert not decoy.exists()
     assert os.environ["HOME"] == str(decoy)
+
+
+def test_hermes_follows_the_active_profile_and_hermes_home(agent_env: dict[str, str], folders: Callable[[str], str], tmp_path: Path) -> None:
+    """hermes 0.19: ~/.hermes/active_profile names a profile in ~/.hermes/profiles/<name>/; a
+    HERMES_HOME that is a profile folder wins; a HERMES_HOME outside ~/.hermes is its own root."""
+    adapter, a, home = get_adapter("hermes"), folders("a"), Path(agent_env["HOME"])
+    (home / ".hermes" / "profiles" / "coder").mkdir(parents=True)
+    (home / ".hermes" / "active_profile").write_text("coder\n")
+    since = time.time()
+    cid = seed("hermes", agent_env, a, since + 1)
+    assert (home / ".hermes" / "profiles" / "coder" / "state.db").is_file()
+    assert not (home / ".hermes" / "state.db").exists()
+    assert adapter.discover(cwd=a, since=since, env=agent_env) == cid
+    recorded = adapter.agent_env({**agent_env, "PATH": "/bin"})
+    assert recorded["HERMES_HOME"] == str(home / ".hermes" / "profiles" / "coder")
+    # Pinned at launch: switching the sticky profile later does not move the session.
+    (home / ".hermes" / "active_profile").write_text("default\n")
+    assert adapter.conversation_exists(cid, cwd=a, env=recorded)
+    assert not adapter.conversation_exists(cid, cwd=a, env=agent_env)
+    custom = tmp_path / "opt-data"
+    (custom / "profiles" / "ops").mkdir(parents=True)
+    (custom / "active_profile").write_text("ops")
+    assert adapter.hermes_home({**agent_env, "HERMES_HOME": str(custom)}) == custom / "profiles" / "ops"
+    assert adapter.hermes_home({**agent_env, "HERMES_HOME": str(custom / "profiles" / "x")}) == custom / "profiles" / "x"

@@ -15,6 +15,7 @@ import pytest
 from mam.agents import get_adapter
 from mam.agents.base import AgentAdapter
 from mam.panes.tmux import TmuxBackend
+from mam.sessions import stop
 from mam.settings import load_settings
 from mam.workspace import Workspace
 from tests.agents.conftest import AGENTS
@@ -51,11 +52,7 @@ def screen(backend: TmuxBackend, pane_id: str) -> Callable[[], str]:
 
 
 def press(backend: TmuxBackend, pane_id: str, adapter: AgentAdapter) -> None:
-    for kind, value in adapter.exit_keys:
-        if kind == "text":
-            backend.type_text(pane_id, value)
-        else:
-            backend.send_keys(pane_id, value)
+    stop.press(backend, pane_id, adapter.exit_keys)  # the very keystrokes `mam session stop` sends
 
 
 def dead(backend: TmuxBackend, pane_id: str) -> bool:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import sqlite3
 import time
@@ -13,7 +14,7 @@ import pytest
 from mam.agents import get_adapter
 from mam.errors import AgentError
 from tests.agents.conftest import AGENTS, seed, tree
-from tests.fakes.fake_stores import Hermes, Opencode
+from tests.fakes.fake_stores import Gemini, Hermes, Opencode
 
 SQLITE_STORES = {"hermes": ("state.db", "sessions"), "opencode": ("opencode.db", "session")}
 
@@ -24,16 +25,44 @@ def rows(db: Path, table: str, cid: str) -> int:
         return int(conn.execute(f"SELECT COUNT(*) FROM {table} WHERE {key} = ?", (cid,)).fetchone()[0])
 
 
+def extras(agent: str, env: dict[str, str], cwd: str, cid: str, text: str) -> None:
+    """The files beside the store that the real CLIs write for a session and a purge must take too."""
+    home = Path(env["HOME"])
+    if agent == "claude":  # claude 2.1.332
+        root = home / ".claude"
+        for folder in (root / "tasks" / cid, root / "session-env" / cid, root / "file-history" / cid):
+            folder.mkdir(parents=True)
+            (folder / "1.json").write_text(json.dumps({"text": text}))
+    elif agent == "hermes":  # hermes 0.19.0, on an API error
+        Hermes(env, cwd).dump_request(cid, time.time(), text)
+    elif agent == "gemini":  # gemini 0.61.0 per-session extras in the project's temp folder
+        project = Gemini(env, cwd).project()
+        (project / "logs").mkdir(exist_ok=True)
+        (project / "logs" / f"session-{cid}.jsonl").write_text(json.dumps({"text": text}) + "\n")
+        (project / "tool-outputs" / f"session-{cid}").mkdir(parents=True)
+        (project / "tool-outputs" / f"session-{cid}" / "out.txt").write_text(text)
+
+
+def sql_dump(path: Path) -> list[str]:
+    with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as conn:
+        return list(conn.iterdump())
+
+
 @pytest.mark.parametrize("agent", AGENTS)
 def test_purge_removes_one_conversation_and_keeps_the_others(agent: str, agent_env: dict[str, str], folders: Callable[[str], str]) -> None:
+    """Nothing of the purged conversation is left in any file (not even as bytes in a SQLite
+    page), and every other conversation and file is as it was."""
     adapter = get_adapter(agent)
     a, b = folders("a"), folders("b")
     now = time.time()
-    keep_same_cwd = seed(agent, agent_env, a, now - 60, text="keep me")
-    keep_other_cwd = seed(agent, agent_env, b, now - 30)
-    doomed = seed(agent, agent_env, a, now, text="purge me")
+    keep_same_cwd = seed(agent, agent_env, a, now - 60, text="keep me KEEP-1")
+    keep_other_cwd = seed(agent, agent_env, b, now - 30, text="keep me KEEP-2")
+    doomed = seed(agent, agent_env, a, now, text="purge me DOOMED-BRIEF")
+    for cid, text in ((keep_same_cwd, "KEEP-1"), (keep_other_cwd, "KEEP-2"), (doomed, "DOOMED-BRIEF")):
+        extras(agent, agent_env, a if cid != keep_other_cwd else b, cid, text)
     home = Path(agent_env["HOME"])
     before = tree(home)
+    dumps = {name: sql_dump(home / name) for name, data in before.items() if data.startswith(b"SQLite format 3")}
     assert adapter.conversation_exists(doomed, cwd=a, env=agent_env)
     adapter.check_resumable(doomed, cwd=a, env=agent_env)
 
@@ -44,20 +73,27 @@ def test_purge_removes_one_conversation_and_keeps_the_others(agent: str, agent_e
     assert adapter.conversation_exists(keep_same_cwd, cwd=a, env=agent_env)
     assert adapter.conversation_exists(keep_other_cwd, cwd=b, env=agent_env)
     after = tree(home)
+    # Nothing of it remains: no file named for it, no byte of its brief anywhere.
+    assert not [name for name in after if doomed in name or f"-{doomed[:8]}." in name]
+    assert not [name for name, data in after.items() if b"DOOMED-BRIEF" in data or doomed.encode() in data]
+    # Everything else is as it was: files byte for byte, shared stores minus that conversation.
+    for name, data in before.items():
+        if doomed in name or f"-{doomed[:8]}." in name or name.endswith(("-wal", "-shm")):
+            continue
+        if name in dumps:
+            assert sql_dump(home / name) == [line for line in dumps[name] if doomed not in line], name
+        elif b"DOOMED-BRIEF" in data or doomed.encode() in data:
+            # A shared file (a prompt log, an index, a cwd map): what it held of the others stays.
+            others = [k.encode() for k in (keep_same_cwd, keep_other_cwd, "KEEP-1", "KEEP-2")]
+            assert [k for k in others if k in data] == [k for k in others if k in after.get(name, b"")], name
+        else:
+            assert after[name] == data, name
     if agent in SQLITE_STORES:
         db_name, table = SQLITE_STORES[agent]
         db = next(home.rglob(db_name))
         assert removed[0] == db and db.is_file()
-        assert rows(db, table, doomed) == 0 and rows(db, table, keep_same_cwd) == 1
-        assert rows(db, "messages" if agent == "hermes" else "message", doomed) == 0
+        assert rows(db, table, keep_same_cwd) == 1
         assert rows(db, "messages" if agent == "hermes" else "message", keep_same_cwd) == 2
-    else:
-        gone = set(before) - set(after)
-        assert gone and all(doomed in name for name in gone)
-    # Every other file is untouched, byte for byte (the shared JSON map of agy included).
-    assert {k: v for k, v in before.items() if doomed not in k and not k.endswith(".db")} == {
-        k: v for k, v in after.items() if doomed not in k and not k.endswith(".db")
-    }
     assert adapter.purge_conversation(doomed, cwd=a, env=agent_env) == []
 
 

@@ -136,3 +136,18 @@ def test_concurrent_trusts_lose_no_folder(agent: str, tmp_path: Path) -> None:
 
 def _trust(agent: str, folder: str, home: str) -> None:
     get_adapter(agent).trust_folder(folder, {"HOME": home})
+
+
+def test_gemini_trust_adds_one_folder_and_keeps_the_others(tmp_path: Path) -> None:
+    """What gemini 0.61.0's own "Trust folder" answer writes: {"<folder>": "TRUST_FOLDER"}, 0600."""
+    gemini = get_adapter("gemini")
+    path = tmp_path / ".gemini" / "trustedFolders.json"
+    path.parent.mkdir()
+    path.write_text(json.dumps({"/other": "DO_NOT_TRUST"}))
+    assert gemini.trust_folder("/p", {"HOME": str(tmp_path)}) == path
+    assert json.loads(path.read_text()) == {"/other": "DO_NOT_TRUST", "/p": "TRUST_FOLDER"}
+    assert path.stat().st_mode & 0o777 == 0o600
+    assert gemini.trust_folder("/p", {"HOME": str(tmp_path)}) is None  # already trusted: not rewritten
+    path.write_text("[1, 2]")
+    with pytest.raises(AgentError, match="not a JSON object"):
+        gemini.trust_folder("/q", {"HOME": str(tmp_path)})

@@ -1,4 +1,4 @@
-"""A fake agent CLI for mam's tests: `claude`, `codex`, `agy`, `hermes`, `grok` or `opencode`.
+"""A fake agent CLI for mam's tests: `claude`, `codex`, `agy`, `hermes`, `grok`, `opencode` or `gemini`.
 
 The executables in tests/fakes/bin/ run `main(<their name>, argv)`. Each fake takes its real
 CLI's launch and resume arguments, fails like it on an unknown resume id, writes its
@@ -19,6 +19,7 @@ dialog, ready, turn, exit, error.
 from __future__ import annotations
 
 import codecs
+import dataclasses
 import json
 import os
 import sys
@@ -66,6 +67,10 @@ class Cli:
     in_use: str = ""  # message when the id given at launch already exists
     exit_hint: str = ""
     leader_quit: bool = False  # ctrl+x q quits (opencode's <leader>q)
+    not_found_code: int = 1
+    unknown_starts_new: bool = False  # hermes: says "Session not found" and starts a new session under that id
+    delete_command: tuple[str, ...] = ()  # the CLI's own delete subcommand, before the id
+    writes_at_launch: bool = False  # gemini: the transcript exists from launch, and goes at exit if no turn
     flags: tuple[str, ...] = ()  # options without a value the real CLI accepts (accepted, ignored)
 
 
@@ -76,6 +81,7 @@ class Box:
     above: tuple[str, ...] = ()
     mark: str = "> "
     below: tuple[str, ...] = ()
+    hint: str = ""  # placeholder text an empty box shows after the mark (gemini's ready marker)
 
 
 RULE = "\u2500" * 60
@@ -85,6 +91,8 @@ BOXES = {
     "opencode": Box(above=("  \u2503",), mark="  \u2503  ", below=("  \u2503  Build \u00b7 fake", "  \u2579" + "\u2580" * 58)),
     "grok": Box(above=("  \u256d" + "\u2500" * 58 + "\u256e",), mark="  \u2502 \u276f ", below=("  \u2570" + "\u2500" * 58 + "\u256f",)),
     "hermes": Box(above=(RULE,), mark="\u276f ", below=(RULE,)),
+    "gemini": Box(above=(RULE, " Shift+Tab to accept edits"), mark=" > ", hint="  Type your message or @path/to/file",
+                  below=(" workspace (/directory)          sandbox", " {cwd}          no sandbox")),
 }
 # A turn whose text holds this shows the CLI's permission prompt, as a real model asking for a
 # command outside the allow rules would (claude's and codex's, from the captured real screens).
@@ -146,8 +154,27 @@ CLIS = {
         exit_commands=("/exit", "/quit", "/q"),
         not_found="Error: Session not found: {id}",
         leader_quit=True,
+        delete_command=("session", "delete"),
+    ),
+    "gemini": Cli(
+        id_flags=("--session-id",),
+        resume_flags=("--resume", "-r"),
+        value_flags=("-m", "--model", "--approval-mode", "--policy", "--allowed-tools", "-w", "--worktree", "--include-directories"),
+        exit_commands=("/quit", "/exit"),
+        not_found='Error resuming session: Invalid session identifier "{id}".',
+        not_found_code=42,
+        flags=("-y", "--yolo", "--skip-trust", "-d", "--debug", "--screen-reader"),
+        exit_hint="To resume this session: gemini --resume {id}",
+        writes_at_launch=True,
     ),
 }
+CLIS["codex"] = dataclasses.replace(CLIS["codex"], delete_command=("delete", "--force"))
+CLIS["hermes"] = dataclasses.replace(
+    CLIS["hermes"],
+    not_found="Session not found: {id}\nUse a session ID from a previous CLI run (hermes sessions list).",
+    unknown_starts_new=True,
+    delete_command=("sessions", "delete", "--yes"),
+)
 
 
 def parse(cli: Cli, args: list[str]) -> tuple[str | None, str | None]:
@@ -232,8 +259,12 @@ class Agent:
     def __init__(self, name: str, cli: Cli, store: fake_stores.Store, cid: str | None, resumed: bool, started: float,
                  dialog: str = "") -> None:
         self.name, self.cli, self.store, self.cid = name, cli, store, cid
-        self.created, self.started = resumed, started
-        self.line, self.last_key, self.pastes = "", "", 0
+        self.created, self.started, self.resumed = resumed, started, resumed
+        self.line, self.last_key, self.pastes, self.turns = "", "", 0, 0
+        if cli.writes_at_launch and not resumed:
+            self.cid = cid or store.new_id(started)
+            store.create(self.cid, started)
+            self.created = True
         self.box = BOXES.get(name, Box())
         self.dialog = dialog  # the dialog's text while it is shown
         self.dialog_kind = "trust" if dialog else ""
@@ -243,9 +274,11 @@ class Agent:
         cwd = os.getcwd()
         for line in self.box.above:
             out(line + "\n")
-        out(self.box.mark + "".join("\n" + line.format(cwd=cwd) for line in self.box.below))
+        out(self.box.mark + self.box.hint + "".join("\n" + line.format(cwd=cwd) for line in self.box.below))
         if self.box.below:
-            out(f"\x1b[{len(self.box.below)}A\r\x1b[{len(self.box.mark)}C")
+            out(f"\x1b[{len(self.box.below)}A")
+        if self.box.below or self.box.hint:
+            out(f"\r\x1b[{len(self.box.mark)}C")
 
     def clear_box(self) -> None:
         """Erase the box (cursor on its input line) so the transcript continues where it was."""
@@ -280,7 +313,7 @@ class Agent:
         return None
 
     def start_screen(self) -> None:
-        out(f"{self.name} (fake agent) {'resuming ' + (self.cid or '') if self.created else 'new conversation'}\n")
+        out(f"{self.name} (fake agent) {'resuming ' + (self.cid or '') if self.resumed else 'new conversation'}\n")
         self.draw_box()
         log("ready", agent=self.name, conversation=self.cid)
 
@@ -322,6 +355,8 @@ class Agent:
         previous, self.last_key = self.last_key, value if kind == "key" else ""
         if kind == "char" and previous == "ctrl-x" and self.cli.leader_quit and value == "q":
             return "leader q"
+        if kind in ("char", "paste") and not self.line and self.box.hint:
+            out("\x1b[K")  # the box's placeholder goes as soon as something is typed
         if kind == "char":
             self.line += value
             out(value)
@@ -365,6 +400,8 @@ class Agent:
             return f"[Pasted text #{self.pastes} +{lines - 1} lines]"
         if self.name == "codex":
             return f"[Pasted Content {len(text)} chars]"
+        if self.name == "gemini":
+            return f"[Pasted Text: {lines} lines]"
         if self.name == "opencode":
             return f"[Pasted ~{lines} lines]"
         if self.name == "grok":
@@ -380,6 +417,7 @@ class Agent:
             self.store.create(self.cid, self.started)
             self.created = True
         assert self.cid is not None
+        self.turns += 1
         reply = f"(fake {self.name}) received {len(text)} characters"
         self.store.add_turn(self.cid, "user", text, now)
         self.store.add_turn(self.cid, "assistant", reply, now)
@@ -389,6 +427,9 @@ class Agent:
             self.dialog, self.dialog_kind = PERMISSION_PROMPTS[self.name], "prompt"
 
     def leave(self, reason: str) -> int:
+        if self.cli.writes_at_launch and not self.turns and not self.resumed and self.cid:
+            self.store.discard(self.cid)  # gemini deletes a session with no turn on the way out
+            self.created = False
         if self.created and self.cid:
             self.store.finish(self.cid, time.time())
             if self.cli.exit_hint:
@@ -460,6 +501,8 @@ def main(name: str, argv: list[str]) -> int:
     started = time.time()
     log("start", agent=name, argv=[name, *argv], cwd=os.getcwd())
     cli = CLIS[name]
+    if cli.delete_command and argv[: len(cli.delete_command)] == list(cli.delete_command):
+        return delete(name, cli, fake_stores.STORES[name](os.environ, os.getcwd()), argv[len(cli.delete_command) :])
     try:
         new_id, resume_id = parse(cli, argv)
         if new_id is not None and cli.needs_uuid:
@@ -475,11 +518,29 @@ def main(name: str, argv: list[str]) -> int:
     problem = None
     if resume_id is not None and not store.exists(resume_id):
         problem = cli.not_found.format(id=resume_id)
+        if cli.unknown_starts_new:  # like hermes 0.19: a warning, then a new session under that id
+            out(problem + "\n")
+            log("unknown_resume", agent=name, conversation=resume_id, message=problem)
+            return Agent(name, cli, store, resume_id, False, started).run()
     elif new_id is not None and store.exists(new_id):
         problem = cli.in_use.format(id=new_id)
     if problem:
         print(problem, file=sys.stderr)
         log("error", agent=name, message=problem)
-        return 1
+        return cli.not_found_code if resume_id is not None else 1
     dialog = trust_dialog(name, os.getcwd(), os.environ)
     return Agent(name, cli, store, resume_id or new_id, resume_id is not None, started, dialog=dialog).run()
+
+
+def delete(name: str, cli: Cli, store: fake_stores.Store, args: list[str]) -> int:
+    """The CLI's own delete command: removes what the real one removes (fake_stores.Store.delete)."""
+    if len(args) != 1:
+        print(f"usage: {name} {' '.join(cli.delete_command)} <id>", file=sys.stderr)
+        return 2
+    log("delete", agent=name, conversation=args[0])
+    if not store.exists(args[0]):
+        print(f"Session not found: {args[0]}", file=sys.stderr)
+        return 0 if name == "hermes" else 1  # hermes 0.19 says so and exits 0
+    store.delete(args[0])
+    print(f"Deleted session {args[0]}")
+    return 0

@@ -8,6 +8,7 @@ Standard library only: the fakes run as separate programs. See docs/agents.md.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -74,14 +75,26 @@ class Store:
     def finish(self, cid: str, at: float) -> None:
         """Mark the conversation closed (when the real store records that)."""
 
+    def delete(self, cid: str) -> None:
+        """What the CLI's own delete command removes (only the CLIs that have one)."""
+        raise NotImplementedError
+
+    def discard(self, cid: str) -> None:
+        """Remove a conversation that never had a turn (gemini, on exit)."""
+        raise NotImplementedError
+
 
 class Claude(Store):
     def path(self, cid: str) -> Path:
+        """This cwd's transcript, or the one of that id in another folder: claude 2.1.332 resumes
+        a session id from any folder (and appends to the transcript where it is)."""
         root = self.dir_from("CLAUDE_CONFIG_DIR", self.home / ".claude")
-        return root / "projects" / re.sub(r"[^A-Za-z0-9-]", "-", self.cwd) / f"{cid}.jsonl"
+        here = root / "projects" / re.sub(r"[^A-Za-z0-9-]", "-", self.cwd) / f"{cid}.jsonl"
+        found = sorted((root / "projects").glob(f"*/{cid}.jsonl")) if not here.exists() else []
+        return found[0] if found else here
 
     def exists(self, cid: str) -> bool:
-        return self.path(cid).is_file()  # like claude, only in this cwd's project folder
+        return self.path(cid).is_file()
 
     def create(self, cid: str, started: float) -> None:
         self.path(cid).parent.mkdir(parents=True, exist_ok=True)
@@ -106,26 +119,67 @@ class Codex(Store):
     def exists(self, cid: str) -> bool:
         return self.find(cid) is not None
 
-    def create(self, cid: str, started: float) -> None:
+    def state(self) -> sqlite3.Connection:
+        """Codex 0.171's index: state_5.sqlite (threads, thread_spawn_edges), reduced."""
+        self.root().mkdir(parents=True, exist_ok=True)
+        conn = sqlite3.connect(self.root() / "state_5.sqlite", timeout=5.0)
+        conn.execute("PRAGMA journal_mode = WAL")
+        conn.executescript(
+            "CREATE TABLE IF NOT EXISTS threads (id TEXT PRIMARY KEY, rollout_path TEXT NOT NULL, created_at INTEGER NOT NULL,"
+            " updated_at INTEGER NOT NULL, source TEXT NOT NULL, cwd TEXT NOT NULL, title TEXT NOT NULL, first_user_message TEXT);"
+            "CREATE TABLE IF NOT EXISTS thread_spawn_edges (parent_thread_id TEXT NOT NULL, child_thread_id TEXT NOT NULL PRIMARY KEY,"
+            " status TEXT NOT NULL);"
+        )
+        return conn
+
+    def create(self, cid: str, started: float, *, parent: str | None = None) -> None:
         local = time.localtime(started)
         path = (
             self.root() / "sessions" / time.strftime("%Y/%m/%d", local) / f"rollout-{time.strftime('%Y-%m-%dT%H-%M-%S', local)}-{cid}.jsonl"
         )
+        # As 0.171 writes it: a user's session has source "cli"; a subagent's names its parent.
+        source: object = {"subagent": {"thread_spawn": {"parent_thread_id": parent, "depth": 1}}} if parent else "cli"
         meta = {
+            "session_id": cid,
             "id": cid,
             "timestamp": iso(started),
             "cwd": self.cwd,
-            "originator": "codex_cli_rs",
+            "originator": "codex-tui",
             "cli_version": "0.0.0-fake",
-            "source": "cli",
+            "source": source,
+            "thread_source": "subagent" if parent else "user",
         }
-        append_json(path, {"timestamp": iso(started), "type": "session_meta", "payload": meta})
+        append_json(path, {"timestamp": iso(started), "ordinal": 0, "type": "session_meta", "payload": meta})
+        conn = self.state()
+        with conn:
+            conn.execute(
+                "INSERT INTO threads (id, rollout_path, created_at, updated_at, source, cwd, title) VALUES (?, ?, ?, ?, ?, ?, '')",
+                (cid, str(path), int(started), int(started), json.dumps(source) if parent else "cli", self.cwd),
+            )
+            if parent:
+                conn.execute("INSERT INTO thread_spawn_edges VALUES (?, ?, 'open')", (parent, cid))
+        conn.close()
 
     def add_turn(self, cid: str, role: str, text: str, at: float) -> None:
         kind = "user_message" if role == "user" else "agent_message"
         path = self.find(cid)
         assert path is not None, cid
         append_json(path, {"timestamp": iso(at), "type": "event_msg", "payload": {"type": kind, "message": text}})
+        if role == "user":  # the prompt history of every session, and the index's title
+            append_json(self.root() / "history.jsonl", {"session_id": cid, "ts": int(at), "text": text})
+            conn = self.state()
+            with conn:
+                conn.execute("UPDATE threads SET title = ?, first_user_message = COALESCE(first_user_message, ?) WHERE id = ?", (text, text, cid))
+            conn.close()
+
+    def delete(self, cid: str) -> None:
+        """`codex delete --force <id>` in 0.171: the rollout and the index row; history.jsonl stays."""
+        for path in self.root().glob(f"sessions/*/*/*/rollout-*-{cid}.jsonl*"):
+            path.unlink()
+        conn = self.state()
+        with conn:
+            conn.execute("DELETE FROM threads WHERE id = ?", (cid,))
+        conn.close()
 
 
 class Agy(Store):
@@ -212,8 +266,41 @@ class Hermes(Sqlite):
     CREATE TABLE IF NOT EXISTS state_meta (key TEXT PRIMARY KEY, value TEXT);
     """
 
+    def hermes_home(self) -> Path:
+        """As hermes 0.19: a HERMES_HOME that is a profile folder; else the sticky profile named in
+        <root>/active_profile (root: ~/.hermes, or a HERMES_HOME outside it); else HERMES_HOME."""
+        native, named = self.home / ".hermes", self.env.get("HERMES_HOME")
+        if named and Path(named).parent.name == "profiles":
+            return Path(named)
+        root = Path(named) if named and not str(Path(named).resolve()).startswith(str(native.resolve())) else native
+        active = (root / "active_profile").read_text().strip() if (root / "active_profile").is_file() else ""
+        if active and active != "default":
+            return root / "profiles" / active
+        return Path(named) if named else native
+
     def db(self) -> Path:
-        return self.dir_from("HERMES_HOME", self.home / ".hermes") / "state.db"
+        return self.hermes_home() / "state.db"
+
+    def dump_request(self, cid: str, at: float, body: str) -> Path:
+        """What hermes writes on an API error: the whole request, brief included."""
+        stamp = time.strftime("%Y%m%d_%H%M%S", time.localtime(at)) + f"_{int(at * 1e6) % 1000000:06d}"
+        path = self.hermes_home() / "sessions" / f"request_dump_{cid}_{stamp}.json"
+        write_json(path, {"session_id": cid, "request": {"body": body}})
+        return path
+
+    def delete(self, cid: str) -> None:
+        """`hermes sessions delete --yes <id>` in 0.19: the row, its messages, its files; children
+        (compression continuations included) are orphaned, not deleted."""
+        conn = self.connect()
+        with conn:
+            conn.execute("DELETE FROM messages WHERE session_id = ?", (cid,))
+            conn.execute("DELETE FROM session_model_usage WHERE session_id = ?", (cid,))
+            conn.execute("UPDATE sessions SET parent_session_id = NULL WHERE parent_session_id = ?", (cid,))
+            conn.execute("DELETE FROM sessions WHERE id = ?", (cid,))
+        conn.close()
+        folder = self.hermes_home() / "sessions"
+        for path in [folder / f"{cid}.json", folder / f"{cid}.jsonl", *folder.glob(f"request_dump_{cid}_*.json")]:
+            path.unlink(missing_ok=True)
 
     def new_id(self, started: float) -> str:
         return f"{time.strftime('%Y%m%d_%H%M%S', time.localtime(started))}_{secrets.token_hex(3)}"
@@ -247,6 +334,9 @@ class Opencode(Sqlite):
         time_created INTEGER NOT NULL, time_updated INTEGER NOT NULL, data TEXT NOT NULL);
     CREATE TABLE IF NOT EXISTS part (id TEXT PRIMARY KEY, message_id TEXT NOT NULL REFERENCES message(id) ON DELETE CASCADE,
         session_id TEXT NOT NULL, time_created INTEGER NOT NULL, time_updated INTEGER NOT NULL, data TEXT NOT NULL);
+    CREATE TABLE IF NOT EXISTS event_sequence (aggregate_id TEXT PRIMARY KEY, seq INTEGER NOT NULL, owner_id TEXT);
+    CREATE TABLE IF NOT EXISTS event (id TEXT PRIMARY KEY, aggregate_id TEXT NOT NULL REFERENCES event_sequence(aggregate_id)
+        ON DELETE CASCADE, seq INTEGER NOT NULL, type TEXT NOT NULL, data TEXT NOT NULL);
     """
 
     def data_dir(self) -> Path:
@@ -284,6 +374,26 @@ class Opencode(Sqlite):
             "INSERT INTO part (id, message_id, session_id, time_created, time_updated, data) VALUES (?, ?, ?, ?, ?, ?)",
             (self.ident("prt", at), message, cid, ms, ms, json.dumps({"type": "text", "text": text})),
         )
+        # 1.18 also logs every change as an event keyed by aggregate_id (= the session id).
+        self.write(
+            "INSERT INTO event_sequence (aggregate_id, seq) VALUES (?, 1) ON CONFLICT (aggregate_id) DO UPDATE SET seq = seq + 1", (cid,)
+        )
+        self.write(
+            "INSERT INTO event (id, aggregate_id, seq, type, data) VALUES (?, ?, (SELECT seq FROM event_sequence WHERE aggregate_id = ?),"
+            " 'message.part.updated.1', ?)",
+            (self.ident("evt", at), cid, cid, json.dumps({"sessionID": cid, "part": {"type": "text", "text": text}})),
+        )
+
+    def delete(self, cid: str) -> None:
+        """`opencode session delete <id>` in 1.18.33: the session, its messages, parts and events."""
+        conn = self.connect()
+        with conn:
+            for table in ("part", "message"):
+                conn.execute(f"DELETE FROM {table} WHERE session_id = ?", (cid,))
+            conn.execute("DELETE FROM event WHERE aggregate_id = ?", (cid,))
+            conn.execute("DELETE FROM event_sequence WHERE aggregate_id = ?", (cid,))
+            conn.execute("DELETE FROM session WHERE id = ?", (cid,))
+        conn.close()
 
 
 class Grok(Store):
@@ -308,4 +418,63 @@ class Grok(Store):
         )
 
 
-STORES: dict[str, type[Store]] = {"claude": Claude, "codex": Codex, "agy": Agy, "hermes": Hermes, "grok": Grok, "opencode": Opencode}
+class Gemini(Store):
+    """Gemini CLI 0.61.0: ~/.gemini (or $GEMINI_CLI_HOME/.gemini), a temp folder per project."""
+
+    def root(self) -> Path:
+        return Path(self.env.get("GEMINI_CLI_HOME") or self.home) / ".gemini"
+
+    def project(self, *, register: bool = False) -> Path:
+        """tmp/<name>/, the name registered for the cwd in projects.json (the folder's base name)."""
+        registry = self.root() / "projects.json"
+        projects = json.loads(registry.read_text())["projects"] if registry.is_file() else {}
+        name = projects.get(self.cwd)
+        if name is None:
+            taken, base = set(projects.values()), re.sub(r"[^a-z0-9-]", "-", os.path.basename(self.cwd).lower()) or "project"
+            name = next(f"{base}-{n}" if n else base for n in range(len(taken) + 1) if (f"{base}-{n}" if n else base) not in taken)
+            if register:
+                write_json(registry, {"projects": {**projects, self.cwd: name}})
+                (self.root() / "tmp" / name).mkdir(parents=True, exist_ok=True)
+                (self.root() / "tmp" / name / ".project_root").write_text(self.cwd)
+        return self.root() / "tmp" / name
+
+    def transcript(self, cid: str) -> Path | None:
+        for path in sorted((self.project() / "chats").glob(f"session-*-{cid[:8]}.jsonl")):
+            with open(path, encoding="utf-8") as f:
+                if json.loads(f.readline()).get("sessionId") == cid:
+                    return path
+        return None
+
+    def exists(self, cid: str) -> bool:
+        return self.transcript(cid) is not None  # only in this cwd's project, like gemini
+
+    def create(self, cid: str, started: float) -> None:
+        stamp = time.strftime("%Y-%m-%dT%H-%M", time.localtime(started))
+        path = self.project(register=True) / "chats" / f"session-{stamp}-{cid[:8]}.jsonl"
+        digest = hashlib.sha256(self.cwd.encode()).hexdigest()
+        head = {"sessionId": cid, "projectHash": digest, "startTime": iso(started), "lastUpdated": iso(started), "kind": "main"}
+        append_json(path, head)
+        logs = self.project() / "logs.json"
+        if not logs.exists():
+            write_json(logs, [])
+
+    def add_turn(self, cid: str, role: str, text: str, at: float) -> None:
+        path = self.transcript(cid)
+        assert path is not None, cid
+        kind = "user" if role == "user" else "gemini"
+        append_json(path, {"id": uuid.uuid4().hex, "timestamp": iso(at), "type": kind, "content": [{"text": text}]})
+        if role == "user":  # the project's prompt log, shared by its sessions
+            logs = self.project() / "logs.json"
+            entries = json.loads(logs.read_text()) if logs.exists() else []
+            mine = sum(1 for e in entries if e.get("sessionId") == cid)
+            write_json(logs, [*entries, {"sessionId": cid, "messageId": mine, "type": "user", "message": text, "timestamp": iso(at)}])
+
+    def discard(self, cid: str) -> None:
+        path = self.transcript(cid)
+        if path is not None:
+            path.unlink()
+
+
+STORES: dict[str, type[Store]] = {
+    "claude": Claude, "codex": Codex, "agy": Agy, "hermes": Hermes, "grok": Grok, "opencode": Opencode, "gemini": Gemini,
+}

@@ -1,4 +1,4 @@
-"""Stop and resume with each of the six agent CLIs (the fakes in tests/fakes/, on PATH).
+"""Stop and resume with each of the seven agent CLIs (the fakes in tests/fakes/, on PATH).
 
 For every agent: create, one typed turn (the CLIs write their conversation only then), stop
 (graceful; the row keeps the conversation id and is resumable), resume with the CLI's exact
@@ -15,7 +15,9 @@ the CLIs choose their own conversation id, and create spends its discovery wait 
 from __future__ import annotations
 
 import json
+import os
 import re
+import sys
 import time
 import traceback
 from concurrent.futures import ThreadPoolExecutor
@@ -26,12 +28,31 @@ import pytest
 
 from mam.agents import get_adapter
 from mam.util.poll import wait_for
+from tests.conftest import FAKES_BIN
 from tests.fakes.fake_stores import STORES
 from tests.helpers.mamcli import mam
 from tests.sessions.conftest import pane_ids, screen, type_line
 
-AGENTS = ("claude", "codex", "agy", "hermes", "grok", "opencode")
+AGENTS = ("claude", "codex", "agy", "hermes", "grok", "opencode", "gemini")
 WAIT = 20.0  # a deadline, not a delay
+OWN_DELETE = {"codex": ["delete", "--force"], "opencode": ["session", "delete"], "hermes": ["sessions", "delete", "--yes"]}
+SPY = """#!{python}
+import json, os, sys
+if sys.argv[1:{n}] == {words!r}:
+    with open({log!r}, "a") as f:
+        f.write(json.dumps({{"agent": {agent!r}, "argv": sys.argv[1:]}}) + "\\n")
+os.execv({fake!r}, [{fake!r}, *sys.argv[1:]])
+"""
+
+
+def spy_on_delete_commands(folder: Path, log: Path) -> Path:
+    """Wrappers named codex/opencode/hermes that note each call of the CLI's delete command, then run the fake."""
+    folder.mkdir()
+    for agent, words in OWN_DELETE.items():
+        path = folder / agent
+        path.write_text(SPY.format(python=sys.executable, n=len(words) + 1, words=words, log=str(log), agent=agent, fake=str(FAKES_BIN / agent)))
+        path.chmod(0o755)
+    return folder
 
 
 def resume_argv(agent: str, cid: str) -> list[str]:
@@ -43,6 +64,7 @@ def resume_argv(agent: str, cid: str) -> list[str]:
         "hermes": ["hermes", "--resume", cid],
         "grok": ["grok", "--resume", cid],
         "opencode": ["opencode", "--session", cid],
+        "gemini": ["gemini", "--resume", cid],
     }[agent]
 
 
@@ -133,6 +155,9 @@ def run_flow(agent: str, *, base: Path, log: FakeLog, tmux_name: str) -> None:
     row = json.loads(purged.stdout)
     assert (row["status"], row["resumable"]) == ("stopped", False)
     assert f"conversation {cid} purged" in row["note"]
+    if agent in OWN_DELETE:  # through the CLI's own delete command, found on the session's PATH
+        spied = [json.loads(line) for line in (base.parent / "cli-deletes.jsonl").read_text().splitlines()]
+        assert [e["argv"] for e in spied if e["agent"] == agent] == [[*OWN_DELETE[agent], cid]]
     assert not adapter.conversation_exists(cid, cwd=str(cwd), env=agent_env)
     assert not [p for p in adapter.conversation_files(cid, cwd=str(cwd), env=agent_env) if p.exists()]
     assert adapter.conversation_exists(other, cwd=str(other_cwd.resolve()), env=agent_env), "the purge took another conversation"
@@ -192,6 +217,8 @@ def test_each_agent_stops_resumes_and_purges_its_own_conversation(
 ) -> None:
     log = FakeLog(tmp_path / "fake-agents.jsonl")
     monkeypatch.setenv("MAM_FAKE_AGENT_LOG", str(log.path))
+    spies = spy_on_delete_commands(tmp_path / "spy-bin", tmp_path / "cli-deletes.jsonl")
+    monkeypatch.setenv("PATH", f"{spies}{os.pathsep}{os.environ['PATH']}")
     base = tmp_path / "projects"
     base.mkdir()
 

@@ -62,7 +62,7 @@ def test_bad_options_are_clear_usage_errors(workspace: Workspace, tmux_server: A
 def test_unknown_agent_backend_setting_and_file_as_cwd(workspace: Workspace, tmux_server: Any, tmp_path: Path) -> None:
     proc = create("fine", agent="gpt-9")
     assert proc.returncode == 2
-    assert "unknown agent 'gpt-9'; known agents: agy, claude, codex, demo, grok, hermes, opencode" in proc.stderr
+    assert "unknown agent 'gpt-9'; known agents: agy, claude, codex, demo, gemini, grok, hermes, opencode" in proc.stderr
 
     proc = create("fine", env={"MAM_BACKEND": "screen"})
     assert proc.returncode == 2 and "MAM_BACKEND must be tmux or herdr" in proc.stderr

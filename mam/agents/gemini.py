@@ -1,0 +1,172 @@
+"""Google Gemini CLI (`gemini`): mam picks the session UUID and passes it with --session-id.
+
+Checked against @google/gemini-cli 0.61.0. Everything lives under
+`${GEMINI_CLI_HOME:-$HOME}/.gemini/`: each project folder has a temp folder
+`tmp/<project name>/` (the name is registered in `projects.json`; its `.project_root` holds the
+folder's path) with the transcripts `chats/session-<local time>-<first 8 of id>.jsonl` (first
+line: sessionId, projectHash = sha256 of the folder's path, startTime, kind), a shared prompt
+log `logs.json` (a JSON list of entries keyed by sessionId), and per-session extras
+(`chats/<id>/` subagents, `logs/session-<id>.jsonl`, `tool-outputs/session-<id>/`, `<id>/`).
+The transcript is written at launch; gemini deletes it again on exit if no turn was recorded.
+Resume looks only in the current folder's project.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Mapping
+from pathlib import Path
+
+from mam.agents import convo, trust
+from mam.agents.base import REPORT_COMMAND, AgentAdapter, LaunchContext, SessionOptions
+from mam.errors import AgentError
+
+_POLICY = """# Written by mam for session {session}: let the agent report on its job without a prompt.
+[[rule]]
+toolName = "run_shell_command"
+commandPrefix = "{command}"
+decision = "allow"
+priority = 900
+"""
+
+
+class GeminiAdapter(AgentAdapter):
+    name = "gemini"
+    command = "gemini"
+    id_at_launch = True
+    launch_id_args = ("--session-id", "{id}")
+    resume_args = ("--resume", "{id}")
+    # Measured on 0.61.0 in a real pane: keys that arrive within ~1 s of each other are taken as
+    # one input (a fast "/quit" + Enter only picks the completion; a fast second Ctrl-C is lost),
+    # and its exit takes 4-6 s. Ctrl-C first cancels a turn or clears the box; then /quit.
+    # Mid-turn the first round may not end it; mam's second round (Escape, then these) does.
+    exit_keys = (("key", "C-c"), ("pause", "1.0"), ("text", "/quit"), ("pause", "1.0"), ("key", "Enter"))
+    exit_grace_s = 40.0
+    env_keys = ("HOME", "GEMINI_CLI_HOME")
+    paste_placeholders = ("[Pasted Text:",)
+    ready_marker = "Type your message or @path/to/file"
+    full_args = ("--approval-mode", "yolo")
+    trust_markers = ("Do you trust the files in this folder?",)
+    prompt_markers = (
+        "How would you like to authenticate",  # first run without security.auth.selectedType
+        "Allow execution of",
+        "Apply this change?",
+        "Do you want to proceed?",
+        "Waiting for user confirmation",
+    )
+
+    # -- screen --------------------------------------------------------------------------------
+    def input_box(self, screen: str) -> str:
+        """The line starting ` > ` below the last `─` rule (the submitted brief stays on screen above)."""
+        lines = screen.rstrip("\n").splitlines()
+        rules = [i for i, line in enumerate(lines) if len(line.strip()) >= 10 and set(line.strip()) == {"\u2500"}]
+        if not rules:
+            return ""
+        return next((line for line in lines[rules[-1] + 1 :] if line.startswith(" > ")), "")
+
+    def is_ready(self, screen: str) -> bool:
+        """Its input box shows (empty: the ready marker; or holding text) and no dialog is in the way."""
+        return bool(self.input_box(screen)) and self.dialog(screen) is None
+
+    def root(self, env: Mapping[str, str]) -> Path:
+        base = env.get("GEMINI_CLI_HOME") or str(convo.home(env))
+        return Path(base).expanduser() / ".gemini"
+
+    # -- permissions and trust ----------------------------------------------------------------
+    def report_options(self, ctx: LaunchContext) -> SessionOptions:
+        """A policy file of this session's own that allows `mam event ...` in the shell tool."""
+        ctx.state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        path = ctx.state_dir / "gemini-policy.toml"
+        convo.write_private(path, _POLICY.format(session=ctx.session, command=REPORT_COMMAND))
+        return SessionOptions(args=("--policy", str(path)))
+
+    def trust_folder(self, cwd: str, env: Mapping[str, str]) -> Path | None:
+        """Record cwd in trustedFolders.json (what gemini's own "Trust folder" answer writes)."""
+        path = self.root(env) / "trustedFolders.json"
+        with trust.folder_lock(path.parent):  # two creates in one HOME never lose each other's folder
+            return _trust(path, cwd)
+
+    # -- conversations ------------------------------------------------------------------------
+    def _project_dirs(self, env: Mapping[str, str]) -> list[Path]:
+        return sorted(p for p in (self.root(env) / "tmp").glob("*") if (p / "chats").is_dir())
+
+    def _transcripts(self, conversation_id: str, env: Mapping[str, str]) -> list[tuple[Path, dict[str, object]]]:
+        """Every transcript whose first line names that session id, with that first line."""
+        convo.check_id(self.name, conversation_id)
+        found = []
+        for project in self._project_dirs(env):
+            for path in sorted((project / "chats").glob(f"session-*-{conversation_id[:8]}.jsonl")):
+                head = convo.first_json_line(path) or {}
+                if head.get("sessionId") == conversation_id:
+                    found.append((path, head))
+        return found
+
+    def conversation_files(self, conversation_id: str, *, cwd: str, env: Mapping[str, str]) -> list[Path]:
+        files: list[Path] = []
+        for path, _head in self._transcripts(conversation_id, env):
+            project = path.parent.parent
+            files += [
+                path,
+                project / "chats" / conversation_id,
+                project / "logs" / f"session-{conversation_id}.jsonl",
+                project / "tool-outputs" / f"session-{conversation_id}",
+                project / conversation_id,
+            ]
+        return files
+
+    def conversation_exists(self, conversation_id: str, *, cwd: str, env: Mapping[str, str]) -> bool:
+        """True when the cwd's project holds that transcript (gemini resumes from its own folder only)."""
+        hashes = {_project_hash(cwd), _project_hash(os.path.realpath(cwd))}
+        return any(head.get("projectHash") in hashes for _path, head in self._transcripts(conversation_id, env))
+
+    def purge_conversation(self, conversation_id: str, *, cwd: str, env: Mapping[str, str]) -> list[Path]:
+        """The transcript and its extras, then that session's entries of the shared prompt log.
+
+        Not through `gemini --delete-session`: it takes an index as well as an id, and an id it
+        does not find whose first characters are digits is read as an index (another session)."""
+        logs = sorted((self.root(env) / "tmp").glob("*/logs.json"))
+        removed = convo.remove(self.conversation_files(conversation_id, cwd=cwd, env=env))
+        for log in logs:
+            if _drop_log_entries(log, conversation_id):
+                removed.append(log)
+        return removed
+
+
+def _trust(path: Path, cwd: str) -> Path | None:
+    try:
+        folders = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+    except (OSError, ValueError) as e:
+        raise AgentError(f"gemini: cannot read {path}: {e}") from e
+    if not isinstance(folders, dict):
+        raise AgentError(f"gemini: {path} is not a JSON object; not touching it")
+    if folders.get(cwd) == "TRUST_FOLDER":
+        return None
+    folders[cwd] = "TRUST_FOLDER"
+    convo.write_private(path, json.dumps(folders, indent=2))  # 0600, as gemini writes it
+    return path
+
+
+def _project_hash(folder: str) -> str:
+    return hashlib.sha256(folder.encode()).hexdigest()
+
+
+def _drop_log_entries(path: Path, conversation_id: str) -> bool:
+    """Rewrite a project's logs.json without that session's entries; True if any went."""
+    try:
+        entries = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return False
+    except (OSError, ValueError) as e:
+        raise AgentError(f"gemini: cannot read {path}: {e}") from e
+    if not isinstance(entries, list):
+        return False
+    kept = [e for e in entries if not (isinstance(e, dict) and e.get("sessionId") == conversation_id)]
+    if len(kept) == len(entries):
+        return False
+    convo.write_private(path, json.dumps(kept, indent=2), mode=path.stat().st_mode & 0o777)
+    return True
+
+
+ADAPTER = GeminiAdapter()
