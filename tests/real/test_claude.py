@@ -18,13 +18,14 @@ from typing import Any
 import pytest
 
 from mam.util.poll import wait_for
+from tests.deploy import test_install as deploy
 from tests.real.anthropic_server import FooterScript, conversation, footer_commands, text_of
 from tests.real.clis import BY_NAME
 from tests.real.conftest import Rig, claude_prompts, claude_transcript, skip_module_without
 
 skip_module_without("claude")
+installed = deploy.installed  # the workspace tests/deploy installs once per run (shared across xdist workers)
 
-REPO = Path(__file__).resolve().parents[2]
 # What Claude 2.1.332 shows when a tool call needs a person (auto mode with no server-side check,
 # or a plain permission question): either way nothing runs until someone answers.
 PROMPT_MARKERS = ("Auto mode can't check actions", "Do you want to proceed?")
@@ -155,17 +156,15 @@ def test_no_trust_fails_the_create_clearly_and_answers_nothing(claude_rig: Rig, 
 
 
 @pytest.fixture
-def installed_workspace(tmp_path: Path, claude_rig: Rig) -> Path:
-    """A workspace made by deploy/install.sh from this checkout (its own venv, its own .agents/skills/)."""
-    ws = tmp_path / "installed-ws"
-    env = {k: v for k, v in claude_rig.env.items() if not k.startswith("MAM_")}
-    proc = subprocess.run(["bash", str(REPO / "deploy" / "install.sh"), str(ws)], env={**os.environ, **env}, capture_output=True,
-                          text=True, timeout=600, check=False)
-    assert proc.returncode == 0, f"install.sh failed: {proc.stdout[-2000:]}\n{proc.stderr[-2000:]}"
-    return ws
+def installed_workspace(tmp_path: Path, request: pytest.FixtureRequest) -> Path:
+    """A copy of the workspace deploy/install.sh made for tests/deploy (one install per run, shared)."""
+    done: deploy.Installed = request.getfixturevalue("installed")
+    assert done.first["rc"] == 0, f"the shared install failed:\n{done.first['out']}\n{done.first['err']}"
+    return deploy.copy_workspace(done.ws, tmp_path / "installed-ws")
 
 
 def test_the_skill_scripts_create_and_delegate_to_a_real_claude(claude_rig: Rig, installed_workspace: Path) -> None:
+    """create_session.sh + delegate_job.sh from an installed workspace, as an orchestrating agent runs them."""
     rig = claude_rig
     ws = installed_workspace
     skills = ws / ".agents" / "skills"
