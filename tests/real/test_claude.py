@@ -44,8 +44,10 @@ def delegate(rig: Rig, session: str, brief: str, *, timeout: float = 120, start_
 
 
 def event_kinds(rig: Rig, job_id: str) -> list[str]:
+    """The types of the events the job accepted, in order (from its audit log)."""
     log = rig.mam_json("job", "log", job_id)
-    return [str(line.get("event") or line.get("type")) for line in log if line.get("kind") == "event"]
+    inputs = [line["input"] for line in log if line.get("kind") == "input" and isinstance(line.get("input"), dict)]
+    return [str(i["type"]) for i in inputs if i.get("input") == "event"]
 
 
 def assert_completed(rig: Rig, rc: int, record: dict[str, Any], stderr: str, pane_id: str) -> None:
