@@ -126,6 +126,7 @@ class Rig:
         return wait_for(shows, timeout=timeout, message=lambda: f"{text!r} not on screen:\n{self.shown(pane_id)}")
 
     def stop_all(self) -> None:
+        """`mam session stop` every session this rig created (for CLIs a tmux kill would not end cleanly)."""
         for session in self.sessions:
             self.mam("session", "stop", "--session", session, timeout=60)
 
@@ -161,9 +162,9 @@ def claude_rig(isolated_env: Path, workspace: Workspace, tmux_server: PrivateTmu
     claude_home(isolated_env, api_key)
     env = {**real_broker.env(), **FAST, "MAM_TMUX_SERVER": tmux_server.name, "MAM_WORKSPACE": str(workspace.root),
            **claude_env(exe, isolated_env, anthropic_server.base_url, api_key)}
-    rig = Rig("claude", exe, isolated_env, workspace, tmux_server, env, anthropic_server)
-    yield rig
-    rig.stop_all()
+    # No `mam session stop` at the end: the tmux_server fixture's kill ends every pane's agent
+    # (Claude exits on SIGHUP), and a stop would only wait on a pane left showing a prompt.
+    yield Rig("claude", exe, isolated_env, workspace, tmux_server, env, anthropic_server)
 
 
 # -- Claude's own records ---------------------------------------------------------------------------
