@@ -169,7 +169,7 @@ def installed_workspace(tmp_path: Path, request: pytest.FixtureRequest) -> Path:
 
 @pytest.mark.timeout(480)  # the shared install.sh run (two pip installs) may happen in this test's setup
 def test_the_skill_scripts_create_and_delegate_to_a_real_claude(claude_rig: Rig, installed_workspace: Path) -> None:
-    """create_session.sh + delegate_job.sh from an installed workspace, as an orchestrating agent runs them."""
+    """create_session.sh --onboard + delegate_job.sh from an installed workspace, as the README shows them."""
     rig = claude_rig
     ws = installed_workspace
     skills = ws / ".agents" / "skills"
@@ -181,8 +181,8 @@ def test_the_skill_scripts_create_and_delegate_to_a_real_claude(claude_rig: Rig,
                               text=True, timeout=timeout, check=False)
 
     created = script("multi-agent-mux-create", "create_session.sh", "--workspace", str(ws), "--agent", "claude", "--role",
-                     "developer", "--session", "skill-dev")
-    assert created.returncode == 0, created.stderr
+                     "developer", "--session", "skill-dev", "--onboard")
+    assert created.returncode == 0, f"{created.stdout}\n{created.stderr}"  # --onboard: the onboarding job completed too
     try:
         brief = brief_text("skills")
         done = script("multi-agent-mux-delegate-job", "delegate_job.sh", "--target", "tmux:skill-dev", "--brief", brief,
@@ -192,6 +192,6 @@ def test_the_skill_scripts_create_and_delegate_to_a_real_claude(claude_rig: Rig,
         row = next(r for r in status if r["name"] == "skill-dev")
         assert row["cwd"] == str(ws)
         prompts = claude_prompts(claude_transcript(rig.home, row["conversation_id"]))
-        assert sum(brief in p for p in prompts) == 1, prompts
+        assert sum(brief in p for p in prompts) == 1 and len(prompts) == 2, prompts  # the onboarding brief, then ours
     finally:
         script("multi-agent-mux-stop", "stop_session.sh", "--session", "skill-dev", timeout=60)
