@@ -193,3 +193,17 @@ def claude_prompts(transcript: Path) -> list[str]:
         elif isinstance(content, list) and not any(isinstance(b, dict) and b.get("type") == "tool_result" for b in content):
             prompts.append("\n".join(str(b.get("text", "")) for b in content if isinstance(b, dict)))
     return prompts
+
+
+def claude_usage(transcript: Path) -> dict[str, dict[str, Any]]:
+    """The usage Claude recorded per model message (it repeats it on each content block's line: one per id)."""
+    found: dict[str, dict[str, Any]] = {}
+    for line in transcript.read_text().splitlines():
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            continue
+        message = entry.get("message")
+        if entry.get("type") == "assistant" and isinstance(message, dict) and message.get("id"):
+            found[str(message["id"])] = dict(message.get("usage") or {})
+    return found

@@ -21,7 +21,7 @@ from mam.util.poll import wait_for
 from tests.deploy import test_install as deploy
 from tests.real.anthropic_server import FooterScript, conversation, footer_commands, text_of
 from tests.real.clis import BY_NAME
-from tests.real.conftest import Rig, claude_prompts, claude_transcript, skip_module_without
+from tests.real.conftest import Rig, claude_prompts, claude_transcript, claude_usage, skip_module_without
 
 skip_module_without("claude")
 installed = deploy.installed  # the workspace tests/deploy installs once per run (shared across xdist workers)
@@ -86,6 +86,19 @@ def test_delegate_then_stop_and_resume_the_same_conversation(claude_rig: Rig) ->
     prompts = claude_prompts(claude_transcript(rig.home, conversation_id))
     assert sum(first in p for p in prompts) == 1, prompts
     assert brief_count_in_requests(rig, first) == 1
+    # Claude's transcript keeps the usage the model reported, once per message (what usage totals read).
+    # The closing reply may land just after `completed` ended the job: wait for all four (three tool calls, one text).
+    transcript = claude_transcript(rig.home, conversation_id)
+
+    def all_four() -> dict[str, dict[str, Any]] | None:
+        usage = claude_usage(transcript)
+        return usage if len(usage) >= 4 else None
+
+    recorded = wait_for(all_four, timeout=30, message=lambda: f"Claude recorded {len(claude_usage(transcript))} model messages, not 4")
+    sent = rig.model.usage_sent()
+    assert len(recorded) == 4 and set(recorded) <= set(sent), (recorded.keys(), sent.keys())
+    for message_id, usage in recorded.items():
+        assert (usage["input_tokens"], usage["output_tokens"]) == (sent[message_id]["input_tokens"], sent[message_id]["output_tokens"])
 
     stopped = rig.mam_json("session", "stop", "--session", "dev-1")
     assert stopped["status"] in ("stopped", "exited"), stopped
