@@ -55,6 +55,10 @@ class AgentError(MamError):
     """Raised when an agent CLI cannot be launched, found, stopped or resumed."""
 
 
+class AgentDialog(AgentError):
+    """Raised when the agent shows a dialog or permission prompt where mam would type: a person must answer it."""
+
+
 class SessionError(MamError):
     """Raised when a session operation does not fit the session's state."""
 

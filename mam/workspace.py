@@ -72,6 +72,10 @@ class Workspace:
     def job_log_dir(self, job_id: str) -> Path:
         return self.logs_dir / job_id
 
+    def session_dir(self, name: str) -> Path:
+        """Per-session files mam writes for an agent's launch (settings, config): never the user's own config."""
+        return self.state / "sessions" / name
+
     def lock(self, name: str) -> Path:
         return self.locks_dir / f"{name}.lock"
 

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar
 
@@ -18,6 +19,40 @@ from mam.errors import AgentError
 
 # A keystroke step: ("text", "/exit") types literal text; ("key", "Enter") presses a named key.
 KeyStep = tuple[str, str]
+
+# --permissions: `ask` passes nothing; `report` lets the agent run `mam event ...` without a prompt
+# and nothing more; `full` passes the CLI's own skip-every-approval flag.
+PERMISSION_MODES = ("ask", "report", "full")
+DEFAULT_PERMISSIONS = "report"
+# What `report` allows: the command prefix of every footer line.
+REPORT_COMMAND = "mam event"
+
+
+@dataclass(frozen=True)
+class LaunchContext:
+    """What an adapter may use to build a session's own launch options (never the user's config)."""
+
+    session: str
+    cwd: str
+    state_dir: Path  # <workspace>/.mam/sessions/<name>/: per-session files (settings, config) go here
+    env: Mapping[str, str] = field(default_factory=dict)  # the pane's environment
+    permissions: str = DEFAULT_PERMISSIONS
+
+
+@dataclass(frozen=True)
+class SessionOptions:
+    """Options for one launch: argv appended after the CLI's own launch/resume arguments, env added to the pane's."""
+
+    args: tuple[str, ...] = ()
+    env: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Dialog:
+    """Something on screen that waits for a person's answer: a trust question or a permission prompt."""
+
+    kind: str  # "trust" or "prompt"
+    marker: str  # the text that gave it away
 
 
 class AgentAdapter:
@@ -35,6 +70,16 @@ class AgentAdapter:
     launch_args: ClassVar[tuple[str, ...]] = ()  # extra args of every fresh launch
     launch_id_args: ClassVar[tuple[str, ...]] = ()  # how to pass a chosen id at launch (id_at_launch only)
     resume_args: ClassVar[tuple[str, ...]] = ()  # e.g. ("--resume", "{id}") or ("resume", "{id}")
+    # Options of every launch and resume (e.g. codex's --no-daemon).
+    session_args: ClassVar[tuple[str, ...]] = ()
+    # --permissions report / full: the CLI's own flags (override report_options for files or env).
+    report_args: ClassVar[tuple[str, ...]] = ()
+    full_args: ClassVar[tuple[str, ...]] = ()
+    # First-run dialogs and permission prompts, as they show on screen (any one marker is enough).
+    trust_markers: ClassVar[tuple[str, ...]] = ()
+    prompt_markers: ClassVar[tuple[str, ...]] = ()
+    # How many lines at the bottom of the screen hold the input box (when input_box finds no frame).
+    input_lines: ClassVar[int] = 12
 
     # -- launching ----------------------------------------------------------------------------
     def new_conversation_id(self) -> str | None:
@@ -51,6 +96,41 @@ class AgentAdapter:
         if not self.resume_args:
             raise AgentError(f"{self.name} has no resume command")
         return [self.command, *(a.replace("{id}", conversation_id) for a in self.resume_args)]
+
+    def session_options(self, ctx: LaunchContext) -> SessionOptions:
+        """Options of this launch: the adapter's session_args plus what ctx.permissions asks for."""
+        perms = self.permission_options(ctx)
+        return SessionOptions(args=(*self.session_args, *perms.args), env=dict(perms.env))
+
+    def permission_options(self, ctx: LaunchContext) -> SessionOptions:
+        if ctx.permissions not in PERMISSION_MODES:
+            raise AgentError(f"unknown permissions {ctx.permissions!r}: use {', '.join(PERMISSION_MODES)}")
+        if ctx.permissions == "full":
+            return SessionOptions(args=self.full_args)
+        if ctx.permissions == "report":
+            return self.report_options(ctx)
+        return SessionOptions()
+
+    def report_options(self, ctx: LaunchContext) -> SessionOptions:
+        """What lets the agent run `mam event ...` without a prompt, and nothing more."""
+        return SessionOptions(args=self.report_args)
+
+    @staticmethod
+    def with_options(argv: Sequence[str], options: SessionOptions) -> list[str]:
+        return [*argv, *options.args]
+
+    # -- first-run dialogs --------------------------------------------------------------------
+    def trust_folder(self, cwd: str, env: Mapping[str, str]) -> Path | None:
+        """Record `cwd` as trusted where the CLI keeps that per folder; return the file written (None: nothing to do)."""
+        return None
+
+    def dialog(self, screen: str) -> Dialog | None:
+        """The dialog or permission prompt the screen shows, if any (never answered by mam)."""
+        for kind, markers in (("trust", self.trust_markers), ("prompt", self.prompt_markers)):
+            for marker in markers:
+                if marker in screen:
+                    return Dialog(kind, marker)
+        return None
 
     # -- conversations ------------------------------------------------------------------------
     def home(self, env: Mapping[str, str]) -> Path:
@@ -95,13 +175,21 @@ class AgentAdapter:
 
     # -- input box ----------------------------------------------------------------------------
     def is_ready(self, screen: str) -> bool:
-        return self.ready_marker is None or self.ready_marker in screen
+        """The input box accepts a paste: the ready marker shows and no dialog is in the way."""
+        return (self.ready_marker is None or self.ready_marker in screen) and self.dialog(screen) is None
+
+    def input_box(self, screen: str) -> str:
+        """The text of the CLI's input box on a captured screen ('' if none is found).
+        Default: the last `input_lines` lines; adapters whose box has a frame find the frame."""
+        return "\n".join(screen.rstrip("\n").splitlines()[-self.input_lines:])
 
     def input_pending(self, screen: str, nonce: str) -> bool:
         """Heuristic used only to decide whether to press Enter again (never to decide a job's outcome):
-        the brief's nonce or a paste placeholder is still visible at the bottom of the screen."""
-        tail = "\n".join(screen.rstrip("\n").splitlines()[-12:])
-        return nonce in tail or any(p in tail for p in self.paste_placeholders)
+        the brief's nonce or a paste placeholder is still in the input box, and no dialog is shown."""
+        if self.dialog(screen) is not None:
+            return False
+        box = self.input_box(screen)
+        return bool(box) and (nonce in box or any(p in box for p in self.paste_placeholders))
 
     def agent_env(self, env: Mapping[str, str]) -> dict[str, str]:
         """The subset of `env` that locates this CLI's files (stored on the session row)."""

@@ -37,24 +37,31 @@ def session() -> None:
 @click.option("--server", default=None, help="tmux socket / herdr session name (default: mam-<workspace slug>).")
 @click.option("--herdr-session", default=None, help="herdr session (server) to use; implies --backend herdr.")
 @click.option("--cwd", default=None, help="Folder the agent works in (default: the workspace).")
+@click.option("--permissions", type=click.Choice(["ask", "report", "full"]), default="report", show_default=True,
+              help="report: the agent may run `mam event ...` without a prompt, nothing more; full: the CLI's own "
+                   "skip-every-approval flag; ask: no permission option passed (the CLI asks for each tool call).")
+@click.option("--no-trust", is_flag=True, help="Do not record the folder as trusted for the CLI; if the agent then asks "
+                                                "whether to trust it, the create fails (mam never answers a dialog).")
 @click.option("--onboard", is_flag=True, help="Send an onboarding job and wait for it (exit 44 failed, 45 not ended in time).")
 @click.option("--onboard-timeout", type=float, default=None, help="Seconds the onboarding job may take (default MAM_START_DEADLINE_S).")
 @click.option("--json", "as_json", is_flag=True, help="Print the session row as JSON.")
 @click.pass_obj
 def create(app: App, agent: str, role: str, name: str, backend: str | None, server: str | None, herdr_session: str | None,
-           cwd: str | None, onboard: bool, onboard_timeout: float | None, as_json: bool) -> int:
+           cwd: str | None, permissions: str, no_trust: bool, onboard: bool, onboard_timeout: float | None, as_json: bool) -> int:
     """Start AGENT in a new pane and register it as session NAME.
 
     \b
     Exit codes: 0 created; 44 onboarding failed; 45 onboarding did not end in time
-    (the session is kept in both cases); 1 creation failed; 2 bad options.
+    (the session is kept in both cases); 1 creation failed (also: the agent showed a trust
+    dialog or a permission prompt; nothing is left behind); 2 bad options.
     """
     from mam.sessions.create import CreateRequest, check_request, create_session
 
     if herdr_session:
         backend, server = "herdr", herdr_session
     kind = backend or app.settings.get_str("MAM_BACKEND")
-    req = CreateRequest(name=name, agent=agent, role=role, cwd=cwd or str(app.ws.root), backend=kind, server=server or "")
+    req = CreateRequest(name=name, agent=agent, role=role, cwd=cwd or str(app.ws.root), backend=kind, server=server or "",
+                        permissions=permissions, trust=not no_trust)
     check_request(req)  # a refused request leaves no trace: not even a registry
     with registry_of(app) as registry:
         row = create_session(req, ws=app.ws, settings=app.settings, registry=registry, environ=os.environ)

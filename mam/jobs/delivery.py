@@ -11,11 +11,12 @@ import time
 from typing import Protocol
 
 from mam.agents import get_adapter
+from mam.errors import AgentDialog
 from mam.jobs import record as rec
 from mam.jobs.ledger import Ledger
 from mam.jobs.target import Target
 from mam.sessions.common import backend_for
-from mam.sessions.create import wait_ready
+from mam.sessions.create import check_no_dialog, wait_ready
 from mam.settings import Settings
 from mam.store.registry import Registry
 from mam.store.sessions import SessionRow, SessionStatus
@@ -94,8 +95,15 @@ class PaneDelivery:
                 self.registry.update_session(self.row.name, ready_at=time.time())
             else:
                 rec.audit(self.ws, ledger.job.id, "not_ready", pane=self.row.pane_id, note="the agent never showed it was ready; pasting anyway")
+        # Never type into a dialog or a permission prompt: look right before the paste and the Enter.
+        check_no_dialog(adapter, backend.capture(self.row.pane_id, lines=200), self.row.pane_id)
         backend.paste(self.row.pane_id, text)
-        backend.send_keys(self.row.pane_id, "Enter")
+        try:
+            check_no_dialog(adapter, backend.capture(self.row.pane_id, lines=200), self.row.pane_id)
+        except AgentDialog as e:  # pasted but not submitted: a nudge submits it once the dialog is answered
+            rec.audit(self.ws, ledger.job.id, "enter_withheld", pane=self.row.pane_id, note=str(e))
+        else:
+            backend.send_keys(self.row.pane_id, "Enter")
         data = text.encode("utf-8")
         rec.audit(self.ws, ledger.job.id, "injected", pane=self.row.pane_id, bytes=len(data), sha256=hashlib.sha256(data).hexdigest())
         step = min(max(ledger.job.start_deadline_ms / 8000, 0.5), 10.0)
@@ -112,7 +120,10 @@ class PaneDelivery:
         self._next_nudge = time.monotonic() + self._step
         backend = backend_for(self.row, settings=self.settings, ws=self.ws)
         screen = backend.capture(self.row.pane_id or "", lines=60)
-        if get_adapter(self.row.agent).input_pending(screen, ledger.job.nonce):
+        adapter = get_adapter(self.row.agent)
+        if adapter.dialog(screen) is not None:
+            return  # never press Enter on a dialog or a permission prompt
+        if adapter.input_pending(screen, ledger.job.nonce):
             self._nudges += 1
             backend.send_keys(self.row.pane_id or "", "Enter")
             rec.audit(self.ws, ledger.job.id, "nudge", pane=self.row.pane_id, count=self._nudges)

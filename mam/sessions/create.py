@@ -8,7 +8,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mam.agents import get_adapter, known_agents
-from mam.errors import SessionError, UsageError
+from mam.agents.base import PERMISSION_MODES, AgentAdapter, LaunchContext, SessionOptions
+from mam.errors import AgentDialog, SessionError, UsageError
 from mam.panes import BACKENDS, default_server, open_backend
 from mam.panes.lock import placement_lock
 from mam.sessions.common import check_name, pane_env
@@ -30,6 +31,8 @@ class CreateRequest:
     server: str = ""  # empty: the workspace's default server for the backend
     discover_timeout: float = 5.0
     ready_timeout: float = 20.0
+    permissions: str = "report"  # ask | report | full
+    trust: bool = True  # record cwd as trusted where the CLI keeps trust per folder (False: --no-trust)
 
 
 def check_request(req: CreateRequest) -> None:
@@ -40,6 +43,8 @@ def check_request(req: CreateRequest) -> None:
         raise UsageError(f"unknown agent {req.agent!r}; known agents: {', '.join(known_agents())}")
     if req.backend not in BACKENDS:
         raise UsageError(f"unknown backend {req.backend!r}: use tmux or herdr")
+    if req.permissions not in PERMISSION_MODES:
+        raise UsageError(f"unknown permissions {req.permissions!r}: use {', '.join(PERMISSION_MODES)}")
     if req.server:
         check_name(req.server, "server name")
     if not Path(req.cwd).expanduser().is_dir():
@@ -56,20 +61,34 @@ def create_session(req: CreateRequest, *, ws: Workspace, settings: Settings, reg
     row = SessionRow(
         name=req.name, agent=adapter.name, role=req.role, backend=req.backend, server=server, cwd=str(cwd),
         status=SessionStatus.STARTING, conversation_id=conversation_id, agent_env=adapter.agent_env(env),
+        permissions=req.permissions,
     )
     _reserve(registry, row)
     backend = open_backend(req.backend, server, settings=settings, ws=ws)
     launched = time.time()
     try:
+        options = launch_options(adapter, ws=ws, name=req.name, cwd=str(cwd), env=env, permissions=req.permissions)
+        env = {**env, **options.env}
+        if req.trust:
+            adapter.trust_folder(str(cwd), env)
         backend.ensure_server()
         with placement_lock(ws, req.backend, server):
-            info = backend.create_pane(name=req.name, argv=adapter.launch_argv(conversation_id), cwd=str(cwd), env=env)
+            argv = adapter.with_options(adapter.launch_argv(conversation_id), options)
+            info = backend.create_pane(name=req.name, argv=argv, cwd=str(cwd), env=env)
     except BaseException:
         registry.delete_session(req.name)  # free the name: nothing was started
         raise
     note = "created"
     ready_at = None
-    if wait_ready(backend, info.pane_id, adapter, timeout=req.ready_timeout):
+    try:
+        ready = wait_ready(backend, info.pane_id, adapter, timeout=req.ready_timeout)
+    except AgentDialog as e:
+        _undo(backend, info.pane_id, registry, req.name)
+        raise AgentDialog(dialog_message(e, cwd=str(cwd), trust=req.trust), session=req.name, kind=e.context.get("kind", "")) from None
+    except BaseException:
+        _undo(backend, info.pane_id, registry, req.name)
+        raise
+    if ready:
         ready_at = time.time()
     else:
         note = "created; the agent did not show it was ready in time"
@@ -79,6 +98,29 @@ def create_session(req: CreateRequest, *, ws: Workspace, settings: Settings, reg
         req.name, status=SessionStatus.RUNNING, pane_id=info.pane_id, pane_pid=info.pid, launched_at=launched,
         conversation_id=conversation_id, note=note, ready_at=ready_at,
     )
+
+
+def launch_options(adapter: AgentAdapter, *, ws: Workspace, name: str, cwd: str, env: Mapping[str, str], permissions: str) -> SessionOptions:
+    """The session's own launch options (permissions, per-session files under .mam/sessions/<name>/)."""
+    ctx = LaunchContext(session=name, cwd=cwd, state_dir=ws.session_dir(name), env=env, permissions=permissions)
+    return adapter.session_options(ctx)
+
+
+def dialog_message(error: AgentDialog, *, cwd: str, trust: bool) -> str:
+    kind = error.context.get("kind", "")
+    if kind == "trust":
+        how = ("run the create again without --no-trust (mam then records the folder as trusted for this CLI), "
+               "or answer the dialog once yourself in that CLI") if not trust else "answer the dialog once yourself in that CLI"
+        return f"the agent asks whether to trust {cwd}; mam never answers that for you: {how}. The session was not created"
+    return f"{error}; the session was not created"
+
+
+def _undo(backend, pane_id: str, registry: Registry, name: str) -> None:  # type: ignore[no-untyped-def]
+    """Take back a half-made session: kill its pane and free the name."""
+    try:
+        backend.kill_pane(pane_id)
+    finally:
+        registry.delete_session(name)
 
 
 def _reserve(registry: Registry, row: SessionRow) -> None:
@@ -104,17 +146,29 @@ def discover(adapter, *, cwd: str, since: float, env: Mapping[str, str], timeout
 
 
 def wait_ready(backend, pane_id: str, adapter, *, timeout: float) -> bool:  # type: ignore[no-untyped-def]
-    """Wait until the agent shows its ready marker (its input box accepts a paste); False on timeout or exit."""
-    if adapter.ready_marker is None:
+    """Wait until the agent shows its ready marker (its input box accepts a paste); False on timeout or exit.
+    Raises AgentDialog as soon as a dialog or permission prompt shows: mam never answers one."""
+    if adapter.ready_marker is None and not (adapter.trust_markers or adapter.prompt_markers):
         return True
 
     def ready() -> bool:
         info = backend.pane(pane_id)
         if info is None or info.dead:
             raise Timeout("the agent exited")
-        return bool(adapter.is_ready(backend.capture(pane_id, lines=5000)))
+        screen = backend.capture(pane_id, lines=200)
+        check_no_dialog(adapter, screen, pane_id)
+        return bool(adapter.is_ready(screen))
 
     try:
         return wait_for(ready, timeout=timeout, interval=0.05)
     except Timeout:
         return False
+
+
+def check_no_dialog(adapter: AgentAdapter, screen: str, pane_id: str) -> None:
+    """Raise AgentDialog if the screen shows a dialog or a permission prompt (checked right before any keystroke)."""
+    shown = adapter.dialog(screen)
+    if shown is not None:
+        what = "a trust dialog" if shown.kind == "trust" else "a dialog or permission prompt"
+        raise AgentDialog(f"{adapter.name} shows {what} in pane {pane_id} ({shown.marker!r}): a person must answer it",
+                          pane_id=pane_id, kind=shown.kind)

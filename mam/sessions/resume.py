@@ -6,10 +6,10 @@ import time
 from collections.abc import Mapping
 
 from mam.agents import get_adapter
-from mam.errors import SessionError
+from mam.errors import AgentDialog, SessionError
 from mam.panes.lock import placement_lock
 from mam.sessions.common import backend_for, pane_env
-from mam.sessions.create import wait_ready
+from mam.sessions.create import launch_options, wait_ready
 from mam.settings import Settings
 from mam.store import sessions as sessions_table
 from mam.store.registry import Registry
@@ -31,17 +31,24 @@ def resume_session(name: str, *, ws: Workspace, settings: Settings, registry: Re
     _claim(registry, row)
     try:
         env = pane_env(ws, name, environ)
+        options = launch_options(adapter, ws=ws, name=name, cwd=row.cwd, env=env, permissions=row.permissions)
+        env = {**env, **options.env}
         backend.ensure_server()
         launched = time.time()
+        argv = adapter.with_options(adapter.resume_argv(row.conversation_id or ""), options)
         with placement_lock(ws, row.backend, row.server):
-            info = backend.create_pane(name=name, argv=adapter.resume_argv(row.conversation_id or ""), cwd=row.cwd, env=env)
+            info = backend.create_pane(name=name, argv=argv, cwd=row.cwd, env=env)
     except BaseException:
         registry.update_session(name, status=row.status, pane_id=row.pane_id, pane_pid=row.pane_pid, note=row.note)
         raise
-    ready_at = time.time() if wait_ready(backend, info.pane_id, adapter, timeout=20.0) else None
+    note = "resumed"
+    try:
+        ready_at = time.time() if wait_ready(backend, info.pane_id, adapter, timeout=20.0) else None
+    except AgentDialog as e:  # the agent runs; a person answers its dialog, and no brief is typed meanwhile
+        ready_at, note = None, f"resumed; {e}"
     return registry.update_session(
         name, status=SessionStatus.RUNNING, pane_id=info.pane_id, pane_pid=info.pid, launched_at=launched,
-        resumable=False, agent_env={**row.agent_env, **adapter.agent_env(env)}, note="resumed", ready_at=ready_at,
+        resumable=False, agent_env={**row.agent_env, **adapter.agent_env(env)}, note=note, ready_at=ready_at,
     )
 
 

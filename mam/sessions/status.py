@@ -70,6 +70,7 @@ def session_status(*, ws: Workspace, settings: Settings) -> list[dict[str, Any]]
                 "resume_id": row.conversation_id, "resumable": row.resumable, "drift": drift,
                 "pane_alive": bool(pane and not pane.dead), "pane_command": pane.command if pane else None,
                 "pane_cwd": pane.cwd if pane else None, "pane_pid": pane.pid if pane else None, "note": row.note,
+                "permissions": row.permissions,
             }
         )
     return out

@@ -104,6 +104,10 @@ MIGRATIONS: list[list[str]] = [
         # When the agent of the current launch first showed it was ready for a paste.
         "ALTER TABLE sessions ADD COLUMN ready_at REAL",
     ],
+    [
+        # --permissions of the session (ask, report, full); sessions made before it passed nothing: ask.
+        "ALTER TABLE sessions ADD COLUMN permissions TEXT NOT NULL DEFAULT 'ask'",
+    ],
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 MOUNTS = Path("/proc/mounts")

@@ -38,6 +38,7 @@ class SessionRow:
     created_at: float = 0.0
     updated_at: float = 0.0
     ready_at: float | None = None  # the agent of the current launch showed it was ready (None: not seen yet)
+    permissions: str = "report"  # ask / report / full: what the agent may do without a prompt (kept on resume)
 
     @property
     def ready(self) -> bool:
