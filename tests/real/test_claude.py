@@ -1,0 +1,193 @@
+"""Claude Code 2.1.332, the real program, driven through mam's own CLI against a scripted model.
+
+The model server (tests/real/anthropic_server.py) answers a brief by asking Claude's own `Bash`
+tool to run the footer's commands one by one, exactly as printed. So a job completes only if
+mam launched Claude so that `mam event ...` runs without a prompt, with `mam` and the workspace
+reachable from Claude's tool shell, and the footer's commands run as printed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from mam.util.poll import wait_for
+from tests.real.anthropic_server import FooterScript, conversation, footer_commands, text_of
+from tests.real.clis import BY_NAME
+from tests.real.conftest import Rig, claude_prompts, claude_transcript, skip_module_without
+
+skip_module_without("claude")
+
+REPO = Path(__file__).resolve().parents[2]
+# What Claude 2.1.332 shows when a tool call needs a person (auto mode with no server-side check,
+# or a plain permission question): either way nothing runs until someone answers.
+PROMPT_MARKERS = ("Auto mode can't check actions", "Do you want to proceed?")
+
+
+def brief_text(tag: str) -> str:
+    return f"Check the spelling of README.md and report back. Marker {tag}-{uuid.uuid4().hex[:8]}."
+
+
+def delegate(rig: Rig, session: str, brief: str, *, timeout: float = 120, start_deadline: float = 60,
+             extra: tuple[str, ...] = ()) -> tuple[int, dict[str, Any], str]:
+    proc = rig.mam("job", "delegate", "--target", f"tmux:{session}", "--brief", brief, "--timeout", str(timeout),
+                   "--start-deadline", str(start_deadline), "--heartbeat", "30", "--json", *extra, timeout=timeout + 60)
+    record = json.loads(proc.stdout) if proc.stdout.strip().startswith("{") else {}
+    return proc.returncode, record, proc.stderr
+
+
+def event_kinds(rig: Rig, job_id: str) -> list[str]:
+    log = rig.mam_json("job", "log", job_id)
+    return [str(line.get("event") or line.get("type")) for line in log if line.get("kind") == "event"]
+
+
+def assert_completed(rig: Rig, rc: int, record: dict[str, Any], stderr: str, pane_id: str) -> None:
+    assert rc == 0 and record.get("state") == "completed", (
+        f"delegate exited {rc}: {record or stderr}\n--- pane:\n{rig.shown(pane_id)}")
+
+
+def brief_count_in_requests(rig: Rig, brief: str) -> int:
+    """In the last request of the main loop: how many user turns hold the brief."""
+    last = rig.model.main_requests()[-1].body
+    return sum(brief in text_of(m.get("content")) for m in conversation(last) if m.get("role") == "user")
+
+
+def test_the_cached_claude_is_the_pinned_version(claude_rig: Rig) -> None:
+    out = subprocess.run([str(claude_rig.exe), "--version"], env={**os.environ, **claude_rig.env}, capture_output=True, text=True,
+                         timeout=60, check=False)
+    assert out.returncode == 0 and out.stdout.startswith(BY_NAME["claude"].version), out
+
+
+def test_delegate_then_stop_and_resume_the_same_conversation(claude_rig: Rig) -> None:
+    """(a) delegate -> started -> progress -> completed -> exit 0, the brief once in Claude's transcript;
+    (b) stop -> resume -> Claude reopens the same conversation: the model sees the earlier turns."""
+    rig = claude_rig
+    row = rig.create("dev-1")
+    conversation_id = row["conversation_id"]
+    assert conversation_id, row
+
+    first = brief_text("first")
+    rc, record, err = delegate(rig, "dev-1", first)
+    assert_completed(rig, rc, record, err, row["pane_id"])
+    kinds = event_kinds(rig, record["id"])
+    assert [k for k in kinds if k in ("started", "progress", "completed")] == ["started", "progress", "completed"], kinds
+    # Every footer command the model asked for ran as printed (Claude's tool results carry no usage error).
+    asked = footer_commands(text_of(conversation(rig.model.main_requests()[0].body)[-1]["content"]))
+    assert len(asked) == 3, asked
+    prompts = claude_prompts(claude_transcript(rig.home, conversation_id))
+    assert sum(first in p for p in prompts) == 1, prompts
+    assert brief_count_in_requests(rig, first) == 1
+
+    stopped = rig.mam_json("session", "stop", "--session", "dev-1")
+    assert stopped["status"] in ("stopped", "exited"), stopped
+    wait_for(lambda: not rig.pane_alive(row["pane_id"]), timeout=30, message="claude did not exit on stop")
+    turns_before = len(conversation(rig.model.main_requests()[-1].body))
+
+    resumed = rig.mam_json("session", "resume", "--session", "dev-1")
+    assert resumed["conversation_id"] == conversation_id, resumed
+    second = brief_text("second")
+    rc, record, err = delegate(rig, "dev-1", second)
+    assert_completed(rig, rc, record, err, resumed["pane_id"])
+    later = rig.model.main_requests()[-1].body
+    texts = [text_of(m.get("content")) for m in conversation(later)]
+    assert any(first in t for t in texts) and any(second in t for t in texts), "the resumed conversation lost the first brief"
+    assert len(conversation(later)) > turns_before
+    prompts = claude_prompts(claude_transcript(rig.home, conversation_id))
+    assert sum(first in p for p in prompts) == 1 and sum(second in p for p in prompts) == 1, prompts
+
+
+def test_a_command_outside_the_allow_rules_leaves_a_prompt_and_the_job_ends_by_its_deadline(claude_rig: Rig) -> None:
+    """(c) the model asks for a command no rule allows: Claude asks a person; mam presses nothing
+    on that prompt (the command never runs) and the job ends at its start deadline, exit 1."""
+    rig = claude_rig
+    marker = rig.ws.root / "forbidden.txt"
+    rig.model.reset(FooterScript(before=(f"python3 -c 'open({str(marker)!r}, \"w\")'",)))
+    row = rig.create("dev-perm")
+    rc, record, err = delegate(rig, "dev-perm", brief_text("perm"), timeout=60, start_deadline=12)
+    assert rc == 1, (rc, record, err)
+    assert record["state"] == "failed" and record["reason"] == "agent_blocked", record
+    screen = rig.screen(row["pane_id"])
+    assert any(m in screen for m in PROMPT_MARKERS), rig.shown(row["pane_id"])
+    assert rig.pane_alive(row["pane_id"])
+    assert not marker.exists(), "the forbidden command ran: something answered Claude's prompt"
+
+
+def test_a_fresh_folder_is_trusted_for_that_session_only_and_the_brief_arrives(claude_rig: Rig, tmp_path: Path) -> None:
+    """(d) a folder Claude has never seen: its trust dialog ("No, exit" preselected) neither kills
+    Claude nor eats the brief, because mam records the session's cwd as trusted first."""
+    rig = claude_rig
+    fresh = tmp_path / "fresh project"
+    fresh.mkdir()
+    config = json.loads((rig.home / ".claude.json").read_text())
+    assert str(fresh) not in config.get("projects", {})
+    row = rig.create("dev-fresh", cwd=fresh)
+    projects = json.loads((rig.home / ".claude.json").read_text()).get("projects", {})
+    assert projects.get(str(fresh), {}).get("hasTrustDialogAccepted") is True, projects
+    assert not any(k != str(fresh) and v.get("hasTrustDialogAccepted") for k, v in projects.items() if k != str(rig.ws.root)), projects
+    brief = brief_text("fresh")
+    rc, record, err = delegate(rig, "dev-fresh", brief)
+    assert_completed(rig, rc, record, err, row["pane_id"])
+    assert sum(brief in p for p in claude_prompts(claude_transcript(rig.home, row["conversation_id"]))) == 1
+
+
+def test_no_trust_fails_the_create_clearly_and_answers_nothing(claude_rig: Rig, tmp_path: Path) -> None:
+    """(d) with --no-trust mam leaves the dialog to a person: the create fails naming the folder."""
+    rig = claude_rig
+    fresh = tmp_path / "untrusted"
+    fresh.mkdir()
+    proc = rig.mam("session", "create", "--agent", "claude", "--role", "developer", "--session", "dev-untrusted",
+                   "--cwd", str(fresh), "--no-trust")
+    rig.sessions.append("dev-untrusted")
+    assert proc.returncode != 0, proc.stdout
+    assert "trust" in proc.stderr and str(fresh) in proc.stderr, proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    projects = json.loads((rig.home / ".claude.json").read_text()).get("projects", {})
+    assert not projects.get(str(fresh), {}).get("hasTrustDialogAccepted"), projects
+
+
+# -- through the skill scripts of a workspace made by deploy/install.sh --------------------------------
+
+
+@pytest.fixture
+def installed_workspace(tmp_path: Path, claude_rig: Rig) -> Path:
+    """A workspace made by deploy/install.sh from this checkout (its own venv, its own .agents/skills/)."""
+    ws = tmp_path / "installed-ws"
+    env = {k: v for k, v in claude_rig.env.items() if not k.startswith("MAM_")}
+    proc = subprocess.run(["bash", str(REPO / "deploy" / "install.sh"), str(ws)], env={**os.environ, **env}, capture_output=True,
+                          text=True, timeout=600, check=False)
+    assert proc.returncode == 0, f"install.sh failed: {proc.stdout[-2000:]}\n{proc.stderr[-2000:]}"
+    return ws
+
+
+def test_the_skill_scripts_create_and_delegate_to_a_real_claude(claude_rig: Rig, installed_workspace: Path) -> None:
+    rig = claude_rig
+    ws = installed_workspace
+    skills = ws / ".agents" / "skills"
+    env = {**os.environ, **{k: v for k, v in rig.env.items() if k not in ("MAM_WORKSPACE",)}}
+    env.pop("MAM_WORKSPACE", None)
+
+    def script(skill: str, name: str, *args: str, timeout: float = 180) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(["bash", str(skills / skill / "scripts" / name), *args], env=env, cwd=ws, capture_output=True,
+                              text=True, timeout=timeout, check=False)
+
+    created = script("multi-agent-mux-create", "create_session.sh", "--workspace", str(ws), "--agent", "claude", "--role",
+                     "developer", "--session", "skill-dev")
+    assert created.returncode == 0, created.stderr
+    try:
+        brief = brief_text("skills")
+        done = script("multi-agent-mux-delegate-job", "delegate_job.sh", "--target", "tmux:skill-dev", "--brief", brief,
+                      "--timeout", "120", "--start-deadline", "60")
+        assert done.returncode == 0, f"{done.stdout}\n{done.stderr}"
+        status = json.loads(script("multi-agent-mux-status", "status.sh", "--json").stdout)
+        row = next(r for r in status if r["name"] == "skill-dev")
+        assert row["cwd"] == str(ws)
+        prompts = claude_prompts(claude_transcript(rig.home, row["conversation_id"]))
+        assert sum(brief in p for p in prompts) == 1, prompts
+    finally:
+        script("multi-agent-mux-stop", "stop_session.sh", "--session", "skill-dev", timeout=60)
