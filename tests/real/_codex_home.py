@@ -7,20 +7,14 @@ Nothing here reads or writes the real user's `~/.codex`: every path comes from t
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
 
-REAL_CLIS = Path(os.environ.get("MAM_REAL_CLIS_DIR") or Path.home() / ".cache" / "mam" / "real-clis")
-CODEX_BIN = REAL_CLIS / "npm-codex" / "node_modules" / ".bin" / "codex"
-CODEX_VERSION = "0.171.0"
 PROVIDER = "scripted"
 KEY_VAR = "SCRIPTED_MODEL_API_KEY"  # a dummy key: the server never checks it
-
-
-def codex_binary() -> Path | None:
-    return CODEX_BIN if CODEX_BIN.exists() else None
-
+# What Codex 0.171 shows: its approval prompt, and its first-run question in an unseen repository.
+APPROVAL_TEXT = "Would you like to run the following command?"
+TRUST_TEXT = "Trust this folder?"
 
 def write_config(codex_home: Path, *, base_url: str, model: str = "scripted-model") -> Path:
     """The user's own config.toml: only the model provider (no trust, no approval settings: those

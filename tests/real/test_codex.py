@@ -1,170 +1,115 @@
-"""The real Codex CLI (0.171) in real tmux panes, driven through mam's own CLI against the
+"""The real Codex CLI (0.171) in a real tmux pane, driven through mam's own CLI against the
 scripted model server (tests/real/openai_server.py), so Codex's own tool system runs the
-footer's commands.
+footer's commands exactly as printed.
 
-One session is created once and reused by the scenarios, in order: a job that completes in a
-fresh git folder Codex has never trusted; stop and resume into the same conversation; a command
-outside the allow rules, which leaves Codex's approval prompt up and must not hang the job.
+The module shares one HOME, workspace, tmux server and model server; each test has its own
+session (so the tests stay independent under xdist): a job that completes in a fresh git folder
+Codex has never trusted, then stop and resume into the same conversation; `--no-trust` in such a
+folder; a command outside the allow rules, which leaves Codex's approval prompt up and must not
+hang the job.
 """
 
 from __future__ import annotations
 
-import json
-import os
 import subprocess
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from tests.helpers import brokers
-from tests.helpers.mamcli import MAM
-from tests.helpers.tmux import PrivateTmux, private_tmux
+from tests.helpers.tmux import private_tmux
 from tests.real import _codex_home as cx
+from tests.real._scenario import delegate, event_types, explain, git_folder, make_rig
+from tests.real.clis import BY_NAME
+from tests.real.conftest import CACHE, Rig, skip_module_without
 from tests.real.openai_server import ScriptedModel, responses_texts
 
-if cx.codex_binary() is None:
-    pytest.skip(f"real codex {cx.CODEX_VERSION} not installed at {cx.CODEX_BIN} (run tests/real/install_clis.sh)", allow_module_level=True)
-
-SESSION = "cx-1"
-APPROVAL = "Would you like to run the following command?"
-TRUST = "Trust this folder?"
-
-
-@dataclass
-class World:
-    root: Path
-    ws: Path
-    cwd: Path
-    home: Path
-    env: dict[str, str]
-    tmux: PrivateTmux
-    model: ScriptedModel
-    tags: list[str] = field(default_factory=list)  # one per delegated brief, in order
-
-    @property
-    def codex_home(self) -> Path:
-        return self.home / ".codex"
-
-    def mam(self, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([MAM, *args], env=self.env, capture_output=True, text=True, timeout=timeout)
-
-    def status(self) -> dict[str, Any]:
-        proc = self.mam("session", "status", "--json")
-        assert proc.returncode == 0, proc.stderr
-        rows = [r for r in json.loads(proc.stdout) if r["name"] == SESSION]
-        assert rows, proc.stdout
-        return rows[0]  # type: ignore[no-any-return]
-
-    def screen(self) -> str:
-        pane = self.status().get("pane_id") or ""
-        out = subprocess.run(["tmux", "-L", self.tmux.name, "capture-pane", "-p", "-J", "-t", pane], capture_output=True, text=True)
-        return "\n".join(line.rstrip() for line in out.stdout.splitlines() if line.strip())
-
-    def delegate(self, text: str, *extra: str, timeout: float = 150) -> tuple[str, subprocess.CompletedProcess[str], dict[str, Any]]:
-        """Delegate `text` plus a unique tag; return (tag, process, job record)."""
-        tag = f"BRIEF-{uuid.uuid4().hex[:12]}"
-        self.tags.append(tag)
-        brief = f"{text} {tag}" if "\n" not in text else text.replace("{tag}", tag)
-        proc = self.mam("job", "delegate", "--target", f"tmux:{SESSION}", "--brief", brief, "--json", *extra, timeout=timeout)
-        try:
-            record = json.loads(proc.stdout)
-        except ValueError:
-            record = {}
-        return tag, proc, record
-
-    def events(self, job_id: str) -> list[str]:
-        proc = self.mam("job", "log", job_id, "--json")
-        assert proc.returncode == 0, proc.stderr
-        inputs = [line.get("input") or {} for line in json.loads(proc.stdout) if line.get("kind") == "input"]
-        return [str(i.get("type")) for i in inputs if i.get("input") == "event"]
-
-    def explain(self, proc: subprocess.CompletedProcess[str]) -> str:
-        return f"exit {proc.returncode}\nstdout: {proc.stdout}\nstderr: {proc.stderr}\nscreen:\n{self.screen()}\nmodel saw: {self.model.commands_run()}"
+skip_module_without("codex")
 
 
 @pytest.fixture(scope="module")
-def world(tmp_path_factory: pytest.TempPathFactory, amqtt_broker: brokers.RunningBroker) -> Iterator[World]:
+def rig(tmp_path_factory: pytest.TempPathFactory, real_broker: brokers.RunningBroker) -> Iterator[Rig]:
+    exe = BY_NAME["codex"].executable(CACHE)
+    assert exe is not None
     root = tmp_path_factory.mktemp("codex-real")
-    home, ws, cwd = root / "home", root / "ws", root / "ws" / "project"
-    for d in (home, ws, cwd):
-        d.mkdir(parents=True)
-    # A git folder: Codex asks "Trust this folder?" only in a repository it has not seen.
-    subprocess.run(["git", "init", "-q", str(cwd)], check=True)
     model = ScriptedModel(log_path=str(root / "model-requests.jsonl")).start()
-    cx.write_config(home / ".codex", base_url=model.base_url)
     tmux = private_tmux()
-    path = os.pathsep.join([str(Path(MAM).parent), str(cx.CODEX_BIN.parent), "/usr/local/bin", "/usr/bin", "/bin"])
-    env = {
-        "PATH": path, "HOME": str(home), "CODEX_HOME": str(home / ".codex"), "SHELL": "/bin/bash",
-        "TERM": "xterm-256color", "LANG": "C.UTF-8", "TMPDIR": str(root),
-        "XDG_CONFIG_HOME": str(home / ".config"), "XDG_DATA_HOME": str(home / ".local/share"),
-        "XDG_STATE_HOME": str(home / ".local/state"), "XDG_CACHE_HOME": str(home / ".cache"),
-        cx.KEY_VAR: "dummy-key-for-tests", "MAM_WORKSPACE": str(ws), "MAM_TMUX_SERVER": tmux.name,
-        "MAM_POLL_S": "0.05", **amqtt_broker.env(),
-    }
-    w = World(root=root, ws=ws, cwd=cwd, home=home, env=env, tmux=tmux, model=model)
-    yield w
-    w.mam("session", "stop", "--session", SESSION, timeout=60)
+    env = {"CODEX_HOME": str(root / "home" / ".codex"), cx.KEY_VAR: "dummy-key-for-tests"}
+    r = make_rig("codex", exe, root, tmux=tmux, broker=real_broker, model=model, env=env)
+    cx.write_config(r.home / ".codex", base_url=model.base_url)
+    yield r
+    r.stop_all()
     tmux.kill()
     model.stop()
 
 
-def test_delegate_in_a_fresh_git_folder_completes_and_the_brief_is_in_the_rollout_once(world: World) -> None:
-    create = world.mam("session", "create", "--agent", "codex", "--role", "dev", "--session", SESSION, "--cwd", str(world.cwd), "--json")
-    assert create.returncode == 0, world.explain(create)
-    tag, proc, record = world.delegate("Say hello.", "--start-deadline", "60", "--heartbeat", "30", "--timeout", "120")
-    assert proc.returncode == 0, world.explain(proc)
-    assert record["state"] == "completed", record
-    assert world.events(record["id"])[:1] == ["started"]
-    assert {"progress", "completed"} <= set(world.events(record["id"]))
-
-    # The trust question neither ended Codex nor ate the brief: the same pane, the brief once.
-    screen = world.screen()
-    assert TRUST not in screen, screen
-    row = world.status()
-    assert row["status"] == "running", row
-    assert row["conversation_id"], row
-    rollout = cx.rollout_of(world.codex_home, row["conversation_id"])
-    assert rollout is not None, f"no rollout for {row['conversation_id']} in {cx.rollouts(world.codex_home)}"
-    assert cx.user_turns_holding(rollout, tag) == 1
-    # Codex's own shell tool ran each footer command: the model was shown each one's output.
-    assert [c.split()[2] for c in world.model.commands_run()] == ["started", "progress", "completed"]
+def codex_home(rig: Rig) -> Path:
+    return rig.home / ".codex"
 
 
-def test_stop_then_resume_reopens_the_same_conversation(world: World) -> None:
-    first_tag, conversation = world.tags[0], world.status()["conversation_id"]
-    stop = world.mam("session", "stop", "--session", SESSION, "--json")
-    assert stop.returncode == 0, world.explain(stop)
-    assert world.status()["status"] == "stopped"
-    resume = world.mam("session", "resume", "--session", SESSION, "--json")
-    assert resume.returncode == 0, world.explain(resume)
-    seen = len(world.model.snapshot())
+def test_the_cached_codex_is_the_pinned_version(rig: Rig) -> None:
+    out = subprocess.run([str(rig.exe), "--version"], env=rig.env, capture_output=True, text=True, timeout=60, check=False)
+    assert out.returncode == 0 and out.stdout.strip().endswith(BY_NAME["codex"].version), out
 
-    tag, proc, record = world.delegate("Say hello again.", "--start-deadline", "60", "--heartbeat", "30", "--timeout", "120")
-    assert proc.returncode == 0, world.explain(proc)
-    assert record["state"] == "completed", record
-    row = world.status()
-    assert row["conversation_id"] == conversation
-    # The model was shown the first job's brief again: Codex reopened that conversation.
-    turns = [r for r in world.model.snapshot()[seen:] if r.api == "responses" and r.reply != "side"]
+
+def test_delegate_in_a_fresh_git_folder_then_stop_and_resume_the_same_conversation(rig: Rig) -> None:
+    """(a) delegate -> started -> progress -> completed -> exit 0 in a repository Codex has never
+    trusted, the brief once in the rollout; (b) stop -> resume -> the model sees the earlier turns."""
+    session = "cx-main"
+    rig.create(session, cwd=git_folder(rig.ws.root / "fresh-repo"))
+    first = delegate(rig, session, "Say hello.")
+    assert first.rc == 0 and first.record.get("state") == "completed", explain(rig, session, first)
+    kinds = event_types(rig, first.record["id"])
+    assert [k for k in kinds if k in ("started", "progress", "completed")] == ["started", "progress", "completed"], kinds
+    # Codex's own shell tool ran each footer command, as printed, one tool result each.
+    assert [c.split()[2] for c in first.commands(rig)] == ["started", "progress", "completed"]
+
+    # The trust question neither ended Codex nor ate the brief: same pane, brief once in the rollout.
+    row = rig.status(session)
+    assert row["status"] == "running" and rig.pane_alive(row["pane_id"]), row
+    assert cx.TRUST_TEXT not in rig.screen(row["pane_id"])
+    conversation = row["conversation_id"]
+    assert conversation, row
+    rollout = cx.rollout_of(codex_home(rig), conversation)
+    assert rollout is not None, f"no rollout for {conversation} in {cx.rollouts(codex_home(rig))}"
+    assert cx.user_turns_holding(rollout, first.tag) == 1
+
+    rig.mam_json("session", "stop", "--session", session)
+    assert rig.status(session)["status"] == "stopped"
+    rig.mam_json("session", "resume", "--session", session)
+    seen = len(rig.model.snapshot())
+    second = delegate(rig, session, "Say hello again.")
+    assert second.rc == 0 and second.record.get("state") == "completed", explain(rig, session, second)
+    assert rig.status(session)["conversation_id"] == conversation
+    # Every request after the resume showed the model the first brief: the same conversation.
+    turns = [r for r in rig.model.snapshot()[seen:] if r.api == "responses" and r.reply != "side"]
     assert turns, "the scripted model got no request after the resume"
-    assert all(any(first_tag in t for t in responses_texts(r.body)) for r in turns)
-    rollout = cx.rollout_of(world.codex_home, conversation)
-    assert rollout is not None
-    assert (cx.user_turns_holding(rollout, first_tag), cx.user_turns_holding(rollout, tag)) == (1, 1)
+    assert all(any(first.tag in t for t in responses_texts(r.body)) for r in turns)
+    assert (cx.user_turns_holding(rollout, first.tag), cx.user_turns_holding(rollout, second.tag)) == (1, 1)
 
 
-def test_a_command_outside_the_allow_rules_leaves_the_prompt_and_the_job_ends_with_a_reason(world: World) -> None:
-    outside = world.root / f"outside-{uuid.uuid4().hex[:8]}"
+def test_no_trust_in_a_fresh_git_folder_fails_the_create_clearly_and_sends_nothing(rig: Rig) -> None:
+    cwd = git_folder(rig.ws.root / "untrusted-repo")
+    seen = len(rig.model.snapshot())
+    proc = rig.mam("session", "create", "--agent", "codex", "--role", "developer", "--session", "cx-untrusted", "--cwd", str(cwd), "--no-trust")
+    assert proc.returncode != 0, proc.stdout
+    assert "trust" in proc.stderr and str(cwd) in proc.stderr, proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert rig.model.snapshot()[seen:] == []  # nothing reached the model
+    assert "untrusted-repo" not in (codex_home(rig) / "config.toml").read_text()
+
+
+def test_a_command_outside_the_allow_rules_leaves_the_prompt_and_the_job_ends_with_a_reason(rig: Rig) -> None:
+    session = "cx-ask"
+    rig.create(session, cwd=git_folder(rig.ws.root / "ask-repo"))
+    outside = rig.home.parent / f"outside-{uuid.uuid4().hex[:8]}"
     text = f"Touch a file outside the project. {{tag}}\nRUN-ESCALATED: touch {outside}"
-    tag, proc, record = world.delegate(text, "--start-deadline", "60", "--heartbeat", "2", "--timeout", "40", timeout=90)
-    assert proc.returncode in (1, 2), world.explain(proc)
-    assert record.get("state") in ("failed", "timed_out") and record.get("reason"), record
-    assert "started" in world.events(record["id"])  # it got as far as reporting, then waited
-    screen = world.screen()
-    assert APPROVAL in screen and str(outside) in screen, screen
+    d = delegate(rig, session, text, timeout=40, heartbeat=2)
+    assert d.rc in (1, 2) and d.record.get("reason"), explain(rig, session, d)
+    assert "started" in event_types(rig, d.record["id"])  # it got as far as reporting, then waited
+    pane = rig.status(session)["pane_id"]
+    screen = rig.screen(pane)
+    assert cx.APPROVAL_TEXT in screen and str(outside) in screen, rig.shown(pane)
     assert not outside.exists()
