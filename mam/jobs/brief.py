@@ -33,14 +33,21 @@ def seconds(value: float) -> str:
 
 
 def footer(job_id: str, nonce: str, heartbeat_s: float) -> str:
+    """The commands the agent runs, one per line and each runnable exactly as printed; anything
+    optional is said in words on a line of its own (guarantee 11)."""
     hb = seconds(heartbeat_s)
     return (
         "\n\n---\n"
-        f"This is mam job {job_id}. Report on it with these commands, run from your shell:\n"
-        f"  first, exactly once:  mam event started --job {job_id} --nonce {nonce} --heartbeat {hb}\n"
-        f"  progress (optional):  mam event progress --job {job_id} --message \"what you are doing\"\n"
-        f"  when done:            mam event completed --job {job_id} --message \"one-line result\" [--report FILE]\n"
-        f"  if you cannot do it:  mam event error --job {job_id} --reason \"why\"\n"
+        f"This is mam job {job_id}. Report on it from your shell; each indented line is one command, run it exactly as written.\n"
+        "First, exactly once, before you start:\n"
+        f"  mam event started --job {job_id} --nonce {nonce} --heartbeat {hb}\n"
+        "While you work, as often as you like (put your own words between the quotes):\n"
+        f"  mam event progress --job {job_id} --message \"what you are doing\"\n"
+        "When you are done (your one-line result between the quotes):\n"
+        f"  mam event completed --job {job_id} --message \"one-line result\"\n"
+        "To attach a longer report, add --report and the path of a file you wrote to that command.\n"
+        "If you cannot do it:\n"
+        f"  mam event error --job {job_id} --reason \"why\"\n"
     )
 
 

@@ -8,6 +8,7 @@ verbatim only to the creator, and the findings verbatim only in the fix brief.
 from __future__ import annotations
 
 import re
+import shlex
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -49,7 +50,8 @@ def challenge_brief(loop_id: str, task: str, plan: str, turn: int, turns: int) -
         "You will implement the task below. Before you do, challenge the plan a planner wrote for it.", "",
         "Task:", "", quote(task), "", "Plan:", "", quote(plan), "",
         f"If the plan is good as it is, complete the job with the message {PLAN_OK}.",
-        "Otherwise complete it with your challenge as the message (or attach a longer one with --report FILE).",
+        "Otherwise complete it with your challenge as the message (for a longer one, write it to a file and add --report",
+        "and that file's path to the completed command).",
         "Do not start implementing yet.",
     ])
 
@@ -69,8 +71,8 @@ def create_brief(loop_id: str, task: str, plan: str, workdir: str) -> str:
         parts += ["Follow this plan (agreed with the planner):", "", clean(plan), ""]
     parts += [
         f"Work in {workdir} and commit your work there when it is done.",
-        "If you delegate part of the work to another session, pass `--parent-job <your job id>` (your job id is in the",
-        "footer below): the review waits for those jobs and shows their outcome to the reviewers.",
+        "If you delegate part of the work to another session, add --parent-job followed by your own job id (it is in the",
+        "footer below) to that delegate command: the review waits for those jobs and shows their outcome to the reviewers.",
         "When you are done, complete the job with a one-line summary of the change.",
     ]
     return "\n".join(parts)
@@ -83,7 +85,7 @@ def identity_lines(snapshot: Snapshot | None, no_identity: str) -> list[str]:
         "Review exactly this snapshot (it includes uncommitted and untracked files):",
         f"  repository: {snapshot.repo}", f"  base: {snapshot.base}", f"  head: {snapshot.head or '(no commit yet)'}",
         f"  tree: {snapshot.tree}",
-        f"See the change with: git -C {snapshot.repo} diff {snapshot.base} {snapshot.tree}",
+        "See the change with:", f"  {shlex.join(['git', '-C', str(snapshot.repo), 'diff', snapshot.base, snapshot.tree])}",
         "Do not change any file in that checkout while you review: a change discards this round's approvals.",
     ]
 

@@ -1,0 +1,70 @@
+"""Every command line of a real footer runs exactly as printed (guarantee 11).
+
+A fake claude takes two real jobs in real panes and records the text it was given; the test
+splits each command line of that footer as a shell would (shlex, no shell), runs it, and
+expects exit 0 from each: started, progress and completed on one job, error on the other.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import subprocess
+from pathlib import Path
+
+from tests.helpers.mamcli import mam, spawn_mam
+
+
+def turn_text(log: Path, job_id: str) -> str:
+    if not log.exists():
+        return ""
+    for line in log.read_text().splitlines():
+        entry = json.loads(line)
+        if entry["event"] == "turn" and f"mam job {job_id}." in entry["text"]:
+            return str(entry["text"])
+    return ""
+
+
+def footer_commands(text: str) -> dict[str, list[str]]:
+    """The footer's command lines by event kind; every other footer line must be prose."""
+    footer = text[text.rindex("\n---\n") + 5 :]
+    commands: dict[str, list[str]] = {}
+    for line in footer.splitlines():
+        if line.startswith("  "):
+            argv = shlex.split(line)
+            assert argv[:2] == ["mam", "event"], line
+            commands[argv[2]] = argv
+        else:
+            assert not line.lstrip().startswith("mam "), f"a command outside the command lines: {line!r}"
+            assert "[" not in line, f"an optional part in brackets: {line!r}"
+    return commands
+
+
+def test_each_footer_command_runs_as_printed_against_a_live_job(wired, fake_agents_on_path, tmp_path, poll):  # type: ignore[no-untyped-def]
+    log = tmp_path / "agents.jsonl"
+    env = {"MAM_FAKE_AGENT_LOG": str(log)}
+    for name in ("fa", "fb"):
+        mam("session", "create", "--agent", "claude", "--role", "dev", "--session", name, env=env, check=True)
+    done = spawn_mam("job", "delegate", "--target", "tmux:fa", "--brief", "say hello", "--job-id", "job-fa",
+                     "--start-deadline", "60", "--heartbeat", "30", "--json")
+    failed = spawn_mam("job", "delegate", "--target", "tmux:fb", "--brief", "say hello", "--job-id", "job-fb",
+                       "--start-deadline", "60", "--heartbeat", "30", "--json")
+    try:
+        text_a = poll(lambda: turn_text(log, "job-fa"), timeout=30)
+        text_b = poll(lambda: turn_text(log, "job-fb"), timeout=30)
+        a, b = footer_commands(text_a), footer_commands(text_b)
+        assert set(a) == set(b) == {"started", "progress", "completed", "error"}
+        for argv in (a["started"], a["progress"], a["completed"], b["started"], b["error"]):
+            run = subprocess.run(argv, capture_output=True, text=True, timeout=60)  # no shell: argv as a shell would split it
+            assert run.returncode == 0, (argv, run.stdout, run.stderr)
+        out, err = done.communicate(timeout=60)
+        assert done.returncode == 0, err
+        assert json.loads(out)["state"] == "completed"
+        out, err = failed.communicate(timeout=60)
+        assert failed.returncode == 1, err
+        assert json.loads(out)["reason"] == "agent_error"
+    finally:
+        for proc in (done, failed):
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate()
