@@ -64,3 +64,13 @@ def user_turns_holding(path: Path, needle: str) -> int:
             if any(needle in str(c.get("text", "")) for c in p.get("content") or [] if isinstance(c, dict)):
                 count += 1
     return count
+
+
+def total_input_tokens(path: Path) -> int | None:
+    """The conversation's input tokens so far, as Codex last recorded them (None if never)."""
+    total = None
+    for rec in records(path):
+        p = rec.get("payload") or {}
+        if rec.get("type") == "event_msg" and p.get("type") == "token_count" and isinstance(p.get("info"), dict):
+            total = int((p["info"].get("total_token_usage") or {}).get("input_tokens") or 0)
+    return total

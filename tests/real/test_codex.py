@@ -75,6 +75,9 @@ def test_delegate_in_a_fresh_git_folder_then_stop_and_resume_the_same_conversati
     rollout = cx.rollout_of(codex_home(rig), conversation)
     assert rollout is not None, f"no rollout for {conversation} in {cx.rollouts(codex_home(rig))}"
     assert cx.user_turns_holding(rollout, first.tag) == 1
+    # Codex counted exactly the usage the server sent for the job's turns (the title query aside).
+    sent = sum(r.usage["input_tokens"] for r in rig.model.snapshot()[first.model_from:] if r.reply != "side")
+    assert cx.total_input_tokens(rollout) == sent
 
     rig.mam_json("session", "stop", "--session", session)
     assert rig.status(session)["status"] == "stopped"
