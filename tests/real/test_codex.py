@@ -27,6 +27,7 @@ from tests.real.conftest import CACHE, Rig, skip_module_without
 from tests.real.openai_server import ScriptedModel, responses_texts
 
 skip_module_without("codex")
+pytestmark = pytest.mark.timeout(420)
 
 
 @pytest.fixture(scope="module")

@@ -25,6 +25,7 @@ from tests.real.conftest import CACHE, Rig, skip_module_without
 from tests.real.openai_server import ScriptedModel, chat_texts
 
 skip_module_without("opencode")
+pytestmark = pytest.mark.timeout(900)
 
 # opencode starts in 6-7 s on an idle machine and runs a command 2-4 s after the model asks;
 # under a loaded CI machine several times that.
