@@ -14,7 +14,7 @@ from mam.errors import AgentError
 if TYPE_CHECKING:
     from mam.agents.base import AgentAdapter
 
-_NOT_ADAPTERS = {"base", "launch", "demo_agent", "convo"}
+_NOT_ADAPTERS = {"base", "launch", "demo_agent", "convo", "trust"}
 
 
 def known_agents() -> list[str]:

@@ -37,6 +37,8 @@ class LaunchContext:
     state_dir: Path  # <workspace>/.mam/sessions/<name>/: per-session files (settings, config) go here
     env: Mapping[str, str] = field(default_factory=dict)  # the pane's environment
     permissions: str = DEFAULT_PERMISSIONS
+    mam_dir: Path | None = None  # the workspace's .mam/, which `mam event` writes to
+    trust: bool = True  # False: --no-trust (no trust_args, no trust_folder)
 
 
 @dataclass(frozen=True)
@@ -75,11 +77,15 @@ class AgentAdapter:
     # --permissions report / full: the CLI's own flags (override report_options for files or env).
     report_args: ClassVar[tuple[str, ...]] = ()
     full_args: ClassVar[tuple[str, ...]] = ()
+    # Options that trust the session's cwd for this launch only (a CLI flag, when the CLI has one).
+    trust_args: ClassVar[tuple[str, ...]] = ()
     # First-run dialogs and permission prompts, as they show on screen (any one marker is enough).
     trust_markers: ClassVar[tuple[str, ...]] = ()
     prompt_markers: ClassVar[tuple[str, ...]] = ()
     # How many lines at the bottom of the screen hold the input box (when input_box finds no frame).
     input_lines: ClassVar[int] = 12
+    # How many lines at the bottom (trailing blank lines aside) a dialog or prompt is looked for in.
+    dialog_lines: ClassVar[int] = 40
 
     # -- launching ----------------------------------------------------------------------------
     def new_conversation_id(self) -> str | None:
@@ -100,7 +106,8 @@ class AgentAdapter:
     def session_options(self, ctx: LaunchContext) -> SessionOptions:
         """Options of this launch: the adapter's session_args plus what ctx.permissions asks for."""
         perms = self.permission_options(ctx)
-        return SessionOptions(args=(*self.session_args, *perms.args), env=dict(perms.env))
+        trusted = self.trust_args if ctx.trust else ()
+        return SessionOptions(args=(*self.session_args, *trusted, *perms.args), env=dict(perms.env))
 
     def permission_options(self, ctx: LaunchContext) -> SessionOptions:
         if ctx.permissions not in PERMISSION_MODES:
@@ -126,9 +133,10 @@ class AgentAdapter:
 
     def dialog(self, screen: str) -> Dialog | None:
         """The dialog or permission prompt the screen shows, if any (never answered by mam)."""
+        bottom = "\n".join(screen.rstrip().splitlines()[-self.dialog_lines:])
         for kind, markers in (("trust", self.trust_markers), ("prompt", self.prompt_markers)):
             for marker in markers:
-                if marker in screen:
+                if marker in bottom:
                     return Dialog(kind, marker)
         return None
 
@@ -190,6 +198,17 @@ class AgentAdapter:
             return False
         box = self.input_box(screen)
         return bool(box) and (nonce in box or any(p in box for p in self.paste_placeholders))
+
+    @staticmethod
+    def framed_box(screen: str, rule: str = "\u2500", min_width: int = 10) -> str | None:
+        """The lines between the last two horizontal rules on the screen (an input box drawn with
+        rules above and below), or None when there is no such frame."""
+        lines = screen.rstrip("\n").splitlines()
+        rules = [i for i, line in enumerate(lines) if len(line.strip()) >= min_width and set(line.strip()) == {rule}]
+        if len(rules) < 2:
+            return None
+        top, bottom = rules[-2], rules[-1]
+        return "\n".join(lines[top + 1 : bottom])
 
     def agent_env(self, env: Mapping[str, str]) -> dict[str, str]:
         """The subset of `env` that locates this CLI's files (stored on the session row)."""

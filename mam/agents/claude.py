@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
-from mam.agents import convo
-from mam.agents.base import AgentAdapter
+from mam.agents import convo, trust
+from mam.agents.base import REPORT_COMMAND, AgentAdapter
 
 
 class ClaudeAdapter(AgentAdapter):
@@ -21,7 +21,29 @@ class ClaudeAdapter(AgentAdapter):
     resume_args = ("--resume", "{id}")
     exit_keys = (("text", "/exit"), ("key", "Enter"))
     env_keys = ("HOME", "CLAUDE_CONFIG_DIR")
-    paste_placeholders = ("[Pasted text",)
+    paste_placeholders = ("[Pasted text #",)
+    # Launch options (verified with 2.1.332, docs/agents.md): an allow rule for the footer's commands;
+    # full also pre-accepts the bypass-mode warning, which would otherwise stop the launch with "No, exit".
+    report_args = ("--allowedTools", f"Bash({REPORT_COMMAND}:*)")
+    full_args = ("--dangerously-skip-permissions", "--settings", '{"skipDangerousModePermissionPrompt": true}')
+    trust_markers = ("Yes, I trust this folder", "Is this a project you created or one you trust?")
+    # Every Claude dialog (permission prompt, auto-mode check, bypass warning) ends "... Esc to cancel".
+    prompt_markers = ("Do you want to proceed?", "Enter to stay in auto mode", "Yes, I accept", "Esc to cancel")
+
+    def is_ready(self, screen: str) -> bool:
+        """Ready when its input box (a line between two rules) shows and no dialog is in the way."""
+        return self.framed_box(screen) is not None and self.dialog(screen) is None
+
+    def input_box(self, screen: str) -> str:
+        # The submitted brief stays on screen above the box (with its nonce): only the framed box counts.
+        return self.framed_box(screen) or ""
+
+    def trust_folder(self, cwd: str, env: Mapping[str, str]) -> Path | None:
+        """`projects.<cwd>.hasTrustDialogAccepted` in `${CLAUDE_CONFIG_DIR:-~}/.claude.json`."""
+        return trust.trust_in_json(self.state_file(env), cwd, agent=self.name)
+
+    def state_file(self, env: Mapping[str, str]) -> Path:
+        return convo.env_dir(env, "CLAUDE_CONFIG_DIR", convo.home(env)) / ".claude.json"
 
     def root(self, env: Mapping[str, str]) -> Path:
         return convo.env_dir(env, "CLAUDE_CONFIG_DIR", convo.home(env) / ".claude")

@@ -12,8 +12,8 @@ from collections.abc import Mapping
 from datetime import date, datetime
 from pathlib import Path
 
-from mam.agents import convo
-from mam.agents.base import AgentAdapter
+from mam.agents import convo, trust
+from mam.agents.base import AgentAdapter, LaunchContext, SessionOptions
 
 
 class CodexAdapter(AgentAdapter):
@@ -23,6 +23,44 @@ class CodexAdapter(AgentAdapter):
     exit_keys = (("text", "/exit"), ("key", "Enter"))
     env_keys = ("HOME", "CODEX_HOME")
     paste_placeholders = ("[Pasted Content",)
+    # Verified with 0.171.0 (docs/agents.md): without --no-daemon the TUI attaches to a shared
+    # `codex app-server` whose environment is not the pane's; with the login shell on, the tool
+    # shell's /etc/profile resets PATH and `mam` is not found.
+    session_args = ("--no-daemon", "-c", "allow_login_shell=false")
+    full_args = ("--dangerously-bypass-approvals-and-sandbox",)
+    trust_markers = ("Trust this folder?", "Trust and continue")
+    prompt_markers = ("Would you like to run the following command?", "Press enter to confirm or esc to cancel",
+                      "Would you like to make the following edits?")
+
+    def report_options(self, ctx: LaunchContext) -> SessionOptions:
+        """Codex has no per-session allow rule (its .rules files load only from CODEX_HOME and the
+        project): `mam event` runs inside the workspace-write sandbox, which gets loopback-capable
+        network and the workspace's .mam/ as a writable root; approvals stay as the user set them."""
+        args = ["-c", "sandbox_workspace_write.network_access=true"]
+        if ctx.mam_dir is not None:
+            args += ["-c", f"sandbox_workspace_write.writable_roots=[{trust.toml_string(str(ctx.mam_dir))}]"]
+        return SessionOptions(args=tuple(args))
+
+    def input_box(self, screen: str) -> str:
+        """From the last line that starts with the prompt mark `›` down to the status line below it
+        (the transcript shows earlier messages with the same mark; they are above)."""
+        lines = screen.rstrip("\n").splitlines()
+        starts = [i for i, line in enumerate(lines) if line.startswith("\u203a ")]
+        if not starts:
+            return ""
+        box = [lines[starts[-1]]]
+        for line in lines[starts[-1] + 1 :]:
+            if not line.strip() or " \u00b7 " in line:
+                break
+            box.append(line)
+        return "\n".join(box)
+
+    def is_ready(self, screen: str) -> bool:
+        return bool(self.input_box(screen)) and self.dialog(screen) is None
+
+    def trust_folder(self, cwd: str, env: Mapping[str, str]) -> Path | None:
+        """`[projects."<cwd>"] trust_level = "trusted"` in `${CODEX_HOME:-~/.codex}/config.toml`."""
+        return trust.trust_in_toml(self.root(env) / "config.toml", cwd, agent=self.name)
 
     def root(self, env: Mapping[str, str]) -> Path:
         return convo.env_dir(env, "CODEX_HOME", convo.home(env) / ".codex")

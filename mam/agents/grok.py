@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from mam.agents import convo
-from mam.agents.base import AgentAdapter
+from mam.agents.base import REPORT_COMMAND, AgentAdapter
 
 
 class GrokAdapter(AgentAdapter):
@@ -22,6 +22,22 @@ class GrokAdapter(AgentAdapter):
     resume_args = ("--resume", "{id}")
     exit_keys = (("text", "/quit"), ("key", "Enter"))
     env_keys = ("HOME", "GROK_HOME")
+    paste_placeholders = ("[Pasted: ",)
+    report_args = ("--allow", f"Bash({REPORT_COMMAND}:*)")  # its Claude-style rules; `Bash` also names run_terminal_command
+    full_args = ("--always-approve",)
+    prompt_markers = ("Allow once", "Always allow on all sessions")
+
+    def input_box(self, screen: str) -> str:
+        """The last rounded frame (`╭` ... `╰`) on the screen; a paste preview frame sits above it."""
+        lines = screen.rstrip("\n").splitlines()
+        tops = [i for i, line in enumerate(lines) if line.strip().startswith("\u256d")]
+        if not tops:
+            return ""
+        bottom = next((i for i in range(tops[-1] + 1, len(lines)) if lines[i].strip().startswith("\u2570")), None)
+        return "\n".join(lines[tops[-1] + 1 : bottom]) if bottom is not None else ""
+
+    def is_ready(self, screen: str) -> bool:
+        return "\u276f" in self.input_box(screen) and self.dialog(screen) is None
 
     def root(self, env: Mapping[str, str]) -> Path:
         return convo.env_dir(env, "GROK_HOME", convo.home(env) / ".grok")

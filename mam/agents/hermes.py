@@ -23,6 +23,17 @@ class HermesAdapter(AgentAdapter):
     resume_args = ("--resume", "{id}")
     exit_keys = (("text", "/quit"), ("key", "Enter"))
     env_keys = ("HOME", "HERMES_HOME")
+    paste_placeholders = ("[Pasted text #",)
+    # report: nothing to pass; hermes asks only for commands its DANGEROUS_PATTERNS match, and
+    # `mam event ...` matches none (tools/approval.py, 0.19.0).
+    full_args = ("--yolo",)
+    prompt_markers = ("Dangerous Command", "Allow for this session", "Add to permanent allowlist")
+
+    def input_box(self, screen: str) -> str:
+        return self.framed_box(screen) or ""
+
+    def is_ready(self, screen: str) -> bool:
+        return self.framed_box(screen) is not None and self.dialog(screen) is None
 
     def db(self, env: Mapping[str, str]) -> Path:
         return convo.env_dir(env, "HERMES_HOME", convo.home(env) / ".hermes") / "state.db"

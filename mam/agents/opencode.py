@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from mam.agents import convo
-from mam.agents.base import AgentAdapter
+from mam.agents.base import REPORT_COMMAND, AgentAdapter, LaunchContext, SessionOptions
 from mam.errors import AgentError
 
 
@@ -26,6 +26,33 @@ class OpencodeAdapter(AgentAdapter):
     # from some 1.x releases, and ctrl+c only clears a non-empty input box.
     exit_keys = (("key", "C-x"), ("key", "q"))
     env_keys = ("HOME", "XDG_DATA_HOME", "OPENCODE_DB")
+    paste_placeholders = ("[Pasted ~",)
+    full_args = ("--auto",)
+
+    def report_options(self, ctx: LaunchContext) -> SessionOptions:
+        """One bash allow rule, given as the highest-precedence config layer (OPENCODE_CONFIG_CONTENT,
+        merged over the user's own config, which stays as it is)."""
+        import json
+
+        rule = {"permission": {"bash": {f"{REPORT_COMMAND} *": "allow"}}}
+        return SessionOptions(env={"OPENCODE_CONFIG_CONTENT": json.dumps(rule)})
+
+    def input_box(self, screen: str) -> str:
+        """The `┃` bar lines right above the box's bottom edge (`╹▀▀▀`); the transcript's messages
+        use the same bar but are never joined to that edge."""
+        lines = screen.rstrip("\n").splitlines()
+        edges = [i for i, line in enumerate(lines) if line.strip().startswith("\u2579\u2580")]
+        if not edges:
+            return ""
+        box: list[str] = []
+        for line in reversed(lines[: edges[-1]]):
+            if not line.strip().startswith("\u2503"):
+                break
+            box.insert(0, line)
+        return "\n".join(box)
+
+    def is_ready(self, screen: str) -> bool:
+        return bool(self.input_box(screen)) and self.dialog(screen) is None
 
     def data_dir(self, env: Mapping[str, str]) -> Path:
         return convo.xdg_data_home(env) / "opencode"

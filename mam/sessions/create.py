@@ -67,7 +67,7 @@ def create_session(req: CreateRequest, *, ws: Workspace, settings: Settings, reg
     backend = open_backend(req.backend, server, settings=settings, ws=ws)
     launched = time.time()
     try:
-        options = launch_options(adapter, ws=ws, name=req.name, cwd=str(cwd), env=env, permissions=req.permissions)
+        options = launch_options(adapter, ws=ws, name=req.name, cwd=str(cwd), env=env, permissions=req.permissions, trust=req.trust)
         env = {**env, **options.env}
         if req.trust:
             adapter.trust_folder(str(cwd), env)
@@ -100,9 +100,11 @@ def create_session(req: CreateRequest, *, ws: Workspace, settings: Settings, reg
     )
 
 
-def launch_options(adapter: AgentAdapter, *, ws: Workspace, name: str, cwd: str, env: Mapping[str, str], permissions: str) -> SessionOptions:
+def launch_options(adapter: AgentAdapter, *, ws: Workspace, name: str, cwd: str, env: Mapping[str, str], permissions: str,
+                   trust: bool = True) -> SessionOptions:
     """The session's own launch options (permissions, per-session files under .mam/sessions/<name>/)."""
-    ctx = LaunchContext(session=name, cwd=cwd, state_dir=ws.session_dir(name), env=env, permissions=permissions)
+    ctx = LaunchContext(session=name, cwd=cwd, state_dir=ws.session_dir(name), env=env, permissions=permissions, mam_dir=ws.state,
+                        trust=trust)
     return adapter.session_options(ctx)
 
 
