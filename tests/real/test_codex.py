@@ -67,12 +67,16 @@ def test_delegate_in_a_fresh_git_folder_then_stop_and_resume_the_same_conversati
     # Codex's own shell tool ran each footer command, as printed, one tool result each.
     assert [c.split()[2] for c in first.commands(rig)] == ["started", "progress", "completed"]
 
-    # The trust question neither ended Codex nor ate the brief: same pane, brief once in the rollout.
+    # The trust question neither ended Codex nor ate the brief.
     row = rig.status(session)
     assert row["status"] == "running" and rig.pane_alive(row["pane_id"]), row
     assert cx.TRUST_TEXT not in rig.screen(row["pane_id"])
+
+    # Codex writes its rollout at the first turn; mam learns the id from it by the stop at the latest.
+    rig.mam_json("session", "stop", "--session", session)
+    row = rig.status(session)
+    assert row["status"] == "stopped" and row["conversation_id"], row
     conversation = row["conversation_id"]
-    assert conversation, row
     rollout = cx.rollout_of(codex_home(rig), conversation)
     assert rollout is not None, f"no rollout for {conversation} in {cx.rollouts(codex_home(rig))}"
     assert cx.user_turns_holding(rollout, first.tag) == 1
@@ -80,8 +84,6 @@ def test_delegate_in_a_fresh_git_folder_then_stop_and_resume_the_same_conversati
     sent = sum(r.usage["input_tokens"] for r in rig.model.snapshot()[first.model_from:] if r.reply != "side")
     assert cx.total_input_tokens(rollout) == sent
 
-    rig.mam_json("session", "stop", "--session", session)
-    assert rig.status(session)["status"] == "stopped"
     rig.mam_json("session", "resume", "--session", session)
     seen = len(rig.model.snapshot())
     second = delegate(rig, session, "Say hello again.")

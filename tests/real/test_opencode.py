@@ -70,15 +70,16 @@ def test_delegate_in_a_fresh_folder_then_stop_and_resume_the_same_conversation(r
 
     row = rig.status(session)
     assert row["status"] == "running" and rig.pane_alive(row["pane_id"]), row
+
+    rig.mam_json("session", "stop", "--session", session)
+    row = rig.status(session)
+    assert row["status"] == "stopped" and row["conversation_id"], row
     conversation = row["conversation_id"]
-    assert conversation, row
     assert sum(first.tag in t for t in oc.user_texts(db(rig), conversation)) == 1
     # opencode recorded exactly the usage the server sent for the job's turns (the title query aside).
     sent = sum(r.usage["input_tokens"] for r in rig.model.snapshot()[first.model_from:] if r.reply != "side")
     assert oc.input_tokens(db(rig), conversation) == sent
 
-    rig.mam_json("session", "stop", "--session", session)
-    assert rig.status(session)["status"] == "stopped"
     rig.mam_json("session", "resume", "--session", session)
     seen = len(rig.model.snapshot())
     second = delegate(rig, session, "Say hello again.", timeout=JOB_S, start_deadline=START_S)
