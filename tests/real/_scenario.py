@@ -87,4 +87,9 @@ def explain(rig: Rig, session: str, d: Delegation | None = None) -> str:
     shown = rig.shown(row["pane_id"]) if row.get("pane_id") else "(no pane)"
     head = f"delegate exited {d.rc}: {d.record or d.stderr}\n" if d else ""
     ran = d.commands(rig) if d else rig.model.commands_run()
-    return f"{head}--- model asked to run: {ran}\n--- pane:\n{shown}"
+    steps = ""
+    if d and d.record.get("id"):
+        lines = rig.mam_json("job", "log", d.record["id"])
+        steps = ", ".join(str(line.get("kind")) + (f" ({line['note']})" if line.get("note") else "") for line in lines)
+    return (f"{head}--- session: {row.get('status')} ({row.get('note', '')})\n--- audit: {steps}\n"
+            f"--- model asked to run: {ran}\n--- pane:\n{shown}")

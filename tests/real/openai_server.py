@@ -293,6 +293,9 @@ class ScriptedModel:
         )
 
     # Chat Completions
+    def chat_once(self, body: dict[str, Any]) -> dict[str, Any]:
+        return _collect(self.chat({**body, "stream_options": {"include_usage": True}}))
+
     def chat(self, body: dict[str, Any]) -> Iterator[dict[str, Any]]:
         n = self._next_id()
         cid = f"chatcmpl-{n}"
@@ -327,6 +330,27 @@ class ScriptedModel:
                 "choices": [],
                 "usage": {"prompt_tokens": in_tok, "completion_tokens": out_tok, "total_tokens": in_tok + out_tok},
             }
+
+
+def _collect(chunks: Iterator[dict[str, Any]]) -> dict[str, Any]:
+    """Fold a streamed completion into the one JSON object a non-streaming request expects."""
+    text, calls, finish, usage, head = "", [], "stop", None, {}
+    for c in chunks:
+        head = head or c
+        usage = c.get("usage") or usage
+        for choice in c.get("choices", []):
+            delta = choice.get("delta") or {}
+            text += delta.get("content") or ""
+            for tc in delta.get("tool_calls") or []:
+                if tc.get("id"):
+                    calls.append({"id": tc["id"], "type": "function", "function": {"name": tc["function"]["name"], "arguments": ""}})
+                calls[-1]["function"]["arguments"] += tc.get("function", {}).get("arguments") or ""
+            finish = choice.get("finish_reason") or finish
+    message: dict[str, Any] = {"role": "assistant", "content": text or None}
+    if calls:
+        message["tool_calls"] = calls
+    return {"id": head.get("id"), "object": "chat.completion", "created": 0, "model": head.get("model"),
+            "choices": [{"index": 0, "message": message, "finish_reason": finish}], "usage": usage}
 
 
 def _event(kind: str, **fields: Any) -> tuple[str, dict[str, Any]]:
@@ -369,8 +393,8 @@ class _Handler(BaseHTTPRequestHandler):
         if path.endswith("/responses"):
             self._sse((f"event: {name}\ndata: {json.dumps(data)}\n\n" for name, data in self.server_owner.responses(body)))
         elif path.endswith("/chat/completions"):
-            if body.get("stream") is False:
-                self._json(400, {"error": {"message": "this scripted server only streams"}})
+            if not body.get("stream"):  # e.g. hermes' title query: one plain JSON completion
+                self._json(200, self.server_owner.chat_once(body))
                 return
             events = (f"data: {json.dumps(c)}\n\n" for c in self.server_owner.chat(body))
             self._sse(_then_done(events))

@@ -112,7 +112,7 @@ def test_a_command_outside_the_allow_rules_leaves_the_prompt_and_the_job_ends_wi
     rig.create(session, cwd=git_folder(rig.ws.root / "ask-repo"))
     outside = rig.home.parent / f"outside-{uuid.uuid4().hex[:8]}"
     text = f"Touch a file outside the project. {{tag}}\nRUN-ESCALATED: touch {outside}"
-    d = delegate(rig, session, text, timeout=40, heartbeat=2)
+    d = delegate(rig, session, text, timeout=25, heartbeat=2)
     assert d.rc in (1, 2) and d.record.get("reason"), explain(rig, session, d)
     assert "started" in event_types(rig, d.record["id"])  # it got as far as reporting, then waited
     pane = rig.status(session)["pane_id"]

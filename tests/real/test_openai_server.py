@@ -100,3 +100,12 @@ def test_chat_stream_has_tool_call_deltas_usage_and_done(model: ScriptedModel) -
     second = [json.loads(d) for d in post(model, "/chat/completions", body)[:-1]]
     args = "".join(c["choices"][0]["delta"].get("tool_calls", [{}])[0].get("function", {}).get("arguments", "") for c in second[:-1])
     assert json.loads(args)["command"].startswith("mam event progress")
+
+
+def test_a_chat_request_without_stream_gets_one_json_completion(model: ScriptedModel) -> None:
+    body = {"model": "m", "messages": [{"role": "user", "content": "Name this conversation."}]}
+    req = urllib.request.Request(f"{model.base_url}/chat/completions", data=json.dumps(body).encode(), headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=10) as resp:
+        answer = json.loads(resp.read())
+    assert answer["object"] == "chat.completion" and answer["choices"][0]["message"]["content"]
+    assert answer["usage"]["prompt_tokens"] > 0 and model.snapshot()[0].reply == "side"
