@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import sys
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -115,10 +116,10 @@ def trust_in_toml(path: Path, cwd: str, *, agent: str) -> Path | None:
 
 
 def _check_toml(text: str, path: Path, cwd: str, agent: str) -> None:
-    try:
-        import tomllib  # type: ignore[import-not-found,unused-ignore]
-    except ImportError:  # Python 3.10: the edit is line-based and checked by the tests
-        return
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:
+        import tomli as tomllib
     try:
         parsed = tomllib.loads(text)
     except ValueError as e:

@@ -71,10 +71,3 @@ def test_exit_keys_and_env_keys(agent: str) -> None:
 def test_ids_that_could_escape_the_store_are_refused(agent: str, bad: str, agent_env: dict[str, str]) -> None:
     with pytest.raises(AgentError):
         get_adapter(agent).purge_conversation(bad, cwd="/tmp", env=agent_env)
-
-
-def test_paste_placeholders_match_what_the_uis_show() -> None:
-    claude, codex = get_adapter("claude"), get_adapter("codex")
-    assert claude.input_pending("> [Pasted text #1 +12 lines]", nonce="n-1")
-    assert codex.input_pending("› [Pasted Content 1204 chars]", nonce="n-1")
-    assert not claude.input_pending("> \n(fake claude) received 3 characters\n> ", nonce="n-1")

@@ -17,7 +17,7 @@ import pytest
 from mam.agents import get_adapter
 from tests.agents.conftest import AGENTS, seed
 from tests.conftest import FAKES_BIN
-from tests.fakes.fake_agent import CLIS, Keys, parse
+from tests.fakes.fake_agent import CLIS, Keys, Usage, parse
 
 UNKNOWN = {
     "claude": "No conversation found with session ID: ",
@@ -33,6 +33,7 @@ def run(argv: list[str], *, cwd: str, home: str, log: Path, stdin: str = "") -> 
     env = {**os.environ, "HOME": home, "MAM_FAKE_AGENT_LOG": str(log)}
     for key in ("XDG_DATA_HOME", "CLAUDE_CONFIG_DIR", "CODEX_HOME", "GROK_HOME", "HERMES_HOME", "OPENCODE_DB"):
         env.pop(key, None)
+    get_adapter(argv[0]).trust_folder(cwd, env)  # as mam's create does (else claude asks first, like the real one)
     return subprocess.run([str(FAKES_BIN / argv[0]), *argv[1:]], input=stdin, capture_output=True, text=True, cwd=cwd, env=env, timeout=30)
 
 
@@ -94,7 +95,8 @@ def test_nothing_is_written_before_the_first_turn(agent_env: dict[str, str], fol
     for agent in AGENTS:
         done = run([agent], cwd=folders("a"), home=agent_env["HOME"], log=tmp_path / "log", stdin="\x04")
         assert done.returncode == 0
-    assert list(Path(agent_env["HOME"]).rglob("*")) == []
+    # only the folder's trust records (written by run(), as mam's create does) may be there
+    assert [p for p in Path(agent_env["HOME"]).rglob("*") if p.is_file() and p.name not in (".claude.json", "config.toml")] == []
 
 
 def test_command_lines_are_parsed_like_the_real_ones() -> None:
@@ -104,6 +106,20 @@ def test_command_lines_are_parsed_like_the_real_ones() -> None:
     assert parse(CLIS["hermes"], ["-s", "skill-a", "-r", "20260101_000000_abcdef"]) == (None, "20260101_000000_abcdef")
     assert parse(CLIS["opencode"], ["/some/project", "-s", "ses_1"]) == (None, "ses_1")
     assert parse(CLIS["agy"], ["--dangerously-skip-permissions", "--conversation", "c1"]) == (None, "c1")
+
+
+@pytest.mark.parametrize("agent", ["claude", "codex", "hermes", "grok", "opencode"])
+@pytest.mark.parametrize("permissions", ["report", "full"])
+def test_the_fakes_take_every_option_mam_launches_with_and_refuse_unknown_ones(agent: str, permissions: str, tmp_path: Path) -> None:
+    from mam.agents.base import LaunchContext
+
+    adapter = get_adapter(agent)
+    ctx = LaunchContext(session="s", cwd=str(tmp_path), state_dir=tmp_path / "s", permissions=permissions, mam_dir=tmp_path)
+    options = adapter.session_options(ctx)
+    for argv in (adapter.launch_argv(adapter.new_conversation_id()), adapter.resume_argv("ses_1" if agent == "opencode" else "x1")):
+        parse(CLIS[agent], adapter.with_options(argv, options)[1:])
+    with pytest.raises(Usage):
+        parse(CLIS[agent], ["--no-such-option"])
 
 
 def test_keys_split_typing_pastes_and_escape_sequences_across_reads() -> None:

