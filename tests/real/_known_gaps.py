@@ -42,3 +42,12 @@ def opencode_ready_without_looking() -> bool:
     from mam.sessions.create import wait_ready
 
     return bool(wait_ready(_BlankPane(), "%0", get_adapter("opencode"), timeout=0.3))
+
+
+def footer_names_mam_bare() -> bool:
+    """The footer's commands start with a bare `mam`. Hermes 0.19's `terminal` tool runs them with
+    the PATH of a login-shell snapshot (`bash -l`, and /etc/profile resets PATH), so the workspace
+    venv is missing from it and they exit 127."""
+    from mam.jobs.brief import footer
+
+    return any(line.strip().startswith("mam event ") for line in footer("job-x", "n0nce", 30).splitlines())
