@@ -148,6 +148,7 @@ class Request:
     body: dict[str, Any]
     reply: list[Block]
     usage: dict[str, int]
+    message_id: str = ""  # the id the reply's message carried (the CLI records it with the usage)
 
     @property
     def main(self) -> bool:
@@ -192,6 +193,11 @@ class AnthropicServer:
     def main_requests(self) -> list[Request]:
         with self._lock:
             return [r for r in self.requests if r.main]
+
+    def usage_sent(self) -> dict[str, dict[str, int]]:
+        """The usage reported with each reply, by message id."""
+        with self._lock:
+            return {r.message_id: dict(r.usage) for r in self.requests}
 
     def reset(self, script: Script | None = None) -> None:
         """Forget what was recorded (and optionally change the script) between scenarios."""
@@ -255,21 +261,22 @@ class AnthropicServer:
                 usage = {"input_tokens": 10 + len(json.dumps(body.get("messages", []))) // 40,
                          "output_tokens": 5 + sum(len(json.dumps(b.input)) if isinstance(b, ToolUse) else len(b.text) for b in reply) // 4,
                          "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0}
-                server._record(Request(self.path, body, reply, usage))
+                message_id = f"msg_{uuid.uuid4().hex[:24]}"
+                server._record(Request(self.path, body, reply, usage, message_id))
                 model = str(body.get("model") or "claude-scripted")
                 if body.get("stream"):
-                    self._stream(model, reply, usage)
+                    self._stream(message_id, model, reply, usage)
                 else:
-                    self._send_json(200, message_json(model, reply, usage))
+                    self._send_json(200, message_json(message_id, model, reply, usage))
 
-            def _stream(self, model: str, reply: list[Block], usage: dict[str, int]) -> None:
+            def _stream(self, message_id: str, model: str, reply: list[Block], usage: dict[str, int]) -> None:
                 self.send_response(200)
                 self.send_header("Content-Type", "text/event-stream")
                 self.send_header("Cache-Control", "no-cache")
                 self.send_header("Connection", "close")
                 self.end_headers()
                 self.close_connection = True
-                for event, data in stream_events(model, reply, usage):
+                for event, data in stream_events(message_id, model, reply, usage):
                     self.wfile.write(f"event: {event}\ndata: {json.dumps(data)}\n\n".encode())
                     self.wfile.flush()
 
@@ -280,21 +287,21 @@ def stop_reason(reply: list[Block]) -> str:
     return "tool_use" if any(isinstance(b, ToolUse) for b in reply) else "end_turn"
 
 
-def message_json(model: str, reply: list[Block], usage: dict[str, int]) -> dict[str, Any]:
+def message_json(message_id: str, model: str, reply: list[Block], usage: dict[str, int]) -> dict[str, Any]:
     content: list[dict[str, Any]] = []
     for block in reply:
         if isinstance(block, Text):
             content.append({"type": "text", "text": block.text})
         else:
             content.append({"type": "tool_use", "id": block.id, "name": block.name, "input": block.input})
-    return {"id": f"msg_{uuid.uuid4().hex[:24]}", "type": "message", "role": "assistant", "model": model, "content": content,
+    return {"id": message_id, "type": "message", "role": "assistant", "model": model, "content": content,
             "stop_reason": stop_reason(reply), "stop_sequence": None, "usage": usage}
 
 
-def stream_events(model: str, reply: list[Block], usage: dict[str, int]) -> list[tuple[str, dict[str, Any]]]:
+def stream_events(message_id: str, model: str, reply: list[Block], usage: dict[str, int]) -> list[tuple[str, dict[str, Any]]]:
     """The server-sent events of one streamed reply, in the order the Messages API sends them."""
     start_usage = {**usage, "output_tokens": 1}
-    message = {"id": f"msg_{uuid.uuid4().hex[:24]}", "type": "message", "role": "assistant", "model": model, "content": [],
+    message = {"id": message_id, "type": "message", "role": "assistant", "model": model, "content": [],
                "stop_reason": None, "stop_sequence": None, "usage": start_usage}
     events: list[tuple[str, dict[str, Any]]] = [("message_start", {"type": "message_start", "message": message}),
                                                 ("ping", {"type": "ping"})]

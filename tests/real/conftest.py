@@ -126,6 +126,7 @@ class Rig:
         return wait_for(shows, timeout=timeout, message=lambda: f"{text!r} not on screen:\n{self.shown(pane_id)}")
 
     def stop_all(self) -> None:
+        """`mam session stop` every session this rig created (for CLIs a tmux kill would not end cleanly)."""
         for session in self.sessions:
             self.mam("session", "stop", "--session", session, timeout=60)
 
@@ -161,9 +162,9 @@ def claude_rig(isolated_env: Path, workspace: Workspace, tmux_server: PrivateTmu
     claude_home(isolated_env, api_key)
     env = {**real_broker.env(), **FAST, "MAM_TMUX_SERVER": tmux_server.name, "MAM_WORKSPACE": str(workspace.root),
            **claude_env(exe, isolated_env, anthropic_server.base_url, api_key)}
-    rig = Rig("claude", exe, isolated_env, workspace, tmux_server, env, anthropic_server)
-    yield rig
-    rig.stop_all()
+    # No `mam session stop` at the end: the tmux_server fixture's kill ends every pane's agent
+    # (Claude exits on SIGHUP), and a stop would only wait on a pane left showing a prompt.
+    yield Rig("claude", exe, isolated_env, workspace, tmux_server, env, anthropic_server)
 
 
 # -- Claude's own records ---------------------------------------------------------------------------
@@ -192,3 +193,17 @@ def claude_prompts(transcript: Path) -> list[str]:
         elif isinstance(content, list) and not any(isinstance(b, dict) and b.get("type") == "tool_result" for b in content):
             prompts.append("\n".join(str(b.get("text", "")) for b in content if isinstance(b, dict)))
     return prompts
+
+
+def claude_usage(transcript: Path) -> dict[str, dict[str, Any]]:
+    """The usage Claude recorded per model message (it repeats it on each content block's line: one per id)."""
+    found: dict[str, dict[str, Any]] = {}
+    for line in transcript.read_text().splitlines():
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            continue
+        message = entry.get("message")
+        if entry.get("type") == "assistant" and isinstance(message, dict) and message.get("id"):
+            found[str(message["id"])] = dict(message.get("usage") or {})
+    return found

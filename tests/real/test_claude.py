@@ -18,13 +18,14 @@ from typing import Any
 import pytest
 
 from mam.util.poll import wait_for
+from tests.deploy import test_install as deploy
 from tests.real.anthropic_server import FooterScript, conversation, footer_commands, text_of
 from tests.real.clis import BY_NAME
-from tests.real.conftest import Rig, claude_prompts, claude_transcript, skip_module_without
+from tests.real.conftest import Rig, claude_prompts, claude_transcript, claude_usage, skip_module_without
 
 skip_module_without("claude")
+installed = deploy.installed  # the workspace tests/deploy installs once per run (shared across xdist workers)
 
-REPO = Path(__file__).resolve().parents[2]
 # What Claude 2.1.332 shows when a tool call needs a person (auto mode with no server-side check,
 # or a plain permission question): either way nothing runs until someone answers.
 PROMPT_MARKERS = ("Auto mode can't check actions", "Do you want to proceed?")
@@ -43,8 +44,10 @@ def delegate(rig: Rig, session: str, brief: str, *, timeout: float = 120, start_
 
 
 def event_kinds(rig: Rig, job_id: str) -> list[str]:
+    """The types of the events the job accepted, in order (from its audit log)."""
     log = rig.mam_json("job", "log", job_id)
-    return [str(line.get("event") or line.get("type")) for line in log if line.get("kind") == "event"]
+    inputs = [line["input"] for line in log if line.get("kind") == "input" and isinstance(line.get("input"), dict)]
+    return [str(i["type"]) for i in inputs if i.get("input") == "event"]
 
 
 def assert_completed(rig: Rig, rc: int, record: dict[str, Any], stderr: str, pane_id: str) -> None:
@@ -83,6 +86,19 @@ def test_delegate_then_stop_and_resume_the_same_conversation(claude_rig: Rig) ->
     prompts = claude_prompts(claude_transcript(rig.home, conversation_id))
     assert sum(first in p for p in prompts) == 1, prompts
     assert brief_count_in_requests(rig, first) == 1
+    # Claude's transcript keeps the usage the model reported, once per message (what usage totals read).
+    # The closing reply may land just after `completed` ended the job: wait for all four (three tool calls, one text).
+    transcript = claude_transcript(rig.home, conversation_id)
+
+    def all_four() -> dict[str, dict[str, Any]] | None:
+        usage = claude_usage(transcript)
+        return usage if len(usage) >= 4 else None
+
+    recorded = wait_for(all_four, timeout=30, message=lambda: f"Claude recorded {len(claude_usage(transcript))} model messages, not 4")
+    sent = rig.model.usage_sent()
+    assert len(recorded) == 4 and set(recorded) <= set(sent), (recorded.keys(), sent.keys())
+    for message_id, usage in recorded.items():
+        assert (usage["input_tokens"], usage["output_tokens"]) == (sent[message_id]["input_tokens"], sent[message_id]["output_tokens"])
 
     stopped = rig.mam_json("session", "stop", "--session", "dev-1")
     assert stopped["status"] in ("stopped", "exited"), stopped
@@ -112,8 +128,10 @@ def test_a_command_outside_the_allow_rules_leaves_a_prompt_and_the_job_ends_by_i
     rc, record, err = delegate(rig, "dev-perm", brief_text("perm"), timeout=60, start_deadline=12)
     assert rc == 1, (rc, record, err)
     assert record["state"] == "failed" and record["reason"] == "agent_blocked", record
-    screen = rig.screen(row["pane_id"])
-    assert any(m in screen for m in PROMPT_MARKERS), rig.shown(row["pane_id"])
+    # Still asking (an Enter would have taken the question off the screen), and still alive.
+    bottom = rig.shown(row["pane_id"], lines=15)
+    assert any(m in bottom for m in PROMPT_MARKERS), bottom
+    assert rig.status("dev-perm")["permissions"] == "report"
     assert rig.pane_alive(row["pane_id"])
     assert not marker.exists(), "the forbidden command ran: something answered Claude's prompt"
 
@@ -155,17 +173,16 @@ def test_no_trust_fails_the_create_clearly_and_answers_nothing(claude_rig: Rig, 
 
 
 @pytest.fixture
-def installed_workspace(tmp_path: Path, claude_rig: Rig) -> Path:
-    """A workspace made by deploy/install.sh from this checkout (its own venv, its own .agents/skills/)."""
-    ws = tmp_path / "installed-ws"
-    env = {k: v for k, v in claude_rig.env.items() if not k.startswith("MAM_")}
-    proc = subprocess.run(["bash", str(REPO / "deploy" / "install.sh"), str(ws)], env={**os.environ, **env}, capture_output=True,
-                          text=True, timeout=600, check=False)
-    assert proc.returncode == 0, f"install.sh failed: {proc.stdout[-2000:]}\n{proc.stderr[-2000:]}"
-    return ws
+def installed_workspace(tmp_path: Path, request: pytest.FixtureRequest) -> Path:
+    """A copy of the workspace deploy/install.sh made for tests/deploy (one install per run, shared)."""
+    done: deploy.Installed = request.getfixturevalue("installed")
+    assert done.first["rc"] == 0, f"the shared install failed:\n{done.first['out']}\n{done.first['err']}"
+    return deploy.copy_workspace(done.ws, tmp_path / "installed-ws")
 
 
+@pytest.mark.timeout(480)  # the shared install.sh run (two pip installs) may happen in this test's setup
 def test_the_skill_scripts_create_and_delegate_to_a_real_claude(claude_rig: Rig, installed_workspace: Path) -> None:
+    """create_session.sh --onboard + delegate_job.sh from an installed workspace, as the README shows them."""
     rig = claude_rig
     ws = installed_workspace
     skills = ws / ".agents" / "skills"
@@ -177,8 +194,8 @@ def test_the_skill_scripts_create_and_delegate_to_a_real_claude(claude_rig: Rig,
                               text=True, timeout=timeout, check=False)
 
     created = script("multi-agent-mux-create", "create_session.sh", "--workspace", str(ws), "--agent", "claude", "--role",
-                     "developer", "--session", "skill-dev")
-    assert created.returncode == 0, created.stderr
+                     "developer", "--session", "skill-dev", "--onboard")
+    assert created.returncode == 0, f"{created.stdout}\n{created.stderr}"  # --onboard: the onboarding job completed too
     try:
         brief = brief_text("skills")
         done = script("multi-agent-mux-delegate-job", "delegate_job.sh", "--target", "tmux:skill-dev", "--brief", brief,
@@ -188,6 +205,6 @@ def test_the_skill_scripts_create_and_delegate_to_a_real_claude(claude_rig: Rig,
         row = next(r for r in status if r["name"] == "skill-dev")
         assert row["cwd"] == str(ws)
         prompts = claude_prompts(claude_transcript(rig.home, row["conversation_id"]))
-        assert sum(brief in p for p in prompts) == 1, prompts
+        assert sum(brief in p for p in prompts) == 1 and len(prompts) == 2, prompts  # the onboarding brief, then ours
     finally:
         script("multi-agent-mux-stop", "stop_session.sh", "--session", "skill-dev", timeout=60)
