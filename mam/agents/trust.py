@@ -6,11 +6,14 @@ Only the session's own cwd is ever recorded, and only when the create was not gi
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import re
 import sys
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -40,8 +43,26 @@ def write_atomically(path: Path, text: str) -> None:
         raise
 
 
+@contextmanager
+def folder_lock(folder: Path) -> Iterator[None]:
+    """Serialize mam's read-modify-write of a file in `folder` (two creates at once must not lose an
+    entry). The folder itself is locked: the file is replaced by rename, so its inode changes."""
+    folder.mkdir(parents=True, exist_ok=True)
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing releases the lock
+
+
 def trust_in_json(path: Path, cwd: str, *, agent: str) -> Path | None:
     """Set `projects.<cwd>.hasTrustDialogAccepted = true` in Claude's `.claude.json`; None if it already was."""
+    with folder_lock(path.parent):
+        return _trust_in_json(path, cwd, agent=agent)
+
+
+def _trust_in_json(path: Path, cwd: str, *, agent: str) -> Path | None:
     data: Any = {}
     if path.exists():
         try:
@@ -89,6 +110,11 @@ def _header_key(line: str) -> str | None:
 
 def trust_in_toml(path: Path, cwd: str, *, agent: str) -> Path | None:
     """Set `[projects."<cwd>"] trust_level = "trusted"` in Codex's config.toml, keeping every other line."""
+    with folder_lock(path.parent):
+        return _trust_in_toml(path, cwd, agent=agent)
+
+
+def _trust_in_toml(path: Path, cwd: str, *, agent: str) -> Path | None:
     text = path.read_text(encoding="utf-8") if path.exists() else ""
     lines = text.splitlines()
     start = next((i for i, line in enumerate(lines) if _header_key(line) == cwd), None)

@@ -113,3 +113,26 @@ def test_clis_without_per_folder_trust_write_nothing(agent: str, tmp_path: Path)
     tmp_path.mkdir()
     assert get_adapter(agent).trust_folder("/p", {"HOME": str(tmp_path)}) is None
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("agent", ["claude", "codex"])
+def test_concurrent_trusts_lose_no_folder(agent: str, tmp_path: Path) -> None:
+    """Sessions created at once in one HOME each record their folder; none overwrites another's."""
+    import multiprocessing
+
+    home = tmp_path / "agent-home"
+    home.mkdir()
+    folders = [f"/projects/p{i}" for i in range(12)]
+    ctx = multiprocessing.get_context("spawn")
+    with ctx.Pool(6) as pool:
+        pool.starmap(_trust, [(agent, folder, str(home)) for folder in folders])
+    if agent == "claude":
+        projects = json.loads((home / ".claude.json").read_text())["projects"]
+        assert all(projects[f]["hasTrustDialogAccepted"] is True for f in folders)
+    else:
+        projects = tomllib.loads((home / ".codex" / "config.toml").read_text())["projects"]
+        assert all(projects[f]["trust_level"] == "trusted" for f in folders)
+
+
+def _trust(agent: str, folder: str, home: str) -> None:
+    get_adapter(agent).trust_folder(folder, {"HOME": home})
