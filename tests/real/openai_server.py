@@ -154,7 +154,7 @@ def shell_call(tools: list[Any], step: Step) -> tuple[str, dict[str, Any]]:
         return "exec_command", {"cmd": command}
     if "shell" in named:  # older Codex builds
         return "shell", {"command": ["bash", "-c", command]}
-    for name in ("bash", "Bash", "shell_command", "run_shell_command", "terminal"):
+    for name in ("bash", "Bash", "shell_command", "run_shell_command", "run_terminal_command", "terminal"):
         if name in named:
             params = named[name]
             args: dict[str, Any] = {"command": command}

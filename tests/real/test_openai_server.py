@@ -109,3 +109,11 @@ def test_a_chat_request_without_stream_gets_one_json_completion(model: ScriptedM
         answer = json.loads(resp.read())
     assert answer["object"] == "chat.completion" and answer["choices"][0]["message"]["content"]
     assert answer["usage"]["prompt_tokens"] > 0 and model.snapshot()[0].reply == "side"
+
+
+@pytest.mark.parametrize("tool", ["bash", "terminal", "run_terminal_command"])
+def test_the_shell_tool_of_each_chat_cli_gets_the_command(tool: str) -> None:
+    from tests.real.openai_server import Step, shell_call
+
+    tools = [{"type": "function", "function": {"name": "read"}}, {"type": "function", "function": {"name": tool, "parameters": {"required": ["command"]}}}]
+    assert shell_call(tools, Step("mam event started --job j")) == (tool, {"command": "mam event started --job j"})
