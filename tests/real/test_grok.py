@@ -85,3 +85,17 @@ def test_delegate_then_stop_and_resume_the_same_conversation(rig: Rig) -> None:
     assert turns and all(any(first.tag in t for t in chat_texts(r.body)) for r in turns)
     prompts = user_prompts(rig, conversation)
     assert (sum(first.tag in t for t in prompts), sum(second.tag in t for t in prompts)) == (1, 1)
+
+
+def test_a_command_outside_the_allow_rules_leaves_the_prompt_and_the_job_ends_with_a_reason(rig: Rig) -> None:
+    session = "gk-ask"
+    cwd = git_folder(rig.ws.root / "ask-repo")
+    rig.create(session, cwd=cwd)
+    marker = cwd / "asked.txt"
+    d = delegate(rig, session, f"Touch a file. {{tag}}\nRUN: touch {marker}", timeout=40, start_deadline=40, heartbeat=3)
+    assert d.rc in (1, 2) and d.record.get("reason"), explain(rig, session, d)
+    assert "started" in event_types(rig, d.record["id"])  # it reported, then waited for a person
+    pane = rig.status(session)["pane_id"]
+    screen = rig.screen(pane)
+    assert "Yes, proceed" in screen and f"touch {marker}" in screen, rig.shown(pane)
+    assert not marker.exists()
