@@ -28,14 +28,58 @@ class OpencodeAdapter(AgentAdapter):
     env_keys = ("HOME", "XDG_DATA_HOME", "OPENCODE_DB")
     paste_placeholders = ("[Pasted ~",)
     full_args = ("--auto",)
+    prompt_markers = ("Permission required", "Allow once   Allow always   Reject")
 
     def report_options(self, ctx: LaunchContext) -> SessionOptions:
-        """One bash allow rule, given as the highest-precedence config layer (OPENCODE_CONFIG_CONTENT,
-        merged over the user's own config, which stays as it is)."""
+        """One bash allow rule, given as the highest-precedence config layer (OPENCODE_CONFIG_CONTENT).
+
+        Checked with 1.18.33: that layer's `bash` object *replaces* a `bash` string of the user's
+        config ("ask" became allow-all), so the user's own bash setting is carried in as its "*"
+        rule. A user config mam cannot read, or a `permission` given as one string for every
+        tool, gets no rule at all (then `mam event` asks, as with --permissions ask)."""
         import json
 
-        rule = {"permission": {"bash": {f"{REPORT_COMMAND} *": "allow"}}}
-        return SessionOptions(env={"OPENCODE_CONFIG_CONTENT": json.dumps(rule)})
+        current = self._user_bash_permission(ctx)
+        if current is None:
+            return SessionOptions()
+        bash = {"*": current} if isinstance(current, str) else dict(current)
+        bash.pop(f"{REPORT_COMMAND} *", None)
+        bash[f"{REPORT_COMMAND} *"] = "allow"  # last: the most specific rule is the one that matches
+        # The user's own OPENCODE_CONFIG_CONTENT, if any, is kept: the rule goes into it.
+        layer = json.loads(ctx.env.get("OPENCODE_CONFIG_CONTENT") or "{}")
+        layer.setdefault("permission", {})["bash"] = bash
+        return SessionOptions(env={"OPENCODE_CONFIG_CONTENT": json.dumps(layer)})
+
+    def _user_bash_permission(self, ctx: LaunchContext) -> str | dict[str, str] | None:
+        """The user's effective `permission.bash` ("allow" when none is set, opencode's default),
+        or None when it cannot be known or is not a bash setting of its own."""
+        import json
+
+        config_home = convo.env_dir(ctx.env, "XDG_CONFIG_HOME", convo.home(ctx.env) / ".config") / "opencode"
+        layers = [config_home / "config.json", config_home / "opencode.json", config_home / "opencode.jsonc"]
+        if ctx.env.get("OPENCODE_CONFIG"):
+            layers.append(Path(ctx.env["OPENCODE_CONFIG"]))
+        layers += [Path(ctx.cwd) / "opencode.json", Path(ctx.cwd) / "opencode.jsonc"]
+        texts = [p.read_text(encoding="utf-8") for p in layers if p.is_file()]
+        if ctx.env.get("OPENCODE_CONFIG_CONTENT"):
+            texts.append(ctx.env["OPENCODE_CONFIG_CONTENT"])
+        bash: str | dict[str, str] = "allow"
+        for text in texts:
+            try:
+                config = json.loads(text)
+            except ValueError:
+                return None  # JSONC comments or a broken file: do not guess
+            permission = config.get("permission") if isinstance(config, dict) else None
+            if permission is None:
+                continue
+            if not isinstance(permission, dict):
+                return None  # one setting for every tool: a bash object would replace it
+            value = permission.get("bash")
+            if isinstance(value, str):
+                bash = value
+            elif isinstance(value, dict):
+                bash = {**({"*": bash} if isinstance(bash, str) else bash), **{str(k): str(v) for k, v in value.items()}}
+        return bash
 
     def input_box(self, screen: str) -> str:
         """The `┃` bar lines right above the box's bottom edge (`╹▀▀▀`); the transcript's messages

@@ -34,6 +34,7 @@ EXPECTED = {
     ("opencode-1.18.33", "ready"): (True, None, False),
     ("opencode-1.18.33", "brief-unsubmitted"): (True, None, True),
     ("opencode-1.18.33", "brief-submitted"): (True, None, False),
+    ("opencode-1.18.33", "permission-prompt"): (False, "prompt", False),
     ("grok-0.2.111", "ready"): (True, None, False),
     ("grok-0.2.111", "brief-unsubmitted"): (True, None, True),
     ("grok-0.2.111", "brief-submitted"): (True, None, False),
