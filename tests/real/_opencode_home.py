@@ -73,7 +73,8 @@ def user_texts(db: Path, session_id: str) -> list[str]:
     return out
 
 
-def input_tokens(db: Path, session_id: str) -> int:
-    """The input tokens opencode recorded for the session's assistant messages."""
-    rows = _rows(db, "SELECT data FROM message WHERE session_id = ?", (session_id,))
-    return sum(int((json.loads(d).get("tokens") or {}).get("input") or 0) for (d,) in rows if json.loads(d).get("role") == "assistant")
+def step_input_tokens(db: Path, session_id: str) -> list[int]:
+    """The input tokens opencode recorded per model step (`step-finish` parts), in order."""
+    rows = _rows(db, "SELECT data FROM part WHERE session_id = ? ORDER BY time_created, id", (session_id,))
+    parts = [json.loads(d) for (d,) in rows]
+    return [int((p.get("tokens") or {}).get("input") or 0) for p in parts if p.get("type") == "step-finish"]
