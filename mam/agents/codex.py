@@ -48,18 +48,26 @@ class CodexAdapter(AgentAdapter):
         """From the last line that starts with the prompt mark `›` down to the status line below it
         (the transcript shows earlier messages with the same mark; they are above)."""
         lines = screen.rstrip("\n").splitlines()
-        starts = [i for i, line in enumerate(lines) if line.startswith("\u203a ")]
-        if not starts:
+        span = _box_span(lines)
+        return "\n".join(lines[span[0] : span[1]]) if span else ""
+
+    def status_line(self, screen: str) -> str:
+        """The footer under the input box, `<model> <effort> · <cwd>` (e.g. `gpt-5 default · ~/repo`);
+        empty while it is not drawn. Codex 0.171 draws its composer (with only the `? for shortcuts`
+        hint below it) about a second before it has checked the folder's trust: that early frame is
+        then replaced by the "Trust this folder?" question, or gains this line."""
+        lines = screen.rstrip("\n").splitlines()
+        span = _box_span(lines)
+        if span is None:
             return ""
-        box = [lines[starts[-1]]]
-        for line in lines[starts[-1] + 1 :]:
-            if not line.strip() or " \u00b7 " in line:
-                break
-            box.append(line)
-        return "\n".join(box)
+        below = [line for line in lines[span[1] :] if line.strip()]
+        first = below[0] if below else ""
+        return first.strip() if " \u00b7 " in first and "for shortcuts" not in first else ""
 
     def is_ready(self, screen: str) -> bool:
-        return bool(self.input_box(screen)) and self.dialog(screen) is None
+        """The input box with its status line under it, and no dialog (the box alone is not enough:
+        see status_line)."""
+        return bool(self.status_line(screen)) and self.dialog(screen) is None
 
     def trust_folder(self, cwd: str, env: Mapping[str, str]) -> Path | None:
         """`[projects."<cwd>"] trust_level = "trusted"` in `${CODEX_HOME:-~/.codex}/config.toml`."""
@@ -131,6 +139,18 @@ class CodexAdapter(AgentAdapter):
                     ids += children
                     todo += children
         return ids
+
+
+def _box_span(lines: list[str]) -> tuple[int, int] | None:
+    """The input box's lines, [start, end): the last line starting with `› ` and those under it up
+    to a blank line or the status line."""
+    starts = [i for i, line in enumerate(lines) if line.startswith("\u203a ")]
+    if not starts:
+        return None
+    end = starts[-1] + 1
+    while end < len(lines) and lines[end].strip() and " \u00b7 " not in lines[end]:
+        end += 1
+    return starts[-1], end
 
 
 # Columns that name a thread in Codex's SQLite stores (state_5: threads.id and thread_* tables;

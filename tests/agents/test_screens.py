@@ -27,6 +27,10 @@ EXPECTED = {
     ("claude-2.1.332", "auto-mode-check-dialog"): (False, "prompt", False),
     ("claude-2.1.332", "bypass-permissions-dialog"): (False, "prompt", False),
     ("codex-0.171.0", "ready"): (True, None, False),
+    # The composer drawn before the folder's trust is checked (no status line yet): not ready, or
+    # `--no-trust` would miss the question that replaces it ~1 s later.
+    ("codex-0.171.0", "early-loading"): (False, None, False),
+    ("codex-0.171.0", "early-before-trust"): (False, None, False),
     ("codex-0.171.0", "brief-unsubmitted"): (True, None, True),
     ("codex-0.171.0", "brief-submitted"): (True, None, False),
     ("codex-0.171.0", "trust-dialog"): (False, "trust", False),

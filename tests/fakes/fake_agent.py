@@ -11,9 +11,12 @@ Each fake draws its real CLI's input box the way the adapter finds it on the rea
 the real CLI's first-run trust dialog where the real one does: claude in a folder not marked
 trusted in `${CLAUDE_CONFIG_DIR:-~}/.claude.json` (Enter there means "No, exit"), codex in an
 untrusted git checkout (Enter means "Trust and continue" and drops what was pasted meanwhile).
+Like the real codex 0.171, the fake codex first draws its composer without the status line under
+it (the early frame) and only then the trust question or the full screen, after
+MAM_FAKE_CODEX_EARLY_S seconds (default 0.5); keys typed meanwhile go to what comes next.
 
 With MAM_FAKE_AGENT_LOG set, it appends one JSON line per event: start (argv, cwd, pid),
-dialog, ready, turn, exit, error.
+early (codex's early frame), dialog, ready, turn, exit, error.
 """
 
 from __future__ import annotations
@@ -101,6 +104,11 @@ PERMISSION_PROMPTS = {
     "claude": " Bash command\n\n touch /somewhere\n\n Do you want to proceed?\n \u276f No\n   Yes\n\n Esc to cancel \u00b7 Tab to amend\n",
     "codex": "  Would you like to run the following command?\n  $ touch /somewhere\n\u203a 1. Yes, proceed (y)\n"
              "  3. No, and tell Codex what to do differently (esc)\n  Press enter to confirm or esc to cancel\n",
+}
+# What codex 0.171 shows before it has checked the folder's trust
+# (tests/agents/screens/codex-0.171.0/early-before-trust.txt): a composer, no status line.
+EARLY_FRAMES = {
+    "codex": "  >_ OpenAI Codex (v0.171.0)\n     {cwd}\n\n\u203a Ask Codex to do anything\n\n  ? for shortcuts",
 }
 TRUST_DIALOGS = {
     "claude": "Accessing workspace:\n\n {cwd}\n\n Quick safety check: Is this a project you created or one you trust?\n\n"
@@ -312,6 +320,16 @@ class Agent:
             return "trust dialog declined"
         return None
 
+    def early_frame(self) -> None:
+        """The frame the real CLI draws before it is ready (codex: before its trust check), held a while."""
+        frame = EARLY_FRAMES.get(self.name)
+        if not frame:
+            return
+        out(frame.format(cwd=os.getcwd()))
+        log("early", agent=self.name)
+        time.sleep(float(os.environ.get("MAM_FAKE_CODEX_EARLY_S") or 0.5))  # the real one's delay, not a wait for anything
+        out("\x1b[2J\x1b[H")
+
     def start_screen(self) -> None:
         out(f"{self.name} (fake agent) {'resuming ' + (self.cid or '') if self.resumed else 'new conversation'}\n")
         self.draw_box()
@@ -329,6 +347,7 @@ class Agent:
         keys = Keys()
         try:
             out("\x1b[?2004h")  # bracketed paste, as agent TUIs enable it
+            self.early_frame()
             if self.dialog:
                 self.show_dialog()
             else:

@@ -9,22 +9,6 @@ import types
 
 from mam.agents import get_adapter
 
-# A frame of Codex 0.171.0 captured in an unseen git repository about 0.5 s before its trust
-# question replaced it: the composer is drawn, the status line (`<model> · <cwd>`) is not yet.
-CODEX_EARLY_FRAME = (
-    "  >_ OpenAI Codex (v0.171.0)\n"
-    "     /tmp/rtc/mw/ws/repo2\n"
-    "\n"
-    "› Ask Codex to do anything\n"
-    "\n"
-    "  ? for shortcuts\n"
-)
-
-
-def codex_ready_before_its_trust_check() -> bool:
-    """The codex adapter calls that early frame ready, so `--no-trust` can miss the question."""
-    return bool(get_adapter("codex").is_ready(CODEX_EARLY_FRAME))
-
 
 class _BlankPane:
     """A pane whose agent runs but has drawn nothing yet."""

@@ -21,7 +21,6 @@ import pytest
 from tests.helpers import brokers
 from tests.helpers.tmux import private_tmux
 from tests.real import _codex_home as cx
-from tests.real._known_gaps import codex_ready_before_its_trust_check
 from tests.real._scenario import delegate, event_types, explain, git_folder, make_rig
 from tests.real.clis import BY_NAME
 from tests.real.conftest import CACHE, Rig, skip_module_without
@@ -98,9 +97,6 @@ def test_delegate_in_a_fresh_git_folder_then_stop_and_resume_the_same_conversati
     assert (cx.user_turns_holding(rollout, first.tag), cx.user_turns_holding(rollout, second.tag)) == (1, 1)
 
 
-@pytest.mark.xfail(codex_ready_before_its_trust_check(), run=False,
-                   reason="the codex adapter takes the composer Codex draws ~0.5 s before its trust question for ready "
-                          "(no status line yet), so `--no-trust` creates the session with the question on screen")
 def test_no_trust_in_a_fresh_git_folder_fails_the_create_clearly_and_sends_nothing(rig: Rig) -> None:
     cwd = git_folder(rig.ws.root / "untrusted-repo")
     seen = len(rig.model.snapshot())

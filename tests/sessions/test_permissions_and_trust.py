@@ -95,12 +95,17 @@ def test_no_trust_fails_clearly_on_the_dialog_and_leaves_nothing(agent: str, wor
     project = tmp_path / "checkout"
     (project / ".git").mkdir(parents=True)
     log = FakeLog(tmp_path / "agents.jsonl")
+    # codex first draws its composer without its status line, then the trust question over it:
+    # held 1.5 s here (the real 0.171 took ~1.2 s), long enough that a ready wait which took that
+    # frame for ready would be seen to.
     proc = mam("session", "create", "--agent", agent, "--role", "dev", "--session", "u", "--cwd", str(project), "--no-trust",
-               env={"MAM_FAKE_AGENT_LOG": str(log.path)})
+               env={"MAM_FAKE_AGENT_LOG": str(log.path), "MAM_FAKE_CODEX_EARLY_S": "1.5"})
     assert proc.returncode == 1, proc.stderr
     assert f"the agent asks whether to trust {project.resolve()}" in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1
     assert log.events(event="dialog", kind="trust")
+    if agent == "codex":
+        assert [e["event"] for e in log.events() if e["event"] in ("early", "dialog")] == ["early", "dialog"]
     assert not log.events(event="turn") and not log.events(event="exit")  # nothing answered it
     assert json.loads(mam("session", "status", "--json", check=True).stdout) == []
     assert panes(workspace_tmux()) == []
