@@ -11,6 +11,7 @@ conversation. The hermes home follows HERMES_HOME and the sticky profile in
 from __future__ import annotations
 
 import re
+import shlex
 import sqlite3
 from collections.abc import Mapping
 from pathlib import Path
@@ -63,9 +64,14 @@ class HermesAdapter(AgentAdapter):
         return {**super().agent_env(env), "HERMES_HOME": str(self.hermes_home(env))}
 
     def session_options(self, ctx: LaunchContext) -> SessionOptions:
-        """The pane's hermes gets the same pinned HERMES_HOME that mam looks in."""
+        """The pane's hermes gets the same pinned HERMES_HOME that mam looks in, and a BASH_ENV of
+        this session's own that keeps the pane's PATH in its terminal tool (see keep_path_script)."""
         options = super().session_options(ctx)
-        return SessionOptions(args=options.args, env={**options.env, "HERMES_HOME": str(self.hermes_home(ctx.env))})
+        ctx.state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        path = ctx.state_dir / BASH_ENV_FILE
+        convo.write_private(path, keep_path_script(ctx.env, own=path))
+        env = {**options.env, "HERMES_HOME": str(self.hermes_home(ctx.env)), "BASH_ENV": str(path)}
+        return SessionOptions(args=options.args, env=env)
 
     def db(self, env: Mapping[str, str]) -> Path:
         return self.hermes_home(env) / "state.db"
@@ -130,6 +136,33 @@ class HermesAdapter(AgentAdapter):
             ids += children
             todo += children
         return ids
+
+
+BASH_ENV_FILE = "hermes-bash-env.sh"
+
+
+def keep_path_script(env: Mapping[str, str], *, own: Path) -> str:
+    """What bash runs at each start in the pane's hermes. Hermes 0.19's `terminal` tool takes its
+    environment from a `bash -l` snapshot (tools/environments/base.py), and a login shell's
+    /etc/profile resets PATH, so the workspace venv (and `mam`) would be missing there. bash reads
+    BASH_ENV after the profile files even with -l; this puts the pane's PATH back in front (once:
+    a nested bash finds it there already), after running a BASH_ENV the pane had of its own."""
+    lines = ["# Written by mam for one hermes session: bash -l resets PATH; this keeps the pane's PATH first."]
+    previous = env.get("BASH_ENV", "").strip()
+    if previous and Path(previous).expanduser() != own:
+        lines.append(f"[ -r {shlex.quote(previous)} ] && . {shlex.quote(previous)}")
+    if not env.get("PATH"):
+        return "\n".join(lines) + "\n"
+    lines += [
+        f"__mam_keep={shlex.quote(env['PATH'])}",
+        'case ":$PATH:" in',
+        '  ":$__mam_keep:"*) ;;',
+        '  *) PATH="$__mam_keep${PATH:+:$PATH}" ;;',
+        "esac",
+        "export PATH",
+        "unset __mam_keep",
+    ]
+    return "\n".join(lines) + "\n"
 
 
 def _inside(path: Path, folder: Path) -> bool:

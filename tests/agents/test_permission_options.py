@@ -21,8 +21,9 @@ def ctx(tmp_path: Path, permissions: str = "report", **env: str) -> LaunchContex
 def test_ask_passes_no_permission_option(agent: str, tmp_path: Path) -> None:
     adapter = get_adapter(agent)
     options = adapter.session_options(ctx(tmp_path, "ask"))
-    # hermes always gets its pinned HERMES_HOME (where mam looks for its sessions), never a permission
-    pinned = {"HERMES_HOME"} if agent == "hermes" else set()
+    # hermes always gets its pinned HERMES_HOME (where mam looks for its sessions) and the BASH_ENV
+    # that keeps the pane's PATH in its terminal tool, never a permission
+    pinned = {"HERMES_HOME", "BASH_ENV"} if agent == "hermes" else set()
     assert options.args == adapter.session_args and set(options.env) == pinned
 
 

@@ -3,6 +3,10 @@
 A fake claude takes two real jobs in real panes and records the text it was given; the test
 splits each command line of that footer as a shell would (shlex, no shell), runs it, and
 expects exit 0 from each: started, progress and completed on one job, error on the other.
+
+A fake hermes takes a job too, and the test runs its footer lines the way hermes 0.19's
+`terminal` tool does: `bash -l -c <line>` in the environment of the agent's own process, with a
+login profile that resets PATH (as Debian's /etc/profile does).
 """
 
 from __future__ import annotations
@@ -15,14 +19,24 @@ from pathlib import Path
 from tests.helpers.mamcli import mam, spawn_mam
 
 
-def turn_text(log: Path, job_id: str) -> str:
+def turn_entry(log: Path, job_id: str) -> dict[str, object] | None:
     if not log.exists():
-        return ""
+        return None
     for line in log.read_text().splitlines():
         entry = json.loads(line)
         if entry["event"] == "turn" and f"mam job {job_id}." in entry["text"]:
-            return str(entry["text"])
-    return ""
+            return dict(entry)
+    return None
+
+
+def turn_text(log: Path, job_id: str) -> str:
+    entry = turn_entry(log, job_id)
+    return str(entry["text"]) if entry else ""
+
+
+def process_env(pid: int) -> dict[str, str]:
+    raw = Path(f"/proc/{pid}/environ").read_bytes()
+    return dict(item.decode().split("=", 1) for item in raw.split(b"\0") if b"=" in item)
 
 
 def footer_commands(text: str) -> dict[str, list[str]]:
@@ -68,3 +82,29 @@ def test_each_footer_command_runs_as_printed_against_a_live_job(wired, fake_agen
             if proc.poll() is None:
                 proc.kill()
                 proc.communicate()
+
+
+def test_hermes_terminal_login_shell_runs_the_footer_as_printed(wired, fake_agents_on_path, tmp_path, monkeypatch, poll):  # type: ignore[no-untyped-def]
+    home = tmp_path / "login-home"
+    home.mkdir()
+    (home / ".profile").write_text("PATH=/usr/bin:/bin\nexport PATH\n")  # what /etc/profile does on Debian
+    monkeypatch.setenv("HOME", str(home))
+    log = tmp_path / "agents.jsonl"
+    mam("session", "create", "--agent", "hermes", "--role", "dev", "--session", "fh", env={"MAM_FAKE_AGENT_LOG": str(log)}, check=True)
+    job = spawn_mam("job", "delegate", "--target", "tmux:fh", "--brief", "say hello", "--job-id", "job-fh",
+                    "--start-deadline", "60", "--heartbeat", "30", "--json")
+    try:
+        entry = poll(lambda: turn_entry(log, "job-fh"), timeout=30)
+        env = process_env(int(entry["pid"]))  # what hermes hands its terminal tool's bash
+        lines = {shlex.split(line)[2]: line.strip() for line in str(entry["text"]).splitlines() if line.startswith("  mam event ")}
+        assert set(lines) == {"started", "progress", "completed", "error"}
+        for kind in ("started", "progress", "completed"):
+            run = subprocess.run(["bash", "-l", "-c", lines[kind]], env=env, cwd=str(home), capture_output=True, text=True, timeout=60)
+            assert run.returncode == 0, (lines[kind], run.stdout, run.stderr)
+        out, err = job.communicate(timeout=60)
+        assert job.returncode == 0, err
+        assert json.loads(out)["state"] == "completed"
+    finally:
+        if job.poll() is None:
+            job.kill()
+            job.communicate()

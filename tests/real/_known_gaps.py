@@ -28,10 +28,25 @@ def opencode_ready_without_looking() -> bool:
     return bool(wait_ready(_BlankPane(), "%0", get_adapter("opencode"), timeout=0.3))
 
 
-def footer_names_mam_bare() -> bool:
-    """The footer's commands start with a bare `mam`. Hermes 0.19's `terminal` tool runs them with
-    the PATH of a login-shell snapshot (`bash -l`, and /etc/profile resets PATH), so the workspace
-    venv is missing from it and they exit 127."""
-    from mam.jobs.brief import footer
+def hermes_terminal_loses_pane_path() -> bool:
+    """Hermes 0.19's `terminal` tool runs commands with the environment of a login-shell snapshot
+    (`bash -l`), and a login profile (Debian's /etc/profile) resets PATH: unless mam's hermes
+    launch options keep the pane's PATH there, the footer's bare `mam` exits 127. Checked by
+    running such a login shell with the environment mam gives a hermes pane."""
+    import os
+    import subprocess
+    import tempfile
+    from pathlib import Path
 
-    return any(line.strip().startswith("mam event ") for line in footer("job-x", "n0nce", 30).splitlines())
+    from mam.agents.base import LaunchContext
+
+    with tempfile.TemporaryDirectory(prefix="mam-gap-") as tmp:
+        home, keep = Path(tmp) / "home", Path(tmp) / "pane-bin"
+        home.mkdir()
+        keep.mkdir()
+        (home / ".profile").write_text("PATH=/usr/bin:/bin\nexport PATH\n", encoding="utf-8")
+        pane = {"HOME": str(home), "PATH": f"{keep}{os.pathsep}/usr/bin{os.pathsep}/bin"}
+        ctx = LaunchContext(session="gap", cwd=tmp, state_dir=Path(tmp) / "state", env=pane)
+        env = {**pane, **get_adapter("hermes").session_options(ctx).env}
+        run = subprocess.run(["bash", "-l", "-c", 'printf %s "$PATH"'], env=env, cwd=tmp, capture_output=True, text=True, timeout=60)
+        return str(keep) not in run.stdout.split(os.pathsep)

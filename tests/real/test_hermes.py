@@ -16,7 +16,7 @@ import pytest
 
 from tests.helpers import brokers
 from tests.helpers.tmux import private_tmux
-from tests.real._known_gaps import footer_names_mam_bare
+from tests.real._known_gaps import hermes_terminal_loses_pane_path
 from tests.real._scenario import delegate, event_types, explain, git_folder, make_rig
 from tests.real.clis import BY_NAME
 from tests.real.conftest import CACHE, Rig, skip_module_without
@@ -62,7 +62,7 @@ def test_the_cached_hermes_is_the_pinned_version(rig: Rig) -> None:
     assert out.returncode == 0 and BY_NAME["hermes"].version in out.stdout, out
 
 
-@pytest.mark.xfail(footer_names_mam_bare(), run=False,
+@pytest.mark.xfail(hermes_terminal_loses_pane_path(), run=False,
                    reason="hermes' terminal tool takes PATH from a login-shell snapshot (/etc/profile resets it): "
                           "a bare `mam` in the footer exits 127 there")
 def test_delegate_then_stop_and_resume_the_same_conversation(rig: Rig) -> None:
