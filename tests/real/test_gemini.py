@@ -133,3 +133,17 @@ def test_a_command_outside_the_allow_rules_leaves_the_prompt_and_the_job_ends_wi
     screen = rig.screen(pane)
     assert "Allow execution of" in screen, rig.shown(pane)
     assert not marker.exists()
+
+
+def test_no_trust_in_a_fresh_folder_fails_the_create_clearly_and_sends_nothing(rig: Rig) -> None:
+    """With --no-trust mam leaves gemini's trust dialog to a person: the create fails naming the folder."""
+    cwd = folder(rig, "untrusted")
+    seen = len(rig.model.snapshot())
+    proc = rig.mam("session", "create", "--agent", "gemini", "--role", "developer", "--session", "gm-untrusted",
+                   "--cwd", str(cwd), "--no-trust")
+    rig.sessions.append("gm-untrusted")
+    assert proc.returncode != 0, proc.stdout
+    assert "trust" in proc.stderr and str(cwd) in proc.stderr, proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert [r for r in rig.model.snapshot()[seen:] if r.reply != "side"] == []  # no turn reached the model
+    assert str(cwd) not in trusted(rig)
