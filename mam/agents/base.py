@@ -91,6 +91,9 @@ class AgentAdapter:
     input_lines: ClassVar[int] = 12
     # How many lines at the bottom (trailing blank lines aside) a dialog or prompt is looked for in.
     dialog_lines: ClassVar[int] = 40
+    # How long the ready screen must hold (no dialog replacing it) before mam takes it as ready:
+    # for a CLI that draws its input box first and a startup dialog over it a moment later.
+    ready_settle_s: ClassVar[float] = 0.0
 
     # -- launching ----------------------------------------------------------------------------
     def new_conversation_id(self) -> str | None:

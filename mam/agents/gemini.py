@@ -47,6 +47,9 @@ class GeminiAdapter(AgentAdapter):
     env_keys = ("HOME", "GEMINI_CLI_HOME")
     paste_placeholders = ("[Pasted Text:",)
     ready_marker = "Type your message or @path/to/file"
+    # Measured on 0.61.0 at 200x50: in a folder not yet trusted it draws its ready input box and
+    # footer for ~0.2 s before the trust dialog replaces them; nothing on that frame tells it apart.
+    ready_settle_s = 1.5
     full_args = ("--approval-mode", "yolo")
     trust_markers = ("Do you trust the files in this folder?",)
     prompt_markers = (

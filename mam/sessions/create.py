@@ -190,13 +190,20 @@ def wait_ready(backend, pane_id: str, adapter, *, timeout: float) -> bool:  # ty
     if adapter.ready_marker is None and not (adapter.trust_markers or adapter.prompt_markers):
         return True
 
+    ready_since: list[float] = []  # when the ready screen started holding (empty: not ready now)
+
     def ready() -> bool:
         info = backend.pane(pane_id)
         if info is None or info.dead:
             raise Timeout("the agent exited")
         screen = backend.capture(pane_id, lines=200)
         check_no_dialog(adapter, screen, pane_id)
-        return bool(adapter.is_ready(screen))
+        if not adapter.is_ready(screen):
+            ready_since.clear()
+            return False
+        if not ready_since:
+            ready_since.append(time.monotonic())
+        return time.monotonic() - ready_since[0] >= adapter.ready_settle_s
 
     try:
         return wait_for(ready, timeout=timeout, interval=0.05)

@@ -1,0 +1,149 @@
+"""The real Gemini CLI (0.61.0) in a real tmux pane, driven through mam's own CLI against the
+scripted Gemini API server (tests/real/gemini_server.py) at `GOOGLE_GEMINI_BASE_URL`, so
+gemini's own `run_shell_command` tool runs the footer's commands exactly as printed.
+
+In its default approval mode gemini asks before every shell command: the job completes only if
+mam's `--permissions report` policy file lets `mam event ...` through. `settings.json` names the
+API-key auth, so no authentication dialog comes up. The module shares one HOME, workspace, tmux
+server and model server; each test has its own session and folder.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import brokers
+from tests.helpers.tmux import private_tmux
+from tests.real._scenario import delegate, event_types, explain, make_rig
+from tests.real.clis import BY_NAME
+from tests.real.conftest import CACHE, Rig, skip_module_without
+from tests.real.gemini_server import GeminiModel, user_texts
+
+skip_module_without("gemini")
+pytestmark = pytest.mark.timeout(900)
+
+START_S, JOB_S = 120, 240
+SETTINGS = {
+    "security": {"auth": {"selectedType": "gemini-api-key"}},
+    "general": {"disableAutoUpdate": True, "disableUpdateNag": True},
+    "privacy": {"usageStatisticsEnabled": False},
+    "telemetry": {"enabled": False},
+}
+
+
+@pytest.fixture(scope="module")
+def rig(tmp_path_factory: pytest.TempPathFactory, real_broker: brokers.RunningBroker) -> Iterator[Rig]:
+    exe = BY_NAME["gemini"].executable(CACHE)
+    assert exe is not None
+    root = tmp_path_factory.mktemp("gemini-real")
+    model = GeminiModel(log_path=str(root / "model-requests.jsonl")).start()
+    tmux = private_tmux()
+    r = make_rig("gemini", exe, root, tmux=tmux, broker=real_broker, model=model,
+                 env={"GOOGLE_GEMINI_BASE_URL": model.base_url, "GEMINI_API_KEY": "dummy", "NO_BROWSER": "1"})
+    (r.home / ".gemini").mkdir(parents=True, exist_ok=True)
+    (r.home / ".gemini" / "settings.json").write_text(json.dumps(SETTINGS), encoding="utf-8")
+    yield r
+    r.stop_all()
+    tmux.kill()
+    model.stop()
+
+
+def folder(rig: Rig, name: str) -> Path:
+    path = rig.ws.root / name
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def prompts(rig: Rig, conversation_id: str) -> list[str]:
+    """The user prompts of every gemini transcript of that session id (a resume writes a second file)."""
+    out: list[str] = []
+    for path in sorted((rig.home / ".gemini" / "tmp").glob(f"*/chats/session-*-{conversation_id[:8]}.jsonl")):
+        lines = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+        if not lines or lines[0].get("sessionId") != conversation_id:
+            continue
+        for entry in lines[1:]:
+            if entry.get("type") == "user":
+                content = entry.get("content")
+                out.append(content if isinstance(content, str) else json.dumps(content))
+    return out
+
+
+def trusted(rig: Rig) -> dict[str, str]:
+    path = rig.home / ".gemini" / "trustedFolders.json"
+    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+
+
+def turns_after(rig: Rig, seen: int) -> list[dict[str, object]]:
+    return [r.body for r in rig.model.snapshot()[seen:] if r.api == "stream" and r.reply != "side"]
+
+
+def test_the_cached_gemini_is_the_pinned_version(rig: Rig) -> None:
+    out = subprocess.run([str(rig.exe), "--version"], env=rig.env, capture_output=True, text=True, timeout=60, check=False)
+    assert out.returncode == 0 and out.stdout.strip() == BY_NAME["gemini"].version, out
+
+
+def test_delegate_then_stop_and_resume_the_same_conversation(rig: Rig) -> None:
+    """(a) in a folder gemini has never seen (mam records it as trusted first, so no dialog eats
+    the brief): delegate -> started -> progress -> completed -> exit 0, the brief once in gemini's
+    transcript; (b) stop -> resume -> the model sees the earlier turns."""
+    session = "gm-main"
+    cwd = folder(rig, "fresh")
+    assert str(cwd) not in trusted(rig)
+    rig.create(session, cwd=cwd)
+    assert trusted(rig).get(str(cwd)) == "TRUST_FOLDER"
+    first = delegate(rig, session, "Say hello.", timeout=JOB_S, start_deadline=START_S)
+    assert first.rc == 0 and first.record.get("state") == "completed", explain(rig, session, first)
+    kinds = event_types(rig, first.record["id"])
+    assert [k for k in kinds if k in ("started", "progress", "completed")] == ["started", "progress", "completed"], kinds
+    assert [c.split()[2] for c in first.commands(rig)] == ["started", "progress", "completed"]
+
+    rig.mam_json("session", "stop", "--session", session)
+    row = rig.status(session)
+    assert row["status"] == "stopped" and row["conversation_id"], row
+    conversation = row["conversation_id"]
+    assert sum(first.tag in t for t in prompts(rig, conversation)) == 1, prompts(rig, conversation)
+
+    rig.mam_json("session", "resume", "--session", session)
+    seen = len(rig.model.snapshot())
+    second = delegate(rig, session, "Say hello again.", timeout=JOB_S, start_deadline=START_S)
+    assert second.rc == 0 and second.record.get("state") == "completed", explain(rig, session, second)
+    assert rig.status(session)["conversation_id"] == conversation
+    turns = turns_after(rig, seen)
+    assert turns, "the scripted model got no turn after the resume"
+    assert all(any(first.tag in t for t in user_texts(b)) for b in turns)
+    texts = prompts(rig, conversation)
+    assert (sum(first.tag in t for t in texts), sum(second.tag in t for t in texts)) == (1, 1), texts
+
+
+def test_a_command_outside_the_allow_rules_leaves_the_prompt_and_the_job_ends_with_a_reason(rig: Rig) -> None:
+    session = "gm-ask"
+    cwd = folder(rig, "ask")
+    rig.create(session, cwd=cwd)
+    marker = cwd / f"asked-{uuid.uuid4().hex[:8]}"
+    d = delegate(rig, session, f"Touch a file. {{tag}}\nRUN: touch {marker}", timeout=60, start_deadline=START_S, heartbeat=3)
+    assert d.rc in (1, 2) and d.record.get("reason"), explain(rig, session, d)
+    assert "started" in event_types(rig, d.record["id"])  # it reported, then waited for a person
+    pane = rig.status(session)["pane_id"]
+    screen = rig.screen(pane)
+    assert "Allow execution of" in screen, rig.shown(pane)
+    assert not marker.exists()
+
+
+def test_no_trust_in_a_fresh_folder_fails_the_create_clearly_and_sends_nothing(rig: Rig) -> None:
+    """With --no-trust mam leaves gemini's trust dialog to a person: the create fails naming the folder."""
+    cwd = folder(rig, "untrusted")
+    seen = len(rig.model.snapshot())
+    proc = rig.mam("session", "create", "--agent", "gemini", "--role", "developer", "--session", "gm-untrusted",
+                   "--cwd", str(cwd), "--no-trust")
+    rig.sessions.append("gm-untrusted")
+    assert proc.returncode != 0, proc.stdout
+    assert "trust" in proc.stderr and str(cwd) in proc.stderr, proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert [r for r in rig.model.snapshot()[seen:] if r.reply != "side"] == []  # no turn reached the model
+    assert str(cwd) not in trusted(rig)
