@@ -3,17 +3,23 @@
 It stops by itself when the job reaches a terminal state or the agent process dies, so a
 crashed agent goes silent and its job ends by `deadline_timeout` within K x N seconds.
 `mam event started --heartbeat N` forks it (see `fork`); its pid is in the job's log folder.
+Where the agent CLI kills what its tool commands leave behind (codex's sandbox), the delegation
+wrapper starts it again as `python -m mam.jobs.heartbeat ...` (see `spawn`; the pane delivery).
 """
 
 from __future__ import annotations
 
+import argparse
 import logging
 import os
+import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 
 from mam.errors import BrokerError, JobError
-from mam.util.proc import pid_alive, start_time
+from mam.util.proc import pid_alive, python_bin, spawn_detached, start_time
 from mam.workspace import Workspace
 
 log = logging.getLogger("mam.heartbeat")
@@ -58,6 +64,59 @@ def fork(ws: Workspace, job_id: str, interval_s: float, agent_pid: int) -> int:
         pid = int(pipe.read() or b"0")
     (folder / PIDFILE).write_text(f"{pid}\n")
     return pid
+
+
+def spawn(ws: Workspace, job_id: str, interval_s: float, agent_pid: int, *, python: str = "") -> subprocess.Popen[bytes]:
+    """Start the heartbeater as a new interpreter in its own session (for a caller that holds threads,
+    where fork is unsafe). The caller keeps the handle: it reaps the process and may stop it."""
+    folder = ws.job_log_dir(job_id)
+    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    argv = [python_bin(python), "-m", "mam.jobs.heartbeat", "--workspace", str(ws.root), "--job", job_id,
+            "--interval", repr(interval_s), "--agent-pid", str(agent_pid), "--agent-start", str(start_time(agent_pid) or 0)]
+    proc = spawn_detached(argv, log=folder / "heartbeat.log")
+    (folder / PIDFILE).write_text(f"{proc.pid}\n")
+    return proc
+
+
+def recorded_pid(ws: Workspace, job_id: str) -> int | None:
+    """The pid in the job's heartbeat.pid (None: no file, so no heartbeater was started or it stopped normally)."""
+    try:
+        return int((ws.job_log_dir(job_id) / PIDFILE).read_text().strip() or 0)
+    except (OSError, ValueError):
+        return None
+
+
+def main(argv: list[str]) -> int:
+    """`python -m mam.jobs.heartbeat --workspace ROOT --job ID --interval S --agent-pid P [--agent-start T]`."""
+    parser = argparse.ArgumentParser(prog="python -m mam.jobs.heartbeat")
+    parser.add_argument("--workspace", required=True)
+    parser.add_argument("--job", required=True)
+    parser.add_argument("--interval", type=float, required=True)
+    parser.add_argument("--agent-pid", type=int, required=True)
+    parser.add_argument("--agent-start", type=int, default=0)
+    args = parser.parse_args(argv)
+    ws = Workspace(Path(args.workspace))
+    pidfile = ws.job_log_dir(args.job) / PIDFILE
+
+    def stop(_signum: int, _frame: object) -> None:
+        raise SystemExit(0)
+
+    signal.signal(signal.SIGTERM, stop)  # the wrapper stops it when the job ends: clean up on the way out
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s heartbeat %(message)s", force=True)
+    try:
+        log.info("stopped: %s", run(ws, args.job, args.interval, args.agent_pid, args.agent_start or None))
+    except SystemExit:
+        log.info("stopped: terminated")
+    except Exception as e:
+        log.info("stopped: error: %s", e)
+        return 1
+    finally:
+        try:
+            if recorded_pid(ws, args.job) == os.getpid():
+                pidfile.unlink()
+        except OSError:
+            pass
+    return 0
 
 
 def _detach(log_path: Path, *, keep: int) -> None:
@@ -122,3 +181,7 @@ def run(ws: Workspace, job_id: str, interval_s: float, agent_pid: int, agent_sta
         if client is not None:
             client.close()
         registry.close()
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
