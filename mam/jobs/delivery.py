@@ -149,14 +149,14 @@ class PaneDelivery:
             return
         if self._heartbeater is not None:
             self._heartbeater.poll()  # reap it if it ended
-        pid = heartbeat.recorded_pid(self.ws, job.id)
-        if pid is None or pid_alive(pid) or not pid_alive(row.pane_pid):
+        found = heartbeat.recorded(self.ws, job.id)
+        if found is None or heartbeat.is_running(self.ws, job.id) or not pid_alive(row.pane_pid):
             return
         self._hb_restarts += 1
         interval = job.heartbeat_ms / 1000
         self._heartbeater = heartbeat.spawn(self.ws, job.id, interval, int(row.pane_pid or 0),
                                             python=self.settings.get_str("AGENT_PYTHON_BIN"))
-        rec.audit(self.ws, job.id, "heartbeat_restarted", pid=self._heartbeater.pid, gone=pid, interval_s=interval,
+        rec.audit(self.ws, job.id, "heartbeat_restarted", pid=self._heartbeater.pid, gone=found[0], interval_s=interval,
                   count=self._hb_restarts, agent=row.agent)
 
     def nudge(self, ledger: Ledger) -> None:

@@ -24,6 +24,9 @@ from mam.workspace import Workspace
 
 log = logging.getLogger("mam.heartbeat")
 PIDFILE = "heartbeat.pid"
+# Why a heartbeater stops when the agent's process was never visible to it (a sandbox with its
+# own pid namespace, as codex's): it keeps its pid file, so the wrapper outside starts another.
+AGENT_UNSEEN = "agent_unseen"
 
 
 def fork(ws: Workspace, job_id: str, interval_s: float, agent_pid: int) -> int:
@@ -45,25 +48,32 @@ def fork(ws: Workspace, job_id: str, interval_s: float, agent_pid: int) -> int:
         _detach(folder / "heartbeat.log", keep=write_end)
         os.write(write_end, str(os.getpid()).encode())
         os.close(write_end)
-        code = 0
+        code, why = 0, ""
         try:
             logging.basicConfig(level=logging.INFO, format="%(asctime)s heartbeat %(message)s", force=True)
-            log.info("stopped: %s", run(ws, job_id, interval_s, agent_pid, agent_start))
+            why = run(ws, job_id, interval_s, agent_pid, agent_start)
+            log.info("stopped: %s", why)
         except BaseException as e:  # the heartbeater must end here, never back in the caller's code
             log.info("stopped: error: %s", e)
             code = 1
         finally:
-            try:
-                (folder / PIDFILE).unlink()
-            except OSError:
-                pass
+            if why != AGENT_UNSEEN:  # unseen: the pid file stays, for the wrapper to take over
+                try:
+                    (folder / PIDFILE).unlink()
+                except OSError:
+                    pass
             os._exit(code)
     os.close(write_end)
     os.waitpid(first, 0)
     with os.fdopen(read_end, "rb") as pipe:
         pid = int(pipe.read() or b"0")
-    (folder / PIDFILE).write_text(f"{pid}\n")
+    _record_pid(folder, pid)
     return pid
+
+
+def _record_pid(folder: Path, pid: int) -> None:
+    # With its start time: in a sandbox with its own pid namespace the pid means another process outside.
+    (folder / PIDFILE).write_text(f"{pid} {start_time(pid) or 0}\n")
 
 
 def spawn(ws: Workspace, job_id: str, interval_s: float, agent_pid: int, *, python: str = "") -> subprocess.Popen[bytes]:
@@ -74,16 +84,24 @@ def spawn(ws: Workspace, job_id: str, interval_s: float, agent_pid: int, *, pyth
     argv = [python_bin(python), "-m", "mam.jobs.heartbeat", "--workspace", str(ws.root), "--job", job_id,
             "--interval", repr(interval_s), "--agent-pid", str(agent_pid), "--agent-start", str(start_time(agent_pid) or 0)]
     proc = spawn_detached(argv, log=folder / "heartbeat.log")
-    (folder / PIDFILE).write_text(f"{proc.pid}\n")
+    _record_pid(folder, proc.pid)
     return proc
 
 
-def recorded_pid(ws: Workspace, job_id: str) -> int | None:
-    """The pid in the job's heartbeat.pid (None: no file, so no heartbeater was started or it stopped normally)."""
+def recorded(ws: Workspace, job_id: str) -> tuple[int, int | None] | None:
+    """(pid, start time) from the job's heartbeat.pid; None: no file (no heartbeater was started,
+    or it stopped by itself)."""
     try:
-        return int((ws.job_log_dir(job_id) / PIDFILE).read_text().strip() or 0)
-    except (OSError, ValueError):
+        fields = (ws.job_log_dir(job_id) / PIDFILE).read_text().split()
+        return int(fields[0]), (int(fields[1]) or None) if len(fields) > 1 else None
+    except (OSError, ValueError, IndexError):
         return None
+
+
+def is_running(ws: Workspace, job_id: str) -> bool:
+    """The heartbeater recorded in heartbeat.pid still runs (the same process, not a reused pid)."""
+    found = recorded(ws, job_id)
+    return found is not None and pid_alive(found[0], found[1])
 
 
 def main(argv: list[str]) -> int:
@@ -112,7 +130,8 @@ def main(argv: list[str]) -> int:
         return 1
     finally:
         try:
-            if recorded_pid(ws, args.job) == os.getpid():
+            found = recorded(ws, args.job)
+            if found is not None and found[0] == os.getpid():
                 pidfile.unlink()
         except OSError:
             pass
@@ -155,6 +174,9 @@ def run(ws: Workspace, job_id: str, interval_s: float, agent_pid: int, agent_sta
 
     # A beat is on disk before it is published, so a slow broker must not hold the next beat back.
     emitter = Emitter(ws, registry, None, records={job_id: record}, publish_timeout=max(0.2, min(interval_s, 5.0)))
+    if agent_start is None and not pid_alive(agent_pid):
+        registry.close()
+        return AGENT_UNSEEN
     try:
         while True:
             deadline = time.monotonic() + interval_s

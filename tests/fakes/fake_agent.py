@@ -15,12 +15,13 @@ untrusted git checkout (Enter means "Trust and continue" and drops what was past
 A submitted text holding a mam job footer and a line `fake-work: SECONDS` is worked on like an
 agent would, in the background: the footer's `started` command runs as a tool command, then
 SECONDS of work, then its `completed` command. The fake codex runs tool commands in a sandbox
-like the real one (0.171): when a command returns, every process it left behind is killed (its
-process group, and any descendant that escaped it: the fake is their child subreaper), unless
-it was launched with --dangerously-bypass-approvals-and-sandbox.
+like the real one (0.171): when a command returns, every process it left behind is killed (it
+runs in its own pid namespace with its own /proc where `unshare` works, so it cannot see the
+agent either; and its process group and any descendant that escaped it are killed: the fake is
+their child subreaper), unless it was launched with --dangerously-bypass-approvals-and-sandbox.
 
 With MAM_FAKE_AGENT_LOG set, it appends one JSON line per event: start (argv, cwd, pid),
-dialog, ready, turn, tool (argv, rc), sandbox_killed (pids), exit, error.
+dialog, ready, sandbox, turn, tool (argv, rc), sandbox_killed (pids), exit, error.
 """
 
 from __future__ import annotations
@@ -199,13 +200,24 @@ class Sandbox:
 
     def __init__(self, reaps: bool) -> None:
         self.reaps = reaps
+        self.prefix: list[str] = []
         if reaps:  # orphaned descendants (a setsid double fork) become this process's children
             import ctypes
 
             ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+            # Like codex's own sandbox where the kernel allows it: a pid namespace with its own /proc,
+            # so the command sees no process outside it (not the agent) and all it left dies with it.
+            user = [] if os.geteuid() == 0 else ["--user", "--map-root-user"]
+            prefix = ["unshare", *user, "--pid", "--fork", "--mount-proc", "--kill-child"]
+            try:
+                if subprocess.run([*prefix, "true"], capture_output=True, timeout=10).returncode == 0:
+                    self.prefix = prefix
+            except (OSError, subprocess.TimeoutExpired):
+                pass
+            log("sandbox", pid_namespace=bool(self.prefix))
 
     def run(self, argv: list[str]) -> int:
-        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        proc = subprocess.Popen([*self.prefix, *argv], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                 start_new_session=True)
         rc = proc.wait()
         log("tool", argv=argv, rc=rc)
