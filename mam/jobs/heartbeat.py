@@ -121,8 +121,10 @@ def main(argv: list[str]) -> int:
 
     signal.signal(signal.SIGTERM, stop)  # the wrapper stops it when the job ends: clean up on the way out
     logging.basicConfig(level=logging.INFO, format="%(asctime)s heartbeat %(message)s", force=True)
+    why = ""
     try:
-        log.info("stopped: %s", run(ws, args.job, args.interval, args.agent_pid, args.agent_start or None))
+        why = run(ws, args.job, args.interval, args.agent_pid, args.agent_start or None)
+        log.info("stopped: %s", why)
     except SystemExit:
         log.info("stopped: terminated")
     except Exception as e:
@@ -131,7 +133,7 @@ def main(argv: list[str]) -> int:
     finally:
         try:
             found = recorded(ws, args.job)
-            if found is not None and found[0] == os.getpid():
+            if why != AGENT_UNSEEN and found is not None and found[0] == os.getpid():
                 pidfile.unlink()
         except OSError:
             pass
