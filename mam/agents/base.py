@@ -130,6 +130,12 @@ class AgentAdapter:
         """What lets the agent run `mam event ...` without a prompt, and nothing more."""
         return SessionOptions(args=self.report_args)
 
+    def reaps_tool_processes(self, permissions: str) -> bool:
+        """True when the CLI kills whatever a tool command leaves running once that command returns
+        (a sandbox), so a heartbeater that `mam event started --heartbeat N` forks dies at once and
+        the delegation wrapper, outside the sandbox, must start it again."""
+        return False
+
     @staticmethod
     def with_options(argv: Sequence[str], options: SessionOptions) -> list[str]:
         return [*argv, *options.args]

@@ -44,6 +44,11 @@ class CodexAdapter(AgentAdapter):
             args += ["-c", f"sandbox_workspace_write.writable_roots=[{trust.toml_string(str(ctx.mam_dir))}]"]
         return SessionOptions(args=tuple(args))
 
+    def reaps_tool_processes(self, permissions: str) -> bool:
+        """Measured on 0.171.0: its sandbox kills every process a tool command leaves behind (a setsid
+        double-forked child too) when the command returns; `full` runs without the sandbox."""
+        return permissions != "full"
+
     def input_box(self, screen: str) -> str:
         """From the last line that starts with the prompt mark `›` down to the status line below it
         (the transcript shows earlier messages with the same mark; they are above)."""

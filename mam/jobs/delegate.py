@@ -319,6 +319,8 @@ class Wrapper:
                 break
             if self.ledger.job.state is JobState.DELIVERED:
                 delivery.nudge(self.ledger)
+            elif self.ledger.job.state is JobState.RUNNING:
+                delivery.keep_heartbeat(self.ledger)
             now = rec.now_ms()
             if self.target.remote and self.client is not None and not self.client.connected and any(now > d for d, _s, _r in deadlines(self.ledger.job)):
                 self._end(JobState.FAILED, BROKER_UNAVAILABLE, 3, "the broker was unreachable when the job's deadline passed")

@@ -7,6 +7,7 @@ may press Enter again while the brief sits unsubmitted. It never decides a job's
 from __future__ import annotations
 
 import hashlib
+import subprocess
 import time
 from typing import Protocol
 
@@ -24,6 +25,10 @@ from mam.util.proc import pid_alive
 from mam.workspace import Workspace
 
 MAX_NUDGES = 5
+# A sandboxed agent's heartbeater (see AgentAdapter.reaps_tool_processes) is started again at most
+# this many times per job, looked at no more often than every HEARTBEAT_CHECK_S seconds.
+MAX_HEARTBEAT_RESTARTS = 3
+HEARTBEAT_CHECK_S = 1.0
 
 
 class Delivery(Protocol):
@@ -41,6 +46,10 @@ class Delivery(Protocol):
 
     def nudge(self, ledger: Ledger) -> None: ...
 
+    def keep_heartbeat(self, ledger: Ledger) -> None:
+        """While the job runs: start the heartbeater again if the agent's sandbox killed it."""
+        ...
+
     def finish(self, ledger: Ledger) -> None:
         """Clean up after the job ended (or the attempt stopped)."""
         ...
@@ -54,6 +63,9 @@ class PaneDelivery:
         self.row: SessionRow | None = None
         self._nudges = 0
         self._next_nudge: float | None = None
+        self._heartbeater: subprocess.Popen[bytes] | None = None
+        self._hb_restarts = 0
+        self._next_hb_check = 0.0
 
     def find_target(self) -> str:
         row = self.registry.find_session(self.target.session)
@@ -111,7 +123,41 @@ class PaneDelivery:
         self._next_nudge = time.monotonic() + step
 
     def finish(self, ledger: Ledger) -> None:
-        return None
+        """Stop the heartbeater this delivery started (the job is over: nothing is left running)."""
+        proc, self._heartbeater = self._heartbeater, None
+        if proc is None:
+            return
+        if proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+    def keep_heartbeat(self, ledger: Ledger) -> None:
+        """Start the heartbeater again when the agent's CLI killed it (a sandbox that reaps what a tool
+        command leaves behind): only for such a CLI, only while the agent process lives, and only if
+        the heartbeater did not stop by itself (it removes heartbeat.pid when it does)."""
+        from mam.jobs import heartbeat
+
+        row, job = self.row, ledger.job
+        if row is None or self._hb_restarts >= MAX_HEARTBEAT_RESTARTS or time.monotonic() < self._next_hb_check:
+            return
+        self._next_hb_check = time.monotonic() + HEARTBEAT_CHECK_S
+        if not get_adapter(row.agent).reaps_tool_processes(row.permissions):
+            return
+        if self._heartbeater is not None:
+            self._heartbeater.poll()  # reap it if it ended
+        found = heartbeat.recorded(self.ws, job.id)
+        if found is None or heartbeat.is_running(self.ws, job.id) or not pid_alive(row.pane_pid):
+            return
+        self._hb_restarts += 1
+        interval = job.heartbeat_ms / 1000
+        self._heartbeater = heartbeat.spawn(self.ws, job.id, interval, int(row.pane_pid or 0),
+                                            python=self.settings.get_str("AGENT_PYTHON_BIN"))
+        rec.audit(self.ws, job.id, "heartbeat_restarted", pid=self._heartbeater.pid, gone=found[0], interval_s=interval,
+                  count=self._hb_restarts, agent=row.agent)
 
     def nudge(self, ledger: Ledger) -> None:
         """Press Enter again if the brief still sits unsubmitted in the input box (never paste again)."""

@@ -3,21 +3,30 @@
 It stops by itself when the job reaches a terminal state or the agent process dies, so a
 crashed agent goes silent and its job ends by `deadline_timeout` within K x N seconds.
 `mam event started --heartbeat N` forks it (see `fork`); its pid is in the job's log folder.
+Where the agent CLI kills what its tool commands leave behind (codex's sandbox), the delegation
+wrapper starts it again as `python -m mam.jobs.heartbeat ...` (see `spawn`; the pane delivery).
 """
 
 from __future__ import annotations
 
+import argparse
 import logging
 import os
+import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 
 from mam.errors import BrokerError, JobError
-from mam.util.proc import pid_alive, start_time
+from mam.util.proc import pid_alive, python_bin, spawn_detached, start_time
 from mam.workspace import Workspace
 
 log = logging.getLogger("mam.heartbeat")
 PIDFILE = "heartbeat.pid"
+# Why a heartbeater stops when the agent's process was never visible to it (a sandbox with its
+# own pid namespace, as codex's): it keeps its pid file, so the wrapper outside starts another.
+AGENT_UNSEEN = "agent_unseen"
 
 
 def fork(ws: Workspace, job_id: str, interval_s: float, agent_pid: int) -> int:
@@ -39,25 +48,96 @@ def fork(ws: Workspace, job_id: str, interval_s: float, agent_pid: int) -> int:
         _detach(folder / "heartbeat.log", keep=write_end)
         os.write(write_end, str(os.getpid()).encode())
         os.close(write_end)
-        code = 0
+        code, why = 0, ""
         try:
             logging.basicConfig(level=logging.INFO, format="%(asctime)s heartbeat %(message)s", force=True)
-            log.info("stopped: %s", run(ws, job_id, interval_s, agent_pid, agent_start))
+            why = run(ws, job_id, interval_s, agent_pid, agent_start)
+            log.info("stopped: %s", why)
         except BaseException as e:  # the heartbeater must end here, never back in the caller's code
             log.info("stopped: error: %s", e)
             code = 1
         finally:
-            try:
-                (folder / PIDFILE).unlink()
-            except OSError:
-                pass
+            if why != AGENT_UNSEEN:  # unseen: the pid file stays, for the wrapper to take over
+                try:
+                    (folder / PIDFILE).unlink()
+                except OSError:
+                    pass
             os._exit(code)
     os.close(write_end)
     os.waitpid(first, 0)
     with os.fdopen(read_end, "rb") as pipe:
         pid = int(pipe.read() or b"0")
-    (folder / PIDFILE).write_text(f"{pid}\n")
+    _record_pid(folder, pid)
     return pid
+
+
+def _record_pid(folder: Path, pid: int) -> None:
+    # With its start time: in a sandbox with its own pid namespace the pid means another process outside.
+    (folder / PIDFILE).write_text(f"{pid} {start_time(pid) or 0}\n")
+
+
+def spawn(ws: Workspace, job_id: str, interval_s: float, agent_pid: int, *, python: str = "") -> subprocess.Popen[bytes]:
+    """Start the heartbeater as a new interpreter in its own session (for a caller that holds threads,
+    where fork is unsafe). The caller keeps the handle: it reaps the process and may stop it."""
+    folder = ws.job_log_dir(job_id)
+    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    argv = [python_bin(python), "-m", "mam.jobs.heartbeat", "--workspace", str(ws.root), "--job", job_id,
+            "--interval", repr(interval_s), "--agent-pid", str(agent_pid), "--agent-start", str(start_time(agent_pid) or 0)]
+    proc = spawn_detached(argv, log=folder / "heartbeat.log")
+    _record_pid(folder, proc.pid)
+    return proc
+
+
+def recorded(ws: Workspace, job_id: str) -> tuple[int, int | None] | None:
+    """(pid, start time) from the job's heartbeat.pid; None: no file (no heartbeater was started,
+    or it stopped by itself)."""
+    try:
+        fields = (ws.job_log_dir(job_id) / PIDFILE).read_text().split()
+        return int(fields[0]), (int(fields[1]) or None) if len(fields) > 1 else None
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def is_running(ws: Workspace, job_id: str) -> bool:
+    """The heartbeater recorded in heartbeat.pid still runs (the same process, not a reused pid)."""
+    found = recorded(ws, job_id)
+    return found is not None and pid_alive(found[0], found[1])
+
+
+def main(argv: list[str]) -> int:
+    """`python -m mam.jobs.heartbeat --workspace ROOT --job ID --interval S --agent-pid P [--agent-start T]`."""
+    parser = argparse.ArgumentParser(prog="python -m mam.jobs.heartbeat")
+    parser.add_argument("--workspace", required=True)
+    parser.add_argument("--job", required=True)
+    parser.add_argument("--interval", type=float, required=True)
+    parser.add_argument("--agent-pid", type=int, required=True)
+    parser.add_argument("--agent-start", type=int, default=0)
+    args = parser.parse_args(argv)
+    ws = Workspace(Path(args.workspace))
+    pidfile = ws.job_log_dir(args.job) / PIDFILE
+
+    def stop(_signum: int, _frame: object) -> None:
+        raise SystemExit(0)
+
+    signal.signal(signal.SIGTERM, stop)  # the wrapper stops it when the job ends: clean up on the way out
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s heartbeat %(message)s", force=True)
+    why = ""
+    try:
+        why = run(ws, args.job, args.interval, args.agent_pid, args.agent_start or None)
+        log.info("stopped: %s", why)
+    except SystemExit:
+        log.info("stopped: terminated")
+    except Exception as e:
+        log.info("stopped: error: %s", e)
+        return 1
+    finally:
+        try:
+            found = recorded(ws, args.job)
+            if why != AGENT_UNSEEN and found is not None and found[0] == os.getpid():
+                pidfile.unlink()
+        except OSError:
+            pass
+    return 0
 
 
 def _detach(log_path: Path, *, keep: int) -> None:
@@ -96,6 +176,9 @@ def run(ws: Workspace, job_id: str, interval_s: float, agent_pid: int, agent_sta
 
     # A beat is on disk before it is published, so a slow broker must not hold the next beat back.
     emitter = Emitter(ws, registry, None, records={job_id: record}, publish_timeout=max(0.2, min(interval_s, 5.0)))
+    if agent_start is None and not pid_alive(agent_pid):
+        registry.close()
+        return AGENT_UNSEEN
     try:
         while True:
             deadline = time.monotonic() + interval_s
@@ -122,3 +205,7 @@ def run(ws: Workspace, job_id: str, interval_s: float, agent_pid: int, agent_sta
         if client is not None:
             client.close()
         registry.close()
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -161,6 +161,9 @@ class RemoteDelivery:
     def nudge(self, ledger: Ledger) -> None:
         return None  # the runner presses Enter again on its side
 
+    def keep_heartbeat(self, ledger: Ledger) -> None:
+        return None  # the runner keeps the heartbeater alive on its side
+
     def finish(self, ledger: Ledger) -> None:
         """Never leave a retained dispatch behind (e.g. the runner never took it)."""
         if self._published and self.client.connected:

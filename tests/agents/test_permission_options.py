@@ -64,3 +64,11 @@ def test_opencode_report_keeps_the_users_own_config_content(tmp_path: Path) -> N
 @pytest.mark.parametrize("user", ["{ // jsonc\n}", {"permission": "ask"}])
 def test_opencode_report_adds_nothing_when_it_cannot_keep_the_users_setting(tmp_path: Path, user: object) -> None:
     assert opencode_rule(tmp_path, user) is None
+
+
+@pytest.mark.parametrize("agent", ["claude", "codex", "opencode", "hermes", "grok", "agy", "gemini", "demo"])
+@pytest.mark.parametrize("permissions", ["ask", "report", "full"])
+def test_only_a_sandboxed_codex_reaps_what_its_tool_commands_leave(agent: str, permissions: str) -> None:
+    # codex 0.171's sandbox kills a tool command's leftovers; `full` turns the sandbox off
+    expected = agent == "codex" and permissions != "full"
+    assert get_adapter(agent).reaps_tool_processes(permissions) is expected

@@ -15,8 +15,17 @@ Like the real codex 0.171, the fake codex first draws its composer without the s
 it (the early frame) and only then the trust question or the full screen, after
 MAM_FAKE_CODEX_EARLY_S seconds (default 0.5); keys typed meanwhile go to what comes next.
 
+A submitted text holding a mam job footer and a line `fake-work: SECONDS` is worked on like an
+agent would, in the background: the footer's `started` command runs as a tool command, then
+SECONDS of work, then its `completed` command. The fake codex runs tool commands in a sandbox
+like the real one (0.171): when a command returns, every process it left behind is killed (it
+runs in its own pid namespace with its own /proc where `unshare` works, so it cannot see the
+agent either; and its process group and any descendant that escaped it are killed: the fake is
+their child subreaper), unless it was launched with --dangerously-bypass-approvals-and-sandbox.
+
 With MAM_FAKE_AGENT_LOG set, it appends one JSON line per event: start (argv, cwd, pid),
-early (codex's early frame), dialog, ready, turn, exit, error.
+early (codex's early frame), dialog, ready, sandbox, turn, tool (argv, rc), sandbox_killed (pids), exit,
+error.
 """
 
 from __future__ import annotations
@@ -25,7 +34,12 @@ import codecs
 import dataclasses
 import json
 import os
+import re
+import shlex
+import signal
+import subprocess
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Mapping
@@ -185,6 +199,76 @@ CLIS["hermes"] = dataclasses.replace(
 )
 
 
+SANDBOX_OFF = "--dangerously-bypass-approvals-and-sandbox"
+WORK = re.compile(r"^fake-work:\s*(?P<seconds>[0-9.]+)\s*$", re.M)
+PR_SET_CHILD_SUBREAPER = 36
+
+
+class Sandbox:
+    """Tool commands as codex runs them: with `reaps`, nothing a command starts outlives it."""
+
+    def __init__(self, reaps: bool) -> None:
+        self.reaps = reaps
+        self.prefix: list[str] = []
+        if reaps:  # orphaned descendants (a setsid double fork) become this process's children
+            import ctypes
+
+            ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+            # Like codex's own sandbox where the kernel allows it: a pid namespace with its own /proc,
+            # so the command sees no process outside it (not the agent) and all it left dies with it.
+            user = [] if os.geteuid() == 0 else ["--user", "--map-root-user"]
+            prefix = ["unshare", *user, "--pid", "--fork", "--mount-proc", "--kill-child"]
+            try:
+                if subprocess.run([*prefix, "true"], capture_output=True, timeout=10).returncode == 0:
+                    self.prefix = prefix
+            except (OSError, subprocess.TimeoutExpired):
+                pass
+            log("sandbox", pid_namespace=bool(self.prefix))
+
+    def run(self, argv: list[str]) -> int:
+        proc = subprocess.Popen([*self.prefix, *argv], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                start_new_session=True)
+        rc = proc.wait()
+        log("tool", argv=argv, rc=rc)
+        if self.reaps:
+            self.kill_leftovers(proc.pid)
+        return rc
+
+    def kill_leftovers(self, group: int) -> None:
+        killed = []
+        try:
+            os.killpg(group, signal.SIGKILL)
+            killed.append(-group)
+        except ProcessLookupError:
+            pass
+        for pid in children_of(os.getpid()):
+            try:
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+                killed.append(pid)
+            except (ProcessLookupError, ChildProcessError):
+                pass
+        if killed:
+            log("sandbox_killed", pids=killed)
+
+
+def children_of(pid: int) -> list[int]:
+    found = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            found += [int(x) for x in (task / "children").read_text().split()]
+        except OSError:
+            pass
+    return found
+
+
+def footer_command(text: str, kind: str) -> list[str] | None:
+    for line in text.splitlines():
+        if line.startswith(f"  mam event {kind} "):
+            return shlex.split(line)
+    return None
+
+
 def parse(cli: Cli, args: list[str]) -> tuple[str | None, str | None]:
     """(id to give a new conversation, id to resume) from the command line."""
     new_id = resume_id = None
@@ -274,6 +358,7 @@ class Agent:
             store.create(self.cid, started)
             self.created = True
         self.box = BOXES.get(name, Box())
+        self.sandbox = Sandbox(name == "codex" and SANDBOX_OFF not in sys.argv)
         self.dialog = dialog  # the dialog's text while it is shown
         self.dialog_kind = "trust" if dialog else ""
 
@@ -442,8 +527,20 @@ class Agent:
         self.store.add_turn(self.cid, "assistant", reply, now)
         log("turn", agent=self.name, conversation=self.cid, text=text)
         out(f"{self.box.mark.strip()} {text}\n{reply}")  # like the real ones, the submitted text stays on screen
+        work = WORK.search(text)
+        if work and footer_command(text, "started"):
+            threading.Thread(target=self.work, args=(text, float(work["seconds"])), daemon=True).start()
         if PROMPT_TRIGGER in text and self.name in PERMISSION_PROMPTS:
             self.dialog, self.dialog_kind = PERMISSION_PROMPTS[self.name], "prompt"
+
+    def work(self, text: str, seconds: float) -> None:
+        """The footer's started command, `seconds` of work, then its completed command (tool commands)."""
+        for kind in ("started", "completed"):
+            argv = footer_command(text, kind)
+            if argv:
+                self.sandbox.run(argv)
+            if kind == "started":
+                time.sleep(seconds)  # the agent's work
 
     def leave(self, reason: str) -> int:
         if self.cli.writes_at_launch and not self.turns and not self.resumed and self.cid:

@@ -120,7 +120,7 @@ def _kill(world: World, step: Step, wrapper: subprocess.Popen[str]) -> None:
     elif step.victim == "heartbeater":
         pidfile = host.ws.job_log_dir(step.job_id) / "heartbeat.pid"
         try:
-            pid = int(pidfile.read_text())
+            pid = int(pidfile.read_text().split()[0])  # "pid start-time"
         except (OSError, ValueError):
             return
         if step.job_id in _cmdline(pid):

@@ -120,3 +120,15 @@ def test_a_command_outside_the_allow_rules_leaves_the_prompt_and_the_job_ends_wi
     screen = rig.screen(pane)
     assert cx.APPROVAL_TEXT in screen and str(outside) in screen, rig.shown(pane)
     assert not outside.exists()
+
+
+def test_a_job_longer_than_k_heartbeats_completes_although_the_sandbox_kills_the_heartbeater(rig: Rig) -> None:
+    """Codex's sandbox (`--permissions report`) kills the heartbeater `started --heartbeat 2` leaves
+    running; the wrapper starts it again, so 10 s of work (more than K x N = 8 s) still completes."""
+    session = "cx-long"
+    rig.create(session, cwd=git_folder(rig.ws.root / "long-repo"))
+    d = delegate(rig, session, "Work for ten seconds. {tag}\nRUN: sleep 10", timeout=120, heartbeat=2)
+    assert d.rc == 0 and d.record.get("state") == "completed", explain(rig, session, d)
+    assert "sleep 10" in d.commands(rig), d.commands(rig)
+    kinds = [line.get("kind") for line in rig.mam_json("job", "log", d.record["id"])]
+    assert "heartbeat_restarted" in kinds, kinds
