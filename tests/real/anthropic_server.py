@@ -18,12 +18,12 @@ from __future__ import annotations
 
 import json
 import re
-import threading
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+from tests.real._http import LoopbackServer, QuietHandler, sse_event
 
 # -- what a reply is made of ---------------------------------------------------------------------
 
@@ -155,49 +155,26 @@ class Request:
         return is_main_turn(self.body)
 
 
-class AnthropicServer:
+class AnthropicServer(LoopbackServer[Request]):
     """`with AnthropicServer(script) as server:` ... `server.base_url`, `server.requests`."""
 
-    def __init__(self, script: Script | None = None) -> None:
-        self.script: Script = script or FooterScript()
-        self.requests: list[Request] = []
-        self.other: list[tuple[str, str]] = []  # (method, path) of anything that is not /v1/messages
-        self._lock = threading.Lock()
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-        self._httpd.daemon_threads = True
-        self._thread = threading.Thread(target=self._httpd.serve_forever, name="anthropic-server", daemon=True)
+    thread_name = "anthropic-server"
 
-    @property
-    def port(self) -> int:
-        return int(self._httpd.server_address[1])
+    def __init__(self, script: Script | None = None) -> None:
+        super().__init__()
+        self.script: Script = script or FooterScript()
+        self.other: list[tuple[str, str]] = []  # (method, path) of anything that is not /v1/messages
 
     @property
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    def start(self) -> AnthropicServer:
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self._httpd.shutdown()
-        self._httpd.server_close()
-        self._thread.join(5)
-
-    def __enter__(self) -> AnthropicServer:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
     def main_requests(self) -> list[Request]:
-        with self._lock:
-            return [r for r in self.requests if r.main]
+        return [r for r in self.snapshot() if r.main]
 
     def usage_sent(self) -> dict[str, dict[str, int]]:
         """The usage reported with each reply, by message id."""
-        with self._lock:
-            return {r.message_id: dict(r.usage) for r in self.requests}
+        return {r.message_id: dict(r.usage) for r in self.snapshot()}
 
     def reset(self, script: Script | None = None) -> None:
         """Forget what was recorded (and optionally change the script) between scenarios."""
@@ -207,80 +184,56 @@ class AnthropicServer:
             if script is not None:
                 self.script = script
 
-    # -- HTTP ------------------------------------------------------------------------------------
-    def _record(self, request: Request) -> None:
+    def _other(self, method: str, path: str) -> None:
         with self._lock:
-            self.requests.append(request)
+            self.other.append((method, path))
 
-    def _handler(self) -> type[BaseHTTPRequestHandler]:
-        server = self
+    def _handler_class(self) -> type[_Handler]:
+        return _Handler
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
 
-            def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base class's name
-                pass
+NOT_SCRIPTED = {"type": "error", "error": {"type": "not_found_error", "message": "not scripted"}}
 
-            def _send_json(self, status: int, payload: dict[str, Any]) -> None:
-                data = json.dumps(payload).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
 
-            def do_GET(self) -> None:  # noqa: N802 - http.server's naming
-                with server._lock:
-                    server.other.append(("GET", self.path))
-                self._send_json(404, {"type": "error", "error": {"type": "not_found_error", "message": "not scripted"}})
+class _Handler(QuietHandler):
+    server_owner: AnthropicServer
 
-            def do_HEAD(self) -> None:  # noqa: N802
-                with server._lock:
-                    server.other.append(("HEAD", self.path))
-                self.send_response(200)
-                self.send_header("Content-Length", "0")
-                self.end_headers()
+    def do_GET(self) -> None:  # noqa: N802 - http.server's naming
+        self.server_owner._other("GET", self.path)
+        self._json(404, NOT_SCRIPTED)
 
-            def do_POST(self) -> None:  # noqa: N802
-                length = int(self.headers.get("Content-Length") or 0)
-                raw = self.rfile.read(length) if length else b""
-                if self.path.split("?")[0] != "/v1/messages":
-                    with server._lock:
-                        server.other.append(("POST", self.path))
-                    self._send_json(404, {"type": "error", "error": {"type": "not_found_error", "message": "not scripted"}})
-                    return
-                try:
-                    body = json.loads(raw or b"{}")
-                except ValueError:
-                    self._send_json(400, {"type": "error", "error": {"type": "invalid_request_error", "message": "bad JSON"}})
-                    return
-                try:
-                    reply = server.script(body)
-                except Exception as e:  # a broken script must show up in the test, not hang the CLI
-                    reply = [Text(f"script error: {type(e).__name__}: {e}")]
-                usage = {"input_tokens": 10 + len(json.dumps(body.get("messages", []))) // 40,
-                         "output_tokens": 5 + sum(len(json.dumps(b.input)) if isinstance(b, ToolUse) else len(b.text) for b in reply) // 4,
-                         "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0}
-                message_id = f"msg_{uuid.uuid4().hex[:24]}"
-                server._record(Request(self.path, body, reply, usage, message_id))
-                model = str(body.get("model") or "claude-scripted")
-                if body.get("stream"):
-                    self._stream(message_id, model, reply, usage)
-                else:
-                    self._send_json(200, message_json(message_id, model, reply, usage))
+    def do_HEAD(self) -> None:  # noqa: N802
+        self.server_owner._other("HEAD", self.path)
+        self.send_response(200)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
 
-            def _stream(self, message_id: str, model: str, reply: list[Block], usage: dict[str, int]) -> None:
-                self.send_response(200)
-                self.send_header("Content-Type", "text/event-stream")
-                self.send_header("Cache-Control", "no-cache")
-                self.send_header("Connection", "close")
-                self.end_headers()
-                self.close_connection = True
-                for event, data in stream_events(message_id, model, reply, usage):
-                    self.wfile.write(f"event: {event}\ndata: {json.dumps(data)}\n\n".encode())
-                    self.wfile.flush()
-
-        return Handler
+    def do_POST(self) -> None:  # noqa: N802
+        server = self.server_owner
+        raw = self._body()
+        if self.path.split("?")[0] != "/v1/messages":
+            server._other("POST", self.path)
+            self._json(404, NOT_SCRIPTED)
+            return
+        try:
+            body = json.loads(raw or b"{}")
+        except ValueError:
+            self._json(400, {"type": "error", "error": {"type": "invalid_request_error", "message": "bad JSON"}})
+            return
+        try:
+            reply = server.script(body)
+        except Exception as e:  # a broken script must show up in the test, not hang the CLI
+            reply = [Text(f"script error: {type(e).__name__}: {e}")]
+        usage = {"input_tokens": 10 + len(json.dumps(body.get("messages", []))) // 40,
+                 "output_tokens": 5 + sum(len(json.dumps(b.input)) if isinstance(b, ToolUse) else len(b.text) for b in reply) // 4,
+                 "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0}
+        message_id = f"msg_{uuid.uuid4().hex[:24]}"
+        server._record(Request(self.path, body, reply, usage, message_id))
+        model = str(body.get("model") or "claude-scripted")
+        if body.get("stream"):
+            self._sse(sse_event(event, data) for event, data in stream_events(message_id, model, reply, usage))
+        else:
+            self._json(200, message_json(message_id, model, reply, usage))
 
 
 def stop_reason(reply: list[Block]) -> str:

@@ -16,12 +16,10 @@ request and the usage sent back for it is recorded for the test to read.
 from __future__ import annotations
 
 import json
-import threading
-from collections.abc import Iterator
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from tests.real._http import LoopbackServer, QuietHandler
 from tests.real.openai_server import FINAL_TEXT, Step, next_step
 
 SHELL_TOOL = "run_shell_command"
@@ -101,57 +99,23 @@ def fill_schema(schema: Any) -> Any:
 
 
 # -- the server -----------------------------------------------------------------------------
-class GeminiModel:
+class GeminiModel(LoopbackServer[Recorded]):
     """The server: `start()`, then point gemini at `base_url`; read `snapshot()` afterwards."""
 
-    def __init__(self, *, log_path: str | None = None) -> None:
-        self.log_path = log_path
-        self.requests: list[Recorded] = []
-        self._lock = threading.Lock()
-        self._httpd: ThreadingHTTPServer | None = None
+    thread_name = "gemini-model"
 
-    def start(self) -> GeminiModel:
-        owner = self
-
-        class Handler(_Handler):
-            server_owner = owner
-
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._httpd.daemon_threads = True
-        threading.Thread(target=self._httpd.serve_forever, name="gemini-model", daemon=True).start()
-        return self
-
-    def stop(self) -> None:
-        if self._httpd is not None:
-            self._httpd.shutdown()
-            self._httpd.server_close()
-            self._httpd = None
-
-    def __enter__(self) -> GeminiModel:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
+    def _handler_class(self) -> type[_Handler]:
+        return _Handler
 
     @property
     def base_url(self) -> str:
-        assert self._httpd is not None, "not started"
-        return f"http://127.0.0.1:{self._httpd.server_address[1]}"
-
-    def snapshot(self) -> list[Recorded]:
-        with self._lock:
-            return list(self.requests)
+        return f"http://127.0.0.1:{self.port}"
 
     def commands_run(self) -> list[str]:
         return [r.command for r in self.snapshot() if r.command]
 
-    def _record(self, rec: Recorded) -> None:
-        with self._lock:
-            self.requests.append(rec)
-            if self.log_path:
-                with open(self.log_path, "a", encoding="utf-8") as f:
-                    f.write(json.dumps({"api": rec.api, "model": rec.model, "reply": rec.reply, "command": rec.command,
-                                        "usage": rec.usage, "body": rec.body}) + "\n")
+    def _log_entry(self, rec: Recorded) -> dict[str, Any]:
+        return {"api": rec.api, "model": rec.model, "reply": rec.reply, "command": rec.command, "usage": rec.usage, "body": rec.body}
 
     # one reply: a list of parts and the usage
     def answer(self, api: str, model: str, body: dict[str, Any]) -> dict[str, Any]:
@@ -176,19 +140,14 @@ class GeminiModel:
         }
 
 
-class _Handler(BaseHTTPRequestHandler):
+class _Handler(QuietHandler):
     server_owner: GeminiModel
-    protocol_version = "HTTP/1.1"
-
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - quiet: tests read `requests`
-        pass
 
     def do_GET(self) -> None:  # noqa: N802
         self._json(404, {"error": {"code": 404, "message": f"no route {self.path}", "status": "NOT_FOUND"}})
 
     def do_POST(self) -> None:  # noqa: N802
-        length = int(self.headers.get("Content-Length") or 0)
-        raw = self.rfile.read(length) if length else b""
+        raw = self._body()
         try:
             body = json.loads(raw or b"{}")
         except ValueError:
@@ -203,26 +162,7 @@ class _Handler(BaseHTTPRequestHandler):
         elif method == "generateContent":
             self._json(200, self.server_owner.answer("generate", model, body))
         else:
-            self._sse(iter([f"data: {json.dumps(self.server_owner.answer('stream', model, body))}\r\n\r\n"]))
-
-    def _json(self, status: int, payload: dict[str, Any]) -> None:
-        data = json.dumps(payload).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def _sse(self, events: Iterator[str]) -> None:
-        self.send_response(200)
-        self.send_header("Content-Type", "text/event-stream")
-        self.send_header("Cache-Control", "no-cache")
-        self.send_header("Connection", "close")
-        self.end_headers()
-        for e in events:
-            self.wfile.write(e.encode())
-            self.wfile.flush()
-        self.close_connection = True
+            self._sse([f"data: {json.dumps(self.server_owner.answer('stream', model, body))}\r\n\r\n"])
 
 
 if __name__ == "__main__":  # a manual run: print the URL and serve until interrupted

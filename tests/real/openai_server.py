@@ -21,11 +21,11 @@ from __future__ import annotations
 
 import json
 import re
-import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+from tests.real._http import LoopbackServer, QuietHandler, sse_event
 
 # A footer line that names a command: `mam event <type> ...` (mam may be an absolute path).
 FOOTER_COMMAND = re.compile(r"((?:/\S*/)?mam event (started|progress|completed)\b.*?)\s*$")
@@ -165,57 +165,22 @@ def shell_call(tools: list[Any], step: Step) -> tuple[str, dict[str, Any]]:
 
 
 # -- the server -----------------------------------------------------------------------------
-class ScriptedModel:
+class ScriptedModel(LoopbackServer[Recorded]):
     """The server: `start()`, then point a CLI at `base_url`; read `requests` afterwards."""
 
     def __init__(self, *, model: str = "scripted-model", log_path: str | None = None) -> None:
+        super().__init__(log_path=log_path)  # if set, every request is appended there as a JSON line
         self.model = model
-        self.log_path = log_path  # if set, every request is appended there as a JSON line
-        self.requests: list[Recorded] = []
-        self._lock = threading.Lock()
         self._counter = 0
-        self._httpd: ThreadingHTTPServer | None = None
-        self._thread: threading.Thread | None = None
 
-    # lifecycle
-    def start(self) -> ScriptedModel:
-        owner = self
-
-        class Handler(_Handler):
-            server_owner = owner
-
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._httpd.daemon_threads = True
-        self._thread = threading.Thread(target=self._httpd.serve_forever, name="scripted-model", daemon=True)
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        if self._httpd is not None:
-            self._httpd.shutdown()
-            self._httpd.server_close()
-            self._httpd = None
-
-    def __enter__(self) -> ScriptedModel:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
-    @property
-    def port(self) -> int:
-        assert self._httpd is not None, "not started"
-        return int(self._httpd.server_address[1])
+    def _handler_class(self) -> type[_Handler]:
+        return _Handler
 
     @property
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self.port}/v1"
 
     # what a test reads
-    def snapshot(self) -> list[Recorded]:
-        with self._lock:
-            return list(self.requests)
-
     def commands_run(self) -> list[str]:
         return [r.command for r in self.snapshot() if r.command]
 
@@ -232,12 +197,8 @@ class ScriptedModel:
             self._counter += 1
             return self._counter
 
-    def _record(self, rec: Recorded) -> None:
-        with self._lock:
-            self.requests.append(rec)
-            if self.log_path:
-                with open(self.log_path, "a", encoding="utf-8") as f:
-                    f.write(json.dumps({"api": rec.api, "reply": rec.reply, "command": rec.command, "usage": rec.usage, "body": rec.body}) + "\n")
+    def _log_entry(self, rec: Recorded) -> dict[str, Any]:
+        return {"api": rec.api, "reply": rec.reply, "command": rec.command, "usage": rec.usage, "body": rec.body}
 
     def _usage(self, body: dict[str, Any]) -> tuple[int, int]:
         """Deterministic token counts: input ~ request size / 4, output fixed per reply."""
@@ -367,12 +328,8 @@ def _side_text(fmt: dict[str, Any]) -> str:
     return json.dumps({k: "Scripted title" for k in (schema.get("required") or list(props) or ["title"])})
 
 
-class _Handler(BaseHTTPRequestHandler):
+class _Handler(QuietHandler):
     server_owner: ScriptedModel
-    protocol_version = "HTTP/1.1"
-
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - quiet: tests read `requests`
-        pass
 
     def do_GET(self) -> None:  # noqa: N802
         if self.path.rstrip("/").endswith("/models"):
@@ -382,16 +339,14 @@ class _Handler(BaseHTTPRequestHandler):
             self._json(404, {"error": {"message": f"no route {self.path}"}})
 
     def do_POST(self) -> None:  # noqa: N802
-        length = int(self.headers.get("Content-Length") or 0)
-        raw = self.rfile.read(length) if length else b""
         try:
-            body = json.loads(raw or b"{}")
+            body = json.loads(self._body() or b"{}")
         except ValueError:
             self._json(400, {"error": {"message": "body is not JSON"}})
             return
         path = self.path.split("?", 1)[0].rstrip("/")
         if path.endswith("/responses"):
-            self._sse((f"event: {name}\ndata: {json.dumps(data)}\n\n" for name, data in self.server_owner.responses(body)))
+            self._sse(sse_event(name, data) for name, data in self.server_owner.responses(body))
         elif path.endswith("/chat/completions"):
             if not body.get("stream"):  # e.g. hermes' title query: one plain JSON completion
                 self._json(200, self.server_owner.chat_once(body))
@@ -400,25 +355,6 @@ class _Handler(BaseHTTPRequestHandler):
             self._sse(_then_done(events))
         else:
             self._json(404, {"error": {"message": f"no route {self.path}"}})
-
-    def _json(self, status: int, payload: dict[str, Any]) -> None:
-        data = json.dumps(payload).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def _sse(self, events: Iterator[str]) -> None:
-        self.send_response(200)
-        self.send_header("Content-Type", "text/event-stream")
-        self.send_header("Cache-Control", "no-cache")
-        self.send_header("Connection", "close")
-        self.end_headers()
-        for e in events:
-            self.wfile.write(e.encode())
-            self.wfile.flush()
-        self.close_connection = True
 
 
 def _then_done(events: Iterator[str]) -> Iterator[str]:
