@@ -1,22 +1,31 @@
-"""What the Codex and opencode scenarios share: one rig per test module (one session reused by
-its scenarios, to keep wall time small), briefs tagged so each can be counted in a store, and
-readers for a job's accepted events.
+"""What the per-CLI scenarios share: one rig per test module (its HOME, workspace, tmux server and
+scripted model server), briefs tagged so each can be counted in a store, readers for a job's
+accepted events, and the steps every scenario takes (a job that completes, stop and resume, a
+prompt left up, a create refused for trust).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import subprocess
 import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from mam.workspace import Workspace
 from tests.helpers import brokers
 from tests.helpers.jobs import FAST
-from tests.helpers.tmux import PrivateTmux
-from tests.real.conftest import Rig
+from tests.helpers.tmux import PrivateTmux, private_tmux
+from tests.real.clis import BY_NAME
+from tests.real.conftest import CACHE, Rig
+
+FOOTER_KINDS = ["started", "progress", "completed"]
 
 
 def home_env(home: Path) -> dict[str, str]:
@@ -41,10 +50,31 @@ def make_rig(name: str, exe: Path, root: Path, *, tmux: PrivateTmux, broker: bro
     return Rig(name, exe, home, Workspace(ws), tmux, full, model)
 
 
+@contextmanager
+def module_rig(name: str, tmp_path_factory: pytest.TempPathFactory, broker: brokers.RunningBroker, model_class: Callable[..., Any],
+               env: Callable[[Path, Any], dict[str, str]] = lambda root, model: {}) -> Iterator[Rig]:
+    """The cached CLI `name` with a scripted model server (its requests logged under the root), a
+    private tmux server and `make_rig`'s HOME and workspace; `env(root, model)` adds to the env.
+    Afterwards: every session the rig created is stopped, then tmux and the model server."""
+    exe = BY_NAME[name].executable(CACHE)
+    assert exe is not None
+    root = tmp_path_factory.mktemp(f"{name}-real")
+    model = model_class(log_path=str(root / "model-requests.jsonl")).start()
+    tmux = private_tmux()
+    r = make_rig(name, exe, root, tmux=tmux, broker=broker, model=model, env=env(root, model))
+    yield r
+    r.stop_all()
+    tmux.kill()
+    model.stop()
+
+
+def version_output(rig: Rig, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    """`<cli> --version` with the rig's env (the caller checks the pinned version in it)."""
+    return subprocess.run([str(rig.exe), "--version"], env=rig.env, capture_output=True, text=True, timeout=timeout, check=False)
+
+
 def git_folder(path: Path) -> Path:
     """A fresh git repository (Codex asks whether to trust a repository it has not seen)."""
-    import subprocess
-
     path.mkdir(parents=True, exist_ok=True)
     subprocess.run(["git", "init", "-q", str(path)], check=True)
     return path
@@ -93,3 +123,50 @@ def explain(rig: Rig, session: str, d: Delegation | None = None) -> str:
         steps = ", ".join(str(line.get("kind")) + (f" ({line['note']})" if line.get("note") else "") for line in lines)
     return (f"{head}--- session: {row.get('status')} ({row.get('note', '')})\n--- audit: {steps}\n"
             f"--- model asked to run: {ran}\n--- pane:\n{shown}")
+
+
+def delegate_completed(rig: Rig, session: str, text: str, **options: float) -> Delegation:
+    """`delegate`, asserting the job completed with exit 0 (the failure message explains why not)."""
+    d = delegate(rig, session, text, **options)
+    assert d.rc == 0 and d.record.get("state") == "completed", explain(rig, session, d)
+    return d
+
+
+def assert_footer_events(rig: Rig, d: Delegation) -> None:
+    """The job accepted started, progress and completed, in that order."""
+    kinds = event_types(rig, d.record["id"])
+    assert [k for k in kinds if k in FOOTER_KINDS] == FOOTER_KINDS, kinds
+
+
+def stop_keeping_conversation(rig: Rig, session: str) -> str:
+    """`mam session stop`: the session is stopped and knows its conversation id (returned)."""
+    rig.mam_json("session", "stop", "--session", session)
+    row = rig.status(session)
+    assert row["status"] == "stopped" and row["conversation_id"], row
+    return str(row["conversation_id"])
+
+
+def resume(rig: Rig, session: str) -> int:
+    """`mam session resume`; returns how many requests the model server had answered by then."""
+    rig.mam_json("session", "resume", "--session", session)
+    return len(rig.model.snapshot())
+
+
+def left_waiting(rig: Rig, session: str, d: Delegation) -> tuple[str, str]:
+    """A job that reported `started`, then ended with a reason (the CLI waits for a person):
+    the session's pane and what it shows."""
+    assert d.rc in (1, 2) and d.record.get("reason"), explain(rig, session, d)
+    assert "started" in event_types(rig, d.record["id"])
+    pane = str(rig.status(session)["pane_id"])
+    return pane, rig.screen(pane)
+
+
+def refused_without_trust(rig: Rig, session: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """`session create --no-trust` in a folder the CLI never trusted fails with one line naming it."""
+    proc = rig.mam("session", "create", "--agent", rig.name, "--role", "developer", "--session", session,
+                   "--cwd", str(cwd), "--no-trust")
+    rig.sessions.append(session)  # stopped at the end should it have started after all
+    assert proc.returncode != 0, proc.stdout
+    assert "trust" in proc.stderr and str(cwd) in proc.stderr, proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    return proc

@@ -176,14 +176,20 @@ def claude_transcript(home: Path, conversation_id: str) -> Path:
     return found[0]
 
 
-def claude_prompts(transcript: Path) -> list[str]:
-    """The text of every prompt the person (here: mam's paste) submitted, in order; tool results excluded."""
-    prompts = []
+def transcript_entries(transcript: Path) -> Iterator[Any]:
+    """The JSON objects of a Claude transcript, one a line (a line that does not parse is skipped)."""
     for line in transcript.read_text().splitlines():
         try:
             entry = json.loads(line)
         except ValueError:
             continue
+        yield entry
+
+
+def claude_prompts(transcript: Path) -> list[str]:
+    """The text of every prompt the person (here: mam's paste) submitted, in order; tool results excluded."""
+    prompts = []
+    for entry in transcript_entries(transcript):
         message = entry.get("message")
         if entry.get("type") != "user" or not isinstance(message, dict) or entry.get("isMeta"):
             continue
@@ -198,11 +204,7 @@ def claude_prompts(transcript: Path) -> list[str]:
 def claude_usage(transcript: Path) -> dict[str, dict[str, Any]]:
     """The usage Claude recorded per model message (it repeats it on each content block's line: one per id)."""
     found: dict[str, dict[str, Any]] = {}
-    for line in transcript.read_text().splitlines():
-        try:
-            entry = json.loads(line)
-        except ValueError:
-            continue
+    for entry in transcript_entries(transcript):
         message = entry.get("message")
         if entry.get("type") == "assistant" and isinstance(message, dict) and message.get("id"):
             found[str(message["id"])] = dict(message.get("usage") or {})

@@ -19,6 +19,7 @@ import pytest
 
 from mam.util.poll import wait_for
 from tests.deploy import test_install as deploy
+from tests.real._scenario import refused_without_trust
 from tests.real.anthropic_server import FooterScript, conversation, footer_commands, text_of
 from tests.real.clis import BY_NAME
 from tests.real.conftest import Rig, claude_prompts, claude_transcript, claude_usage, skip_module_without
@@ -159,12 +160,7 @@ def test_no_trust_fails_the_create_clearly_and_answers_nothing(claude_rig: Rig, 
     rig = claude_rig
     fresh = tmp_path / "untrusted"
     fresh.mkdir()
-    proc = rig.mam("session", "create", "--agent", "claude", "--role", "developer", "--session", "dev-untrusted",
-                   "--cwd", str(fresh), "--no-trust")
-    rig.sessions.append("dev-untrusted")
-    assert proc.returncode != 0, proc.stdout
-    assert "trust" in proc.stderr and str(fresh) in proc.stderr, proc.stderr
-    assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    refused_without_trust(rig, "dev-untrusted", fresh)
     projects = json.loads((rig.home / ".claude.json").read_text()).get("projects", {})
     assert not projects.get(str(fresh), {}).get("hasTrustDialogAccepted"), projects
 

@@ -11,7 +11,6 @@ hang the job.
 
 from __future__ import annotations
 
-import subprocess
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,11 +18,10 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import brokers
-from tests.helpers.tmux import private_tmux
 from tests.real import _codex_home as cx
-from tests.real._scenario import delegate, event_types, explain, git_folder, make_rig
+from tests.real import _scenario as sc
 from tests.real.clis import BY_NAME
-from tests.real.conftest import CACHE, Rig, skip_module_without
+from tests.real.conftest import Rig, skip_module_without
 from tests.real.openai_server import ScriptedModel, responses_texts
 
 skip_module_without("codex")
@@ -32,18 +30,10 @@ pytestmark = pytest.mark.timeout(420)
 
 @pytest.fixture(scope="module")
 def rig(tmp_path_factory: pytest.TempPathFactory, real_broker: brokers.RunningBroker) -> Iterator[Rig]:
-    exe = BY_NAME["codex"].executable(CACHE)
-    assert exe is not None
-    root = tmp_path_factory.mktemp("codex-real")
-    model = ScriptedModel(log_path=str(root / "model-requests.jsonl")).start()
-    tmux = private_tmux()
-    env = {"CODEX_HOME": str(root / "home" / ".codex"), cx.KEY_VAR: "dummy-key-for-tests"}
-    r = make_rig("codex", exe, root, tmux=tmux, broker=real_broker, model=model, env=env)
-    cx.write_config(r.home / ".codex", base_url=model.base_url)
-    yield r
-    r.stop_all()
-    tmux.kill()
-    model.stop()
+    with sc.module_rig("codex", tmp_path_factory, real_broker, ScriptedModel,
+                       env=lambda root, model: {"CODEX_HOME": str(root / "home" / ".codex"), cx.KEY_VAR: "dummy-key-for-tests"}) as r:
+        cx.write_config(r.home / ".codex", base_url=r.model.base_url)
+        yield r
 
 
 def codex_home(rig: Rig) -> Path:
@@ -51,7 +41,7 @@ def codex_home(rig: Rig) -> Path:
 
 
 def test_the_cached_codex_is_the_pinned_version(rig: Rig) -> None:
-    out = subprocess.run([str(rig.exe), "--version"], env=rig.env, capture_output=True, text=True, timeout=60, check=False)
+    out = sc.version_output(rig)
     assert out.returncode == 0 and out.stdout.strip().endswith(BY_NAME["codex"].version), out
 
 
@@ -59,11 +49,9 @@ def test_delegate_in_a_fresh_git_folder_then_stop_and_resume_the_same_conversati
     """(a) delegate -> started -> progress -> completed -> exit 0 in a repository Codex has never
     trusted, the brief once in the rollout; (b) stop -> resume -> the model sees the earlier turns."""
     session = "cx-main"
-    rig.create(session, cwd=git_folder(rig.ws.root / "fresh-repo"))
-    first = delegate(rig, session, "Say hello.")
-    assert first.rc == 0 and first.record.get("state") == "completed", explain(rig, session, first)
-    kinds = event_types(rig, first.record["id"])
-    assert [k for k in kinds if k in ("started", "progress", "completed")] == ["started", "progress", "completed"], kinds
+    rig.create(session, cwd=sc.git_folder(rig.ws.root / "fresh-repo"))
+    first = sc.delegate_completed(rig, session, "Say hello.")
+    sc.assert_footer_events(rig, first)
     # Codex's own shell tool ran each footer command, as printed, one tool result each.
     assert [c.split()[2] for c in first.commands(rig)] == ["started", "progress", "completed"]
 
@@ -73,10 +61,7 @@ def test_delegate_in_a_fresh_git_folder_then_stop_and_resume_the_same_conversati
     assert cx.TRUST_TEXT not in rig.screen(row["pane_id"])
 
     # Codex writes its rollout at the first turn; mam learns the id from it by the stop at the latest.
-    rig.mam_json("session", "stop", "--session", session)
-    row = rig.status(session)
-    assert row["status"] == "stopped" and row["conversation_id"], row
-    conversation = row["conversation_id"]
+    conversation = sc.stop_keeping_conversation(rig, session)
     rollout = cx.rollout_of(codex_home(rig), conversation)
     assert rollout is not None, f"no rollout for {conversation} in {cx.rollouts(codex_home(rig))}"
     assert cx.user_turns_holding(rollout, first.tag) == 1
@@ -85,10 +70,8 @@ def test_delegate_in_a_fresh_git_folder_then_stop_and_resume_the_same_conversati
     sent = [r.usage["input_tokens"] for r in rig.model.snapshot()[first.model_from:] if r.reply != "side"]
     assert cx.total_input_tokens(rollout) in (sum(sent), sum(sent[:-1])), (cx.total_input_tokens(rollout), sent)
 
-    rig.mam_json("session", "resume", "--session", session)
-    seen = len(rig.model.snapshot())
-    second = delegate(rig, session, "Say hello again.")
-    assert second.rc == 0 and second.record.get("state") == "completed", explain(rig, session, second)
+    seen = sc.resume(rig, session)
+    second = sc.delegate_completed(rig, session, "Say hello again.")
     assert rig.status(session)["conversation_id"] == conversation
     # Every request after the resume showed the model the first brief: the same conversation.
     turns = [r for r in rig.model.snapshot()[seen:] if r.api == "responses" and r.reply != "side"]
@@ -98,26 +81,20 @@ def test_delegate_in_a_fresh_git_folder_then_stop_and_resume_the_same_conversati
 
 
 def test_no_trust_in_a_fresh_git_folder_fails_the_create_clearly_and_sends_nothing(rig: Rig) -> None:
-    cwd = git_folder(rig.ws.root / "untrusted-repo")
+    cwd = sc.git_folder(rig.ws.root / "untrusted-repo")
     seen = len(rig.model.snapshot())
-    proc = rig.mam("session", "create", "--agent", "codex", "--role", "developer", "--session", "cx-untrusted", "--cwd", str(cwd), "--no-trust")
-    assert proc.returncode != 0, proc.stdout
-    assert "trust" in proc.stderr and str(cwd) in proc.stderr, proc.stderr
-    assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    sc.refused_without_trust(rig, "cx-untrusted", cwd)
     assert rig.model.snapshot()[seen:] == []  # nothing reached the model
     assert "untrusted-repo" not in (codex_home(rig) / "config.toml").read_text()
 
 
 def test_a_command_outside_the_allow_rules_leaves_the_prompt_and_the_job_ends_with_a_reason(rig: Rig) -> None:
     session = "cx-ask"
-    rig.create(session, cwd=git_folder(rig.ws.root / "ask-repo"))
+    rig.create(session, cwd=sc.git_folder(rig.ws.root / "ask-repo"))
     outside = rig.home.parent / f"outside-{uuid.uuid4().hex[:8]}"
     text = f"Touch a file outside the project. {{tag}}\nRUN-ESCALATED: touch {outside}"
-    d = delegate(rig, session, text, timeout=25, heartbeat=2)
-    assert d.rc in (1, 2) and d.record.get("reason"), explain(rig, session, d)
-    assert "started" in event_types(rig, d.record["id"])  # it got as far as reporting, then waited
-    pane = rig.status(session)["pane_id"]
-    screen = rig.screen(pane)
+    d = sc.delegate(rig, session, text, timeout=25, heartbeat=2)
+    pane, screen = sc.left_waiting(rig, session, d)  # it got as far as reporting, then waited
     assert cx.APPROVAL_TEXT in screen and str(outside) in screen, rig.shown(pane)
     assert not outside.exists()
 
@@ -126,9 +103,8 @@ def test_a_job_longer_than_k_heartbeats_completes_although_the_sandbox_kills_the
     """Codex's sandbox (`--permissions report`) kills the heartbeater `started --heartbeat 2` leaves
     running; the wrapper starts it again, so 10 s of work (more than K x N = 8 s) still completes."""
     session = "cx-long"
-    rig.create(session, cwd=git_folder(rig.ws.root / "long-repo"))
-    d = delegate(rig, session, "Work for ten seconds. {tag}\nRUN: sleep 10", timeout=120, heartbeat=2)
-    assert d.rc == 0 and d.record.get("state") == "completed", explain(rig, session, d)
+    rig.create(session, cwd=sc.git_folder(rig.ws.root / "long-repo"))
+    d = sc.delegate_completed(rig, session, "Work for ten seconds. {tag}\nRUN: sleep 10", timeout=120, heartbeat=2)
     assert "sleep 10" in d.commands(rig), d.commands(rig)
     kinds = [line.get("kind") for line in rig.mam_json("job", "log", d.record["id"])]
     assert "heartbeat_restarted" in kinds, kinds

@@ -11,7 +11,6 @@ server and model server; each test has its own session and folder.
 from __future__ import annotations
 
 import json
-import subprocess
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,10 +18,9 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import brokers
-from tests.helpers.tmux import private_tmux
-from tests.real._scenario import delegate, event_types, explain, make_rig
+from tests.real import _scenario as sc
 from tests.real.clis import BY_NAME
-from tests.real.conftest import CACHE, Rig, skip_module_without
+from tests.real.conftest import Rig, skip_module_without
 from tests.real.gemini_server import GeminiModel, user_texts
 
 skip_module_without("gemini")
@@ -39,19 +37,11 @@ SETTINGS = {
 
 @pytest.fixture(scope="module")
 def rig(tmp_path_factory: pytest.TempPathFactory, real_broker: brokers.RunningBroker) -> Iterator[Rig]:
-    exe = BY_NAME["gemini"].executable(CACHE)
-    assert exe is not None
-    root = tmp_path_factory.mktemp("gemini-real")
-    model = GeminiModel(log_path=str(root / "model-requests.jsonl")).start()
-    tmux = private_tmux()
-    r = make_rig("gemini", exe, root, tmux=tmux, broker=real_broker, model=model,
-                 env={"GOOGLE_GEMINI_BASE_URL": model.base_url, "GEMINI_API_KEY": "dummy", "NO_BROWSER": "1"})
-    (r.home / ".gemini").mkdir(parents=True, exist_ok=True)
-    (r.home / ".gemini" / "settings.json").write_text(json.dumps(SETTINGS), encoding="utf-8")
-    yield r
-    r.stop_all()
-    tmux.kill()
-    model.stop()
+    with sc.module_rig("gemini", tmp_path_factory, real_broker, GeminiModel,
+                       env=lambda root, model: {"GOOGLE_GEMINI_BASE_URL": model.base_url, "GEMINI_API_KEY": "dummy", "NO_BROWSER": "1"}) as r:
+        (r.home / ".gemini").mkdir(parents=True, exist_ok=True)
+        (r.home / ".gemini" / "settings.json").write_text(json.dumps(SETTINGS), encoding="utf-8")
+        yield r
 
 
 def folder(rig: Rig, name: str) -> Path:
@@ -84,7 +74,7 @@ def turns_after(rig: Rig, seen: int) -> list[dict[str, object]]:
 
 
 def test_the_cached_gemini_is_the_pinned_version(rig: Rig) -> None:
-    out = subprocess.run([str(rig.exe), "--version"], env=rig.env, capture_output=True, text=True, timeout=60, check=False)
+    out = sc.version_output(rig)
     assert out.returncode == 0 and out.stdout.strip() == BY_NAME["gemini"].version, out
 
 
@@ -97,22 +87,15 @@ def test_delegate_then_stop_and_resume_the_same_conversation(rig: Rig) -> None:
     assert str(cwd) not in trusted(rig)
     rig.create(session, cwd=cwd)
     assert trusted(rig).get(str(cwd)) == "TRUST_FOLDER"
-    first = delegate(rig, session, "Say hello.", timeout=JOB_S, start_deadline=START_S)
-    assert first.rc == 0 and first.record.get("state") == "completed", explain(rig, session, first)
-    kinds = event_types(rig, first.record["id"])
-    assert [k for k in kinds if k in ("started", "progress", "completed")] == ["started", "progress", "completed"], kinds
+    first = sc.delegate_completed(rig, session, "Say hello.", timeout=JOB_S, start_deadline=START_S)
+    sc.assert_footer_events(rig, first)
     assert [c.split()[2] for c in first.commands(rig)] == ["started", "progress", "completed"]
 
-    rig.mam_json("session", "stop", "--session", session)
-    row = rig.status(session)
-    assert row["status"] == "stopped" and row["conversation_id"], row
-    conversation = row["conversation_id"]
+    conversation = sc.stop_keeping_conversation(rig, session)
     assert sum(first.tag in t for t in prompts(rig, conversation)) == 1, prompts(rig, conversation)
 
-    rig.mam_json("session", "resume", "--session", session)
-    seen = len(rig.model.snapshot())
-    second = delegate(rig, session, "Say hello again.", timeout=JOB_S, start_deadline=START_S)
-    assert second.rc == 0 and second.record.get("state") == "completed", explain(rig, session, second)
+    seen = sc.resume(rig, session)
+    second = sc.delegate_completed(rig, session, "Say hello again.", timeout=JOB_S, start_deadline=START_S)
     assert rig.status(session)["conversation_id"] == conversation
     turns = turns_after(rig, seen)
     assert turns, "the scripted model got no turn after the resume"
@@ -126,11 +109,8 @@ def test_a_command_outside_the_allow_rules_leaves_the_prompt_and_the_job_ends_wi
     cwd = folder(rig, "ask")
     rig.create(session, cwd=cwd)
     marker = cwd / f"asked-{uuid.uuid4().hex[:8]}"
-    d = delegate(rig, session, f"Touch a file. {{tag}}\nRUN: touch {marker}", timeout=60, start_deadline=START_S, heartbeat=3)
-    assert d.rc in (1, 2) and d.record.get("reason"), explain(rig, session, d)
-    assert "started" in event_types(rig, d.record["id"])  # it reported, then waited for a person
-    pane = rig.status(session)["pane_id"]
-    screen = rig.screen(pane)
+    d = sc.delegate(rig, session, f"Touch a file. {{tag}}\nRUN: touch {marker}", timeout=60, start_deadline=START_S, heartbeat=3)
+    pane, screen = sc.left_waiting(rig, session, d)  # it reported, then waited for a person
     assert "Allow execution of" in screen, rig.shown(pane)
     assert not marker.exists()
 
@@ -139,11 +119,6 @@ def test_no_trust_in_a_fresh_folder_fails_the_create_clearly_and_sends_nothing(r
     """With --no-trust mam leaves gemini's trust dialog to a person: the create fails naming the folder."""
     cwd = folder(rig, "untrusted")
     seen = len(rig.model.snapshot())
-    proc = rig.mam("session", "create", "--agent", "gemini", "--role", "developer", "--session", "gm-untrusted",
-                   "--cwd", str(cwd), "--no-trust")
-    rig.sessions.append("gm-untrusted")
-    assert proc.returncode != 0, proc.stdout
-    assert "trust" in proc.stderr and str(cwd) in proc.stderr, proc.stderr
-    assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    sc.refused_without_trust(rig, "gm-untrusted", cwd)
     assert [r for r in rig.model.snapshot()[seen:] if r.reply != "side"] == []  # no turn reached the model
     assert str(cwd) not in trusted(rig)

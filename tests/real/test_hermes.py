@@ -8,18 +8,16 @@ from __future__ import annotations
 
 import json
 import sqlite3
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.helpers import brokers
-from tests.helpers.tmux import private_tmux
+from tests.real import _scenario as sc
 from tests.real._known_gaps import hermes_terminal_loses_pane_path
-from tests.real._scenario import delegate, event_types, explain, git_folder, make_rig
 from tests.real.clis import BY_NAME
-from tests.real.conftest import CACHE, Rig, skip_module_without
+from tests.real.conftest import Rig, skip_module_without
 from tests.real.openai_server import ScriptedModel, chat_texts
 
 skip_module_without("hermes")
@@ -30,21 +28,14 @@ START_S, JOB_S = 150, 300  # hermes starts in 15-40 s on this machine, more unde
 
 @pytest.fixture(scope="module")
 def rig(tmp_path_factory: pytest.TempPathFactory, real_broker: brokers.RunningBroker) -> Iterator[Rig]:
-    exe = BY_NAME["hermes"].executable(CACHE)
-    assert exe is not None
-    root = tmp_path_factory.mktemp("hermes-real")
-    model = ScriptedModel(log_path=str(root / "model-requests.jsonl")).start()
-    tmux = private_tmux()
-    hermes_home = root / "home" / ".hermes"
-    r = make_rig("hermes", exe, root, tmux=tmux, broker=real_broker, model=model, env={"HERMES_HOME": str(hermes_home)})
-    hermes_home.mkdir(parents=True, exist_ok=True)
-    (hermes_home / "config.yaml").write_text(
-        "model:\n  default: scripted-model\n  provider: custom\n"
-        f"  base_url: {model.base_url}\n  api_key: dummy-key-for-tests\n", encoding="utf-8")
-    yield r
-    r.stop_all()
-    tmux.kill()
-    model.stop()
+    with sc.module_rig("hermes", tmp_path_factory, real_broker, ScriptedModel,
+                       env=lambda root, model: {"HERMES_HOME": str(root / "home" / ".hermes")}) as r:
+        hermes_home = Path(r.env["HERMES_HOME"])
+        hermes_home.mkdir(parents=True, exist_ok=True)
+        (hermes_home / "config.yaml").write_text(
+            "model:\n  default: scripted-model\n  provider: custom\n"
+            f"  base_url: {r.model.base_url}\n  api_key: dummy-key-for-tests\n", encoding="utf-8")
+        yield r
 
 
 def user_messages(rig: Rig, session_id: str) -> list[str]:
@@ -58,7 +49,7 @@ def user_messages(rig: Rig, session_id: str) -> list[str]:
 
 
 def test_the_cached_hermes_is_the_pinned_version(rig: Rig) -> None:
-    out = subprocess.run([str(rig.exe), "--version"], env=rig.env, capture_output=True, text=True, timeout=120, check=False)
+    out = sc.version_output(rig, timeout=120)
     assert out.returncode == 0 and BY_NAME["hermes"].version in out.stdout, out
 
 
@@ -67,23 +58,16 @@ def test_the_cached_hermes_is_the_pinned_version(rig: Rig) -> None:
                           "a bare `mam` in the footer exits 127 there")
 def test_delegate_then_stop_and_resume_the_same_conversation(rig: Rig) -> None:
     session = "hm-main"
-    rig.create(session, cwd=git_folder(rig.ws.root / "repo"))
-    first = delegate(rig, session, "Say hello.", timeout=JOB_S, start_deadline=START_S)
-    assert first.rc == 0 and first.record.get("state") == "completed", explain(rig, session, first)
-    kinds = event_types(rig, first.record["id"])
-    assert [k for k in kinds if k in ("started", "progress", "completed")] == ["started", "progress", "completed"], kinds
+    rig.create(session, cwd=sc.git_folder(rig.ws.root / "repo"))
+    first = sc.delegate_completed(rig, session, "Say hello.", timeout=JOB_S, start_deadline=START_S)
+    sc.assert_footer_events(rig, first)
     assert [c.split()[2] for c in first.commands(rig)] == ["started", "progress", "completed"]
 
-    rig.mam_json("session", "stop", "--session", session)
-    row = rig.status(session)
-    assert row["status"] == "stopped" and row["conversation_id"], row
-    conversation = row["conversation_id"]
+    conversation = sc.stop_keeping_conversation(rig, session)
     assert sum(first.tag in t for t in user_messages(rig, conversation)) == 1
 
-    rig.mam_json("session", "resume", "--session", session)
-    seen = len(rig.model.snapshot())
-    second = delegate(rig, session, "Say hello again.", timeout=JOB_S, start_deadline=START_S)
-    assert second.rc == 0 and second.record.get("state") == "completed", explain(rig, session, second)
+    seen = sc.resume(rig, session)
+    second = sc.delegate_completed(rig, session, "Say hello again.", timeout=JOB_S, start_deadline=START_S)
     assert rig.status(session)["conversation_id"] == conversation
     turns = [r for r in rig.model.snapshot()[seen:] if r.api == "chat" and r.reply != "side"]
     assert turns and all(any(first.tag in t for t in chat_texts(r.body)) for r in turns), json.dumps([r.reply for r in turns])
