@@ -1,5 +1,6 @@
 """What the bench scripts share: private brokers on free loopback ports, a clean environment,
-medians, and a description of the machine. Nothing here reads the user's settings.
+a throw-away demo workspace, medians, and a description of the machine. Nothing here reads the
+user's settings.
 
 Every process started here is stopped through its own Popen handle (never by name), and
 no broker ever binds anything but 127.0.0.1 or uses port 1883.
@@ -7,14 +8,21 @@ no broker ever binds anything but 127.0.0.1 or uses port 1883.
 
 from __future__ import annotations
 
+import argparse
 import os
 import platform
 import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
@@ -111,3 +119,89 @@ def kill_tmux(name: str) -> None:
     if tmux_socket(name).exists():
         subprocess.run(["tmux", "-L", name, "kill-server"], capture_output=True, timeout=10)
     tmux_socket(name).unlink(missing_ok=True)
+
+
+# -- a throw-away demo workspace (delegate_overhead, mcp_roundtrip) ----------------------------
+
+DEMO_SESSION = "bench"
+
+
+def jobs_args(argv: list[str] | None, description: str | None, jobs_help: str) -> argparse.Namespace:
+    """`--jobs N` (positive), `--broker mosquitto|amqtt`, `--json`."""
+    parser = argparse.ArgumentParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--jobs", type=int, default=10, help=jobs_help)
+    parser.add_argument("--broker", choices=("mosquitto", "amqtt"), default="mosquitto", help="private broker to use (default mosquitto)")
+    parser.add_argument("--json", action="store_true", help="print the result as JSON")
+    args = parser.parse_args(argv)
+    if args.jobs <= 0:
+        parser.error("--jobs must be positive")
+    return args
+
+
+def have_tmux(prog: str) -> bool:
+    """Whether tmux is installed; if not, says so on stderr as `prog: error: ...`."""
+    if shutil.which("tmux") is None:
+        print(f"{prog}: error: tmux is not installed", file=sys.stderr)
+        return False
+    return True
+
+
+def run_mam(args: list[str], env: dict[str, str], cwd: Path, timeout: float = 90) -> subprocess.CompletedProcess[str]:
+    proc = subprocess.run([str(VENV_BIN / "mam"), *args], env=env, cwd=cwd, capture_output=True, text=True, timeout=timeout)
+    if proc.returncode != 0:
+        raise RuntimeError(f"mam {' '.join(args[:3])} exited {proc.returncode}: {proc.stderr.strip()[-800:]}")
+    return proc
+
+
+def wait_heartbeaters_gone(ws: Any, timeout: float = 15) -> None:
+    """The demo agent's heartbeaters stop by themselves once their agent is gone; wait for that."""
+    from mam.util.proc import pid_alive
+
+    deadline = time.monotonic() + timeout
+    for pidfile in ws.logs_dir.glob("*/heartbeat.pid"):
+        try:
+            pid = int(pidfile.read_text().strip())
+        except (OSError, ValueError):
+            continue
+        while pid_alive(pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+
+
+@dataclass
+class DemoBench:
+    root: Path
+    ws: Any  # mam.workspace.Workspace
+    env: dict[str, str]
+
+
+@contextmanager
+def demo_workspace(prefix: str, broker_kind: str) -> Iterator[DemoBench]:
+    """A temporary workspace with its own HOME, a private tmux server (a unique socket name), a
+    private broker of `broker_kind` and one demo agent session `DEMO_SESSION`. Afterwards the tmux
+    server, the heartbeaters, the broker and the temporary folder are gone."""
+    from mam.workspace import Workspace
+
+    root = Path(tempfile.mkdtemp(prefix=prefix))
+    tmux_name = f"mam-bench-{uuid.uuid4().hex[:8]}"
+    broker = None
+    ws = Workspace((root / "ws").resolve())
+    try:
+        ws.root.mkdir()
+        home = root / "home"
+        for sub in ("", ".config", ".local/share", ".cache"):
+            (home / sub).mkdir(parents=True, exist_ok=True)
+        broker = (start_amqtt if broker_kind == "amqtt" else start_mosquitto)(root)
+        env = clean_environ(
+            root / "pycache", MAM_WORKSPACE=str(ws.root), MAM_TMUX_SERVER=tmux_name, MQTT_BROKER=broker.host, MQTT_PORT=str(broker.port),
+            HOME=str(home), XDG_CONFIG_HOME=str(home / ".config"), XDG_DATA_HOME=str(home / ".local/share"),
+            XDG_CACHE_HOME=str(home / ".cache"), SHELL="/bin/sh", MAM_DEMO_BEHAVIOUR="ok",
+            PATH=os.pathsep.join([str(VENV_BIN), os.environ.get("PATH", os.defpath)]),
+        )
+        run_mam(["session", "create", "--agent", "demo", "--role", "dev", "--session", DEMO_SESSION, "--json"], env, ws.root)
+        yield DemoBench(root, ws, env)
+    finally:
+        kill_tmux(tmux_name)
+        wait_heartbeaters_gone(ws)
+        if broker is not None:
+            broker.stop()
+        shutil.rmtree(root, ignore_errors=True)

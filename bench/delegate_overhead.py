@@ -26,15 +26,9 @@ own socket, which is then removed), the broker, the workspace. Exits non-zero on
 
 from __future__ import annotations
 
-import argparse
 import json
-import os
-import shutil
-import subprocess
 import sys
-import tempfile
 import time
-import uuid
 from pathlib import Path
 from typing import Any
 
@@ -42,7 +36,7 @@ sys.path.append(str(Path(__file__).resolve().parents[1]))  # for `bench._support
 
 from bench import _support as support  # noqa: E402
 
-SESSION = "bench"
+SESSION = support.DEMO_SESSION
 SEGMENTS = (
     ("startup", "CLI spawn -> created", "process start, imports, settings, registry, register"),
     ("queue", "created -> claim", "registry + session lookup + turn wait + liveness check"),
@@ -56,13 +50,6 @@ SEGMENTS = (
 )
 
 
-def run_mam(args: list[str], env: dict[str, str], cwd: Path, timeout: float = 90) -> subprocess.CompletedProcess[str]:
-    proc = subprocess.run([str(support.VENV_BIN / "mam"), *args], env=env, cwd=cwd, capture_output=True, text=True, timeout=timeout)
-    if proc.returncode != 0:
-        raise RuntimeError(f"mam {' '.join(args[:3])} exited {proc.returncode}: {proc.stderr.strip()[-800:]}")
-    return proc
-
-
 def delegate_once(i: int, env: dict[str, str], ws: Any) -> dict[str, float]:
     """Run one `mam job delegate` and break its time down (ms)."""
     from mam.jobs.record import read_audit
@@ -70,7 +57,7 @@ def delegate_once(i: int, env: dict[str, str], ws: Any) -> dict[str, float]:
 
     spawned_ms = time.time() * 1000
     start = time.perf_counter()
-    proc = run_mam(["job", "delegate", "--target", f"tmux:{SESSION}", "--brief", f"Benchmark job {i}: nothing to do, report at once.",
+    proc = support.run_mam(["job", "delegate", "--target", f"tmux:{SESSION}", "--brief", f"Benchmark job {i}: nothing to do, report at once.",
                     "--json", "--start-deadline", "30", "--heartbeat", "1"], env, ws.root)
     total = (time.perf_counter() - start) * 1000
     exited_ms = spawned_ms + total
@@ -108,69 +95,25 @@ def delegate_once(i: int, env: dict[str, str], ws: Any) -> dict[str, float]:
     }
 
 
-def wait_heartbeaters_gone(ws: Any, timeout: float = 15) -> None:
-    """The demo agent's heartbeaters stop by themselves once their agent is gone; wait for that."""
-    from mam.util.proc import pid_alive
-
-    deadline = time.monotonic() + timeout
-    for pidfile in ws.logs_dir.glob("*/heartbeat.pid"):
-        try:
-            pid = int(pidfile.read_text().strip())
-        except (OSError, ValueError):
-            continue
-        while pid_alive(pid) and time.monotonic() < deadline:
-            time.sleep(0.05)
-
-
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--jobs", type=int, default=10, help="timed delegations (default 10)")
-    parser.add_argument("--broker", choices=("mosquitto", "amqtt"), default="mosquitto", help="private broker to use (default mosquitto)")
-    parser.add_argument("--json", action="store_true", help="print the result as JSON")
-    args = parser.parse_args(argv)
-    if args.jobs <= 0:
-        parser.error("--jobs must be positive")
-    if shutil.which("tmux") is None:
-        print("delegate_overhead: error: tmux is not installed", file=sys.stderr)
+    args = support.jobs_args(argv, __doc__, "timed delegations (default 10)")
+    if not support.have_tmux("delegate_overhead"):
         return 2
 
-    from mam.workspace import Workspace
-
-    root = Path(tempfile.mkdtemp(prefix="mam-bench-delegate-"))
-    tmux_name = f"mam-bench-{uuid.uuid4().hex[:8]}"
-    broker = None
-    ws = Workspace((root / "ws").resolve())
     rows: list[dict[str, float]] = []
     wall_start = time.perf_counter()
     try:
-        ws.root.mkdir()
-        home = root / "home"
-        for sub in ("", ".config", ".local/share", ".cache"):
-            (home / sub).mkdir(parents=True, exist_ok=True)
-        broker = (support.start_amqtt if args.broker == "amqtt" else support.start_mosquitto)(root)
-        env = support.clean_environ(
-            root / "pycache", MAM_WORKSPACE=str(ws.root), MAM_TMUX_SERVER=tmux_name, MQTT_BROKER=broker.host, MQTT_PORT=str(broker.port),
-            HOME=str(home), XDG_CONFIG_HOME=str(home / ".config"), XDG_DATA_HOME=str(home / ".local/share"),
-            XDG_CACHE_HOME=str(home / ".cache"), SHELL="/bin/sh", MAM_DEMO_BEHAVIOUR="ok",
-            PATH=os.pathsep.join([str(support.VENV_BIN), os.environ.get("PATH", os.defpath)]),
-        )
-        run_mam(["session", "create", "--agent", "demo", "--role", "dev", "--session", SESSION, "--json"], env, ws.root)
-        delegate_once(0, env, ws)  # warm-up: bytecode cache, SQLite pages, the agent's first prompt
-        for i in range(1, args.jobs + 1):
-            rows.append(delegate_once(i, env, ws))
-            if not args.json:
-                r = rows[-1]
-                print(f"job {i:2}: total {r['total']:7.1f} ms  (start-up {r['startup']:6.1f}, queue {r['queue']:6.1f}, inject {r['inject']:6.1f}, "
-                      f"ack {r['ack']:6.1f}, complete {r['complete']:6.1f}, exit {r['exit']:6.1f})", flush=True)
+        with support.demo_workspace("mam-bench-delegate-", args.broker) as bench:
+            delegate_once(0, bench.env, bench.ws)  # warm-up: bytecode cache, SQLite pages, the agent's first prompt
+            for i in range(1, args.jobs + 1):
+                rows.append(delegate_once(i, bench.env, bench.ws))
+                if not args.json:
+                    r = rows[-1]
+                    print(f"job {i:2}: total {r['total']:7.1f} ms  (start-up {r['startup']:6.1f}, queue {r['queue']:6.1f}, inject {r['inject']:6.1f}, "
+                          f"ack {r['ack']:6.1f}, complete {r['complete']:6.1f}, exit {r['exit']:6.1f})", flush=True)
     except Exception as e:  # noqa: BLE001 - one line on stderr, exit 1
         print(f"delegate_overhead: error: {e}", file=sys.stderr)
         return 1
-    finally:
-        support.kill_tmux(tmux_name)
-        wait_heartbeaters_gone(ws)
-        if broker is not None:
-            broker.stop()
-        shutil.rmtree(root, ignore_errors=True)
 
     medians = {key: round(float(support.median([r[key] for r in rows])), 1) for key, _label, _what in SEGMENTS}
     result = {"jobs": args.jobs, "broker": args.broker, "median_ms": medians,

@@ -20,15 +20,10 @@ the workspace. Exits non-zero only on an error.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
-import shutil
-import subprocess
 import sys
-import tempfile
 import time
-import uuid
 from pathlib import Path
 from typing import Any
 
@@ -36,20 +31,13 @@ sys.path.append(str(Path(__file__).resolve().parents[1]))  # for `bench._support
 
 from bench import _support as support  # noqa: E402
 
-SESSION = "bench"
+SESSION = support.DEMO_SESSION
 JOB_ARGS = {"start_deadline_s": 30, "heartbeat_s": 1}
-
-
-def run_mam(args: list[str], env: dict[str, str], cwd: Path, timeout: float = 90) -> subprocess.CompletedProcess[str]:
-    proc = subprocess.run([str(support.VENV_BIN / "mam"), *args], env=env, cwd=cwd, capture_output=True, text=True, timeout=timeout)
-    if proc.returncode != 0:
-        raise RuntimeError(f"mam {' '.join(args[:3])} exited {proc.returncode}: {proc.stderr.strip()[-800:]}")
-    return proc
 
 
 def cli_job(i: int, env: dict[str, str], root: Path) -> float:
     start = time.perf_counter()
-    proc = run_mam(["job", "delegate", "--target", f"tmux:{SESSION}", "--brief", f"Benchmark job cli-{i}: nothing to do, report at once.",
+    proc = support.run_mam(["job", "delegate", "--target", f"tmux:{SESSION}", "--brief", f"Benchmark job cli-{i}: nothing to do, report at once.",
                     "--json", "--start-deadline", "30", "--heartbeat", "1"], env, root)
     took = (time.perf_counter() - start) * 1000
     record = json.loads(proc.stdout)
@@ -91,49 +79,18 @@ async def measure(jobs: int, env: dict[str, str], root: Path) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--jobs", type=int, default=10, help="timed jobs of each kind (default 10)")
-    parser.add_argument("--broker", choices=("mosquitto", "amqtt"), default="mosquitto", help="private broker to use (default mosquitto)")
-    parser.add_argument("--json", action="store_true", help="print the result as JSON")
-    args = parser.parse_args(argv)
-    if args.jobs <= 0:
-        parser.error("--jobs must be positive")
-    if shutil.which("tmux") is None:
-        print("mcp_roundtrip: error: tmux is not installed", file=sys.stderr)
+    args = support.jobs_args(argv, __doc__, "timed jobs of each kind (default 10)")
+    if not support.have_tmux("mcp_roundtrip"):
         return 2
 
     import anyio
 
-    from bench.delegate_overhead import wait_heartbeaters_gone
-    from mam.workspace import Workspace
-
-    root = Path(tempfile.mkdtemp(prefix="mam-bench-mcp-"))
-    tmux_name = f"mam-bench-{uuid.uuid4().hex[:8]}"
-    broker = None
-    ws = Workspace((root / "ws").resolve())
     try:
-        ws.root.mkdir()
-        home = root / "home"
-        for sub in ("", ".config", ".local/share", ".cache"):
-            (home / sub).mkdir(parents=True, exist_ok=True)
-        broker = (support.start_amqtt if args.broker == "amqtt" else support.start_mosquitto)(root)
-        env = support.clean_environ(
-            root / "pycache", MAM_WORKSPACE=str(ws.root), MAM_TMUX_SERVER=tmux_name, MQTT_BROKER=broker.host, MQTT_PORT=str(broker.port),
-            HOME=str(home), XDG_CONFIG_HOME=str(home / ".config"), XDG_DATA_HOME=str(home / ".local/share"),
-            XDG_CACHE_HOME=str(home / ".cache"), SHELL="/bin/sh", MAM_DEMO_BEHAVIOUR="ok",
-            PATH=os.pathsep.join([str(support.VENV_BIN), os.environ.get("PATH", os.defpath)]),
-        )
-        run_mam(["session", "create", "--agent", "demo", "--role", "dev", "--session", SESSION, "--json"], env, ws.root)
-        runs = anyio.run(measure, args.jobs, env, ws.root)
+        with support.demo_workspace("mam-bench-mcp-", args.broker) as bench:
+            runs = anyio.run(measure, args.jobs, bench.env, bench.ws.root)
     except Exception as e:  # noqa: BLE001 - one line on stderr, exit 1
         print(f"mcp_roundtrip: error: {e}", file=sys.stderr)
         return 1
-    finally:
-        support.kill_tmux(tmux_name)
-        wait_heartbeaters_gone(ws)
-        if broker is not None:
-            broker.stop()
-        shutil.rmtree(root, ignore_errors=True)
 
     cli, mcp = support.median(runs["cli_ms"]), support.median(runs["mcp_ms"])
     result = {"jobs": args.jobs, "broker": args.broker, "median_ms": {"cli": round(cli, 1), "mcp": round(mcp, 1)},
