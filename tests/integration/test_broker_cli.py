@@ -9,7 +9,6 @@ import json
 import os
 import queue
 import re
-import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -18,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from mam.util import proc
+from tests.helpers.embedded_broker import embedded_workspace, gone
 
 HEAVY = ("paho", "amqtt", "libtmux", "mcp", "pydantic", "starlette", "uvicorn", "anyio")
 
@@ -35,27 +35,10 @@ def broker_json(*args: str, ws: Path) -> dict[str, object]:
     return json.loads(r.stdout)  # type: ignore[no-any-return]
 
 
-def gone(pid: int) -> bool:
-    """No such process, or only a zombie waiting for init to reap it."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return True
-    return stat[stat.rfind(")") + 2 :].split()[0] == "Z"
-
-
 @pytest.fixture
 def ws(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     """A workspace with no broker configured; its embedded broker is always stopped afterwards."""
-    root = tmp_path / "ws"
-    root.mkdir()
-    monkeypatch.setenv("MAM_WORKSPACE", str(root))
-    yield root
-    state = root / ".mam" / "broker" / "broker.json"
-    pid = json.loads(state.read_text()).get("pid") if state.exists() else None
-    run_mam("broker", "stop", ws=root)
-    if isinstance(pid, int) and not gone(pid) and "mam.broker.serve" in " ".join(proc.cmdline(pid)):
-        os.kill(pid, signal.SIGKILL)  # only the broker this test started, by its pid
+    yield from embedded_workspace(tmp_path, monkeypatch)
 
 
 def listeners(port: int) -> list[str]:

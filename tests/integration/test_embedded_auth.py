@@ -29,23 +29,15 @@ from mam.util import proc
 from mam.util.fs import atomic_write_json
 from mam.util.poll import wait_for
 from mam.workspace import Workspace
+from tests.helpers.embedded_broker import embedded_workspace
 from tests.helpers.jobs import create_demo
 from tests.helpers.mamcli import mam, mam_json
-from tests.integration.test_broker_cli import gone
 
 
 @pytest.fixture
 def ws(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     """A workspace with no broker configured; its embedded broker is stopped afterwards."""
-    root = tmp_path / "ws"
-    root.mkdir()
-    monkeypatch.setenv("MAM_WORKSPACE", str(root))
-    yield root
-    state = root / ".mam" / "broker" / "broker.json"
-    pid = json.loads(state.read_text()).get("pid") if state.exists() else None
-    mam("broker", "stop")
-    if isinstance(pid, int) and not gone(pid) and "mam.broker.serve" in " ".join(proc.cmdline(pid)):
-        os.kill(pid, 9)  # only the broker this test started, by its pid
+    yield from embedded_workspace(tmp_path, monkeypatch)
 
 
 class Client:
