@@ -7,8 +7,10 @@ wire format and its script. Standard library only.
 from __future__ import annotations
 
 import json
+import sys
 import threading
-from collections.abc import Iterable
+import time
+from collections.abc import Callable, Iterable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Generic, Self, TypeVar
 
@@ -114,3 +116,15 @@ class LoopbackServer(Generic[R]):
             if self.log_path:
                 with open(self.log_path, "a", encoding="utf-8") as f:
                     f.write(json.dumps(self._log_entry(rec)) + "\n")
+
+
+def serve_until_interrupted(make: Callable[..., Any]) -> None:
+    """A manual run (`python -m tests.real.<server> [LOG]`): start `make(log_path=LOG)`, print its
+    base URL, serve until interrupted."""
+    srv = make(log_path=sys.argv[1] if len(sys.argv) > 1 else None).start()
+    print(srv.base_url, flush=True)
+    try:
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        srv.stop()

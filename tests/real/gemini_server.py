@@ -19,7 +19,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from tests.real._http import LoopbackServer, QuietHandler
+from tests.real._http import LoopbackServer, QuietHandler, serve_until_interrupted
 from tests.real.openai_server import FINAL_TEXT, Step, next_step
 
 SHELL_TOOL = "run_shell_command"
@@ -166,13 +166,4 @@ class _Handler(QuietHandler):
 
 
 if __name__ == "__main__":  # a manual run: print the URL and serve until interrupted
-    import sys
-    import time
-
-    srv = GeminiModel(log_path=sys.argv[1] if len(sys.argv) > 1 else None).start()
-    print(srv.base_url, flush=True)
-    try:
-        while True:
-            time.sleep(3600)
-    except KeyboardInterrupt:
-        srv.stop()
+    serve_until_interrupted(GeminiModel)

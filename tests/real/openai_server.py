@@ -25,7 +25,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from tests.real._http import LoopbackServer, QuietHandler, sse_event
+from tests.real._http import LoopbackServer, QuietHandler, serve_until_interrupted, sse_event
 
 # A footer line that names a command: `mam event <type> ...` (mam may be an absolute path).
 FOOTER_COMMAND = re.compile(r"((?:/\S*/)?mam event (started|progress|completed)\b.*?)\s*$")
@@ -363,14 +363,4 @@ def _then_done(events: Iterator[str]) -> Iterator[str]:
 
 
 if __name__ == "__main__":  # a manual run: print the URL and serve until interrupted
-    import sys
-    import time
-
-    srv = ScriptedModel(log_path=sys.argv[1] if len(sys.argv) > 1 else None).start()
-    print(srv.base_url, flush=True)
-    try:
-        while True:
-            time.sleep(3600)
-    except KeyboardInterrupt:
-        srv.stop()
-        sys.exit(0)
+    serve_until_interrupted(ScriptedModel)
