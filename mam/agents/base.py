@@ -67,6 +67,8 @@ class AgentAdapter:
     exit_grace_s: ClassVar[float] = 0.0  # at least this long for a graceful exit (a CLI slow to quit)
     # Environment variables that change where the CLI keeps its conversations; recorded per session.
     env_keys: ClassVar[tuple[str, ...]] = ("HOME",)
+    # Variables left out of the pane's environment because they turn the CLI non-interactive.
+    noninteractive_env: ClassVar[tuple[str, ...]] = ()
     # Markers real UIs show instead of a long pasted text while it waits in the input box.
     paste_placeholders: ClassVar[tuple[str, ...]] = ()
     # Text the CLI shows once its input box is ready for a paste (None: ready as soon as it runs).
@@ -223,6 +225,10 @@ class AgentAdapter:
             return None
         top, bottom = rules[-2], rules[-1]
         return "\n".join(lines[top + 1 : bottom])
+
+    def pane_env(self, env: Mapping[str, str]) -> dict[str, str]:
+        """The pane's environment for this CLI: `env` less what would make it leave its terminal UI."""
+        return {k: v for k, v in env.items() if k not in self.noninteractive_env}
 
     def agent_env(self, env: Mapping[str, str]) -> dict[str, str]:
         """The subset of `env` that locates this CLI's files (stored on the session row); with

@@ -45,6 +45,9 @@ class GeminiAdapter(AgentAdapter):
     exit_keys = (("key", "C-c"), ("pause", "1.0"), ("text", "/quit"), ("pause", "1.0"), ("key", "Enter"))
     exit_grace_s = 40.0
     env_keys = ("HOME", "GEMINI_CLI_HOME")
+    # 0.61.0 runs without its UI (and exits at once in a pane) when CI is set or
+    # DEBIAN_FRONTEND=noninteractive: both read in its bundle, CI seen in a real pane.
+    noninteractive_env = ("CI", "DEBIAN_FRONTEND")
     paste_placeholders = ("[Pasted Text:",)
     ready_marker = "Type your message or @path/to/file"
     # Measured on 0.61.0 at 200x50: in a folder not yet trusted it draws its ready input box and

@@ -105,7 +105,7 @@ def create_session(req: CreateRequest, *, ws: Workspace, settings: Settings, reg
     launched = time.time()
     try:
         options = launch_options(adapter, ws=ws, name=req.name, cwd=str(cwd), env=env, permissions=req.permissions, trust=req.trust)
-        env = {**env, **options.env}
+        env = adapter.pane_env({**env, **options.env})
         if req.trust:
             adapter.trust_folder(str(cwd), env)
         backend.ensure_server()

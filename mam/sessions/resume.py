@@ -33,7 +33,7 @@ def resume_session(name: str, *, ws: Workspace, settings: Settings, registry: Re
     try:
         env = pane_env(ws, name, environ)
         options = launch_options(adapter, ws=ws, name=name, cwd=row.cwd, env=env, permissions=row.permissions)
-        env = {**env, **options.env}
+        env = adapter.pane_env({**env, **options.env})
         backend.ensure_server()
         launched = time.time()
         argv = adapter.with_options(adapter.resume_argv(row.conversation_id or ""), options)

@@ -77,3 +77,14 @@ def test_tmux_agent_inherits_no_secret(workspace: Workspace, tmux_server: Any) -
 
 def test_herdr_agent_inherits_no_secret(workspace: Workspace, herdr_server: str) -> None:
     run_create_stop_resume("herdr", {"HERDR_SESSION_NAME": herdr_server})
+
+
+def test_gemini_pane_gets_no_ci_variable(workspace: Workspace, tmux_server: Any, fake_agents_on_path: Path) -> None:
+    """gemini 0.61.0 leaves its terminal UI (and exits) when CI is set: its pane never inherits it."""
+    env = {"CI": "true", "DEBIAN_FRONTEND": "noninteractive", "MAM_TEST_MARKER": "kept"}
+    mam("session", "create", "--agent", "gemini", "--role", "dev", "--session", "g1", env=env, check=True)
+    row = next(r for r in mam_json("session", "status") if r["name"] == "g1")
+    seen = environ_of(row["pane_pid"])
+    assert "CI" not in seen and "DEBIAN_FRONTEND" not in seen
+    assert seen["MAM_TEST_MARKER"] == "kept"
+    mam("session", "stop", "--session", "g1", env=env, check=True)
