@@ -130,7 +130,12 @@ def jobs_args(argv: list[str] | None, description: str | None, jobs_help: str) -
     """`--jobs N` (positive), `--broker mosquitto|amqtt`, `--json`."""
     parser = argparse.ArgumentParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--jobs", type=int, default=10, help=jobs_help)
-    parser.add_argument("--broker", choices=("mosquitto", "amqtt"), default="mosquitto", help="private broker to use (default mosquitto)")
+    parser.add_argument(
+        "--broker",
+        choices=("mosquitto", "amqtt"),
+        default="mosquitto",
+        help="private broker to use (default mosquitto)",
+    )
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
     args = parser.parse_args(argv)
     if args.jobs <= 0:
@@ -147,7 +152,9 @@ def have_tmux(prog: str) -> bool:
 
 
 def run_mam(args: list[str], env: dict[str, str], cwd: Path, timeout: float = 90) -> subprocess.CompletedProcess[str]:
-    proc = subprocess.run([str(VENV_BIN / "mam"), *args], env=env, cwd=cwd, capture_output=True, text=True, timeout=timeout)
+    proc = subprocess.run(
+        [str(VENV_BIN / "mam"), *args], env=env, cwd=cwd, capture_output=True, text=True, timeout=timeout
+    )
     if proc.returncode != 0:
         raise RuntimeError(f"mam {' '.join(args[:3])} exited {proc.returncode}: {proc.stderr.strip()[-800:]}")
     return proc
@@ -192,12 +199,22 @@ def demo_workspace(prefix: str, broker_kind: str) -> Iterator[DemoBench]:
             (home / sub).mkdir(parents=True, exist_ok=True)
         broker = (start_amqtt if broker_kind == "amqtt" else start_mosquitto)(root)
         env = clean_environ(
-            root / "pycache", MAM_WORKSPACE=str(ws.root), MAM_TMUX_SERVER=tmux_name, MQTT_BROKER=broker.host, MQTT_PORT=str(broker.port),
-            HOME=str(home), XDG_CONFIG_HOME=str(home / ".config"), XDG_DATA_HOME=str(home / ".local/share"),
-            XDG_CACHE_HOME=str(home / ".cache"), SHELL="/bin/sh", MAM_DEMO_BEHAVIOUR="ok",
+            root / "pycache",
+            MAM_WORKSPACE=str(ws.root),
+            MAM_TMUX_SERVER=tmux_name,
+            MQTT_BROKER=broker.host,
+            MQTT_PORT=str(broker.port),
+            HOME=str(home),
+            XDG_CONFIG_HOME=str(home / ".config"),
+            XDG_DATA_HOME=str(home / ".local/share"),
+            XDG_CACHE_HOME=str(home / ".cache"),
+            SHELL="/bin/sh",
+            MAM_DEMO_BEHAVIOUR="ok",
             PATH=os.pathsep.join([str(VENV_BIN), os.environ.get("PATH", os.defpath)]),
         )
-        run_mam(["session", "create", "--agent", "demo", "--role", "dev", "--session", DEMO_SESSION, "--json"], env, ws.root)
+        run_mam(
+            ["session", "create", "--agent", "demo", "--role", "dev", "--session", DEMO_SESSION, "--json"], env, ws.root
+        )
         yield DemoBench(root, ws, env)
     finally:
         kill_tmux(tmux_name)

@@ -33,7 +33,12 @@ def wall_times(argv: list[str], runs: int) -> list[float]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--venv", type=Path, default=REPO / ".venv", help="venv holding the mam console script (default: the repo's .venv)")
+    parser.add_argument(
+        "--venv",
+        type=Path,
+        default=REPO / ".venv",
+        help="venv holding the mam console script (default: the repo's .venv)",
+    )
     parser.add_argument("--runs", type=int, default=21)
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
     args = parser.parse_args(argv)
@@ -60,7 +65,9 @@ def main(argv: list[str] | None = None) -> int:
     else:
         print(f"python -c pass : median {baseline:7.1f} ms over {args.runs} runs")
         print(f"mam --help     : median {help_ms:7.1f} ms over {args.runs} runs")
-        print(f"ratio          : {help_ms / baseline:.2f}x   target: < {TARGET_MS:.0f} ms -> {'ok' if result['ok'] else 'TOO SLOW'}")
+        print(
+            f"ratio          : {help_ms / baseline:.2f}x   target: < {TARGET_MS:.0f} ms -> {'ok' if result['ok'] else 'TOO SLOW'}"
+        )
     return 0 if result["ok"] else 1
 
 

@@ -57,13 +57,30 @@ def delegate_once(i: int, env: dict[str, str], ws: Any) -> dict[str, float]:
 
     spawned_ms = time.time() * 1000
     start = time.perf_counter()
-    proc = support.run_mam(["job", "delegate", "--target", f"tmux:{SESSION}", "--brief", f"Benchmark job {i}: nothing to do, report at once.",
-                    "--json", "--start-deadline", "30", "--heartbeat", "1"], env, ws.root)
+    proc = support.run_mam(
+        [
+            "job",
+            "delegate",
+            "--target",
+            f"tmux:{SESSION}",
+            "--brief",
+            f"Benchmark job {i}: nothing to do, report at once.",
+            "--json",
+            "--start-deadline",
+            "30",
+            "--heartbeat",
+            "1",
+        ],
+        env,
+        ws.root,
+    )
     total = (time.perf_counter() - start) * 1000
     exited_ms = spawned_ms + total
     record = json.loads(proc.stdout)
     if record.get("state") != "completed":
-        raise RuntimeError(f"job {record.get('id')} ended {record.get('state')} ({record.get('reason')}): {record.get('detail')}")
+        raise RuntimeError(
+            f"job {record.get('id')} ended {record.get('state')} ({record.get('reason')}): {record.get('detail')}"
+        )
     job_id = record["id"]
     audit = read_audit(ws, job_id)
     at: dict[str, float] = {}
@@ -109,16 +126,24 @@ def main(argv: list[str] | None = None) -> int:
                 rows.append(delegate_once(i, bench.env, bench.ws))
                 if not args.json:
                     r = rows[-1]
-                    print(f"job {i:2}: total {r['total']:7.1f} ms  (start-up {r['startup']:6.1f}, queue {r['queue']:6.1f}, inject {r['inject']:6.1f}, "
-                          f"ack {r['ack']:6.1f}, complete {r['complete']:6.1f}, exit {r['exit']:6.1f})", flush=True)
+                    print(
+                        f"job {i:2}: total {r['total']:7.1f} ms  (start-up {r['startup']:6.1f}, queue {r['queue']:6.1f}, inject {r['inject']:6.1f}, "
+                        f"ack {r['ack']:6.1f}, complete {r['complete']:6.1f}, exit {r['exit']:6.1f})",
+                        flush=True,
+                    )
     except Exception as e:  # noqa: BLE001 - one line on stderr, exit 1
         print(f"delegate_overhead: error: {e}", file=sys.stderr)
         return 1
 
     medians = {key: round(float(support.median([r[key] for r in rows])), 1) for key, _label, _what in SEGMENTS}
-    result = {"jobs": args.jobs, "broker": args.broker, "median_ms": medians,
-              "runs_ms": [{k: round(float(v), 1) for k, v in r.items()} for r in rows],
-              "bench_seconds": round(time.perf_counter() - wall_start, 1), "machine": support.machine()}
+    result = {
+        "jobs": args.jobs,
+        "broker": args.broker,
+        "median_ms": medians,
+        "runs_ms": [{k: round(float(v), 1) for k, v in r.items()} for r in rows],
+        "bench_seconds": round(time.perf_counter() - wall_start, 1),
+        "machine": support.machine(),
+    }
     if args.json:
         print(json.dumps(result, indent=2))
         return 0

@@ -60,11 +60,15 @@ sys.exit(0 if info.is_published() else 1)
 def timed(argv: list[str], env: dict[str, str], cwd: Path, expect: str = "") -> float:
     """Wall ms of one run of argv; raises RuntimeError if it fails or `expect` is not in its output."""
     start = time.perf_counter()
-    proc = subprocess.Popen(argv, env=env, cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        argv, env=env, cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
     out, err = proc.communicate(timeout=60)
     wall = (time.perf_counter() - start) * 1000
     if proc.returncode != 0 or expect not in out.decode(errors="replace"):
-        raise RuntimeError(f"{' '.join(argv[:4])} ... exited {proc.returncode}: {err.decode(errors='replace').strip()[-500:]}")
+        raise RuntimeError(
+            f"{' '.join(argv[:4])} ... exited {proc.returncode}: {err.decode(errors='replace').strip()[-500:]}"
+        )
     return wall
 
 
@@ -85,19 +89,44 @@ def register_job(ws: Any, prefix: str) -> tuple[Any, str]:
 
     registry = Registry(ws)
     now = now_ms()
-    job = Job(id=new_job_id(), session="bench", nonce="0" * 16, created_ms=now, start_deadline_ms=600_000, heartbeat_ms=600_000,
-              heartbeat_k=4, budget_ms=3_600_000, state=JobState.RUNNING, claimed_ms=now, delivered_ms=now, started_ms=now)
-    Ledger.register(ws, registry, job, owner=new_owner(), meta={"target": "bench", "kind": "job", "topic_prefix": prefix})
+    job = Job(
+        id=new_job_id(),
+        session="bench",
+        nonce="0" * 16,
+        created_ms=now,
+        start_deadline_ms=600_000,
+        heartbeat_ms=600_000,
+        heartbeat_k=4,
+        budget_ms=3_600_000,
+        state=JobState.RUNNING,
+        claimed_ms=now,
+        delivered_ms=now,
+        started_ms=now,
+    )
+    Ledger.register(
+        ws, registry, job, owner=new_owner(), meta={"target": "bench", "kind": "job", "topic_prefix": prefix}
+    )
     return registry, job.id
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
-                                     epilog=f"Target: mam <= {TARGET}x the baseline.")
+    parser = argparse.ArgumentParser(
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=f"Target: mam <= {TARGET}x the baseline.",
+    )
     parser.add_argument("--runs", type=int, default=21, help="timed runs of each command, interleaved (default 21)")
-    parser.add_argument("--venv", type=Path, default=support.REPO / ".venv", help="venv holding mam and paho (default: the repo's .venv)")
-    parser.add_argument("--no-bytecode-cache", action="store_true",
-                        help="let the children run without cached bytecode when PYTHONDONTWRITEBYTECODE is set (default: cache it in a temp dir)")
+    parser.add_argument(
+        "--venv",
+        type=Path,
+        default=support.REPO / ".venv",
+        help="venv holding mam and paho (default: the repo's .venv)",
+    )
+    parser.add_argument(
+        "--no-bytecode-cache",
+        action="store_true",
+        help="let the children run without cached bytecode when PYTHONDONTWRITEBYTECODE is set (default: cache it in a temp dir)",
+    )
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
     args = parser.parse_args(argv)
     if args.runs <= 0:
@@ -121,7 +150,9 @@ def main(argv: list[str] | None = None) -> int:
         prefix = "bench/event-cli"
         registry, job_id = register_job(ws, prefix)
         pycache = None if args.no_bytecode_cache else root / "pycache"
-        env = support.clean_environ(pycache, MAM_WORKSPACE=str(ws.root), MQTT_BROKER=broker.host, MQTT_PORT=str(broker.port))
+        env = support.clean_environ(
+            pycache, MAM_WORKSPACE=str(ws.root), MQTT_BROKER=broker.host, MQTT_PORT=str(broker.port)
+        )
         script = root / "paho_once.py"
         script.write_text(PAHO_ONCE)
         mam_argv = [str(mam), "event", "progress", "--job", job_id, "--message", "m"]
@@ -176,13 +207,17 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         print(json.dumps(result, indent=2))
         return 0
-    print(f"median of {args.runs} interleaved runs each (event of {size} B, Mosquitto on 127.0.0.1:{broker.port if broker else '?'})")
+    print(
+        f"median of {args.runs} interleaved runs each (event of {size} B, Mosquitto on 127.0.0.1:{broker.port if broker else '?'})"
+    )
     print(f"  {'':34} {'wall ms':>8} {'min ms':>8} {'CPU ms':>8}")
     labels = {"mam": "mam event progress", "baseline": "paho connect+publish QoS 1+ack", "floor": "python -c pass"}
     for k, label in labels.items():
         print(f"  {label:34} {med[k]:8.1f} {min(wall[k]):8.1f} {support.median(cpu[k]):8.1f}")
     verdict = "met" if result["ratio"] <= TARGET else "MISSED"
-    print(f"ratio mam/baseline: {result['ratio']:.2f}x wall (CPU {result['cpu_ratio']:.2f}x)   target: <= {TARGET}x -> {verdict}")
+    print(
+        f"ratio mam/baseline: {result['ratio']:.2f}x wall (CPU {result['cpu_ratio']:.2f}x)   target: <= {TARGET}x -> {verdict}"
+    )
     return 0
 
 

@@ -96,7 +96,9 @@ def _paho(client_id: str, window: int) -> Any:
     """A paho client with the transport settings mam's MqttClient uses."""
     import paho.mqtt.client as paho
 
-    client = paho.Client(paho.CallbackAPIVersion.VERSION2, client_id=client_id, protocol=paho.MQTTv311, clean_session=True)
+    client = paho.Client(
+        paho.CallbackAPIVersion.VERSION2, client_id=client_id, protocol=paho.MQTTv311, clean_session=True
+    )
     client.max_inflight_messages_set(window)
     client.max_queued_messages_set(0)
     return client
@@ -133,7 +135,9 @@ def _probe(publisher: Any, topic: str, seen: threading.Event, flow: Flow) -> Non
         flow.acked = 0
 
 
-def _publish_all(publisher: Any, flow: Flow, n: int, message: Callable[[int], tuple[str, bytes]], errors: list[BaseException]) -> None:
+def _publish_all(
+    publisher: Any, flow: Flow, n: int, message: Callable[[int], tuple[str, bytes]], errors: list[BaseException]
+) -> None:
     try:
         for i in range(n):
             flow.before_send()
@@ -146,8 +150,9 @@ def _publish_all(publisher: Any, flow: Flow, n: int, message: Callable[[int], tu
         flow.took(n)
 
 
-def _timed(publisher: Any, flow: Flow, n: int, message: Callable[[int], tuple[str, bytes]],
-           wait: Callable[[], None]) -> tuple[float, float]:
+def _timed(
+    publisher: Any, flow: Flow, n: int, message: Callable[[int], tuple[str, bytes]], wait: Callable[[], None]
+) -> tuple[float, float]:
     errors: list[BaseException] = []
     cpu0, t0 = time.process_time(), time.perf_counter()
     thread = threading.Thread(target=_publish_all, args=(publisher, flow, n, message, errors), daemon=True)
@@ -207,7 +212,9 @@ def _envelope(seq: int, body: dict[str, str], token: str) -> Any:
     from mam.bus.envelope import Envelope
     from mam.jobs.record import now_ms
 
-    return Envelope(kind="event", job="job-0123456789abcdef", seq=seq, type="progress", sender="agent", ts=now_ms(), body=body).signed(token)
+    return Envelope(
+        kind="event", job="job-0123456789abcdef", seq=seq, type="progress", sender="agent", ts=now_ms(), body=body
+    ).signed(token)
 
 
 def run_mam(broker: support.Broker, n: int, window: int, size: int, tag: str, root: Path, remote: bool = False) -> Row:
@@ -226,10 +233,23 @@ def run_mam(broker: support.Broker, n: int, window: int, size: int, tag: str, ro
     ws.root.mkdir(parents=True, exist_ok=True)
     registry = Registry(ws)
     prefix = f"bench/{tag}"
-    job = Job(id=new_job_id(), session="bench", nonce="0" * 16, created_ms=now_ms(), start_deadline_ms=600_000,
-              heartbeat_ms=600_000, heartbeat_k=4, budget_ms=3_600_000, state=JobState.RUNNING,
-              claimed_ms=now_ms(), delivered_ms=now_ms(), started_ms=now_ms())
-    ledger = Ledger.register(ws, registry, job, owner=new_owner(), meta={"target": "bench", "kind": "job", "topic_prefix": prefix})
+    job = Job(
+        id=new_job_id(),
+        session="bench",
+        nonce="0" * 16,
+        created_ms=now_ms(),
+        start_deadline_ms=600_000,
+        heartbeat_ms=600_000,
+        heartbeat_k=4,
+        budget_ms=3_600_000,
+        state=JobState.RUNNING,
+        claimed_ms=now_ms(),
+        delivered_ms=now_ms(),
+        started_ms=now_ms(),
+    )
+    ledger = Ledger.register(
+        ws, registry, job, owner=new_owner(), meta={"target": "bench", "kind": "job", "topic_prefix": prefix}
+    )
     # A local job's wrapper also polls the disk path (empty here: the publisher writes no store); a
     # remote job's wrapper stores each event it takes over MQTT instead (`--remote`).
     intake = Intake(ledger, registry, local=not remote)
@@ -240,10 +260,14 @@ def run_mam(broker: support.Broker, n: int, window: int, size: int, tag: str, ro
     token = ledger.token
 
     def message(i: int) -> tuple[str, bytes]:
-        env = Envelope(kind="event", job=job.id, seq=i + 1, type="progress", sender="agent", ts=now_ms(), body=body).signed(token)
+        env = Envelope(
+            kind="event", job=job.id, seq=i + 1, type="progress", sender="agent", ts=now_ms(), body=body
+        ).signed(token)
         return Topics(prefix).events(env.job), env.encode()
 
-    client = MqttClient(BrokerEndpoint(host=broker.host, port=broker.port), client_id=f"bench-{tag}-mam-sub", reconnect=False)
+    client = MqttClient(
+        BrokerEndpoint(host=broker.host, port=broker.port), client_id=f"bench-{tag}-mam-sub", reconnect=False
+    )
     pub = _paho(f"bench-{tag}-mam-pub", window)
     pub.on_publish = lambda *_a: flow.ack()
     try:
@@ -281,7 +305,9 @@ def run_mam(broker: support.Broker, n: int, window: int, size: int, tag: str, ro
 
 
 # -- driver -------------------------------------------------------------------------------------
-def bench_broker(broker: support.Broker, args: argparse.Namespace, root: Path, say: Callable[[str], None]) -> dict[str, Any]:
+def bench_broker(
+    broker: support.Broker, args: argparse.Namespace, root: Path, say: Callable[[str], None]
+) -> dict[str, Any]:
     rows: dict[str, list[Row]] = {"raw": [], "mam": []}
     for r in range(args.rounds):
         order = ("raw", "mam") if r % 2 == 0 else ("mam", "raw")
@@ -292,7 +318,9 @@ def bench_broker(broker: support.Broker, args: argparse.Namespace, root: Path, s
             else:
                 row = run_mam(broker, args.messages, args.window, args.size, tag, root, args.remote)
             rows[kind].append(row)
-            say(f"  {broker.kind:9} round {r + 1} {kind:3}: {row.rate:8.0f} msg/s  ({row.cpu_us_per_msg:5.0f} us CPU/msg in this process)")
+            say(
+                f"  {broker.kind:9} round {r + 1} {kind:3}: {row.rate:8.0f} msg/s  ({row.cpu_us_per_msg:5.0f} us CPU/msg in this process)"
+            )
     raw = support.median([x.rate for x in rows["raw"]])
     mam = support.median([x.rate for x in rows["mam"]])
     paired = [m.rate / r.rate for r, m in zip(rows["raw"], rows["mam"])]  # each round's two rows ran back to back
@@ -309,17 +337,38 @@ def bench_broker(broker: support.Broker, args: argparse.Namespace, root: Path, s
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
-                                     epilog="Target: mam >= 0.5x raw on Mosquitto (the amqtt row is informational).")
+    parser = argparse.ArgumentParser(
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="Target: mam >= 0.5x raw on Mosquitto (the amqtt row is informational).",
+    )
     parser.add_argument("--messages", type=int, default=5000, help="messages per row and round (default 5000)")
-    parser.add_argument("--size", type=int, default=200, help="payload bytes; the mam envelope is padded to about this (default 200)")
-    parser.add_argument("--window", type=int, default=100, help="most messages sent but not yet taken by the receiver (default 100)")
-    parser.add_argument("--rounds", type=int, default=5, help="alternating raw/mam rounds on Mosquitto; medians are reported (default 5)")
-    parser.add_argument("--amqtt-rounds", type=int, default=1, help="rounds on amqtt, the informational row (default 1; 0 skips amqtt)")
-    parser.add_argument("--remote", action="store_true",
-                        help="follow the job as a remote job's wrapper does: also store each event taken over MQTT")
-    parser.add_argument("--state-dir", type=Path, default=None,
-                        help="parent folder of the temporary workspaces (default: the system temp dir; try /dev/shm to take the disk out)")
+    parser.add_argument(
+        "--size", type=int, default=200, help="payload bytes; the mam envelope is padded to about this (default 200)"
+    )
+    parser.add_argument(
+        "--window", type=int, default=100, help="most messages sent but not yet taken by the receiver (default 100)"
+    )
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=5,
+        help="alternating raw/mam rounds on Mosquitto; medians are reported (default 5)",
+    )
+    parser.add_argument(
+        "--amqtt-rounds", type=int, default=1, help="rounds on amqtt, the informational row (default 1; 0 skips amqtt)"
+    )
+    parser.add_argument(
+        "--remote",
+        action="store_true",
+        help="follow the job as a remote job's wrapper does: also store each event taken over MQTT",
+    )
+    parser.add_argument(
+        "--state-dir",
+        type=Path,
+        default=None,
+        help="parent folder of the temporary workspaces (default: the system temp dir; try /dev/shm to take the disk out)",
+    )
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
     args = parser.parse_args(argv)
     if min(args.messages, args.size, args.window, args.rounds) <= 0 or args.amqtt_rounds < 0:
@@ -327,9 +376,17 @@ def main(argv: list[str] | None = None) -> int:
 
     say: Callable[[str], None] = (lambda _t: None) if args.json else (lambda t: print(t, flush=True))
     root = Path(tempfile.mkdtemp(prefix="mam-bench-event-path-", dir=args.state_dir))
-    result: dict[str, Any] = {"messages": args.messages, "size": args.size, "window": args.window, "target": TARGET, "remote": args.remote,
-                              "envelope_bytes": len(_envelope(1, event_body(args.size), "0" * 64).encode()),
-                              "state_dir": str(root.parent), "machine": support.machine(), "brokers": []}
+    result: dict[str, Any] = {
+        "messages": args.messages,
+        "size": args.size,
+        "window": args.window,
+        "target": TARGET,
+        "remote": args.remote,
+        "envelope_bytes": len(_envelope(1, event_body(args.size), "0" * 64).encode()),
+        "state_dir": str(root.parent),
+        "machine": support.machine(),
+        "brokers": [],
+    }
     try:
         plan = [("mosquitto", support.start_mosquitto, args.rounds)]
         if args.amqtt_rounds:
@@ -339,8 +396,12 @@ def main(argv: list[str] | None = None) -> int:
             folder.mkdir()
             broker = start(folder)
             try:
-                say(f"{kind} on 127.0.0.1:{broker.port}: {args.messages} messages of ~{args.size} B, window {args.window}, {rounds} round(s)")
-                result["brokers"].append(bench_broker(broker, argparse.Namespace(**{**vars(args), "rounds": rounds}), root, say))
+                say(
+                    f"{kind} on 127.0.0.1:{broker.port}: {args.messages} messages of ~{args.size} B, window {args.window}, {rounds} round(s)"
+                )
+                result["brokers"].append(
+                    bench_broker(broker, argparse.Namespace(**{**vars(args), "rounds": rounds}), root, say)
+                )
             finally:
                 broker.stop()
     except Exception as e:  # noqa: BLE001 - one line on stderr, exit 1
@@ -353,15 +414,21 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(result, indent=2))
         return 0
     print()
-    print(f"{'broker':10} {'raw msg/s':>10} {'mam msg/s':>10} {'mam/raw':>8} {'paired':>7} {'raw us CPU/msg':>15} {'mam us CPU/msg':>15}")
+    print(
+        f"{'broker':10} {'raw msg/s':>10} {'mam msg/s':>10} {'mam/raw':>8} {'paired':>7} {'raw us CPU/msg':>15} {'mam us CPU/msg':>15}"
+    )
     for b in result["brokers"]:
-        print(f"{b['broker']:10} {b['raw_msgs_per_s']:>10} {b['mam_msgs_per_s']:>10} {b['ratio']:>7.2f}x {b['paired_ratio_median']:>6.2f}x "
-              f"{b['raw_cpu_us_per_msg']:>15} {b['mam_cpu_us_per_msg']:>15}")
+        print(
+            f"{b['broker']:10} {b['raw_msgs_per_s']:>10} {b['mam_msgs_per_s']:>10} {b['ratio']:>7.2f}x {b['paired_ratio_median']:>6.2f}x "
+            f"{b['raw_cpu_us_per_msg']:>15} {b['mam_cpu_us_per_msg']:>15}"
+        )
     print("(mam/raw: ratio of the medians; paired: median of each round's own mam/raw)")
     mosq = result["brokers"][0]
     verdict = "met" if mosq["ratio"] >= TARGET else "MISSED"
-    print(f"target: mam >= {TARGET}x raw on Mosquitto -> {verdict} ({mosq['ratio']:.2f}x); envelope {result['envelope_bytes']} B; "
-          f"wrapper of a {'remote' if args.remote else 'local'} job")
+    print(
+        f"target: mam >= {TARGET}x raw on Mosquitto -> {verdict} ({mosq['ratio']:.2f}x); envelope {result['envelope_bytes']} B; "
+        f"wrapper of a {'remote' if args.remote else 'local'} job"
+    )
     return 0
 
 

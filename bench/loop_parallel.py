@@ -29,10 +29,14 @@ TARGET_RATIO = 1.5
 from bench import _support as support  # noqa: E402
 
 
-def run(argv: list[str], env: dict[str, str], cwd: Path | None = None, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+def run(
+    argv: list[str], env: dict[str, str], cwd: Path | None = None, timeout: float = 300
+) -> subprocess.CompletedProcess[str]:
     proc = subprocess.run(argv, env=env, cwd=cwd, capture_output=True, text=True, timeout=timeout)
     if proc.returncode != 0:
-        raise SystemExit(f"loop_parallel: {' '.join(argv[:4])} exited {proc.returncode}:\n{proc.stderr.strip()[-2000:]}")
+        raise SystemExit(
+            f"loop_parallel: {' '.join(argv[:4])} exited {proc.returncode}:\n{proc.stderr.strip()[-2000:]}"
+        )
     return proc
 
 
@@ -41,9 +45,19 @@ def setup(root: Path, mam: str, review_s: float) -> dict[str, str]:
     ws.mkdir()
     home.mkdir()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("MAM_", "MQTT_", "TMUX"))}
-    env.update(HOME=str(home), SHELL="/bin/sh", MAM_WORKSPACE=str(ws), MAM_TMUX_SERVER=f"mam-bench-{uuid.uuid4().hex[:8]}",
-               MAM_POLL_S="0.05", PATH=f"{Path(mam).parent}{os.pathsep}{env.get('PATH', '')}")
-    for args in (["init", "-q", "-b", "main"], ["config", "user.name", "bench"], ["config", "user.email", "bench@mam.invalid"]):
+    env.update(
+        HOME=str(home),
+        SHELL="/bin/sh",
+        MAM_WORKSPACE=str(ws),
+        MAM_TMUX_SERVER=f"mam-bench-{uuid.uuid4().hex[:8]}",
+        MAM_POLL_S="0.05",
+        PATH=f"{Path(mam).parent}{os.pathsep}{env.get('PATH', '')}",
+    )
+    for args in (
+        ["init", "-q", "-b", "main"],
+        ["config", "user.name", "bench"],
+        ["config", "user.email", "bench@mam.invalid"],
+    ):
         run(["git", *args], env, cwd=ws)
     (ws / ".gitignore").write_text(".mam/\n.agents/\n")
     (ws / "code.txt").write_text("the code under review\n")
@@ -52,17 +66,43 @@ def setup(root: Path, mam: str, review_s: float) -> dict[str, str]:
     run([mam, "broker", "start"], env)
     run([mam, "session", "create", "--agent", "demo", "--role", "developer", "--session", "creator"], env)
     for n in (1, 2, 3):
-        run([mam, "session", "create", "--agent", "demo", "--role", "reviewer", "--session", f"rev-{n}"],
-            {**env, "MAM_DEMO_BEHAVIOUR": "slow", "MAM_DEMO_SLEEP_S": str(review_s)})
+        run(
+            [mam, "session", "create", "--agent", "demo", "--role", "reviewer", "--session", f"rev-{n}"],
+            {**env, "MAM_DEMO_BEHAVIOUR": "slow", "MAM_DEMO_SLEEP_S": str(review_s)},
+        )
     return env
 
 
 def round_seconds(mam: str, env: dict[str, str], reviewers: str) -> float:
-    proc = subprocess.run([mam, "loop", "--json", "--quiet", "--creator", "creator", "--reviewer", reviewers, "--review-only",
-                           "--max-loop", "1", "--task", "Review the code.", "--heartbeat", "1", "--start-deadline", "30"],
-                          env=env, capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [
+            mam,
+            "loop",
+            "--json",
+            "--quiet",
+            "--creator",
+            "creator",
+            "--reviewer",
+            reviewers,
+            "--review-only",
+            "--max-loop",
+            "1",
+            "--task",
+            "Review the code.",
+            "--heartbeat",
+            "1",
+            "--start-deadline",
+            "30",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     if proc.returncode != 0:
-        raise SystemExit(f"loop_parallel: the loop exited {proc.returncode}:\n{proc.stdout[-1500:]}\n{proc.stderr[-1500:]}")
+        raise SystemExit(
+            f"loop_parallel: the loop exited {proc.returncode}:\n{proc.stdout[-1500:]}\n{proc.stderr[-1500:]}"
+        )
     log = [json.loads(line) for line in Path(json.loads(proc.stdout)["log"]).read_text().splitlines()]
     first = next(e["ts"] for e in log if e["event"] == "snapshot")
     passed = next(e["ts"] for e in log if e["event"] == "passed")
@@ -71,7 +111,12 @@ def round_seconds(mam: str, env: dict[str, str], reviewers: str) -> float:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--venv", type=Path, default=REPO / ".venv", help="venv holding the mam console script (default: the repo's .venv)")
+    parser.add_argument(
+        "--venv",
+        type=Path,
+        default=REPO / ".venv",
+        help="venv holding the mam console script (default: the repo's .venv)",
+    )
     parser.add_argument("--runs", type=int, default=3, help="rounds of each kind (the median is reported)")
     parser.add_argument("--review-s", type=float, default=2.0, help="seconds each demo review takes")
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
@@ -92,9 +137,17 @@ def main(argv: list[str] | None = None) -> int:
             support.kill_tmux(env["MAM_TMUX_SERVER"])
         shutil.rmtree(root, ignore_errors=True)
     m1, m3 = statistics.median(one), statistics.median(three)
-    result = {"runs": args.runs, "review_s": args.review_s, "one_reviewer_s": round(m1, 2), "three_reviewers_s": round(m3, 2),
-              "ratio": round(m3 / m1, 2), "target_ratio": TARGET_RATIO, "ok": m3 / m1 <= TARGET_RATIO,
-              "one_reviewer_runs_s": [round(x, 2) for x in one], "three_reviewers_runs_s": [round(x, 2) for x in three]}
+    result = {
+        "runs": args.runs,
+        "review_s": args.review_s,
+        "one_reviewer_s": round(m1, 2),
+        "three_reviewers_s": round(m3, 2),
+        "ratio": round(m3 / m1, 2),
+        "target_ratio": TARGET_RATIO,
+        "ok": m3 / m1 <= TARGET_RATIO,
+        "one_reviewer_runs_s": [round(x, 2) for x in one],
+        "three_reviewers_runs_s": [round(x, 2) for x in three],
+    }
     if args.json:
         print(json.dumps(result, indent=2))
     else:

@@ -37,8 +37,23 @@ JOB_ARGS = {"start_deadline_s": 30, "heartbeat_s": 1}
 
 def cli_job(i: int, env: dict[str, str], root: Path) -> float:
     start = time.perf_counter()
-    proc = support.run_mam(["job", "delegate", "--target", f"tmux:{SESSION}", "--brief", f"Benchmark job cli-{i}: nothing to do, report at once.",
-                    "--json", "--start-deadline", "30", "--heartbeat", "1"], env, root)
+    proc = support.run_mam(
+        [
+            "job",
+            "delegate",
+            "--target",
+            f"tmux:{SESSION}",
+            "--brief",
+            f"Benchmark job cli-{i}: nothing to do, report at once.",
+            "--json",
+            "--start-deadline",
+            "30",
+            "--heartbeat",
+            "1",
+        ],
+        env,
+        root,
+    )
     took = (time.perf_counter() - start) * 1000
     record = json.loads(proc.stdout)
     if record.get("state") != "completed":
@@ -48,12 +63,21 @@ def cli_job(i: int, env: dict[str, str], root: Path) -> float:
 
 async def mcp_job(session: Any, i: int) -> float:
     start = time.perf_counter()
-    result = await session.call_tool("job_delegate", {"target": f"tmux:{SESSION}", "brief": f"Benchmark job mcp-{i}: nothing to do, report at once.",
-                                                      "wait": True, **JOB_ARGS})
+    result = await session.call_tool(
+        "job_delegate",
+        {
+            "target": f"tmux:{SESSION}",
+            "brief": f"Benchmark job mcp-{i}: nothing to do, report at once.",
+            "wait": True,
+            **JOB_ARGS,
+        },
+    )
     took = (time.perf_counter() - start) * 1000
     data = result.structured_content or {}
     if result.is_error or data.get("state") != "completed":
-        raise RuntimeError(f"mcp job {data.get('id')} ended {data.get('state')} ({data.get('reason')}): {data.get('error')}")
+        raise RuntimeError(
+            f"mcp job {data.get('id')} ended {data.get('state')} ({data.get('reason')}): {data.get('error')}"
+        )
     return took
 
 
@@ -61,7 +85,9 @@ async def measure(jobs: int, env: dict[str, str], root: Path) -> dict[str, Any]:
     import anyio
     from mcp import ClientSession, StdioServerParameters, stdio_client
 
-    params = StdioServerParameters(command=str(support.VENV_BIN / "mam"), args=["mcp", "--workspace", str(root)], env=env, cwd=str(root))
+    params = StdioServerParameters(
+        command=str(support.VENV_BIN / "mam"), args=["mcp", "--workspace", str(root)], env=env, cwd=str(root)
+    )
     cli: list[float] = []
     mcp: list[float] = []
     with open(os.devnull, "w") as quiet:
@@ -75,7 +101,11 @@ async def measure(jobs: int, env: dict[str, str], root: Path) -> dict[str, Any]:
                 cli.append(await anyio.to_thread.run_sync(cli_job, i, env, root))
                 mcp.append(await mcp_job(session, i))
                 print(f"job {i:2}: cli {cli[-1]:7.1f} ms   mcp {mcp[-1]:7.1f} ms", file=sys.stderr, flush=True)
-    return {"server_ready_ms": round(ready_ms, 1), "cli_ms": [round(x, 1) for x in cli], "mcp_ms": [round(x, 1) for x in mcp]}
+    return {
+        "server_ready_ms": round(ready_ms, 1),
+        "cli_ms": [round(x, 1) for x in cli],
+        "mcp_ms": [round(x, 1) for x in mcp],
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -93,13 +123,21 @@ def main(argv: list[str] | None = None) -> int:
         return 1
 
     cli, mcp = support.median(runs["cli_ms"]), support.median(runs["mcp_ms"])
-    result = {"jobs": args.jobs, "broker": args.broker, "median_ms": {"cli": round(cli, 1), "mcp": round(mcp, 1)},
-              "ratio_mcp_over_cli": round(mcp / cli, 2), **runs, "machine": support.machine()}
+    result = {
+        "jobs": args.jobs,
+        "broker": args.broker,
+        "median_ms": {"cli": round(cli, 1), "mcp": round(mcp, 1)},
+        "ratio_mcp_over_cli": round(mcp / cli, 2),
+        **runs,
+        "machine": support.machine(),
+    }
     if args.json:
         print(json.dumps(result, indent=2))
         return 0
-    print(f"\nmedians over {args.jobs} jobs each ({args.broker}): cli {cli:.1f} ms, mcp {mcp:.1f} ms, ratio {mcp / cli:.2f}x "
-          f"(mcp server ready in {runs['server_ready_ms']:.0f} ms)")
+    print(
+        f"\nmedians over {args.jobs} jobs each ({args.broker}): cli {cli:.1f} ms, mcp {mcp:.1f} ms, ratio {mcp / cli:.2f}x "
+        f"(mcp server ready in {runs['server_ready_ms']:.0f} ms)"
+    )
     return 0
 
 

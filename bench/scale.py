@@ -75,39 +75,68 @@ def run_point(sessions: int, jobs_per_session: int, broker_env: dict[str, str], 
     tmux = f"mam-scale-{uuid.uuid4().hex[:8]}"
     env = {k: v for k, v in os.environ.items() if not k.startswith(("MQTT_", "MAM_", "TMUX"))}
     env.update(broker_env)
-    env.update({"MAM_WORKSPACE": str(root), "MAM_TMUX_SERVER": tmux, "HOME": str(home), "MAM_POLL_S": "0.1",
-                "MAM_TOPIC_PREFIX": f"mam/scale-{uuid.uuid4().hex[:6]}"})
+    env.update(
+        {
+            "MAM_WORKSPACE": str(root),
+            "MAM_TMUX_SERVER": tmux,
+            "HOME": str(home),
+            "MAM_POLL_S": "0.1",
+            "MAM_TOPIC_PREFIX": f"mam/scale-{uuid.uuid4().hex[:6]}",
+        }
+    )
     settings = load_settings(env_file=None, environ=env)
     names = [f"s{i:03d}" for i in range(sessions)]
     monitor = None
     try:
         t0 = time.monotonic()
         for name in names:
-            done = subprocess.run([MAM, "session", "create", "--agent", "demo", "--role", "dev", "--session", name],
-                                  env=env, capture_output=True, text=True)
+            done = subprocess.run(
+                [MAM, "session", "create", "--agent", "demo", "--role", "dev", "--session", name],
+                env=env,
+                capture_output=True,
+                text=True,
+            )
             if done.returncode != 0:
                 raise RuntimeError(f"create {name}: {done.stderr}")
         created_s = time.monotonic() - t0
         reg = Registry(ws)
         pane_pids = [r.pane_pid for r in reg.sessions() if r.pane_pid]
         reg.close()
-        monitor = subprocess.Popen([MAM, "monitor", "--subscribe", "--interval", "2"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        monitor = subprocess.Popen(
+            [MAM, "monitor", "--subscribe", "--interval", "2"],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         cpu0 = cpu_s(monitor.pid)
         outcomes: list[tuple[str, str, int]] = []
         errors: list[str] = []
         lock = threading.Lock()
         from mam.bus.connect import open_client
 
-        shared = open_client(settings, ws, role="scale-orchestrator", timeout=30)  # one connection for every wrapper thread
+        shared = open_client(
+            settings, ws, role="scale-orchestrator", timeout=30
+        )  # one connection for every wrapper thread
 
         def worker(name: str) -> None:
             registry = Registry(ws)
             try:
                 for j in range(jobs_per_session):
                     try:
-                        out = delegate(DelegateRequest(target=f"tmux:{name}", brief=f"scale job {j}", start_deadline_s=120,
-                                                       heartbeat_s=heartbeat, timeout_s=600, dispatch_wait_s=600),
-                                       ws=ws, settings=settings, registry=registry, client=shared)
+                        out = delegate(
+                            DelegateRequest(
+                                target=f"tmux:{name}",
+                                brief=f"scale job {j}",
+                                start_deadline_s=120,
+                                heartbeat_s=heartbeat,
+                                timeout_s=600,
+                                dispatch_wait_s=600,
+                            ),
+                            ws=ws,
+                            settings=settings,
+                            registry=registry,
+                            client=shared,
+                        )
                     except Exception as e:  # counted, and the next job still runs
                         with lock:
                             errors.append(f"{name} job {j}: {type(e).__name__}: {e}")
@@ -132,14 +161,30 @@ def run_point(sessions: int, jobs_per_session: int, broker_env: dict[str, str], 
         latencies, events = [], 0
         for job_id, _state, _code in outcomes:
             lines = read_audit(ws, job_id)
-            claim = next((line["input"]["at"] for line in lines if line["kind"] == "input" and line["input"]["input"] == "claim"), None)
-            started = next((line["input"]["at"] for line in lines if line["kind"] == "input" and line["input"].get("type") == "started"), None)
+            claim = next(
+                (
+                    line["input"]["at"]
+                    for line in lines
+                    if line["kind"] == "input" and line["input"]["input"] == "claim"
+                ),
+                None,
+            )
+            started = next(
+                (
+                    line["input"]["at"]
+                    for line in lines
+                    if line["kind"] == "input" and line["input"].get("type") == "started"
+                ),
+                None,
+            )
             events += sum(1 for line in lines if line["kind"] == "input" and line["input"]["input"] == "event")
             if claim is not None and started is not None:
                 latencies.append((started - claim) / 1000)
         reg = Registry(ws)
         with reg.read() as conn:
-            stuck = conn.execute("SELECT COUNT(*) FROM jobs WHERE state IN ('pending','delivering','delivered','running')").fetchone()[0]
+            stuck = conn.execute(
+                "SELECT COUNT(*) FROM jobs WHERE state IN ('pending','delivering','delivered','running')"
+            ).fetchone()[0]
             registered = conn.execute("SELECT COUNT(*) FROM jobs").fetchone()[0]
         reg.close()
         completed = sum(1 for _j, state, _c in outcomes if state == "completed")
@@ -147,14 +192,25 @@ def run_point(sessions: int, jobs_per_session: int, broker_env: dict[str, str], 
         for _j, state, code in outcomes:
             ended[f"{state}/{code}"] = ended.get(f"{state}/{code}", 0) + 1
         return {
-            "sessions": sessions, "jobs": len(outcomes), "completed": completed, "ended": ended, "registered": registered,
-            "wrapper_errors": errors[:5], "wrapper_error_count": len(errors),
-            "lost": sessions * jobs_per_session - registered, "stuck_open": stuck, "wall_s": round(wall, 2),
-            "create_s": round(created_s, 2), "jobs_per_min": round(len(outcomes) / wall * 60, 1),
-            "started_p50_s": round(pct(latencies, 0.5), 3), "started_p99_s": round(pct(latencies, 0.99), 3),
-            "events_per_s": round(events / wall, 1), "monitor_cpu_s": round(monitor_cpu, 2),
+            "sessions": sessions,
+            "jobs": len(outcomes),
+            "completed": completed,
+            "ended": ended,
+            "registered": registered,
+            "wrapper_errors": errors[:5],
+            "wrapper_error_count": len(errors),
+            "lost": sessions * jobs_per_session - registered,
+            "stuck_open": stuck,
+            "wall_s": round(wall, 2),
+            "create_s": round(created_s, 2),
+            "jobs_per_min": round(len(outcomes) / wall * 60, 1),
+            "started_p50_s": round(pct(latencies, 0.5), 3),
+            "started_p99_s": round(pct(latencies, 0.99), 3),
+            "events_per_s": round(events / wall, 1),
+            "monitor_cpu_s": round(monitor_cpu, 2),
             "monitor_cpu_pct": round(100 * monitor_cpu / wall, 2),
-            "wrappers_cpu_s": round(wrapper_cpu, 2), "wrappers_cpu_per_job_ms": round(1000 * wrapper_cpu / max(1, len(outcomes)), 1),
+            "wrappers_cpu_s": round(wrapper_cpu, 2),
+            "wrappers_cpu_per_job_ms": round(1000 * wrapper_cpu / max(1, len(outcomes)), 1),
             "rss_per_session_mb": round(statistics.mean(memory) / 1024, 1) if memory else 0.0,
         }
     finally:
@@ -195,10 +251,19 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sessions", default="10,50,100", help="comma-separated scale points")
     parser.add_argument("--jobs-per-session", type=int, default=10)
-    parser.add_argument("--heartbeat", type=float, default=30.0, help="heartbeat N asked of the agents (K x N is the liveness deadline)")
-    parser.add_argument("--plot", type=Path, default=None, help="write a PNG of latency and throughput against sessions")
+    parser.add_argument(
+        "--heartbeat", type=float, default=30.0, help="heartbeat N asked of the agents (K x N is the liveness deadline)"
+    )
+    parser.add_argument(
+        "--plot", type=Path, default=None, help="write a PNG of latency and throughput against sessions"
+    )
     parser.add_argument("--json", action="store_true")
-    parser.add_argument("--replot", type=Path, default=None, help="only draw --plot from a file of rows this script printed (one JSON object per line)")
+    parser.add_argument(
+        "--replot",
+        type=Path,
+        default=None,
+        help="only draw --plot from a file of rows this script printed (one JSON object per line)",
+    )
     args = parser.parse_args(argv)
     if args.replot:
         rows = [json.loads(line) for line in args.replot.read_text().splitlines() if line.startswith("{")]
@@ -218,17 +283,23 @@ def main(argv: list[str] | None = None) -> int:
         shutil.rmtree(broker_dir, ignore_errors=True)
     base = rows[0]
     for r in rows:
-        r["jobs_per_min_vs_first"] = round(r["jobs_per_min"] / base["jobs_per_min"], 2) if base["jobs_per_min"] else None
+        r["jobs_per_min_vs_first"] = (
+            round(r["jobs_per_min"] / base["jobs_per_min"], 2) if base["jobs_per_min"] else None
+        )
         r["p50_vs_first"] = round(r["started_p50_s"] / base["started_p50_s"], 2) if base["started_p50_s"] else None
     if args.plot:
         plot(rows, args.plot)
     if args.json:
         print(json.dumps(rows, indent=2))
     else:
-        print(f"{'sessions':>8} {'jobs':>5} {'lost':>4} {'stuck':>5} {'jobs/min':>8} {'p50 s':>6} {'p99 s':>6} {'ev/s':>6} {'mon cpu%':>8} {'MB/sess':>7}")
+        print(
+            f"{'sessions':>8} {'jobs':>5} {'lost':>4} {'stuck':>5} {'jobs/min':>8} {'p50 s':>6} {'p99 s':>6} {'ev/s':>6} {'mon cpu%':>8} {'MB/sess':>7}"
+        )
         for r in rows:
-            print(f"{r['sessions']:>8} {r['jobs']:>5} {r['lost']:>4} {r['stuck_open']:>5} {r['jobs_per_min']:>8} {r['started_p50_s']:>6} "
-                  f"{r['started_p99_s']:>6} {r['events_per_s']:>6} {r['monitor_cpu_pct']:>8} {r['rss_per_session_mb']:>7}")
+            print(
+                f"{r['sessions']:>8} {r['jobs']:>5} {r['lost']:>4} {r['stuck_open']:>5} {r['jobs_per_min']:>8} {r['started_p50_s']:>6} "
+                f"{r['started_p99_s']:>6} {r['events_per_s']:>6} {r['monitor_cpu_pct']:>8} {r['rss_per_session_mb']:>7}"
+            )
     return 0 if all(r["lost"] == 0 and r["stuck_open"] == 0 and r["wrapper_error_count"] == 0 for r in rows) else 1
 
 

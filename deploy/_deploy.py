@@ -184,10 +184,16 @@ def remove_recorded_files(folder: Path, recorded: dict[str, str]) -> list[str]:
     return kept
 
 
-def sync_skills(src: Path, ws: Path, old: dict[str, dict[str, str]], created_dirs: list[str]) -> dict[str, dict[str, str]]:
+def sync_skills(
+    src: Path, ws: Path, old: dict[str, dict[str, str]], created_dirs: list[str]
+) -> dict[str, dict[str, str]]:
     """Make `.agents/skills/<name>/` match the clone's skills; touch only files that differ."""
     src_root = src / "skills"
-    names = sorted(d.name for d in src_root.iterdir() if d.is_dir() and not d.name.startswith(".")) if src_root.is_dir() else []
+    names = (
+        sorted(d.name for d in src_root.iterdir() if d.is_dir() and not d.name.startswith("."))
+        if src_root.is_dir()
+        else []
+    )
     target_root = ws / SKILLS
     if not names:
         warn(f"no skills found in {src_root}; nothing copied to {SKILLS}")
@@ -213,7 +219,9 @@ def sync_skills(src: Path, ws: Path, old: dict[str, dict[str, str]], created_dir
         for rel in remove_recorded_files(target_root / name, stale):
             warn(f"kept {SKILLS / name / rel}: changed since mam copied it")
         if stale:
-            for parent in sorted({(target_root / name / rel).parent for rel in stale}, key=lambda p: len(p.parts), reverse=True):
+            for parent in sorted(
+                {(target_root / name / rel).parent for rel in stale}, key=lambda p: len(p.parts), reverse=True
+            ):
                 if parent != target_root / name:
                     prune_empty_dirs(parent)
         record[name] = tree
@@ -271,7 +279,12 @@ def gitignore_remove(ws: Path, record: dict[str, Any]) -> None:
                 if lines[i].strip() == wanted:
                     del lines[i]
                     # The blank line install put before its block goes with the marker.
-                    if wanted == GITIGNORE_MARKER and i > 0 and not lines[i - 1].strip() and appended.startswith(("\n\n", "\n#")):
+                    if (
+                        wanted == GITIGNORE_MARKER
+                        and i > 0
+                        and not lines[i - 1].strip()
+                        and appended.startswith(("\n\n", "\n#"))
+                    ):
                         del lines[i - 1]
                     break
         text = "".join(lines)
@@ -319,7 +332,11 @@ def cmd_unapply(args: argparse.Namespace) -> None:
         prune_empty_dirs(folder)
         for rel in kept:
             warn(f"kept {SKILLS / name / rel}: changed since mam copied it")
-        others = sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file()) if folder.exists() else []
+        others = (
+            sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file())
+            if folder.exists()
+            else []
+        )
         for rel in sorted(set(others) - set(kept)):
             say(f"kept {SKILLS / name / rel}: not a file mam copied")
         say(f"skill {name}: removed" if not folder.exists() else f"skill {name}: removed mam's files, kept the others")

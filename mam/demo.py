@@ -45,7 +45,12 @@ class DemoResult:
 
 
 JOBS = (
-    DemoJob("creator", "Write a greeting.\ndemo-write: hello.txt :: hello from a demo agent\ndemo-commit: add hello.txt", 0, "edit and commit"),
+    DemoJob(
+        "creator",
+        "Write a greeting.\ndemo-write: hello.txt :: hello from a demo agent\ndemo-commit: add hello.txt",
+        0,
+        "edit and commit",
+    ),
     DemoJob("helper", "Take a while and report progress.\ndemo-sleep: 2", 0, "slow job with progress"),
     DemoJob("flaky", "This agent is set up to fail.", 1, "agent reports an error"),
 )
@@ -59,12 +64,21 @@ def demo_environ(base: Mapping[str, str], ws: Workspace, tmux_server: str) -> di
     # so the demo writes nothing outside it and the OS temp dir.
     home = ws.root / ".demo-home"
     home.mkdir(mode=0o700, exist_ok=True)
-    env.update({"MAM_WORKSPACE": str(ws.root), "MAM_TMUX_SERVER": tmux_server, "MAM_POLL_S": "0.05", "MAM_HEARTBEAT_S": "1",
-                "HOME": str(home)})
+    env.update(
+        {
+            "MAM_WORKSPACE": str(ws.root),
+            "MAM_TMUX_SERVER": tmux_server,
+            "MAM_POLL_S": "0.05",
+            "MAM_HEARTBEAT_S": "1",
+            "HOME": str(home),
+        }
+    )
     return env
 
 
-def run_demo(*, echo: Echo, keep: bool = False, loop: bool = True, environ: Mapping[str, str] | None = None) -> DemoResult:
+def run_demo(
+    *, echo: Echo, keep: bool = False, loop: bool = True, environ: Mapping[str, str] | None = None
+) -> DemoResult:
     from mam.broker import embedded
     from mam.panes.tmux import TmuxBackend
 
@@ -117,8 +131,13 @@ def _create_sessions(ws: Workspace, settings: Settings, registry: Registry, env:
     from mam.sessions.create import CreateRequest, create_session
 
     for name, role, behaviour in SESSIONS:
-        row = create_session(CreateRequest(name=name, agent="demo", role=role, cwd=str(ws.root)), ws=ws, settings=settings,
-                             registry=registry, environ={**env, "MAM_DEMO_BEHAVIOUR": behaviour})
+        row = create_session(
+            CreateRequest(name=name, agent="demo", role=role, cwd=str(ws.root)),
+            ws=ws,
+            settings=settings,
+            registry=registry,
+            environ={**env, "MAM_DEMO_BEHAVIOUR": behaviour},
+        )
         say(f"session {name}: demo agent ({behaviour}) in pane {row.pane_id}")
 
 
@@ -138,8 +157,15 @@ def _run_jobs(ws: Workspace, settings: Settings, env: dict[str, str], say: Echo,
                 say(f"{j.session:<8} {j.state.value}{' (' + j.reason + ')' if j.reason else ''}")
 
         try:
-            out = delegate(DelegateRequest(target=f"tmux:{job.session}", brief=job.brief, start_deadline_s=30, heartbeat_s=1, timeout_s=120),
-                           ws=ws, settings=settings, registry=registry, on_update=update)
+            out = delegate(
+                DelegateRequest(
+                    target=f"tmux:{job.session}", brief=job.brief, start_deadline_s=30, heartbeat_s=1, timeout_s=120
+                ),
+                ws=ws,
+                settings=settings,
+                registry=registry,
+                on_update=update,
+            )
         finally:
             registry.close()
         result.jobs.append((job, out, time.monotonic() - t0, events))
@@ -154,7 +180,9 @@ def _run_jobs(ws: Workspace, settings: Settings, env: dict[str, str], say: Echo,
         t.join()
 
 
-def _run_loop(ws: Workspace, settings: Settings, registry: Registry, env: dict[str, str], say: Echo) -> dict[str, object] | None:
+def _run_loop(
+    ws: Workspace, settings: Settings, registry: Registry, env: dict[str, str], say: Echo
+) -> dict[str, object] | None:
     try:
         from mam.loop.demo import demo_loop
     except ImportError:
@@ -164,14 +192,21 @@ def _run_loop(ws: Workspace, settings: Settings, registry: Registry, env: dict[s
 
 
 def summary_lines(result: DemoResult) -> list[str]:
-    lines = ["", f"{'JOB':<22} {'SESSION':<9} {'WHAT':<24} {'STATE':<10} {'REASON':<14} {'EXIT':>4} {'EVENTS':>6} {'TIME':>6}"]
+    lines = [
+        "",
+        f"{'JOB':<22} {'SESSION':<9} {'WHAT':<24} {'STATE':<10} {'REASON':<14} {'EXIT':>4} {'EVENTS':>6} {'TIME':>6}",
+    ]
     for job, out, seconds, events in sorted(result.jobs, key=lambda r: JOBS.index(r[0])):
         mark = "" if out.exit_code == job.expect else f"  (expected {job.expect})"
-        lines.append(f"{out.job_id:<22} {job.session:<9} {job.label:<24} {out.state:<10} {out.reason:<14} {out.exit_code:>4} "
-                     f"{events:>6} {seconds:>5.1f}s{mark}")
+        lines.append(
+            f"{out.job_id:<22} {job.session:<9} {job.label:<24} {out.state:<10} {out.reason:<14} {out.exit_code:>4} "
+            f"{events:>6} {seconds:>5.1f}s{mark}"
+        )
     if result.loop is not None:
         lines.append("")
         lines.append(f"review loop: {result.loop.get('summary', '')} (exit {result.loop.get('exit_code')})")
     lines.append("")
-    lines.append("demo " + ("finished: every job ended as expected" if result.ok else "FAILED: see the lines marked 'expected'"))
+    lines.append(
+        "demo " + ("finished: every job ended as expected" if result.ok else "FAILED: see the lines marked 'expected'")
+    )
     return lines

@@ -69,7 +69,9 @@ def _owned(path: Path, what: str, *, private: bool = False) -> Check:
     if private and not os.access(path, os.W_OK):
         return Check(what, FAIL, f"{path}: mam cannot write here (read-only file system or folder)")
     if private and mode & 0o077:
-        return Check(what, WARN, f"{path}: mode {mode:04o}, others may look inside; mam makes it 0700 on its next write")
+        return Check(
+            what, WARN, f"{path}: mode {mode:04o}, others may look inside; mam makes it 0700 on its next write"
+        )
     return Check(what, OK, f"{path}: yours, mode {mode:04o}")
 
 
@@ -100,20 +102,32 @@ def _registry(ws: Workspace) -> _Db:
         return _Db(Check(name, FAIL, str(e)), None)
     assert st is not None
     if st.st_size == 0:
-        return _Db(Check(name, FAIL, f"{path} is empty (0 bytes); restore the sessions with `mam doctor --restore-from-mirror`"), None)
+        return _Db(
+            Check(
+                name, FAIL, f"{path} is empty (0 bytes); restore the sessions with `mam doctor --restore-from-mirror`"
+            ),
+            None,
+        )
     if stat.S_IMODE(st.st_mode) & 0o077:
-        return _Db(Check(name, WARN, f"{path}: mode {stat.S_IMODE(st.st_mode):04o}, expected 0600"), _read_sessions(path))
+        return _Db(
+            Check(name, WARN, f"{path}: mode {stat.S_IMODE(st.st_mode):04o}, expected 0600"), _read_sessions(path)
+        )
     try:
         conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
         try:
             version = conn.execute("PRAGMA user_version").fetchone()[0]
             problems = [r[0] for r in conn.execute("PRAGMA integrity_check(5)")]
             conn.row_factory = sqlite3.Row
-            sessions = {r["name"]: dict(r) for r in conn.execute("SELECT * FROM sessions")} if problems == ["ok"] else None
+            sessions = (
+                {r["name"]: dict(r) for r in conn.execute("SELECT * FROM sessions")} if problems == ["ok"] else None
+            )
         finally:
             conn.close()
     except sqlite3.Error as e:
-        return _Db(Check(name, FAIL, f"{path} is damaged ({e}); restore the sessions with `mam doctor --restore-from-mirror`"), None)
+        return _Db(
+            Check(name, FAIL, f"{path} is damaged ({e}); restore the sessions with `mam doctor --restore-from-mirror`"),
+            None,
+        )
     if version == 0:
         return _Db(Check(name, FAIL, f"{path} is not a mam registry (schema version 0)"), None)
     if problems != ["ok"]:
@@ -153,22 +167,40 @@ def _mirror(ws: Workspace, db_sessions: dict[str, dict[str, Any]] | None) -> Che
     name = "mirror"
     path = ws.mirror_path
     if not path.exists():
-        return Check(name, OK if not db_sessions else WARN, f"{path}: none" + (" (rewritten on the next session change)" if db_sessions else ""))
+        return Check(
+            name,
+            OK if not db_sessions else WARN,
+            f"{path}: none" + (" (rewritten on the next session change)" if db_sessions else ""),
+        )
     try:
         generation, rows = read_mirror(path)
     except StoreError as e:
         return Check(name, FAIL if db_sessions is None else WARN, str(e))
     if db_sessions is None:
-        return Check(name, WARN, f"{path}: {len(rows)} sessions (generation {generation}) that `mam doctor --restore-from-mirror` can restore")
+        return Check(
+            name,
+            WARN,
+            f"{path}: {len(rows)} sessions (generation {generation}) that `mam doctor --restore-from-mirror` can restore",
+        )
     mirrored = {r["name"]: r for r in rows}
     if set(mirrored) != set(db_sessions):
         missing, extra = sorted(set(db_sessions) - set(mirrored)), sorted(set(mirrored) - set(db_sessions))
-        return Check(name, WARN, f"{path} disagrees with the registry (not mirrored: {missing}, only in the mirror: {extra}); "
-                                 "it is rewritten on the next session change")
-    differ = sorted(n for n, r in mirrored.items() if r.get("conversation_id") != db_sessions[n].get("conversation_id")
-                    or r.get("status") != db_sessions[n].get("status"))
+        return Check(
+            name,
+            WARN,
+            f"{path} disagrees with the registry (not mirrored: {missing}, only in the mirror: {extra}); "
+            "it is rewritten on the next session change",
+        )
+    differ = sorted(
+        n
+        for n, r in mirrored.items()
+        if r.get("conversation_id") != db_sessions[n].get("conversation_id")
+        or r.get("status") != db_sessions[n].get("status")
+    )
     if differ:
-        return Check(name, WARN, f"{path} is behind the registry for {differ}; it is rewritten on the next session change")
+        return Check(
+            name, WARN, f"{path} is behind the registry for {differ}; it is rewritten on the next session change"
+        )
     return Check(name, OK, f"{path}: agrees with the registry ({len(rows)} sessions)")
 
 
@@ -187,7 +219,9 @@ def _records(ws: Workspace) -> Check:
         if st.st_uid != trust.me() or stat.S_IMODE(st.st_mode) & 0o077:
             loose.append(f"{record.name} ({trust.user_name(st.st_uid)}, {stat.S_IMODE(st.st_mode):04o})")
     if loose:
-        return Check(name, FAIL, f"records that hold a job token are not private to you (expected 0600): {', '.join(loose[:5])}")
+        return Check(
+            name, FAIL, f"records that hold a job token are not private to you (expected 0600): {', '.join(loose[:5])}"
+        )
     return Check(name, OK, f"{len(records)} in {ws.jobs_dir}, all 0600 and yours")
 
 
@@ -206,7 +240,11 @@ def _broker(ws: Workspace, load_settings: Callable[[], Any]) -> Check:
         return Check("broker", FAIL, str(e))
     if st.running:
         return Check("broker", OK, f"embedded broker running: pid {st.pid}, 127.0.0.1:{st.port}")
-    return Check("broker", OK, "embedded broker not running (started on demand)" + (" ; its pid record is stale" if st.stale else ""))
+    return Check(
+        "broker",
+        OK,
+        "embedded broker not running (started on demand)" + (" ; its pid record is stale" if st.stale else ""),
+    )
 
 
 # -- restore ------------------------------------------------------------------------------------
@@ -227,7 +265,9 @@ def plan_restore(ws: Workspace) -> RestorePlan:
     generation, rows = read_mirror(ws.mirror_path)
     _session_rows(ws.mirror_path, rows)  # every entry must make a session before anything is moved
     stamp = time.strftime("%Y%m%dT%H%M%S")
-    return RestorePlan(ws.db_path, ws.mirror_path, generation, rows, ws.db_path.with_name(f"{ws.db_path.name}.broken-{stamp}"))
+    return RestorePlan(
+        ws.db_path, ws.mirror_path, generation, rows, ws.db_path.with_name(f"{ws.db_path.name}.broken-{stamp}")
+    )
 
 
 def _session_rows(mirror: Path, rows: list[dict[str, Any]]) -> list[Any]:

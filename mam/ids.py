@@ -23,7 +23,9 @@ def check_id(value: object, what: str = "job id", *, limit: int = JOB_ID_MAX) ->
     if isinstance(value, str) and len(value) <= limit and _ID.match(value):
         return value
     shown = value[:SHOWN] + "..." if isinstance(value, str) and len(value) > SHOWN else value
-    raise UsageError(f"invalid {what} {shown!r}: use 1-{limit} letters, digits, '.', '_' or '-', starting with a letter or digit")
+    raise UsageError(
+        f"invalid {what} {shown!r}: use 1-{limit} letters, digits, '.', '_' or '-', starting with a letter or digit"
+    )
 
 
 def is_name(value: object) -> bool:

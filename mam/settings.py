@@ -27,7 +27,11 @@ class Key:
 
 
 KEYS: tuple[Key, ...] = (
-    Key("MQTT_BROKER", "", "MQTT broker host. Empty: use this workspace's embedded broker on 127.0.0.1 (started on demand). Never a public broker."),
+    Key(
+        "MQTT_BROKER",
+        "",
+        "MQTT broker host. Empty: use this workspace's embedded broker on 127.0.0.1 (started on demand). Never a public broker.",
+    ),
     Key("MQTT_PORT", "1883", "MQTT broker port (8883 is usual with TLS).", "int"),
     Key("MQTT_USERNAME", "", "Broker username (empty: anonymous)."),
     Key("MQTT_PASSWORD", "", "Broker password.", secret=True),
@@ -36,17 +40,41 @@ KEYS: tuple[Key, ...] = (
     Key("MQTT_TLS_CERT", "", "Client certificate file (mutual TLS).", "path"),
     Key("MQTT_TLS_KEY", "", "Client private key file (mutual TLS).", "path"),
     Key("MQTT_CLIENT_ID_PREFIX", "mam", "Prefix of every MQTT client id mam uses."),
-    Key("MAM_TOPIC_PREFIX", "", "Root of every mam topic. Empty: jobs under mam/<workspace slug>, runners under mam. If set, set it alike on every host."),
-    Key("MAM_DISPATCH_SECRET", "", "Shared secret that signs remote dispatch messages (needed for remote: jobs and runners).", secret=True),
+    Key(
+        "MAM_TOPIC_PREFIX",
+        "",
+        "Root of every mam topic. Empty: jobs under mam/<workspace slug>, runners under mam. If set, set it alike on every host.",
+    ),
+    Key(
+        "MAM_DISPATCH_SECRET",
+        "",
+        "Shared secret that signs remote dispatch messages (needed for remote: jobs and runners).",
+        secret=True,
+    ),
     Key("MAM_JOB_TIMEOUT_S", "3600", "Wall-clock budget of a job, in seconds.", "float"),
-    Key("MAM_START_DEADLINE_S", "180", "Seconds an agent has to publish `started` after the brief is delivered.", "float"),
+    Key(
+        "MAM_START_DEADLINE_S",
+        "180",
+        "Seconds an agent has to publish `started` after the brief is delivered.",
+        "float",
+    ),
     Key("MAM_HEARTBEAT_S", "30", "Default heartbeat interval N, in seconds.", "float"),
     Key("MAM_HEARTBEAT_K", "4", "A job with no event for K x N seconds is unresponsive (deadline_timeout).", "float"),
-    Key("MAM_DISPATCH_WAIT_S", "600", "How long a job waits for the session's earlier jobs before it is cancelled (session_busy).", "float"),
+    Key(
+        "MAM_DISPATCH_WAIT_S",
+        "600",
+        "How long a job waits for the session's earlier jobs before it is cancelled (session_busy).",
+        "float",
+    ),
     Key("MAM_NO_AUTOSTART", "0", "1: never start a broker, tmux or herdr server on demand.", "bool"),
     Key("MAM_POLL_S", "0.25", "How often waiting loops (wrapper, monitor) look at the registry, in seconds.", "float"),
     Key("MAM_MONITOR_INTERVAL_S", "5", "How often the monitor reconciles panes and the registry, in seconds.", "float"),
-    Key("MAM_DISPATCH_FRESHNESS_S", "300", "A remote dispatch older than this (or from the future by as much) is rejected.", "float"),
+    Key(
+        "MAM_DISPATCH_FRESHNESS_S",
+        "300",
+        "A remote dispatch older than this (or from the future by as much) is rejected.",
+        "float",
+    ),
     Key("MAM_BROKER_PORT", "0", "Port of the embedded broker (0: pick a free port on first start and keep it).", "int"),
     Key("MAM_BACKEND", "tmux", "Default pane backend: tmux or herdr."),
     Key("MAM_TMUX_SERVER", "", "tmux socket name for this workspace's sessions. Empty: mam-<workspace slug>."),
@@ -54,7 +82,12 @@ KEYS: tuple[Key, ...] = (
     Key("HERDR_BIN", "herdr", "The herdr executable."),
     Key("HERDR_CONFIG_DIR", "", "herdr's config folder. Empty: $XDG_CONFIG_HOME/herdr or ~/.config/herdr.", "path"),
     Key("AGENT_PYTHON_BIN", "", "Python interpreter for mam's helper processes. Empty: the one running mam.", "path"),
-    Key("MAM_MCP_TOKEN", "", "Bearer token `mam mcp --http` requires. Empty: generated once into .mam/mcp-token (0600).", secret=True),
+    Key(
+        "MAM_MCP_TOKEN",
+        "",
+        "Bearer token `mam mcp --http` requires. Empty: generated once into .mam/mcp-token (0600).",
+        secret=True,
+    ),
     Key("MAM_LOG_LEVEL", "WARNING", "Log level of mam's own diagnostics on stderr."),
 )
 
@@ -113,7 +146,9 @@ class Settings:
             values[name] = value
             sources[name] = "override"
         _validate(values, sources)
-        return Settings(values=values, sources=sources, env_file=self.env_file, extra_env=self.extra_env, warnings=self.warnings)
+        return Settings(
+            values=values, sources=sources, env_file=self.env_file, extra_env=self.extra_env, warnings=self.warnings
+        )
 
     def describe(self) -> list[dict[str, str]]:
         """Every key with its value (secrets redacted) and where it came from."""
@@ -215,8 +250,10 @@ def _validate(values: Mapping[str, str], sources: Mapping[str, str]) -> None:
         raise ConfigError(f"MQTT_PORT={port} is not a TCP port ({sources['MQTT_PORT']})", key="MQTT_PORT")
     broker_port = int(values["MAM_BROKER_PORT"])
     if not 0 <= broker_port < 65536:
-        raise ConfigError(f"MAM_BROKER_PORT={broker_port} is not a TCP port, 1-65535 or 0 for any free one ({sources['MAM_BROKER_PORT']})",
-                          key="MAM_BROKER_PORT")
+        raise ConfigError(
+            f"MAM_BROKER_PORT={broker_port} is not a TCP port, 1-65535 or 0 for any free one ({sources['MAM_BROKER_PORT']})",
+            key="MAM_BROKER_PORT",
+        )
     tls_files = [values[n].strip() for n in ("MQTT_TLS_CERT", "MQTT_TLS_KEY")]
     if bool(tls_files[0]) != bool(tls_files[1]):
         raise ConfigError("MQTT_TLS_CERT and MQTT_TLS_KEY go together: set both or neither", key="MQTT_TLS_CERT")

@@ -68,7 +68,9 @@ class Workspace:
         return self.root / ".venv" / "bin"
 
     def job_record(self, job_id: str) -> Path:
-        return self.jobs_dir / f"{check_job_id(job_id)}.json"  # the last line of defence: ids are checked where they enter
+        return (
+            self.jobs_dir / f"{check_job_id(job_id)}.json"
+        )  # the last line of defence: ids are checked where they enter
 
     def job_log_dir(self, job_id: str) -> Path:
         return self.logs_dir / check_job_id(job_id)
@@ -107,7 +109,9 @@ def workspace_slug(root: Path) -> str:
     return f"{base}-{digest}"
 
 
-def find_workspace(explicit: str | None = None, *, environ: Mapping[str, str] | None = None, cwd: Path | None = None) -> Workspace:
+def find_workspace(
+    explicit: str | None = None, *, environ: Mapping[str, str] | None = None, cwd: Path | None = None
+) -> Workspace:
     """`--workspace`, else `MAM_WORKSPACE`, else the nearest folder up from cwd with `.mam/` or `.mam.env`, else cwd.
 
     The workspace found is checked (`Workspace.check_trusted`): a `.mam/` or `.mam.env` planted

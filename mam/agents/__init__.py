@@ -21,7 +21,9 @@ def known_agents() -> list[str]:
     """Names of every adapter module in this package."""
     import mam.agents as pkg
 
-    return sorted(m.name for m in pkgutil.iter_modules(pkg.__path__) if m.name not in _NOT_ADAPTERS and not m.name.startswith("_"))
+    return sorted(
+        m.name for m in pkgutil.iter_modules(pkg.__path__) if m.name not in _NOT_ADAPTERS and not m.name.startswith("_")
+    )
 
 
 def get_adapter(name: str) -> AgentAdapter:

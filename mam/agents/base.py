@@ -149,7 +149,7 @@ class AgentAdapter:
 
     def dialog(self, screen: str) -> Dialog | None:
         """The dialog or permission prompt the screen shows, if any (never answered by mam)."""
-        bottom = "\n".join(screen.rstrip().splitlines()[-self.dialog_lines:])
+        bottom = "\n".join(screen.rstrip().splitlines()[-self.dialog_lines :])
         for kind, markers in (("trust", self.trust_markers), ("prompt", self.prompt_markers)):
             for marker in markers:
                 if marker in bottom:
@@ -205,7 +205,7 @@ class AgentAdapter:
     def input_box(self, screen: str) -> str:
         """The text of the CLI's input box on a captured screen ('' if none is found).
         Default: the last `input_lines` lines; adapters whose box has a frame find the frame."""
-        return "\n".join(screen.rstrip("\n").splitlines()[-self.input_lines:])
+        return "\n".join(screen.rstrip("\n").splitlines()[-self.input_lines :])
 
     def input_pending(self, screen: str, nonce: str) -> bool:
         """Heuristic used only to decide whether to press Enter again (never to decide a job's outcome):
@@ -241,10 +241,17 @@ class AgentAdapter:
         """Run the CLI's own delete command (`delete_args`) on the PATH recorded for the session.
         True if it ran and exited 0; False if there is none, it is not found, or it failed
         (the adapter then removes the conversation itself)."""
-        if not self.delete_args or not env.get("PATH") or not self.conversation_exists(conversation_id, cwd=cwd, env=env):
+        if (
+            not self.delete_args
+            or not env.get("PATH")
+            or not self.conversation_exists(conversation_id, cwd=cwd, env=env)
+        ):
             return False  # nothing to delete: never start the CLI for nothing (it would write its store)
         return convo.run_cli(
-            self.command, [a.replace("{id}", convo.check_id(self.name, conversation_id)) for a in self.delete_args], cwd=cwd, env=env
+            self.command,
+            [a.replace("{id}", convo.check_id(self.name, conversation_id)) for a in self.delete_args],
+            cwd=cwd,
+            env=env,
         )
 
     def __repr__(self) -> str:

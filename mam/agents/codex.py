@@ -32,8 +32,11 @@ class CodexAdapter(AgentAdapter):
     session_args = ("--no-daemon", "-c", "allow_login_shell=false")
     full_args = ("--dangerously-bypass-approvals-and-sandbox",)
     trust_markers = ("Trust this folder?", "Trust and continue")
-    prompt_markers = ("Would you like to run the following command?", "Press enter to confirm or esc to cancel",
-                      "Would you like to make the following edits?")
+    prompt_markers = (
+        "Would you like to run the following command?",
+        "Press enter to confirm or esc to cancel",
+        "Would you like to make the following edits?",
+    )
 
     def report_options(self, ctx: LaunchContext) -> SessionOptions:
         """Codex has no per-session allow rule (its .rules files load only from CODEX_HOME and the
@@ -124,7 +127,11 @@ class CodexAdapter(AgentAdapter):
         family = self._family(conversation_id, env)
         self.run_delete_command(conversation_id, cwd=cwd, env=env)
         removed = convo.remove([f for i in family for f in self.conversation_files(i, cwd=cwd, env=env)])
-        for db in sorted(root.glob("state_*.sqlite")) + sorted(root.glob("thread_history_*.sqlite")) + sorted(root.glob("logs_*.sqlite")):
+        for db in (
+            sorted(root.glob("state_*.sqlite"))
+            + sorted(root.glob("thread_history_*.sqlite"))
+            + sorted(root.glob("logs_*.sqlite"))
+        ):
             if convo.delete_rows(db, family, keys=_ROW_KEYS):
                 removed.append(db)
         if [i for i in family if convo.drop_json_lines(root / "history.jsonl", "session_id", i)]:
@@ -139,7 +146,9 @@ class CodexAdapter(AgentAdapter):
                 if conn is None or "parent_thread_id" not in convo.columns(conn, "thread_spawn_edges"):
                     continue
                 while todo:
-                    rows = conn.execute("SELECT child_thread_id FROM thread_spawn_edges WHERE parent_thread_id = ?", (todo.pop(),))
+                    rows = conn.execute(
+                        "SELECT child_thread_id FROM thread_spawn_edges WHERE parent_thread_id = ?", (todo.pop(),)
+                    )
                     children = [str(r[0]) for r in rows if str(r[0]) not in ids]
                     ids += children
                     todo += children

@@ -123,7 +123,9 @@ def has_row(conn: sqlite3.Connection | None, table: str, row_id: str) -> bool:
     return conn.execute(f'SELECT 1 FROM "{table}" WHERE id = ?', (row_id,)).fetchone() is not None
 
 
-def delete_sessions(conn: sqlite3.Connection, ids: list[str], *, table: str, keys: Mapping[str, str] | None = None) -> int:
+def delete_sessions(
+    conn: sqlite3.Connection, ids: list[str], *, table: str, keys: Mapping[str, str] | None = None
+) -> int:
     """In one write transaction, delete the `table` rows of `ids` and every plain-table row whose
     session_id is one of them (virtual tables are left to the store's own triggers). `keys` names
     other key columns per table (e.g. {"event": "aggregate_id"})."""
@@ -223,8 +225,14 @@ def run_cli(command: str, args: list[str], *, cwd: str, env: Mapping[str, str], 
     folder = cwd if os.path.isdir(cwd) else str(home(env))
     try:
         done = subprocess.run(
-            [program, *args], cwd=folder, env=dict(env), stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=timeout, check=False,
+            [program, *args],
+            cwd=folder,
+            env=dict(env),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            timeout=timeout,
+            check=False,
         )
     except (OSError, subprocess.TimeoutExpired):
         return False

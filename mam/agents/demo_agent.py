@@ -40,7 +40,9 @@ from typing import Any
 
 BEHAVIOURS = ("ok", "never_start", "crash_after_start", "silent_after_start", "error", "slow", "unsubmitted")
 PASTE_START, PASTE_END = b"\x1b[200~", b"\x1b[201~"
-STARTED = re.compile(r"mam event started --job (?P<id>[A-Za-z0-9._-]+) --nonce (?P<nonce>[A-Za-z0-9]+) --heartbeat (?P<hb>[0-9.]+)")
+STARTED = re.compile(
+    r"mam event started --job (?P<id>[A-Za-z0-9._-]+) --nonce (?P<nonce>[A-Za-z0-9]+) --heartbeat (?P<hb>[0-9.]+)"
+)
 DIRECTIVE = re.compile(r"^\s*demo-(?P<name>[a-z]+):\s?(?P<value>.*?)\s*$", re.M)
 REPORT_FILE = re.compile(r"^\s*Report file:\s*(?P<path>\S.*?)\s*$", re.M)
 FIX_REQUEST = "[mam-loop: fix]"
@@ -83,7 +85,9 @@ class Conversation:
                 sys.exit(1)
             return cls(path, json.loads(path.read_text()))
         path.parent.mkdir(parents=True, exist_ok=True)
-        convo = cls(path, {"id": cid, "cwd": os.getcwd(), "created": time.time(), "turns": [], "reviews": 0, "launches": 0})
+        convo = cls(
+            path, {"id": cid, "cwd": os.getcwd(), "created": time.time(), "turns": [], "reviews": 0, "launches": 0}
+        )
         convo.save()
         return convo
 
@@ -266,7 +270,9 @@ class DemoAgent:
                 done.append(f"{name} {target}")
             elif name == "commit":
                 subprocess.run(["git", "add", "-A"], check=False, capture_output=True)
-                proc = subprocess.run(["git", "commit", "-q", "-m", value or "demo commit"], capture_output=True, text=True)
+                proc = subprocess.run(
+                    ["git", "commit", "-q", "-m", value or "demo commit"], capture_output=True, text=True
+                )
                 done.append("commit" if proc.returncode == 0 else "nothing to commit")
             elif name == "sleep":
                 self._sleep(job, float(value or "1"))
@@ -297,11 +303,21 @@ class DemoAgent:
         verdict = next((v for k, v in directives if k == "verdict"), script[min(n, len(script) - 1)])
         body = [f"# Review {n + 1} by the demo agent", "", "Checked the snapshot named in the brief."]
         if verdict.upper() == "NOT PASS":
-            body += ["", "## Findings", f"- demo finding {n + 1}: please record a fix",
-                     f"demo-append: DEMO_FIXES.md :: fix for review {n + 1}", "demo-commit: apply review findings"]
-        ending = {"PASS": "[VERDICT: PASS]", "NOT PASS": "[VERDICT: NOT PASS]", "none": "No verdict from me.",
-                  "inline": "Overall this is [VERDICT: PASS] in my view.", "lower": "[verdict: pass]",
-                  "double": "[VERDICT: PASS]\n[VERDICT: NOT PASS]"}.get(verdict, verdict)
+            body += [
+                "",
+                "## Findings",
+                f"- demo finding {n + 1}: please record a fix",
+                f"demo-append: DEMO_FIXES.md :: fix for review {n + 1}",
+                "demo-commit: apply review findings",
+            ]
+        ending = {
+            "PASS": "[VERDICT: PASS]",
+            "NOT PASS": "[VERDICT: NOT PASS]",
+            "none": "No verdict from me.",
+            "inline": "Overall this is [VERDICT: PASS] in my view.",
+            "lower": "[verdict: pass]",
+            "double": "[VERDICT: PASS]\n[VERDICT: NOT PASS]",
+        }.get(verdict, verdict)
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text("\n".join(body + ["", ending]) + "\n", encoding="utf-8")
         return f"review written: {verdict}"
@@ -325,7 +341,9 @@ class DemoAgent:
             with open(path, "a", encoding="utf-8") as f:
                 f.write(f"\n## Revision {n}\n\n- Added a step that tests the change, as the creator asked.\n")
             return f"plan revised ({n})"
-        path.write_text("# Plan (demo planner)\n\n1. Do exactly what the task says.\n2. Commit the result.\n", encoding="utf-8")
+        path.write_text(
+            "# Plan (demo planner)\n\n1. Do exactly what the task says.\n2. Commit the result.\n", encoding="utf-8"
+        )
         return "plan written"
 
     def event(self, kind: str, job: str, *args: str) -> None:

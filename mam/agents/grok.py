@@ -23,7 +23,10 @@ class GrokAdapter(AgentAdapter):
     exit_keys = (("text", "/quit"), ("key", "Enter"))
     env_keys = ("HOME", "GROK_HOME")
     paste_placeholders = ("[Pasted: ",)
-    report_args = ("--allow", f"Bash({REPORT_COMMAND}:*)")  # its Claude-style rules; `Bash` also names run_terminal_command
+    report_args = (
+        "--allow",
+        f"Bash({REPORT_COMMAND}:*)",
+    )  # its Claude-style rules; `Bash` also names run_terminal_command
     full_args = ("--always-approve",)
     prompt_markers = ("Allow once", "Always allow on all sessions")
 

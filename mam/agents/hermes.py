@@ -82,7 +82,8 @@ class HermesAdapter(AgentAdapter):
                 return None
             roots_only = " AND parent_session_id IS NULL" if "parent_session_id" in cols else ""
             rows = conn.execute(
-                f"SELECT id, cwd FROM sessions WHERE started_at >= ?{roots_only} ORDER BY started_at, id", (since - convo.TOLERANCE_S,)
+                f"SELECT id, cwd FROM sessions WHERE started_at >= ?{roots_only} ORDER BY started_at, id",
+                (since - convo.TOLERANCE_S,),
             ).fetchall()
         return next((str(r["id"]) for r in rows if convo.same_dir(str(r["cwd"] or ""), cwd)), None)
 

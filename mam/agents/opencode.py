@@ -79,7 +79,10 @@ class OpencodeAdapter(AgentAdapter):
             if isinstance(value, str):
                 bash = value
             elif isinstance(value, dict):
-                bash = {**({"*": bash} if isinstance(bash, str) else bash), **{str(k): str(v) for k, v in value.items()}}
+                bash = {
+                    **({"*": bash} if isinstance(bash, str) else bash),
+                    **{str(k): str(v) for k, v in value.items()},
+                }
         return bash
 
     def input_box(self, screen: str) -> str:

@@ -68,15 +68,23 @@ def _trust_in_json(path: Path, cwd: str, *, agent: str) -> Path | None:
         try:
             data = json.loads(path.read_text(encoding="utf-8") or "{}")
         except (OSError, ValueError) as e:
-            raise AgentError(f"{agent}: cannot read {path} to record {cwd} as trusted ({e}); "
-                             "fix the file, or create the session with --no-trust", agent=agent) from e
+            raise AgentError(
+                f"{agent}: cannot read {path} to record {cwd} as trusted ({e}); "
+                "fix the file, or create the session with --no-trust",
+                agent=agent,
+            ) from e
     if not isinstance(data, dict) or not isinstance(data.get("projects", {}), dict):
-        raise AgentError(f"{agent}: {path} is not shaped as expected (an object with a 'projects' object); "
-                         "create the session with --no-trust", agent=agent)
+        raise AgentError(
+            f"{agent}: {path} is not shaped as expected (an object with a 'projects' object); "
+            "create the session with --no-trust",
+            agent=agent,
+        )
     projects = data.setdefault("projects", {})
     entry = projects.setdefault(cwd, {})
     if not isinstance(entry, dict):
-        raise AgentError(f"{agent}: {path} holds an unexpected entry for {cwd}; create the session with --no-trust", agent=agent)
+        raise AgentError(
+            f"{agent}: {path} holds an unexpected entry for {cwd}; create the session with --no-trust", agent=agent
+        )
     if entry.get("hasTrustDialogAccepted") is True:
         return None
     entry["hasTrustDialogAccepted"] = True
@@ -120,8 +128,11 @@ def _trust_in_toml(path: Path, cwd: str, *, agent: str) -> Path | None:
     start = next((i for i, line in enumerate(lines) if _header_key(line) == cwd), None)
     if start is None:
         if re.search(r"^\s*projects\s*=", text, re.M):
-            raise AgentError(f"{agent}: {path} keeps 'projects' inline; record {cwd} as trusted yourself, "
-                             "or create the session with --no-trust", agent=agent)
+            raise AgentError(
+                f"{agent}: {path} keeps 'projects' inline; record {cwd} as trusted yourself, "
+                "or create the session with --no-trust",
+                agent=agent,
+            )
         block = [f"[projects.{toml_string(cwd)}]", 'trust_level = "trusted"']
         new_lines = [*lines, *([""] if lines and lines[-1].strip() else []), *block]
     else:
@@ -149,7 +160,12 @@ def _check_toml(text: str, path: Path, cwd: str, agent: str) -> None:
     try:
         parsed = tomllib.loads(text)
     except ValueError as e:
-        raise AgentError(f"{agent}: recording {cwd} as trusted would leave {path} unreadable ({e}); "
-                         "create the session with --no-trust", agent=agent) from e
+        raise AgentError(
+            f"{agent}: recording {cwd} as trusted would leave {path} unreadable ({e}); "
+            "create the session with --no-trust",
+            agent=agent,
+        ) from e
     if parsed.get("projects", {}).get(cwd, {}).get("trust_level") != "trusted":
-        raise AgentError(f"{agent}: could not record {cwd} as trusted in {path}; create the session with --no-trust", agent=agent)
+        raise AgentError(
+            f"{agent}: could not record {cwd} as trusted in {path}; create the session with --no-trust", agent=agent
+        )

@@ -41,9 +41,17 @@ class BrokerStatus:
     authenticated: bool = True  # False: a running broker started by an older mam, open to every local user
 
     def as_dict(self) -> dict[str, object]:
-        return {"running": self.running, "pid": self.pid, "port": self.port, "host": "127.0.0.1", "log": str(self.log), "stale": self.stale,
-                "authenticated": self.authenticated, "username": self.username,
-                "password_file": str(self.password_file) if self.password_file else None}
+        return {
+            "running": self.running,
+            "pid": self.pid,
+            "port": self.port,
+            "host": "127.0.0.1",
+            "log": str(self.log),
+            "stale": self.stale,
+            "authenticated": self.authenticated,
+            "username": self.username,
+            "password_file": str(self.password_file) if self.password_file else None,
+        }
 
 
 def _paths(ws: Workspace) -> tuple[Path, Path, Path]:
@@ -82,7 +90,9 @@ def status(ws: Workspace) -> BrokerStatus:
     alive = _is_our_broker(pid, state.get("pid_start"), state_file)
     if alive and not state.get("password_file"):
         return BrokerStatus(True, pid, port, log, authenticated=False)
-    return BrokerStatus(alive, pid if alive else None, port, log, stale=not alive, username=username, password_file=password_file)
+    return BrokerStatus(
+        alive, pid if alive else None, port, log, stale=not alive, username=username, password_file=password_file
+    )
 
 
 def port_accepts(port: int, host: str = "127.0.0.1", timeout: float = 0.2) -> bool:
@@ -139,21 +149,42 @@ def start(ws: Workspace, settings: Settings, *, timeout: float = 15.0) -> Broker
             # Alive but not accepting: wait briefly for a starting broker before declaring it broken.
             if _wait_port(current.port or 0, current.pid, 5.0):
                 return status(ws)
-            raise BrokerError(f"embedded broker pid {current.pid} runs but does not accept connections; see {current.log}")
+            raise BrokerError(
+                f"embedded broker pid {current.pid} runs but does not accept connections; see {current.log}"
+            )
         port = _choose_port(ws, settings)
         if not _port_free(port):
             raise BrokerError(f"port {port} on 127.0.0.1 is taken; set MAM_BROKER_PORT to a free port (or 0)")
         state_file, pid_file, log = _paths(ws)
-        argv = [proc.python_bin(settings.get_str("AGENT_PYTHON_BIN")), "-m", SERVE_MODULE, "--port", str(port),
-                "--username", login.username, "--password-file", str(login.path)]
+        argv = [
+            proc.python_bin(settings.get_str("AGENT_PYTHON_BIN")),
+            "-m",
+            SERVE_MODULE,
+            "--port",
+            str(port),
+            "--username",
+            login.username,
+            "--password-file",
+            str(login.path),
+        ]
         child = proc.spawn_detached(argv, log=log, cwd=ws.root)
         started = None
         for _ in range(50):
             started = proc.start_time(child.pid)
             if started is not None:
                 break
-        atomic_write_json(state_file, {"pid": child.pid, "pid_start": started, "port": port, "started_at": time.time(),
-                                       "username": login.username, "password_file": str(login.path)}, mode=0o600)
+        atomic_write_json(
+            state_file,
+            {
+                "pid": child.pid,
+                "pid_start": started,
+                "port": port,
+                "started_at": time.time(),
+                "username": login.username,
+                "password_file": str(login.path),
+            },
+            mode=0o600,
+        )
         pid_file.write_text(f"{child.pid}\n")
         if not _wait_port(port, child.pid, timeout):
             if child.poll() is None:

@@ -82,6 +82,8 @@ def _embedded_endpoint(ws: Workspace, port: int) -> BrokerEndpoint:
 
     login = credentials.load(ws)
     if login is None:
-        raise BrokerError(f"the embedded broker runs but its password file {credentials.password_path(ws)} is missing; "
-                          "restart it with `mam broker stop && mam broker start`")
+        raise BrokerError(
+            f"the embedded broker runs but its password file {credentials.password_path(ws)} is missing; "
+            "restart it with `mam broker stop && mam broker start`"
+        )
     return BrokerEndpoint(host="127.0.0.1", port=port, username=login.username, password=login.password, embedded=True)

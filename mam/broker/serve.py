@@ -13,12 +13,19 @@ import logging
 import signal
 
 
-def broker_config(port: int, host: str = "127.0.0.1", *, username: str = "", password_file: str = "") -> dict[str, object]:
+def broker_config(
+    port: int, host: str = "127.0.0.1", *, username: str = "", password_file: str = ""
+) -> dict[str, object]:
     if password_file:
-        plugins: dict[str, object] = {"mam.broker.auth.WorkspaceAuthPlugin": {"username": username, "password_file": password_file}}
+        plugins: dict[str, object] = {
+            "mam.broker.auth.WorkspaceAuthPlugin": {"username": username, "password_file": password_file}
+        }
     else:
         plugins = {"amqtt.plugins.authentication.AnonymousAuthPlugin": {"allow_anonymous": True}}
-    return {"listeners": {"default": {"type": "tcp", "bind": f"{host}:{port}", "max_connections": 0}}, "plugins": plugins}
+    return {
+        "listeners": {"default": {"type": "tcp", "bind": f"{host}:{port}", "max_connections": 0}},
+        "plugins": plugins,
+    }
 
 
 async def serve(port: int, host: str = "127.0.0.1", *, username: str = "", password_file: str = "") -> None:

@@ -48,7 +48,9 @@ def check_tree(value: Any) -> None:
                 _check_text(item)
         elif kind is int:
             if not -MAX_INT < item < MAX_INT:
-                raise DecodeError(f"integer of {item.bit_length()} bits in a signed envelope (the limit is 2^53)", reason="bad_shape")
+                raise DecodeError(
+                    f"integer of {item.bit_length()} bits in a signed envelope (the limit is 2^53)", reason="bad_shape"
+                )
         elif kind is bool or item is None:
             continue
         elif isinstance(item, str):
@@ -57,7 +59,9 @@ def check_tree(value: Any) -> None:
             raise DecodeError(f"floating-point number {item!r} in a signed envelope (use integers)", reason="bad_shape")
         elif isinstance(item, int):
             if not -MAX_INT < item < MAX_INT:
-                raise DecodeError(f"integer of {item.bit_length()} bits in a signed envelope (the limit is 2^53)", reason="bad_shape")
+                raise DecodeError(
+                    f"integer of {item.bit_length()} bits in a signed envelope (the limit is 2^53)", reason="bad_shape"
+                )
         elif kind is dict or kind is list or isinstance(item, (Mapping, list, tuple)):
             if depth > MAX_DEPTH:
                 raise DecodeError(f"JSON nested deeper than {MAX_DEPTH} levels", reason="bad_shape")
@@ -95,8 +99,16 @@ class Envelope:
     sig: str = ""
 
     def unsigned(self) -> dict[str, Any]:
-        return {"v": self.v, "kind": self.kind, "job": self.job, "seq": self.seq, "type": self.type,
-                "sender": self.sender, "ts": self.ts, "body": dict(self.body)}
+        return {
+            "v": self.v,
+            "kind": self.kind,
+            "job": self.job,
+            "seq": self.seq,
+            "type": self.type,
+            "sender": self.sender,
+            "ts": self.ts,
+            "body": dict(self.body),
+        }
 
     def signed(self, key: str) -> Envelope:
         return replace(self, sig=sign(key, canonical(self.unsigned())))
@@ -135,7 +147,9 @@ class Envelope:
         if not isinstance(obj, dict):
             raise DecodeError("envelope is not a JSON object", reason="bad_shape")
         if type(obj.get("v")) is not int or obj["v"] != VERSION:  # `true == 1` in Python: insist on the integer
-            raise DecodeError(f"unknown protocol version {obj.get('v')!r} (this mam speaks {VERSION})", reason="unknown_version")
+            raise DecodeError(
+                f"unknown protocol version {obj.get('v')!r} (this mam speaks {VERSION})", reason="unknown_version"
+            )
         extra = set(obj) - _FIELDS
         if extra:
             raise DecodeError(f"unknown envelope fields {sorted(extra)[:5]}", reason="bad_shape")
@@ -149,8 +163,17 @@ class Envelope:
         if not 0 <= obj["seq"] < MAX_INT or not 0 <= obj["ts"] < MAX_INT or not obj["job"] or len(obj["job"]) > 128:
             raise DecodeError("seq, ts or job out of range", reason="bad_shape")
         check_tree(obj)
-        return cls(kind=obj["kind"], job=obj["job"], seq=obj["seq"], type=obj["type"], sender=obj["sender"],
-                   ts=obj["ts"], body=obj["body"], v=obj["v"], sig=obj["sig"])
+        return cls(
+            kind=obj["kind"],
+            job=obj["job"],
+            seq=obj["seq"],
+            type=obj["type"],
+            sender=obj["sender"],
+            ts=obj["ts"],
+            body=obj["body"],
+            v=obj["v"],
+            sig=obj["sig"],
+        )
 
 
 def _no_float(text: str) -> Any:

@@ -86,11 +86,15 @@ class MqttClient:
         for setting, path in (("MQTT_TLS_CA", ep.ca), ("MQTT_TLS_CERT", ep.cert), ("MQTT_TLS_KEY", ep.key)):
             if path and not os.access(path, os.R_OK):
                 problem = "does not exist" if not os.path.exists(path) else "cannot be read"
-                raise BrokerError(f"{setting} file {path} {problem}; fix the path in .mam.env or the environment", setting=setting)
+                raise BrokerError(
+                    f"{setting} file {path} {problem}; fix the path in .mam.env or the environment", setting=setting
+                )
         try:
             self._client.tls_set(ca_certs=ep.ca or None, certfile=ep.cert or None, keyfile=ep.key or None)
         except (OSError, ssl.SSLError, ValueError) as e:
-            raise BrokerError(f"cannot load the TLS files (MQTT_TLS_CA / MQTT_TLS_CERT / MQTT_TLS_KEY): {_plain(e)}") from e
+            raise BrokerError(
+                f"cannot load the TLS files (MQTT_TLS_CA / MQTT_TLS_CERT / MQTT_TLS_KEY): {_plain(e)}"
+            ) from e
 
     # -- connection ---------------------------------------------------------------------------
     def connect(self, timeout: float = 5.0) -> MqttClient:
@@ -110,11 +114,16 @@ class MqttClient:
                 who = f" user {ep.username!r}" if ep.username else " an anonymous client"
                 check = ""
                 if refused in ("Not authorized", "Bad user name or password"):
-                    check = (" (the embedded broker's password file changed since it started: `mam broker stop && mam broker start`)"
-                             if ep.embedded else " (check MQTT_USERNAME and MQTT_PASSWORD)")
+                    check = (
+                        " (the embedded broker's password file changed since it started: `mam broker stop && mam broker start`)"
+                        if ep.embedded
+                        else " (check MQTT_USERNAME and MQTT_PASSWORD)"
+                    )
                 raise BrokerError(f"MQTT broker {ep.host}:{ep.port} refused{who}: {refused}{check}")
             hint = "" if ep.tls else "; if that port is a TLS listener, set MQTT_TLS=1"
-            raise BrokerError(f"MQTT broker {ep.host}:{ep.port} did not accept the connection within {timeout:.0f}s (no CONNACK{hint})")
+            raise BrokerError(
+                f"MQTT broker {ep.host}:{ep.port} did not accept the connection within {timeout:.0f}s (no CONNACK{hint})"
+            )
         return self
 
     @property
@@ -141,8 +150,16 @@ class MqttClient:
         self.close()
 
     # -- messaging ----------------------------------------------------------------------------
-    def publish(self, topic: str, payload: bytes, *, qos: int = 1, retain: bool = False, timeout: float = 5.0,
-                give_up_on_disconnect: bool = False) -> None:
+    def publish(
+        self,
+        topic: str,
+        payload: bytes,
+        *,
+        qos: int = 1,
+        retain: bool = False,
+        timeout: float = 5.0,
+        give_up_on_disconnect: bool = False,
+    ) -> None:
         """Publish and, for QoS > 0, wait for the broker's ack; raise BrokerError if it does not come.
 
         A BrokerError after the message left means "maybe sent": paho keeps an unacked message and
@@ -154,7 +171,9 @@ class MqttClient:
             raise BrokerError(f"not connected to MQTT broker {self.endpoint.host}:{self.endpoint.port}")
         info = self._client.publish(topic, payload, qos=qos, retain=retain)
         if info.rc != self._paho.MQTT_ERR_SUCCESS:
-            raise BrokerError(f"publish to {self.endpoint.host}:{self.endpoint.port} failed: {self._paho.error_string(info.rc)}")
+            raise BrokerError(
+                f"publish to {self.endpoint.host}:{self.endpoint.port} failed: {self._paho.error_string(info.rc)}"
+            )
         if qos > 0:
             # With give_up_on_disconnect, wait in slices so that a lost connection ends the wait early.
             deadline = time.monotonic() + timeout
@@ -162,9 +181,13 @@ class MqttClient:
                 while not info.is_published():
                     left = deadline - time.monotonic()
                     if left <= 0:
-                        raise BrokerError(f"MQTT broker {self.endpoint.host}:{self.endpoint.port} did not acknowledge a publish within {timeout:g}s")
+                        raise BrokerError(
+                            f"MQTT broker {self.endpoint.host}:{self.endpoint.port} did not acknowledge a publish within {timeout:g}s"
+                        )
                     if give_up_on_disconnect and not self._connected.is_set():
-                        raise BrokerError(f"lost the connection to MQTT broker {self.endpoint.host}:{self.endpoint.port} before it acknowledged a publish")
+                        raise BrokerError(
+                            f"lost the connection to MQTT broker {self.endpoint.host}:{self.endpoint.port} before it acknowledged a publish"
+                        )
                     info.wait_for_publish(min(0.2, left) if give_up_on_disconnect else left)
             except (RuntimeError, ValueError) as e:
                 raise BrokerError(f"publish failed: {e}") from e
@@ -180,7 +203,9 @@ class MqttClient:
             # race the first message. (With MQTT 3.1.1 an ACL denial still acks: see FIELD_NOTES.)
             with self._acked_cond:
                 if not self._acked_cond.wait_for(lambda: mid in self._acked or not self._connected.is_set(), timeout):
-                    raise BrokerError(f"MQTT broker {self.endpoint.host}:{self.endpoint.port} did not acknowledge a subscription within {timeout:.0f}s")
+                    raise BrokerError(
+                        f"MQTT broker {self.endpoint.host}:{self.endpoint.port} did not acknowledge a subscription within {timeout:.0f}s"
+                    )
                 self._acked.discard(mid)
 
     def unsubscribe(self, topic: str, *, timeout: float = 5.0) -> None:
@@ -235,7 +260,9 @@ class MqttClient:
 
     def _on_message(self, client, userdata, msg) -> None:  # type: ignore[no-untyped-def]
         with self._lock:
-            handlers = [h for pattern, (_q, h) in self._subs.items() if self._paho.topic_matches_sub(pattern, msg.topic)]
+            handlers = [
+                h for pattern, (_q, h) in self._subs.items() if self._paho.topic_matches_sub(pattern, msg.topic)
+            ]
         for handler in handlers:
             try:
                 handler(msg.topic, msg.payload, bool(msg.retain))

@@ -42,7 +42,13 @@ def runners_prefix_for(settings: Settings) -> str:
 
 def check_prefix(prefix: str) -> str:
     """A job prefix received from another host (a dispatch): non-empty, no wildcards, no empty levels."""
-    if not prefix or any(c in prefix for c in "#+\0") or "//" in prefix or prefix != prefix.strip("/ ") or len(prefix) > 256:
+    if (
+        not prefix
+        or any(c in prefix for c in "#+\0")
+        or "//" in prefix
+        or prefix != prefix.strip("/ ")
+        or len(prefix) > 256
+    ):
         raise UsageError(f"invalid topic prefix {prefix!r}")
     return prefix
 

@@ -25,9 +25,17 @@ COMMANDS = {
     "worktree": ("mam.cli.worktree", "worktree", "Prepare and remove issue worktrees for creator sessions."),
     "monitor": ("mam.cli.monitor", "monitor", "Reconcile the registry with panes and job events (reconcile.sh)."),
     "runner": ("mam.cli.runner", "runner", "Take remote jobs for this host's sessions over the broker."),
-    "doctor": ("mam.cli.doctor", "doctor", "Check the workspace's files, owners, registry, mirror and broker; restore sessions from the mirror."),
+    "doctor": (
+        "mam.cli.doctor",
+        "doctor",
+        "Check the workspace's files, owners, registry, mirror and broker; restore sessions from the mirror.",
+    ),
     "demo": ("mam.cli.demo", "demo", "Run a self-contained demo: demo agents, jobs and a review loop."),
-    "mcp": ("mam.cli.mcp", "mcp", "Serve sessions, jobs and loops to an MCP client (stdio, or --http with a bearer token)."),
+    "mcp": (
+        "mam.cli.mcp",
+        "mcp",
+        "Serve sessions, jobs and loops to an MCP client (stdio, or --http with a bearer token).",
+    ),
 }
 
 
@@ -53,8 +61,13 @@ class LazyGroup(click.Group):
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.version_option(__version__, "-V", "--version", prog_name="mam")
-@click.option("--workspace", "-w", metavar="DIR", help="Workspace folder (default: $MAM_WORKSPACE, else the nearest folder up with .mam/ or .mam.env, "
-              "else the current one).")
+@click.option(
+    "--workspace",
+    "-w",
+    metavar="DIR",
+    help="Workspace folder (default: $MAM_WORKSPACE, else the nearest folder up with .mam/ or .mam.env, "
+    "else the current one).",
+)
 @click.option("--env-file", metavar="PATH", help="Settings file to read instead of <workspace>/.mam.env.")
 @click.pass_context
 def cli(ctx: click.Context, workspace: str | None, env_file: str | None) -> None:

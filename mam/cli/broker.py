@@ -25,7 +25,10 @@ def start(app: App, as_json: bool) -> None:
     from mam.broker import embedded
 
     if app.settings.broker_host:
-        click.echo(f"note: MQTT_BROKER={app.settings.broker_host} is configured; mam will use it, not the embedded broker", err=True)
+        click.echo(
+            f"note: MQTT_BROKER={app.settings.broker_host} is configured; mam will use it, not the embedded broker",
+            err=True,
+        )
     st = embedded.start(app.ws, app.settings)
     _show(st, as_json)
 
@@ -59,10 +62,14 @@ def _show(st, as_json: bool) -> None:  # type: ignore[no-untyped-def]
     if as_json:
         echo_json(st.as_dict())
     elif st.running and not st.authenticated:
-        click.echo(f"embedded broker running: pid {st.pid}, 127.0.0.1:{st.port}, started by an older mam: it lets every local user in; "
-                   f"restart it with `mam broker stop && mam broker start` (log {st.log})")
+        click.echo(
+            f"embedded broker running: pid {st.pid}, 127.0.0.1:{st.port}, started by an older mam: it lets every local user in; "
+            f"restart it with `mam broker stop && mam broker start` (log {st.log})"
+        )
     elif st.running:
-        click.echo(f"embedded broker running: pid {st.pid}, 127.0.0.1:{st.port}, user {st.username}, password in {st.password_file} "
-                   f"(log {st.log})")
+        click.echo(
+            f"embedded broker running: pid {st.pid}, 127.0.0.1:{st.port}, user {st.username}, password in {st.password_file} "
+            f"(log {st.log})"
+        )
     else:
         click.echo("embedded broker not running" + (" (removed a stale pid record)" if st.stale else ""))

@@ -49,7 +49,9 @@ class App:
 def _configure_logging(level: str) -> None:
     import logging
 
-    logging.basicConfig(level=getattr(logging, level.upper(), logging.WARNING), format="mam: %(levelname)s: %(message)s")
+    logging.basicConfig(
+        level=getattr(logging, level.upper(), logging.WARNING), format="mam: %(levelname)s: %(message)s"
+    )
 
 
 def echo_json(obj: Any) -> None:
@@ -96,8 +98,15 @@ def workspace_option(f):  # type: ignore[no-untyped-def]
             ctx.ensure_object(App).workspace_arg = value
         return value
 
-    return click.option("--workspace", "-w", metavar="DIR", expose_value=False, callback=remember, is_eager=True,
-                        help="Workspace folder (same as `mam --workspace`).")(f)
+    return click.option(
+        "--workspace",
+        "-w",
+        metavar="DIR",
+        expose_value=False,
+        callback=remember,
+        is_eager=True,
+        help="Workspace folder (same as `mam --workspace`).",
+    )(f)
 
 
 def open_registry(app: App):  # type: ignore[no-untyped-def]

@@ -8,7 +8,12 @@ from mam.cli.common import App, echo_json
 
 
 @click.command("config")
-@click.option("--json", "as_json", is_flag=True, help="Print {workspace, env_file, settings: [{key, value, source, doc}], warnings}.")
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="Print {workspace, env_file, settings: [{key, value, source, doc}], warnings}.",
+)
 @click.option("--example", is_flag=True, help="Print a complete .mam.env.example instead.")
 @click.pass_obj
 def config(app: App, as_json: bool, example: bool) -> None:
@@ -25,8 +30,14 @@ def config(app: App, as_json: bool, example: bool) -> None:
     settings = app.settings
     rows = settings.describe()
     if as_json:
-        echo_json({"workspace": str(app.ws.root), "env_file": str(settings.env_file) if settings.env_file else None, "settings": rows,
-                   "warnings": list(settings.warnings)})
+        echo_json(
+            {
+                "workspace": str(app.ws.root),
+                "env_file": str(settings.env_file) if settings.env_file else None,
+                "settings": rows,
+                "warnings": list(settings.warnings),
+            }
+        )
         return
     click.echo(f"workspace: {app.ws.root}")
     click.echo(f"env file:  {settings.env_file or '(none)'}")

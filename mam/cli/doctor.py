@@ -11,10 +11,16 @@ from mam.cli.common import App, echo_json, workspace_option
 
 @click.command("doctor")
 @workspace_option
-@click.option("--restore-from-mirror", "restore", is_flag=True,
-              help="Rebuild a damaged registry's sessions table from .mam/agent-sessions.yaml (asks first).")
+@click.option(
+    "--restore-from-mirror",
+    "restore",
+    is_flag=True,
+    help="Rebuild a damaged registry's sessions table from .mam/agent-sessions.yaml (asks first).",
+)
 @click.option("--yes", is_flag=True, help="With --restore-from-mirror: do not ask.")
-@click.option("--json", "as_json", is_flag=True, help="Print {workspace, ok, checks: [{name, status, detail}]} as JSON.")
+@click.option(
+    "--json", "as_json", is_flag=True, help="Print {workspace, ok, checks: [{name, status, detail}]} as JSON."
+)
 @click.pass_obj
 def doctor(app: App, restore: bool, yes: bool, as_json: bool) -> int:
     """Check this workspace: owners and modes of .mam.env and .mam/, the settings, the registry's
@@ -41,8 +47,10 @@ def doctor(app: App, restore: bool, yes: bool, as_json: bool) -> int:
 
     if restore:
         plan = lib.plan_restore(ws)
-        question = (f"Rebuild {plan.db} from {plan.mirror} ({len(plan.sessions)} sessions, generation {plan.generation})? "
-                    f"The damaged file is kept as {plan.aside}; its job history is not restored.")
+        question = (
+            f"Rebuild {plan.db} from {plan.mirror} ({len(plan.sessions)} sessions, generation {plan.generation})? "
+            f"The damaged file is kept as {plan.aside}; its job history is not restored."
+        )
         if not yes and not click.confirm(question, default=False, err=True):
             click.echo("mam: nothing changed", err=True)
             return 1

@@ -48,14 +48,19 @@ def _emit(app: App, job_id: str, type: str, body: dict[str, Any], as_json: bool,
         registry.close()
     note = f"{warning}; the event is recorded on disk" if warning else out.warning
     if out.cut:
-        click.echo(f"mam: warning: the {fit_field} was cut to fit the 64 KiB event limit (marked where it was cut; "
-                   f"the whole text stays in {body.get('report_path', 'its file')})", err=True)
+        click.echo(
+            f"mam: warning: the {fit_field} was cut to fit the 64 KiB event limit (marked where it was cut; "
+            f"the whole text stays in {body.get('report_path', 'its file')})",
+            err=True,
+        )
     if note:
         click.echo(f"mam: warning: {note}", err=True)
     if as_json:
         echo_json({"job": job_id, "seq": out.envelope.seq, "type": type, "published": out.published})
     else:
-        click.echo(f"{type} recorded for {job_id} (seq {out.envelope.seq}{', published' if out.published else ', on disk only'})")
+        click.echo(
+            f"{type} recorded for {job_id} (seq {out.envelope.seq}{', published' if out.published else ', on disk only'})"
+        )
     return out
 
 
@@ -86,9 +91,15 @@ json_option = click.option("--json", "as_json", is_flag=True, help="Print what w
 @event.command("started")
 @workspace_option
 @job_option
-@click.option("--nonce", default=None, help="The nonce from your brief (proves you read this brief). "
-              "Without it, mam takes it from the job record and notes that in the event.")
-@click.option("--heartbeat", type=float, default=None, help="Start a heartbeat every N seconds until the job ends or you exit.")
+@click.option(
+    "--nonce",
+    default=None,
+    help="The nonce from your brief (proves you read this brief). "
+    "Without it, mam takes it from the job record and notes that in the event.",
+)
+@click.option(
+    "--heartbeat", type=float, default=None, help="Start a heartbeat every N seconds until the job ends or you exit."
+)
 @json_option
 @click.pass_obj
 def started(app: App, job_id: str, nonce: str, heartbeat: float | None, as_json: bool) -> None:
@@ -139,7 +150,13 @@ def heartbeat(app: App, job_id: str, as_json: bool) -> None:
 @workspace_option
 @job_option
 @click.option("--message", default="", help="One-line result.")
-@click.option("--report", "report", type=click.Path(dir_okay=False), default=None, help="A report file to attach (its text travels with the event).")
+@click.option(
+    "--report",
+    "report",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="A report file to attach (its text travels with the event).",
+)
 @json_option
 @click.pass_obj
 def completed(app: App, job_id: str, message: str, report: str | None, as_json: bool) -> None:

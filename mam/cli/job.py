@@ -36,20 +36,55 @@ def job() -> None:
 @workspace_option
 @click.option("--target", required=True, help="tmux:NAME, herdr:NAME, remote:RUNNER/NAME, or NAME.")
 @click.option("--brief", default=None, help="The brief text.")
-@click.option("--brief-file", type=click.Path(dir_okay=False, allow_dash=True), default=None, help="Read the brief from a file ('-': stdin).")
+@click.option(
+    "--brief-file",
+    type=click.Path(dir_okay=False, allow_dash=True),
+    default=None,
+    help="Read the brief from a file ('-': stdin).",
+)
 @click.option("--timeout", type=float, default=None, help="Wall-clock budget in seconds (default MAM_JOB_TIMEOUT_S).")
-@click.option("--start-deadline", type=float, default=None, help="Seconds to wait for `started` (default MAM_START_DEADLINE_S).")
-@click.option("--heartbeat", type=float, default=None, help="Heartbeat interval N the agent is asked for (default MAM_HEARTBEAT_S).")
+@click.option(
+    "--start-deadline", type=float, default=None, help="Seconds to wait for `started` (default MAM_START_DEADLINE_S)."
+)
+@click.option(
+    "--heartbeat",
+    type=float,
+    default=None,
+    help="Heartbeat interval N the agent is asked for (default MAM_HEARTBEAT_S).",
+)
 @click.option("--parent-job", default=None, help="Link this job as a sub-job of that job (a job of this workspace).")
-@click.option("--job-id", default=None, help="Use this job id; if it exists, attach to it instead (never injects twice).")
-@click.option("--dispatch-wait", type=float, default=None, help="Seconds to wait for the session's earlier jobs (default MAM_DISPATCH_WAIT_S).")
-@click.option("--allow-insecure-broker", is_flag=True, help="Allow remote: dispatch on a broker with neither TLS nor authentication.")
+@click.option(
+    "--job-id", default=None, help="Use this job id; if it exists, attach to it instead (never injects twice)."
+)
+@click.option(
+    "--dispatch-wait",
+    type=float,
+    default=None,
+    help="Seconds to wait for the session's earlier jobs (default MAM_DISPATCH_WAIT_S).",
+)
+@click.option(
+    "--allow-insecure-broker",
+    is_flag=True,
+    help="Allow remote: dispatch on a broker with neither TLS nor authentication.",
+)
 @click.option("--follow/--quiet", default=False, help="Print each transition and progress message to stderr.")
 @click.option("--json", "as_json", is_flag=True, help="Print the final job record as JSON.")
 @click.pass_obj
-def delegate(app: App, target: str, brief: str | None, brief_file: str | None, timeout: float | None, start_deadline: float | None,
-             heartbeat: float | None, parent_job: str | None, job_id: str | None, dispatch_wait: float | None,
-             allow_insecure_broker: bool, follow: bool, as_json: bool) -> int:
+def delegate(
+    app: App,
+    target: str,
+    brief: str | None,
+    brief_file: str | None,
+    timeout: float | None,
+    start_deadline: float | None,
+    heartbeat: float | None,
+    parent_job: str | None,
+    job_id: str | None,
+    dispatch_wait: float | None,
+    allow_insecure_broker: bool,
+    follow: bool,
+    as_json: bool,
+) -> int:
     from mam.errors import UsageError
     from mam.ids import check_job_id
     from mam.jobs.delegate import delegate as run_delegate
@@ -62,9 +97,20 @@ def delegate(app: App, target: str, brief: str | None, brief_file: str | None, t
     if brief is not None and brief_file is not None:
         raise UsageError("give exactly one of --brief or --brief-file")
     text = brief if brief is not None else _read_brief(brief_file) if brief_file else None
-    req = delegate_request(target=target, brief=text, timeout_s=timeout, start_deadline_s=start_deadline, heartbeat_s=heartbeat,
-                          parent_job=parent_job, job_id=job_id, dispatch_wait_s=dispatch_wait, allow_insecure_broker=allow_insecure_broker)
-    out = run_delegate(req, ws=app.ws, settings=app.settings, registry=open_registry(app), on_update=_printer() if follow else None)
+    req = delegate_request(
+        target=target,
+        brief=text,
+        timeout_s=timeout,
+        start_deadline_s=start_deadline,
+        heartbeat_s=heartbeat,
+        parent_job=parent_job,
+        job_id=job_id,
+        dispatch_wait_s=dispatch_wait,
+        allow_insecure_broker=allow_insecure_broker,
+    )
+    out = run_delegate(
+        req, ws=app.ws, settings=app.settings, registry=open_registry(app), on_update=_printer() if follow else None
+    )
     if as_json:
         echo_json(out.as_dict())
     elif out.state == "completed":
@@ -111,7 +157,9 @@ def status(app: App, job_id: str, as_json: bool) -> None:
     if as_json:
         echo_json(view)
         return
-    click.echo(f"{view['id']}: {view['state']}{' (' + view['reason'] + ')' if view['reason'] else ''} session {view['session']} exit {view['exit_code']}")
+    click.echo(
+        f"{view['id']}: {view['state']}{' (' + view['reason'] + ')' if view['reason'] else ''} session {view['session']} exit {view['exit_code']}"
+    )
     for child in view["children"]:
         click.echo(f"  sub-job {child['id']}: {child['state']} {child['reason']}")
 
@@ -125,7 +173,9 @@ def status(app: App, job_id: str, as_json: bool) -> None:
 @click.option("--limit", type=int, default=50, show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON list.")
 @click.pass_obj
-def list_(app: App, session: str | None, state: str | None, parent_job: str | None, open_only: bool, limit: int, as_json: bool) -> None:
+def list_(
+    app: App, session: str | None, state: str | None, parent_job: str | None, open_only: bool, limit: int, as_json: bool
+) -> None:
     """List recent jobs, newest first."""
     from mam.jobs.queries import workspace_jobs
 

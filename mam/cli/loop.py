@@ -42,31 +42,98 @@ Exit codes:
 @click.option("--reviewer", "reviewer", default=None, metavar="A,B", help="Reviewer sessions, comma-separated.")
 @click.option("--all-reviewer", is_flag=True, help="Every running session whose role is reviewer, except the creator.")
 @click.option("--task", default=None, help="The task, given verbatim to the creator.")
-@click.option("--task-file", type=click.Path(dir_okay=False, allow_dash=True), default=None, help="Read the task from a file ('-': stdin).")
+@click.option(
+    "--task-file",
+    type=click.Path(dir_okay=False, allow_dash=True),
+    default=None,
+    help="Read the task from a file ('-': stdin).",
+)
 @click.option("--planner", default=None, help="Session that writes the plan first (implies --plan).")
 @click.option("--plan", "plan", is_flag=True, help="Plan before implementing (without --planner the creator plans).")
-@click.option("--plan-talk", type=int, default=2, show_default=True, help="Turns the creator may challenge the planner's plan.")
+@click.option(
+    "--plan-talk", type=int, default=2, show_default=True, help="Turns the creator may challenge the planner's plan."
+)
 @click.option("--max-loop", type=int, default=3, show_default=True, help="Review rounds before giving up (exit 1).")
-@click.option("--max-rebut", type=int, default=1, show_default=True, help="[REBUT: ...] answers accepted in the whole loop.")
+@click.option(
+    "--max-rebut", type=int, default=1, show_default=True, help="[REBUT: ...] answers accepted in the whole loop."
+)
 @click.option("--review-only", is_flag=True, help="Skip the implementation: review work done outside the loop.")
-@click.option("--worktree", default=None, metavar="DIR", help="Checkout to review (default: the creator's folder, else the workspace).")
-@click.option("--base", default=None, metavar="REV", help="Base of the reviewed change (default: merge-base of HEAD with the default branch).")
-@click.option("--timeout", type=float, default=None, help="Wall-clock budget of each job, seconds (default MAM_JOB_TIMEOUT_S).")
-@click.option("--start-deadline", type=float, default=None, help="Seconds each agent has to start its job (default MAM_START_DEADLINE_S).")
-@click.option("--heartbeat", type=float, default=None, help="Heartbeat interval asked of each agent (default MAM_HEARTBEAT_S).")
-@click.option("--dispatch-wait", type=float, default=None, help="Seconds a job waits for its session's earlier jobs (default MAM_DISPATCH_WAIT_S).")
-@click.option("--subjob-wait", type=float, default=None, help="Cap on waiting for the creator's sub-jobs before a review (default MAM_JOB_TIMEOUT_S).")
-@click.option("--max-repeats", type=int, default=3, show_default=True,
-              help="Times a round is reviewed again because the source changed during it, before the loop fails.")
+@click.option(
+    "--worktree",
+    default=None,
+    metavar="DIR",
+    help="Checkout to review (default: the creator's folder, else the workspace).",
+)
+@click.option(
+    "--base",
+    default=None,
+    metavar="REV",
+    help="Base of the reviewed change (default: merge-base of HEAD with the default branch).",
+)
+@click.option(
+    "--timeout", type=float, default=None, help="Wall-clock budget of each job, seconds (default MAM_JOB_TIMEOUT_S)."
+)
+@click.option(
+    "--start-deadline",
+    type=float,
+    default=None,
+    help="Seconds each agent has to start its job (default MAM_START_DEADLINE_S).",
+)
+@click.option(
+    "--heartbeat", type=float, default=None, help="Heartbeat interval asked of each agent (default MAM_HEARTBEAT_S)."
+)
+@click.option(
+    "--dispatch-wait",
+    type=float,
+    default=None,
+    help="Seconds a job waits for its session's earlier jobs (default MAM_DISPATCH_WAIT_S).",
+)
+@click.option(
+    "--subjob-wait",
+    type=float,
+    default=None,
+    help="Cap on waiting for the creator's sub-jobs before a review (default MAM_JOB_TIMEOUT_S).",
+)
+@click.option(
+    "--max-repeats",
+    type=int,
+    default=3,
+    show_default=True,
+    help="Times a round is reviewed again because the source changed during it, before the loop fails.",
+)
 @click.option("--slug", default=None, help="Folder name under .agents/reports/ (default: from the task).")
-@click.option("--loop-id", default=None, help="Name the loop (default: a new loop-<time>-<hex> id); refused if it exists.")
+@click.option(
+    "--loop-id", default=None, help="Name the loop (default: a new loop-<time>-<hex> id); refused if it exists."
+)
 @click.option("--quiet", is_flag=True, help="Do not print progress lines on stderr.")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
 @click.pass_obj
-def loop(app: App, creator: str, reviewer: str | None, all_reviewer: bool, task: str | None, task_file: str | None,
-         planner: str | None, plan: bool, plan_talk: int, max_loop: int, max_rebut: int, review_only: bool, worktree: str | None,
-         base: str | None, timeout: float | None, start_deadline: float | None, heartbeat: float | None,
-         dispatch_wait: float | None, subjob_wait: float | None, max_repeats: int, slug: str | None, loop_id: str | None, quiet: bool, as_json: bool) -> int:
+def loop(
+    app: App,
+    creator: str,
+    reviewer: str | None,
+    all_reviewer: bool,
+    task: str | None,
+    task_file: str | None,
+    planner: str | None,
+    plan: bool,
+    plan_talk: int,
+    max_loop: int,
+    max_rebut: int,
+    review_only: bool,
+    worktree: str | None,
+    base: str | None,
+    timeout: float | None,
+    start_deadline: float | None,
+    heartbeat: float | None,
+    dispatch_wait: float | None,
+    subjob_wait: float | None,
+    max_repeats: int,
+    slug: str | None,
+    loop_id: str | None,
+    quiet: bool,
+    as_json: bool,
+) -> int:
     from mam.errors import UsageError
     from mam.loop import LoopRequest, run_loop
 
@@ -74,13 +141,35 @@ def loop(app: App, creator: str, reviewer: str | None, all_reviewer: bool, task:
         raise UsageError("give exactly one of --task or --task-file")
     text = task if task is not None else _read(task_file or "-")
     req = LoopRequest(
-        creator=creator, task=text, reviewers=tuple((reviewer or "").split(",")) if reviewer else (), all_reviewer=all_reviewer,
-        planner=planner, plan=plan, plan_talk=plan_talk, max_loop=max_loop, max_rebut=max_rebut, review_only=review_only,
-        worktree=worktree, base=base, timeout_s=timeout, start_deadline_s=start_deadline, heartbeat_s=heartbeat,
-        dispatch_wait_s=dispatch_wait, subjob_wait_s=subjob_wait, max_repeats=max_repeats, slug=slug, loop_id=loop_id,
+        creator=creator,
+        task=text,
+        reviewers=tuple((reviewer or "").split(",")) if reviewer else (),
+        all_reviewer=all_reviewer,
+        planner=planner,
+        plan=plan,
+        plan_talk=plan_talk,
+        max_loop=max_loop,
+        max_rebut=max_rebut,
+        review_only=review_only,
+        worktree=worktree,
+        base=base,
+        timeout_s=timeout,
+        start_deadline_s=start_deadline,
+        heartbeat_s=heartbeat,
+        dispatch_wait_s=dispatch_wait,
+        subjob_wait_s=subjob_wait,
+        max_repeats=max_repeats,
+        slug=slug,
+        loop_id=loop_id,
     )
-    result = run_loop(req, ws=app.ws, settings=app.settings, registry=open_registry(app),
-                      on_event=None if quiet else _progress, environ=dict(os.environ))
+    result = run_loop(
+        req,
+        ws=app.ws,
+        settings=app.settings,
+        registry=open_registry(app),
+        on_event=None if quiet else _progress,
+        environ=dict(os.environ),
+    )
     if as_json:
         echo_json(result.as_dict())
     else:
@@ -110,8 +199,11 @@ def _progress(event: dict[str, Any]) -> None:
 
 
 def _summary(result: Any) -> None:
-    head = {"passed": f"PASSED in round {result.rounds}", "not_passed": f"NOT PASSED after {result.rounds} round(s)",
-            "failed": "FAILED"}[result.state]
+    head = {
+        "passed": f"PASSED in round {result.rounds}",
+        "not_passed": f"NOT PASSED after {result.rounds} round(s)",
+        "failed": "FAILED",
+    }[result.state]
     click.echo(f"loop {result.loop_id}: {head}: {result.reason}")
     for review in result.final:
         why = f" ({review['reason']})" if review["verdict"] != "PASS" else ""

@@ -29,7 +29,9 @@ Exit codes:
 @click.command("mcp", help=MCP_HELP)
 @workspace_option
 @click.option("--http", "http", is_flag=True, help="Serve Streamable HTTP instead of stdio.")
-@click.option("--host", default="127.0.0.1", show_default=True, help="With --http: the address to bind (keep it loopback).")
+@click.option(
+    "--host", default="127.0.0.1", show_default=True, help="With --http: the address to bind (keep it loopback)."
+)
 @click.option("--port", type=click.IntRange(1, 65535), default=8765, show_default=True, help="With --http: the port.")
 @click.pass_obj
 def mcp(app: App, http: bool, host: str, port: int) -> int:
@@ -47,7 +49,16 @@ def mcp(app: App, http: bool, host: str, port: int) -> int:
 
     token, source = server_token(ws, settings)
     if host not in LOOPBACK:
-        click.echo(f"mam: warning: serving on {host}, not loopback: anyone who can reach it and holds the token drives your agents", err=True)
-    serve_http(service, host=host, port=port, token=token, poll_s=settings.poll_s,
-               announce=lambda url: click.echo(f"mam: mcp: serving {url} (bearer token from {source})", err=True))
+        click.echo(
+            f"mam: warning: serving on {host}, not loopback: anyone who can reach it and holds the token drives your agents",
+            err=True,
+        )
+    serve_http(
+        service,
+        host=host,
+        port=port,
+        token=token,
+        poll_s=settings.poll_s,
+        announce=lambda url: click.echo(f"mam: mcp: serving {url} (bearer token from {source})", err=True),
+    )
     return 0

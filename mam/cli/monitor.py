@@ -11,7 +11,9 @@ from mam.cli.common import App, echo_json, workspace_option
 
 @click.command("monitor")
 @workspace_option
-@click.option("--subscribe", is_flag=True, help="Also follow job events over MQTT (polling stands in while the broker is down).")
+@click.option(
+    "--subscribe", is_flag=True, help="Also follow job events over MQTT (polling stands in while the broker is down)."
+)
 @click.option("--once", is_flag=True, help="Run one reconciliation pass and exit.")
 @click.option("--interval", type=float, default=None, help="Seconds between passes (default MAM_MONITOR_INTERVAL_S).")
 @click.option("--json", "as_json", is_flag=True, help="With --once: print the repairs as a JSON list.")
@@ -27,7 +29,13 @@ def monitor(app: App, subscribe: bool, once: bool, interval: float | None, as_js
     """
     from mam.monitor.main import Monitor
 
-    m = Monitor(app.ws, app.settings, subscribe=subscribe, interval=interval, echo=None if as_json else lambda s: click.echo(s, err=not once))
+    m = Monitor(
+        app.ws,
+        app.settings,
+        subscribe=subscribe,
+        interval=interval,
+        echo=None if as_json else lambda s: click.echo(s, err=not once),
+    )
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: m.stop())
     repairs = m.run(once=once)

@@ -15,9 +15,13 @@ from mam.cli.common import App, workspace_option
 @click.option("--once", is_flag=True, help="Exit after the jobs taken so far have ended (for tests and scripts).")
 @click.option("--max-jobs", type=int, default=None, help="Take at most this many jobs.")
 @click.option("--idle-exit", type=float, default=None, help="Exit after this many seconds with nothing to do.")
-@click.option("--allow-insecure-broker", is_flag=True, help="Run on a broker connection with neither TLS nor authentication.")
+@click.option(
+    "--allow-insecure-broker", is_flag=True, help="Run on a broker connection with neither TLS nor authentication."
+)
 @click.pass_obj
-def runner(app: App, name: str, once: bool, max_jobs: int | None, idle_exit: float | None, allow_insecure_broker: bool) -> None:
+def runner(
+    app: App, name: str, once: bool, max_jobs: int | None, idle_exit: float | None, allow_insecure_broker: bool
+) -> None:
     """Serve remote jobs: dispatches signed with MAM_DISPATCH_SECRET, for this runner, fresh and new.
 
     \b

@@ -33,21 +33,52 @@ def session() -> None:
 @click.option("--agent", required=True, help="Agent CLI: claude, codex, gemini, agy, hermes, grok, opencode, or demo.")
 @click.option("--role", required=True, help="Role of the session (developer, reviewer, planner...).")
 @click.option("--session", "name", required=True, help="Unique session name (letters, digits, . _ -).")
-@click.option("--backend", type=click.Choice(["tmux", "herdr"]), default=None, help="Pane backend (default MAM_BACKEND, tmux).")
+@click.option(
+    "--backend", type=click.Choice(["tmux", "herdr"]), default=None, help="Pane backend (default MAM_BACKEND, tmux)."
+)
 @click.option("--server", default=None, help="tmux socket / herdr session name (default: mam-<workspace slug>).")
 @click.option("--herdr-session", default=None, help="herdr session (server) to use; implies --backend herdr.")
 @click.option("--cwd", default=None, help="Folder the agent works in (default: the workspace).")
-@click.option("--permissions", type=click.Choice(["ask", "report", "full"]), default="report", show_default=True,
-              help="report: the agent may run `mam event ...` without a prompt, nothing more; full: the CLI's own "
-                   "skip-every-approval flag; ask: no permission option passed (the CLI asks for each tool call).")
-@click.option("--no-trust", is_flag=True, help="Do not record the folder as trusted for the CLI; if the agent then asks "
-                                                "whether to trust it, the create fails (mam never answers a dialog).")
-@click.option("--onboard", is_flag=True, help="Send an onboarding job and wait for it (exit 44 failed, 45 not ended in time).")
-@click.option("--onboard-timeout", type=float, default=None, help="Seconds the onboarding job may take (default MAM_START_DEADLINE_S).")
+@click.option(
+    "--permissions",
+    type=click.Choice(["ask", "report", "full"]),
+    default="report",
+    show_default=True,
+    help="report: the agent may run `mam event ...` without a prompt, nothing more; full: the CLI's own "
+    "skip-every-approval flag; ask: no permission option passed (the CLI asks for each tool call).",
+)
+@click.option(
+    "--no-trust",
+    is_flag=True,
+    help="Do not record the folder as trusted for the CLI; if the agent then asks "
+    "whether to trust it, the create fails (mam never answers a dialog).",
+)
+@click.option(
+    "--onboard", is_flag=True, help="Send an onboarding job and wait for it (exit 44 failed, 45 not ended in time)."
+)
+@click.option(
+    "--onboard-timeout",
+    type=float,
+    default=None,
+    help="Seconds the onboarding job may take (default MAM_START_DEADLINE_S).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the session row as JSON.")
 @click.pass_obj
-def create(app: App, agent: str, role: str, name: str, backend: str | None, server: str | None, herdr_session: str | None,
-           cwd: str | None, permissions: str, no_trust: bool, onboard: bool, onboard_timeout: float | None, as_json: bool) -> int:
+def create(
+    app: App,
+    agent: str,
+    role: str,
+    name: str,
+    backend: str | None,
+    server: str | None,
+    herdr_session: str | None,
+    cwd: str | None,
+    permissions: str,
+    no_trust: bool,
+    onboard: bool,
+    onboard_timeout: float | None,
+    as_json: bool,
+) -> int:
     """Start AGENT in a new pane and register it as session NAME.
 
     \b
@@ -57,10 +88,23 @@ def create(app: App, agent: str, role: str, name: str, backend: str | None, serv
     """
     from mam.sessions.create import start_session
 
-    made = start_session(name=name, agent=agent, role=role, ws=app.ws, settings=app.settings, registry_of=lambda: open_registry(app),
-                         environ=os.environ, backend=backend, server=server, herdr_session=herdr_session, cwd=cwd, onboard=onboard,
-                         permissions=permissions, trust=not no_trust,
-                         onboard_timeout=onboard_timeout)
+    made = start_session(
+        name=name,
+        agent=agent,
+        role=role,
+        ws=app.ws,
+        settings=app.settings,
+        registry_of=lambda: open_registry(app),
+        environ=os.environ,
+        backend=backend,
+        server=server,
+        herdr_session=herdr_session,
+        cwd=cwd,
+        onboard=onboard,
+        permissions=permissions,
+        trust=not no_trust,
+        onboard_timeout=onboard_timeout,
+    )
     row, code = made.row, made.exit_code
     if made.onboarding is not None and not as_json:
         o = made.onboarding
@@ -68,7 +112,9 @@ def create(app: App, agent: str, role: str, name: str, backend: str | None, serv
     if as_json:
         echo_json(row.as_dict())
     else:
-        click.echo(f"session {row.name}: {row.agent} ({row.role}) running in {row.backend}:{row.server} pane {row.pane_id}, cwd {row.cwd}")
+        click.echo(
+            f"session {row.name}: {row.agent} ({row.role}) running in {row.backend}:{row.server} pane {row.pane_id}, cwd {row.cwd}"
+        )
     return code
 
 
@@ -89,11 +135,15 @@ def stop(app: App, name: str, purge_conversation: bool, yes: bool, as_json: bool
 
     check_name(name)  # before registry_of creates anything
     with registry_of(app) as registry:
-        row = stop_session(name, ws=app.ws, settings=app.settings, registry=registry, purge_conversation=purge_conversation, yes=yes)
+        row = stop_session(
+            name, ws=app.ws, settings=app.settings, registry=registry, purge_conversation=purge_conversation, yes=yes
+        )
     if as_json:
         echo_json(row.as_dict())
     else:
-        click.echo(f"session {row.name}: stopped, conversation {row.conversation_id or '-'}, resumable {str(row.resumable).lower()}")
+        click.echo(
+            f"session {row.name}: stopped, conversation {row.conversation_id or '-'}, resumable {str(row.resumable).lower()}"
+        )
 
 
 @session.command("resume")
@@ -115,7 +165,9 @@ def resume(app: App, name: str, as_json: bool) -> None:
     if as_json:
         echo_json(row.as_dict())
     else:
-        click.echo(f"session {row.name}: resumed conversation {row.conversation_id} in pane {row.pane_id}, cwd {row.cwd}")
+        click.echo(
+            f"session {row.name}: resumed conversation {row.conversation_id} in pane {row.pane_id}, cwd {row.cwd}"
+        )
 
 
 @session.command("status")
@@ -138,8 +190,16 @@ def status(app: App, as_json: bool) -> None:
         return
     header = ("NAME", "AGENT", "ROLE", "STATUS", "PANE", "ALIVE", "CONVERSATION", "DRIFT")
     table = [header] + [
-        (r["name"], r["agent"], r["role"], r["status"], f"{r['backend']}:{r['pane_id'] or '-'}", "yes" if r["pane_alive"] else "no",
-         (r["conversation_id"] or "-")[:36], r["drift"] or "-")
+        (
+            r["name"],
+            r["agent"],
+            r["role"],
+            r["status"],
+            f"{r['backend']}:{r['pane_id'] or '-'}",
+            "yes" if r["pane_alive"] else "no",
+            (r["conversation_id"] or "-")[:36],
+            r["drift"] or "-",
+        )
         for r in rows
     ]
     widths = [max(len(str(line[i])) for line in table) for i in range(len(header) - 1)]
@@ -149,20 +209,31 @@ def status(app: App, as_json: bool) -> None:
 
 @session.command("onboard-orchestrator")
 @workspace_option
-@click.option("--backend", type=click.Choice(["tmux", "herdr"]), default=None, help="With --pane: the backend of that pane.")
+@click.option(
+    "--backend", type=click.Choice(["tmux", "herdr"]), default=None, help="With --pane: the backend of that pane."
+)
 @click.option("--server", default=None, help="With --pane: its tmux socket name / herdr session.")
-@click.option("--pane", "pane_id", default=None, help="The orchestrator's pane id (default: detected from TMUX_PANE / HERDR_PANE_ID).")
+@click.option(
+    "--pane",
+    "pane_id",
+    default=None,
+    help="The orchestrator's pane id (default: detected from TMUX_PANE / HERDR_PANE_ID).",
+)
 @click.option("--session-id", default="", help="The orchestrator's own conversation id, if known.")
 @click.option("--json", "as_json", is_flag=True, help="Print the record as JSON.")
 @click.pass_obj
-def onboard_orchestrator(app: App, backend: str | None, server: str | None, pane_id: str | None, session_id: str, as_json: bool) -> None:
+def onboard_orchestrator(
+    app: App, backend: str | None, server: str | None, pane_id: str | None, session_id: str, as_json: bool
+) -> None:
     """Record the orchestrator's own pane so the monitor never registers it as a sub-agent. Exit 0."""
     from dataclasses import asdict
 
     from mam.sessions.orchestrator import onboard_orchestrator as record
 
     with registry_of(app) as registry:
-        row = record(registry=registry, environ=os.environ, backend=backend, server=server, pane_id=pane_id, session=session_id)
+        row = record(
+            registry=registry, environ=os.environ, backend=backend, server=server, pane_id=pane_id, session=session_id
+        )
     if as_json:
         echo_json(asdict(row))
     else:

@@ -20,30 +20,49 @@ def worktree() -> None:
     """Prepare and remove issue worktrees (git worktree) for creator sessions."""
 
 
-@worktree.command("prepare", help="Create a git worktree on a new branch NAME from --base (refuses if the folder or branch exists).\n" + EXIT_HELP)
+@worktree.command(
+    "prepare",
+    help="Create a git worktree on a new branch NAME from --base (refuses if the folder or branch exists).\n"
+    + EXIT_HELP,
+)
 @workspace_option
 @click.option("--name", required=True, help="Issue / branch name (a new branch).")
-@click.option("--path", "path", default=None, metavar="DIR", help="Where to create it (default: <workspace>/.mam/worktrees/NAME).")
+@click.option(
+    "--path", "path", default=None, metavar="DIR", help="Where to create it (default: <workspace>/.mam/worktrees/NAME)."
+)
 @click.option("--base", default="HEAD", show_default=True, metavar="REV", help="Commit the branch starts from.")
 @click.option("--repo", default=None, metavar="DIR", help="The repository (default: the workspace).")
-@click.option("--submodules/--no-submodules", default=True, show_default=True, help="Check out submodules in the new worktree.")
+@click.option(
+    "--submodules/--no-submodules", default=True, show_default=True, help="Check out submodules in the new worktree."
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @click.pass_obj
-def prepare(app: App, name: str, path: str | None, base: str, repo: str | None, submodules: bool, as_json: bool) -> None:
+def prepare(
+    app: App, name: str, path: str | None, base: str, repo: str | None, submodules: bool, as_json: bool
+) -> None:
     from dataclasses import asdict
 
     from mam.loop.worktree import prepare as prepare_worktree
 
     where = Path(path).expanduser().resolve() if path else app.ws.state / "worktrees" / name
-    done = prepare_worktree(Path(repo) if repo else app.ws.root, name, path=where, base=base, submodules=submodules,
-                            environ=dict(os.environ))
+    done = prepare_worktree(
+        Path(repo) if repo else app.ws.root,
+        name,
+        path=where,
+        base=base,
+        submodules=submodules,
+        environ=dict(os.environ),
+    )
     if as_json:
         echo_json(asdict(done))
     else:
         click.echo(f"worktree {done.path} on new branch {done.branch} from {done.base}")
 
 
-@worktree.command("remove", help="Remove a worktree, only if it and its submodules have no uncommitted or untracked files.\n" + EXIT_HELP)
+@worktree.command(
+    "remove",
+    help="Remove a worktree, only if it and its submodules have no uncommitted or untracked files.\n" + EXIT_HELP,
+)
 @workspace_option
 @click.option("--path", "path", default=None, metavar="DIR", help="The worktree folder.")
 @click.option("--name", default=None, help="Instead of --path: <workspace>/.mam/worktrees/NAME.")

@@ -9,7 +9,9 @@ from mam.errors import UsageError
 MAX_BRIEF_BYTES = 256 * 1024
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 # How an agent program can find its instructions in a brief (the nonce appears exactly once).
-STARTED_LINE = re.compile(r"mam event started --job (?P<id>[A-Za-z0-9._-]+) --nonce (?P<nonce>[A-Za-z0-9]+) --heartbeat (?P<hb>[0-9.]+)")
+STARTED_LINE = re.compile(
+    r"mam event started --job (?P<id>[A-Za-z0-9._-]+) --nonce (?P<nonce>[A-Za-z0-9]+) --heartbeat (?P<hb>[0-9.]+)"
+)
 
 
 def check_brief(text: str, *, max_bytes: int = MAX_BRIEF_BYTES) -> str:
@@ -21,14 +23,18 @@ def check_brief(text: str, *, max_bytes: int = MAX_BRIEF_BYTES) -> str:
         raise UsageError("the brief is empty")
     size = len(text.encode("utf-8", "surrogatepass"))
     if size > max_bytes:
-        raise UsageError(f"the brief is {size} bytes; the limit is {max_bytes} (put long material in a file and name it in the brief)")
+        raise UsageError(
+            f"the brief is {size} bytes; the limit is {max_bytes} (put long material in a file and name it in the brief)"
+        )
     try:
         text.encode("utf-8")
     except UnicodeEncodeError as e:
         raise UsageError("the brief is not valid UTF-8 text") from e
     bad = _CONTROL.search(text)
     if bad:
-        raise UsageError(f"the brief holds a control character (U+{ord(bad.group()):04X}); only tab, CR and LF are allowed")
+        raise UsageError(
+            f"the brief holds a control character (U+{ord(bad.group()):04X}); only tab, CR and LF are allowed"
+        )
     return text
 
 
@@ -46,12 +52,12 @@ def footer(job_id: str, nonce: str, heartbeat_s: float) -> str:
         "First, exactly once, before you start:\n"
         f"  mam event started --job {job_id} --nonce {nonce} --heartbeat {hb}\n"
         "While you work, as often as you like (put your own words between the quotes):\n"
-        f"  mam event progress --job {job_id} --message \"what you are doing\"\n"
+        f'  mam event progress --job {job_id} --message "what you are doing"\n'
         "When you are done (your one-line result between the quotes):\n"
-        f"  mam event completed --job {job_id} --message \"one-line result\"\n"
+        f'  mam event completed --job {job_id} --message "one-line result"\n'
         "To attach a longer report, add --report and the path of a file you wrote to that command.\n"
         "If you cannot do it:\n"
-        f"  mam event error --job {job_id} --reason \"why\"\n"
+        f'  mam event error --job {job_id} --reason "why"\n'
     )
 
 

@@ -78,8 +78,16 @@ class Outcome:
 
     def as_dict(self) -> dict[str, Any]:
         """What `mam job delegate --json` prints (and the MCP tool returns): the final record, never the token."""
-        return {**self.record, "id": self.job_id, "state": self.state, "reason": self.reason, "exit_code": self.exit_code,
-                "detail": self.detail, "result": self.result, "taken_over": self.taken_over}
+        return {
+            **self.record,
+            "id": self.job_id,
+            "state": self.state,
+            "reason": self.reason,
+            "exit_code": self.exit_code,
+            "detail": self.detail,
+            "result": self.result,
+            "taken_over": self.taken_over,
+        }
 
 
 def delegate_request(*, target: str, brief: str | None, job_id: str | None = None, **options: Any) -> DelegateRequest:
@@ -94,8 +102,15 @@ def delegate_request(*, target: str, brief: str | None, job_id: str | None = Non
     return DelegateRequest(target=target, brief=brief or "", job_id=job_id, **options)
 
 
-def delegate(req: DelegateRequest, *, ws: Workspace, settings: Settings, registry: Registry, on_update: Update | None = None,
-             client: MqttClient | None = None) -> Outcome:
+def delegate(
+    req: DelegateRequest,
+    *,
+    ws: Workspace,
+    settings: Settings,
+    registry: Registry,
+    on_update: Update | None = None,
+    client: MqttClient | None = None,
+) -> Outcome:
     """Drive one job to its end. `client`: a connected MqttClient to share between the delegations of
     one process (it is left open); without it the wrapper connects and disconnects by itself."""
     target = parse_target(req.target)
@@ -121,14 +136,21 @@ def delegate(req: DelegateRequest, *, ws: Workspace, settings: Settings, registr
         key_nonce = new_key_nonce()
         token = job_key(secret, job.id, key_nonce)  # the runner derives it too: it never goes on the wire
     meta = {
-        "target": target.text, "kind": req.kind, "parent_job": req.parent_job, "topic_prefix": prefix_for(settings, ws),
-        "runner": target.runner, "brief_sha256": hashlib.sha256(req.brief.encode("utf-8")).hexdigest(),
-        "brief_bytes": len(req.brief.encode("utf-8")), "workspace": str(ws.root),
+        "target": target.text,
+        "kind": req.kind,
+        "parent_job": req.parent_job,
+        "topic_prefix": prefix_for(settings, ws),
+        "runner": target.runner,
+        "brief_sha256": hashlib.sha256(req.brief.encode("utf-8")).hexdigest(),
+        "brief_bytes": len(req.brief.encode("utf-8")),
+        "workspace": str(ws.root),
     }
     if key_nonce:
         meta["key_nonce"] = key_nonce
     ledger = Ledger.register(ws, registry, job, owner=new_owner(), meta=meta, token=token)
-    return Wrapper(req, target, ledger, ws=ws, settings=settings, registry=registry, on_update=on_update, client=client).run()
+    return Wrapper(
+        req, target, ledger, ws=ws, settings=settings, registry=registry, on_update=on_update, client=client
+    ).run()
 
 
 def _new_job(req: DelegateRequest, target: Target, settings: Settings) -> Job:
@@ -137,8 +159,10 @@ def _new_job(req: DelegateRequest, target: Target, settings: Settings) -> Job:
         return positive_seconds(value, flag) if value is not None else settings.get_float(key)
 
     return Job(
-        id=req.job_id or new_job_id(), session=f"{target.runner}/{target.session}" if target.remote else target.session,
-        nonce=secrets.token_hex(8), created_ms=rec.now_ms(),
+        id=req.job_id or new_job_id(),
+        session=f"{target.runner}/{target.session}" if target.remote else target.session,
+        nonce=secrets.token_hex(8),
+        created_ms=rec.now_ms(),
         start_deadline_ms=int(pick(req.start_deadline_s, "MAM_START_DEADLINE_S", "--start-deadline") * 1000),
         heartbeat_ms=int(pick(req.heartbeat_s, "MAM_HEARTBEAT_S", "--heartbeat") * 1000),
         heartbeat_k=settings.get_float("MAM_HEARTBEAT_K"),
@@ -146,14 +170,24 @@ def _new_job(req: DelegateRequest, target: Target, settings: Settings) -> Job:
     )
 
 
-def _retry(req: DelegateRequest, target: Target, *, ws: Workspace, settings: Settings, registry: Registry, on_update: Update | None,
-           client: MqttClient | None = None) -> Outcome:
+def _retry(
+    req: DelegateRequest,
+    target: Target,
+    *,
+    ws: Workspace,
+    settings: Settings,
+    registry: Registry,
+    on_update: Update | None,
+    client: MqttClient | None = None,
+) -> Outcome:
     """A second attempt for an existing job id: report a finished job, else take it over (never re-inject)."""
     row = registry.job(req.job_id or "")
     if not row.open:
         return outcome_from_row(ws, registry, row.id)
     ledger = Ledger.take_over(ws, registry, row.id)
-    return Wrapper(req, target, ledger, ws=ws, settings=settings, registry=registry, on_update=on_update, client=client).run()
+    return Wrapper(
+        req, target, ledger, ws=ws, settings=settings, registry=registry, on_update=on_update, client=client
+    ).run()
 
 
 def outcome_from_row(ws: Workspace, registry: Registry, job_id: str) -> Outcome:
@@ -167,8 +201,18 @@ def outcome_from_row(ws: Workspace, registry: Registry, job_id: str) -> Outcome:
 class Wrapper:
     """One attempt at driving one job to its end."""
 
-    def __init__(self, req: DelegateRequest, target: Target, ledger: Ledger, *, ws: Workspace, settings: Settings,
-                 registry: Registry, on_update: Update | None, client: MqttClient | None = None) -> None:
+    def __init__(
+        self,
+        req: DelegateRequest,
+        target: Target,
+        ledger: Ledger,
+        *,
+        ws: Workspace,
+        settings: Settings,
+        registry: Registry,
+        on_update: Update | None,
+        client: MqttClient | None = None,
+    ) -> None:
         self.req, self.target, self.ledger = req, target, ledger
         self.ws, self.settings, self.registry = ws, settings, registry
         self.on_update = on_update
@@ -187,7 +231,17 @@ class Wrapper:
             self._run()
         except TakenOver:
             out = outcome_from_row(self.ws, self.registry, self.ledger.job.id)
-            return Outcome(out.job_id, out.state, out.reason, 5, "taken over by another attempt", out.result, out.report, out.record, True)
+            return Outcome(
+                out.job_id,
+                out.state,
+                out.reason,
+                5,
+                "taken over by another attempt",
+                out.result,
+                out.report,
+                out.record,
+                True,
+            )
         except BaseException as e:
             self._abandon(e)
             raise
@@ -283,12 +337,23 @@ class Wrapper:
             from mam.remote.dispatch import RemoteDelivery
 
             assert self.client is not None
-            return RemoteDelivery(self.target, ws=self.ws, settings=self.settings, client=self.client, topics=self.topics, brief=self.req.brief)
+            return RemoteDelivery(
+                self.target,
+                ws=self.ws,
+                settings=self.settings,
+                client=self.client,
+                topics=self.topics,
+                brief=self.req.brief,
+            )
         return PaneDelivery(self.target, ws=self.ws, settings=self.settings, registry=self.registry)
 
     def _wait_turn(self) -> bool:
         """Wait by the registry until no earlier job of the session is open; False if it ended the job."""
-        wait = self.req.dispatch_wait_s if self.req.dispatch_wait_s is not None else self.settings.get_float("MAM_DISPATCH_WAIT_S")
+        wait = (
+            self.req.dispatch_wait_s
+            if self.req.dispatch_wait_s is not None
+            else self.settings.get_float("MAM_DISPATCH_WAIT_S")
+        )
         deadline = time.monotonic() + wait
         announced = False
         while True:
@@ -322,8 +387,15 @@ class Wrapper:
             elif self.ledger.job.state is JobState.RUNNING:
                 delivery.keep_heartbeat(self.ledger)
             now = rec.now_ms()
-            if self.target.remote and self.client is not None and not self.client.connected and any(now > d for d, _s, _r in deadlines(self.ledger.job)):
-                self._end(JobState.FAILED, BROKER_UNAVAILABLE, 3, "the broker was unreachable when the job's deadline passed")
+            if (
+                self.target.remote
+                and self.client is not None
+                and not self.client.connected
+                and any(now > d for d, _s, _r in deadlines(self.ledger.job))
+            ):
+                self._end(
+                    JobState.FAILED, BROKER_UNAVAILABLE, 3, "the broker was unreachable when the job's deadline passed"
+                )
                 break
             self._apply(Tick(now))
         self.intake.flush()
@@ -339,8 +411,15 @@ class Wrapper:
         job = self.ledger.job
         if self.client is None or not self.client.connected or not self.ledger.token:
             return
-        env = Envelope(kind="state", job=job.id, seq=job.last_seq, type="state", sender="wrapper", ts=rec.now_ms(),
-                       body={"state": job.state.value, "reason": job.reason, "exit_code": job.exit_code}).signed(self.ledger.token)
+        env = Envelope(
+            kind="state",
+            job=job.id,
+            seq=job.last_seq,
+            type="state",
+            sender="wrapper",
+            ts=rec.now_ms(),
+            body={"state": job.state.value, "reason": job.reason, "exit_code": job.exit_code},
+        ).signed(self.ledger.token)
         try:
             self.client.publish(self.topics.state(job.id), env.encode(), qos=1, retain=True, timeout=3)
         except BrokerError as e:

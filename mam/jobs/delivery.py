@@ -74,7 +74,9 @@ class PaneDelivery:
         if self.target.backend and row.backend != self.target.backend:
             return f"session {row.name!r} runs on {row.backend}, not {self.target.backend}"
         if row.status not in (SessionStatus.RUNNING, SessionStatus.STARTING):
-            return f"session {row.name!r} is {row.status}" + (" (resume it first)" if row.status == SessionStatus.STOPPED else "")
+            return f"session {row.name!r} is {row.status}" + (
+                " (resume it first)" if row.status == SessionStatus.STOPPED else ""
+            )
         self.row = row
         return ""
 
@@ -95,7 +97,9 @@ class PaneDelivery:
         elif info.pid and not pid_alive(info.pid):
             problem = f"the agent process {info.pid} of session {row.name!r} is not running"
         if problem:
-            self.registry.update_session(row.name, status=SessionStatus.TERMINATED, note=f"agent not running: {problem}")
+            self.registry.update_session(
+                row.name, status=SessionStatus.TERMINATED, note=f"agent not running: {problem}"
+            )
         return problem
 
     def inject(self, text: str, ledger: Ledger) -> None:
@@ -106,7 +110,13 @@ class PaneDelivery:
             if wait_ready(backend, self.row.pane_id, adapter, timeout=min(ledger.job.start_deadline_ms / 1000, 30.0)):
                 self.registry.update_session(self.row.name, ready_at=time.time())
             else:
-                rec.audit(self.ws, ledger.job.id, "not_ready", pane=self.row.pane_id, note="the agent never showed it was ready; pasting anyway")
+                rec.audit(
+                    self.ws,
+                    ledger.job.id,
+                    "not_ready",
+                    pane=self.row.pane_id,
+                    note="the agent never showed it was ready; pasting anyway",
+                )
         # Never type into a dialog or a permission prompt: look right before the paste and the Enter.
         check_no_dialog(adapter, backend.capture(self.row.pane_id, lines=200), self.row.pane_id)
         backend.paste(self.row.pane_id, text)
@@ -117,7 +127,14 @@ class PaneDelivery:
         else:
             backend.send_keys(self.row.pane_id, "Enter")
         data = text.encode("utf-8")
-        rec.audit(self.ws, ledger.job.id, "injected", pane=self.row.pane_id, bytes=len(data), sha256=hashlib.sha256(data).hexdigest())
+        rec.audit(
+            self.ws,
+            ledger.job.id,
+            "injected",
+            pane=self.row.pane_id,
+            bytes=len(data),
+            sha256=hashlib.sha256(data).hexdigest(),
+        )
         step = min(max(ledger.job.start_deadline_ms / 8000, 0.5), 10.0)
         self._step = step
         self._next_nudge = time.monotonic() + step
@@ -154,14 +171,28 @@ class PaneDelivery:
             return
         self._hb_restarts += 1
         interval = job.heartbeat_ms / 1000
-        self._heartbeater = heartbeat.spawn(self.ws, job.id, interval, int(row.pane_pid or 0),
-                                            python=self.settings.get_str("AGENT_PYTHON_BIN"))
-        rec.audit(self.ws, job.id, "heartbeat_restarted", pid=self._heartbeater.pid, gone=found[0], interval_s=interval,
-                  count=self._hb_restarts, agent=row.agent)
+        self._heartbeater = heartbeat.spawn(
+            self.ws, job.id, interval, int(row.pane_pid or 0), python=self.settings.get_str("AGENT_PYTHON_BIN")
+        )
+        rec.audit(
+            self.ws,
+            job.id,
+            "heartbeat_restarted",
+            pid=self._heartbeater.pid,
+            gone=found[0],
+            interval_s=interval,
+            count=self._hb_restarts,
+            agent=row.agent,
+        )
 
     def nudge(self, ledger: Ledger) -> None:
         """Press Enter again if the brief still sits unsubmitted in the input box (never paste again)."""
-        if self.row is None or self._next_nudge is None or self._nudges >= MAX_NUDGES or time.monotonic() < self._next_nudge:
+        if (
+            self.row is None
+            or self._next_nudge is None
+            or self._nudges >= MAX_NUDGES
+            or time.monotonic() < self._next_nudge
+        ):
             return
         self._next_nudge = time.monotonic() + self._step
         backend = backend_for(self.row, settings=self.settings, ws=self.ws)

@@ -48,7 +48,9 @@ def fit(env: Envelope, field: str | None, *, limit: int = MAX_EVENT_BYTES) -> tu
         return env, False
     text = env.body.get(field) if field else None
     if field is None or not isinstance(text, str) or not text:
-        raise EventTooLarge(f"the {env.type} event would be {size} bytes once signed; the limit is {limit}", job_id=env.job)
+        raise EventTooLarge(
+            f"the {env.type} event would be {size} bytes once signed; the limit is {limit}", job_id=env.job
+        )
     key = field
 
     def fits(n: int) -> bool:
@@ -82,8 +84,15 @@ def relayed(record: Mapping[str, Any]) -> bool:
 class Emitter:
     """Emits events for jobs of one workspace, over one (optional) MQTT client."""
 
-    def __init__(self, ws: Workspace, registry: Registry, client: MqttClient | None,
-                 records: dict[str, dict[str, Any]] | None = None, *, publish_timeout: float = 5.0) -> None:
+    def __init__(
+        self,
+        ws: Workspace,
+        registry: Registry,
+        client: MqttClient | None,
+        records: dict[str, dict[str, Any]] | None = None,
+        *,
+        publish_timeout: float = 5.0,
+    ) -> None:
         self.ws = ws
         self.publish_timeout = publish_timeout  # the job lock is held while waiting for the broker's ack
         self.registry = registry
@@ -95,7 +104,9 @@ class Emitter:
             self._records[job_id] = read_record(self.ws, job_id)
         return self._records[job_id]
 
-    def emit(self, job_id: str, type: str, body: Mapping[str, Any], *, sender: str = "agent", fit_field: str | None = None) -> Emitted:
+    def emit(
+        self, job_id: str, type: str, body: Mapping[str, Any], *, sender: str = "agent", fit_field: str | None = None
+    ) -> Emitted:
         """Sign, record and publish one event. `fit_field`: the body field that may be cut (see `fit`)
         so the event fits the wire; an event that cannot fit raises EventTooLarge, with nothing recorded."""
         record = self.record(job_id)
@@ -106,15 +117,27 @@ class Emitter:
             with self.registry.write() as conn:
                 row = jobs_table.get(conn, job_id)
                 if not row.open:  # ended; read off the row so `mam event` never imports the job model
-                    raise JobError(f"job {job_id} already ended: {row.state} ({row.reason or 'no reason'})", job_id=job_id)
+                    raise JobError(
+                        f"job {job_id} already ended: {row.state} ({row.reason or 'no reason'})", job_id=job_id
+                    )
                 seq = jobs_table.next_seq(conn, job_id)
-                env = Envelope(kind="event", job=job_id, seq=seq, type=type, sender=sender, ts=now_ms(), body=dict(body))
+                env = Envelope(
+                    kind="event", job=job_id, seq=seq, type=type, sender=sender, ts=now_ms(), body=dict(body)
+                )
                 env, cut = fit(env, fit_field)  # raising here rolls the seq back: nothing recorded
                 env = env.signed(token)
                 # `published` means "nothing left to relay": only a remote job's events wait for the runner's relay;
                 # a local job's wrapper reads them from this store, so they need no second write.
-                jobs_table.add_event(conn, job_id=job_id, seq=seq, type=type, sender=sender, ts=env.ts, raw=env.encode().decode("utf-8"),
-                                     published=not relayed(record))
+                jobs_table.add_event(
+                    conn,
+                    job_id=job_id,
+                    seq=seq,
+                    type=type,
+                    sender=sender,
+                    ts=env.ts,
+                    raw=env.encode().decode("utf-8"),
+                    published=not relayed(record),
+                )
             published, warning = self._publish(record, env)
         return Emitted(env, published, warning, cut)
 
@@ -124,8 +147,13 @@ class Emitter:
         if self.client is None:
             return False, "no broker connection: the event is recorded on disk only"
         try:
-            self.client.publish(Topics(str(record["topic_prefix"])).events(env.job), env.encode(), qos=1, timeout=self.publish_timeout,
-                                give_up_on_disconnect=True)  # on disk already; the lock waits on this
+            self.client.publish(
+                Topics(str(record["topic_prefix"])).events(env.job),
+                env.encode(),
+                qos=1,
+                timeout=self.publish_timeout,
+                give_up_on_disconnect=True,
+            )  # on disk already; the lock waits on this
         except BrokerError as e:
             return False, f"{e}; the event is recorded on disk"
         return True, ""

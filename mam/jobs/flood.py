@@ -65,4 +65,7 @@ class RejectionLimiter:
     def flush(self) -> None:
         if self._dropped:
             dropped, self._dropped = self._dropped, Counter()
-            self.write("rejections_suppressed", {"count": sum(dropped.values()), "reasons": dict(dropped), "rate_per_s": self.rate})
+            self.write(
+                "rejections_suppressed",
+                {"count": sum(dropped.values()), "reasons": dict(dropped), "rate_per_s": self.rate},
+            )

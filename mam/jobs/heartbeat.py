@@ -76,13 +76,28 @@ def _record_pid(folder: Path, pid: int) -> None:
     (folder / PIDFILE).write_text(f"{pid} {start_time(pid) or 0}\n")
 
 
-def spawn(ws: Workspace, job_id: str, interval_s: float, agent_pid: int, *, python: str = "") -> subprocess.Popen[bytes]:
+def spawn(
+    ws: Workspace, job_id: str, interval_s: float, agent_pid: int, *, python: str = ""
+) -> subprocess.Popen[bytes]:
     """Start the heartbeater as a new interpreter in its own session (for a caller that holds threads,
     where fork is unsafe). The caller keeps the handle: it reaps the process and may stop it."""
     folder = ws.job_log_dir(job_id)
     folder.mkdir(mode=0o700, parents=True, exist_ok=True)
-    argv = [python_bin(python), "-m", "mam.jobs.heartbeat", "--workspace", str(ws.root), "--job", job_id,
-            "--interval", repr(interval_s), "--agent-pid", str(agent_pid), "--agent-start", str(start_time(agent_pid) or 0)]
+    argv = [
+        python_bin(python),
+        "-m",
+        "mam.jobs.heartbeat",
+        "--workspace",
+        str(ws.root),
+        "--job",
+        job_id,
+        "--interval",
+        repr(interval_s),
+        "--agent-pid",
+        str(agent_pid),
+        "--agent-start",
+        str(start_time(agent_pid) or 0),
+    ]
     proc = spawn_detached(argv, log=folder / "heartbeat.log")
     _record_pid(folder, proc.pid)
     return proc
@@ -155,7 +170,15 @@ def _detach(log_path: Path, *, keep: int) -> None:
     os.closerange(keep + 1, 65536)
 
 
-def run(ws: Workspace, job_id: str, interval_s: float, agent_pid: int, agent_start: int | None, *, max_beats: int | None = None) -> str:
+def run(
+    ws: Workspace,
+    job_id: str,
+    interval_s: float,
+    agent_pid: int,
+    agent_start: int | None,
+    *,
+    max_beats: int | None = None,
+) -> str:
     """Beat until the job ends or the agent dies; return why it stopped."""
     from mam.bus.connect import open_client
     from mam.jobs.emit import Emitter, relayed
@@ -187,7 +210,9 @@ def run(ws: Workspace, job_id: str, interval_s: float, agent_pid: int, agent_sta
             if client is None and not relayed(record):
                 # Once connected, paho reconnects by itself; until then every beat tries again.
                 try:
-                    client = emitter.client = open_client(settings, ws, role="heartbeater", autostart=False, timeout=min(interval_s, 3.0))
+                    client = emitter.client = open_client(
+                        settings, ws, role="heartbeater", autostart=False, timeout=min(interval_s, 3.0)
+                    )
                 except BrokerError:
                     pass  # the disk path still carries the beat
             try:

@@ -95,16 +95,25 @@ class Intake:
         verdict = self.gate.check(raw, path)
         if not verdict.accepted:
             if not verdict.silent and self.limiter.allow(verdict.reason):
-                self.ledger.note("rejected", reason=verdict.reason, path=path, detail=clip(verdict.detail),
-                                 excerpt=raw[:EXCERPT].decode("utf-8", "replace"))
+                self.ledger.note(
+                    "rejected",
+                    reason=verdict.reason,
+                    path=path,
+                    detail=clip(verdict.detail),
+                    excerpt=raw[:EXCERPT].decode("utf-8", "replace"),
+                )
             return
         env = verdict.envelope
         assert env is not None
         if verdict.gap:
             self.ledger.note("seq_gap", missing=verdict.gap, seq=env.seq, path=path)
         if not self.local and path == "mqtt":
-            self._unstored.append((env, raw.decode("utf-8")))  # keep remote events in the local store too (`mam job log`)
-        why = self.ledger.apply(Event(at=rec.now_ms(), seq=env.seq, type=env.type, sender=env.sender, body=dict(env.body)))
+            self._unstored.append(
+                (env, raw.decode("utf-8"))
+            )  # keep remote events in the local store too (`mam job log`)
+        why = self.ledger.apply(
+            Event(at=rec.now_ms(), seq=env.seq, type=env.type, sender=env.sender, body=dict(env.body))
+        )
         if why:  # accepted events are logged by the ledger as inputs
             self.ledger.note("ignored", reason=why, path=path, seq=env.seq, type=env.type, sender=env.sender)
 
@@ -113,5 +122,14 @@ class Intake:
             return
         with self.registry.write() as conn:
             for env, raw in self._unstored:
-                jobs_table.add_event(conn, job_id=env.job, seq=env.seq, type=env.type, sender=env.sender, ts=env.ts, raw=raw, published=True)
+                jobs_table.add_event(
+                    conn,
+                    job_id=env.job,
+                    seq=env.seq,
+                    type=env.type,
+                    sender=env.sender,
+                    ts=env.ts,
+                    raw=raw,
+                    published=True,
+                )
         self._unstored.clear()

@@ -75,7 +75,9 @@ class Ledger:
 
     # -- registration -------------------------------------------------------------------------
     @classmethod
-    def register(cls, ws: Workspace, registry: Registry, job: Job, *, owner: str, meta: dict[str, Any], token: str | None = None) -> Ledger:
+    def register(
+        cls, ws: Workspace, registry: Registry, job: Job, *, owner: str, meta: dict[str, Any], token: str | None = None
+    ) -> Ledger:
         token = token or secrets.token_hex(32)
         ledger = cls(ws, registry, job, owner, dict(meta), token)
         # Record (with the token) and the audit's first line exist before the row: an agent that sees the
@@ -83,8 +85,17 @@ class Ledger:
         ledger._write_record()
         rec.audit(ws, job.id, "created", job=job.as_dict(), meta=meta, owner=owner)
         with registry.write() as conn:
-            row = jobs_table.insert(conn, job_id=job.id, session=job.session, kind=meta.get("kind", "job"), target=meta.get("target", job.session),
-                                    parent_job=meta.get("parent_job"), state=job.state.value, owner=owner, data=ledger._row_data())
+            row = jobs_table.insert(
+                conn,
+                job_id=job.id,
+                session=job.session,
+                kind=meta.get("kind", "job"),
+                target=meta.get("target", job.session),
+                parent_job=meta.get("parent_job"),
+                state=job.state.value,
+                owner=owner,
+                data=ledger._row_data(),
+            )
         ledger.qid = row.qid
         return ledger
 
@@ -117,7 +128,17 @@ class Ledger:
     def commit(self, new: Job, inp: Input) -> None:
         held = self._held if self._held is not None else _Held(self.job)
         held.steps.append((new, inp))
-        held.lines.append(("input", {"input": input_to_dict(inp), "state": new.state.value, "reason": new.reason, "exit_code": new.exit_code}))
+        held.lines.append(
+            (
+                "input",
+                {
+                    "input": input_to_dict(inp),
+                    "state": new.state.value,
+                    "reason": new.reason,
+                    "exit_code": new.exit_code,
+                },
+            )
+        )
         self.job = new
         if self._held is None:
             self._commit(held)
@@ -152,19 +173,31 @@ class Ledger:
             return
         new = held.steps[-1][0]
         with self.registry.write() as conn:
-            ok = jobs_table.update(conn, new.id, expected_owner=self.owner, expected_state=held.base.state.value, state=new.state.value,
-                                   reason=new.reason, exit_code=new.exit_code, data=self._row_data(new),
-                                   ended_at=(new.ended_ms / 1000 if new.ended_ms else None))
+            ok = jobs_table.update(
+                conn,
+                new.id,
+                expected_owner=self.owner,
+                expected_state=held.base.state.value,
+                state=new.state.value,
+                reason=new.reason,
+                exit_code=new.exit_code,
+                data=self._row_data(new),
+                ended_at=(new.ended_ms / 1000 if new.ended_ms else None),
+            )
             row = None if ok else jobs_table.get(conn, new.id)
             if ok:  # the transition lines commit with the state they produce (the file is repaired from them)
-                numbered = iter(jobs_table.add_inputs(conn, new.id, [fields for kind, fields in held.lines if kind == "input"]))
+                numbered = iter(
+                    jobs_table.add_inputs(conn, new.id, [fields for kind, fields in held.lines if kind == "input"])
+                )
                 held.lines = [(kind, next(numbered) if kind == "input" else fields) for kind, fields in held.lines]
         if row is not None:
             self.job = held.base
             self._write_lines(held, inputs=False)  # what was seen stays noted; the inputs were not applied
             if row.owner != self.owner:
                 self._record_dirty = False  # the record is the new owner's now
-                raise TakenOver(f"job {new.id} was taken over by another attempt; this one leaves it unchanged", job_id=new.id)
+                raise TakenOver(
+                    f"job {new.id} was taken over by another attempt; this one leaves it unchanged", job_id=new.id
+                )
             # Someone else ended it (`mam job cancel`, the monitor): adopt their outcome.
             self.job = Job.from_dict(row.data.get("job", {}))
             self._write_record()
@@ -176,7 +209,9 @@ class Ledger:
                 self.on_commit(job, inp)
 
     def _write_lines(self, held: _Held, *, inputs: bool) -> None:
-        rec.audit_many(self.ws, self.job.id, [(kind, fields) for kind, fields in held.lines if inputs or kind != "input"])
+        rec.audit_many(
+            self.ws, self.job.id, [(kind, fields) for kind, fields in held.lines if inputs or kind != "input"]
+        )
 
     def still_owner(self) -> bool:
         row = self.registry.find_job(self.job.id)
@@ -187,7 +222,9 @@ class Ledger:
         row = self.registry.job(self.job.id)
         if row.owner != self.owner:
             self._record_dirty = False  # the record is the new owner's now
-            raise TakenOver(f"job {self.job.id} was taken over by another attempt; this one leaves it unchanged", job_id=self.job.id)
+            raise TakenOver(
+                f"job {self.job.id} was taken over by another attempt; this one leaves it unchanged", job_id=self.job.id
+            )
         if row.state != self.job.state.value:
             self.job = Job.from_dict(row.data.get("job", {}))
             self._write_record()

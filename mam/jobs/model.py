@@ -136,7 +136,9 @@ Input = Claim | Delivered | Event | Tick | End
 EXIT_CODES = {JobState.COMPLETED: 0, JobState.FAILED: 1, JobState.TIMED_OUT: 2, JobState.CANCELLED: 5}
 
 
-def _end(job: Job, at: int, state: JobState, reason: str, *, detail: str = "", exit_code: int | None = None, **extra: Any) -> Job:
+def _end(
+    job: Job, at: int, state: JobState, reason: str, *, detail: str = "", exit_code: int | None = None, **extra: Any
+) -> Job:
     code = EXIT_CODES[state] if exit_code is None else exit_code
     return replace(job, state=state, reason=reason, detail=detail, exit_code=code, ended_ms=at, **extra)
 
@@ -170,11 +172,23 @@ def _event(job: Job, ev: Event) -> tuple[Job, str]:
         if ev.type == "delivered":
             if job.state not in (JobState.PENDING, JobState.DELIVERING):
                 return seen, ""
-            return replace(seen, state=JobState.DELIVERED, delivered_ms=ev.at, claimed_ms=job.claimed_ms or ev.at, last_event_ms=ev.at), ""
+            return replace(
+                seen,
+                state=JobState.DELIVERED,
+                delivered_ms=ev.at,
+                claimed_ms=job.claimed_ms or ev.at,
+                last_event_ms=ev.at,
+            ), ""
         if ev.type == "rejected":
             reason = str(ev.body.get("reason") or TARGET_NOT_FOUND)
             return _end(seen, ev.at, JobState.CANCELLED, reason, detail=str(ev.body.get("detail", ""))), ""
-        return _end(seen, ev.at, JobState.FAILED, str(ev.body.get("reason") or "runner_error"), detail=str(ev.body.get("detail", ""))), ""
+        return _end(
+            seen,
+            ev.at,
+            JobState.FAILED,
+            str(ev.body.get("reason") or "runner_error"),
+            detail=str(ev.body.get("detail", "")),
+        ), ""
     if ev.type == "started":
         if job.state is JobState.RUNNING:
             return job, "already_started"
@@ -190,10 +204,19 @@ def _event(job: Job, ev: Event) -> tuple[Job, str]:
     if ev.type in ("progress", "heartbeat"):
         return replace(seen, last_event_ms=ev.at), ""
     if ev.type == "completed":
-        return _end(seen, ev.at, JobState.COMPLETED, "completed", last_event_ms=ev.at,
-                    result=str(ev.body.get("message", "")), report=str(ev.body.get("report", ""))), ""
+        return _end(
+            seen,
+            ev.at,
+            JobState.COMPLETED,
+            "completed",
+            last_event_ms=ev.at,
+            result=str(ev.body.get("message", "")),
+            report=str(ev.body.get("report", "")),
+        ), ""
     # error
-    return _end(seen, ev.at, JobState.FAILED, AGENT_ERROR, detail=str(ev.body.get("reason", "")), last_event_ms=ev.at), ""
+    return _end(
+        seen, ev.at, JobState.FAILED, AGENT_ERROR, detail=str(ev.body.get("reason", "")), last_event_ms=ev.at
+    ), ""
 
 
 def deadlines(job: Job) -> list[tuple[int, JobState, str]]:

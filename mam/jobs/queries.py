@@ -20,17 +20,30 @@ def job_view(row: JobRow) -> dict[str, Any]:
     job = row.data.get("job", {})
     meta = row.data.get("meta", {})
     return {
-        **job, **{k: v for k, v in meta.items() if k != "token"}, "id": row.id, "session": row.session, "state": row.state,
-        "reason": row.reason, "exit_code": row.exit_code, "owner": row.owner, "kind": row.kind, "target": row.target,
-        "parent_job": row.parent_job, "created_at": row.created_at, "updated_at": row.updated_at, "ended_at": row.ended_at,
+        **job,
+        **{k: v for k, v in meta.items() if k != "token"},
+        "id": row.id,
+        "session": row.session,
+        "state": row.state,
+        "reason": row.reason,
+        "exit_code": row.exit_code,
+        "owner": row.owner,
+        "kind": row.kind,
+        "target": row.target,
+        "parent_job": row.parent_job,
+        "created_at": row.created_at,
+        "updated_at": row.updated_at,
+        "ended_at": row.ended_at,
     }
 
 
 def status(registry: Registry, job_id: str) -> dict[str, Any]:
     view = job_view(registry.job(job_id))
     with registry.read() as conn:
-        view["children"] = [{"id": c.id, "state": c.state, "reason": c.reason, "session": c.session}
-                            for c in jobs_table.list_jobs(conn, parent=job_id, limit=1000)]
+        view["children"] = [
+            {"id": c.id, "state": c.state, "reason": c.reason, "session": c.session}
+            for c in jobs_table.list_jobs(conn, parent=job_id, limit=1000)
+        ]
     return view
 
 
@@ -54,10 +67,21 @@ def workspace_jobs(ws: Workspace, **filters: Any) -> list[dict[str, Any]]:
         registry.close()
 
 
-def list_jobs(registry: Registry, *, session: str | None = None, state: str | None = None, parent: str | None = None,
-              open_only: bool = False, limit: int = 50) -> list[dict[str, Any]]:
+def list_jobs(
+    registry: Registry,
+    *,
+    session: str | None = None,
+    state: str | None = None,
+    parent: str | None = None,
+    open_only: bool = False,
+    limit: int = 50,
+) -> list[dict[str, Any]]:
     with registry.read() as conn:
-        rows = jobs_table.open_jobs(conn, session) if open_only else jobs_table.list_jobs(conn, session=session, state=state, parent=parent, limit=limit)
+        rows = (
+            jobs_table.open_jobs(conn, session)
+            if open_only
+            else jobs_table.list_jobs(conn, session=session, state=state, parent=parent, limit=limit)
+        )
     return [job_view(r) for r in rows]
 
 
@@ -68,7 +92,10 @@ def log(ws: Workspace, registry: Registry, job_id: str) -> list[dict[str, Any]]:
 
 def cancel(ws: Workspace, registry: Registry, job_id: str, reason: str = CANCELLED_BY_USER) -> dict[str, Any]:
     """End an open job as cancelled (exit 5). The brief, if already injected, is not taken back."""
-    if end_job(ws, registry, job_id, JobState.CANCELLED, reason, 5, "cancelled with `mam job cancel`", by="cancel") is None:
+    if (
+        end_job(ws, registry, job_id, JobState.CANCELLED, reason, 5, "cancelled with `mam job cancel`", by="cancel")
+        is None
+    ):
         row = registry.job(job_id)
         raise JobError(f"job {job_id} already ended: {row.state} ({row.reason})", job_id=job_id)
     return status(registry, job_id)

@@ -48,7 +48,9 @@ def read_record(ws: Workspace, job_id: str) -> dict[str, Any]:
     except FileNotFoundError as e:
         raise JobNotFound(f"no job {job_id!r} in workspace {ws.root} (no {path.name})", job_id=job_id) from e
     except PermissionError as e:
-        raise JobError(f"cannot read the record of job {job_id!r}: permission denied (run as the user who owns it)", job_id=job_id) from e
+        raise JobError(
+            f"cannot read the record of job {job_id!r}: permission denied (run as the user who owns it)", job_id=job_id
+        ) from e
     except ValueError as e:
         raise JobError(f"the record of job {job_id!r} is not valid JSON", job_id=job_id) from e
     if not isinstance(data, dict):
@@ -70,8 +72,15 @@ def audit_many(ws: Workspace, job_id: str, entries: Iterable[tuple[str, Mapping[
     """Append one line per (kind, fields), in order, with a single write: a burst costs about one line."""
     folder = ws.job_log_dir(job_id)
     stamp = {"ts_ms": now_ms(), "pid": os.getpid()}
-    lines = [json.dumps({**stamp, "kind": kind, **{k: v for k, v in fields.items() if k not in SECRET_FIELDS}},
-                        sort_keys=True, ensure_ascii=False, default=str) for kind, fields in entries]
+    lines = [
+        json.dumps(
+            {**stamp, "kind": kind, **{k: v for k, v in fields.items() if k not in SECRET_FIELDS}},
+            sort_keys=True,
+            ensure_ascii=False,
+            default=str,
+        )
+        for kind, fields in entries
+    ]
     if not lines:
         return
     if not folder.is_dir():

@@ -35,14 +35,30 @@ def close_if_abandoned(ws: Workspace, registry: Registry, job_id: str, *, by: st
     return end_outside(ws, registry, job_id, decide, by=by, expected_owner=row.owner)
 
 
-def end_job(ws: Workspace, registry: Registry, job_id: str, state: JobState, reason: str, exit_code: int, detail: str = "",
-            *, by: str) -> Job | None:
+def end_job(
+    ws: Workspace,
+    registry: Registry,
+    job_id: str,
+    state: JobState,
+    reason: str,
+    exit_code: int,
+    detail: str = "",
+    *,
+    by: str,
+) -> Job | None:
     """End an open job from outside its wrapper (the wrapper adopts it); None if it had already ended."""
     return end_outside(ws, registry, job_id, lambda _job, now: End(now, state, reason, exit_code, detail), by=by)
 
 
-def end_outside(ws: Workspace, registry: Registry, job_id: str, decide: Callable[[Job, int], Input], *, by: str,
-                expected_owner: str | None = None) -> Job | None:
+def end_outside(
+    ws: Workspace,
+    registry: Registry,
+    job_id: str,
+    decide: Callable[[Job, int], Input],
+    *,
+    by: str,
+    expected_owner: str | None = None,
+) -> Job | None:
     """Apply `decide(job, now)` to an open job in one registry transaction if it ends the job (and, with
     `expected_owner`, only if the job still has that owner); then the record and the audit line.
     Returns the ended job, or None when nothing changed."""
@@ -55,10 +71,28 @@ def end_outside(ws: Workspace, registry: Registry, job_id: str, decide: Callable
         new, _why = step(Job.from_dict(row.data.get("job", {})), inp)
         if not new.terminal:
             return None
-        jobs_table.update(conn, job_id, state=new.state.value, reason=new.reason, exit_code=new.exit_code,
-                          data={**row.data, "job": new.as_dict()}, ended_at=now / 1000)
-        (line,) = jobs_table.add_inputs(conn, job_id, [{"input": input_to_dict(inp), "state": new.state.value, "reason": new.reason,
-                                                        "exit_code": new.exit_code, "by": by}])
+        jobs_table.update(
+            conn,
+            job_id,
+            state=new.state.value,
+            reason=new.reason,
+            exit_code=new.exit_code,
+            data={**row.data, "job": new.as_dict()},
+            ended_at=now / 1000,
+        )
+        (line,) = jobs_table.add_inputs(
+            conn,
+            job_id,
+            [
+                {
+                    "input": input_to_dict(inp),
+                    "state": new.state.value,
+                    "reason": new.reason,
+                    "exit_code": new.exit_code,
+                    "by": by,
+                }
+            ],
+        )
     try:
         rec.write_record(ws, job_id, {**rec.read_record(ws, job_id), **new.as_dict()})
     except (MamError, OSError):  # the registry row is the truth; a missing record must not stop the repair

@@ -19,9 +19,18 @@ def event_line(job: jobs_table.JobRow | dict[str, Any], line: dict[str, Any]) ->
         return None
     body = inp.get("body") or {}
     job_id, session = (job.id, job.session) if isinstance(job, jobs_table.JobRow) else (job["id"], job["session"])
-    return {"job": job_id, "session": session, "n": line.get("n"), "seq": inp.get("seq"), "type": inp.get("type"),
-            "sender": inp.get("sender"), "at_ms": inp.get("at"), "message": body.get("message") or body.get("reason") or "",
-            "state": line.get("state"), "reason": line.get("reason")}
+    return {
+        "job": job_id,
+        "session": session,
+        "n": line.get("n"),
+        "seq": inp.get("seq"),
+        "type": inp.get("type"),
+        "sender": inp.get("sender"),
+        "at_ms": inp.get("at"),
+        "message": body.get("message") or body.get("reason") or "",
+        "state": line.get("state"),
+        "reason": line.get("reason"),
+    }
 
 
 class JobWatch:
@@ -42,8 +51,9 @@ class JobWatch:
         return view, events
 
 
-def recent_events(registry: Registry, *, job: str | None = None, session: str | None = None, since_seq: int = 0,
-                  limit: int = 100) -> list[dict[str, Any]]:
+def recent_events(
+    registry: Registry, *, job: str | None = None, session: str | None = None, since_seq: int = 0, limit: int = 100
+) -> list[dict[str, Any]]:
     """Accepted events, oldest first: of one job (after its sequence number `since_seq`), else of a
     session's recent jobs, else of the workspace's recent jobs; at most `limit` (the newest)."""
     with registry.read() as conn:

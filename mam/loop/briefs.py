@@ -37,32 +37,60 @@ def _head(kind: str, loop_id: str, extra: str = "") -> list[str]:
 
 
 def plan_brief(loop_id: str, task: str, plan_file: Path, workdir: str) -> str:
-    return "\n".join([
-        *_head("plan", loop_id), "Write an implementation plan for this task (the task is quoted; do not implement it):", "",
-        quote(task), "", f"The code is in {workdir}. Keep the plan short: steps, files to touch, how to test.",
-        "Write the plan in Markdown to the file below, then complete the job.", "", f"Plan file: {plan_file}",
-    ])
+    return "\n".join(
+        [
+            *_head("plan", loop_id),
+            "Write an implementation plan for this task (the task is quoted; do not implement it):",
+            "",
+            quote(task),
+            "",
+            f"The code is in {workdir}. Keep the plan short: steps, files to touch, how to test.",
+            "Write the plan in Markdown to the file below, then complete the job.",
+            "",
+            f"Plan file: {plan_file}",
+        ]
+    )
 
 
 def challenge_brief(loop_id: str, task: str, plan: str, turn: int, turns: int) -> str:
-    return "\n".join([
-        *_head("challenge", loop_id, f"turn {turn} of {turns}"),
-        "You will implement the task below. Before you do, challenge the plan a planner wrote for it.", "",
-        "Task:", "", quote(task), "", "Plan:", "", quote(plan), "",
-        f"If the plan is good as it is, complete the job with the message {PLAN_OK}.",
-        "Otherwise complete it with your challenge as the message (for a longer one, write it to a file and add --report",
-        "and that file's path to the completed command).",
-        "Do not start implementing yet.",
-    ])
+    return "\n".join(
+        [
+            *_head("challenge", loop_id, f"turn {turn} of {turns}"),
+            "You will implement the task below. Before you do, challenge the plan a planner wrote for it.",
+            "",
+            "Task:",
+            "",
+            quote(task),
+            "",
+            "Plan:",
+            "",
+            quote(plan),
+            "",
+            f"If the plan is good as it is, complete the job with the message {PLAN_OK}.",
+            "Otherwise complete it with your challenge as the message (for a longer one, write it to a file and add --report",
+            "and that file's path to the completed command).",
+            "Do not start implementing yet.",
+        ]
+    )
 
 
 def answer_brief(loop_id: str, task: str, challenge: str, plan_file: Path, turn: int) -> str:
-    return "\n".join([
-        *_head("plan-answer", loop_id, f"turn {turn}"), "The creator challenged your plan for this task:", "", quote(task), "",
-        "Its challenge:", "", quote(challenge), "",
-        "Answer it by revising the plan file in place (or keep the plan and add a short note why), then complete the job.",
-        "", f"Plan file: {plan_file}",
-    ])
+    return "\n".join(
+        [
+            *_head("plan-answer", loop_id, f"turn {turn}"),
+            "The creator challenged your plan for this task:",
+            "",
+            quote(task),
+            "",
+            "Its challenge:",
+            "",
+            quote(challenge),
+            "",
+            "Answer it by revising the plan file in place (or keep the plan and add a short note why), then complete the job.",
+            "",
+            f"Plan file: {plan_file}",
+        ]
+    )
 
 
 def create_brief(loop_id: str, task: str, plan: str, workdir: str) -> str:
@@ -83,19 +111,39 @@ def identity_lines(snapshot: Snapshot | None, no_identity: str) -> list[str]:
         return [f"Source: no snapshot identity ({no_identity}); review the current state of the code."]
     return [
         "Review exactly this snapshot (it includes uncommitted and untracked files):",
-        f"  repository: {snapshot.repo}", f"  base: {snapshot.base}", f"  head: {snapshot.head or '(no commit yet)'}",
+        f"  repository: {snapshot.repo}",
+        f"  base: {snapshot.base}",
+        f"  head: {snapshot.head or '(no commit yet)'}",
         f"  tree: {snapshot.tree}",
-        "See the change with:", f"  {shlex.join(['git', '-C', str(snapshot.repo), 'diff', snapshot.base, snapshot.tree])}",
+        "See the change with:",
+        f"  {shlex.join(['git', '-C', str(snapshot.repo), 'diff', snapshot.base, snapshot.tree])}",
         "Do not change any file in that checkout while you review: a change discards this round's approvals.",
     ]
 
 
-def review_brief(loop_id: str, round_number: int, task: str, *, snapshot: Snapshot | None, no_identity: str,
-                 subjobs: Sequence[SubJob], notes: Sequence[str], report_file: Path, self_review: bool) -> str:
+def review_brief(
+    loop_id: str,
+    round_number: int,
+    task: str,
+    *,
+    snapshot: Snapshot | None,
+    no_identity: str,
+    subjobs: Sequence[SubJob],
+    notes: Sequence[str],
+    report_file: Path,
+    self_review: bool,
+) -> str:
     parts = [*_head("review", loop_id, f"round {round_number}")]
     if self_review:
         parts += ["No other reviewer was chosen: review your own work as strictly as a stranger would.", ""]
-    parts += ["Review the change made for this task (quoted):", "", quote(task), "", *identity_lines(snapshot, no_identity), ""]
+    parts += [
+        "Review the change made for this task (quoted):",
+        "",
+        quote(task),
+        "",
+        *identity_lines(snapshot, no_identity),
+        "",
+    ]
     if subjobs:
         parts += ["The creator delegated part of the work; these sub-jobs ended as follows:", ""]
         parts += [f"- {s.line()}" for s in subjobs] + [""]
@@ -104,38 +152,59 @@ def review_brief(loop_id: str, round_number: int, task: str, *, snapshot: Snapsh
     parts += [
         "Write your review in Markdown to the report file below: findings first, each one concrete enough to act on.",
         "The last non-empty line of the report must be exactly one of these two lines, alone, nothing else on it:",
-        f"  {PASS_TOKEN}", f"  {NOT_PASS_TOKEN}",
+        f"  {PASS_TOKEN}",
+        f"  {NOT_PASS_TOKEN}",
         "Anything else (no verdict, a verdict inside a sentence, two verdicts, other spelling) counts as NOT PASS.",
-        "Then complete the job (you may attach the report with --report).", "", f"Report file: {report_file}",
+        "Then complete the job (you may attach the report with --report).",
+        "",
+        f"Report file: {report_file}",
     ]
     return "\n".join(parts)
 
 
-def fix_brief(loop_id: str, round_number: int, task: str, failing: Sequence[Review], rebuts_left: int, workdir: str) -> str:
-    parts = [*_head("fix", loop_id, f"round {round_number}"),
-             f"The reviewers did not pass round {round_number} of your work on this task (quoted):", "", quote(task), "",
-             "Their findings:", ""]
+def fix_brief(
+    loop_id: str, round_number: int, task: str, failing: Sequence[Review], rebuts_left: int, workdir: str
+) -> str:
+    parts = [
+        *_head("fix", loop_id, f"round {round_number}"),
+        f"The reviewers did not pass round {round_number} of your work on this task (quoted):",
+        "",
+        quote(task),
+        "",
+        "Their findings:",
+        "",
+    ]
     for review in failing:
         why = "NOT PASS" if review.verdict.wellformed else f"counted as NOT PASS: {review.verdict.reason}"
-        parts += [f"----- report of {review.reviewer} ({why}) -----", clean(review.report_text) or "(empty report)",
-                  f"----- end of the report of {review.reviewer} -----", ""]
+        parts += [
+            f"----- report of {review.reviewer} ({why}) -----",
+            clean(review.report_text) or "(empty report)",
+            f"----- end of the report of {review.reviewer} -----",
+            "",
+        ]
     parts += [f"Fix the findings in {workdir} and commit, then complete the job with a one-line summary of the fix."]
     if rebuts_left > 0:
-        parts += ["If you are sure a finding is wrong, change nothing and complete the job with the message",
-                  f"[REBUT: your reasons] instead; the reviewers will see it next round ({rebuts_left} rebuttal(s) left)."]
+        parts += [
+            "If you are sure a finding is wrong, change nothing and complete the job with the message",
+            f"[REBUT: your reasons] instead; the reviewers will see it next round ({rebuts_left} rebuttal(s) left).",
+        ]
     else:
         parts += ["No rebuttals are left: a [REBUT: ...] answer now counts as a refusal to fix."]
     return "\n".join(parts)
 
 
 def rebut_note(round_number: int, text: str, used: int, limit: int) -> str:
-    return (f"The creator did not change the code after round {round_number}; it rebutted the findings "
-            f"(rebuttal {used} of {limit}). Weigh its reasons:\n\n{quote(text)}")
+    return (
+        f"The creator did not change the code after round {round_number}; it rebutted the findings "
+        f"(rebuttal {used} of {limit}). Weigh its reasons:\n\n{quote(text)}"
+    )
 
 
 def refusal_note(round_number: int, text: str) -> str:
-    return (f"The creator refused to fix the findings of round {round_number}: it answered with a rebuttal after "
-            f"the rebuttal limit was reached, which counts as a refusal. Its answer:\n\n{quote(text)}")
+    return (
+        f"The creator refused to fix the findings of round {round_number}: it answered with a rebuttal after "
+        f"the rebuttal limit was reached, which counts as a refusal. Its answer:\n\n{quote(text)}"
+    )
 
 
 def fixed_note(round_number: int, result: str) -> str:

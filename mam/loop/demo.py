@@ -21,19 +21,40 @@ TASK = "Say goodbye.\ndemo-write: goodbye.txt :: goodbye from the demo loop\ndem
 
 def demo_request(creator: str = "creator") -> LoopRequest:
     """Two rounds at most, no rebuttals; deadlines generous enough for a loaded machine."""
-    return LoopRequest(creator=creator, reviewers=tuple(name for name, _ in REVIEWERS), task=TASK, max_loop=2, max_rebut=0,
-                       start_deadline_s=30, heartbeat_s=1, timeout_s=120, slug="demo-goodbye")
+    return LoopRequest(
+        creator=creator,
+        reviewers=tuple(name for name, _ in REVIEWERS),
+        task=TASK,
+        max_loop=2,
+        max_rebut=0,
+        start_deadline_s=30,
+        heartbeat_s=1,
+        timeout_s=120,
+        slug="demo-goodbye",
+    )
 
 
-def demo_loop(*, ws: Workspace, settings: Settings, registry: Registry, environ: Mapping[str, str],
-              say: Callable[[str], None], creator: str = "creator") -> dict[str, object]:
+def demo_loop(
+    *,
+    ws: Workspace,
+    settings: Settings,
+    registry: Registry,
+    environ: Mapping[str, str],
+    say: Callable[[str], None],
+    creator: str = "creator",
+) -> dict[str, object]:
     """Create the two demo reviewers, run the loop, and return a summary for `mam demo`."""
     from mam.sessions.create import CreateRequest, create_session
 
     for name, verdicts in REVIEWERS:
         if registry.find_session(name) is None:
-            row = create_session(CreateRequest(name=name, agent="demo", role="reviewer", cwd=str(ws.root)), ws=ws,
-                                 settings=settings, registry=registry, environ={**environ, "MAM_DEMO_VERDICTS": verdicts})
+            row = create_session(
+                CreateRequest(name=name, agent="demo", role="reviewer", cwd=str(ws.root)),
+                ws=ws,
+                settings=settings,
+                registry=registry,
+                environ={**environ, "MAM_DEMO_VERDICTS": verdicts},
+            )
             say(f"session {name}: demo reviewer (verdicts {verdicts}) in pane {row.pane_id}")
 
     def show(event: dict[str, object]) -> None:
@@ -41,9 +62,19 @@ def demo_loop(*, ws: Workspace, settings: Settings, registry: Registry, environ:
         if text:
             say(f"loop     {text}")
 
-    result = run_loop(demo_request(creator), ws=ws, settings=settings, registry=registry, on_event=show, environ=environ)
-    verdicts = "; ".join(f"round {h['round']}: " + ", ".join(f"{r['reviewer']} {r['verdict']}" for r in h["reviews"])  # type: ignore[attr-defined]
-                         for h in result.history)
-    return {"exit_code": result.exit_code, "state": result.state, "loop_id": result.loop_id, "rounds": result.rounds,
-            "promoted": result.promoted, "summary": f"{result.state} in {result.rounds} round(s) ({verdicts})",
-            "result": result.as_dict()}
+    result = run_loop(
+        demo_request(creator), ws=ws, settings=settings, registry=registry, on_event=show, environ=environ
+    )
+    verdicts = "; ".join(
+        f"round {h['round']}: " + ", ".join(f"{r['reviewer']} {r['verdict']}" for r in h["reviews"])  # type: ignore[attr-defined]
+        for h in result.history
+    )
+    return {
+        "exit_code": result.exit_code,
+        "state": result.state,
+        "loop_id": result.loop_id,
+        "rounds": result.rounds,
+        "promoted": result.promoted,
+        "summary": f"{result.state} in {result.rounds} round(s) ({verdicts})",
+        "result": result.as_dict(),
+    }

@@ -1,10 +1,10 @@
 """Where a loop keeps its things: `.mam/loops/<loop-id>/` with the log, the plan and one folder per round.
 
-    loop.jsonl                     the loop log (one JSON object per line)
-    plan.md                        the plan (when there is a planning phase)
-    round-<n>/brief-<session>.md   every brief the loop sent in that round
-    round-<n>/report-<reviewer>.md the reports of the round's kept attempt
-    round-<n>/discarded-<k>/       an attempt whose approvals were discarded (the source changed)
+loop.jsonl                     the loop log (one JSON object per line)
+plan.md                        the plan (when there is a planning phase)
+round-<n>/brief-<session>.md   every brief the loop sent in that round
+round-<n>/report-<reviewer>.md the reports of the round's kept attempt
+round-<n>/discarded-<k>/       an attempt whose approvals were discarded (the source changed)
 """
 
 from __future__ import annotations

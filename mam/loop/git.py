@@ -14,8 +14,16 @@ from pathlib import Path
 from mam.errors import LoopError
 
 # Variables that redirect git away from the repository found from `cwd`.
-_REDIRECTS = ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_OBJECT_DIRECTORY", "GIT_COMMON_DIR", "GIT_PREFIX",
-              "GIT_NAMESPACE", "GIT_CEILING_DIRECTORIES")
+_REDIRECTS = (
+    "GIT_DIR",
+    "GIT_WORK_TREE",
+    "GIT_INDEX_FILE",
+    "GIT_OBJECT_DIRECTORY",
+    "GIT_COMMON_DIR",
+    "GIT_PREFIX",
+    "GIT_NAMESPACE",
+    "GIT_CEILING_DIRECTORIES",
+)
 FALLBACK_PATH = "/usr/local/bin:/usr/bin:/bin"
 
 
@@ -33,14 +41,19 @@ def git_env(environ: Mapping[str, str] | None, **extra: str) -> dict[str, str]:
     return env
 
 
-def git(args: Sequence[str], *, cwd: Path, env: Mapping[str, str], check: bool = True) -> subprocess.CompletedProcess[str]:
+def git(
+    args: Sequence[str], *, cwd: Path, env: Mapping[str, str], check: bool = True
+) -> subprocess.CompletedProcess[str]:
     try:
         proc = subprocess.run(["git", *args], cwd=cwd, env=dict(env), capture_output=True, text=True, timeout=300)
     except (OSError, subprocess.TimeoutExpired) as e:
         raise GitError(f"cannot run git {' '.join(args[:2])} in {cwd}: {e}", cwd=str(cwd)) from e
     if check and proc.returncode != 0:
         detail = (proc.stderr or proc.stdout).strip().splitlines()
-        raise GitError(f"git {' '.join(args[:3])} failed in {cwd}: {detail[-1] if detail else f'exit {proc.returncode}'}", cwd=str(cwd))
+        raise GitError(
+            f"git {' '.join(args[:3])} failed in {cwd}: {detail[-1] if detail else f'exit {proc.returncode}'}",
+            cwd=str(cwd),
+        )
     return proc
 
 

@@ -40,13 +40,21 @@ class Brief:
 class Runner:
     """Runs the loop's jobs and logs when each starts and ends."""
 
-    def __init__(self, *, ws: Workspace, settings: Settings, registry: Registry, options: JobOptions, log: LoopLog) -> None:
+    def __init__(
+        self, *, ws: Workspace, settings: Settings, registry: Registry, options: JobOptions, log: LoopLog
+    ) -> None:
         self.ws, self.settings, self.registry, self.options, self.log = ws, settings, registry, options, log
 
     def run(self, brief: Brief, *, registry: Registry | None = None) -> Outcome:
-        req = DelegateRequest(target=brief.session, brief=brief.text, timeout_s=self.options.timeout_s,
-                              start_deadline_s=self.options.start_deadline_s, heartbeat_s=self.options.heartbeat_s,
-                              dispatch_wait_s=self.options.dispatch_wait_s, kind=brief.kind)
+        req = DelegateRequest(
+            target=brief.session,
+            brief=brief.text,
+            timeout_s=self.options.timeout_s,
+            start_deadline_s=self.options.start_deadline_s,
+            heartbeat_s=self.options.heartbeat_s,
+            dispatch_wait_s=self.options.dispatch_wait_s,
+            kind=brief.kind,
+        )
         if brief.record is not None:
             atomic_write(brief.record, brief.text.encode("utf-8"), fsync=False)
         seen: dict[str, str] = {}
@@ -57,11 +65,22 @@ class Runner:
                 self.log("job", session=brief.session, kind=brief.kind, job=job.id, state=job.state.value)
 
         try:
-            out = delegate(req, ws=self.ws, settings=self.settings, registry=registry or self.registry, on_update=update)
+            out = delegate(
+                req, ws=self.ws, settings=self.settings, registry=registry or self.registry, on_update=update
+            )
         except MamError as e:
             out = Outcome(job_id="", state="failed", reason=type(e).__name__, exit_code=e.exit_code, detail=str(e))
-        self.log("job-end", session=brief.session, kind=brief.kind, job=out.job_id, state=out.state, reason=out.reason,
-                 exit_code=out.exit_code, detail=out.detail, result=out.result[:500])
+        self.log(
+            "job-end",
+            session=brief.session,
+            kind=brief.kind,
+            job=out.job_id,
+            state=out.state,
+            reason=out.reason,
+            exit_code=out.exit_code,
+            detail=out.detail,
+            result=out.result[:500],
+        )
         return out
 
     def run_all(self, briefs: list[Brief]) -> list[Outcome]:
@@ -83,12 +102,16 @@ class Runner:
 
         # Daemon threads, not a pool: Ctrl-C on the loop must not wait for agents still working
         # (their jobs are closed later by their own deadlines, like any job whose wrapper died).
-        threads = [threading.Thread(target=one, args=(i,), name=f"mam-loop-{b.session}", daemon=True) for i, b in enumerate(briefs)]
+        threads = [
+            threading.Thread(target=one, args=(i,), name=f"mam-loop-{b.session}", daemon=True)
+            for i, b in enumerate(briefs)
+        ]
         for t in threads:
             t.start()
         for t in threads:
             t.join()
         return [o if o is not None else Outcome("", "failed", "no_outcome", 1) for o in outcomes]
+
 
 def failed(out: Outcome) -> str:
     """'' if the job completed, else a one-line account of how it ended."""

@@ -36,11 +36,24 @@ def loop_lock(ws: Workspace, checkout: Path, *, loop_id: str, task: str) -> Iter
     try:
         lock.acquire()
     except LockTimeout as e:
-        raise LockBusy(f"another loop is already running on {checkout}: {_describe(note)}; wait for it to end "
-                       f"(or stop that process) before starting a new one", checkout=str(checkout)) from e
+        raise LockBusy(
+            f"another loop is already running on {checkout}: {_describe(note)}; wait for it to end "
+            f"(or stop that process) before starting a new one",
+            checkout=str(checkout),
+        ) from e
     try:
-        atomic_write_json(note, {"loop_id": loop_id, "pid": os.getpid(), "started": time.time(), "checkout": str(checkout),
-                                 "task": task[:200]}, mode=0o600, fsync=False)
+        atomic_write_json(
+            note,
+            {
+                "loop_id": loop_id,
+                "pid": os.getpid(),
+                "started": time.time(),
+                "checkout": str(checkout),
+                "task": task[:200],
+            },
+            mode=0o600,
+            fsync=False,
+        )
         yield note
     finally:
         try:

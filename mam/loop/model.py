@@ -41,7 +41,9 @@ class LoopRequest:
     subjob_wait_s: float | None = None  # cap on waiting for the creator's sub-jobs (default MAM_JOB_TIMEOUT_S)
     max_repeats: int = MAX_REPEATS
     slug: str | None = None  # folder name under .agents/reports/ (default: from the task)
-    loop_id: str | None = None  # chosen by the caller (the MCP server names the loop before it starts); default: a new one
+    loop_id: str | None = (
+        None  # chosen by the caller (the MCP server names the loop before it starts); default: a new one
+    )
 
 
 @dataclass(frozen=True)

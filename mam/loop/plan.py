@@ -13,24 +13,42 @@ from mam.loop.model import Ctx, LoopFailed
 def make_plan(ctx: Ctx) -> str:
     req, files = ctx.req, ctx.files
     planner = req.planner or req.creator
-    out = ctx.send(Brief(planner, briefs.plan_brief(ctx.loop_id, req.task, files.plan, str(ctx.workdir)), "loop-plan",
-                         record=files.root / "brief-plan.md"))
+    out = ctx.send(
+        Brief(
+            planner,
+            briefs.plan_brief(ctx.loop_id, req.task, files.plan, str(ctx.workdir)),
+            "loop-plan",
+            record=files.root / "brief-plan.md",
+        )
+    )
     _ok(out, f"the planner {planner!r}")
     plan = _read_plan(ctx, out)
     ctx.log("plan", planner=planner, file=str(files.plan), chars=len(plan))
     if planner == req.creator or req.plan_talk <= 0:
         return plan
     for turn in range(1, req.plan_talk + 1):
-        out = ctx.send(Brief(req.creator, briefs.challenge_brief(ctx.loop_id, req.task, plan, turn, req.plan_talk),
-                             "loop-challenge", record=files.root / f"brief-challenge-{turn}.md"))
+        out = ctx.send(
+            Brief(
+                req.creator,
+                briefs.challenge_brief(ctx.loop_id, req.task, plan, turn, req.plan_talk),
+                "loop-challenge",
+                record=files.root / f"brief-challenge-{turn}.md",
+            )
+        )
         _ok(out, f"the creator {req.creator!r} (plan challenge {turn})")
         challenge = (out.report or out.result).strip()
         if _accepts(challenge):
             ctx.log("plan-accepted", turn=turn)
             return plan
         ctx.log("plan-challenge", turn=turn, challenge=challenge[:1000])
-        out = ctx.send(Brief(planner, briefs.answer_brief(ctx.loop_id, req.task, challenge or "(no text)", files.plan, turn),
-                             "loop-plan-answer", record=files.root / f"brief-plan-answer-{turn}.md"))
+        out = ctx.send(
+            Brief(
+                planner,
+                briefs.answer_brief(ctx.loop_id, req.task, challenge or "(no text)", files.plan, turn),
+                "loop-plan-answer",
+                record=files.root / f"brief-plan-answer-{turn}.md",
+            )
+        )
         _ok(out, f"the planner {planner!r} (answer {turn})")
         plan = _read_plan(ctx, out)
         ctx.log("plan-answer", turn=turn, chars=len(plan))

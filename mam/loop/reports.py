@@ -34,16 +34,23 @@ class Review:
         return self.verdict.passed
 
     def as_dict(self) -> dict[str, object]:
-        return {"reviewer": self.reviewer, "job": self.job_id, "job_state": self.job_state, "job_reason": self.job_reason,
-                "report": self.report_path, **self.verdict.as_dict()}
+        return {
+            "reviewer": self.reviewer,
+            "job": self.job_id,
+            "job_state": self.job_state,
+            "job_reason": self.job_reason,
+            "report": self.report_path,
+            **self.verdict.as_dict(),
+        }
 
 
 def reports_dir(ws: Workspace, slug: str) -> Path:
     return ws.root / ".agents" / "reports" / slug
 
 
-def promote(ws: Workspace, slug: str, reviews: list[Review], *, snapshot: Snapshot | None, round_number: int,
-            loop_id: str) -> list[str]:
+def promote(
+    ws: Workspace, slug: str, reviews: list[Review], *, snapshot: Snapshot | None, round_number: int, loop_id: str
+) -> list[str]:
     """Copy the passing reports and write their sidecars; return the promoted report paths."""
     folder = reports_dir(ws, slug)
     if folder.is_dir():  # an earlier loop's reports for this task would pass for this change's
@@ -56,10 +63,16 @@ def promote(ws: Workspace, slug: str, reviews: list[Review], *, snapshot: Snapsh
         report = folder / f"report-{review.reviewer}.md"
         atomic_write(report, review.report_text.encode("utf-8"))
         identity = {
-            "base": snapshot.base if snapshot else None, "head": snapshot.head if snapshot else None,
-            "tree": snapshot.tree if snapshot else None, "repo": snapshot.repo if snapshot else None,
-            "reviewer": review.reviewer, "verdict": review.verdict.label, "round": round_number,
-            "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "loop": loop_id, "job": review.job_id,
+            "base": snapshot.base if snapshot else None,
+            "head": snapshot.head if snapshot else None,
+            "tree": snapshot.tree if snapshot else None,
+            "repo": snapshot.repo if snapshot else None,
+            "reviewer": review.reviewer,
+            "verdict": review.verdict.label,
+            "round": round_number,
+            "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+            "loop": loop_id,
+            "job": review.job_id,
         }
         atomic_write_json(folder / f"report-{review.reviewer}.identity.json", identity)
         promoted.append(str(report))

@@ -20,13 +20,18 @@ def usable(registry: Registry, name: str, what: str) -> SessionRow:
     return row
 
 
-def choose_reviewers(registry: Registry, creator: str, names: Sequence[str], all_reviewer: bool) -> tuple[list[str], str]:
+def choose_reviewers(
+    registry: Registry, creator: str, names: Sequence[str], all_reviewer: bool
+) -> tuple[list[str], str]:
     """(reviewer sessions, how they were chosen). Neither option: the creator reviews its own work."""
     if names and all_reviewer:
         raise UsageError("give --reviewer or --all-reviewer, not both")
     if all_reviewer:
-        picked = [r.name for r in registry.sessions()
-                  if r.role.strip().lower() == REVIEWER_ROLE and r.status == SessionStatus.RUNNING and r.name != creator]
+        picked = [
+            r.name
+            for r in registry.sessions()
+            if r.role.strip().lower() == REVIEWER_ROLE and r.status == SessionStatus.RUNNING and r.name != creator
+        ]
         if not picked:
             raise UsageError(f"--all-reviewer: no running session has the role {REVIEWER_ROLE!r} (besides the creator)")
         return sorted(picked), "every running session whose role is reviewer"

@@ -33,9 +33,14 @@ class RoundOutcome:
         return all(r.passed for r in self.reviews)
 
     def summary(self) -> dict[str, object]:
-        return {"round": self.number, "passed": self.passed, "repeats": self.repeats,
-                "snapshot": self.snapshot.identity() if self.snapshot else None,
-                "reviews": [r.as_dict() for r in self.reviews], "subjobs": [s.as_dict() for s in self.subjobs]}
+        return {
+            "round": self.number,
+            "passed": self.passed,
+            "repeats": self.repeats,
+            "snapshot": self.snapshot.identity() if self.snapshot else None,
+            "reviews": [r.as_dict() for r in self.reviews],
+            "subjobs": [s.as_dict() for s in self.subjobs],
+        }
 
 
 def snapshot(ctx: Ctx) -> Snapshot | None:
@@ -49,8 +54,13 @@ def review_round(ctx: Ctx, number: int, notes: Sequence[str]) -> RoundOutcome:
     while True:
         subjobs = _wait_subjobs(ctx, number)
         before = snapshot(ctx)
-        ctx.log("snapshot", round=number, attempt=repeats + 1,
-                identity=before.identity() if before else None, **({} if before else {"why": ctx.no_identity}))
+        ctx.log(
+            "snapshot",
+            round=number,
+            attempt=repeats + 1,
+            identity=before.identity() if before else None,
+            **({} if before else {"why": ctx.no_identity}),
+        )
         reviews = _review(ctx, number, before, subjobs, notes)
         broken = [(r, why) for r, why in reviews if why]
         if broken:
@@ -59,13 +69,22 @@ def review_round(ctx: Ctx, number: int, notes: Sequence[str]) -> RoundOutcome:
         if before is not None and after is not None and not before.same_source(after):
             repeats += 1
             moved = ctx.files.discard(number)
-            ctx.log("discarded", round=number, attempt=repeats,
-                    approvals=[r.reviewer for r, _ in reviews if r.passed], before=before.identity(), after=after.identity(),
-                    moved_to=str(moved), message=f"the source changed during round {number}: its approvals are discarded "
-                                                 f"and the round is reviewed again")
+            ctx.log(
+                "discarded",
+                round=number,
+                attempt=repeats,
+                approvals=[r.reviewer for r, _ in reviews if r.passed],
+                before=before.identity(),
+                after=after.identity(),
+                moved_to=str(moved),
+                message=f"the source changed during round {number}: its approvals are discarded "
+                f"and the round is reviewed again",
+            )
             if repeats > ctx.req.max_repeats:
-                raise LoopFailed(f"the source kept changing during round {number}: reviewed {repeats} times, "
-                                 f"each time it changed before the reviewers finished (limit {ctx.req.max_repeats} repeats)")
+                raise LoopFailed(
+                    f"the source kept changing during round {number}: reviewed {repeats} times, "
+                    f"each time it changed before the reviewers finished (limit {ctx.req.max_repeats} repeats)"
+                )
             continue
         return RoundOutcome(number, [r for r, _ in reviews], before, subjobs, repeats)
 
@@ -75,9 +94,16 @@ def _wait_subjobs(ctx: Ctx, number: int) -> list[SubJob]:
         return []
     settings = ctx.settings
     cap = ctx.req.subjob_wait_s if ctx.req.subjob_wait_s is not None else settings.get_float("MAM_JOB_TIMEOUT_S")
-    dispatch = ctx.req.dispatch_wait_s if ctx.req.dispatch_wait_s is not None else settings.get_float("MAM_DISPATCH_WAIT_S")
+    dispatch = (
+        ctx.req.dispatch_wait_s if ctx.req.dispatch_wait_s is not None else settings.get_float("MAM_DISPATCH_WAIT_S")
+    )
     subjobs, waited = wait_subjobs(
-        ctx.ws, ctx.registry, ctx.creator_jobs, poll_s=settings.poll_s, max_wait_s=cap, dispatch_wait_s=dispatch,
+        ctx.ws,
+        ctx.registry,
+        ctx.creator_jobs,
+        poll_s=settings.poll_s,
+        max_wait_s=cap,
+        dispatch_wait_s=dispatch,
         on_wait=lambda open_: ctx.log("subjobs-waiting", round=number, open=[s.as_dict() for s in open_]),
     )
     if subjobs:
@@ -85,20 +111,39 @@ def _wait_subjobs(ctx: Ctx, number: int) -> list[SubJob]:
     return subjobs
 
 
-def _review(ctx: Ctx, number: int, snap: Snapshot | None, subjobs: list[SubJob], notes: Sequence[str]) -> list[tuple[Review, str]]:
+def _review(
+    ctx: Ctx, number: int, snap: Snapshot | None, subjobs: list[SubJob], notes: Sequence[str]
+) -> list[tuple[Review, str]]:
     self_review = ctx.reviewers == [ctx.req.creator]
     batch = []
     for reviewer in ctx.reviewers:
         report = ctx.files.report(number, reviewer)
-        text = briefs.review_brief(ctx.loop_id, number, ctx.req.task, snapshot=snap, no_identity=ctx.no_identity,
-                                   subjobs=subjobs, notes=notes, report_file=report, self_review=self_review)
+        text = briefs.review_brief(
+            ctx.loop_id,
+            number,
+            ctx.req.task,
+            snapshot=snap,
+            no_identity=ctx.no_identity,
+            subjobs=subjobs,
+            notes=notes,
+            report_file=report,
+            self_review=self_review,
+        )
         batch.append(Brief(reviewer, text, "loop-review", record=ctx.files.brief(number, reviewer, "review")))
     outcomes = ctx.runner.run_all(batch)
     results = []
     for reviewer, out in zip(ctx.reviewers, outcomes):
         review = _collect(reviewer, out, ctx.files.report(number, reviewer))
-        ctx.log("verdict", round=number, reviewer=reviewer, job=out.job_id, verdict=review.verdict.label,
-                reason=review.verdict.reason, wellformed=review.verdict.wellformed, report=review.report_path)
+        ctx.log(
+            "verdict",
+            round=number,
+            reviewer=reviewer,
+            job=out.job_id,
+            verdict=review.verdict.label,
+            reason=review.verdict.reason,
+            wellformed=review.verdict.wellformed,
+            report=review.report_path,
+        )
         results.append((review, failed(out)))
     return results
 

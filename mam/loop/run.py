@@ -33,8 +33,15 @@ _SLUG = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
 _REBUT = re.compile(r"\s*\[REBUT:\s*(?P<text>.*?)\s*\]\s*", re.S)
 
 
-def run_loop(req: LoopRequest, *, ws: Workspace, settings: Settings, registry: Registry, on_event: OnEvent | None = None,
-             environ: Mapping[str, str] | None = None) -> LoopResult:
+def run_loop(
+    req: LoopRequest,
+    *,
+    ws: Workspace,
+    settings: Settings,
+    registry: Registry,
+    on_event: OnEvent | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> LoopResult:
     """Run one loop to its end. `environ` is the environment git runs with (the CLI passes its own)."""
     _check(req, ws)
     creator = usable(registry, req.creator, "creator")
@@ -48,21 +55,54 @@ def run_loop(req: LoopRequest, *, ws: Workspace, settings: Settings, registry: R
         files = LoopFiles(ws, loop_id)
         log = LoopLog(files.log, loop_id, on_event)
         options = JobOptions(req.timeout_s, req.start_deadline_s, req.heartbeat_s, req.dispatch_wait_s)
-        ctx = Ctx(req=req, loop_id=loop_id, ws=ws, settings=settings, registry=registry, files=files, log=log,
-                  runner=Runner(ws=ws, settings=settings, registry=registry, options=options, log=log), environ=environ,
-                  workdir=workdir, repo=repo, base=base, no_identity=no_identity, reviewers=reviewers)
-        log("start", task=req.task[:2000], creator=req.creator, planner=req.planner, reviewers=reviewers, chosen_by=how,
-            workdir=str(workdir), repo=str(repo) if repo else None, base=base, base_from=base_how,
-            identity=repo is not None, no_identity=no_identity or None, max_loop=req.max_loop, max_rebut=req.max_rebut,
-            review_only=req.review_only, folder=str(files.root))
+        ctx = Ctx(
+            req=req,
+            loop_id=loop_id,
+            ws=ws,
+            settings=settings,
+            registry=registry,
+            files=files,
+            log=log,
+            runner=Runner(ws=ws, settings=settings, registry=registry, options=options, log=log),
+            environ=environ,
+            workdir=workdir,
+            repo=repo,
+            base=base,
+            no_identity=no_identity,
+            reviewers=reviewers,
+        )
+        log(
+            "start",
+            task=req.task[:2000],
+            creator=req.creator,
+            planner=req.planner,
+            reviewers=reviewers,
+            chosen_by=how,
+            workdir=str(workdir),
+            repo=str(repo) if repo else None,
+            base=base,
+            base_from=base_how,
+            identity=repo is not None,
+            no_identity=no_identity or None,
+            max_loop=req.max_loop,
+            max_rebut=req.max_rebut,
+            review_only=req.review_only,
+            folder=str(files.root),
+        )
         history: list[RoundOutcome] = []
         state = {"rebuts": 0}
         try:
             result = _drive(ctx, history, state)
         except LoopFailed as e:
             result = _result(ctx, history, "failed", EXIT_NOT_PASSED, str(e), state["rebuts"], [])
-        log("end", state=result.state, exit_code=result.exit_code, reason=result.reason, rounds=result.rounds,
-            promoted=result.promoted)
+        log(
+            "end",
+            state=result.state,
+            exit_code=result.exit_code,
+            reason=result.reason,
+            rounds=result.rounds,
+            promoted=result.promoted,
+        )
         return result
 
 
@@ -73,15 +113,21 @@ def _check(req: LoopRequest, ws: Workspace) -> None:
             raise UsageError(f"--loop-id {req.loop_id!r}: that loop already exists in {ws.root}")
     if not req.task.strip():
         raise UsageError("the task is empty")
-    for name, value, low in (("max-loop", req.max_loop, 1), ("max-rebut", req.max_rebut, 0), ("plan-talk", req.plan_talk, 0),
-                             ("max-repeats", req.max_repeats, 0)):
+    for name, value, low in (
+        ("max-loop", req.max_loop, 1),
+        ("max-rebut", req.max_rebut, 0),
+        ("plan-talk", req.plan_talk, 0),
+        ("max-repeats", req.max_repeats, 0),
+    ):
         if value < low:
             raise UsageError(f"--{name} must be at least {low}")
     if req.slug is not None and not _SLUG.fullmatch(req.slug):
         raise UsageError(f"--slug {req.slug!r}: use letters, digits, '.', '_' or '-', starting with a letter or digit")
 
 
-def _locate(req: LoopRequest, creator_cwd: Path, ws: Workspace, environ: Mapping[str, str] | None) -> tuple[Path, Path | None, str]:
+def _locate(
+    req: LoopRequest, creator_cwd: Path, ws: Workspace, environ: Mapping[str, str] | None
+) -> tuple[Path, Path | None, str]:
     """(folder the creator works in, git checkout to snapshot or None, why there is no snapshot identity)."""
     env = git_env(environ)
     if req.worktree:
@@ -103,8 +149,14 @@ def _drive(ctx: Ctx, history: list[RoundOutcome], state: dict[str, int]) -> Loop
     req = ctx.req
     plan = make_plan(ctx) if (req.plan or req.planner) else ""
     if not req.review_only:
-        out = ctx.send(Brief(req.creator, briefs.create_brief(ctx.loop_id, req.task, plan, str(ctx.workdir)), "loop-create",
-                             record=ctx.files.root / "brief-create.md"))
+        out = ctx.send(
+            Brief(
+                req.creator,
+                briefs.create_brief(ctx.loop_id, req.task, plan, str(ctx.workdir)),
+                "loop-create",
+                record=ctx.files.root / "brief-create.md",
+            )
+        )
         _creator_ok(ctx, out, "implementation")
         ctx.log("created", job=out.job_id, result=out.result[:1000])
     notes: list[str] = []
@@ -113,24 +165,53 @@ def _drive(ctx: Ctx, history: list[RoundOutcome], state: dict[str, int]) -> Loop
         history.append(outcome)
         failing = [r for r in outcome.reviews if not r.passed]
         if not failing:
-            promoted = promote(ctx.ws, req.slug or task_slug(req.task), outcome.reviews, snapshot=outcome.snapshot,
-                               round_number=number, loop_id=ctx.loop_id)
+            promoted = promote(
+                ctx.ws,
+                req.slug or task_slug(req.task),
+                outcome.reviews,
+                snapshot=outcome.snapshot,
+                round_number=number,
+                loop_id=ctx.loop_id,
+            )
             ctx.log("passed", round=number, promoted=promoted)
-            return _result(ctx, history, "passed", EXIT_PASSED, f"every reviewer passed in round {number}", state["rebuts"], promoted)
-        ctx.log("not-passed", round=number, failing=[{"reviewer": r.reviewer, "reason": r.verdict.reason} for r in failing])
+            return _result(
+                ctx,
+                history,
+                "passed",
+                EXIT_PASSED,
+                f"every reviewer passed in round {number}",
+                state["rebuts"],
+                promoted,
+            )
+        ctx.log(
+            "not-passed", round=number, failing=[{"reviewer": r.reviewer, "reason": r.verdict.reason} for r in failing]
+        )
         if number == req.max_loop:
             break
         notes = _fix(ctx, number, failing, state)
-    return _result(ctx, history, "not_passed", EXIT_NOT_PASSED,
-                   f"not every reviewer passed after {req.max_loop} round(s)", state["rebuts"], [])
+    return _result(
+        ctx,
+        history,
+        "not_passed",
+        EXIT_NOT_PASSED,
+        f"not every reviewer passed after {req.max_loop} round(s)",
+        state["rebuts"],
+        [],
+    )
 
 
 def _fix(ctx: Ctx, number: int, failing: list[Review], state: dict[str, int]) -> list[str]:
     """Send the findings to the creator; return the notes the next round's reviewers get."""
     req = ctx.req
     left = req.max_rebut - state["rebuts"]
-    out = ctx.send(Brief(req.creator, briefs.fix_brief(ctx.loop_id, number, req.task, failing, left, str(ctx.workdir)),
-                         "loop-fix", record=ctx.files.brief(number, req.creator, "fix")))
+    out = ctx.send(
+        Brief(
+            req.creator,
+            briefs.fix_brief(ctx.loop_id, number, req.task, failing, left, str(ctx.workdir)),
+            "loop-fix",
+            record=ctx.files.brief(number, req.creator, "fix"),
+        )
+    )
     _creator_ok(ctx, out, f"fix after round {number}")
     match = _REBUT.fullmatch(out.result or "")
     if match is None:
@@ -139,10 +220,25 @@ def _fix(ctx: Ctx, number: int, failing: list[Review], state: dict[str, int]) ->
     text = match.group("text")
     if left > 0:
         state["rebuts"] += 1
-        ctx.log("rebut", round=number, job=out.job_id, accepted=True, used=state["rebuts"], limit=req.max_rebut, text=text[:2000])
+        ctx.log(
+            "rebut",
+            round=number,
+            job=out.job_id,
+            accepted=True,
+            used=state["rebuts"],
+            limit=req.max_rebut,
+            text=text[:2000],
+        )
         return [briefs.rebut_note(number, text, state["rebuts"], req.max_rebut)]
-    ctx.log("rebut", round=number, job=out.job_id, accepted=False, limit=req.max_rebut, text=text[:2000],
-            message="over --max-rebut: counted as a refusal to fix")
+    ctx.log(
+        "rebut",
+        round=number,
+        job=out.job_id,
+        accepted=False,
+        limit=req.max_rebut,
+        text=text[:2000],
+        message="over --max-rebut: counted as a refusal to fix",
+    )
     return [briefs.refusal_note(number, text)]
 
 
@@ -154,11 +250,22 @@ def _creator_ok(ctx: Ctx, out: Outcome, what: str) -> None:
         raise LoopFailed(f"the creator {ctx.req.creator!r} did not finish its {what} job: {problem}")
 
 
-def _result(ctx: Ctx, history: list[RoundOutcome], state: str, code: int, reason: str, rebuts: int, promoted: list[str]) -> LoopResult:
+def _result(
+    ctx: Ctx, history: list[RoundOutcome], state: str, code: int, reason: str, rebuts: int, promoted: list[str]
+) -> LoopResult:
     last = history[-1] if history else None
     return LoopResult(
-        loop_id=ctx.loop_id, state=state, exit_code=code, reason=reason, rounds=len(history), reviewers=list(ctx.reviewers),
-        final=[r.as_dict() for r in last.reviews] if last else [], promoted=promoted,
-        snapshot=last.snapshot.identity() if last and last.snapshot else None, rebuts_used=rebuts,
-        folder=str(ctx.files.root), log=str(ctx.files.log), history=[h.summary() for h in history],
+        loop_id=ctx.loop_id,
+        state=state,
+        exit_code=code,
+        reason=reason,
+        rounds=len(history),
+        reviewers=list(ctx.reviewers),
+        final=[r.as_dict() for r in last.reviews] if last else [],
+        promoted=promoted,
+        snapshot=last.snapshot.identity() if last and last.snapshot else None,
+        rebuts_used=rebuts,
+        folder=str(ctx.files.root),
+        log=str(ctx.files.log),
+        history=[h.summary() for h in history],
     )

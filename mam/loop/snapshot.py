@@ -69,14 +69,19 @@ def resolve_base(repo: Path, base: str | None, environ: Mapping[str, str] | None
     return head, "HEAD when the loop started (no default branch found)"
 
 
-def take_snapshot(repo: Path, base: str, environ: Mapping[str, str] | None, *, exclude: Sequence[Path] = ()) -> Snapshot:
+def take_snapshot(
+    repo: Path, base: str, environ: Mapping[str, str] | None, *, exclude: Sequence[Path] = ()
+) -> Snapshot:
     """The snapshot of `repo` now. `exclude`: folders inside the repo never part of the source (mam's own state)."""
     env = git_env(environ)
     top = Path(out(["rev-parse", "--show-toplevel"], cwd=repo, env=env))
     head = maybe(["rev-parse", "--verify", "--quiet", "HEAD^{commit}"], cwd=top, env=env) or ""
     # An excluded folder that .gitignore already ignores must not be named: `git add` refuses ignored paths.
-    specs = ["."] + [f":(exclude){rel}" for rel in _inside(top, exclude)
-                     if maybe(["check-ignore", "--quiet", "--no-index", rel], cwd=top, env=env) is None]
+    specs = ["."] + [
+        f":(exclude){rel}"
+        for rel in _inside(top, exclude)
+        if maybe(["check-ignore", "--quiet", "--no-index", rel], cwd=top, env=env) is None
+    ]
     with tempfile.TemporaryDirectory(prefix="mam-snapshot-") as tmp:
         index_env = {**env, "GIT_INDEX_FILE": str(Path(tmp) / "index")}
         git(["read-tree", "HEAD"] if head else ["read-tree", "--empty"], cwd=top, env=index_env)

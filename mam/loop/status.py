@@ -34,14 +34,24 @@ def loop_status(ws: Workspace, loop_id: str) -> dict[str, Any]:
     for e in entries:
         if e.get("event") == "verdict":
             rounds.setdefault(int(e["round"]), []).append(
-                {k: e.get(k) for k in ("reviewer", "verdict", "reason", "wellformed", "report", "job")})
+                {k: e.get(k) for k in ("reviewer", "verdict", "reason", "wellformed", "report", "job")}
+            )
     history: list[dict[str, Any]] = [{"round": n, "reviews": rounds[n]} for n in sorted(rounds)]
     promoted: list[str] = list(end.get("promoted") or []) if end else []
     return {
-        "id": loop_id, "state": end["state"] if end else "running", "exit_code": end["exit_code"] if end else None,
-        "reason": end["reason"] if end else "", "task": start.get("task", ""), "creator": start.get("creator"),
-        "reviewers": start.get("reviewers", []), "rounds": len(history), "history": history,
-        "final": history[-1]["reviews"] if history else [], "promoted": promoted,
+        "id": loop_id,
+        "state": end["state"] if end else "running",
+        "exit_code": end["exit_code"] if end else None,
+        "reason": end["reason"] if end else "",
+        "task": start.get("task", ""),
+        "creator": start.get("creator"),
+        "reviewers": start.get("reviewers", []),
+        "rounds": len(history),
+        "history": history,
+        "final": history[-1]["reviews"] if history else [],
+        "promoted": promoted,
         "reports": [r["report"] for r in (history[-1]["reviews"] if history else []) if r.get("report")],
-        "folder": str(folder), "log": str(path), "last_event": entries[-1].get("event") if entries else None,
+        "folder": str(folder),
+        "log": str(path),
+        "last_event": entries[-1].get("event") if entries else None,
     }

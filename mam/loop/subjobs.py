@@ -59,7 +59,15 @@ def descendants(registry: Registry, parents: Iterable[str]) -> list[JobRow]:
 
 def _view(row: JobRow) -> SubJob:
     job = row.data.get("job", {})
-    return SubJob(row.id, row.parent_job or "", row.session, row.state, row.reason, row.exit_code, str(job.get("result", ""))[:300])
+    return SubJob(
+        row.id,
+        row.parent_job or "",
+        row.session,
+        row.state,
+        row.reason,
+        row.exit_code,
+        str(job.get("result", ""))[:300],
+    )
 
 
 def _bound_ms(row: JobRow, dispatch_wait_s: float) -> float:
@@ -72,8 +80,16 @@ def _bound_ms(row: JobRow, dispatch_wait_s: float) -> float:
     return started + job.budget_ms + grace
 
 
-def wait_subjobs(ws: Workspace, registry: Registry, parents: Iterable[str], *, poll_s: float, max_wait_s: float,
-                 dispatch_wait_s: float, on_wait: Callable[[list[SubJob]], object] | None = None) -> tuple[list[SubJob], bool]:
+def wait_subjobs(
+    ws: Workspace,
+    registry: Registry,
+    parents: Iterable[str],
+    *,
+    poll_s: float,
+    max_wait_s: float,
+    dispatch_wait_s: float,
+    on_wait: Callable[[list[SubJob]], object] | None = None,
+) -> tuple[list[SubJob], bool]:
     """Wait until every sub-job ended (or is past its bound); (their final views, whether any had to be waited for)."""
     parents = list(parents)
     deadline = time.monotonic() + max_wait_s

@@ -53,7 +53,9 @@ def parse_verdict(text: str) -> Verdict:
     if standalone:
         number, line = standalone[0]
         if number == last_number:
-            return _malformed(f"malformed verdict line {_show(line)}: it must be exactly {PASS_TOKEN} or {NOT_PASS_TOKEN}")
+            return _malformed(
+                f"malformed verdict line {_show(line)}: it must be exactly {PASS_TOKEN} or {NOT_PASS_TOKEN}"
+            )
         return _malformed(f"the verdict line (line {number}) is not the last non-empty line of the report")
     inline = next((n for n, s in lines if _MENTION.search(s)), None)
     if inline is not None:

@@ -29,15 +29,24 @@ class Removed:
     dirty: list[str] = field(default_factory=list)  # what --force threw away
 
 
-def prepare(repo: Path, name: str, *, path: Path, base: str = "HEAD", submodules: bool = True,
-            environ: Mapping[str, str] | None = None) -> Prepared:
+def prepare(
+    repo: Path,
+    name: str,
+    *,
+    path: Path,
+    base: str = "HEAD",
+    submodules: bool = True,
+    environ: Mapping[str, str] | None = None,
+) -> Prepared:
     """`git worktree add -b NAME PATH BASE` (+ submodules); refuses if the folder or the branch exists."""
     env = git_env(environ)
     top = _top(repo, env)
     if maybe(["check-ref-format", "--branch", name], cwd=top, env=env) is None:
         raise GitError(f"{name!r} is not a valid branch name", name=name)
     if path.exists():
-        raise GitError(f"{path} already exists; remove it first (worktree remove) or choose another --path", path=str(path))
+        raise GitError(
+            f"{path} already exists; remove it first (worktree remove) or choose another --path", path=str(path)
+        )
     if maybe(["rev-parse", "--verify", "--quiet", f"refs/heads/{name}"], cwd=top, env=env):
         raise GitError(f"branch {name!r} already exists in {top}; choose another name or delete the branch", name=name)
     commit = maybe(["rev-parse", "--verify", "--quiet", f"{base}^{{commit}}"], cwd=top, env=env)
@@ -50,8 +59,11 @@ def prepare(repo: Path, name: str, *, path: Path, base: str = "HEAD", submodules
         try:
             git(["submodule", "update", "--init", "--recursive"], cwd=path, env=env)
         except GitError as e:
-            raise GitError(f"worktree {path} was created, but its submodules could not be checked out: {e}; "
-                           f"fix that, or remove the worktree with `mam worktree remove --path {path} --force`", path=str(path)) from e
+            raise GitError(
+                f"worktree {path} was created, but its submodules could not be checked out: {e}; "
+                f"fix that, or remove the worktree with `mam worktree remove --path {path} --force`",
+                path=str(path),
+            ) from e
     return Prepared(path=str(path), branch=name, base=commit, submodules=with_subs)
 
 
@@ -78,17 +90,26 @@ def remove(repo: Path, path: Path, *, force: bool = False, environ: Mapping[str,
     if entry is None:
         raise GitError(f"{path} is not a worktree of {top} (see `git worktree list`)", path=str(path))
     if entry["path"] == str(_main_worktree(top, env)):
-        raise GitError(f"{path} is the main checkout of {top}, not a linked worktree; it is never removed", path=str(path))
+        raise GitError(
+            f"{path} is the main checkout of {top}, not a linked worktree; it is never removed", path=str(path)
+        )
     wt = Path(entry["path"])
     dirty = dirty_files(wt, environ) if wt.is_dir() else []
     if dirty and not force:
         listing = "\n  ".join(dirty[:50]) + ("\n  ..." if len(dirty) > 50 else "")
-        raise GitError(f"worktree {wt} is not clean; commit or discard these first (or pass --force):\n  {listing}",
-                       path=str(wt), dirty=dirty)
+        raise GitError(
+            f"worktree {wt} is not clean; commit or discard these first (or pass --force):\n  {listing}",
+            path=str(wt),
+            dirty=dirty,
+        )
     # The check above covers submodules; git itself refuses any worktree with submodules without --force.
     git(["worktree", "remove", "--force", *(["--force"] if force else []), str(wt)], cwd=top, env=env)
-    return Removed(path=str(wt), branch=entry.get("branch", "").removeprefix("refs/heads/"), forced=force and bool(dirty),
-                   dirty=dirty if force else [])
+    return Removed(
+        path=str(wt),
+        branch=entry.get("branch", "").removeprefix("refs/heads/"),
+        forced=force and bool(dirty),
+        dirty=dirty if force else [],
+    )
 
 
 def _porcelain(path: Path, env: Mapping[str, str]) -> list[str]:

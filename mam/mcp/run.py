@@ -36,9 +36,17 @@ class BearerAuth:
                     await send({"type": "websocket.close", "code": 1008})
                     return
                 body = b'{"error":"unauthorized: send Authorization: Bearer <token> (MAM_MCP_TOKEN or .mam/mcp-token)"}'
-                await send({"type": "http.response.start", "status": 401,
-                            "headers": [(b"content-type", b"application/json"), (b"www-authenticate", b'Bearer realm="mam"'),
-                                        (b"content-length", str(len(body)).encode())]})
+                await send(
+                    {
+                        "type": "http.response.start",
+                        "status": 401,
+                        "headers": [
+                            (b"content-type", b"application/json"),
+                            (b"www-authenticate", b'Bearer realm="mam"'),
+                            (b"content-length", str(len(body)).encode()),
+                        ],
+                    }
+                )
                 await send({"type": "http.response.body", "body": body})
                 return
         await self.app(scope, receive, send)
@@ -64,7 +72,9 @@ def serve_stdio(service: Service, *, poll_s: float) -> None:
         _hand_over(service)
 
 
-def serve_http(service: Service, *, host: str, port: int, token: str, poll_s: float, announce: Callable[[str], None]) -> None:
+def serve_http(
+    service: Service, *, host: str, port: int, token: str, poll_s: float, announce: Callable[[str], None]
+) -> None:
     import anyio
     import uvicorn
 
@@ -87,4 +97,7 @@ def serve_http(service: Service, *, host: str, port: int, token: str, poll_s: fl
 def _hand_over(service: Service) -> None:
     handed = service.close()
     if handed:
-        print(f"mam: mcp: {len(handed)} open job(s) handed to `mam job delegate --job-id`: {', '.join(handed)}", file=sys.stderr)
+        print(
+            f"mam: mcp: {len(handed)} open job(s) handed to `mam job delegate --job-id`: {', '.join(handed)}",
+            file=sys.stderr,
+        )

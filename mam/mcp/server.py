@@ -44,7 +44,9 @@ def ok(data: dict[str, Any], summary: str) -> CallToolResult:
 
 def failed(message: str, exit_code: int, data: dict[str, Any] | None = None) -> CallToolResult:
     body = {**(data or {}), "error": message, "exit_code": exit_code}
-    return CallToolResult(content=[TextContent(type="text", text=f"mam: error: {message}")], structured_content=body, is_error=True)
+    return CallToolResult(
+        content=[TextContent(type="text", text=f"mam: error: {message}")], structured_content=body, is_error=True
+    )
 
 
 def outcome_result(out: dict[str, Any]) -> CallToolResult:
@@ -106,7 +108,11 @@ def build(service: Service, *, poll_s: float) -> MCPServer:
                         continue
                     last_beat = time.monotonic()
                 count += 1
-                await progress(ctx, count, f"{e['type']}" + (f": {e['message']}" if e["message"] else "") + f" (job {job_id}, {e['state']})")
+                await progress(
+                    ctx,
+                    count,
+                    f"{e['type']}" + (f": {e['message']}" if e["message"] else "") + f" (job {job_id}, {e['state']})",
+                )
             if view["state"] in ENDED:
                 return {**view, "ended": True}
             if time.monotonic() >= deadline:
@@ -122,22 +128,43 @@ def build(service: Service, *, poll_s: float) -> MCPServer:
         return outcome_result(d.outcome.as_dict())
 
     # -- sessions ---------------------------------------------------------------------------------
-    @server.tool(description="Start AGENT (claude, codex, opencode, gemini, hermes, grok, agy, demo) in a new pane as session NAME "
-                 "(`mam session create`; permissions ask|report|full, default report; no_trust: fail on a trust dialog). "
-                 "With onboard: wait for the onboarding job (exit_code 44 failed, 45 not ended in time).")
+    @server.tool(
+        description="Start AGENT (claude, codex, opencode, gemini, hermes, grok, agy, demo) in a new pane as session NAME "
+        "(`mam session create`; permissions ask|report|full, default report; no_trust: fail on a trust dialog). "
+        "With onboard: wait for the onboarding job (exit_code 44 failed, 45 not ended in time)."
+    )
     @guarded
-    async def session_create(agent: str, role: str, name: str, backend: str | None = None, cwd: str | None = None,
-                             onboard: bool = False, permissions: str = "report", no_trust: bool = False) -> CallToolResult:
-        data, code = await thread(service.session_create, agent=agent, role=role, name=name, backend=backend, cwd=cwd, onboard=onboard,
-                                  permissions=permissions, no_trust=no_trust)
+    async def session_create(
+        agent: str,
+        role: str,
+        name: str,
+        backend: str | None = None,
+        cwd: str | None = None,
+        onboard: bool = False,
+        permissions: str = "report",
+        no_trust: bool = False,
+    ) -> CallToolResult:
+        data, code = await thread(
+            service.session_create,
+            agent=agent,
+            role=role,
+            name=name,
+            backend=backend,
+            cwd=cwd,
+            onboard=onboard,
+            permissions=permissions,
+            no_trust=no_trust,
+        )
         line = f"session {data['name']}: {data['agent']} ({data['role']}) {data['status']} in {data['backend']}:{data['server']} pane {data['pane_id']}"
         if code:
             o = data.get("onboarding") or {}
             return failed(f"{line}; onboarding job {o.get('job_id')}: {o.get('state')} {o.get('reason')}", code, data)
         return ok(data, line)
 
-    @server.tool(description="Exit a session's agent gracefully, keeping its conversation (`mam session stop`). "
-                 "purge_conversation also deletes the conversation's files (this argument is the confirmation).")
+    @server.tool(
+        description="Exit a session's agent gracefully, keeping its conversation (`mam session stop`). "
+        "purge_conversation also deletes the conversation's files (this argument is the confirmation)."
+    )
     @guarded
     async def session_stop(name: str, purge_conversation: bool = False) -> CallToolResult:
         data = await thread(service.session_stop, name=name, purge_conversation=purge_conversation)
@@ -147,25 +174,50 @@ def build(service: Service, *, poll_s: float) -> MCPServer:
     @guarded
     async def session_resume(name: str) -> CallToolResult:
         data = await thread(service.session_resume, name=name)
-        return ok(data, f"session {data['name']}: resumed conversation {data['conversation_id']} in pane {data['pane_id']}")
+        return ok(
+            data, f"session {data['name']}: resumed conversation {data['conversation_id']} in pane {data['pane_id']}"
+        )
 
     @server.tool(description="The rows of `mam session status --json` (all sessions, or one by name). Starts nothing.")
     @guarded
     async def session_status(name: str | None = None) -> CallToolResult:
         rows = await thread(service.session_status, name=name)
-        summary = ", ".join(f"{r['name']} {r['status']}" + (f" ({r['drift']})" if r["drift"] else "") for r in rows) or "no sessions"
+        summary = (
+            ", ".join(f"{r['name']} {r['status']}" + (f" ({r['drift']})" if r["drift"] else "") for r in rows)
+            or "no sessions"
+        )
         return ok({"sessions": rows}, summary)
 
     # -- jobs -----------------------------------------------------------------------------------
-    @server.tool(description="Delegate a brief to a session (`mam job delegate`): returns {id, state, ...} as soon as the brief "
-                 "is in the pane, or the job's outcome if it ended first (busy or missing session: exit_code 5). "
-                 "wait: true waits for the end, like job_wait. Times in seconds.")
+    @server.tool(
+        description="Delegate a brief to a session (`mam job delegate`): returns {id, state, ...} as soon as the brief "
+        "is in the pane, or the job's outcome if it ended first (busy or missing session: exit_code 5). "
+        "wait: true waits for the end, like job_wait. Times in seconds."
+    )
     @guarded
-    async def job_delegate(target: str, brief: str, ctx: Context, timeout_s: float | None = None, start_deadline_s: float | None = None,
-                           heartbeat_s: float | None = None, parent_job: str | None = None, job_id: str | None = None,
-                           dispatch_wait_s: float | None = None, wait: bool = False) -> CallToolResult:
-        d = await thread(service.start_delegation, target=target, brief=brief, timeout_s=timeout_s, start_deadline_s=start_deadline_s,
-                         heartbeat_s=heartbeat_s, parent_job=parent_job, job_id=job_id, dispatch_wait_s=dispatch_wait_s)
+    async def job_delegate(
+        target: str,
+        brief: str,
+        ctx: Context,
+        timeout_s: float | None = None,
+        start_deadline_s: float | None = None,
+        heartbeat_s: float | None = None,
+        parent_job: str | None = None,
+        job_id: str | None = None,
+        dispatch_wait_s: float | None = None,
+        wait: bool = False,
+    ) -> CallToolResult:
+        d = await thread(
+            service.start_delegation,
+            target=target,
+            brief=brief,
+            timeout_s=timeout_s,
+            start_deadline_s=start_deadline_s,
+            heartbeat_s=heartbeat_s,
+            parent_job=parent_job,
+            job_id=job_id,
+            dispatch_wait_s=dispatch_wait_s,
+        )
         while not d.delivered.is_set():
             await anyio.sleep(poll_s)
         if d.done.is_set() or d.error is not None:
@@ -176,12 +228,18 @@ def build(service: Service, *, poll_s: float) -> MCPServer:
         view = await thread(service.job_status, id=d.job_id)
         return ok(view, f"job {view['id']}: {view['state']} on {view['session']}")
 
-    @server.tool(description="Wait until the job ends or timeout_s passes (then its current state, ended: false; not an error). "
-                 "Sends a progress notification per event (heartbeats at most every 5 s) when given a progress token.")
+    @server.tool(
+        description="Wait until the job ends or timeout_s passes (then its current state, ended: false; not an error). "
+        "Sends a progress notification per event (heartbeats at most every 5 s) when given a progress token."
+    )
     @guarded
     async def job_wait(id: str, ctx: Context, timeout_s: float = 600.0) -> CallToolResult:
         view = await follow(id, timeout_s, ctx)
-        return ok(view, f"job {id}: {_state(view)}" + (f", exit {view['exit_code']}" if view["ended"] else f", still open after {timeout_s:g}s"))
+        return ok(
+            view,
+            f"job {id}: {_state(view)}"
+            + (f", exit {view['exit_code']}" if view["ended"] else f", still open after {timeout_s:g}s"),
+        )
 
     @server.tool(description="One job's record and its sub-jobs (`mam job status --json`).")
     @guarded
@@ -207,48 +265,102 @@ def build(service: Service, *, poll_s: float) -> MCPServer:
         view = await thread(service.job_cancel, id=id)
         return ok(view, f"job {id}: {view['state']}")
 
-    @server.tool(description="Accepted events, oldest first: of one job (after since_seq), of a session's recent jobs, or of the "
-                 "workspace's; for clients without progress notifications.")
+    @server.tool(
+        description="Accepted events, oldest first: of one job (after since_seq), of a session's recent jobs, or of the "
+        "workspace's; for clients without progress notifications."
+    )
     @guarded
-    async def events_recent(job: str | None = None, session: str | None = None, since_seq: int = 0, limit: int = 100) -> CallToolResult:
+    async def events_recent(
+        job: str | None = None, session: str | None = None, since_seq: int = 0, limit: int = 100
+    ) -> CallToolResult:
         events = await thread(service.events_recent, job=job, session=session, since_seq=since_seq, limit=limit)
         return ok({"events": events}, f"{len(events)} event(s)")
 
     # -- loops ----------------------------------------------------------------------------------
-    @server.tool(description="Start a review loop (the options of run_loop.sh / `mam loop`; reviewer is 'A,B') as a detached "
-                 "`mam loop` process; returns its id at once. Follow it with loop_status.")
+    @server.tool(
+        description="Start a review loop (the options of run_loop.sh / `mam loop`; reviewer is 'A,B') as a detached "
+        "`mam loop` process; returns its id at once. Follow it with loop_status."
+    )
     @guarded
-    async def loop_start(creator: str, task: str, reviewer: str | None = None, all_reviewer: bool = False, planner: str | None = None,
-                         plan: bool = False, plan_talk: int | None = None, max_loop: int | None = None, max_rebut: int | None = None,
-                         review_only: bool = False, worktree: str | None = None, base: str | None = None, timeout_s: float | None = None,
-                         start_deadline_s: float | None = None, heartbeat_s: float | None = None, dispatch_wait_s: float | None = None,
-                         subjob_wait_s: float | None = None, max_repeats: int | None = None, slug: str | None = None) -> CallToolResult:
-        options = dict(creator=creator, task=task, reviewer=reviewer, all_reviewer=all_reviewer, planner=planner, plan=plan,
-                       plan_talk=plan_talk, max_loop=max_loop, max_rebut=max_rebut, review_only=review_only, worktree=worktree, base=base,
-                       timeout_s=timeout_s, start_deadline_s=start_deadline_s, heartbeat_s=heartbeat_s, dispatch_wait_s=dispatch_wait_s,
-                       subjob_wait_s=subjob_wait_s, max_repeats=max_repeats, slug=slug)
+    async def loop_start(
+        creator: str,
+        task: str,
+        reviewer: str | None = None,
+        all_reviewer: bool = False,
+        planner: str | None = None,
+        plan: bool = False,
+        plan_talk: int | None = None,
+        max_loop: int | None = None,
+        max_rebut: int | None = None,
+        review_only: bool = False,
+        worktree: str | None = None,
+        base: str | None = None,
+        timeout_s: float | None = None,
+        start_deadline_s: float | None = None,
+        heartbeat_s: float | None = None,
+        dispatch_wait_s: float | None = None,
+        subjob_wait_s: float | None = None,
+        max_repeats: int | None = None,
+        slug: str | None = None,
+    ) -> CallToolResult:
+        options = dict(
+            creator=creator,
+            task=task,
+            reviewer=reviewer,
+            all_reviewer=all_reviewer,
+            planner=planner,
+            plan=plan,
+            plan_talk=plan_talk,
+            max_loop=max_loop,
+            max_rebut=max_rebut,
+            review_only=review_only,
+            worktree=worktree,
+            base=base,
+            timeout_s=timeout_s,
+            start_deadline_s=start_deadline_s,
+            heartbeat_s=heartbeat_s,
+            dispatch_wait_s=dispatch_wait_s,
+            subjob_wait_s=subjob_wait_s,
+            max_repeats=max_repeats,
+            slug=slug,
+        )
         proc, loop_id, errors = await thread(service.loop_start, options=options)
         try:
             deadline = time.monotonic() + LOOP_START_S
             while True:
                 started = await thread(_logged_start, folder=service.ws.state / "loops" / loop_id)
                 if started:
-                    return ok({"id": loop_id, "state": "running", "pid": proc.pid, "folder": str(service.ws.state / "loops" / loop_id)},
-                              f"loop {loop_id}: started (pid {proc.pid})")
+                    return ok(
+                        {
+                            "id": loop_id,
+                            "state": "running",
+                            "pid": proc.pid,
+                            "folder": str(service.ws.state / "loops" / loop_id),
+                        },
+                        f"loop {loop_id}: started (pid {proc.pid})",
+                    )
                 code = proc.poll()
                 if code is not None:
                     raise ToolFailed(_refusal(errors) or f"mam loop exited {code} before it started", code)
                 if time.monotonic() >= deadline:
-                    raise ToolFailed(f"mam loop (pid {proc.pid}) did not start within {LOOP_START_S:g}s", 1, {"id": loop_id})
+                    raise ToolFailed(
+                        f"mam loop (pid {proc.pid}) did not start within {LOOP_START_S:g}s", 1, {"id": loop_id}
+                    )
                 await anyio.sleep(poll_s)
         finally:
             errors.unlink(missing_ok=True)
 
-    @server.tool(description="A loop's rounds, each reviewer's verdict, the outcome (running, passed, not_passed, failed) and report paths.")
+    @server.tool(
+        description="A loop's rounds, each reviewer's verdict, the outcome (running, passed, not_passed, failed) and report paths."
+    )
     @guarded
     async def loop_status(id: str) -> CallToolResult:
         data = await thread(service.loop_status, id=id)
-        return ok(data, f"loop {id}: {data['state']} after {data['rounds']} round(s)" + (f": {data['reason']}" if data["reason"] else ""))
+        return ok(
+            data,
+            f"loop {id}: {data['state']} after {data['rounds']} round(s)"
+            + (f": {data['reason']}" if data["reason"] else ""),
+        )
 
     return server
 

@@ -90,13 +90,34 @@ class Service:
             return self._client
 
     # -- sessions ---------------------------------------------------------------------------------
-    def session_create(self, *, agent: str, role: str, name: str, backend: str | None = None, cwd: str | None = None,
-                       onboard: bool = False, permissions: str = "report", no_trust: bool = False) -> tuple[dict[str, Any], int]:
+    def session_create(
+        self,
+        *,
+        agent: str,
+        role: str,
+        name: str,
+        backend: str | None = None,
+        cwd: str | None = None,
+        onboard: bool = False,
+        permissions: str = "report",
+        no_trust: bool = False,
+    ) -> tuple[dict[str, Any], int]:
         from mam.sessions.create import start_session
 
-        made = start_session(name=name, agent=agent, role=role, ws=self.ws, settings=self.settings, registry_of=lambda: Registry(self.ws),
-                             environ=self.environ, backend=backend, cwd=cwd, onboard=onboard, permissions=permissions,
-                             trust=not no_trust)
+        made = start_session(
+            name=name,
+            agent=agent,
+            role=role,
+            ws=self.ws,
+            settings=self.settings,
+            registry_of=lambda: Registry(self.ws),
+            environ=self.environ,
+            backend=backend,
+            cwd=cwd,
+            onboard=onboard,
+            permissions=permissions,
+            trust=not no_trust,
+        )
         data = made.row.as_dict()
         if made.onboarding is not None:
             data["onboarding"] = made.onboarding
@@ -106,14 +127,22 @@ class Service:
         from mam.sessions.stop import stop_session
 
         # The tool's own argument is the confirmation the CLI asks for with --yes.
-        row = stop_session(check_name(name), ws=self.ws, settings=self.settings, registry=self.writer(),
-                           purge_conversation=purge_conversation, yes=purge_conversation)
+        row = stop_session(
+            check_name(name),
+            ws=self.ws,
+            settings=self.settings,
+            registry=self.writer(),
+            purge_conversation=purge_conversation,
+            yes=purge_conversation,
+        )
         return row.as_dict()
 
     def session_resume(self, *, name: str) -> dict[str, Any]:
         from mam.sessions.resume import resume_session
 
-        return resume_session(check_name(name), ws=self.ws, settings=self.settings, registry=self.writer(), environ=self.environ).as_dict()
+        return resume_session(
+            check_name(name), ws=self.ws, settings=self.settings, registry=self.writer(), environ=self.environ
+        ).as_dict()
 
     def session_status(self, *, name: str | None = None) -> list[dict[str, Any]]:
         from mam.sessions.status import session_status
@@ -128,17 +157,33 @@ class Service:
         return rows
 
     # -- jobs -----------------------------------------------------------------------------------
-    def start_delegation(self, *, target: str, brief: str, timeout_s: float | None = None, start_deadline_s: float | None = None,
-                         heartbeat_s: float | None = None, parent_job: str | None = None, job_id: str | None = None,
-                         dispatch_wait_s: float | None = None) -> Delegation:
+    def start_delegation(
+        self,
+        *,
+        target: str,
+        brief: str,
+        timeout_s: float | None = None,
+        start_deadline_s: float | None = None,
+        heartbeat_s: float | None = None,
+        parent_job: str | None = None,
+        job_id: str | None = None,
+        dispatch_wait_s: float | None = None,
+    ) -> Delegation:
         """Start `mam job delegate`'s wrapper for this job in a thread of this process."""
         from mam.jobs.brief import check_brief
 
         if not job_id:
             check_brief(brief)  # refused here, before a thread or a connection exists
-        req = delegate_request(target=target, brief=brief, job_id=job_id or new_job_id(), timeout_s=timeout_s,
-                               start_deadline_s=start_deadline_s, heartbeat_s=heartbeat_s, parent_job=parent_job,
-                               dispatch_wait_s=dispatch_wait_s)
+        req = delegate_request(
+            target=target,
+            brief=brief,
+            job_id=job_id or new_job_id(),
+            timeout_s=timeout_s,
+            start_deadline_s=start_deadline_s,
+            heartbeat_s=heartbeat_s,
+            parent_job=parent_job,
+            dispatch_wait_s=dispatch_wait_s,
+        )
         self.writer()
         d = Delegation(req)
 
@@ -150,8 +195,14 @@ class Service:
         def run() -> None:
             registry = Registry(self.ws)  # a connection of its own, as the loop's job threads have
             try:
-                d.outcome = delegate(req, ws=self.ws, settings=self.settings, registry=registry, on_update=update,
-                                     client=self._shared_client())
+                d.outcome = delegate(
+                    req,
+                    ws=self.ws,
+                    settings=self.settings,
+                    registry=registry,
+                    on_update=update,
+                    client=self._shared_client(),
+                )
             except BaseException as e:  # handed to the caller, who reports it as the tool's error
                 d.error = e
             finally:
@@ -170,7 +221,9 @@ class Service:
 
         return status(self._existing(id), id)
 
-    def job_list(self, *, state: str | None = None, session: str | None = None, limit: int = 50) -> list[dict[str, Any]]:
+    def job_list(
+        self, *, state: str | None = None, session: str | None = None, limit: int = 50
+    ) -> list[dict[str, Any]]:
         from mam.jobs.queries import list_jobs
 
         if session:
@@ -194,11 +247,17 @@ class Service:
 
         return JobWatch(self._existing(id), id)
 
-    def events_recent(self, *, job: str | None = None, session: str | None = None, since_seq: int = 0, limit: int = 100) -> list[dict[str, Any]]:
+    def events_recent(
+        self, *, job: str | None = None, session: str | None = None, since_seq: int = 0, limit: int = 100
+    ) -> list[dict[str, Any]]:
         from mam.jobs.watch import recent_events
 
         registry = self.reader()
-        return [] if registry is None else recent_events(registry, job=job, session=session, since_seq=since_seq, limit=limit)
+        return (
+            []
+            if registry is None
+            else recent_events(registry, job=job, session=session, since_seq=since_seq, limit=limit)
+        )
 
     def _existing(self, job_id: str) -> Registry:
         """The registry for a job lookup, as the CLI's read-only job commands find it (creates nothing)."""
@@ -220,12 +279,23 @@ class Service:
             if name:
                 check_name(name, "reviewer")
         loop_id = new_loop_id()
-        argv = [sys.executable, "-m", "mam", "--workspace", str(self.ws.root), "loop", f"--loop-id={loop_id}", "--quiet"]
+        argv = [
+            sys.executable,
+            "-m",
+            "mam",
+            "--workspace",
+            str(self.ws.root),
+            "loop",
+            f"--loop-id={loop_id}",
+            "--quiet",
+        ]
         for key, value in options.items():
             if value is None or value is False:
                 continue
             flag = "--" + (key[:-2] if key.endswith("_s") else key).replace("_", "-")
-            argv.append(flag if value is True else f"{flag}={value}")  # one argv item each: no shell, no option injection
+            argv.append(
+                flag if value is True else f"{flag}={value}"
+            )  # one argv item each: no shell, no option injection
         fd, name = tempfile.mkstemp(prefix="mam-mcp-loop-", suffix=".log")  # its refusal, if it refuses to start
         os.close(fd)
         proc = spawn_detached(argv, log=Path(name), env=self.environ, cwd=self.ws.root)
@@ -250,8 +320,18 @@ class Service:
                 d.delivered.wait(PASTE_WAIT_S)  # never leave a paste half typed: let it reach the pane first
             if d.done.is_set():
                 continue
-            argv = [sys.executable, "-m", "mam", "--workspace", str(self.ws.root), "job", "delegate", f"--target={d.req.target}",
-                    f"--job-id={d.job_id}", "--quiet"]
+            argv = [
+                sys.executable,
+                "-m",
+                "mam",
+                "--workspace",
+                str(self.ws.root),
+                "job",
+                "delegate",
+                f"--target={d.req.target}",
+                f"--job-id={d.job_id}",
+                "--quiet",
+            ]
             try:
                 spawn_detached(argv, env=self.environ, cwd=self.ws.root)
                 handed.append(d.job_id)

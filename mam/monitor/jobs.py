@@ -77,7 +77,12 @@ class OrphanFollower:
                 continue
             after = intake.ledger.job
             if after.state is not before:
-                repairs.append((row.id, f"{before.value} -> {after.state.value}{' (' + after.reason + ')' if after.reason else ''}; its wrapper is gone"))
+                repairs.append(
+                    (
+                        row.id,
+                        f"{before.value} -> {after.state.value}{' (' + after.reason + ')' if after.reason else ''}; its wrapper is gone",
+                    )
+                )
         return repairs
 
     def _follow(self, job_id: str) -> Intake | None:
@@ -94,5 +99,11 @@ class OrphanFollower:
         ledger = Ledger(self.ws, self.registry, job, row.owner, dict(row.data.get("meta", {})), token, row.qid)
         intake = Intake(ledger, self.registry, local=not row.data.get("meta", {}).get("runner"))
         self.followed[job_id] = intake
-        rec.audit(self.ws, job_id, "monitor_follows", owner=row.owner, note="the wrapper is gone; the monitor follows this job")
+        rec.audit(
+            self.ws,
+            job_id,
+            "monitor_follows",
+            owner=row.owner,
+            note="the wrapper is gone; the monitor follows this job",
+        )
         return intake

@@ -59,7 +59,9 @@ class Monitor:
         try:
             lock.acquire(timeout=0)
         except Timeout as e:
-            raise LockBusy(f"a monitor already runs for workspace {self.ws.root} (see {self.ws.run_dir / 'monitor.pid'})") from e
+            raise LockBusy(
+                f"a monitor already runs for workspace {self.ws.root} (see {self.ws.run_dir / 'monitor.pid'})"
+            ) from e
         pidfile = self.ws.run_dir / "monitor.pid"
         pidfile.write_text(f"{os.getpid()}\n")
         try:
@@ -105,14 +107,18 @@ class Monitor:
         except BrokerError as e:
             self._set_broker("down", str(e))
             return
-        self.client.on_connection_change = lambda up: self._set_broker("up" if up else "down", "reconnected and resubscribed" if up else "connection lost")
+        self.client.on_connection_change = lambda up: self._set_broker(
+            "up" if up else "down", "reconnected and resubscribed" if up else "connection lost"
+        )
         self.client.subscribe(self.topics.all_events(), self._on_event)
         self._set_broker("up", "subscribed")
 
     def _set_broker(self, state: str, detail: str) -> None:
         if state != self._broker_state:
             self._broker_state = state
-            self.note("broker_" + state, detail=detail + ("; polling the store and the panes" if state == "down" else ""))
+            self.note(
+                "broker_" + state, detail=detail + ("; polling the store and the panes" if state == "down" else "")
+            )
 
     def _on_event(self, topic: str, payload: bytes, _retained: bool) -> None:
         job_id = self.topics.job_of(topic)

@@ -44,7 +44,11 @@ def reconcile_sessions(ws: Workspace, settings: Settings, registry: Registry) ->
             continue
         found = panes.get((row.backend, row.server))
         pane, drift = drift_of(row, found)
-        if drift and (pane is None or pane.dead or "another process" in drift) and _confirmed(row, settings=settings, ws=ws):
+        if (
+            drift
+            and (pane is None or pane.dead or "another process" in drift)
+            and _confirmed(row, settings=settings, ws=ws)
+        ):
             if _mark_terminated(registry, row, drift):
                 repairs.append(Repair("terminated", row.name, drift))
     repairs.extend(_register_unknown(ws, registry, panes))
@@ -80,7 +84,11 @@ def _register_unknown(ws: Workspace, registry: Registry, panes: dict) -> list[Re
     repairs = []
     for (kind, server), found in panes.items():
         for pane in (found or {}).values():
-            if pane.dead or (kind, server, pane.pane_id) in claimed or f"{kind}:{server}:{pane.pane_id}" in orchestrators:
+            if (
+                pane.dead
+                or (kind, server, pane.pane_id) in claimed
+                or f"{kind}:{server}:{pane.pane_id}" in orchestrators
+            ):
                 continue
             agent = find_agent(pane.pid)
             if agent is None:
@@ -95,14 +103,27 @@ def _register_unknown(ws: Workspace, registry: Registry, panes: dict) -> list[Re
                     conversation = adapter.discover(cwd=pane.cwd, since=started, env={})
                 except (MamError, OSError):
                     conversation = None
-            row = SessionRow(name=name, agent=agent.agent, role="adopted", backend=kind, server=server, cwd=pane.cwd,
-                             status=SessionStatus.RUNNING, pane_id=pane.pane_id, pane_pid=pane.pid, conversation_id=conversation,
-                             launched_at=started or time.time(), note=f"monitor: registered a live {agent.agent} pane the registry did not know")
+            row = SessionRow(
+                name=name,
+                agent=agent.agent,
+                role="adopted",
+                backend=kind,
+                server=server,
+                cwd=pane.cwd,
+                status=SessionStatus.RUNNING,
+                pane_id=pane.pane_id,
+                pane_pid=pane.pid,
+                conversation_id=conversation,
+                launched_at=started or time.time(),
+                note=f"monitor: registered a live {agent.agent} pane the registry did not know",
+            )
             try:
                 registry.add_session(row)
             except MamError:
                 continue
-            repairs.append(Repair("registered", name, f"live {agent.agent} agent in {kind}:{server} pane {pane.pane_id}"))
+            repairs.append(
+                Repair("registered", name, f"live {agent.agent} agent in {kind}:{server} pane {pane.pane_id}")
+            )
     return repairs
 
 

@@ -23,7 +23,14 @@ class PaneInfo:
     name: str  # the name given at creation (the mam session name)
 
     def as_dict(self) -> dict[str, object]:
-        return {"pane_id": self.pane_id, "pid": self.pid, "dead": self.dead, "command": self.command, "cwd": self.cwd, "name": self.name}
+        return {
+            "pane_id": self.pane_id,
+            "pid": self.pid,
+            "dead": self.dead,
+            "command": self.command,
+            "cwd": self.cwd,
+            "name": self.name,
+        }
 
 
 @runtime_checkable

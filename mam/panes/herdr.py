@@ -25,7 +25,14 @@ from mam.agents.launch import launcher_argv, write_spec
 from mam.errors import HerdrProtocolError, PaneError
 from mam.panes.base import PaneInfo
 from mam.panes.herdr_client import UNIX_PATH_MAX, HerdrClient, accepts_connections
-from mam.panes.herdr_config import check_session_name, config_dir, leftover_sockets, socket_path, user_config_path, write_session_config
+from mam.panes.herdr_config import (
+    check_session_name,
+    config_dir,
+    leftover_sockets,
+    socket_path,
+    user_config_path,
+    write_session_config,
+)
 from mam.settings import Settings
 from mam.util.poll import Timeout, wait_for
 from mam.util.proc import python_bin, spawn_detached
@@ -39,9 +46,20 @@ STOP_TIMEOUT_S = 15.0
 PASTE_TIMEOUT_S = 120.0
 READ_MAX_LINES = 1000  # pane.read caps `lines` at 1000
 NAMED_KEYS = {
-    "enter": "enter", "escape": "esc", "esc": "esc", "tab": "tab", "btab": "shift+tab", "bspace": "backspace",
-    "backspace": "backspace", "space": "space", "up": "up", "down": "down", "left": "left", "right": "right",
-    "-": "minus", "+": "plus",
+    "enter": "enter",
+    "escape": "esc",
+    "esc": "esc",
+    "tab": "tab",
+    "btab": "shift+tab",
+    "bspace": "backspace",
+    "backspace": "backspace",
+    "space": "space",
+    "up": "up",
+    "down": "down",
+    "left": "left",
+    "right": "right",
+    "-": "minus",
+    "+": "plus",
 }
 MODIFIERS = {"C": "ctrl", "M": "alt", "S": "shift"}
 
@@ -73,7 +91,8 @@ class HerdrBackend:
         if self.config_dir.name != "herdr":
             raise PaneError(
                 f"HERDR_CONFIG_DIR={self.config_dir} must be a folder named 'herdr': herdr puts session sockets "
-                "under $XDG_CONFIG_HOME/herdr", server=self.server,
+                "under $XDG_CONFIG_HOME/herdr",
+                server=self.server,
             )
         if len(os.fsencode(self.socket_path)) > UNIX_PATH_MAX:
             raise PaneError(f"herdr socket path too long for a Unix socket: {self.socket_path}", server=self.server)
@@ -83,17 +102,26 @@ class HerdrBackend:
         try:
             proc = spawn_detached(argv, log=logfile, env=_server_env(self.config_dir, cfg), cwd=self.ws.root)
         except OSError as e:
-            raise PaneError(f"cannot run herdr ({argv[0]}): {e}; install herdr or set HERDR_BIN", server=self.server) from e
+            raise PaneError(
+                f"cannot run herdr ({argv[0]}): {e}; install herdr or set HERDR_BIN", server=self.server
+            ) from e
         self._proc = proc
 
         def up() -> bool:
             if proc.poll() is not None:
                 tail = logfile.read_text(errors="replace")[-1500:] if logfile.exists() else ""
-                raise PaneError(f"herdr server {self.server!r} exited ({proc.returncode}) before answering: {tail}", server=self.server)
+                raise PaneError(
+                    f"herdr server {self.server!r} exited ({proc.returncode}) before answering: {tail}",
+                    server=self.server,
+                )
             return self.client.answers()
 
         try:
-            wait_for(up, timeout=START_TIMEOUT_S, message=f"herdr server {self.server!r} did not answer on {self.socket_path}")
+            wait_for(
+                up,
+                timeout=START_TIMEOUT_S,
+                message=f"herdr server {self.server!r} did not answer on {self.socket_path}",
+            )
             self.client.check_protocol()
         except (Timeout, HerdrProtocolError) as e:
             self._stop_started()
@@ -127,7 +155,9 @@ class HerdrBackend:
         try:
             workspace_id, first_tab = self._workspace(cwd)
             root = {"type": "pane", "label": label, "cwd": cwd, "command": command}
-            result = self.client.call("layout.apply", {"workspace_id": workspace_id, "tab_label": label, "focus": False, "root": root})
+            result = self.client.call(
+                "layout.apply", {"workspace_id": workspace_id, "tab_label": label, "focus": False, "root": root}
+            )
         except PaneError:
             spec.unlink(missing_ok=True)
             raise
@@ -149,7 +179,9 @@ class HerdrBackend:
         created = self.client.call("workspace.create", {"cwd": cwd, "label": WORKSPACE_LABEL, "focus": False})
         new, tab = created.get("workspace"), created.get("tab")
         if not isinstance(new, dict) or "workspace_id" not in new:
-            raise HerdrProtocolError(f"herdr workspace.create answered without a workspace: {created!r}", server=self.server)
+            raise HerdrProtocolError(
+                f"herdr workspace.create answered without a workspace: {created!r}", server=self.server
+            )
         return str(new["workspace_id"]), (str(tab["tab_id"]) if isinstance(tab, dict) and "tab_id" in tab else None)
 
     def pane(self, pane_id: str) -> PaneInfo | None:
@@ -176,7 +208,13 @@ class HerdrBackend:
     def capture(self, pane_id: str, lines: int = 200) -> str:
         if not self._live():
             return ""
-        params = {"pane_id": pane_id, "source": "recent", "lines": max(1, min(lines, READ_MAX_LINES)), "format": "text", "strip_ansi": True}
+        params = {
+            "pane_id": pane_id,
+            "source": "recent",
+            "lines": max(1, min(lines, READ_MAX_LINES)),
+            "format": "text",
+            "strip_ansi": True,
+        }
         try:
             read = self.client.call("pane.read", params).get("read")
         except PaneError as e:
@@ -197,7 +235,11 @@ class HerdrBackend:
                 if getattr(e, "code", "") not in ("unreachable", "connection"):
                     raise  # a server may drop the connection as it stops; anything else is a real failure
             try:
-                wait_for(self._gone, timeout=STOP_TIMEOUT_S, message=f"herdr server {self.server!r} still answers after server.stop")
+                wait_for(
+                    self._gone,
+                    timeout=STOP_TIMEOUT_S,
+                    message=f"herdr server {self.server!r} still answers after server.stop",
+                )
             except Timeout as e:
                 raise PaneError(str(e), server=self.server) from e
         if self._proc is not None:
@@ -280,7 +322,9 @@ def herdr_key(name: str) -> str:
         return "+".join([*mods, base])
     if len(name) == 1 and name.isprintable():
         return name
-    raise PaneError(f"unknown key name {name!r} for herdr: use Enter, Escape, Tab, BSpace, C-x, M-x, F1..F12 or one character")
+    raise PaneError(
+        f"unknown key name {name!r} for herdr: use Enter, Escape, Tab, BSpace, C-x, M-x, F1..F12 or one character"
+    )
 
 
 def _server_env(cfg_dir: Path, cfg: Path) -> dict[str, str]:

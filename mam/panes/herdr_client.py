@@ -86,7 +86,9 @@ class HerdrClient:
         return pong
 
     # -- one request ----------------------------------------------------------------------------
-    def call(self, method: str, params: dict[str, Any] | None = None, *, timeout: float | None = None) -> dict[str, Any]:
+    def call(
+        self, method: str, params: dict[str, Any] | None = None, *, timeout: float | None = None
+    ) -> dict[str, Any]:
         """Send one request on its own connection and return its `result` object."""
         request_id = f"mam-{os.getpid()}-{next(_ids)}"
         line = json.dumps({"id": request_id, "method": method, "params": params or {}}, ensure_ascii=False)
@@ -94,17 +96,28 @@ class HerdrClient:
         try:
             reply = json.loads(raw)
         except ValueError as e:
-            raise HerdrProtocolError(f"herdr {method} on {self.server!r}: the reply is not JSON: {raw[:200]!r}", server=self.server) from e
+            raise HerdrProtocolError(
+                f"herdr {method} on {self.server!r}: the reply is not JSON: {raw[:200]!r}", server=self.server
+            ) from e
         if not isinstance(reply, dict):
-            raise HerdrProtocolError(f"herdr {method} on {self.server!r}: the reply is not an object: {raw[:200]!r}", server=self.server)
+            raise HerdrProtocolError(
+                f"herdr {method} on {self.server!r}: the reply is not an object: {raw[:200]!r}", server=self.server
+            )
         error = reply.get("error")
         if isinstance(error, dict):
             # An error may carry an empty id (e.g. a request herdr could not parse), so errors are not id-checked.
             code, message = str(error.get("code", "error")), str(error.get("message", ""))
-            raise PaneError(f"herdr {method} failed on {self.server!r}: [{code}] {message}", server=self.server, code=code, method=method)
+            raise PaneError(
+                f"herdr {method} failed on {self.server!r}: [{code}] {message}",
+                server=self.server,
+                code=code,
+                method=method,
+            )
         result = reply.get("result")
         if reply.get("id") != request_id or not isinstance(result, dict):
-            raise HerdrProtocolError(f"herdr {method} on {self.server!r}: unexpected reply shape {raw[:200]!r}", server=self.server)
+            raise HerdrProtocolError(
+                f"herdr {method} on {self.server!r}: unexpected reply shape {raw[:200]!r}", server=self.server
+            )
         return result
 
     def _exchange(self, method: str, data: bytes, timeout: float) -> bytes:
@@ -121,16 +134,28 @@ class HerdrClient:
             try:
                 sock.connect(path)
             except (FileNotFoundError, ConnectionRefusedError) as e:
-                raise PaneError(f"herdr server {self.server!r} is not running ({e.strerror})", server=self.server, code="unreachable") from e
+                raise PaneError(
+                    f"herdr server {self.server!r} is not running ({e.strerror})",
+                    server=self.server,
+                    code="unreachable",
+                ) from e
             except OSError as e:
-                raise PaneError(f"cannot reach herdr server {self.server!r}: {e}", server=self.server, code="unreachable") from e
+                raise PaneError(
+                    f"cannot reach herdr server {self.server!r}: {e}", server=self.server, code="unreachable"
+                ) from e
             try:
                 sock.sendall(data)
                 return _read_line(sock)
             except TimeoutError as e:
-                raise PaneError(f"herdr {method} on {self.server!r} did not answer within {timeout:.0f}s", server=self.server, code="timeout") from e
+                raise PaneError(
+                    f"herdr {method} on {self.server!r} did not answer within {timeout:.0f}s",
+                    server=self.server,
+                    code="timeout",
+                ) from e
             except OSError as e:
-                raise PaneError(f"herdr {method} on {self.server!r}: connection failed: {e}", server=self.server, code="connection") from e
+                raise PaneError(
+                    f"herdr {method} on {self.server!r}: connection failed: {e}", server=self.server, code="connection"
+                ) from e
 
 
 def accepts_connections(path: Path) -> bool:

@@ -41,7 +41,10 @@ OVERRIDE = {"session": {"resume_agents_on_restore": False}}
 def check_session_name(name: str) -> str:
     """herdr allows ASCII letters, digits, '.', '_' and '-' in a session name; `default` is reserved."""
     if not SESSION_NAME.match(name) or name == "default" or name in (".", ".."):
-        raise ConfigError(f"invalid herdr session name {name!r}: use letters, digits, '.', '_' or '-' (not 'default')", key="HERDR_SESSION_NAME")
+        raise ConfigError(
+            f"invalid herdr session name {name!r}: use letters, digits, '.', '_' or '-' (not 'default')",
+            key="HERDR_SESSION_NAME",
+        )
     return name
 
 
@@ -81,7 +84,11 @@ def write_session_config(ws: Workspace, name: str, user_config: Path) -> Path:
         try:
             merged = tomllib.loads(user_config.read_text(encoding="utf-8"))
         except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
-            log.warning("cannot read herdr config %s (%s); the mam-started server gets only resume_agents_on_restore = false", user_config, e)
+            log.warning(
+                "cannot read herdr config %s (%s); the mam-started server gets only resume_agents_on_restore = false",
+                user_config,
+                e,
+            )
             merged = {}
     session = merged.get("session")
     if not isinstance(session, dict):

@@ -67,14 +67,20 @@ class TmuxBackend:
         except libtmux.exc.TmuxCommandNotFound as e:
             raise PaneError("tmux is not installed (apt-get install tmux / brew install tmux)") from e
         if check and done.returncode != 0:
-            raise PaneError(f"tmux {args[0]} failed on server {self.server!r}: {' '.join(done.stderr)}", server=self.server)
+            raise PaneError(
+                f"tmux {args[0]} failed on server {self.server!r}: {' '.join(done.stderr)}", server=self.server
+            )
         return "\n".join(done.stdout)
 
     def _load_buffer(self, buffer: str, data: bytes) -> None:
         # libtmux cannot feed stdin; load-buffer from stdin has no size limit (set-buffer stops at ~16 KB).
-        done = subprocess.run(["tmux", "-L", self.server, "load-buffer", "-b", buffer, "-"], input=data, capture_output=True, timeout=60)
+        done = subprocess.run(
+            ["tmux", "-L", self.server, "load-buffer", "-b", buffer, "-"], input=data, capture_output=True, timeout=60
+        )
         if done.returncode != 0:
-            raise PaneError(f"tmux load-buffer failed on server {self.server!r}: {done.stderr.decode(errors='replace').strip()}")
+            raise PaneError(
+                f"tmux load-buffer failed on server {self.server!r}: {done.stderr.decode(errors='replace').strip()}"
+            )
 
     # -- server -------------------------------------------------------------------------------
     def server_running(self) -> bool:
@@ -102,9 +108,38 @@ class TmuxBackend:
         window = _window_name(name)
         try:
             if self._has_session():
-                out = self._run("new-window", "-d", "-P", "-F", FORMAT, "-t", f"={TMUX_SESSION}:", "-n", window, "-c", cwd, "--", *command)
+                out = self._run(
+                    "new-window",
+                    "-d",
+                    "-P",
+                    "-F",
+                    FORMAT,
+                    "-t",
+                    f"={TMUX_SESSION}:",
+                    "-n",
+                    window,
+                    "-c",
+                    cwd,
+                    "--",
+                    *command,
+                )
             else:
-                out = self._run("new-session", "-d", "-P", "-F", FORMAT, "-s", TMUX_SESSION, "-n", window, "-c", cwd, "--", *command, conf=True)
+                out = self._run(
+                    "new-session",
+                    "-d",
+                    "-P",
+                    "-F",
+                    FORMAT,
+                    "-s",
+                    TMUX_SESSION,
+                    "-n",
+                    window,
+                    "-c",
+                    cwd,
+                    "--",
+                    *command,
+                    conf=True,
+                )
         except PaneError:
             spec.unlink(missing_ok=True)
             raise
@@ -175,4 +210,6 @@ def _parse(line: str) -> PaneInfo | None:
     if len(parts) != 6 or not parts[0].startswith("%"):
         return None
     pane_id, pid, dead, command, cwd, name = parts
-    return PaneInfo(pane_id=pane_id, pid=int(pid) if pid.isdigit() else None, dead=dead == "1", command=command, cwd=cwd, name=name)
+    return PaneInfo(
+        pane_id=pane_id, pid=int(pid) if pid.isdigit() else None, dead=dead == "1", command=command, cwd=cwd, name=name
+    )

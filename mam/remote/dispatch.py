@@ -60,13 +60,24 @@ class Dispatch:
 
     def encode(self, secret: str) -> bytes:
         body: dict[str, Any] = {
-            "runner": self.runner, "session": self.session, "text": self.text, "key_nonce": self.key_nonce, "nonce": self.nonce,
-            "start_deadline_ms": self.start_deadline_ms, "heartbeat_ms": self.heartbeat_ms,
-            "heartbeat_k_milli": int(self.heartbeat_k * 1000), "budget_ms": self.budget_ms, "origin": self.origin,
+            "runner": self.runner,
+            "session": self.session,
+            "text": self.text,
+            "key_nonce": self.key_nonce,
+            "nonce": self.nonce,
+            "start_deadline_ms": self.start_deadline_ms,
+            "heartbeat_ms": self.heartbeat_ms,
+            "heartbeat_k_milli": int(self.heartbeat_k * 1000),
+            "budget_ms": self.budget_ms,
+            "origin": self.origin,
         }
         if self.topic_prefix:
             body["topic_prefix"] = self.topic_prefix
-        return Envelope(kind="dispatch", job=self.job_id, seq=0, type="dispatch", sender="origin", ts=self.ts, body=body).signed(secret).encode()
+        return (
+            Envelope(kind="dispatch", job=self.job_id, seq=0, type="dispatch", sender="origin", ts=self.ts, body=body)
+            .signed(secret)
+            .encode()
+        )
 
     def token(self, secret: str) -> str:
         """The job's token, derived here exactly as the origin derived it."""
@@ -84,7 +95,9 @@ class Dispatch:
         if b.get("runner") != runner:
             raise DecodeError(f"dispatch is for runner {b.get('runner')!r}", reason="wrong_runner")
         if abs(now_ms - env.ts) > freshness_ms:
-            raise DecodeError(f"dispatch is {abs(now_ms - env.ts) / 1000:.0f}s from now, outside the freshness window", reason="stale")
+            raise DecodeError(
+                f"dispatch is {abs(now_ms - env.ts) / 1000:.0f}s from now, outside the freshness window", reason="stale"
+            )
         try:  # ids name files and rows on this host: checked before anything exists
             check_job_id(env.job)
             check_name(b.get("session"))
@@ -93,10 +106,21 @@ class Dispatch:
         if not isinstance(b.get("key_nonce"), str) or not KEY_NONCE.match(b["key_nonce"]):
             raise DecodeError("dispatch has no key_nonce of 32 lower-case hex digits", reason="bad_shape")
         try:
-            return cls(job_id=env.job, runner=str(b["runner"]), session=str(b["session"]), text=str(b["text"]), key_nonce=b["key_nonce"],
-                       nonce=str(b["nonce"]), ts=env.ts, start_deadline_ms=int(b["start_deadline_ms"]), heartbeat_ms=int(b["heartbeat_ms"]),
-                       heartbeat_k=int(b["heartbeat_k_milli"]) / 1000, budget_ms=int(b["budget_ms"]), origin=str(b.get("origin", "")),
-                       topic_prefix=check_prefix(b["topic_prefix"]) if "topic_prefix" in b else "")
+            return cls(
+                job_id=env.job,
+                runner=str(b["runner"]),
+                session=str(b["session"]),
+                text=str(b["text"]),
+                key_nonce=b["key_nonce"],
+                nonce=str(b["nonce"]),
+                ts=env.ts,
+                start_deadline_ms=int(b["start_deadline_ms"]),
+                heartbeat_ms=int(b["heartbeat_ms"]),
+                heartbeat_k=int(b["heartbeat_k_milli"]) / 1000,
+                budget_ms=int(b["budget_ms"]),
+                origin=str(b.get("origin", "")),
+                topic_prefix=check_prefix(b["topic_prefix"]) if "topic_prefix" in b else "",
+            )
         except (KeyError, TypeError, ValueError, UsageError) as e:
             raise DecodeError(f"dispatch body is malformed: {e}", reason="bad_shape") from e
 
@@ -106,7 +130,9 @@ class RemoteDelivery:
 
     confirms_itself = True  # the runner's `delivered` event marks delivery
 
-    def __init__(self, target: Target, *, ws: Workspace, settings: Settings, client: MqttClient, topics: Topics, brief: str) -> None:
+    def __init__(
+        self, target: Target, *, ws: Workspace, settings: Settings, client: MqttClient, topics: Topics, brief: str
+    ) -> None:
         self.target, self.ws, self.settings, self.client, self.topics = target, ws, settings, client, topics
         self.secret = settings.get_str("MAM_DISPATCH_SECRET")
         self._published: str | None = None
@@ -148,15 +174,30 @@ class RemoteDelivery:
         job = ledger.job
         key_nonce = str(ledger.meta.get("key_nonce") or "")
         if not KEY_NONCE.match(key_nonce):  # a job registered by a mam older than protocol 2
-            raise JobError(f"job {job.id} has no key nonce (registered by an older mam): delegate it again", job_id=job.id)
-        msg = Dispatch(job_id=job.id, runner=self.target.runner or "", session=self.target.session, text=text, key_nonce=key_nonce,
-                       nonce=job.nonce, ts=rec.now_ms(), start_deadline_ms=job.start_deadline_ms, heartbeat_ms=job.heartbeat_ms,
-                       heartbeat_k=job.heartbeat_k, budget_ms=job.budget_ms, origin=str(self.ws.root),
-                       topic_prefix=self.topics.prefix)
+            raise JobError(
+                f"job {job.id} has no key nonce (registered by an older mam): delegate it again", job_id=job.id
+            )
+        msg = Dispatch(
+            job_id=job.id,
+            runner=self.target.runner or "",
+            session=self.target.session,
+            text=text,
+            key_nonce=key_nonce,
+            nonce=job.nonce,
+            ts=rec.now_ms(),
+            start_deadline_ms=job.start_deadline_ms,
+            heartbeat_ms=job.heartbeat_ms,
+            heartbeat_k=job.heartbeat_k,
+            budget_ms=job.budget_ms,
+            origin=str(self.ws.root),
+            topic_prefix=self.topics.prefix,
+        )
         topic = self.topics.dispatch(msg.runner, job.id)
         self._published = topic  # even if the publish raises: it may still reach the broker, so `finish` clears it
         self.client.publish(topic, msg.encode(self.secret), qos=1, retain=True, timeout=10)
-        rec.audit(self.ws, job.id, "dispatched", runner=msg.runner, session=msg.session, bytes=len(text.encode("utf-8")))
+        rec.audit(
+            self.ws, job.id, "dispatched", runner=msg.runner, session=msg.session, bytes=len(text.encode("utf-8"))
+        )
 
     def nudge(self, ledger: Ledger) -> None:
         return None  # the runner presses Enter again on its side

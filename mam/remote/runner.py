@@ -110,10 +110,14 @@ class Runner:
 
         # The name check uses a connection without a last will: a runner refused (or killed) while
         # checking must never leave an 'offline' under the name of the live one.
-        with open_client(self.settings, self.ws, role=f"runner-{self.name}-check", autostart=False, timeout=10) as checker:
+        with open_client(
+            self.settings, self.ws, role=f"runner-{self.name}-check", autostart=False, timeout=10
+        ) as checker:
             self._check_name_free(checker)
         will = Will(self.topics.presence(self.name), self._presence("offline"), qos=1, retain=True)
-        self.client = open_client(self.settings, self.ws, role=f"runner-{self.name}", will=will, autostart=False, timeout=10)
+        self.client = open_client(
+            self.settings, self.ws, role=f"runner-{self.name}", will=will, autostart=False, timeout=10
+        )
         self.client.on_connection_change = self._on_connection
         self.client.subscribe(self.topics.dispatch_all(self.name), lambda t, p, _r: self._dispatches.put((t, p)))
         self._announce()
@@ -138,7 +142,11 @@ class Runner:
         try:
             client.publish(probe, b"probe", qos=1, timeout=PRESENCE_READ_S)
             if not probed.wait(PRESENCE_READ_S):
-                log.warning("runner %s: own probe not back within %ss; checked the presence seen so far", self.name, PRESENCE_READ_S)
+                log.warning(
+                    "runner %s: own probe not back within %ss; checked the presence seen so far",
+                    self.name,
+                    PRESENCE_READ_S,
+                )
         finally:
             client.unsubscribe(topic)
             client.unsubscribe(probe)
@@ -153,9 +161,11 @@ class Runner:
             if host == socket.gethostname() and isinstance(pid, int) and (pid == os.getpid() or not pid_alive(pid)):
                 continue  # an earlier life of this runner on this host
             where = env.body.get("workspace") or "another workspace"
-            raise LockBusy(f"a runner named {self.name!r} is already online on this broker (host {host}, pid {pid}, {where}); "
-                           "runner names must be unique per broker. If that runner is gone, the broker marks it offline "
-                           "within about 25 s (its keepalive).")
+            raise LockBusy(
+                f"a runner named {self.name!r} is already online on this broker (host {host}, pid {pid}, {where}); "
+                "runner names must be unique per broker. If that runner is gone, the broker marks it offline "
+                "within about 25 s (its keepalive)."
+            )
 
     def _on_connection(self, up: bool) -> None:
         self.note("broker_up" if up else "broker_down")
@@ -170,15 +180,29 @@ class Runner:
                 log.warning("presence not published: %s", e)
 
     def _presence(self, kind: str) -> bytes:
-        sessions = [r.name for r in self.registry.sessions() if r.status in (SessionStatus.RUNNING, SessionStatus.STARTING)]
-        body = {"runner": self.name, "host": socket.gethostname(), "pid": os.getpid(), "workspace": str(self.ws.root), "sessions": sessions}
-        return Envelope(kind="presence", job=self.name, seq=0, type=kind, sender="runner", ts=rec.now_ms(), body=body).signed(self.secret).encode()
+        sessions = [
+            r.name for r in self.registry.sessions() if r.status in (SessionStatus.RUNNING, SessionStatus.STARTING)
+        ]
+        body = {
+            "runner": self.name,
+            "host": socket.gethostname(),
+            "pid": os.getpid(),
+            "workspace": str(self.ws.root),
+            "sessions": sessions,
+        }
+        return (
+            Envelope(kind="presence", job=self.name, seq=0, type=kind, sender="runner", ts=rec.now_ms(), body=body)
+            .signed(self.secret)
+            .encode()
+        )
 
     def _goodbye(self) -> None:
         if self.client is not None:
             try:
                 if self.client.connected:  # (a runner refused at its name check never opened this client)
-                    self.client.publish(self.topics.presence(self.name), self._presence("offline"), qos=1, retain=True, timeout=3)
+                    self.client.publish(
+                        self.topics.presence(self.name), self._presence("offline"), qos=1, retain=True, timeout=3
+                    )
             except BrokerError:
                 pass
             self.client.close()
@@ -201,7 +225,9 @@ class Runner:
     def _take(self, topic: str, payload: bytes) -> None:
         freshness = int(self.settings.get_float("MAM_DISPATCH_FRESHNESS_S") * 1000)
         try:
-            msg = Dispatch.open(payload, secret=self.secret, runner=self.name, now_ms=rec.now_ms(), freshness_ms=freshness)
+            msg = Dispatch.open(
+                payload, secret=self.secret, runner=self.name, now_ms=rec.now_ms(), freshness_ms=freshness
+            )
         except DecodeError as e:
             self.note("rejected", reason=e.reason, topic=topic, detail=str(e))
             self._clear(topic)
@@ -261,6 +287,7 @@ class Runner:
 
     def _follow(self, job_id: str) -> None:
         """Listen for the origin's final word on a job this runner took (its retained state)."""
+
         def on_state(_topic: str, payload: bytes, _retained: bool) -> None:
             self._states.put((job_id, payload))
 
@@ -288,8 +315,16 @@ class Runner:
                 state = str(env.body.get("state", ""))
                 if state in {s.value for s in JobState} and JobState(state) in TERMINAL:
                     code = env.body.get("exit_code")
-                    end_job(self.ws, self.registry, job_id, JobState(state), f"origin_{env.body.get('reason', state)}",
-                            code if isinstance(code, int) else 1, "ended by the origin", by=f"runner {self.name}")
+                    end_job(
+                        self.ws,
+                        self.registry,
+                        job_id,
+                        JobState(state),
+                        f"origin_{env.body.get('reason', state)}",
+                        code if isinstance(code, int) else 1,
+                        "ended by the origin",
+                        by=f"runner {self.name}",
+                    )
 
     # -- relay --------------------------------------------------------------------------------
     def _relay(self) -> None:
@@ -300,7 +335,9 @@ class Runner:
             pending = jobs_table.unpublished(conn)
         for ev in pending:
             try:
-                self.client.publish(self.topics_of(ev.job_id).events(ev.job_id), ev.raw.encode("utf-8"), qos=1, timeout=5)
+                self.client.publish(
+                    self.topics_of(ev.job_id).events(ev.job_id), ev.raw.encode("utf-8"), qos=1, timeout=5
+                )
             except BrokerError:
                 return
             with self.registry.write() as conn:
@@ -312,12 +349,15 @@ class Runner:
         self._write_note(kind, clip_fields(fields))
 
     def _write_note(self, kind: str, fields: dict[str, Any]) -> None:
-        line = json.dumps({"ts_ms": rec.now_ms(), "runner": self.name, "kind": kind, **fields}, sort_keys=True, default=str)
+        line = json.dumps(
+            {"ts_ms": rec.now_ms(), "runner": self.name, "kind": kind, **fields}, sort_keys=True, default=str
+        )
         append_line(self.log_path, line)
         if "job" in fields and kind == "rejected":
             try:
-                rec.audit(self.ws, str(fields["job"]), "dispatch_rejected", **{k: v for k, v in fields.items() if k != "job"})
+                rec.audit(
+                    self.ws, str(fields["job"]), "dispatch_rejected", **{k: v for k, v in fields.items() if k != "job"}
+                )
             except (OSError, MamError):
                 pass
         log.info("%s %s", kind, fields)
-

@@ -42,14 +42,32 @@ class RunnerJob(Wrapper):
     @classmethod
     def take(cls, msg: Dispatch, *, ws: Workspace, settings: Settings, runner: str, secret: str) -> RunnerJob:
         registry = Registry(ws)
-        job = Job(id=msg.job_id, session=msg.session, nonce=msg.nonce, created_ms=msg.ts, start_deadline_ms=msg.start_deadline_ms,
-                  heartbeat_ms=msg.heartbeat_ms, heartbeat_k=msg.heartbeat_k, budget_ms=msg.budget_ms)
+        job = Job(
+            id=msg.job_id,
+            session=msg.session,
+            nonce=msg.nonce,
+            created_ms=msg.ts,
+            start_deadline_ms=msg.start_deadline_ms,
+            heartbeat_ms=msg.heartbeat_ms,
+            heartbeat_k=msg.heartbeat_k,
+            budget_ms=msg.budget_ms,
+        )
         pid = os.getpid()
-        meta = {"target": f"{runner}/{msg.session}", "kind": "remote", "relay": "runner", "runner": runner, "origin": msg.origin,
-                "topic_prefix": msg.topic_prefix or prefix_for(settings, ws), "supervisor_pid": pid, "supervisor_start": start_time(pid) or 0}
+        meta = {
+            "target": f"{runner}/{msg.session}",
+            "kind": "remote",
+            "relay": "runner",
+            "runner": runner,
+            "origin": msg.origin,
+            "topic_prefix": msg.topic_prefix or prefix_for(settings, ws),
+            "supervisor_pid": pid,
+            "supervisor_start": start_time(pid) or 0,
+        }
         ledger = Ledger.register(ws, registry, job, owner=new_owner(), meta=meta, token=msg.token(secret))
         req = DelegateRequest(target=msg.session, brief=msg.text, job_id=msg.job_id, kind="remote")
-        return cls(req, Target(msg.session, msg.session), ledger, ws=ws, settings=settings, registry=registry, on_update=None)
+        return cls(
+            req, Target(msg.session, msg.session), ledger, ws=ws, settings=settings, registry=registry, on_update=None
+        )
 
     def _connect(self) -> bool:
         return True  # events arrive by this workspace's store; the runner relays them out

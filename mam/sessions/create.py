@@ -61,10 +61,24 @@ class Created:
     onboarding: dict[str, Any] | None = None
 
 
-def start_session(*, name: str, agent: str, role: str, ws: Workspace, settings: Settings, registry_of: Callable[[], Registry],
-                  environ: Mapping[str, str], backend: str | None = None, server: str | None = None, herdr_session: str | None = None,
-                  cwd: str | None = None, onboard: bool = False, onboard_timeout: float | None = None, permissions: str = "report",
-                  trust: bool = True) -> Created:
+def start_session(
+    *,
+    name: str,
+    agent: str,
+    role: str,
+    ws: Workspace,
+    settings: Settings,
+    registry_of: Callable[[], Registry],
+    environ: Mapping[str, str],
+    backend: str | None = None,
+    server: str | None = None,
+    herdr_session: str | None = None,
+    cwd: str | None = None,
+    onboard: bool = False,
+    onboard_timeout: float | None = None,
+    permissions: str = "report",
+    trust: bool = True,
+) -> Created:
     """`mam session create` and the MCP tool `session_create`: check, create, onboard (optional).
 
     `registry_of` opens the registry only once the request passed its checks (a refused request
@@ -72,8 +86,16 @@ def start_session(*, name: str, agent: str, role: str, ws: Workspace, settings: 
     """
     if herdr_session:
         backend, server = "herdr", herdr_session
-    req = CreateRequest(name=name, agent=agent, role=role, cwd=cwd or str(ws.root), backend=backend or settings.get_str("MAM_BACKEND"),
-                        server=server or "", permissions=permissions, trust=trust)
+    req = CreateRequest(
+        name=name,
+        agent=agent,
+        role=role,
+        cwd=cwd or str(ws.root),
+        backend=backend or settings.get_str("MAM_BACKEND"),
+        server=server or "",
+        permissions=permissions,
+        trust=trust,
+    )
     check_request(req)
     registry = registry_of()
     try:
@@ -88,7 +110,9 @@ def start_session(*, name: str, agent: str, role: str, ws: Workspace, settings: 
         registry.close()
 
 
-def create_session(req: CreateRequest, *, ws: Workspace, settings: Settings, registry: Registry, environ: Mapping[str, str]) -> SessionRow:
+def create_session(
+    req: CreateRequest, *, ws: Workspace, settings: Settings, registry: Registry, environ: Mapping[str, str]
+) -> SessionRow:
     check_request(req)
     adapter = get_adapter(req.agent)
     cwd = Path(req.cwd).expanduser().resolve()
@@ -96,15 +120,24 @@ def create_session(req: CreateRequest, *, ws: Workspace, settings: Settings, reg
     env = pane_env(ws, req.name, environ)
     conversation_id = adapter.new_conversation_id()
     row = SessionRow(
-        name=req.name, agent=adapter.name, role=req.role, backend=req.backend, server=server, cwd=str(cwd),
-        status=SessionStatus.STARTING, conversation_id=conversation_id, agent_env=adapter.agent_env(env),
+        name=req.name,
+        agent=adapter.name,
+        role=req.role,
+        backend=req.backend,
+        server=server,
+        cwd=str(cwd),
+        status=SessionStatus.STARTING,
+        conversation_id=conversation_id,
+        agent_env=adapter.agent_env(env),
         permissions=req.permissions,
     )
     _reserve(registry, row)
     backend = open_backend(req.backend, server, settings=settings, ws=ws)
     launched = time.time()
     try:
-        options = launch_options(adapter, ws=ws, name=req.name, cwd=str(cwd), env=env, permissions=req.permissions, trust=req.trust)
+        options = launch_options(
+            adapter, ws=ws, name=req.name, cwd=str(cwd), env=env, permissions=req.permissions, trust=req.trust
+        )
         env = adapter.pane_env({**env, **options.env})
         if req.trust:
             adapter.trust_folder(str(cwd), env)
@@ -121,7 +154,9 @@ def create_session(req: CreateRequest, *, ws: Workspace, settings: Settings, reg
         ready = wait_ready(backend, info.pane_id, adapter, timeout=req.ready_timeout)
     except AgentDialog as e:
         _undo(backend, info.pane_id, registry, req.name)
-        raise AgentDialog(dialog_message(e, cwd=str(cwd), trust=req.trust), session=req.name, kind=e.context.get("kind", "")) from None
+        raise AgentDialog(
+            dialog_message(e, cwd=str(cwd), trust=req.trust), session=req.name, kind=e.context.get("kind", "")
+        ) from None
     except BaseException:
         _undo(backend, info.pane_id, registry, req.name)
         raise
@@ -132,25 +167,54 @@ def create_session(req: CreateRequest, *, ws: Workspace, settings: Settings, reg
     if conversation_id is None:
         conversation_id = discover(adapter, cwd=str(cwd), since=launched, env=env, timeout=req.discover_timeout)
     return registry.update_session(
-        req.name, status=SessionStatus.RUNNING, pane_id=info.pane_id, pane_pid=info.pid, launched_at=launched,
-        conversation_id=conversation_id, note=note, ready_at=ready_at,
+        req.name,
+        status=SessionStatus.RUNNING,
+        pane_id=info.pane_id,
+        pane_pid=info.pid,
+        launched_at=launched,
+        conversation_id=conversation_id,
+        note=note,
+        ready_at=ready_at,
     )
 
 
-def launch_options(adapter: AgentAdapter, *, ws: Workspace, name: str, cwd: str, env: Mapping[str, str], permissions: str,
-                   trust: bool = True) -> SessionOptions:
+def launch_options(
+    adapter: AgentAdapter,
+    *,
+    ws: Workspace,
+    name: str,
+    cwd: str,
+    env: Mapping[str, str],
+    permissions: str,
+    trust: bool = True,
+) -> SessionOptions:
     """The session's own launch options (permissions, per-session files under .mam/sessions/<name>/)."""
-    ctx = LaunchContext(session=name, cwd=cwd, state_dir=ws.session_dir(name), env=env, permissions=permissions, mam_dir=ws.state,
-                        trust=trust)
+    ctx = LaunchContext(
+        session=name,
+        cwd=cwd,
+        state_dir=ws.session_dir(name),
+        env=env,
+        permissions=permissions,
+        mam_dir=ws.state,
+        trust=trust,
+    )
     return adapter.session_options(ctx)
 
 
 def dialog_message(error: AgentDialog, *, cwd: str, trust: bool) -> str:
     kind = error.context.get("kind", "")
     if kind == "trust":
-        how = ("run the create again without --no-trust (mam then records the folder as trusted for this CLI), "
-               "or answer the dialog once yourself in that CLI") if not trust else "answer the dialog once yourself in that CLI"
-        return f"the agent asks whether to trust {cwd}; mam never answers that for you: {how}. The session was not created"
+        how = (
+            (
+                "run the create again without --no-trust (mam then records the folder as trusted for this CLI), "
+                "or answer the dialog once yourself in that CLI"
+            )
+            if not trust
+            else "answer the dialog once yourself in that CLI"
+        )
+        return (
+            f"the agent asks whether to trust {cwd}; mam never answers that for you: {how}. The session was not created"
+        )
     return f"{error}; the session was not created"
 
 
@@ -169,7 +233,9 @@ def _reserve(registry: Registry, row: SessionRow) -> None:
         if existing is not None:
             if existing.status != SessionStatus.TERMINATED:
                 hint = " (resume it with `mam session resume`)" if existing.status == SessionStatus.STOPPED else ""
-                raise SessionError(f"session {row.name!r} already exists and is {existing.status}{hint}", session=row.name)
+                raise SessionError(
+                    f"session {row.name!r} already exists and is {existing.status}{hint}", session=row.name
+                )
             sessions_table.delete(conn, row.name)
         sessions_table.insert(conn, row)
 
@@ -216,5 +282,8 @@ def check_no_dialog(adapter: AgentAdapter, screen: str, pane_id: str) -> None:
     shown = adapter.dialog(screen)
     if shown is not None:
         what = "a trust dialog" if shown.kind == "trust" else "a dialog or permission prompt"
-        raise AgentDialog(f"{adapter.name} shows {what} in pane {pane_id} ({shown.marker!r}): a person must answer it",
-                          pane_id=pane_id, kind=shown.kind)
+        raise AgentDialog(
+            f"{adapter.name} shows {what} in pane {pane_id} ({shown.marker!r}): a person must answer it",
+            pane_id=pane_id,
+            kind=shown.kind,
+        )

@@ -26,8 +26,13 @@ def detect_own_pane(environ: Mapping[str, str]) -> tuple[str, str, str] | None:
 
 
 def onboard_orchestrator(
-    *, registry: Registry, environ: Mapping[str, str], backend: str | None = None, server: str | None = None,
-    pane_id: str | None = None, session: str = "",
+    *,
+    registry: Registry,
+    environ: Mapping[str, str],
+    backend: str | None = None,
+    server: str | None = None,
+    pane_id: str | None = None,
+    session: str = "",
 ) -> OrchestratorRow:
     detected = detect_own_pane(environ)
     if pane_id:
@@ -37,9 +42,19 @@ def onboard_orchestrator(
     elif detected is not None:
         where = detected
     else:
-        raise UsageError("not inside a tmux or herdr pane (no TMUX_PANE / HERDR_PANE_ID); pass --backend, --server and --pane")
+        raise UsageError(
+            "not inside a tmux or herdr pane (no TMUX_PANE / HERDR_PANE_ID); pass --backend, --server and --pane"
+        )
     kind, srv, pane = where
-    row = OrchestratorRow(key=f"{kind}:{srv}:{pane}", backend=kind, server=srv, pane_id=pane, session=session, pid=os.getppid(), recorded_at=time.time())
+    row = OrchestratorRow(
+        key=f"{kind}:{srv}:{pane}",
+        backend=kind,
+        server=srv,
+        pane_id=pane,
+        session=session,
+        pid=os.getppid(),
+        recorded_at=time.time(),
+    )
     with registry.write() as conn:
         sessions_table.record_orchestrator(conn, row)
     return row

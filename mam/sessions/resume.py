@@ -18,7 +18,9 @@ from mam.store.sessions import SessionRow, SessionStatus
 from mam.workspace import Workspace
 
 
-def resume_session(name: str, *, ws: Workspace, settings: Settings, registry: Registry, environ: Mapping[str, str]) -> SessionRow:
+def resume_session(
+    name: str, *, ws: Workspace, settings: Settings, registry: Registry, environ: Mapping[str, str]
+) -> SessionRow:
     row = registry.session(check_name(name))
     adapter = get_adapter(row.agent)
     backend = backend_for(row, settings=settings, ws=ws)
@@ -48,8 +50,15 @@ def resume_session(name: str, *, ws: Workspace, settings: Settings, registry: Re
     except AgentDialog as e:  # the agent runs; a person answers its dialog, and no brief is typed meanwhile
         ready_at, note = None, f"resumed; {e}"
     return registry.update_session(
-        name, status=SessionStatus.RUNNING, pane_id=info.pane_id, pane_pid=info.pid, launched_at=launched,
-        resumable=False, agent_env={**row.agent_env, **adapter.agent_env(env)}, note=note, ready_at=ready_at,
+        name,
+        status=SessionStatus.RUNNING,
+        pane_id=info.pane_id,
+        pane_pid=info.pid,
+        launched_at=launched,
+        resumable=False,
+        agent_env={**row.agent_env, **adapter.agent_env(env)},
+        note=note,
+        ready_at=ready_at,
     )
 
 

@@ -20,7 +20,9 @@ LIVE = (SessionStatus.RUNNING, SessionStatus.STARTING)
 log = logging.getLogger(__name__)
 
 
-def pane_snapshot(rows: list[SessionRow], *, settings: Settings, ws: Workspace) -> dict[tuple[str, str], dict[str, PaneInfo] | None]:
+def pane_snapshot(
+    rows: list[SessionRow], *, settings: Settings, ws: Workspace
+) -> dict[tuple[str, str], dict[str, PaneInfo] | None]:
     """Panes per (backend, server), listed once each; None where the server is not running."""
     looking = settings.with_overrides(MAM_NO_AUTOSTART="1")
     found: dict[tuple[str, str], dict[str, PaneInfo] | None] = {}
@@ -65,18 +67,32 @@ def session_status(*, ws: Workspace, settings: Settings) -> list[dict[str, Any]]
         pane, drift = drift_of(row, panes[(row.backend, row.server)])
         out.append(
             {
-                "name": row.name, "agent": row.agent, "role": row.role, "status": row.status, "backend": row.backend,
-                "server": row.server, "pane_id": row.pane_id, "cwd": row.cwd, "conversation_id": row.conversation_id,
-                "resume_id": row.conversation_id, "resumable": row.resumable, "drift": drift,
-                "pane_alive": bool(pane and not pane.dead), "pane_command": pane.command if pane else None,
-                "pane_cwd": pane.cwd if pane else None, "pane_pid": pane.pid if pane else None, "note": row.note,
+                "name": row.name,
+                "agent": row.agent,
+                "role": row.role,
+                "status": row.status,
+                "backend": row.backend,
+                "server": row.server,
+                "pane_id": row.pane_id,
+                "cwd": row.cwd,
+                "conversation_id": row.conversation_id,
+                "resume_id": row.conversation_id,
+                "resumable": row.resumable,
+                "drift": drift,
+                "pane_alive": bool(pane and not pane.dead),
+                "pane_command": pane.command if pane else None,
+                "pane_cwd": pane.cwd if pane else None,
+                "pane_pid": pane.pid if pane else None,
+                "note": row.note,
                 "permissions": row.permissions,
             }
         )
     return out
 
 
-def unregistered_panes(*, ws: Workspace, settings: Settings, rows: list[SessionRow], known_orchestrator_panes: set[str]) -> list[PaneInfo]:
+def unregistered_panes(
+    *, ws: Workspace, settings: Settings, rows: list[SessionRow], known_orchestrator_panes: set[str]
+) -> list[PaneInfo]:
     """Live panes on the workspace's servers that no session row claims (the orchestrator's own excluded)."""
     panes = pane_snapshot(rows, settings=settings, ws=ws)
     claimed = {(r.backend, r.server, r.pane_id) for r in rows if r.pane_id}
@@ -84,6 +100,10 @@ def unregistered_panes(*, ws: Workspace, settings: Settings, rows: list[SessionR
     for (kind, server), found in panes.items():
         for pane in (found or {}).values():
             key = (kind, server, pane.pane_id)
-            if key not in claimed and f"{kind}:{server}:{pane.pane_id}" not in known_orchestrator_panes and not pane.dead:
+            if (
+                key not in claimed
+                and f"{kind}:{server}:{pane.pane_id}" not in known_orchestrator_panes
+                and not pane.dead
+            ):
                 extra.append(pane)
     return extra

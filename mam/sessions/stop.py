@@ -32,7 +32,9 @@ def stop_session(
     grace: float = 15.0,
 ) -> SessionRow:
     if purge_conversation and not yes:
-        raise UsageError("--purge-conversation deletes this session's conversation files for good; add --yes to confirm")
+        raise UsageError(
+            "--purge-conversation deletes this session's conversation files for good; add --yes to confirm"
+        )
     row = registry.session(check_name(name))
     adapter = get_adapter(row.agent)
     if row.status in (SessionStatus.RUNNING, SessionStatus.STARTING) and row.pane_id:
@@ -46,9 +48,17 @@ def stop_session(
         removed = adapter.purge_conversation(conversation_id, cwd=row.cwd, env=row.agent_env)
         note = f"stopped; conversation {conversation_id} purged ({len(removed)} path(s))"
         # The id stays on the row (resumable false) so a later resume can say which conversation is gone.
-    resumable = bool(conversation_id) and adapter.conversation_exists(conversation_id or "", cwd=row.cwd, env=row.agent_env)
+    resumable = bool(conversation_id) and adapter.conversation_exists(
+        conversation_id or "", cwd=row.cwd, env=row.agent_env
+    )
     return registry.update_session(
-        name, status=SessionStatus.STOPPED, conversation_id=conversation_id, resumable=resumable, pane_id=None, pane_pid=None, note=note
+        name,
+        status=SessionStatus.STOPPED,
+        conversation_id=conversation_id,
+        resumable=resumable,
+        pane_id=None,
+        pane_pid=None,
+        note=note,
     )
 
 

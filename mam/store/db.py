@@ -162,7 +162,9 @@ def store_error(path: Path, error: sqlite3.Error, doing: str) -> StoreError:
     if "malformed" in low or "not a database" in low or "corrupt" in low:
         return RegistryDamaged(f"registry {path} is damaged ({text}); {DOCTOR_HINT}", path=str(path))
     if "full" in low or _no_space(path.parent):  # a full disk can also surface as "disk I/O error"
-        return StoreError(f"disk full: cannot {doing} registry {path} ({text}); free some space and retry", path=str(path))
+        return StoreError(
+            f"disk full: cannot {doing} registry {path} ({text}); free some space and retry", path=str(path)
+        )
     if "readonly" in low or "read-only" in low or not os.access(path.parent, os.W_OK):
         return StoreError(f"cannot {doing} registry {path}: its folder is read-only ({text})", path=str(path))
     return StoreError(f"cannot {doing} registry {path}: {text}", path=str(path))
@@ -246,15 +248,21 @@ class Database:
         except OSError as e:
             raise StoreError(f"cannot open registry {self.path}: {e.strerror}", path=str(self.path)) from e
         if size == 0:
-            raise RegistryDamaged(f"registry {self.path} is empty (0 bytes): refusing to treat it as a new registry; {DOCTOR_HINT}",
-                                  path=str(self.path))
-        conn = sqlite3.connect(str(self.path), timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None, check_same_thread=False)
+            raise RegistryDamaged(
+                f"registry {self.path} is empty (0 bytes): refusing to treat it as a new registry; {DOCTOR_HINT}",
+                path=str(self.path),
+            )
+        conn = sqlite3.connect(
+            str(self.path), timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None, check_same_thread=False
+        )
         try:
             conn.row_factory = sqlite3.Row
             conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
             if conn.execute("PRAGMA user_version").fetchone()[0] == 0:
-                raise RegistryDamaged(f"{self.path} is not a mam registry (schema version 0): refusing to initialise it; {DOCTOR_HINT}",
-                                      path=str(self.path))
+                raise RegistryDamaged(
+                    f"{self.path} is not a mam registry (schema version 0): refusing to initialise it; {DOCTOR_HINT}",
+                    path=str(self.path),
+                )
             current = conn.execute("PRAGMA journal_mode").fetchone()[0]
             if current.upper() != mode:
                 conn.execute(f"PRAGMA journal_mode={mode}")
@@ -271,7 +279,9 @@ class Database:
     def _migrate(self) -> None:
         version = self.conn.execute("PRAGMA user_version").fetchone()[0]
         if version > SCHEMA_VERSION:
-            raise StoreError(f"registry {self.path} has schema version {version}, newer than this mam ({SCHEMA_VERSION}); upgrade mam")
+            raise StoreError(
+                f"registry {self.path} has schema version {version}, newer than this mam ({SCHEMA_VERSION}); upgrade mam"
+            )
         if version == SCHEMA_VERSION:
             return
         with self.transaction() as conn:

@@ -57,8 +57,18 @@ class EventRow:
     published: bool
 
 
-def insert(conn: sqlite3.Connection, *, job_id: str, session: str, kind: str, target: str, parent_job: str | None,
-           state: str, owner: str, data: dict[str, Any]) -> JobRow:
+def insert(
+    conn: sqlite3.Connection,
+    *,
+    job_id: str,
+    session: str,
+    kind: str,
+    target: str,
+    parent_job: str | None,
+    state: str,
+    owner: str,
+    data: dict[str, Any],
+) -> JobRow:
     now = time.time()
     try:
         conn.execute(
@@ -83,8 +93,14 @@ def find(conn: sqlite3.Connection, job_id: str) -> JobRow | None:
     return JobRow.from_sql(row) if row else None
 
 
-def update(conn: sqlite3.Connection, job_id: str, *, expected_owner: str | None = None, expected_state: str | None = None,
-           **changes: Any) -> bool:
+def update(
+    conn: sqlite3.Connection,
+    job_id: str,
+    *,
+    expected_owner: str | None = None,
+    expected_state: str | None = None,
+    **changes: Any,
+) -> bool:
     """Apply `changes`; with `expected_owner` / `expected_state`, only if the row still has them (compare-and-set)."""
     allowed = {"state", "reason", "exit_code", "owner", "data", "ended_at", "session", "target"}
     bad = set(changes) - allowed
@@ -108,7 +124,8 @@ def open_jobs_ahead(conn: sqlite3.Connection, session: str, qid: int) -> list[Jo
     """Open jobs of `session` registered before the job with queue id `qid` (FIFO per session)."""
     marks = ",".join("?" * len(OPEN_STATES))
     rows = conn.execute(
-        f"SELECT * FROM jobs WHERE session=? AND qid<? AND state IN ({marks}) ORDER BY qid", (session, qid, *OPEN_STATES)
+        f"SELECT * FROM jobs WHERE session=? AND qid<? AND state IN ({marks}) ORDER BY qid",
+        (session, qid, *OPEN_STATES),
     )
     return [JobRow.from_sql(r) for r in rows]
 
@@ -118,7 +135,9 @@ def open_jobs(conn: sqlite3.Connection, session: str | None = None) -> list[JobR
     if session is None:
         rows = conn.execute(f"SELECT * FROM jobs WHERE state IN ({marks}) ORDER BY qid", OPEN_STATES)
     else:
-        rows = conn.execute(f"SELECT * FROM jobs WHERE session=? AND state IN ({marks}) ORDER BY qid", (session, *OPEN_STATES))
+        rows = conn.execute(
+            f"SELECT * FROM jobs WHERE session=? AND state IN ({marks}) ORDER BY qid", (session, *OPEN_STATES)
+        )
     return [JobRow.from_sql(r) for r in rows]
 
 
@@ -127,8 +146,14 @@ def recently_updated(conn: sqlite3.Connection, since: float, limit: int = 1000) 
     return [JobRow.from_sql(r) for r in rows]
 
 
-def list_jobs(conn: sqlite3.Connection, *, session: str | None = None, parent: str | None = None,
-              state: str | None = None, limit: int = 100) -> list[JobRow]:
+def list_jobs(
+    conn: sqlite3.Connection,
+    *,
+    session: str | None = None,
+    parent: str | None = None,
+    state: str | None = None,
+    limit: int = 100,
+) -> list[JobRow]:
     where, params = [], []
     for column, value in (("session", session), ("parent_job", parent), ("state", state)):
         if value is not None:
@@ -146,7 +171,10 @@ def add_inputs(conn: sqlite3.Connection, job_id: str, lines: list[dict[str, Any]
     numbered = []
     for i, line in enumerate(lines, start=1):
         entry = {**line, "n": last + i}
-        conn.execute("INSERT INTO job_inputs(job_id, n, line) VALUES (?,?,?)", (job_id, last + i, json.dumps(entry, sort_keys=True, default=str)))
+        conn.execute(
+            "INSERT INTO job_inputs(job_id, n, line) VALUES (?,?,?)",
+            (job_id, last + i, json.dumps(entry, sort_keys=True, default=str)),
+        )
         numbered.append(entry)
     return numbered
 
@@ -163,8 +191,17 @@ def next_seq(conn: sqlite3.Connection, job_id: str) -> int:
     return int(conn.execute("SELECT last FROM seqs WHERE job_id=?", (job_id,)).fetchone()[0])
 
 
-def add_event(conn: sqlite3.Connection, *, job_id: str, seq: int, type: str, sender: str, ts: float, raw: str,
-              published: bool = False) -> bool:
+def add_event(
+    conn: sqlite3.Connection,
+    *,
+    job_id: str,
+    seq: int,
+    type: str,
+    sender: str,
+    ts: float,
+    raw: str,
+    published: bool = False,
+) -> bool:
     """Record an event; False if that (job, seq) is already recorded."""
     cur = conn.execute(
         "INSERT OR IGNORE INTO events(job_id, seq, type, sender, ts, raw, recorded_at, published) VALUES (?,?,?,?,?,?,?,?)",

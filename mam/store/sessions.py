@@ -84,7 +84,9 @@ def update(conn: sqlite3.Connection, name: str, **changes: Any) -> SessionRow:
         raise ValueError(f"unknown session fields: {sorted(unknown)}")
     changes["updated_at"] = time.time()
     assignments = ", ".join(f"{k}=?" for k in changes)
-    cur = conn.execute(f"UPDATE sessions SET {assignments} WHERE name=?", [*(_to_sql(v) for v in changes.values()), name])
+    cur = conn.execute(
+        f"UPDATE sessions SET {assignments} WHERE name=?", [*(_to_sql(v) for v in changes.values()), name]
+    )
     if cur.rowcount == 0:
         raise SessionNotFound(f"no session named {name!r} in the registry", session=name)
     return get(conn, name)

@@ -50,12 +50,17 @@ def check_path(path: Path, *, what: str) -> os.stat_result | None:
         if st.st_uid != me():
             raise UntrustedFile(
                 f"refusing {what} {path}: it is owned by {user_name(st.st_uid)}, not by you ({user_name(me())}); "
-                "mam only reads files its own user owns", path=str(path), owner=st.st_uid)
+                "mam only reads files its own user owns",
+                path=str(path),
+                owner=st.st_uid,
+            )
     if not stat.S_ISLNK(target.st_mode) and target.st_mode & _FOREIGN_WRITE:
         mode = stat.S_IMODE(target.st_mode)
         raise UntrustedFile(
             f"refusing {what} {path}: mode {mode:04o} lets group or others write it; fix with `chmod go-w {path}`",
-            path=str(path), mode=mode)
+            path=str(path),
+            mode=mode,
+        )
     return target
 
 
@@ -88,4 +93,7 @@ def check_process(pid: int, *, what: str, pid_file: Path) -> None:
     if owner is not None and owner != me():
         raise UntrustedFile(
             f"refusing {what} {pid_file}: its pid {pid} belongs to {user_name(owner)}, not to you ({user_name(me())}); "
-            "stop that process or remove the file", path=str(pid_file), owner=owner)
+            "stop that process or remove the file",
+            path=str(pid_file),
+            owner=owner,
+        )

@@ -38,7 +38,9 @@ def folders(tmp_path: Path) -> Callable[[str], str]:
     return make
 
 
-def seed(agent: str, env: dict[str, str], cwd: str, started: float, *, cid: str | None = None, text: str = "hello") -> str:
+def seed(
+    agent: str, env: dict[str, str], cwd: str, started: float, *, cid: str | None = None, text: str = "hello"
+) -> str:
     """Write one conversation with one turn, as the fake CLI would have, started at `started`."""
     store = STORES[agent](env, cwd)
     cid = cid or store.new_id(started)

@@ -76,7 +76,6 @@ def test_ids_that_could_escape_the_store_are_refused(agent: str, bad: str, agent
         get_adapter(agent).purge_conversation(bad, cwd="/tmp", env=agent_env)
 
 
-
 # What each real CLI's own delete command is (checked with its --help: codex 0.171.0,
 # opencode 1.18.33, hermes 0.19.0); gemini's --delete-session is not used (see gemini.py).
 DELETE = {
@@ -96,9 +95,20 @@ def test_the_clis_own_delete_command_and_the_path_it_is_found_on(agent: str) -> 
 
 def test_exit_keys_the_real_clis_need() -> None:
     # codex 0.171.0 queues "/exit" typed mid-turn: Ctrl-C interrupts first.
-    assert get_adapter("codex").exit_keys == (("key", "C-c"), ("pause", "0.5"), ("text", "/exit"), ("pause", "0.3"), ("key", "Enter"))
+    assert get_adapter("codex").exit_keys == (
+        ("key", "C-c"),
+        ("pause", "0.5"),
+        ("text", "/exit"),
+        ("pause", "0.3"),
+        ("key", "Enter"),
+    )
     # opencode 1.18.33 reads Escape then C-x at once as Alt+C-x; its exit is <leader>q.
     assert get_adapter("opencode").exit_keys == (("key", "C-x"), ("key", "q"))
     # gemini 0.61.0: keys within ~1 s are one input to it; Ctrl-C cancels a turn or clears the box.
-    assert get_adapter("gemini").exit_keys == (("key", "C-c"), ("pause", "1.0"), ("text", "/quit"), ("pause", "1.0"), ("key", "Enter"))
-
+    assert get_adapter("gemini").exit_keys == (
+        ("key", "C-c"),
+        ("pause", "1.0"),
+        ("text", "/quit"),
+        ("pause", "1.0"),
+        ("key", "Enter"),
+    )

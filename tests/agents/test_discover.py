@@ -48,14 +48,18 @@ def test_two_folders_never_mix(agent: str, agent_env: dict[str, str], folders: C
 
 
 @pytest.mark.parametrize("agent", DISCOVERING)
-def test_a_conversation_older_than_since_is_not_taken(agent: str, agent_env: dict[str, str], folders: Callable[[str], str]) -> None:
+def test_a_conversation_older_than_since_is_not_taken(
+    agent: str, agent_env: dict[str, str], folders: Callable[[str], str]
+) -> None:
     a = folders("a")
     since = time.time()
     seed(agent, agent_env, a, since - 600)
     assert get_adapter(agent).discover(cwd=a, since=since, env=agent_env) is None
 
 
-def test_cwd_is_matched_through_symlinks(agent_env: dict[str, str], folders: Callable[[str], str], tmp_path: Path) -> None:
+def test_cwd_is_matched_through_symlinks(
+    agent_env: dict[str, str], folders: Callable[[str], str], tmp_path: Path
+) -> None:
     real = folders("real")
     link = tmp_path / "link"
     link.symlink_to(real)
@@ -64,7 +68,9 @@ def test_cwd_is_matched_through_symlinks(agent_env: dict[str, str], folders: Cal
     assert get_adapter("codex").discover(cwd=str(link), since=since, env=agent_env) == cid
 
 
-def test_codex_skips_subagent_threads_as_0171_writes_them(agent_env: dict[str, str], folders: Callable[[str], str]) -> None:
+def test_codex_skips_subagent_threads_as_0171_writes_them(
+    agent_env: dict[str, str], folders: Callable[[str], str]
+) -> None:
     """codex 0.171: a subagent's session_meta has source {"subagent": {"thread_spawn": {"parent_thread_id"}}}."""
     a, since = folders("a"), time.time()
     store = Codex(agent_env, a)
@@ -72,13 +78,20 @@ def test_codex_skips_subagent_threads_as_0171_writes_them(agent_env: dict[str, s
     child = store.new_id(since + 0.5)  # spawned threads can look older than the parent: never taken
     store.create(child, since + 0.5, parent=parent)
     rollout = next(Path(agent_env["HOME"]).rglob(f"rollout-*-{child}.jsonl"))
-    assert json.loads(rollout.read_text().splitlines()[0])["payload"]["source"]["subagent"]["thread_spawn"]["parent_thread_id"] == parent
+    assert (
+        json.loads(rollout.read_text().splitlines()[0])["payload"]["source"]["subagent"]["thread_spawn"][
+            "parent_thread_id"
+        ]
+        == parent
+    )
     assert get_adapter("codex").discover(cwd=a, since=since, env=agent_env) is None
     store.create(parent, since + 1)
     assert get_adapter("codex").discover(cwd=a, since=since, env=agent_env) == parent
 
 
-def test_codex_ignores_subagent_threads_and_other_records(agent_env: dict[str, str], folders: Callable[[str], str]) -> None:
+def test_codex_ignores_subagent_threads_and_other_records(
+    agent_env: dict[str, str], folders: Callable[[str], str]
+) -> None:
     a = folders("a")
     since = time.time()
     child = seed("codex", agent_env, a, since + 1)
@@ -101,7 +114,9 @@ def test_codex_home_override(agent_env: dict[str, str], folders: Callable[[str],
     assert get_adapter("codex").discover(cwd=folders("a"), since=since, env=agent_env) is None
 
 
-def test_agy_takes_the_cwd_map_only_once_the_new_conversation_is_written(agent_env: dict[str, str], folders: Callable[[str], str]) -> None:
+def test_agy_takes_the_cwd_map_only_once_the_new_conversation_is_written(
+    agent_env: dict[str, str], folders: Callable[[str], str]
+) -> None:
     a = folders("a")
     since = time.time()
     seed("agy", agent_env, a, since - 600)  # the map still names this one until the new first turn
@@ -119,12 +134,21 @@ def test_hermes_and_opencode_skip_child_sessions(agent_env: dict[str, str], fold
         root = store.new_id(since + 2)
         store.create(root, since + 2)
         store.create(store.new_id(since + 1), since + 1, parent=root)  # a child row, dated earlier
-        assert get_adapter("hermes" if isinstance(store, Hermes) else "opencode").discover(cwd=a, since=since, env=agent_env) == root
+        assert (
+            get_adapter("hermes" if isinstance(store, Hermes) else "opencode").discover(
+                cwd=a, since=since, env=agent_env
+            )
+            == root
+        )
 
 
 @pytest.mark.parametrize("agent", DISCOVERING)
 def test_stores_are_found_through_the_given_env_not_the_process_env(
-    agent: str, agent_env: dict[str, str], folders: Callable[[str], str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+    agent: str,
+    agent_env: dict[str, str],
+    folders: Callable[[str], str],
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
 ) -> None:
     since = time.time()
     cid = seed(agent, agent_env, folders("a"), since + 1)
@@ -136,7 +160,9 @@ def test_stores_are_found_through_the_given_env_not_the_process_env(
     assert os.environ["HOME"] == str(decoy)
 
 
-def test_hermes_follows_the_active_profile_and_hermes_home(agent_env: dict[str, str], folders: Callable[[str], str], tmp_path: Path) -> None:
+def test_hermes_follows_the_active_profile_and_hermes_home(
+    agent_env: dict[str, str], folders: Callable[[str], str], tmp_path: Path
+) -> None:
     """hermes 0.19: ~/.hermes/active_profile names a profile in ~/.hermes/profiles/<name>/; a
     HERMES_HOME that is a profile folder wins; a HERMES_HOME outside ~/.hermes is its own root."""
     adapter, a, home = get_adapter("hermes"), folders("a"), Path(agent_env["HOME"])
@@ -157,4 +183,6 @@ def test_hermes_follows_the_active_profile_and_hermes_home(agent_env: dict[str, 
     (custom / "profiles" / "ops").mkdir(parents=True)
     (custom / "active_profile").write_text("ops")
     assert adapter.hermes_home({**agent_env, "HERMES_HOME": str(custom)}) == custom / "profiles" / "ops"
-    assert adapter.hermes_home({**agent_env, "HERMES_HOME": str(custom / "profiles" / "x")}) == custom / "profiles" / "x"
+    assert (
+        adapter.hermes_home({**agent_env, "HERMES_HOME": str(custom / "profiles" / "x")}) == custom / "profiles" / "x"
+    )

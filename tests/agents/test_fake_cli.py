@@ -33,10 +33,20 @@ UNKNOWN = {
 
 def run(argv: list[str], *, cwd: str, home: str, log: Path, stdin: str = "") -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "HOME": home, "MAM_FAKE_AGENT_LOG": str(log)}
-    for key in ("XDG_DATA_HOME", "CLAUDE_CONFIG_DIR", "CODEX_HOME", "GROK_HOME", "HERMES_HOME", "OPENCODE_DB", "GEMINI_CLI_HOME"):
+    for key in (
+        "XDG_DATA_HOME",
+        "CLAUDE_CONFIG_DIR",
+        "CODEX_HOME",
+        "GROK_HOME",
+        "HERMES_HOME",
+        "OPENCODE_DB",
+        "GEMINI_CLI_HOME",
+    ):
         env.pop(key, None)
     get_adapter(argv[0]).trust_folder(cwd, env)  # as mam's create does (else claude asks first, like the real one)
-    return subprocess.run([str(FAKES_BIN / argv[0]), *argv[1:]], input=stdin, capture_output=True, text=True, cwd=cwd, env=env, timeout=30)
+    return subprocess.run(
+        [str(FAKES_BIN / argv[0]), *argv[1:]], input=stdin, capture_output=True, text=True, cwd=cwd, env=env, timeout=30
+    )
 
 
 def events(log: Path) -> list[dict]:
@@ -62,7 +72,9 @@ def test_hermes_given_an_unknown_id_starts_a_new_session_under_it(
     """hermes 0.19.0 (seen in a real pane): "Session not found: <id>", then a fresh session that
     runs under that id. mam must therefore check the id exists before it resumes."""
     log, unknown = tmp_path / "log.jsonl", "20260101_000000_abcdef"
-    done = run(["hermes", "--resume", unknown], cwd=folders("a"), home=agent_env["HOME"], log=log, stdin="hello\n/quit\n")
+    done = run(
+        ["hermes", "--resume", unknown], cwd=folders("a"), home=agent_env["HOME"], log=log, stdin="hello\n/quit\n"
+    )
     assert done.returncode == 0
     assert f"Session not found: {unknown}" in done.stdout
     turn = next(e for e in events(log) if e["event"] == "turn")
@@ -77,7 +89,9 @@ def test_a_turn_then_the_exit_keys_then_resume_appends(
 ) -> None:
     adapter, a, log = get_adapter(agent), folders("a"), tmp_path / "log.jsonl"
     keys = {"Enter": "\n", "C-x": "\x18", "C-c": "\x03"}
-    exit_input = "".join(value if kind == "text" else keys.get(value, value) for kind, value in adapter.exit_keys if kind != "pause")
+    exit_input = "".join(
+        value if kind == "text" else keys.get(value, value) for kind, value in adapter.exit_keys if kind != "pause"
+    )
     cid = adapter.new_conversation_id()
     first = run(adapter.launch_argv(cid), cwd=a, home=agent_env["HOME"], log=log, stdin="first line\n" + exit_input)
     assert first.returncode == 0, first.stderr
@@ -103,17 +117,23 @@ def test_an_id_given_at_launch_must_be_a_fresh_uuid(
     assert taken.returncode == 1 and cid in taken.stderr
 
 
-def test_claude_resumes_from_any_folder(agent_env: dict[str, str], folders: Callable[[str], str], tmp_path: Path) -> None:
+def test_claude_resumes_from_any_folder(
+    agent_env: dict[str, str], folders: Callable[[str], str], tmp_path: Path
+) -> None:
     """claude 2.1.332 resumes a session id from another folder (the fake does the same)."""
     cid = seed("claude", agent_env, folders("a"), 0.0)
     log = tmp_path / "log"
-    elsewhere = run(["claude", "--resume", cid], cwd=folders("b"), home=agent_env["HOME"], log=log, stdin="more\n/exit\n")
+    elsewhere = run(
+        ["claude", "--resume", cid], cwd=folders("b"), home=agent_env["HOME"], log=log, stdin="more\n/exit\n"
+    )
     assert elsewhere.returncode == 0, elsewhere.stderr
     assert next(e for e in events(log) if e["event"] == "turn")["conversation"] == cid
     assert get_adapter("claude").conversation_exists(cid, cwd=folders("b"), env=agent_env)
 
 
-def test_gemini_resumes_only_in_its_own_folder(agent_env: dict[str, str], folders: Callable[[str], str], tmp_path: Path) -> None:
+def test_gemini_resumes_only_in_its_own_folder(
+    agent_env: dict[str, str], folders: Callable[[str], str], tmp_path: Path
+) -> None:
     """gemini 0.61.0 keeps sessions per project folder: from another folder the id is unknown."""
     cid = seed("gemini", agent_env, folders("a"), 0.0)
     elsewhere = run(["gemini", "--resume", cid], cwd=folders("b"), home=agent_env["HOME"], log=tmp_path / "log")
@@ -134,12 +154,16 @@ def test_gemini_writes_its_transcript_at_launch_and_drops_it_when_no_turn_came(
     assert list(Path(agent_env["HOME"]).rglob("session-*.jsonl")) == []
 
 
-def test_nothing_is_written_before_the_first_turn(agent_env: dict[str, str], folders: Callable[[str], str], tmp_path: Path) -> None:
+def test_nothing_is_written_before_the_first_turn(
+    agent_env: dict[str, str], folders: Callable[[str], str], tmp_path: Path
+) -> None:
     for agent in [a for a in AGENTS if a != "gemini"]:  # gemini registers its project at launch
         done = run([agent], cwd=folders("a"), home=agent_env["HOME"], log=tmp_path / "log", stdin="\x04")
         assert done.returncode == 0
     # only the folder's trust records (written by run(), as mam's create does) may be there
-    assert [p for p in Path(agent_env["HOME"]).rglob("*") if p.is_file() and p.name not in (".claude.json", "config.toml")] == []
+    assert [
+        p for p in Path(agent_env["HOME"]).rglob("*") if p.is_file() and p.name not in (".claude.json", "config.toml")
+    ] == []
 
 
 def test_command_lines_are_parsed_like_the_real_ones() -> None:
@@ -153,13 +177,20 @@ def test_command_lines_are_parsed_like_the_real_ones() -> None:
 
 @pytest.mark.parametrize("agent", ["claude", "codex", "hermes", "grok", "opencode", "gemini"])
 @pytest.mark.parametrize("permissions", ["report", "full"])
-def test_the_fakes_take_every_option_mam_launches_with_and_refuse_unknown_ones(agent: str, permissions: str, tmp_path: Path) -> None:
+def test_the_fakes_take_every_option_mam_launches_with_and_refuse_unknown_ones(
+    agent: str, permissions: str, tmp_path: Path
+) -> None:
     from mam.agents.base import LaunchContext
 
     adapter = get_adapter(agent)
-    ctx = LaunchContext(session="s", cwd=str(tmp_path), state_dir=tmp_path / "s", permissions=permissions, mam_dir=tmp_path)
+    ctx = LaunchContext(
+        session="s", cwd=str(tmp_path), state_dir=tmp_path / "s", permissions=permissions, mam_dir=tmp_path
+    )
     options = adapter.session_options(ctx)
-    for argv in (adapter.launch_argv(adapter.new_conversation_id()), adapter.resume_argv("ses_1" if agent == "opencode" else "x1")):
+    for argv in (
+        adapter.launch_argv(adapter.new_conversation_id()),
+        adapter.resume_argv("ses_1" if agent == "opencode" else "x1"),
+    ):
         parse(CLIS[agent], adapter.with_options(argv, options)[1:])
     with pytest.raises(Usage):
         parse(CLIS[agent], ["--no-such-option"])

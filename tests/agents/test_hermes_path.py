@@ -15,7 +15,9 @@ from mam.agents.hermes import BASH_ENV_FILE
 def login_home(tmp_path: Path) -> Path:
     home = tmp_path / "home"
     home.mkdir(exist_ok=True)
-    (home / ".profile").write_text("PATH=/usr/bin:/bin\nexport PATH\n", encoding="utf-8")  # as Debian's /etc/profile does
+    (home / ".profile").write_text(
+        "PATH=/usr/bin:/bin\nexport PATH\n", encoding="utf-8"
+    )  # as Debian's /etc/profile does
     return home
 
 
@@ -42,7 +44,7 @@ def test_a_login_shell_keeps_the_panes_path_first_once(tmp_path: Path) -> None:
     assert Path(env["BASH_ENV"]).stat().st_mode & 0o777 == 0o600
     assert bash(env, "only-in-pane") == "found\n"
     # a bash started inside that shell (PATH already starts with the pane's) adds nothing
-    assert bash(env, 'bash -c \'printf %s "$PATH"\'') == f"{pane['PATH']}{os.pathsep}/usr/bin{os.pathsep}/bin"
+    assert bash(env, "bash -c 'printf %s \"$PATH\"'") == f"{pane['PATH']}{os.pathsep}/usr/bin{os.pathsep}/bin"
 
 
 def test_without_it_the_login_profile_loses_the_panes_path(tmp_path: Path) -> None:

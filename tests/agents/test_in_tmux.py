@@ -61,7 +61,9 @@ def dead(backend: TmuxBackend, pane_id: str) -> bool:
 
 
 @pytest.mark.parametrize("agent", AGENTS)
-def test_launch_turn_exit_and_resume(agent: str, backend: TmuxBackend, agent_log: Path, tmp_path: Path, poll: Any) -> None:
+def test_launch_turn_exit_and_resume(
+    agent: str, backend: TmuxBackend, agent_log: Path, tmp_path: Path, poll: Any
+) -> None:
     adapter = get_adapter(agent)
     cwd = tmp_path / "project"
     cwd.mkdir()
@@ -78,9 +80,15 @@ def test_launch_turn_exit_and_resume(agent: str, backend: TmuxBackend, agent_log
     backend.type_text(first.pane_id, "first brief")
     backend.send_keys(first.pane_id, "Enter")
     cid = chosen or poll(
-        lambda: adapter.discover(cwd=folder, since=since, env=agent_env), timeout=WAIT, message=screen(backend, first.pane_id)
+        lambda: adapter.discover(cwd=folder, since=since, env=agent_env),
+        timeout=WAIT,
+        message=screen(backend, first.pane_id),
     )
-    poll(lambda: adapter.conversation_exists(cid, cwd=folder, env=agent_env), timeout=WAIT, message=screen(backend, first.pane_id))
+    poll(
+        lambda: adapter.conversation_exists(cid, cwd=folder, env=agent_env),
+        timeout=WAIT,
+        message=screen(backend, first.pane_id),
+    )
     poll(
         lambda: event(agent_log, "turn", first.pid, conversation=cid, text="first brief"),
         timeout=WAIT,
@@ -93,7 +101,11 @@ def test_launch_turn_exit_and_resume(agent: str, backend: TmuxBackend, agent_log
 
     resume = adapter.resume_argv(cid)
     second = backend.create_pane(name=f"{agent}-resumed", argv=resume, cwd=folder, env=env)
-    poll(lambda: event(agent_log, "ready", second.pid, conversation=cid), timeout=WAIT, message=screen(backend, second.pane_id))
+    poll(
+        lambda: event(agent_log, "ready", second.pid, conversation=cid),
+        timeout=WAIT,
+        message=screen(backend, second.pane_id),
+    )
     assert event(agent_log, "start", second.pid, argv=resume, cwd=folder)
     backend.type_text(second.pane_id, "second brief")
     backend.send_keys(second.pane_id, "Enter")
@@ -106,7 +118,9 @@ def test_launch_turn_exit_and_resume(agent: str, backend: TmuxBackend, agent_log
     poll(lambda: dead(backend, second.pane_id), timeout=WAIT, message=screen(backend, second.pane_id))
 
 
-def test_a_bracketed_paste_arrives_as_one_turn(backend: TmuxBackend, agent_log: Path, tmp_path: Path, poll: Any) -> None:
+def test_a_bracketed_paste_arrives_as_one_turn(
+    backend: TmuxBackend, agent_log: Path, tmp_path: Path, poll: Any
+) -> None:
     adapter = get_adapter("claude")
     cid = adapter.new_conversation_id()
     env = {**os.environ, "MAM_FAKE_AGENT_LOG": str(agent_log)}
@@ -115,7 +129,11 @@ def test_a_bracketed_paste_arrives_as_one_turn(backend: TmuxBackend, agent_log: 
     poll(lambda: event(agent_log, "ready", pane.pid), timeout=WAIT, message=screen(backend, pane.pane_id))
     brief = "line one\nline two; with $(no shell) and \x1b[31m nonce-7f3a\n" + "x" * 5000
     backend.paste(pane.pane_id, brief)
-    poll(lambda: "[Pasted text #1 +2 lines]" in backend.capture(pane.pane_id), timeout=WAIT, message=screen(backend, pane.pane_id))
+    poll(
+        lambda: "[Pasted text #1 +2 lines]" in backend.capture(pane.pane_id),
+        timeout=WAIT,
+        message=screen(backend, pane.pane_id),
+    )
     assert adapter.input_pending(backend.capture(pane.pane_id), nonce="unused")
     backend.send_keys(pane.pane_id, "Enter")
     poll(lambda: event(agent_log, "turn", pane.pid, text=brief), timeout=WAIT, message=screen(backend, pane.pane_id))
@@ -126,13 +144,16 @@ def test_a_bracketed_paste_arrives_as_one_turn(backend: TmuxBackend, agent_log: 
 
 
 @pytest.mark.parametrize("agent", ["claude", "codex"])
-def test_an_untrusted_folder_shows_the_trust_dialog_the_adapter_detects(agent: str, backend: TmuxBackend, agent_log: Path,
-                                                                      tmp_path: Path, poll: Any) -> None:
+def test_an_untrusted_folder_shows_the_trust_dialog_the_adapter_detects(
+    agent: str, backend: TmuxBackend, agent_log: Path, tmp_path: Path, poll: Any
+) -> None:
     adapter = get_adapter(agent)
     folder = tmp_path / "checkout"
     (folder / ".git").mkdir(parents=True)  # codex asks only in a git checkout
     env = {**os.environ, "MAM_FAKE_AGENT_LOG": str(agent_log)}
-    pane = backend.create_pane(name=agent, argv=adapter.launch_argv(adapter.new_conversation_id()), cwd=str(folder), env=env)
+    pane = backend.create_pane(
+        name=agent, argv=adapter.launch_argv(adapter.new_conversation_id()), cwd=str(folder), env=env
+    )
     poll(lambda: adapter.dialog(backend.capture(pane.pane_id)), timeout=WAIT, message=screen(backend, pane.pane_id))
     shown = adapter.dialog(backend.capture(pane.pane_id))
     assert shown is not None and shown.kind == "trust"

@@ -13,8 +13,14 @@ from mam.agents.base import LaunchContext
 
 
 def ctx(tmp_path: Path, permissions: str = "report", **env: str) -> LaunchContext:
-    return LaunchContext(session="s", cwd=str(tmp_path / "project"), state_dir=tmp_path / "state", permissions=permissions,
-                         env={"HOME": str(tmp_path / "h"), **env}, mam_dir=tmp_path / "ws" / ".mam")
+    return LaunchContext(
+        session="s",
+        cwd=str(tmp_path / "project"),
+        state_dir=tmp_path / "state",
+        permissions=permissions,
+        env={"HOME": str(tmp_path / "h"), **env},
+        mam_dir=tmp_path / "ws" / ".mam",
+    )
 
 
 @pytest.mark.parametrize("agent", ["claude", "codex", "opencode", "hermes", "grok", "agy", "demo"])
@@ -29,8 +35,15 @@ def test_ask_passes_no_permission_option(agent: str, tmp_path: Path) -> None:
 
 def test_codex_report_gives_its_sandbox_network_and_the_workspace_state_only(tmp_path: Path) -> None:
     args = get_adapter("codex").session_options(ctx(tmp_path)).args
-    assert args == ("--no-daemon", "-c", "allow_login_shell=false", "-c", "sandbox_workspace_write.network_access=true",
-                    "-c", f'sandbox_workspace_write.writable_roots=["{tmp_path / "ws" / ".mam"}"]')
+    assert args == (
+        "--no-daemon",
+        "-c",
+        "allow_login_shell=false",
+        "-c",
+        "sandbox_workspace_write.network_access=true",
+        "-c",
+        f'sandbox_workspace_write.writable_roots=["{tmp_path / "ws" / ".mam"}"]',
+    )
 
 
 def opencode_rule(tmp_path: Path, user: object | None = None, **env: str) -> object:
@@ -43,7 +56,9 @@ def opencode_rule(tmp_path: Path, user: object | None = None, **env: str) -> obj
 
 
 def test_opencode_report_carries_the_users_bash_setting_in(tmp_path: Path) -> None:
-    assert opencode_rule(tmp_path) == {"permission": {"bash": {"*": "allow", "mam event *": "allow"}}}  # opencode's default
+    assert opencode_rule(tmp_path) == {
+        "permission": {"bash": {"*": "allow", "mam event *": "allow"}}
+    }  # opencode's default
 
 
 def test_opencode_report_keeps_a_user_ask(tmp_path: Path) -> None:

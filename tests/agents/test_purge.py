@@ -49,7 +49,9 @@ def sql_dump(path: Path) -> list[str]:
 
 
 @pytest.mark.parametrize("agent", AGENTS)
-def test_purge_removes_one_conversation_and_keeps_the_others(agent: str, agent_env: dict[str, str], folders: Callable[[str], str]) -> None:
+def test_purge_removes_one_conversation_and_keeps_the_others(
+    agent: str, agent_env: dict[str, str], folders: Callable[[str], str]
+) -> None:
     """Nothing of the purged conversation is left in any file (not even as bytes in a SQLite
     page), and every other conversation and file is as it was."""
     adapter = get_adapter(agent)
@@ -98,7 +100,9 @@ def test_purge_removes_one_conversation_and_keeps_the_others(agent: str, agent_e
 
 
 @pytest.mark.parametrize("agent", AGENTS)
-def test_check_resumable_says_clearly_why_not(agent: str, agent_env: dict[str, str], folders: Callable[[str], str]) -> None:
+def test_check_resumable_says_clearly_why_not(
+    agent: str, agent_env: dict[str, str], folders: Callable[[str], str]
+) -> None:
     adapter = get_adapter(agent)
     a = folders("a")
     cid = seed(agent, agent_env, a, time.time())
@@ -110,7 +114,9 @@ def test_check_resumable_says_clearly_why_not(agent: str, agent_env: dict[str, s
 
 
 @pytest.mark.parametrize("agent", AGENTS)
-def test_an_empty_home_has_no_conversation(agent: str, agent_env: dict[str, str], folders: Callable[[str], str]) -> None:
+def test_an_empty_home_has_no_conversation(
+    agent: str, agent_env: dict[str, str], folders: Callable[[str], str]
+) -> None:
     adapter = get_adapter(agent)
     cid = (
         "20260101_000000_abcdef"
@@ -124,7 +130,9 @@ def test_an_empty_home_has_no_conversation(agent: str, agent_env: dict[str, str]
     assert list(Path(agent_env["HOME"]).rglob("*")) == []  # looking created nothing
 
 
-def test_claude_files_around_the_transcript_go_with_it(agent_env: dict[str, str], folders: Callable[[str], str]) -> None:
+def test_claude_files_around_the_transcript_go_with_it(
+    agent_env: dict[str, str], folders: Callable[[str], str]
+) -> None:
     adapter, a = get_adapter("claude"), folders("a")
     doomed, kept = seed("claude", agent_env, a, time.time()), seed("claude", agent_env, a, time.time())
     root = Path(agent_env["HOME"]) / ".claude"
@@ -151,7 +159,9 @@ def test_claude_config_dir_override_and_per_folder_transcripts(
     assert not get_adapter("claude").conversation_exists(cid, cwd=a, env=agent_env)
 
 
-def test_hermes_purge_takes_compression_continuations_only(agent_env: dict[str, str], folders: Callable[[str], str]) -> None:
+def test_hermes_purge_takes_compression_continuations_only(
+    agent_env: dict[str, str], folders: Callable[[str], str]
+) -> None:
     store, now = Hermes(agent_env, folders("a")), time.time()
     root, continuation, branch = (store.new_id(now) + suffix for suffix in ("r", "c", "b"))
     store.create(root, now)
@@ -165,7 +175,9 @@ def test_hermes_purge_takes_compression_continuations_only(agent_env: dict[str, 
     assert rows(db, "sessions", branch) == 1
 
 
-def test_opencode_purge_takes_child_sessions_and_diff_files(agent_env: dict[str, str], folders: Callable[[str], str]) -> None:
+def test_opencode_purge_takes_child_sessions_and_diff_files(
+    agent_env: dict[str, str], folders: Callable[[str], str]
+) -> None:
     store, now = Opencode(agent_env, folders("a")), time.time()
     parent, child, other = store.new_id(now), store.new_id(now + 1), store.new_id(now + 2)
     store.create(parent, now)

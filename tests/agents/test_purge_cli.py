@@ -48,14 +48,24 @@ def test_purge_runs_the_clis_own_delete_then_closes_the_gaps(
     assert not adapter.conversation_exists(doomed, cwd=a, env=env)
     assert adapter.conversation_exists(kept, cwd=a, env=env)
     after = tree(Path(agent_env["HOME"]))
-    assert not [name for name, data in after.items() if b"DOOMED-BRIEF" in data or doomed.encode() in data or doomed in name]
+    assert not [
+        name for name, data in after.items() if b"DOOMED-BRIEF" in data or doomed.encode() in data or doomed in name
+    ]
     assert any(b"KEEP-1" in data for data in after.values())
 
 
 @pytest.mark.parametrize("agent", OWN_DELETE)
-def test_nothing_to_purge_never_starts_the_cli(agent: str, agent_env: dict[str, str], folders: Callable[[str], str], tmp_path: Path) -> None:
+def test_nothing_to_purge_never_starts_the_cli(
+    agent: str, agent_env: dict[str, str], folders: Callable[[str], str], tmp_path: Path
+) -> None:
     log = tmp_path / "agent.log"
-    cid = "20260101_000000_abcdef" if agent == "hermes" else "ses_01a2b3c4d5e6AbCdEfGhIjKlMn" if agent == "opencode" else Codex({}, "").new_id(0)
+    cid = (
+        "20260101_000000_abcdef"
+        if agent == "hermes"
+        else "ses_01a2b3c4d5e6AbCdEfGhIjKlMn"
+        if agent == "opencode"
+        else Codex({}, "").new_id(0)
+    )
     assert get_adapter(agent).purge_conversation(cid, cwd=folders("a"), env=cli_env(agent_env, log)) == []
     assert deletes(log) == [] and list(Path(agent_env["HOME"]).rglob("*")) == []
 
@@ -76,6 +86,8 @@ def test_codex_purge_takes_the_threads_subagents_and_its_history_lines(
     get_adapter("codex").purge_conversation(parent, cwd=a, env=cli_env(agent_env, tmp_path / "agent.log"))
 
     after = tree(Path(agent_env["HOME"]))
-    assert not [n for n, d in after.items() if b"DOOMED" in d or parent.encode() in d or child.encode() in d or child in n]
+    assert not [
+        n for n, d in after.items() if b"DOOMED" in d or parent.encode() in d or child.encode() in d or child in n
+    ]
     assert get_adapter("codex").conversation_exists(other, cwd=a, env=agent_env)
     assert b"KEEP-1" in after[".codex/history.jsonl"]

@@ -21,8 +21,11 @@ def test_claude_trust_keeps_every_other_key_and_the_file_mode(tmp_path: Path) ->
     tmp_path = tmp_path / "agent-home"
     tmp_path.mkdir()
     state = tmp_path / ".claude.json"
-    before = {"hasCompletedOnboarding": True, "customApiKeyResponses": {"approved": ["abc"]},
-              "projects": {"/other": {"hasTrustDialogAccepted": False, "allowedTools": ["x"]}, "/p": {"history": [1, 2]}}}
+    before = {
+        "hasCompletedOnboarding": True,
+        "customApiKeyResponses": {"approved": ["abc"]},
+        "projects": {"/other": {"hasTrustDialogAccepted": False, "allowedTools": ["x"]}, "/p": {"history": [1, 2]}},
+    }
     state.write_text(json.dumps(before))
     state.chmod(0o600)
     written = get_adapter("claude").trust_folder("/p", {"HOME": str(tmp_path)})
@@ -49,7 +52,7 @@ def test_claude_trust_refuses_a_file_it_cannot_read(tmp_path: Path) -> None:
     assert (tmp_path / ".claude.json").read_text() == "{not json"
 
 
-CODEX_CONFIG = '''# my settings
+CODEX_CONFIG = """# my settings
 model = "o3"
 model_provider = "mock"
 
@@ -65,7 +68,7 @@ note = "kept"
 
 [tui]
 theme = "dark"
-'''
+"""
 
 
 def test_codex_trust_edits_one_table_and_keeps_the_rest(tmp_path: Path) -> None:
@@ -95,7 +98,9 @@ def test_codex_trust_adds_a_table_for_a_new_folder_with_a_quoted_path(tmp_path: 
 
 def test_codex_trust_creates_the_file_when_there_is_none(tmp_path: Path) -> None:
     get_adapter("codex").trust_folder("/p", {"HOME": str(tmp_path)})
-    assert tomllib.loads((tmp_path / ".codex" / "config.toml").read_text()) == {"projects": {"/p": {"trust_level": "trusted"}}}
+    assert tomllib.loads((tmp_path / ".codex" / "config.toml").read_text()) == {
+        "projects": {"/p": {"trust_level": "trusted"}}
+    }
 
 
 def test_codex_trust_leaves_an_inline_projects_table_alone(tmp_path: Path) -> None:

@@ -72,14 +72,22 @@ def contents(root: Path) -> dict[str, str]:
 def script_env(home: Path, **extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(ENV_PREFIXES)}
     home.mkdir(parents=True, exist_ok=True)
-    env.update(HOME=str(home), XDG_CACHE_HOME=str(home / ".cache"), XDG_CONFIG_HOME=str(home / ".config"), PYTHON=BASE_PYTHON)
+    env.update(
+        HOME=str(home), XDG_CACHE_HOME=str(home / ".cache"), XDG_CONFIG_HOME=str(home / ".config"), PYTHON=BASE_PYTHON
+    )
     env.update(extra)
     return env
 
 
 def run(script: Path, *args: str, env: dict[str, str], cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        ["bash", str(script), *args], env=env, cwd=cwd or script.parent, capture_output=True, text=True, timeout=300, check=False
+        ["bash", str(script), *args],
+        env=env,
+        cwd=cwd or script.parent,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
     )
 
 
@@ -87,7 +95,12 @@ def make_clone(dest: Path) -> Path:
     """A source tree like a clone of mam: the repo's skills (whatever exists now) plus fake ones."""
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info")
     dest.mkdir(parents=True)
-    for name in ("pyproject.toml", ".mam.env.example", *[p.name for p in REPO.glob("README*")], *[p.name for p in REPO.glob("LICENSE*")]):
+    for name in (
+        "pyproject.toml",
+        ".mam.env.example",
+        *[p.name for p in REPO.glob("README*")],
+        *[p.name for p in REPO.glob("LICENSE*")],
+    ):
         shutil.copy2(REPO / name, dest / name)
     shutil.copytree(REPO / "mam", dest / "mam", ignore=ignore)
     shutil.copytree(REPO / "deploy", dest / "deploy", ignore=ignore)
@@ -194,12 +207,22 @@ def skill_files(clone: Path, prefix: str = ".agents/skills/") -> dict[str, str]:
 def test_install_succeeds_and_mam_runs_from_the_workspace_venv(installed: Installed):
     assert installed.first["rc"] == 0, installed.first
     ws = installed.ws
-    r = subprocess.run([str(ws / ".venv/bin/mam"), "--version"], capture_output=True, text=True, timeout=60, check=False)
+    r = subprocess.run(
+        [str(ws / ".venv/bin/mam"), "--version"], capture_output=True, text=True, timeout=60, check=False
+    )
     assert r.returncode == 0 and r.stdout.strip() == f"mam, version {mam.__version__}"
     # Not editable: the package lives in the venv, so the clone may move or go away.
-    r = subprocess.run([str(ws / ".venv/bin/python"), "-I", "-c", "import mam; print(mam.__file__)"], capture_output=True, text=True, timeout=60, check=True)
+    r = subprocess.run(
+        [str(ws / ".venv/bin/python"), "-I", "-c", "import mam; print(mam.__file__)"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
     assert Path(r.stdout.strip()).is_relative_to(ws / ".venv")
-    assert (ws / ".venv/.mam-source-hash").read_text().strip() == json.loads((ws / ".mam/install-manifest.json").read_text())["source_hash"]
+    assert (ws / ".venv/.mam-source-hash").read_text().strip() == json.loads(
+        (ws / ".mam/install-manifest.json").read_text()
+    )["source_hash"]
 
 
 def test_install_copies_the_skills(installed: Installed):
@@ -334,7 +357,11 @@ def test_remove_takes_out_exactly_what_install_added(installed: Installed, ws_co
         (ws_copy / rel).write_text(text)
     r = run(installed.script("remove.sh"), str(ws_copy), env=installed.env())
     assert r.returncode == 0, r.stderr
-    before_install = {"notes.txt": "user notes\n", ".agents/README.md": "the user's own file in .agents/\n", ".gitignore": USER_GITIGNORE}
+    before_install = {
+        "notes.txt": "user notes\n",
+        ".agents/README.md": "the user's own file in .agents/\n",
+        ".gitignore": USER_GITIGNORE,
+    }
     assert contents(ws_copy) == {**before_install, **user_files}
     assert not (ws_copy / ".venv").exists()
     assert not (ws_copy / ".agents/skills/multi-agent-mux-fake-b").exists()
@@ -376,7 +403,9 @@ def test_installed_skill_scripts_run_the_workspace_mam(installed: Installed, ws_
     if not status.exists():
         pytest.skip("no multi-agent-mux-status skill in this clone yet")
     env = installed.env(MAM_TMUX_SERVER=f"mamtest-deploy-{tmp_path.name[-12:]}")
-    r = subprocess.run(["bash", str(status), "--json"], cwd=ws_copy, env=env, capture_output=True, text=True, timeout=60, check=False)
+    r = subprocess.run(
+        ["bash", str(status), "--json"], cwd=ws_copy, env=env, capture_output=True, text=True, timeout=60, check=False
+    )
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout) == []
 
@@ -411,10 +440,17 @@ def test_update_reinstalls_refreshes_skills_and_keeps_settings(installed: Instal
     assert sorted(manifest["skills"]) == sorted(p.name for p in skills.iterdir())
     assert "multi-agent-mux-fake-b" not in manifest["skills"]
     assert manifest["venv"] == "created"
-    r = subprocess.run([str(ws_copy / ".venv/bin/python"), "-I", "-c", "import mam; print(mam.__file__)"],
-                       capture_output=True, text=True, timeout=60, check=True)
+    r = subprocess.run(
+        [str(ws_copy / ".venv/bin/python"), "-I", "-c", "import mam; print(mam.__file__)"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
     assert Path(r.stdout.strip()).is_relative_to(ws_copy / ".venv")
-    r = subprocess.run([str(ws_copy / ".venv/bin/mam"), "--version"], capture_output=True, text=True, timeout=60, check=False)
+    r = subprocess.run(
+        [str(ws_copy / ".venv/bin/mam"), "--version"], capture_output=True, text=True, timeout=60, check=False
+    )
     assert r.returncode == 0 and mam.__version__ in r.stdout
 
 

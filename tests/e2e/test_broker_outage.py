@@ -16,11 +16,29 @@ def test_local_job_completes_through_the_disk_path(workspace, own_broker, monkey
     for key, value in {**broker.env(), **FAST}.items():
         monkeypatch.setenv(key, value)
     create_demo("w", behaviour="slow", env={"MAM_DEMO_SLEEP_S": "3"})
-    job = spawn_mam("job", "delegate", "--target", "w", "--brief", "demo-write: after.txt :: survived", "--job-id", "job-outage",
-                    "--start-deadline", "10", "--heartbeat", "0.5", "--json")
+    job = spawn_mam(
+        "job",
+        "delegate",
+        "--target",
+        "w",
+        "--brief",
+        "demo-write: after.txt :: survived",
+        "--job-id",
+        "job-outage",
+        "--start-deadline",
+        "10",
+        "--heartbeat",
+        "0.5",
+        "--json",
+    )
     try:
-        poll(lambda: mam("job", "status", "job-outage", "--json").returncode == 0
-             and json.loads(mam("job", "status", "job-outage", "--json").stdout)["state"] == "running", timeout=30)
+        poll(
+            lambda: (
+                mam("job", "status", "job-outage", "--json").returncode == 0
+                and json.loads(mam("job", "status", "job-outage", "--json").stdout)["state"] == "running"
+            ),
+            timeout=30,
+        )
         broker.kill()
         out, err = job.communicate(timeout=60)
         assert job.returncode == 0, err

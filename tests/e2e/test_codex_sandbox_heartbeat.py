@@ -26,9 +26,38 @@ def log_events(log: Path, event: str) -> list[dict[str, Any]]:
 
 def delegate_work(ws: Any, name: str, permissions: str, log: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     env = {"MAM_FAKE_AGENT_LOG": str(log)}
-    mam("session", "create", "--agent", "codex", "--role", "dev", "--session", name, "--permissions", permissions, env=env, check=True)
-    run = mam("job", "delegate", "--target", f"tmux:{name}", "--brief", f"work a while\nfake-work: {WORK_S}", "--job-id", f"job-{name}",
-              "--heartbeat", "1", "--start-deadline", "60", "--timeout", "120", "--json", timeout=120)
+    mam(
+        "session",
+        "create",
+        "--agent",
+        "codex",
+        "--role",
+        "dev",
+        "--session",
+        name,
+        "--permissions",
+        permissions,
+        env=env,
+        check=True,
+    )
+    run = mam(
+        "job",
+        "delegate",
+        "--target",
+        f"tmux:{name}",
+        "--brief",
+        f"work a while\nfake-work: {WORK_S}",
+        "--job-id",
+        f"job-{name}",
+        "--heartbeat",
+        "1",
+        "--start-deadline",
+        "60",
+        "--timeout",
+        "120",
+        "--json",
+        timeout=120,
+    )
     out = json.loads(run.stdout)
     assert run.returncode == 0, (out.get("reason"), out.get("detail"), run.stderr)
     return out, read_audit(ws, f"job-{name}")

@@ -127,7 +127,9 @@ def test_busy_session_is_cancelled_exit_5_and_the_brief_never_delivered(wired, t
 
 def test_a_brief_left_unsubmitted_gets_enter_again_not_a_second_paste(wired, tmux_server):  # type: ignore[no-untyped-def]
     s = create_demo("w", behaviour="unsubmitted")
-    code, record, _ = delegate("--target", "w", "--brief", "demo-write: u.txt :: ok", "--start-deadline", "6", "--heartbeat", "0.5")
+    code, record, _ = delegate(
+        "--target", "w", "--brief", "demo-write: u.txt :: ok", "--start-deadline", "6", "--heartbeat", "0.5"
+    )
     assert code == 0
     assert nonce_count(tmux_server, s, record) == 1
     kinds = [line["kind"] for line in json.loads(mam("job", "log", record["id"], "--json", check=True).stdout)]
@@ -152,10 +154,17 @@ def test_another_attempt_takes_the_job_over(wired, tmux_server, poll):  # type: 
     from tests.helpers.mamcli import spawn_mam
 
     s = create_demo("w", behaviour="slow", env={"MAM_DEMO_SLEEP_S": "3"})
-    first = spawn_mam("job", "delegate", "--target", "w", "--brief", "the work", "--job-id", "job-takeover-1", *SHORT, "--json")
+    first = spawn_mam(
+        "job", "delegate", "--target", "w", "--brief", "the work", "--job-id", "job-takeover-1", *SHORT, "--json"
+    )
     try:
-        poll(lambda: mam("job", "status", "job-takeover-1", "--json").returncode == 0
-             and json.loads(mam("job", "status", "job-takeover-1", "--json").stdout)["state"] == "running", timeout=20)
+        poll(
+            lambda: (
+                mam("job", "status", "job-takeover-1", "--json").returncode == 0
+                and json.loads(mam("job", "status", "job-takeover-1", "--json").stdout)["state"] == "running"
+            ),
+            timeout=20,
+        )
         code, record, proc = delegate("--target", "w", "--job-id", "job-takeover-1", *SHORT)
         out, _ = first.communicate(timeout=60)
         assert first.returncode == 5
@@ -170,8 +179,20 @@ def test_another_attempt_takes_the_job_over(wired, tmux_server, poll):  # type: 
 
 @pytest.mark.parametrize("behaviour,expected", [("ok", 0), ("error", 44), ("never_start", 45)])
 def test_onboarding_exit_codes(wired, behaviour, expected):  # type: ignore[no-untyped-def]
-    proc = mam("session", "create", "--agent", "demo", "--role", "dev", "--session", "o", "--onboard", "--onboard-timeout", "4",
-               env={"MAM_DEMO_BEHAVIOUR": behaviour, "MAM_START_DEADLINE_S": "1.5", "MAM_HEARTBEAT_S": "0.5"})
+    proc = mam(
+        "session",
+        "create",
+        "--agent",
+        "demo",
+        "--role",
+        "dev",
+        "--session",
+        "o",
+        "--onboard",
+        "--onboard-timeout",
+        "4",
+        env={"MAM_DEMO_BEHAVIOUR": behaviour, "MAM_START_DEADLINE_S": "1.5", "MAM_HEARTBEAT_S": "0.5"},
+    )
     assert proc.returncode == expected, proc.stderr
     status = json.loads(mam("session", "status", "--json").stdout)
     assert [r["name"] for r in status] == ["o"]  # the session is kept either way
@@ -182,11 +203,29 @@ def test_the_agent_side_commands_of_the_contract(wired, poll):  # type: ignore[n
     from tests.helpers.mamcli import spawn_mam
 
     create_demo("w", behaviour="never_start")  # the demo ignores the brief: the test plays the agent
-    job = spawn_mam("job", "delegate", "--target", "w", "--brief", "by hand", "--job-id", "job-by-hand", "--start-deadline", "20",
-                    "--heartbeat", "1", "--json")
+    job = spawn_mam(
+        "job",
+        "delegate",
+        "--target",
+        "w",
+        "--brief",
+        "by hand",
+        "--job-id",
+        "job-by-hand",
+        "--start-deadline",
+        "20",
+        "--heartbeat",
+        "1",
+        "--json",
+    )
     try:
-        poll(lambda: mam("job", "status", "job-by-hand", "--json").returncode == 0
-             and json.loads(mam("job", "status", "job-by-hand", "--json").stdout)["state"] == "delivered", timeout=20)
+        poll(
+            lambda: (
+                mam("job", "status", "job-by-hand", "--json").returncode == 0
+                and json.loads(mam("job", "status", "job-by-hand", "--json").stdout)["state"] == "delivered"
+            ),
+            timeout=20,
+        )
         assert mam("event", "started", "--job", "job-by-hand", "--heartbeat", "1").returncode == 0
         assert mam("event", "progress", "--job", "job-by-hand", "--message", "half way").returncode == 0
         assert mam("event", "completed", "--job", "job-by-hand", "--message", "done by hand").returncode == 0

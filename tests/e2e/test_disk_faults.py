@@ -55,17 +55,23 @@ def one_line_error(stderr: str) -> str:
     return "\n".join(lines)
 
 
-def test_a_full_disk_mid_job_says_disk_full_and_the_monitor_closes_the_job_later(small_disk: Workspace, amqtt_broker,
-                                                                                   monkeypatch: pytest.MonkeyPatch):
+def test_a_full_disk_mid_job_says_disk_full_and_the_monitor_closes_the_job_later(
+    small_disk: Workspace, amqtt_broker, monkeypatch: pytest.MonkeyPatch
+):
     ws = small_disk
     for key, value in {**amqtt_broker.env(), **FAST}.items():
         monkeypatch.setenv(key, value)
     create_demo("dev-1", behaviour="never_start")
     job_id = "job-diskfull1"
-    wrapper = spawn_mam("job", "delegate", "--target", "tmux:dev-1", "--brief", "hi", "--job-id", job_id, "--start-deadline", "6")
+    wrapper = spawn_mam(
+        "job", "delegate", "--target", "tmux:dev-1", "--brief", "hi", "--job-id", job_id, "--start-deadline", "6"
+    )
     try:
-        wait_for(lambda: ws.job_record(job_id).exists() and read_record(ws, job_id).get("state") == "delivered", timeout=30,
-                 message="the brief was never delivered")
+        wait_for(
+            lambda: ws.job_record(job_id).exists() and read_record(ws, job_id).get("state") == "delivered",
+            timeout=30,
+            message="the brief was never delivered",
+        )
         filler = fill(ws.root)
         _, err = wrapper.communicate(timeout=90)
     finally:
@@ -76,6 +82,7 @@ def test_a_full_disk_mid_job_says_disk_full_and_the_monitor_closes_the_job_later
     assert "disk full" in one_line_error(err)
 
     filler.unlink()
+
     # Space is back: the monitor closes whatever the wrapper could not (the start deadline has passed).
     def closed() -> bool:
         mam("monitor", "--once", check=True)
@@ -85,7 +92,9 @@ def test_a_full_disk_mid_job_says_disk_full_and_the_monitor_closes_the_job_later
     wait_for(closed, timeout=60, interval=0.5, message="the job was never closed")
 
 
-def test_a_full_disk_before_a_job_is_one_line_and_leaves_no_open_job(small_disk: Workspace, monkeypatch: pytest.MonkeyPatch):
+def test_a_full_disk_before_a_job_is_one_line_and_leaves_no_open_job(
+    small_disk: Workspace, monkeypatch: pytest.MonkeyPatch
+):
     ws = small_disk
     monkeypatch.setenv("MAM_NO_AUTOSTART", "1")
     Registry(ws).close()

@@ -26,12 +26,17 @@ def raw_client(broker):  # type: ignore[no-untyped-def]
 def test_attacks_are_rejected_logged_and_change_nothing(wired, broker, poll):  # type: ignore[no-untyped-def]
     create_demo("w", behaviour="slow", env={"MAM_DEMO_SLEEP_S": "3"})
     create_demo("other", behaviour="slow", env={"MAM_DEMO_SLEEP_S": "3"})
-    job = spawn_mam("job", "delegate", "--target", "w", "--brief", "real work", "--job-id", "job-victim", *SHORT, "--json")
-    other = spawn_mam("job", "delegate", "--target", "other", "--brief", "other work", "--job-id", "job-other", *SHORT, "--json")
+    job = spawn_mam(
+        "job", "delegate", "--target", "w", "--brief", "real work", "--job-id", "job-victim", *SHORT, "--json"
+    )
+    other = spawn_mam(
+        "job", "delegate", "--target", "other", "--brief", "other work", "--job-id", "job-other", *SHORT, "--json"
+    )
     captured: list[bytes] = []
     got = threading.Event()
     client = raw_client(broker)
     try:
+
         def state(job_id: str) -> str:
             proc = mam("job", "status", job_id, "--json")
             return json.loads(proc.stdout)["state"] if proc.returncode == 0 else ""
@@ -48,12 +53,22 @@ def test_attacks_are_rejected_logged_and_change_nothing(wired, broker, poll):  #
         other_token = record(wired, "job-other")["token"]
 
         attacks = {
-            "forged": Envelope("event", "job-victim", 9000, "completed", "agent", 1, {"message": "forged"}).signed("not-the-key").encode(),
+            "forged": Envelope("event", "job-victim", 9000, "completed", "agent", 1, {"message": "forged"})
+            .signed("not-the-key")
+            .encode(),
             "tampered": Envelope.from_obj({**json.loads(captured[0]), "body": {"message": "tampered"}}).encode(),
             "replayed": captured[0],
-            "out_of_order": Envelope("event", "job-victim", max(1, real.seq - 1), "progress", "agent", 1, {"message": "late"}).signed(token).encode(),
-            "wrong_job": Envelope("event", "job-other", 9001, "completed", "agent", 1, {"message": "wrong job"}).signed(other_token).encode(),
-            "wrong_sender": Envelope("event", "job-victim", 9002, "completed", "heartbeater", 1, {}).signed(token).encode(),
+            "out_of_order": Envelope(
+                "event", "job-victim", max(1, real.seq - 1), "progress", "agent", 1, {"message": "late"}
+            )
+            .signed(token)
+            .encode(),
+            "wrong_job": Envelope("event", "job-other", 9001, "completed", "agent", 1, {"message": "wrong job"})
+            .signed(other_token)
+            .encode(),
+            "wrong_sender": Envelope("event", "job-victim", 9002, "completed", "heartbeater", 1, {})
+            .signed(token)
+            .encode(),
             "oversized": b"{" + b" " * (70 * 1024) + b"}",
             "garbage": b"\xff\xfe not json",
         }

@@ -59,17 +59,45 @@ def test_each_footer_command_runs_as_printed_against_a_live_job(wired, fake_agen
     env = {"MAM_FAKE_AGENT_LOG": str(log)}
     for name in ("fa", "fb"):
         mam("session", "create", "--agent", "claude", "--role", "dev", "--session", name, env=env, check=True)
-    done = spawn_mam("job", "delegate", "--target", "tmux:fa", "--brief", "say hello", "--job-id", "job-fa",
-                     "--start-deadline", "60", "--heartbeat", "30", "--json")
-    failed = spawn_mam("job", "delegate", "--target", "tmux:fb", "--brief", "say hello", "--job-id", "job-fb",
-                       "--start-deadline", "60", "--heartbeat", "30", "--json")
+    done = spawn_mam(
+        "job",
+        "delegate",
+        "--target",
+        "tmux:fa",
+        "--brief",
+        "say hello",
+        "--job-id",
+        "job-fa",
+        "--start-deadline",
+        "60",
+        "--heartbeat",
+        "30",
+        "--json",
+    )
+    failed = spawn_mam(
+        "job",
+        "delegate",
+        "--target",
+        "tmux:fb",
+        "--brief",
+        "say hello",
+        "--job-id",
+        "job-fb",
+        "--start-deadline",
+        "60",
+        "--heartbeat",
+        "30",
+        "--json",
+    )
     try:
         text_a = poll(lambda: turn_text(log, "job-fa"), timeout=30)
         text_b = poll(lambda: turn_text(log, "job-fb"), timeout=30)
         a, b = footer_commands(text_a), footer_commands(text_b)
         assert set(a) == set(b) == {"started", "progress", "completed", "error"}
         for argv in (a["started"], a["progress"], a["completed"], b["started"], b["error"]):
-            run = subprocess.run(argv, capture_output=True, text=True, timeout=60)  # no shell: argv as a shell would split it
+            run = subprocess.run(
+                argv, capture_output=True, text=True, timeout=60
+            )  # no shell: argv as a shell would split it
             assert run.returncode == 0, (argv, run.stdout, run.stderr)
         out, err = done.communicate(timeout=60)
         assert done.returncode == 0, err
@@ -84,22 +112,54 @@ def test_each_footer_command_runs_as_printed_against_a_live_job(wired, fake_agen
                 proc.communicate()
 
 
-def test_hermes_terminal_login_shell_runs_the_footer_as_printed(wired, fake_agents_on_path, tmp_path, monkeypatch, poll):  # type: ignore[no-untyped-def]
+def test_hermes_terminal_login_shell_runs_the_footer_as_printed(
+    wired, fake_agents_on_path, tmp_path, monkeypatch, poll
+):  # type: ignore[no-untyped-def]
     home = tmp_path / "login-home"
     home.mkdir()
     (home / ".profile").write_text("PATH=/usr/bin:/bin\nexport PATH\n")  # what /etc/profile does on Debian
     monkeypatch.setenv("HOME", str(home))
     log = tmp_path / "agents.jsonl"
-    mam("session", "create", "--agent", "hermes", "--role", "dev", "--session", "fh", env={"MAM_FAKE_AGENT_LOG": str(log)}, check=True)
-    job = spawn_mam("job", "delegate", "--target", "tmux:fh", "--brief", "say hello", "--job-id", "job-fh",
-                    "--start-deadline", "60", "--heartbeat", "30", "--json")
+    mam(
+        "session",
+        "create",
+        "--agent",
+        "hermes",
+        "--role",
+        "dev",
+        "--session",
+        "fh",
+        env={"MAM_FAKE_AGENT_LOG": str(log)},
+        check=True,
+    )
+    job = spawn_mam(
+        "job",
+        "delegate",
+        "--target",
+        "tmux:fh",
+        "--brief",
+        "say hello",
+        "--job-id",
+        "job-fh",
+        "--start-deadline",
+        "60",
+        "--heartbeat",
+        "30",
+        "--json",
+    )
     try:
         entry = poll(lambda: turn_entry(log, "job-fh"), timeout=30)
         env = process_env(int(entry["pid"]))  # what hermes hands its terminal tool's bash
-        lines = {shlex.split(line)[2]: line.strip() for line in str(entry["text"]).splitlines() if line.startswith("  mam event ")}
+        lines = {
+            shlex.split(line)[2]: line.strip()
+            for line in str(entry["text"]).splitlines()
+            if line.startswith("  mam event ")
+        }
         assert set(lines) == {"started", "progress", "completed", "error"}
         for kind in ("started", "progress", "completed"):
-            run = subprocess.run(["bash", "-l", "-c", lines[kind]], env=env, cwd=str(home), capture_output=True, text=True, timeout=60)
+            run = subprocess.run(
+                ["bash", "-l", "-c", lines[kind]], env=env, cwd=str(home), capture_output=True, text=True, timeout=60
+            )
             assert run.returncode == 0, (lines[kind], run.stdout, run.stderr)
         out, err = job.communicate(timeout=60)
         assert job.returncode == 0, err

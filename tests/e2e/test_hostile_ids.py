@@ -16,7 +16,23 @@ from mam.ids import check_id, check_job_id, check_loop_id, check_name
 from mam.workspace import Workspace
 from tests.helpers.mamcli import mam
 
-HOSTILE_IDS = ["../../pwned", "..", ".", "../x", "a/b", "/etc/passwd", "", ".hidden", "-rf", "a b", "a\nb", "x" * 129, "job#", "job+", "j\x00b"]
+HOSTILE_IDS = [
+    "../../pwned",
+    "..",
+    ".",
+    "../x",
+    "a/b",
+    "/etc/passwd",
+    "",
+    ".hidden",
+    "-rf",
+    "a b",
+    "a\nb",
+    "x" * 129,
+    "job#",
+    "job+",
+    "j\x00b",
+]
 
 
 def tree(root: Path) -> list[str]:
@@ -51,21 +67,26 @@ def test_a_traversing_job_id_writes_nothing_anywhere(workspace: Workspace, tmp_p
     assert tree(tmp_path) == before  # no pwned.json, no pwned/ next to the workspace (or anywhere)
 
 
-@pytest.mark.parametrize("args", [
-    ["job", "delegate", "--target", "x", "--brief", "hi", "--job-id", ".."],
-    ["job", "delegate", "--target", "x", "--brief", "hi", "--parent-job", "../../p"],
-    ["job", "delegate", "--target", "x", "--brief", "hi", "--job-id", "."],
-    ["job", "status", "../../pwned"],
-    ["job", "log", "../pwned"],
-    ["job", "cancel", ".."],
-    ["event", "started", "--job", "../../pwned", "--nonce", "n"],
-    ["event", "completed", "--job", "../x", "--message", "m"],
-    ["event", "progress", "--job", "..", "--message", "m"],
-    ["runner", "--name", "..", "--allow-insecure-broker", "--once"],
-    ["session", "stop", "--session", "../x"],
-    ["session", "resume", "--session", ".."],
-])
-def test_every_entry_refuses_a_bad_id_with_exit_2_and_leaves_nothing(args: list[str], workspace: Workspace, tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["job", "delegate", "--target", "x", "--brief", "hi", "--job-id", ".."],
+        ["job", "delegate", "--target", "x", "--brief", "hi", "--parent-job", "../../p"],
+        ["job", "delegate", "--target", "x", "--brief", "hi", "--job-id", "."],
+        ["job", "status", "../../pwned"],
+        ["job", "log", "../pwned"],
+        ["job", "cancel", ".."],
+        ["event", "started", "--job", "../../pwned", "--nonce", "n"],
+        ["event", "completed", "--job", "../x", "--message", "m"],
+        ["event", "progress", "--job", "..", "--message", "m"],
+        ["runner", "--name", "..", "--allow-insecure-broker", "--once"],
+        ["session", "stop", "--session", "../x"],
+        ["session", "resume", "--session", ".."],
+    ],
+)
+def test_every_entry_refuses_a_bad_id_with_exit_2_and_leaves_nothing(
+    args: list[str], workspace: Workspace, tmp_path: Path
+) -> None:
     before = tree(tmp_path)
     proc = mam(*args, env={"MAM_DISPATCH_SECRET": "s"})
     assert proc.returncode == 2, (args, proc.returncode, proc.stderr)

@@ -26,10 +26,26 @@ def coloured_report(size: int) -> str:
 
 def test_a_72kb_coloured_report_completes_the_job_with_the_report_cut(wired, tmp_path: Path, poll) -> None:  # type: ignore[no-untyped-def]
     create_demo("w", behaviour="never_start")  # this test plays the agent's part by hand
-    job = spawn_mam("job", "delegate", "--target", "w", "--brief", "run the tests", "--job-id", "job-big",
-                    "--start-deadline", "30", "--heartbeat", "10", "--json")
+    job = spawn_mam(
+        "job",
+        "delegate",
+        "--target",
+        "w",
+        "--brief",
+        "run the tests",
+        "--job-id",
+        "job-big",
+        "--start-deadline",
+        "30",
+        "--heartbeat",
+        "10",
+        "--json",
+    )
     try:
-        poll(lambda: json.loads(mam("job", "status", "job-big", "--json").stdout or "{}").get("state") == "delivered", timeout=30)
+        poll(
+            lambda: json.loads(mam("job", "status", "job-big", "--json").stdout or "{}").get("state") == "delivered",
+            timeout=30,
+        )
         nonce = record(wired, "job-big")["nonce"]
         assert mam("event", "started", "--job", "job-big", "--nonce", nonce).returncode == 0
         text = coloured_report(72_000)
@@ -50,4 +66,3 @@ def test_a_72kb_coloured_report_completes_the_job_with_the_report_cut(wired, tmp
     assert text.startswith(kept) and len(kept) > 20_000
     log = json.loads(mam("job", "log", "job-big", "--json", check=True).stdout)
     assert not [line for line in log if line["kind"] == "rejected"]
-

@@ -105,11 +105,21 @@ RULE = "\u2500" * 60
 BOXES = {
     "claude": Box(above=(RULE,), mark="\u276f\u00a0", below=(RULE, "  ? for shortcuts")),
     "codex": Box(mark="\u203a ", below=("  fake-model default \u00b7 {cwd}", "  ? for shortcuts")),
-    "opencode": Box(above=("  \u2503",), mark="  \u2503  ", below=("  \u2503  Build \u00b7 fake", "  \u2579" + "\u2580" * 58)),
-    "grok": Box(above=("  \u256d" + "\u2500" * 58 + "\u256e",), mark="  \u2502 \u276f ", below=("  \u2570" + "\u2500" * 58 + "\u256f",)),
+    "opencode": Box(
+        above=("  \u2503",), mark="  \u2503  ", below=("  \u2503  Build \u00b7 fake", "  \u2579" + "\u2580" * 58)
+    ),
+    "grok": Box(
+        above=("  \u256d" + "\u2500" * 58 + "\u256e",),
+        mark="  \u2502 \u276f ",
+        below=("  \u2570" + "\u2500" * 58 + "\u256f",),
+    ),
     "hermes": Box(above=(RULE,), mark="\u276f ", below=(RULE,)),
-    "gemini": Box(above=(RULE, " Shift+Tab to accept edits"), mark=" > ", hint="  Type your message or @path/to/file",
-                  below=(" workspace (/directory)          sandbox", " {cwd}          no sandbox")),
+    "gemini": Box(
+        above=(RULE, " Shift+Tab to accept edits"),
+        mark=" > ",
+        hint="  Type your message or @path/to/file",
+        below=(" workspace (/directory)          sandbox", " {cwd}          no sandbox"),
+    ),
 }
 # A turn whose text holds this shows the CLI's permission prompt, as a real model asking for a
 # command outside the allow rules would (claude's and codex's, from the captured real screens).
@@ -117,7 +127,7 @@ PROMPT_TRIGGER = "fake-ask-permission"
 PERMISSION_PROMPTS = {
     "claude": " Bash command\n\n touch /somewhere\n\n Do you want to proceed?\n \u276f No\n   Yes\n\n Esc to cancel \u00b7 Tab to amend\n",
     "codex": "  Would you like to run the following command?\n  $ touch /somewhere\n\u203a 1. Yes, proceed (y)\n"
-             "  3. No, and tell Codex what to do differently (esc)\n  Press enter to confirm or esc to cancel\n",
+    "  3. No, and tell Codex what to do differently (esc)\n  Press enter to confirm or esc to cancel\n",
 }
 # What codex 0.171 shows before it has checked the folder's trust
 # (tests/agents/screens/codex-0.171.0/early-before-trust.txt): a composer, no status line.
@@ -126,9 +136,9 @@ EARLY_FRAMES = {
 }
 TRUST_DIALOGS = {
     "claude": "Accessing workspace:\n\n {cwd}\n\n Quick safety check: Is this a project you created or one you trust?\n\n"
-              " \u276f No, exit\n   Yes, I trust this folder\n\n Enter to confirm \u00b7 Esc to cancel\n",
+    " \u276f No, exit\n   Yes, I trust this folder\n\n Enter to confirm \u00b7 Esc to cancel\n",
     "codex": "  Folder access\n  {cwd}\n  Trust this folder? Codex can read, edit, and run files here.\n"
-             "\u203a 1. Trust and continue\n  2. Back to Agent Command Center\n  enter continue \u00b7 esc back\n",
+    "\u203a 1. Trust and continue\n  2. Back to Agent Command Center\n  enter continue \u00b7 esc back\n",
 }
 
 
@@ -145,13 +155,28 @@ CLIS = {
     ),
     "codex": Cli(
         resume_subcommand="resume",
-        value_flags=("-m", "--model", "-c", "--config", "-a", "--ask-for-approval", "-s", "--sandbox", "-C", "--cd", "--add-dir"),
+        value_flags=(
+            "-m",
+            "--model",
+            "-c",
+            "--config",
+            "-a",
+            "--ask-for-approval",
+            "-s",
+            "--sandbox",
+            "-C",
+            "--cd",
+            "--add-dir",
+        ),
         flags=("--no-daemon", "--dangerously-bypass-approvals-and-sandbox"),
         not_found="ERROR: No saved session found with ID {id}. Run `codex resume` without an ID to choose from existing sessions.",
         exit_hint="To continue this session, run codex resume {id}",
     ),
-    "agy": Cli(resume_flags=("--conversation",), value_flags=("--model", "--effort", "--add-dir", "--log-file"),
-               flags=("--dangerously-skip-permissions",)),
+    "agy": Cli(
+        resume_flags=("--conversation",),
+        value_flags=("--model", "--effort", "--add-dir", "--log-file"),
+        flags=("--dangerously-skip-permissions",),
+    ),
     "hermes": Cli(
         resume_flags=("--resume", "-r"),
         value_flags=("-m", "--model", "--provider", "-t", "--toolsets", "-s", "--skills", "-p", "--profile"),
@@ -181,7 +206,16 @@ CLIS = {
     "gemini": Cli(
         id_flags=("--session-id",),
         resume_flags=("--resume", "-r"),
-        value_flags=("-m", "--model", "--approval-mode", "--policy", "--allowed-tools", "-w", "--worktree", "--include-directories"),
+        value_flags=(
+            "-m",
+            "--model",
+            "--approval-mode",
+            "--policy",
+            "--allowed-tools",
+            "-w",
+            "--worktree",
+            "--include-directories",
+        ),
         exit_commands=("/quit", "/exit"),
         not_found='Error resuming session: Invalid session identifier "{id}".',
         not_found_code=42,
@@ -226,8 +260,13 @@ class Sandbox:
             log("sandbox", pid_namespace=bool(self.prefix))
 
     def run(self, argv: list[str]) -> int:
-        proc = subprocess.Popen([*self.prefix, *argv], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                start_new_session=True)
+        proc = subprocess.Popen(
+            [*self.prefix, *argv],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
         rc = proc.wait()
         log("tool", argv=argv, rc=rc)
         if self.reaps:
@@ -324,7 +363,14 @@ class Keys:
                 end = self.buf.find(PASTE_END)
                 if end < 0:
                     # Keep back a tail that may be the start of an end marker split across reads.
-                    keep = next((k for k in range(min(len(PASTE_END) - 1, len(self.buf)), 0, -1) if PASTE_END.startswith(self.buf[-k:])), 0)
+                    keep = next(
+                        (
+                            k
+                            for k in range(min(len(PASTE_END) - 1, len(self.buf)), 0, -1)
+                            if PASTE_END.startswith(self.buf[-k:])
+                        ),
+                        0,
+                    )
                     cut = len(self.buf) - keep
                     self.paste, self.buf = self.paste + self.buf[:cut], self.buf[cut:]
                     break
@@ -334,7 +380,11 @@ class Keys:
                 self.paste, self.buf = "", self.buf[len(PASTE_START) :]
             elif self.buf[0] == "\x1b":
                 # ESC [ ... final byte (arrows, focus...), or ESC + one character (alt+key), or ESC alone.
-                last = next((i for i in range(2, len(self.buf)) if "@" <= self.buf[i] <= "~"), None) if self.buf[1:2] == "[" else 1
+                last = (
+                    next((i for i in range(2, len(self.buf)) if "@" <= self.buf[i] <= "~"), None)
+                    if self.buf[1:2] == "["
+                    else 1
+                )
                 if last is None:
                     break  # an escape sequence still arriving
                 events.append(("key", "escape"))
@@ -348,8 +398,16 @@ class Keys:
 class Agent:
     """The interactive session: an input line, turns recorded in the store, graceful exits."""
 
-    def __init__(self, name: str, cli: Cli, store: fake_stores.Store, cid: str | None, resumed: bool, started: float,
-                 dialog: str = "") -> None:
+    def __init__(
+        self,
+        name: str,
+        cli: Cli,
+        store: fake_stores.Store,
+        cid: str | None,
+        resumed: bool,
+        started: float,
+        dialog: str = "",
+    ) -> None:
         self.name, self.cli, self.store, self.cid = name, cli, store, cid
         self.created, self.started, self.resumed = resumed, started, resumed
         self.line, self.last_key, self.pastes, self.turns = "", "", 0, 0
@@ -412,7 +470,9 @@ class Agent:
             return
         out(frame.format(cwd=os.getcwd()))
         log("early", agent=self.name)
-        time.sleep(float(os.environ.get("MAM_FAKE_CODEX_EARLY_S") or 0.5))  # the real one's delay, not a wait for anything
+        time.sleep(
+            float(os.environ.get("MAM_FAKE_CODEX_EARLY_S") or 0.5)
+        )  # the real one's delay, not a wait for anything
         out("\x1b[2J\x1b[H")
 
     def start_screen(self) -> None:
@@ -569,8 +629,10 @@ def claude_trusts(cwd: str, env: Mapping[str, str]) -> bool:
     except (OSError, ValueError, AttributeError):
         return False
     folder = Path(cwd)
-    return any(isinstance(projects.get(str(p)), dict) and projects[str(p)].get("hasTrustDialogAccepted") is True
-               for p in (folder, *folder.parents))
+    return any(
+        isinstance(projects.get(str(p)), dict) and projects[str(p)].get("hasTrustDialogAccepted") is True
+        for p in (folder, *folder.parents)
+    )
 
 
 def codex_trusts(cwd: str, env: Mapping[str, str]) -> bool:
@@ -589,7 +651,7 @@ def codex_trusts(cwd: str, env: Mapping[str, str]) -> bool:
         import re
 
         for p in {folder, root}:
-            table = re.search(r'^\[projects\.' + re.escape(json.dumps(str(p))) + r'\]\n((?:[^\[].*\n?)*)', text, re.M)
+            table = re.search(r"^\[projects\." + re.escape(json.dumps(str(p))) + r"\]\n((?:[^\[].*\n?)*)", text, re.M)
             if table and re.search(r'^\s*trust_level\s*=\s*"trusted"', table.group(1), re.M):
                 return True
         return False

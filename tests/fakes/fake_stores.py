@@ -135,7 +135,10 @@ class Codex(Store):
     def create(self, cid: str, started: float, *, parent: str | None = None) -> None:
         local = time.localtime(started)
         path = (
-            self.root() / "sessions" / time.strftime("%Y/%m/%d", local) / f"rollout-{time.strftime('%Y-%m-%dT%H-%M-%S', local)}-{cid}.jsonl"
+            self.root()
+            / "sessions"
+            / time.strftime("%Y/%m/%d", local)
+            / f"rollout-{time.strftime('%Y-%m-%dT%H-%M-%S', local)}-{cid}.jsonl"
         )
         # As 0.171 writes it: a user's session has source "cli"; a subagent's names its parent.
         source: object = {"subagent": {"thread_spawn": {"parent_thread_id": parent, "depth": 1}}} if parent else "cli"
@@ -169,7 +172,10 @@ class Codex(Store):
             append_json(self.root() / "history.jsonl", {"session_id": cid, "ts": int(at), "text": text})
             conn = self.state()
             with conn:
-                conn.execute("UPDATE threads SET title = ?, first_user_message = COALESCE(first_user_message, ?) WHERE id = ?", (text, text, cid))
+                conn.execute(
+                    "UPDATE threads SET title = ?, first_user_message = COALESCE(first_user_message, ?) WHERE id = ?",
+                    (text, text, cid),
+                )
             conn.close()
 
     def delete(self, cid: str) -> None:
@@ -208,10 +214,14 @@ class Agy(Store):
         conn = sqlite3.connect(self.db(cid))
         with conn:
             conn.execute(
-                "INSERT INTO steps (step_type, status, step_payload, step_format) VALUES (?, 'DONE', ?, 'fake')", (step, text.encode())
+                "INSERT INTO steps (step_type, status, step_payload, step_format) VALUES (?, 'DONE', ?, 'fake')",
+                (step, text.encode()),
             )
         conn.close()
-        append_json(self.root() / "brain" / cid / ".system_generated" / "logs" / "transcript.jsonl", {"type": step, "content": text})
+        append_json(
+            self.root() / "brain" / cid / ".system_generated" / "logs" / "transcript.jsonl",
+            {"type": step, "content": text},
+        )
         # agy remembers the latest conversation of each cwd (what `agy --continue` resumes).
         latest_path = self.root() / "cache" / "last_conversations.json"
         try:
@@ -312,7 +322,9 @@ class Hermes(Sqlite):
         )
 
     def add_turn(self, cid: str, role: str, text: str, at: float) -> None:
-        self.write("INSERT INTO messages (session_id, role, content, timestamp) VALUES (?, ?, ?, ?)", (cid, role, text, at))
+        self.write(
+            "INSERT INTO messages (session_id, role, content, timestamp) VALUES (?, ?, ?, ?)", (cid, role, text, at)
+        )
         self.write(
             "INSERT INTO session_model_usage (session_id, model, api_call_count) VALUES (?, 'fake', 1) "
             "ON CONFLICT (session_id, model) DO UPDATE SET api_call_count = api_call_count + 1",
@@ -356,7 +368,10 @@ class Opencode(Sqlite):
 
     def create(self, cid: str, started: float, *, parent: str | None = None) -> None:
         ms = int(started * 1000)
-        self.write("INSERT OR IGNORE INTO project (id, worktree, time_created, time_updated) VALUES ('global', '/', ?, ?)", (ms, ms))
+        self.write(
+            "INSERT OR IGNORE INTO project (id, worktree, time_created, time_updated) VALUES ('global', '/', ?, ?)",
+            (ms, ms),
+        )
         self.write(
             "INSERT INTO session (id, project_id, parent_id, slug, directory, title, version, time_created, time_updated) "
             "VALUES (?, 'global', ?, ?, ?, 'New session', '0.0.0-fake', ?, ?)",
@@ -376,7 +391,8 @@ class Opencode(Sqlite):
         )
         # 1.18 also logs every change as an event keyed by aggregate_id (= the session id).
         self.write(
-            "INSERT INTO event_sequence (aggregate_id, seq) VALUES (?, 1) ON CONFLICT (aggregate_id) DO UPDATE SET seq = seq + 1", (cid,)
+            "INSERT INTO event_sequence (aggregate_id, seq) VALUES (?, 1) ON CONFLICT (aggregate_id) DO UPDATE SET seq = seq + 1",
+            (cid,),
         )
         self.write(
             "INSERT INTO event (id, aggregate_id, seq, type, data) VALUES (?, ?, (SELECT seq FROM event_sequence WHERE aggregate_id = ?),"
@@ -408,13 +424,16 @@ class Grok(Store):
         return (self.folder(cid) / "summary.json").is_file()
 
     def create(self, cid: str, started: float) -> None:
-        write_json(self.folder(cid) / "summary.json", {"id": cid, "cwd": self.cwd, "created_at": iso(started), "title": ""})
+        write_json(
+            self.folder(cid) / "summary.json", {"id": cid, "cwd": self.cwd, "created_at": iso(started), "title": ""}
+        )
 
     def add_turn(self, cid: str, role: str, text: str, at: float) -> None:
         append_json(self.folder(cid) / "chat_history.jsonl", {"type": role, "content": text})
         chunk = "user_message_chunk" if role == "user" else "agent_message_chunk"
         append_json(
-            self.folder(cid) / "updates.jsonl", {"sessionUpdate": chunk, "content": {"type": "text", "text": text}, "timestamp": iso(at)}
+            self.folder(cid) / "updates.jsonl",
+            {"sessionUpdate": chunk, "content": {"type": "text", "text": text}, "timestamp": iso(at)},
         )
 
 
@@ -430,8 +449,15 @@ class Gemini(Store):
         projects = json.loads(registry.read_text())["projects"] if registry.is_file() else {}
         name = projects.get(self.cwd)
         if name is None:
-            taken, base = set(projects.values()), re.sub(r"[^a-z0-9-]", "-", os.path.basename(self.cwd).lower()) or "project"
-            name = next(f"{base}-{n}" if n else base for n in range(len(taken) + 1) if (f"{base}-{n}" if n else base) not in taken)
+            taken, base = (
+                set(projects.values()),
+                re.sub(r"[^a-z0-9-]", "-", os.path.basename(self.cwd).lower()) or "project",
+            )
+            name = next(
+                f"{base}-{n}" if n else base
+                for n in range(len(taken) + 1)
+                if (f"{base}-{n}" if n else base) not in taken
+            )
             if register:
                 write_json(registry, {"projects": {**projects, self.cwd: name}})
                 (self.root() / "tmp" / name).mkdir(parents=True, exist_ok=True)
@@ -452,7 +478,13 @@ class Gemini(Store):
         stamp = time.strftime("%Y-%m-%dT%H-%M", time.localtime(started))
         path = self.project(register=True) / "chats" / f"session-{stamp}-{cid[:8]}.jsonl"
         digest = hashlib.sha256(self.cwd.encode()).hexdigest()
-        head = {"sessionId": cid, "projectHash": digest, "startTime": iso(started), "lastUpdated": iso(started), "kind": "main"}
+        head = {
+            "sessionId": cid,
+            "projectHash": digest,
+            "startTime": iso(started),
+            "lastUpdated": iso(started),
+            "kind": "main",
+        }
         append_json(path, head)
         logs = self.project() / "logs.json"
         if not logs.exists():
@@ -467,7 +499,13 @@ class Gemini(Store):
             logs = self.project() / "logs.json"
             entries = json.loads(logs.read_text()) if logs.exists() else []
             mine = sum(1 for e in entries if e.get("sessionId") == cid)
-            write_json(logs, [*entries, {"sessionId": cid, "messageId": mine, "type": "user", "message": text, "timestamp": iso(at)}])
+            write_json(
+                logs,
+                [
+                    *entries,
+                    {"sessionId": cid, "messageId": mine, "type": "user", "message": text, "timestamp": iso(at)},
+                ],
+            )
 
     def discard(self, cid: str) -> None:
         path = self.transcript(cid)
@@ -476,5 +514,11 @@ class Gemini(Store):
 
 
 STORES: dict[str, type[Store]] = {
-    "claude": Claude, "codex": Codex, "agy": Agy, "hermes": Hermes, "grok": Grok, "opencode": Opencode, "gemini": Gemini,
+    "claude": Claude,
+    "codex": Codex,
+    "agy": Agy,
+    "hermes": Hermes,
+    "grok": Grok,
+    "opencode": Opencode,
+    "gemini": Gemini,
 }

@@ -35,10 +35,25 @@ PROTOCOL_ENV, VERSION_ENV = "FAKE_HERDR_PROTOCOL", "FAKE_HERDR_VERSION"
 DEFAULT_PROTOCOL, DEFAULT_VERSION = 22, "0.9.0"
 # Make the pty slave the controlling terminal, then become the program (same pid).
 CTTY = "import fcntl,os,sys,termios\nfcntl.ioctl(0, termios.TIOCSCTTY, 0)\nos.execvp(sys.argv[1], sys.argv[1:])"
-ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]|[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+ANSI = re.compile(
+    r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]|[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]"
+)
 MODE = re.compile(rb"\x1b\[\?([0-9;]*)([hl])")
-KEYS = {"enter": b"\r", "esc": b"\x1b", "escape": b"\x1b", "tab": b"\t", "shift+tab": b"\x1b[Z", "backspace": b"\x7f",
-        "space": b" ", "up": b"\x1b[A", "down": b"\x1b[B", "right": b"\x1b[C", "left": b"\x1b[D", "minus": b"-", "plus": b"+"}
+KEYS = {
+    "enter": b"\r",
+    "esc": b"\x1b",
+    "escape": b"\x1b",
+    "tab": b"\t",
+    "shift+tab": b"\x1b[Z",
+    "backspace": b"\x7f",
+    "space": b" ",
+    "up": b"\x1b[A",
+    "down": b"\x1b[B",
+    "right": b"\x1b[C",
+    "left": b"\x1b[D",
+    "minus": b"-",
+    "plus": b"+",
+}
 OUTPUT_LIMIT = 4 * 1024 * 1024
 
 
@@ -61,15 +76,30 @@ def encode_key(key: str) -> bytes:
 class Pane:
     """A child process on a pty; output kept as text, input written to the master."""
 
-    def __init__(self, ids: dict[str, str], label: str, cwd: str, argv: list[str], env: dict[str, str], on_exit: Callable[[Pane], None]) -> None:
+    def __init__(
+        self,
+        ids: dict[str, str],
+        label: str,
+        cwd: str,
+        argv: list[str],
+        env: dict[str, str],
+        on_exit: Callable[[Pane], None],
+    ) -> None:
         self.pane_id, self.workspace_id, self.tab_id = ids["pane"], ids["workspace"], ids["tab"]
         self.label, self.cwd, self.on_exit = label, cwd, on_exit
         self.raw, self.tail, self.revision, self.bracketed = bytearray(), b"", 0, False
         self.lock, self.write_lock = threading.Lock(), threading.Lock()
         master, slave = pty.openpty()
         try:
-            self.proc = subprocess.Popen([sys.executable, "-c", CTTY, *argv], stdin=slave, stdout=slave, stderr=slave,
-                                         cwd=cwd, env=env, start_new_session=True)
+            self.proc = subprocess.Popen(
+                [sys.executable, "-c", CTTY, *argv],
+                stdin=slave,
+                stdout=slave,
+                stderr=slave,
+                cwd=cwd,
+                env=env,
+                start_new_session=True,
+            )
         except BaseException:
             os.close(master)
             raise
@@ -121,7 +151,7 @@ class Pane:
                 if not select.select([], [self.master], [], max(0.0, deadline - time.monotonic()))[1]:
                     raise HerdrError("timeout", f"pane {self.pane_id} did not take its input")
                 try:
-                    view = view[os.write(self.master, view[:65536]):]
+                    view = view[os.write(self.master, view[:65536]) :]
                 except BlockingIOError:
                     continue
 
@@ -132,7 +162,7 @@ class Pane:
         for line in ANSI.sub("", data).replace("\r\n", "\n").split("\n"):
             shown = ""
             for segment in line.split("\r"):  # a carriage return overwrites from the left
-                shown = segment + shown[len(segment):]
+                shown = segment + shown[len(segment) :]
             out.append(shown)
         if out and out[-1] == "":
             out.pop()
@@ -156,7 +186,14 @@ class Pane:
 class FakeHerdr:
     """The server state (workspaces, tabs, panes) and the socket that serves it."""
 
-    def __init__(self, socket_path: Path, *, protocol: int | None = None, version: str | None = None, env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        socket_path: Path,
+        *,
+        protocol: int | None = None,
+        version: str | None = None,
+        env: dict[str, str] | None = None,
+    ) -> None:
         self.socket_path = Path(socket_path)
         self.protocol = int(os.environ.get(PROTOCOL_ENV, DEFAULT_PROTOCOL)) if protocol is None else protocol
         self.version = version or os.environ.get(VERSION_ENV, DEFAULT_VERSION)
@@ -259,10 +296,21 @@ class FakeHerdr:
             n = self.counter["workspace"]
             wid = f"w{n}"
             cwd = p.get("cwd") or os.getcwd()
-            self.workspaces[wid] = {"number": n, "label": p.get("label") or Path(cwd).name, "cwd": cwd, "tabs": [], "next_tab": 1, "next_pane": 1}
+            self.workspaces[wid] = {
+                "number": n,
+                "label": p.get("label") or Path(cwd).name,
+                "cwd": cwd,
+                "tabs": [],
+                "next_tab": 1,
+                "next_pane": 1,
+            }
             pane = self._new_tab(wid, None, {"cwd": cwd, "env": p.get("env") or {}})
-            return {"type": "workspace_created", "workspace": self._workspace_info(wid), "tab": self._tab_info(pane.tab_id),
-                    "root_pane": self._pane_info(pane)}
+            return {
+                "type": "workspace_created",
+                "workspace": self._workspace_info(wid),
+                "tab": self._tab_info(pane.tab_id),
+                "root_pane": self._pane_info(pane),
+            }
 
     def m_tab_close(self, p: dict[str, Any]) -> dict[str, Any]:
         with self.lock:
@@ -283,9 +331,24 @@ class FakeHerdr:
             if wid not in self.workspaces:
                 raise HerdrError("workspace_not_found", f"workspace {wid} not found")
             pane = self._new_tab(wid, p.get("tab_label"), root)
-            node = {"type": "pane", "pane_id": pane.pane_id, "label": pane.label, "cwd": pane.cwd, "command": root.get("command"), "env": {}}
-            return {"type": "layout_apply", "layout": {"workspace_id": wid, "tab_id": pane.tab_id, "zoomed": False,
-                                                       "focused_pane_id": pane.pane_id, "root": node}}
+            node = {
+                "type": "pane",
+                "pane_id": pane.pane_id,
+                "label": pane.label,
+                "cwd": pane.cwd,
+                "command": root.get("command"),
+                "env": {},
+            }
+            return {
+                "type": "layout_apply",
+                "layout": {
+                    "workspace_id": wid,
+                    "tab_id": pane.tab_id,
+                    "zoomed": False,
+                    "focused_pane_id": pane.pane_id,
+                    "root": node,
+                },
+            }
 
     def m_pane_list(self, p: dict[str, Any]) -> dict[str, Any]:
         with self.lock:
@@ -302,8 +365,13 @@ class FakeHerdr:
         except OSError:
             group = 0
         group = group if group > 0 else pane.proc.pid  # 0 until the child has taken the tty
-        info = {"pane_id": pane.pane_id, "shell_pid": pane.proc.pid, "foreground_process_group_id": group,
-                "foreground_processes": _group_processes(group), "tty": None}
+        info = {
+            "pane_id": pane.pane_id,
+            "shell_pid": pane.proc.pid,
+            "foreground_process_group_id": group,
+            "foreground_processes": _group_processes(group),
+            "tty": None,
+        }
         return {"type": "pane_process_info", "process_info": info}
 
     def m_pane_send_text(self, p: dict[str, Any]) -> dict[str, Any]:
@@ -329,8 +397,16 @@ class FakeHerdr:
         if p.get("source") not in ("visible", "recent", "recent_unwrapped"):
             raise HerdrError("invalid_params", "source must be visible, recent or recent_unwrapped")
         lines = max(1, min(int(p.get("lines") or 80), 1000))
-        read = {"pane_id": pane.pane_id, "workspace_id": pane.workspace_id, "tab_id": pane.tab_id, "source": p["source"],
-                "format": "text", "text": pane.text(lines), "revision": pane.revision, "truncated": False}
+        read = {
+            "pane_id": pane.pane_id,
+            "workspace_id": pane.workspace_id,
+            "tab_id": pane.tab_id,
+            "source": p["source"],
+            "format": "text",
+            "text": pane.text(lines),
+            "revision": pane.revision,
+            "truncated": False,
+        }
         return {"type": "pane_read", "read": read}
 
     def m_pane_close(self, p: dict[str, Any]) -> dict[str, Any]:
@@ -348,14 +424,28 @@ class FakeHerdr:
         self.counter["terminal"] += 1
         argv = list(node.get("command") or [self.env.get("SHELL") or "/bin/sh"])
         cwd = str(node.get("cwd") or ws["cwd"])
-        env = {**self.env, **(node.get("env") or {}), "HERDR_ENV": "1", "HERDR_SOCKET_PATH": str(self.socket_path),
-               "HERDR_WORKSPACE_ID": wid, "HERDR_TAB_ID": tid, "HERDR_PANE_ID": pid}
+        env = {
+            **self.env,
+            **(node.get("env") or {}),
+            "HERDR_ENV": "1",
+            "HERDR_SOCKET_PATH": str(self.socket_path),
+            "HERDR_WORKSPACE_ID": wid,
+            "HERDR_TAB_ID": tid,
+            "HERDR_PANE_ID": pid,
+        }
         if not argv or not all(isinstance(a, str) for a in argv) or shutil.which(argv[0], path=env.get("PATH")) is None:
             raise HerdrError("layout_apply_failed", f"cannot run {argv!r}")
         if not Path(cwd).is_dir():
             raise HerdrError("layout_apply_failed", f"no such directory {cwd}")
-        pane = Pane({"pane": pid, "workspace": wid, "tab": tid}, str(node.get("label") or ""), cwd, argv, env, self._exited)
-        self.tabs[tid] = {"workspace_id": wid, "number": len(ws["tabs"]) + 1, "label": label or str(len(ws["tabs"]) + 1), "panes": [pid]}
+        pane = Pane(
+            {"pane": pid, "workspace": wid, "tab": tid}, str(node.get("label") or ""), cwd, argv, env, self._exited
+        )
+        self.tabs[tid] = {
+            "workspace_id": wid,
+            "number": len(ws["tabs"]) + 1,
+            "label": label or str(len(ws["tabs"]) + 1),
+            "panes": [pid],
+        }
         ws["tabs"].append(tid)
         self.panes[pid] = pane
         return pane
@@ -393,22 +483,46 @@ class FakeHerdr:
 
     def _workspace_info(self, wid: str) -> dict[str, Any]:
         ws = self.workspaces[wid]
-        return {"workspace_id": wid, "number": ws["number"], "label": ws["label"], "focused": False, "tab_count": len(ws["tabs"]),
-                "pane_count": sum(len(self.tabs[t]["panes"]) for t in ws["tabs"]), "active_tab_id": ws["tabs"][0], "agent_status": "unknown"}
+        return {
+            "workspace_id": wid,
+            "number": ws["number"],
+            "label": ws["label"],
+            "focused": False,
+            "tab_count": len(ws["tabs"]),
+            "pane_count": sum(len(self.tabs[t]["panes"]) for t in ws["tabs"]),
+            "active_tab_id": ws["tabs"][0],
+            "agent_status": "unknown",
+        }
 
     def _tab_info(self, tid: str) -> dict[str, Any]:
         tab = self.tabs[tid]
-        return {"tab_id": tid, "workspace_id": tab["workspace_id"], "number": tab["number"], "label": tab["label"], "focused": False,
-                "pane_count": len(tab["panes"]), "agent_status": "unknown"}
+        return {
+            "tab_id": tid,
+            "workspace_id": tab["workspace_id"],
+            "number": tab["number"],
+            "label": tab["label"],
+            "focused": False,
+            "pane_count": len(tab["panes"]),
+            "agent_status": "unknown",
+        }
 
     def _pane_info(self, pane: Pane) -> dict[str, Any]:
         try:
             foreground_cwd: str | None = os.readlink(f"/proc/{pane.proc.pid}/cwd")
         except OSError:
             foreground_cwd = None
-        return {"pane_id": pane.pane_id, "terminal_id": f"term_{pane.pane_id}", "workspace_id": pane.workspace_id, "tab_id": pane.tab_id,
-                "focused": False, "cwd": pane.cwd, "foreground_cwd": foreground_cwd, "label": pane.label or None,
-                "agent_status": "unknown", "revision": pane.revision}
+        return {
+            "pane_id": pane.pane_id,
+            "terminal_id": f"term_{pane.pane_id}",
+            "workspace_id": pane.workspace_id,
+            "tab_id": pane.tab_id,
+            "focused": False,
+            "cwd": pane.cwd,
+            "foreground_cwd": foreground_cwd,
+            "label": pane.label or None,
+            "agent_status": "unknown",
+            "revision": pane.revision,
+        }
 
 
 def _group_processes(group: int) -> list[dict[str, Any]]:
@@ -418,11 +532,18 @@ def _group_processes(group: int) -> list[dict[str, Any]]:
             continue
         try:
             stat = (entry / "stat").read_bytes()
-            if int(stat[stat.rfind(b")") + 2:].split()[2]) != group:
+            if int(stat[stat.rfind(b")") + 2 :].split()[2]) != group:
                 continue
             argv = [a.decode(errors="replace") for a in (entry / "cmdline").read_bytes().split(b"\0") if a]
-            found.append({"pid": int(entry.name), "name": (entry / "comm").read_text().strip(), "argv": argv,
-                          "argv0": argv[0] if argv else None, "cwd": os.readlink(entry / "cwd")})
+            found.append(
+                {
+                    "pid": int(entry.name),
+                    "name": (entry / "comm").read_text().strip(),
+                    "argv": argv,
+                    "argv0": argv[0] if argv else None,
+                    "cwd": os.readlink(entry / "cwd"),
+                }
+            )
         except (OSError, ValueError, IndexError):
             continue
     return sorted(found, key=lambda p: p["pid"])
@@ -448,7 +569,13 @@ def main(argv: list[str]) -> int:
     fake = FakeHerdr(session_dir / "herdr.sock")
     session_dir.mkdir(parents=True, exist_ok=True)
     resume = config.get("session", {}).get("resume_agents_on_restore", True)
-    state = {"pid": os.getpid(), "argv": sys.argv, "config_path": str(config_path), "resume_agents_on_restore": resume, "config": config}
+    state = {
+        "pid": os.getpid(),
+        "argv": sys.argv,
+        "config_path": str(config_path),
+        "resume_agents_on_restore": resume,
+        "config": config,
+    }
     (session_dir / "fake-server.json").write_text(json.dumps(state, default=str))
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, lambda *_: threading.Thread(target=fake.stop, daemon=True).start())

@@ -76,8 +76,19 @@ def _run_wave(world: World, wave: list[Step], report: Report) -> None:
         target = f"remote:rf/{step.session}" if step.remote else f"tmux:{step.session}"
         brief = f"Fault suite job {step.index}.\ndemo-behaviour: {step.behaviour}\ndemo-write: out-{step.index}.txt :: job {step.index}"
         extra = ["--allow-insecure-broker"] if step.remote else []
-        wrappers[step.job_id] = world.origin.spawn("job", "delegate", "--json", "--target", target, "--brief", brief,
-                                                   "--job-id", step.job_id, *WRAPPER_ARGS, *extra)
+        wrappers[step.job_id] = world.origin.spawn(
+            "job",
+            "delegate",
+            "--json",
+            "--target",
+            target,
+            "--brief",
+            brief,
+            "--job-id",
+            step.job_id,
+            *WRAPPER_ARGS,
+            *extra,
+        )
     pause = threading.Event()
     for step in sorted(wave, key=lambda s: s.kill_after):
         delay = t0 + step.kill_after - time.monotonic()
@@ -102,7 +113,11 @@ def _run_wave(world: World, wave: list[Step], report: Report) -> None:
     marks.append(("revive", time.monotonic()))
     if os.environ.get("MAM_FAULT_VERBOSE"):
         spans = " ".join(f"{name}={b - a:.1f}s" for (_, a), (name, b) in zip(marks, marks[1:]))
-        print(f"wave {[s.index for s in wave]}: {spans}; " + "; ".join(s.describe() + " => " + report.outcomes.get(s.job_id, "?") for s in wave), flush=True)
+        print(
+            f"wave {[s.index for s in wave]}: {spans}; "
+            + "; ".join(s.describe() + " => " + report.outcomes.get(s.job_id, "?") for s in wave),
+            flush=True,
+        )
 
 
 def _step(wave: list[Step], job_id: str) -> Step | None:
@@ -160,6 +175,7 @@ def _settle(world: World, step: Step, report: Report) -> None:
     """Wait (by the registry) until the job is terminal: the wrapper or, if it died, the monitor ends it."""
     reg = world.origin.registry()
     try:
+
         def terminal() -> bool:
             row = reg.find_job(step.job_id)
             return row is not None and not row.open
@@ -206,8 +222,12 @@ def _check_job(world: World, step: Step, row, report: Report) -> None:  # type: 
         wait_for(replay_matches, timeout=10, interval=0.2)
     except Timeout:
         replayed = replayed_state(ws, step.job_id)
-        report.violate(step, f"audit replay gives {replayed.state.value}/{replayed.reason}, registry says {row.state}/{row.reason}")
-    accepted = [line["input"]["seq"] for line in lines if line["kind"] == "input" and line["input"].get("input") == "event"]
+        report.violate(
+            step, f"audit replay gives {replayed.state.value}/{replayed.reason}, registry says {row.state}/{row.reason}"
+        )
+    accepted = [
+        line["input"]["seq"] for line in lines if line["kind"] == "input" and line["input"].get("input") == "event"
+    ]
     store_host = world.remote if step.remote else world.origin
     reg = store_host.registry()
     try:
@@ -250,7 +270,9 @@ def _revive_sessions(world: World, wave: list[Step], report: Report) -> None:
             if row is None or row.status != "terminated":
                 continue
             if row.pane_pid and "mam.agents.demo_agent" in _cmdline(row.pane_pid):
-                report.violate(None, f"{host.name} session {name} was marked terminated while its agent runs: {row.note}")
+                report.violate(
+                    None, f"{host.name} session {name} was marked terminated while its agent runs: {row.note}"
+                )
             host.create(name)
 
 
@@ -268,8 +290,23 @@ def _final_checks(world: World, report: Report) -> None:
         for name in host.sessions:
             target = f"{prefix}:{name}" if prefix == "tmux" else f"{prefix}/{name}"
             extra = ["--allow-insecure-broker"] if host is world.remote else []
-            proc = world.origin.run("job", "delegate", "--json", "--target", target, "--brief", "probe\ndemo-behaviour: ok",
-                                    "--start-deadline", "10", "--heartbeat", "0.5", "--dispatch-wait", "10", *extra, timeout=90)
+            proc = world.origin.run(
+                "job",
+                "delegate",
+                "--json",
+                "--target",
+                target,
+                "--brief",
+                "probe\ndemo-behaviour: ok",
+                "--start-deadline",
+                "10",
+                "--heartbeat",
+                "0.5",
+                "--dispatch-wait",
+                "10",
+                *extra,
+                timeout=90,
+            )
             if proc.returncode != 0:
                 try:
                     out = json.loads(proc.stdout)
@@ -279,7 +316,11 @@ def _final_checks(world: World, report: Report) -> None:
                 report.violate(None, f"probe job on {target} exited {proc.returncode}: {why} {proc.stderr[-300:]}")
     # Heartbeaters of ended jobs stop by themselves.
     try:
-        wait_for(lambda: not [p for p in world.leftovers() if "event started" in p and "--heartbeat" in p], timeout=10, interval=0.2)
+        wait_for(
+            lambda: not [p for p in world.leftovers() if "event started" in p and "--heartbeat" in p],
+            timeout=10,
+            interval=0.2,
+        )
     except Timeout:
         report.violate(None, f"heartbeaters still running after their jobs ended: {world.leftovers()[:3]}")
     for host in (world.origin, world.remote):

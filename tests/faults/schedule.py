@@ -23,8 +23,10 @@ class Step:
 
     def describe(self) -> str:
         where = f"remote:rf/{self.session}" if self.remote else f"tmux:{self.session}"
-        return (f"#{self.index} {self.job_id} -> {where} behaviour={self.behaviour} "
-                f"kill={self.victim}@{self.kill_after:.2f}s restart={self.restart}")
+        return (
+            f"#{self.index} {self.job_id} -> {where} behaviour={self.behaviour} "
+            f"kill={self.victim}@{self.kill_after:.2f}s restart={self.restart}"
+        )
 
 
 def make_schedule(seed: int, jobs: int, local: list[str], remote: list[str]) -> list[Step]:
@@ -35,11 +37,18 @@ def make_schedule(seed: int, jobs: int, local: list[str], remote: list[str]) -> 
         victim = rng.choice(VICTIMS)
         if victim == "runner" and not is_remote:
             victim = rng.choice(("none", "wrapper", "agent"))
-        steps.append(Step(
-            index=i, job_id=f"job-f{seed}-{i:04d}", remote=is_remote, session=rng.choice(remote if is_remote else local),
-            behaviour=rng.choice(BEHAVIOURS), victim=victim, kill_after=round(rng.uniform(0.05, 2.0), 2),
-            restart=rng.random() < 0.6,
-        ))
+        steps.append(
+            Step(
+                index=i,
+                job_id=f"job-f{seed}-{i:04d}",
+                remote=is_remote,
+                session=rng.choice(remote if is_remote else local),
+                behaviour=rng.choice(BEHAVIOURS),
+                victim=victim,
+                kill_after=round(rng.uniform(0.05, 2.0), 2),
+                restart=rng.random() < 0.6,
+            )
+        )
     return steps
 
 

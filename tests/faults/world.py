@@ -34,7 +34,14 @@ class Host:
         return subprocess.run([MAM, *args], env=self.env, capture_output=True, text=True, timeout=timeout)
 
     def spawn(self, *args: str) -> subprocess.Popen[str]:
-        return subprocess.Popen([MAM, *args], env=self.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+        return subprocess.Popen(
+            [MAM, *args],
+            env=self.env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+        )
 
     def registry(self) -> Registry:
         return Registry(self.ws)
@@ -52,8 +59,11 @@ class Host:
             raise RuntimeError(f"create {name} on {self.name}: {proc.stderr}")
 
     def capture(self, pane_id: str) -> str:
-        return subprocess.run(["tmux", "-L", self.tmux.name, "capture-pane", "-p", "-J", "-S", "-", "-t", pane_id],
-                              capture_output=True, text=True).stdout
+        return subprocess.run(
+            ["tmux", "-L", self.tmux.name, "capture-pane", "-p", "-J", "-S", "-", "-t", pane_id],
+            capture_output=True,
+            text=True,
+        ).stdout
 
 
 @dataclass
@@ -151,9 +161,18 @@ def _host(root: Path, name: str, broker: brokers.RunningBroker, prefix: str, ses
     ws_root = _mkdir(root / name / "ws")
     home = _mkdir(root / name / "home")
     tmux = private_tmux()
-    env = {**os.environ, **TIMING, **broker.env(), "MAM_WORKSPACE": str(ws_root), "MAM_TMUX_SERVER": tmux.name,
-           "HOME": str(home), "XDG_CONFIG_HOME": str(home / ".config"), "XDG_DATA_HOME": str(home / ".local/share"),
-           "MAM_TOPIC_PREFIX": prefix, "MAM_DISPATCH_SECRET": SECRET}
+    env = {
+        **os.environ,
+        **TIMING,
+        **broker.env(),
+        "MAM_WORKSPACE": str(ws_root),
+        "MAM_TMUX_SERVER": tmux.name,
+        "HOME": str(home),
+        "XDG_CONFIG_HOME": str(home / ".config"),
+        "XDG_DATA_HOME": str(home / ".local/share"),
+        "MAM_TOPIC_PREFIX": prefix,
+        "MAM_DISPATCH_SECRET": SECRET,
+    }
     return Host(name, Workspace(ws_root), env, tmux, sessions)
 
 
@@ -163,6 +182,8 @@ def _wait_log(path: Path, proc: subprocess.Popen[str]) -> None:
     def started() -> bool:
         if proc.poll() is not None:
             raise RuntimeError(f"runner exited: {proc.stderr.read() if proc.stderr else ''}")
-        return path.exists() and any(json.loads(line).get("pid") == proc.pid for line in path.read_text().splitlines() if '"started"' in line)
+        return path.exists() and any(
+            json.loads(line).get("pid") == proc.pid for line in path.read_text().splitlines() if '"started"' in line
+        )
 
     wait_for(started, timeout=20, message="runner did not start")

@@ -24,23 +24,36 @@ from mam.loop.verdict import parse_verdict
 from mam.remote.dispatch import Dispatch
 from mam.remote.runner_job import brief_problem
 
-FUZZ = settings(max_examples=int(os.environ.get("MAM_FUZZ_EXAMPLES", "150")), deadline=None,
-                suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+FUZZ = settings(
+    max_examples=int(os.environ.get("MAM_FUZZ_EXAMPLES", "150")),
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
+)
 KEY = "k" * 64
 SECRET = "dispatch-secret"
 NOW = 1_767_225_600_000
 
 # JSON values of every kind, including what mam refuses: floats, huge integers, lone surrogates
 # (as escapes), deep nesting, control characters, non-ASCII.
-leaves = (st.none() | st.booleans() | st.integers() | st.integers(-(2**70), 2**70) | st.floats(allow_nan=False, allow_infinity=False)
-          | st.text(max_size=30) | st.sampled_from(["", "..", "../../x", "\x1b[201~", "job-1", "\ud800", "agent", "event"]))
+leaves = (
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.integers(-(2**70), 2**70)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=30)
+    | st.sampled_from(["", "..", "../../x", "\x1b[201~", "job-1", "\ud800", "agent", "event"])
+)
 
 
 def any_json() -> st.SearchStrategy[Any]:
     # A fresh strategy for each use: one recursive strategy shared by sibling draws trips
     # hypothesis' leaf counter ("inconsistent data generation").
-    return st.recursive(leaves, lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
-                        max_leaves=20)
+    return st.recursive(
+        leaves,
+        lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
+        max_leaves=20,
+    )
 
 
 def mostly(good: st.SearchStrategy[Any], draw: Any) -> Any:
@@ -48,11 +61,21 @@ def mostly(good: st.SearchStrategy[Any], draw: Any) -> Any:
     return draw(any_json()) if draw(st.integers(0, 7)) == 0 else draw(good)
 
 
-FIELDS = {"v": st.just(VERSION), "kind": st.sampled_from(["event", "state", "dispatch", "presence"]), "job": st.just("j1"),
-          "seq": st.integers(0, 30) | st.integers(-5, 2**64), "type": st.sampled_from(["progress", "completed", "started", "error", "dispatch"]),
-          "sender": st.sampled_from(["agent", "heartbeater", "runner", "origin"]), "ts": st.integers(0, 2**53) | st.integers(-5, 2**64),
-          "body": st.dictionaries(st.sampled_from(["message", "report", "nonce", "heartbeat_ms", "reason"]) | st.text(max_size=8), any_json(), max_size=5),
-          "sig": st.text(max_size=70)}
+FIELDS = {
+    "v": st.just(VERSION),
+    "kind": st.sampled_from(["event", "state", "dispatch", "presence"]),
+    "job": st.just("j1"),
+    "seq": st.integers(0, 30) | st.integers(-5, 2**64),
+    "type": st.sampled_from(["progress", "completed", "started", "error", "dispatch"]),
+    "sender": st.sampled_from(["agent", "heartbeater", "runner", "origin"]),
+    "ts": st.integers(0, 2**53) | st.integers(-5, 2**64),
+    "body": st.dictionaries(
+        st.sampled_from(["message", "report", "nonce", "heartbeat_ms", "reason"]) | st.text(max_size=8),
+        any_json(),
+        max_size=5,
+    ),
+    "sig": st.text(max_size=70),
+}
 
 
 @st.composite
@@ -122,11 +145,19 @@ def test_the_gate_always_answers_with_a_verdict(messages: list[tuple[dict[str, A
         assert gate.last_seq == last
 
 
-DISPATCH_BODY = {"runner": st.just("rb"), "session": st.sampled_from(["d1", "..", "../x", "a/b"]), "text": st.text(max_size=60),
-                 "key_nonce": st.just("0" * 32), "nonce": st.just("n"), "start_deadline_ms": st.integers(-5, 2**60),
-                 "heartbeat_ms": st.integers(-5, 2**60), "heartbeat_k_milli": st.integers(-5, 2**60) | st.integers(),
-                 "budget_ms": st.integers(-5, 2**60), "origin": st.text(max_size=10),
-                 "topic_prefix": st.sampled_from(["mam/x", "", "a//b", "#", "/x", "a/+/b"])}
+DISPATCH_BODY = {
+    "runner": st.just("rb"),
+    "session": st.sampled_from(["d1", "..", "../x", "a/b"]),
+    "text": st.text(max_size=60),
+    "key_nonce": st.just("0" * 32),
+    "nonce": st.just("n"),
+    "start_deadline_ms": st.integers(-5, 2**60),
+    "heartbeat_ms": st.integers(-5, 2**60),
+    "heartbeat_k_milli": st.integers(-5, 2**60) | st.integers(),
+    "budget_ms": st.integers(-5, 2**60),
+    "origin": st.text(max_size=10),
+    "topic_prefix": st.sampled_from(["mam/x", "", "a//b", "#", "/x", "a/+/b"]),
+}
 
 
 @st.composite
@@ -134,8 +165,16 @@ def dispatches(draw: Any) -> bytes:
     """Dispatches, most of them validly signed, fresh and for this runner, with hostile fields mixed in."""
     body = {name: mostly(strategy, draw) for name, strategy in DISPATCH_BODY.items() if draw(st.integers(0, 11)) > 0}
     job = mostly(st.sampled_from(["job-1", "..", ".", "../../../trav/rjob", "", "j" * 129, "a/b"]), draw)
-    obj = {"v": VERSION, "kind": draw(st.sampled_from(["dispatch", "dispatch", "event"])), "job": job, "seq": 0, "type": "dispatch",
-           "sender": "origin", "ts": draw(st.sampled_from([NOW, NOW - 10**9]) | st.integers(0, 2**60)), "body": body}
+    obj = {
+        "v": VERSION,
+        "kind": draw(st.sampled_from(["dispatch", "dispatch", "event"])),
+        "job": job,
+        "seq": 0,
+        "type": "dispatch",
+        "sender": "origin",
+        "ts": draw(st.sampled_from([NOW, NOW - 10**9]) | st.integers(0, 2**60)),
+        "body": body,
+    }
     return dumps(resign(obj, SECRET) if draw(st.integers(0, 4)) else {**obj, "sig": "0" * 64})
 
 
@@ -154,8 +193,29 @@ def test_the_dispatch_decoder_takes_or_rejects_with_a_reason(raw: bytes) -> None
 
 
 @FUZZ
-@given(st.text(max_size=300) | st.lists(st.sampled_from(["A=1", "export B='x'", 'C="a\\"b"', "D", "=", "E=\"open", "#c", "F=a b",
-                                                          "MQTT_PASSWORD hunter2==", "G='", " H = v ", "I=\\u", "\x00=1"]), max_size=6).map("\n".join))
+@given(
+    st.text(max_size=300)
+    | st.lists(
+        st.sampled_from(
+            [
+                "A=1",
+                "export B='x'",
+                'C="a\\"b"',
+                "D",
+                "=",
+                'E="open',
+                "#c",
+                "F=a b",
+                "MQTT_PASSWORD hunter2==",
+                "G='",
+                " H = v ",
+                "I=\\u",
+                "\x00=1",
+            ]
+        ),
+        max_size=6,
+    ).map("\n".join)
+)
 def test_the_env_file_parser_parses_or_says_which_line(text: str) -> None:
     try:
         entries = parse_env_text(text, source="f")
@@ -167,8 +227,25 @@ def test_the_env_file_parser_parses_or_says_which_line(text: str) -> None:
 
 
 @FUZZ
-@given(st.text(max_size=400) | st.lists(st.sampled_from(["[VERDICT: PASS]", "[VERDICT: NOT PASS]", "[verdict: pass]", "[ VERDICT :x]",
-                                                          "", "  ", "text", "[VERDICT:", "]"]), max_size=6).map("\n".join))
+@given(
+    st.text(max_size=400)
+    | st.lists(
+        st.sampled_from(
+            [
+                "[VERDICT: PASS]",
+                "[VERDICT: NOT PASS]",
+                "[verdict: pass]",
+                "[ VERDICT :x]",
+                "",
+                "  ",
+                "text",
+                "[VERDICT:",
+                "]",
+            ]
+        ),
+        max_size=6,
+    ).map("\n".join)
+)
 def test_the_verdict_parser_always_gives_a_verdict(text: str) -> None:
     verdict = parse_verdict(text)
     assert verdict.passed == (verdict.reason == "")

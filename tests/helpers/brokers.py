@@ -95,7 +95,9 @@ def start_amqtt(workdir: Path | None = None) -> RunningBroker:
 
 
 def mosquitto_bin() -> str | None:
-    return shutil.which("mosquitto") or (str(Path("/usr/sbin/mosquitto")) if Path("/usr/sbin/mosquitto").exists() else None)
+    return shutil.which("mosquitto") or (
+        str(Path("/usr/sbin/mosquitto")) if Path("/usr/sbin/mosquitto").exists() else None
+    )
 
 
 def start_mosquitto(workdir: Path | None = None, *, extra_conf: str = "", port: int | None = None) -> RunningBroker:

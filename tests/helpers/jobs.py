@@ -15,14 +15,35 @@ from tests.helpers.mamcli import mam
 FAST = {"MAM_POLL_S": "0.05", "MAM_HEARTBEAT_K": "4"}
 
 
-def create_demo(name: str, *, behaviour: str = "ok", env: dict[str, str] | None = None, role: str = "dev", extra: tuple[str, ...] = ()) -> dict[str, Any]:
-    proc = mam("session", "create", "--agent", "demo", "--role", role, "--session", name, "--json", *extra,
-               env={"MAM_DEMO_BEHAVIOUR": behaviour, **(env or {})}, check=True)
+def create_demo(
+    name: str,
+    *,
+    behaviour: str = "ok",
+    env: dict[str, str] | None = None,
+    role: str = "dev",
+    extra: tuple[str, ...] = (),
+) -> dict[str, Any]:
+    proc = mam(
+        "session",
+        "create",
+        "--agent",
+        "demo",
+        "--role",
+        role,
+        "--session",
+        name,
+        "--json",
+        *extra,
+        env={"MAM_DEMO_BEHAVIOUR": behaviour, **(env or {})},
+        check=True,
+    )
     return json.loads(proc.stdout)  # type: ignore[no-any-return]
 
 
 def capture(tmux_name: str, pane_id: str) -> str:
-    out = subprocess.run(["tmux", "-L", tmux_name, "capture-pane", "-p", "-J", "-S", "-", "-t", pane_id], capture_output=True, text=True)
+    out = subprocess.run(
+        ["tmux", "-L", tmux_name, "capture-pane", "-p", "-J", "-S", "-", "-t", pane_id], capture_output=True, text=True
+    )
     return out.stdout
 
 

@@ -25,7 +25,13 @@ HEAVY = ("paho", "amqtt", "libtmux", "mcp", "pydantic", "starlette", "uvicorn", 
 def run_mam(*args: str, ws: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     full_env = {**os.environ, "MAM_WORKSPACE": str(ws), **(env or {})}
     return subprocess.run(
-        [sys.executable, "-m", "mam", *args], cwd=ws, env=full_env, capture_output=True, text=True, timeout=60, check=False
+        [sys.executable, "-m", "mam", *args],
+        cwd=ws,
+        env=full_env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
     )
 
 
@@ -70,7 +76,9 @@ def test_start_then_a_paho_client_round_trips(ws: Path, poll):
     client = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id="mam-test-broker-cli", protocol=mqtt.MQTTv311)
     client.on_message = lambda c, u, msg: got.put((msg.topic, msg.payload))
     client.on_subscribe = lambda c, u, mid, reason_codes, props: subscribed.put(mid)
-    client.username_pw_set(str(st["username"]), Path(str(st["password_file"])).read_text().strip())  # the login status names
+    client.username_pw_set(
+        str(st["username"]), Path(str(st["password_file"])).read_text().strip()
+    )  # the login status names
     client.connect("127.0.0.1", port)
     client.loop_start()
     try:
@@ -134,7 +142,15 @@ with open(f"/proc/{os.getpid()}/task/{os.getpid()}/children") as f:
     left = [int(x) for x in f.read().split()]
 print(json.dumps({"codes": codes, "left": left}))
 """
-    r = subprocess.run([sys.executable, "-c", driver], cwd=ws, env={**os.environ}, capture_output=True, text=True, timeout=60, check=False)
+    r = subprocess.run(
+        [sys.executable, "-c", driver],
+        cwd=ws,
+        env={**os.environ},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert r.returncode == 0, r.stderr
     result = json.loads(r.stdout)
     assert result["codes"] == [0, 0, 0, 0]
@@ -146,11 +162,18 @@ print(json.dumps({"codes": codes, "left": left}))
 
 def test_mam_help_imports_no_heavy_module(tmp_path: Path):
     r = subprocess.run(
-        [sys.executable, "-X", "importtime", "-m", "mam", "--help"], cwd=tmp_path, capture_output=True, text=True, timeout=60, check=False
+        [sys.executable, "-X", "importtime", "-m", "mam", "--help"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
     )
     assert r.returncode == 0, r.stderr
     assert "Commands:" in r.stdout
-    imported = {m.group(1).split(".")[0] for m in re.finditer(r"^import time:\s+\d+ \|\s+\d+ \|\s*([\w.]+)", r.stderr, re.M)}
+    imported = {
+        m.group(1).split(".")[0] for m in re.finditer(r"^import time:\s+\d+ \|\s+\d+ \|\s*([\w.]+)", r.stderr, re.M)
+    }
     assert "click" in imported  # the parse worked
     assert imported.isdisjoint(HEAVY), f"`mam --help` imported {sorted(imported & set(HEAVY))}"
 
@@ -165,7 +188,9 @@ except SystemExit:
     pass
 print(json.dumps(sorted({m.split(".")[0] for m in sys.modules})))
 """
-    r = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=60, check=False)
+    r = subprocess.run(
+        [sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=60, check=False
+    )
     assert r.returncode == 0, r.stderr
     assert "mam, version" in r.stdout
     loaded = set(json.loads(r.stdout.strip().splitlines()[-1]))

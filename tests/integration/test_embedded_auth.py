@@ -89,8 +89,11 @@ def test_only_the_workspace_login_gets_in(ws: Path) -> None:
     assert len(password) >= 32
     assert password not in json.dumps(st) and password not in mam("broker", "status").stdout
 
-    refused = {"wrong password": Client(st["port"], "mam", password[:-1] + "x"),
-               "wrong user": Client(st["port"], "root", password), "empty password": Client(st["port"], "mam", "")}
+    refused = {
+        "wrong password": Client(st["port"], "mam", password[:-1] + "x"),
+        "wrong user": Client(st["port"], "root", password),
+        "empty password": Client(st["port"], "mam", ""),
+    }
     for what, client in refused.items():
         client.close()
         assert client.reason == "Not authorized", (what, client.reason)
@@ -112,7 +115,19 @@ def test_the_wrapper_the_agent_and_the_heartbeater_use_the_login_unasked(ws: Pat
     try:
         watcher.subscribe("#")
         create_demo("s1")
-        done = mam("job", "delegate", "--target", "s1", "--brief", "demo-sleep: 1", "--heartbeat", "0.3", "--job-id", "job-authed", "--json")
+        done = mam(
+            "job",
+            "delegate",
+            "--target",
+            "s1",
+            "--brief",
+            "demo-sleep: 1",
+            "--heartbeat",
+            "0.3",
+            "--job-id",
+            "job-authed",
+            "--json",
+        )
         assert done.returncode == 0, done.stderr
         assert json.loads(done.stdout)["state"] == "completed"
 
@@ -127,8 +142,12 @@ def test_the_wrapper_the_agent_and_the_heartbeater_use_the_login_unasked(ws: Pat
                     out.add((env.kind, env.sender, env.type))
             return out
 
-        want = {("event", "agent", "started"), ("event", "agent", "completed"), ("event", "heartbeater", "heartbeat"),
-                ("state", "wrapper", "state")}
+        want = {
+            ("event", "agent", "started"),
+            ("event", "agent", "completed"),
+            ("event", "heartbeater", "heartbeat"),
+            ("state", "wrapper", "state"),
+        }
         wait_for(lambda: want <= published(), timeout=10, message=lambda: f"seen only {published()}")
         # the monitor's connection (open_client, never starting a broker) gets in too
         from mam.bus.connect import open_client
@@ -148,19 +167,33 @@ def test_a_broker_left_by_an_older_mam_is_refused_clearly_then_replaced(ws: Path
     w.broker_dir.mkdir(mode=0o700, exist_ok=True)
     port = free_port()
     log = open(w.broker_dir / "broker.log", "ab")
-    old = subprocess.Popen([sys.executable, "-m", "mam.broker.serve", "--port", str(port)], stdin=subprocess.DEVNULL, stdout=log,
-                           stderr=subprocess.STDOUT)
+    old = subprocess.Popen(
+        [sys.executable, "-m", "mam.broker.serve", "--port", str(port)],
+        stdin=subprocess.DEVNULL,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
     log.close()
     try:
-        wait_for(lambda: old.poll() is None and port_accepts(port), timeout=20, interval=0.02, message="old-style broker not up")
+        wait_for(
+            lambda: old.poll() is None and port_accepts(port),
+            timeout=20,
+            interval=0.02,
+            message="old-style broker not up",
+        )
         started = proc.start_time(old.pid)
         # what an older mam recorded: no login
-        atomic_write_json(w.broker_dir / "broker.json", {"pid": old.pid, "pid_start": started, "port": port}, mode=0o600)
+        atomic_write_json(
+            w.broker_dir / "broker.json", {"pid": old.pid, "pid_start": started, "port": port}, mode=0o600
+        )
         st = mam_json("broker", "status")
         assert st["running"] is True and st["authenticated"] is False and st["username"] is None
         assert "lets every local user in" in mam("broker", "status").stdout
-        with pytest.raises(BrokerError, match=r"started by an older mam and lets every local user in; restart it with "
-                                              r"`mam broker stop && mam broker start`"):
+        with pytest.raises(
+            BrokerError,
+            match=r"started by an older mam and lets every local user in; restart it with "
+            r"`mam broker stop && mam broker start`",
+        ):
             resolve_endpoint(load_settings(environ={}), w, autostart=False)
 
         new = mam_json("broker", "start")  # replaces it, on the same port

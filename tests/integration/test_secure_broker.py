@@ -68,6 +68,7 @@ class Inbox:
 def clients() -> Iterator[Callable[..., MqttClient]]:
     """connect(endpoint, **kw): a connected MqttClient, closed after the test."""
     with ExitStack() as stack:
+
         def connect(endpoint: BrokerEndpoint, **kw: object) -> MqttClient:
             return stack.enter_context(MqttClient(endpoint, **kw).connect(timeout=5))  # type: ignore[arg-type]
 
@@ -119,14 +120,20 @@ def test_mutual_tls_needs_the_client_certificate(tmp_path: Path, secure_broker: 
         b.stop()
 
 
-@pytest.mark.parametrize("user, password", [("runner-a", "not-the-password"), ("runner-a", ""), ("nobody", "pw-nobody")])
-def test_wrong_password_is_refused_at_once_with_a_clear_error(secure_broker: SecureBroker, user: str, password: str) -> None:
+@pytest.mark.parametrize(
+    "user, password", [("runner-a", "not-the-password"), ("runner-a", ""), ("nobody", "pw-nobody")]
+)
+def test_wrong_password_is_refused_at_once_with_a_clear_error(
+    secure_broker: SecureBroker, user: str, password: str
+) -> None:
     started = time.monotonic()
     with pytest.raises(BrokerError) as info:
         MqttClient(secure_broker.endpoint(user, password=password)).connect(timeout=10)
     elapsed = time.monotonic() - started
     text = str(info.value)
-    assert f"{secure_broker.host}:{secure_broker.tls_port}" in text and "refused" in text and "MQTT_PASSWORD" in text, text
+    assert f"{secure_broker.host}:{secure_broker.tls_port}" in text and "refused" in text and "MQTT_PASSWORD" in text, (
+        text
+    )
     assert elapsed < 5, f"a refusal took {elapsed:.1f}s: it should not wait for the timeout"
     for secret in (password, *secure_broker.passwords.values()):
         if secret:
@@ -167,7 +174,9 @@ def test_the_plain_listener_still_wants_the_password(secure_broker: SecureBroker
 
 
 # -- the ACL ------------------------------------------------------------------------------------
-def test_a_runner_cannot_read_another_runners_dispatch_nor_presence_nor_job_events(secure_broker: SecureBroker, clients) -> None:
+def test_a_runner_cannot_read_another_runners_dispatch_nor_presence_nor_job_events(
+    secure_broker: SecureBroker, clients
+) -> None:
     topics = Topics(secure_broker.prefix)
     job_b, job_a, job = unique(), unique(), unique()
     orc = clients(secure_broker.endpoint("orchestrator"))
@@ -196,8 +205,12 @@ def test_a_runner_cannot_read_another_runners_dispatch_nor_presence_nor_job_even
     orc.publish(topics.state(job), b"a state", qos=1)
     orc.publish(topics.dispatch("runner-a", job_a), b"for runner-a", qos=1)  # the positive control, sent last
 
-    assert theirs.wait(lambda: secret_brief in theirs.payloads(topics.dispatch("runner-b", job_b)), 5), "runner-b never got its dispatch"
-    assert own.wait(lambda: b"for runner-a" in own.payloads(topics.dispatch("runner-a", job_a)), 5), "runner-a never got its dispatch"
+    assert theirs.wait(lambda: secret_brief in theirs.payloads(topics.dispatch("runner-b", job_b)), 5), (
+        "runner-b never got its dispatch"
+    )
+    assert own.wait(lambda: b"for runner-a" in own.payloads(topics.dispatch("runner-a", job_a)), 5), (
+        "runner-a never got its dispatch"
+    )
     assert states.wait(lambda: topics.state(job) in states.topics(), 5), "runner-a never got the job state"
     assert not spy.wait(lambda: bool(spy.topics()), QUIET_S), f"runner-a read a denied topic: {spy.topics()}"
     mine = [topics.state(job), topics.dispatch("runner-a", job_a)]
@@ -214,8 +227,13 @@ def test_a_runner_cannot_publish_outside_its_area(secure_broker: SecureBroker, c
     until_subscribed(orc, topics.events(f"probe-{job}"), seen)
     seen.clear()
     runner_a = clients(secure_broker.endpoint("runner-a"))
-    denied = [topics.dispatch("runner-b", job), topics.presence("runner-b"), topics.state(job), f"{secure_broker.prefix}/jobs/{job}/other",
-              f"{secure_broker.prefix}/elsewhere"]
+    denied = [
+        topics.dispatch("runner-b", job),
+        topics.presence("runner-b"),
+        topics.state(job),
+        f"{secure_broker.prefix}/jobs/{job}/other",
+        f"{secure_broker.prefix}/elsewhere",
+    ]
     for topic in denied:
         runner_a.publish(topic, b"forged", qos=1)  # no error: MQTT 3.1.1 acks a denied publish
     allowed = [topics.events(job), topics.dispatch("runner-a", job), topics.presence("runner-a")]
@@ -223,7 +241,9 @@ def test_a_runner_cannot_publish_outside_its_area(secure_broker: SecureBroker, c
         runner_a.publish(topic, b"fine", qos=1)
 
     assert seen.wait(lambda: all(t in seen.topics() for t in allowed), 5), f"allowed messages missing: {seen.topics()}"
-    assert not seen.wait(lambda: any(t in denied for t in seen.topics()), QUIET_S), f"denied publishes arrived: {seen.topics()}"
+    assert not seen.wait(lambda: any(t in denied for t in seen.topics()), QUIET_S), (
+        f"denied publishes arrived: {seen.topics()}"
+    )
     assert seen.topics() == allowed
 
 
@@ -234,8 +254,12 @@ def test_a_runners_last_will_reaches_its_own_presence_topic_only(secure_broker: 
     orc.subscribe(topics.all_presence(), seen)
     until_subscribed(orc, topics.presence("probe"), seen)
     seen.clear()
-    own = MqttClient(secure_broker.endpoint("runner-a"), will=Will(topics.presence("runner-a"), b"offline-a", retain=False)).connect(5)
-    forged = MqttClient(secure_broker.endpoint("runner-a"), will=Will(topics.presence("runner-b"), b"offline-b", retain=False)).connect(5)
+    own = MqttClient(
+        secure_broker.endpoint("runner-a"), will=Will(topics.presence("runner-a"), b"offline-a", retain=False)
+    ).connect(5)
+    forged = MqttClient(
+        secure_broker.endpoint("runner-a"), will=Will(topics.presence("runner-b"), b"offline-b", retain=False)
+    ).connect(5)
     try:
         for c in (forged, own):  # vanish without DISCONNECT, as a crashed runner would
             sock = c._client.socket()  # paho's socket: the only way to drop a connection uncleanly
@@ -252,7 +276,9 @@ def test_a_runners_last_will_reaches_its_own_presence_topic_only(secure_broker: 
 def run_mam(*args: str, ws: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     full = {k: v for k, v in os.environ.items() if not k.startswith(("MQTT_", "MAM_"))}
     full.update(MAM_WORKSPACE=str(ws), MAM_NO_AUTOSTART="1", MAM_LOG_LEVEL="DEBUG", **env)
-    return subprocess.run([sys.executable, "-m", "mam", *args], cwd=ws, env=full, capture_output=True, text=True, timeout=60, check=False)
+    return subprocess.run(
+        [sys.executable, "-m", "mam", *args], cwd=ws, env=full, capture_output=True, text=True, timeout=60, check=False
+    )
 
 
 def files_holding(root: Path, secret: str) -> list[str]:
@@ -270,9 +296,19 @@ def register_job(ws: Path, prefix: str) -> tuple[str, str]:
     w = Workspace(ws)
     registry = Registry(w)
     try:
-        job = Job(id=new_job_id(), session="worker", nonce="n0nce", created_ms=now_ms(), start_deadline_ms=60_000, heartbeat_ms=30_000,
-                  heartbeat_k=4, budget_ms=600_000)
-        ledger = Ledger.register(w, registry, job, owner=new_owner(), meta={"target": "worker", "kind": "job", "topic_prefix": prefix})
+        job = Job(
+            id=new_job_id(),
+            session="worker",
+            nonce="n0nce",
+            created_ms=now_ms(),
+            start_deadline_ms=60_000,
+            heartbeat_ms=30_000,
+            heartbeat_k=4,
+            budget_ms=600_000,
+        )
+        ledger = Ledger.register(
+            w, registry, job, owner=new_owner(), meta={"target": "worker", "kind": "job", "topic_prefix": prefix}
+        )
         return job.id, ledger.token
     finally:
         registry.close()
@@ -293,13 +329,17 @@ def test_mam_config_never_prints_the_password(ws: Path) -> None:
         assert r.returncode == 0, r.stderr
         assert password not in r.stdout + r.stderr
         assert "***" in r.stdout
-    rows = {row["key"]: row for row in json.loads(run_mam("config", "--json", ws=ws, env={"MQTT_PASSWORD": password}).stdout)["settings"]}
+    rows = {
+        row["key"]: row
+        for row in json.loads(run_mam("config", "--json", ws=ws, env={"MQTT_PASSWORD": password}).stdout)["settings"]
+    }
     assert rows["MQTT_PASSWORD"]["value"] == "***" and rows["MQTT_PASSWORD"]["source"] == "environment"
     assert rows["MAM_DISPATCH_SECRET"]["value"] == "***"
 
 
 def test_mam_event_over_tls_publishes_a_verifiable_event_and_never_prints_the_password(
-        secure_broker: SecureBroker, clients, ws: Path) -> None:
+    secure_broker: SecureBroker, clients, ws: Path
+) -> None:
     job_id, token = register_job(ws, secure_broker.prefix)
     topic = Topics(secure_broker.prefix).events(job_id)
     orc = clients(secure_broker.endpoint("orchestrator"))
@@ -315,13 +355,20 @@ def test_mam_event_over_tls_publishes_a_verifiable_event_and_never_prints_the_pa
     assert "published" in r.stdout, r.stdout + r.stderr
     assert inbox.wait(lambda: bool(inbox.topics()), 5)
     env_msg = Envelope.decode(next(p for _t, p, _r in inbox.items if not p.startswith(PROBE)))
-    assert env_msg.verify(token) and env_msg.type == "progress" and env_msg.body == {"message": "half way ✓"} and env_msg.seq == 1
+    assert (
+        env_msg.verify(token)
+        and env_msg.type == "progress"
+        and env_msg.body == {"message": "half way ✓"}
+        and env_msg.seq == 1
+    )
     password = env["MQTT_PASSWORD"]
     assert password not in r.stdout + r.stderr
     assert files_holding(ws / ".mam", password) == []
 
 
-def test_mam_event_with_a_wrong_password_keeps_the_event_on_disk_and_prints_no_password(secure_broker: SecureBroker, ws: Path) -> None:
+def test_mam_event_with_a_wrong_password_keeps_the_event_on_disk_and_prints_no_password(
+    secure_broker: SecureBroker, ws: Path
+) -> None:
     job_id, _token = register_job(ws, secure_broker.prefix)
     wrong = f"pw-wrong-{uuid.uuid4().hex}"
     env = secure_broker.env("orchestrator", password=wrong)
@@ -337,10 +384,21 @@ def test_mam_event_with_a_wrong_password_keeps_the_event_on_disk_and_prints_no_p
         assert files_holding(ws / ".mam", secret) == []
 
 
-def test_job_delegate_with_a_refused_login_exits_3_and_prints_no_password(secure_broker: SecureBroker, ws: Path) -> None:
+def test_job_delegate_with_a_refused_login_exits_3_and_prints_no_password(
+    secure_broker: SecureBroker, ws: Path
+) -> None:
     wrong = f"pw-wrong-{uuid.uuid4().hex}"
-    r = run_mam("job", "delegate", "--target", "tmux:nobody", "--brief", "hello", "--json", ws=ws,
-                env=secure_broker.env("orchestrator", password=wrong))
+    r = run_mam(
+        "job",
+        "delegate",
+        "--target",
+        "tmux:nobody",
+        "--brief",
+        "hello",
+        "--json",
+        ws=ws,
+        env=secure_broker.env("orchestrator", password=wrong),
+    )
     assert r.returncode == 3, r.stdout + r.stderr
     out = json.loads(r.stdout)
     assert out["reason"] == "broker_unavailable" and "refused" in out["detail"]

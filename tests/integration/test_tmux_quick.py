@@ -12,7 +12,12 @@ def test_pane_runs_argv_with_exact_env(workspace, tmux_server, tmp_path, poll):
     assert not backend.server_running()
     out = tmp_path / "env.txt"
     script = f"import os,sys; open({str(out)!r},'w').write(os.environ.get('ONLY','-')+'|'+os.getcwd()+'|'+str('HOME' in os.environ)); sys.stdin.read()"
-    info = backend.create_pane(name="a", argv=[sys.executable, "-c", script], cwd=str(tmp_path), env={"ONLY": "x y;$(z)", "PATH": "/usr/bin:/bin"})
+    info = backend.create_pane(
+        name="a",
+        argv=[sys.executable, "-c", script],
+        cwd=str(tmp_path),
+        env={"ONLY": "x y;$(z)", "PATH": "/usr/bin:/bin"},
+    )
     assert info.pane_id.startswith("%")
     poll(out.exists, timeout=10)
     poll(lambda: out.read_text().count("|") == 2, timeout=5)

@@ -14,7 +14,9 @@ from tests.helpers.mamcli import mam
 FAST_JOB = ["--start-deadline", "15", "--heartbeat", "0.5", "--timeout", "90"]
 
 
-def run_loop(*args: str, env: dict[str, str] | None = None, timeout: float = 150) -> tuple[int, dict[str, Any], subprocess.CompletedProcess[str]]:
+def run_loop(
+    *args: str, env: dict[str, str] | None = None, timeout: float = 150
+) -> tuple[int, dict[str, Any], subprocess.CompletedProcess[str]]:
     proc = mam("loop", "--json", *FAST_JOB, *args, env=env, timeout=timeout)
     try:
         summary = json.loads(proc.stdout) if proc.stdout.strip() else {}

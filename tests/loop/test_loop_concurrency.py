@@ -40,8 +40,21 @@ def test_the_review_waits_for_the_creators_sub_jobs_and_shows_them(loop_ws, poll
     try:
         creator_job = poll(lambda: running_job("creator"), timeout=30, message="the creator's job never started")
         # The creator delegates part of its work (as an agent would, with --parent-job <its job id>).
-        sub = spawn_mam("job", "delegate", "--target", "helper", "--brief", "the helper's part", "--parent-job", creator_job,
-                        "--start-deadline", "15", "--heartbeat", "0.5", "--json")
+        sub = spawn_mam(
+            "job",
+            "delegate",
+            "--target",
+            "helper",
+            "--brief",
+            "the helper's part",
+            "--parent-job",
+            creator_job,
+            "--start-deadline",
+            "15",
+            "--heartbeat",
+            "0.5",
+            "--json",
+        )
         code, out, err = finish(loop)
         sub_code, sub_out, _ = finish(sub)
     finally:
@@ -74,8 +87,13 @@ def test_a_second_loop_on_the_same_checkout_is_refused_while_one_runs(loop_ws, p
         env = {**os.environ, "MAM_BIN": MAM}
         import subprocess
 
-        second = subprocess.run(["bash", str(RUN_LOOP), "--creator", "creator", "--task", "another task"],
-                                env=env, capture_output=True, text=True, timeout=60)
+        second = subprocess.run(
+            ["bash", str(RUN_LOOP), "--creator", "creator", "--task", "another task"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         assert second.returncode == 4, second.stderr
         assert "another loop is already running" in second.stderr and running["loop_id"] in second.stderr
         code, out, err = finish(first)
@@ -97,8 +115,18 @@ def test_a_loop_on_an_issue_worktree_pins_base_and_tree(loop_ws, tmp_path):  # t
     mam("worktree", "prepare", "--name", "issue-7", "--path", str(wt), check=True)
     create_demo("creator", extra=("--cwd", str(wt)))
     create_demo("rev", role="reviewer")
-    code, summary, proc = run_loop("--creator", "creator", "--reviewer", "rev", "--worktree", str(wt), "--base", "main",
-                                   "--task", "demo-write: issue.txt :: fixed\ndemo-commit: fix issue 7")
+    code, summary, proc = run_loop(
+        "--creator",
+        "creator",
+        "--reviewer",
+        "rev",
+        "--worktree",
+        str(wt),
+        "--base",
+        "main",
+        "--task",
+        "demo-write: issue.txt :: fixed\ndemo-commit: fix issue 7",
+    )
     assert code == 0, proc.stderr
     assert summary["snapshot"]["base"] == main
     assert summary["snapshot"]["head"] == git(wt, "rev-parse", "HEAD") != main

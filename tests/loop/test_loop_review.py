@@ -38,7 +38,9 @@ def test_two_reviewers_one_not_pass_then_both_pass(loop_ws):  # type: ignore[no-
     create_demo("rev-a", role="reviewer", env={"MAM_DEMO_VERDICTS": "NOT PASS,PASS"})
     create_demo("rev-b", role="reviewer", env={"MAM_DEMO_VERDICTS": "PASS"})
     base = git(ws.root, "rev-parse", "HEAD")
-    code, summary, proc = run_loop("--creator", "creator", "--reviewer", "rev-a,rev-b", "--task", TASK, "--max-loop", "3")
+    code, summary, proc = run_loop(
+        "--creator", "creator", "--reviewer", "rev-a,rev-b", "--task", TASK, "--max-loop", "3"
+    )
     assert code == 0, proc.stderr
     assert summary["state"] == "passed" and summary["rounds"] == 2
     first = summary["history"][0]["reviews"]
@@ -49,10 +51,18 @@ def test_two_reviewers_one_not_pass_then_both_pass(loop_ws):  # type: ignore[no-
     assert fix.splitlines()[0] == "[mam-loop: fix]" and "demo finding 1" in fix
     head = git(ws.root, "rev-parse", "HEAD")
     tree = expected_tree(ws.root)
-    assert summary["snapshot"]["tree"] == tree and summary["snapshot"]["head"] == head and summary["snapshot"]["base"] == base
+    assert (
+        summary["snapshot"]["tree"] == tree
+        and summary["snapshot"]["head"] == head
+        and summary["snapshot"]["base"] == base
+    )
     folder = ws.root / ".agents" / "reports" / "demo-write-feature-txt-the-feature-demo-commit-a"
     assert sorted(p.name for p in folder.iterdir()) == [
-        "report-rev-a.identity.json", "report-rev-a.md", "report-rev-b.identity.json", "report-rev-b.md"]
+        "report-rev-a.identity.json",
+        "report-rev-a.md",
+        "report-rev-b.identity.json",
+        "report-rev-b.md",
+    ]
     for reviewer in ("rev-a", "rev-b"):
         identity = json.loads((folder / f"report-{reviewer}.identity.json").read_text())
         assert identity["tree"] == tree and identity["head"] == head and identity["base"] == base
@@ -63,7 +73,9 @@ def test_two_reviewers_one_not_pass_then_both_pass(loop_ws):  # type: ignore[no-
         assert f"tree: {tree}" in brief and f"base: {base}" in brief and f"head: {head}" in brief
         assert f"Report file: {Path(summary['folder']) / 'round-2' / f'report-{reviewer}.md'}" in brief
     # Round 1's reports are kept next to round 2's.
-    assert (Path(summary["folder"]) / "round-1" / "report-rev-a.md").read_text().rstrip().endswith("[VERDICT: NOT PASS]")
+    assert (
+        (Path(summary["folder"]) / "round-1" / "report-rev-a.md").read_text().rstrip().endswith("[VERDICT: NOT PASS]")
+    )
     log = log_events(ws)
     assert [e["event"] for e in log][0] == "start" and log[-1]["event"] == "end"
     assert events(log, "fixed")[0]["round"] == 1
@@ -122,20 +134,37 @@ def test_the_library_call_mam_demo_makes(loop_ws):  # type: ignore[no-untyped-de
     create_demo("demo-reviewer-1", role="reviewer", env={"MAM_DEMO_VERDICTS": "NOT PASS,PASS"})
     create_demo("demo-reviewer-2", role="reviewer", env={"MAM_DEMO_VERDICTS": "PASS"})
     seen: list[dict] = []  # type: ignore[type-arg]
-    req = LoopRequest(creator="demo-creator", reviewers=("demo-reviewer-1", "demo-reviewer-2"), max_loop=2,
-                      task="demo-write: hello.txt :: hello from the demo\ndemo-commit: add hello.txt",
-                      start_deadline_s=15, heartbeat_s=0.5)
+    req = LoopRequest(
+        creator="demo-creator",
+        reviewers=("demo-reviewer-1", "demo-reviewer-2"),
+        max_loop=2,
+        task="demo-write: hello.txt :: hello from the demo\ndemo-commit: add hello.txt",
+        start_deadline_s=15,
+        heartbeat_s=0.5,
+    )
     registry = Registry(ws)
     try:
-        result = run_loop(req, ws=ws, settings=load_settings(env_file=ws.env_file), registry=registry,
-                          on_event=seen.append, environ=dict(os.environ))
+        result = run_loop(
+            req,
+            ws=ws,
+            settings=load_settings(env_file=ws.env_file),
+            registry=registry,
+            on_event=seen.append,
+            environ=dict(os.environ),
+        )
     finally:
         registry.close()
     assert result.passed and result.exit_code == 0 and result.rounds == 2
     assert [r["verdict"] for r in result.history[0]["reviews"]] == ["NOT PASS", "PASS"]
     assert len(result.promoted) == 2 and result.snapshot and result.snapshot["tree"] == expected_tree(ws.root)
     assert [e["event"] for e in seen if e["event"] in ("verdict", "fixed", "passed")] == [
-        "verdict", "verdict", "fixed", "verdict", "verdict", "passed"]
+        "verdict",
+        "verdict",
+        "fixed",
+        "verdict",
+        "verdict",
+        "passed",
+    ]
 
 
 def test_demo_loop_for_mam_demo(loop_ws):  # type: ignore[no-untyped-def]
@@ -150,8 +179,13 @@ def test_demo_loop_for_mam_demo(loop_ws):  # type: ignore[no-untyped-def]
     lines: list[str] = []
     registry = Registry(loop_ws)
     try:
-        out = demo_loop(ws=loop_ws, settings=load_settings(env_file=loop_ws.env_file), registry=registry,
-                        environ=dict(os.environ), say=lines.append)
+        out = demo_loop(
+            ws=loop_ws,
+            settings=load_settings(env_file=loop_ws.env_file),
+            registry=registry,
+            environ=dict(os.environ),
+            say=lines.append,
+        )
     finally:
         registry.close()
     assert out["exit_code"] == 0 and out["rounds"] == 2, lines

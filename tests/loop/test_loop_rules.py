@@ -13,17 +13,35 @@ from tests.loop.helpers import events, log_events, run_loop
 TASK = "demo-write: feature.txt :: the feature\ndemo-commit: add the feature"
 
 
-@pytest.mark.parametrize("verdict, why", [
-    ("none", "no verdict line"),
-    ("inline", "inline in a sentence"),
-    ("lower", "malformed verdict line '[verdict: pass]'"),
-    ("double", "2 verdict lines"),
-])
+@pytest.mark.parametrize(
+    "verdict, why",
+    [
+        ("none", "no verdict line"),
+        ("inline", "inline in a sentence"),
+        ("lower", "malformed verdict line '[verdict: pass]'"),
+        ("double", "2 verdict lines"),
+    ],
+)
 def test_a_missing_or_malformed_verdict_is_not_pass_with_the_reason_shown(loop_ws, verdict: str, why: str):  # type: ignore[no-untyped-def]
     create_demo("creator")
     create_demo("rev", role="reviewer", env={"MAM_DEMO_VERDICTS": verdict})
-    proc = mam("loop", "--creator", "creator", "--reviewer", "rev", "--task", TASK, "--review-only", "--max-loop", "1",
-               "--start-deadline", "15", "--heartbeat", "0.5", timeout=120)
+    proc = mam(
+        "loop",
+        "--creator",
+        "creator",
+        "--reviewer",
+        "rev",
+        "--task",
+        TASK,
+        "--review-only",
+        "--max-loop",
+        "1",
+        "--start-deadline",
+        "15",
+        "--heartbeat",
+        "0.5",
+        timeout=120,
+    )
     assert proc.returncode == 1, proc.stderr
     assert "NOT PASSED after 1 round" in proc.stdout
     line = next(x for x in proc.stdout.splitlines() if x.strip().startswith("rev: NOT PASS ("))
@@ -39,7 +57,9 @@ def test_max_loop_reached_with_bounded_rebuttals(loop_ws):  # type: ignore[no-un
     ws = loop_ws
     create_demo("creator", env={"MAM_DEMO_REBUT": "the finding is wrong: x is intended"})
     create_demo("rev", role="reviewer", env={"MAM_DEMO_VERDICTS": "NOT PASS"})
-    code, summary, proc = run_loop("--creator", "creator", "--reviewer", "rev", "--task", TASK, "--max-loop", "3", "--max-rebut", "1")
+    code, summary, proc = run_loop(
+        "--creator", "creator", "--reviewer", "rev", "--task", TASK, "--max-loop", "3", "--max-rebut", "1"
+    )
     assert code == 1, proc.stderr
     assert summary["state"] == "not_passed" and summary["rounds"] == 3 and summary["rebuts_used"] == 1
     assert summary["promoted"] == []
@@ -75,7 +95,9 @@ def test_all_reviewer_picks_running_reviewers_except_the_creator(loop_ws):  # ty
     create_demo("dev", role="developer")
     create_demo("rev-stopped", role="reviewer")
     mam("session", "stop", "--session", "rev-stopped", check=True)
-    code, summary, proc = run_loop("--creator", "creator", "--all-reviewer", "--task", TASK, "--review-only", "--max-loop", "1")
+    code, summary, proc = run_loop(
+        "--creator", "creator", "--all-reviewer", "--task", TASK, "--review-only", "--max-loop", "1"
+    )
     assert code == 0, proc.stderr
     assert summary["reviewers"] == ["rev-1", "rev-2"]
     assert [r["reviewer"] for r in summary["final"]] == ["rev-1", "rev-2"]
@@ -104,7 +126,12 @@ def test_planner_and_creator_talk_then_the_plan_goes_to_the_creator(loop_ws):  #
     code, summary, proc = run_loop("--creator", "creator", "--planner", "planner", "--plan-talk", "3", "--task", TASK)
     assert code == 0, proc.stderr
     log = log_events(loop_ws)
-    assert [e["event"] for e in log if e["event"].startswith("plan")] == ["plan", "plan-challenge", "plan-answer", "plan-accepted"]
+    assert [e["event"] for e in log if e["event"].startswith("plan")] == [
+        "plan",
+        "plan-challenge",
+        "plan-answer",
+        "plan-accepted",
+    ]
     folder = Path(summary["folder"])
     plan = (folder / "plan.md").read_text()
     assert "Revision 1" in plan

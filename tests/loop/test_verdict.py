@@ -14,12 +14,15 @@ def last_line(text: str) -> str | None:
     return lines[-1] if lines else None
 
 
-@pytest.mark.parametrize("text", [
-    "# Review\n\nAll good.\n[VERDICT: PASS]\n",
-    "[VERDICT: PASS]",
-    "findings: none\n   [VERDICT: PASS]   \n\n\n",
-    "body\r\n[VERDICT: PASS]\r\n",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "# Review\n\nAll good.\n[VERDICT: PASS]\n",
+        "[VERDICT: PASS]",
+        "findings: none\n   [VERDICT: PASS]   \n\n\n",
+        "body\r\n[VERDICT: PASS]\r\n",
+    ],
+)
 def test_pass(text: str) -> None:
     v = parse_verdict(text)
     assert v.passed and v.wellformed and v.reason == "" and v.label == "PASS"
@@ -30,21 +33,24 @@ def test_a_wellformed_not_pass() -> None:
     assert not v.passed and v.wellformed and "NOT PASS" in v.reason
 
 
-@pytest.mark.parametrize("text, why", [
-    ("", "empty"),
-    ("   \n\n", "empty"),
-    ("Looks fine to me.", "no verdict line"),
-    ("Overall this is [VERDICT: PASS] in my view.", "inline"),
-    ("[verdict: pass]", "malformed verdict line"),
-    ("[VERDICT: pass]", "malformed verdict line"),
-    ("[VERDICT:PASS]", "malformed verdict line"),
-    ("[VERDICT: PASS]\n[VERDICT: NOT PASS]", "2 verdict lines"),
-    ("[VERDICT: PASS]\n[VERDICT: PASS]", "2 verdict lines"),
-    ("[VERDICT: PASS]\nOne more thing: fix x.", "not the last non-empty line"),
-    ("[VERDICT: PASS] ok", "inline"),
-    ("> [VERDICT: PASS]", "inline"),
-    ("`[VERDICT: PASS]`", "inline"),
-])
+@pytest.mark.parametrize(
+    "text, why",
+    [
+        ("", "empty"),
+        ("   \n\n", "empty"),
+        ("Looks fine to me.", "no verdict line"),
+        ("Overall this is [VERDICT: PASS] in my view.", "inline"),
+        ("[verdict: pass]", "malformed verdict line"),
+        ("[VERDICT: pass]", "malformed verdict line"),
+        ("[VERDICT:PASS]", "malformed verdict line"),
+        ("[VERDICT: PASS]\n[VERDICT: NOT PASS]", "2 verdict lines"),
+        ("[VERDICT: PASS]\n[VERDICT: PASS]", "2 verdict lines"),
+        ("[VERDICT: PASS]\nOne more thing: fix x.", "not the last non-empty line"),
+        ("[VERDICT: PASS] ok", "inline"),
+        ("> [VERDICT: PASS]", "inline"),
+        ("`[VERDICT: PASS]`", "inline"),
+    ],
+)
 def test_not_pass_with_reason(text: str, why: str) -> None:
     v = parse_verdict(text)
     assert not v.passed and not v.wellformed
@@ -54,8 +60,19 @@ def test_not_pass_with_reason(text: str, why: str) -> None:
 LINES = st.lists(
     st.one_of(
         st.text(max_size=40),
-        st.sampled_from([PASS_TOKEN, NOT_PASS_TOKEN, " [VERDICT: PASS] ", "[verdict: pass]", "[VERDICT: PASS] x", "", "  ",
-                         "\u00a0[VERDICT: PASS]\u2028", "[ VERDICT : PASS ]"]),
+        st.sampled_from(
+            [
+                PASS_TOKEN,
+                NOT_PASS_TOKEN,
+                " [VERDICT: PASS] ",
+                "[verdict: pass]",
+                "[VERDICT: PASS] x",
+                "",
+                "  ",
+                "\u00a0[VERDICT: PASS]\u2028",
+                "[ VERDICT : PASS ]",
+            ]
+        ),
     ),
     max_size=8,
 )

@@ -14,8 +14,14 @@ from tests.loop.gitrepo import git, make_repo
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPTS = {
-    "prepare": [REPO / "scripts" / "worktree_prepare.sh", REPO / "skills" / "multi-agent-mux-create" / "scripts" / "worktree_prepare.sh"],
-    "remove": [REPO / "scripts" / "worktree_remove.sh", REPO / "skills" / "multi-agent-mux-stop" / "scripts" / "worktree_remove.sh"],
+    "prepare": [
+        REPO / "scripts" / "worktree_prepare.sh",
+        REPO / "skills" / "multi-agent-mux-create" / "scripts" / "worktree_prepare.sh",
+    ],
+    "remove": [
+        REPO / "scripts" / "worktree_remove.sh",
+        REPO / "skills" / "multi-agent-mux-stop" / "scripts" / "worktree_remove.sh",
+    ],
 }
 # Local submodules are cloned over file://, which git refuses for submodules by default.
 FILE_PROTOCOL = {"GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": "protocol.file.allow", "GIT_CONFIG_VALUE_0": "always"}
@@ -29,8 +35,13 @@ def repo(workspace, monkeypatch):  # type: ignore[no-untyped-def]
 
 
 def script(kind: str, *args: str, which: int = 0) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(["bash", str(SCRIPTS[kind][which]), *args], env={**os.environ, "MAM_BIN": MAM},
-                          capture_output=True, text=True, timeout=60)
+    return subprocess.run(
+        ["bash", str(SCRIPTS[kind][which]), *args],
+        env={**os.environ, "MAM_BIN": MAM},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
 
 
 def test_prepare_creates_a_branch_from_base_and_refuses_twice(repo: Path, tmp_path: Path) -> None:

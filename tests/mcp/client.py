@@ -51,8 +51,12 @@ async def call(session: ClientSession, name: str, /, progress: bool = False, **a
 
 @asynccontextmanager
 async def stdio_session(ws: Path, env: dict[str, str] | None = None) -> AsyncIterator[ClientSession]:
-    params = StdioServerParameters(command=sys.executable, args=["-m", "mam", "mcp", "--workspace", str(ws)],
-                                   env={**os.environ, **(env or {})}, cwd=str(ws))
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "mam", "mcp", "--workspace", str(ws)],
+        env={**os.environ, **(env or {})},
+        cwd=str(ws),
+    )
     with open(os.devnull, "w") as quiet:
         async with stdio_client(params, errlog=quiet) as (read, write), ClientSession(read, write) as session:
             await session.initialize()
@@ -81,11 +85,20 @@ def http_server(ws: Path, token: str, env: dict[str, str] | None = None) -> Iter
     port = free_port()
     log = ws.parent / f"mcp-http-{port}.log"
     with open(log, "wb") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "mam", "mcp", "--workspace", str(ws), "--http", "--port", str(port)],
-                                env={**os.environ, "MAM_MCP_TOKEN": token, **(env or {})}, stdin=subprocess.DEVNULL, stdout=out, stderr=out)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "mam", "mcp", "--workspace", str(ws), "--http", "--port", str(port)],
+            env={**os.environ, "MAM_MCP_TOKEN": token, **(env or {})},
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=out,
+        )
     server = HttpServer(f"http://127.0.0.1:{port}/mcp", token, proc, log)
     try:
-        wait_for(lambda: port_accepts(port) or (proc.poll() is not None and _died(log)), timeout=30, message="mam mcp --http never listened")
+        wait_for(
+            lambda: port_accepts(port) or (proc.poll() is not None and _died(log)),
+            timeout=30,
+            message="mam mcp --http never listened",
+        )
         yield server
     finally:
         server.stop()
@@ -98,7 +111,10 @@ def _died(log: Path) -> bool:
 @asynccontextmanager
 async def http_session(url: str, token: str | None) -> AsyncIterator[ClientSession]:
     headers = {"Authorization": f"Bearer {token}"} if token else {}
-    async with httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30, read=300)) as client, \
-            streamable_http_client(url, http_client=client) as (read, write), ClientSession(read, write) as session:
+    async with (
+        httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30, read=300)) as client,
+        streamable_http_client(url, http_client=client) as (read, write),
+        ClientSession(read, write) as session,
+    ):
         await session.initialize()
         yield session

@@ -18,8 +18,12 @@ from tests.helpers.jobs import create_demo
 from tests.mcp.client import call, http_server, http_session, job_state
 
 TOKEN = "test-token-0123456789abcdef"
-CREATE = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
-          "params": {"name": "session_create", "arguments": {"agent": "demo", "role": "dev", "name": "intruder"}}}
+CREATE = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "tools/call",
+    "params": {"name": "session_create", "arguments": {"agent": "demo", "role": "dev", "name": "intruder"}},
+}
 HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
 
 
@@ -82,7 +86,10 @@ def test_the_token_is_generated_once_into_a_0600_file(workspace):  # type: ignor
     os.chmod(path, 0o644)
     with pytest.raises(Exception, match="readable by you only"):
         server_token(workspace, settings)
-    assert server_token(workspace, settings.with_overrides(MAM_MCP_TOKEN="from-env-0123456789"))[0] == "from-env-0123456789"
+    assert (
+        server_token(workspace, settings.with_overrides(MAM_MCP_TOKEN="from-env-0123456789"))[0]
+        == "from-env-0123456789"
+    )
 
 
 def test_a_stopped_http_server_hands_its_open_jobs_over(mcp_ws):  # type: ignore[no-untyped-def]
@@ -90,8 +97,14 @@ def test_a_stopped_http_server_hands_its_open_jobs_over(mcp_ws):  # type: ignore
 
     async def main(url: str) -> str:
         async with http_session(url, TOKEN) as a:
-            sent = await call(a, "job_delegate", target="w", brief="demo-sleep: 3\ndemo-write: late.txt :: ok", heartbeat_s=2,
-                              start_deadline_s=30)
+            sent = await call(
+                a,
+                "job_delegate",
+                target="w",
+                brief="demo-sleep: 3\ndemo-write: late.txt :: ok",
+                heartbeat_s=2,
+                start_deadline_s=30,
+            )
             assert not sent.error, sent.text
             return sent.data["id"]  # type: ignore[no-any-return]
 
@@ -100,6 +113,10 @@ def test_a_stopped_http_server_hands_its_open_jobs_over(mcp_ws):  # type: ignore
         server.stop()  # SIGTERM while the job runs
         assert server.proc.returncode == 0
         assert "handed to `mam job delegate --job-id`" in server.log.read_text()
-    wait_for(lambda: job_state(job_id) == "completed", timeout=60, message="the job did not complete after the server stopped")
+    wait_for(
+        lambda: job_state(job_id) == "completed",
+        timeout=60,
+        message="the job did not complete after the server stopped",
+    )
     assert (mcp_ws.root / "late.txt").read_text() == "ok\n"
     assert "taken_over" in [line["kind"] for line in read_audit(mcp_ws, job_id)]

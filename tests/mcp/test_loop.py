@@ -21,8 +21,16 @@ def test_loop_start_returns_an_id_at_once_and_loop_status_reaches_passed(mcp_ws)
 
     async def main() -> dict:  # type: ignore[type-arg]
         async with stdio_session(mcp_ws.root) as s:
-            started = await call(s, "loop_start", creator="creator", reviewer="rev-a,rev-b", task=TASK, heartbeat_s=1,
-                                 start_deadline_s=15, timeout_s=90)
+            started = await call(
+                s,
+                "loop_start",
+                creator="creator",
+                reviewer="rev-a,rev-b",
+                task=TASK,
+                heartbeat_s=1,
+                start_deadline_s=15,
+                timeout_s=90,
+            )
             assert not started.error, started.text
             loop_id = started.data["id"]
             assert started.data["state"] == "running" and loop_id.startswith("loop-")

@@ -9,8 +9,21 @@ from mam.util.poll import wait_for
 from tests.helpers.jobs import capture, create_demo
 from tests.mcp.client import call, job_state, stdio_session
 
-TOOLS = {"session_create", "session_stop", "session_resume", "session_status", "job_delegate", "job_wait", "job_status", "job_list",
-         "job_log", "job_cancel", "loop_start", "loop_status", "events_recent"}
+TOOLS = {
+    "session_create",
+    "session_stop",
+    "session_resume",
+    "session_status",
+    "job_delegate",
+    "job_wait",
+    "job_status",
+    "job_list",
+    "job_log",
+    "job_cancel",
+    "loop_start",
+    "loop_status",
+    "events_recent",
+}
 QUICK = {"heartbeat_s": 2, "start_deadline_s": 30}  # K x N = 8 s of silence allowed: a loaded machine delays heartbeats
 
 
@@ -22,8 +35,16 @@ def test_tools_are_listed_and_looking_starts_nothing(workspace, tmux_server):  #
             tools = (await s.list_tools()).tools
             assert {t.name for t in tools} == TOOLS
             delegate = next(t for t in tools if t.name == "job_delegate")
-            assert {"target", "brief", "timeout_s", "start_deadline_s", "heartbeat_s", "parent_job", "job_id", "wait"} <= set(
-                delegate.input_schema["properties"])
+            assert {
+                "target",
+                "brief",
+                "timeout_s",
+                "start_deadline_s",
+                "heartbeat_s",
+                "parent_job",
+                "job_id",
+                "wait",
+            } <= set(delegate.input_schema["properties"])
             status = await call(s, "session_status")
             assert not status.error and status.data == {"sessions": []} and status.text == "no sessions"
             assert (await call(s, "job_list")).data == {"jobs": []}
@@ -77,9 +98,15 @@ def test_busy_session_is_an_error_with_exit_code_5_and_its_brief_never_reaches_t
         async with stdio_session(mcp_ws.root) as s:
             first = await call(s, "job_delegate", target="w", brief="demo-sleep: 30", **QUICK)
             assert not first.error and first.data["state"] in ("delivered", "running"), first.text
-            second = await call(s, "job_delegate", target="w", brief="SECOND-BRIEF-MARKER", dispatch_wait_s=0.5, **QUICK)
+            second = await call(
+                s, "job_delegate", target="w", brief="SECOND-BRIEF-MARKER", dispatch_wait_s=0.5, **QUICK
+            )
             assert second.error
-            assert second.data["exit_code"] == 5 and second.data["reason"] == "session_busy" and second.data["state"] == "cancelled"
+            assert (
+                second.data["exit_code"] == 5
+                and second.data["reason"] == "session_busy"
+                and second.data["state"] == "cancelled"
+            )
             assert "session_busy" in second.text
             cancelled = await call(s, "job_cancel", id=first.data["id"])
             assert not cancelled.error and cancelled.data["state"] == "cancelled" and cancelled.data["exit_code"] == 5
@@ -154,14 +181,18 @@ def test_a_client_that_goes_away_leaves_its_job_running_to_the_end(mcp_ws):  # t
 
     async def main() -> str:
         async with stdio_session(mcp_ws.root) as s:
-            sent = await call(s, "job_delegate", target="w", brief="demo-sleep: 3\ndemo-write: after.txt :: still done", **QUICK)
+            sent = await call(
+                s, "job_delegate", target="w", brief="demo-sleep: 3\ndemo-write: after.txt :: still done", **QUICK
+            )
             assert not sent.error, sent.text
             with anyio.move_on_after(0.5):
                 await call(s, "job_wait", id=sent.data["id"], timeout_s=30)  # given up mid-wait
             return sent.data["id"]  # type: ignore[no-any-return]
 
     job_id = anyio.run(main)
-    wait_for(lambda: job_state(job_id) == "completed", timeout=60, message="the job did not complete after its client left")
+    wait_for(
+        lambda: job_state(job_id) == "completed", timeout=60, message="the job did not complete after its client left"
+    )
     assert (mcp_ws.root / "after.txt").read_text() == "still done\n"
     kinds = [line["kind"] for line in read_audit(mcp_ws, job_id)]
     assert "taken_over" in kinds

@@ -35,7 +35,10 @@ def test_a_killed_pane_is_marked_terminated_within_the_interval(workspace, tmux_
     mon = spawn_mam("monitor", "--interval", "0.3")
     try:
         subprocess.run(["tmux", "-L", tmux_server.name, "kill-pane", "-t", s["pane_id"]], check=True)
-        poll(lambda: {r["name"]: r["status"] for r in status()} == {"victim": "terminated", "bystander": "running"}, timeout=10)
+        poll(
+            lambda: {r["name"]: r["status"] for r in status()} == {"victim": "terminated", "bystander": "running"},
+            timeout=10,
+        )
         repair = next(e for e in monitor_log(workspace) if e["kind"] == "repair")
         assert repair["session"] == "victim" and "pane gone" in repair["reason"]
     finally:
@@ -47,8 +50,12 @@ def test_an_unknown_agent_pane_is_registered_but_never_the_orchestrators(workspa
     tmux = ["tmux", "-L", tmux_server.name]
     demo = [sys.executable, "-m", "mam.agents.demo_agent", "--session-id"]
     subprocess.run([*tmux, "new-window", "-d", "-n", "stray", "--", *demo, "stray-convo"], check=True)
-    orc = subprocess.run([*tmux, "new-window", "-d", "-P", "-F", "#{pane_id}", "-n", "orc", "--", *demo, "orc-convo"], check=True,
-                         capture_output=True, text=True).stdout.strip()
+    orc = subprocess.run(
+        [*tmux, "new-window", "-d", "-P", "-F", "#{pane_id}", "-n", "orc", "--", *demo, "orc-convo"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
     shell = subprocess.run([*tmux, "new-window", "-d", "-n", "justashell", "--", "/bin/sh"], check=True)
     assert shell.returncode == 0
     mam("session", "onboard-orchestrator", "--backend", "tmux", "--server", tmux_server.name, "--pane", orc, check=True)
@@ -81,7 +88,11 @@ def test_looking_starts_nothing(workspace, tmux_server):  # type: ignore[no-unty
     assert not socket_path(tmux_server.name).exists()
     assert not (workspace.state / "broker" / "broker.pid").exists()
     # Other suites may run tmux at the same time: look only for this workspace's server and broker.
-    started = [p for p in set(os.listdir("/proc")) - before if p.isdigit() and (tmux_server.name in _cmd(p) or "mam.broker.serve" in _cmd(p))]
+    started = [
+        p
+        for p in set(os.listdir("/proc")) - before
+        if p.isdigit() and (tmux_server.name in _cmd(p) or "mam.broker.serve" in _cmd(p))
+    ]
     assert started == []
 
 
@@ -106,21 +117,33 @@ def _cmd(pid: str) -> str:
 
 def test_a_job_whose_wrapper_died_is_followed_to_its_end(wired, poll):  # type: ignore[no-untyped-def]
     create_demo("w", behaviour="slow", env={"MAM_DEMO_SLEEP_S": "2"})
-    wrapper = spawn_mam("job", "delegate", "--target", "w", "--brief", "work", "--job-id", "job-orphan", "--heartbeat", "0.5", "--json")
-    poll(lambda: json.loads(mam("job", "status", "job-orphan", "--json").stdout or "{}").get("state") == "running", timeout=30)
+    wrapper = spawn_mam(
+        "job", "delegate", "--target", "w", "--brief", "work", "--job-id", "job-orphan", "--heartbeat", "0.5", "--json"
+    )
+    poll(
+        lambda: json.loads(mam("job", "status", "job-orphan", "--json").stdout or "{}").get("state") == "running",
+        timeout=30,
+    )
     wrapper.kill()
     wrapper.wait(10)
     mon = spawn_mam("monitor", "--subscribe", "--interval", "0.2")
     try:
-        poll(lambda: json.loads(mam("job", "status", "job-orphan", "--json").stdout)["state"] == "completed", timeout=30)
+        poll(
+            lambda: json.loads(mam("job", "status", "job-orphan", "--json").stdout)["state"] == "completed", timeout=30
+        )
     finally:
         stop(mon)
 
 
 def test_an_orphaned_job_with_a_dead_agent_ends_by_its_deadline(wired, poll):  # type: ignore[no-untyped-def]
     s = create_demo("w", behaviour="slow", env={"MAM_DEMO_SLEEP_S": "60"})
-    wrapper = spawn_mam("job", "delegate", "--target", "w", "--brief", "work", "--job-id", "job-orphan2", "--heartbeat", "0.5", "--json")
-    poll(lambda: json.loads(mam("job", "status", "job-orphan2", "--json").stdout or "{}").get("state") == "running", timeout=30)
+    wrapper = spawn_mam(
+        "job", "delegate", "--target", "w", "--brief", "work", "--job-id", "job-orphan2", "--heartbeat", "0.5", "--json"
+    )
+    poll(
+        lambda: json.loads(mam("job", "status", "job-orphan2", "--json").stdout or "{}").get("state") == "running",
+        timeout=30,
+    )
     wrapper.kill()
     os.kill(s["pane_pid"], signal.SIGKILL)
 
@@ -132,7 +155,9 @@ def test_an_orphaned_job_with_a_dead_agent_ends_by_its_deadline(wired, poll):  #
     assert json.loads(mam("job", "status", "job-orphan2", "--json").stdout)["reason"] == "deadline_timeout"
 
 
-def test_the_monitor_polls_through_a_broker_outage_and_resubscribes(workspace, tmux_server, own_broker, monkeypatch, poll):  # type: ignore[no-untyped-def]
+def test_the_monitor_polls_through_a_broker_outage_and_resubscribes(
+    workspace, tmux_server, own_broker, monkeypatch, poll
+):  # type: ignore[no-untyped-def]
     broker = own_broker("mosquitto")
     for key, value in {**broker.env(), **FAST}.items():
         monkeypatch.setenv(key, value)
@@ -146,7 +171,10 @@ def test_the_monitor_polls_through_a_broker_outage_and_resubscribes(workspace, t
         subprocess.run(["tmux", "-L", tmux_server.name, "kill-pane", "-t", s["pane_id"]], check=True)
         poll(lambda: {r["name"]: r["status"] for r in status()}["a"] == "terminated", timeout=10)
         broker.restart()
-        poll(lambda: [e["kind"] for e in monitor_log(workspace) if e["kind"].startswith("broker_")][-1] == "broker_up", timeout=20)
+        poll(
+            lambda: [e["kind"] for e in monitor_log(workspace) if e["kind"].startswith("broker_")][-1] == "broker_up",
+            timeout=20,
+        )
         ups = [e for e in monitor_log(workspace) if e["kind"] == "broker_up"]
         assert "resubscribed" in ups[-1]["detail"]
     finally:

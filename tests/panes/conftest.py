@@ -63,7 +63,9 @@ def settings(**overrides: str) -> Settings:
 
 
 @pytest.fixture(params=["tmux", "herdr"])
-def harness(request: pytest.FixtureRequest, workspace: Workspace, tmux_server, short_config_home: Path) -> Iterator[Harness]:  # type: ignore[no-untyped-def]
+def harness(
+    request: pytest.FixtureRequest, workspace: Workspace, tmux_server, short_config_home: Path
+) -> Iterator[Harness]:  # type: ignore[no-untyped-def]
     if request.param == "tmux":
         yield Harness(
             kind="tmux",

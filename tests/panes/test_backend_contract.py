@@ -29,7 +29,9 @@ if sys.argv[2:] != ["exit"]:
 LAUNCH_ADDED = ("TMUX", "HERDR")  # what the multiplexer says about the pane; the launcher keeps it
 
 
-def probe(backend: PaneBackend, out: Path, cwd: Path, env: dict[str, str], *, name: str = "agent-1", exit: bool = False) -> PaneInfo:
+def probe(
+    backend: PaneBackend, out: Path, cwd: Path, env: dict[str, str], *, name: str = "agent-1", exit: bool = False
+) -> PaneInfo:
     argv = [sys.executable, "-c", PROBE, str(out), *(["exit"] if exit else [])]
     return backend.create_pane(name=name, argv=argv, cwd=str(cwd), env=env)
 
@@ -70,7 +72,13 @@ def test_pane_runs_argv_with_exact_env_and_cwd(harness: Harness, tmp_path: Path,
     backend = harness.backend
     workdir = tmp_path / "work dir; $(touch pwned) `id`"
     workdir.mkdir()
-    env = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "ONLY": "x y;$(z) `w` 'q' \"d\"", "UNICODE": "é 日本 🙂", "EMPTY": ""}
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "LANG": "C.UTF-8",
+        "ONLY": "x y;$(z) `w` 'q' \"d\"",
+        "UNICODE": "é 日本 🙂",
+        "EMPTY": "",
+    }
     out = tmp_path / "probe.json"
     info = probe(backend, out, workdir, env)
     seen = probe_result(out, poll)
@@ -95,7 +103,9 @@ def test_hostile_brief_arrives_byte_exact_and_keys_follow(harness: Harness, tmp_
     backend = harness.backend
     out = tmp_path / "pasted.bin"
     env = {"PATH": os.environ["PATH"], "LANG": "C.UTF-8"}
-    info = backend.create_pane(name="capture", argv=[sys.executable, str(PASTE_CAPTURE), str(out)], cwd=str(tmp_path), env=env)
+    info = backend.create_pane(
+        name="capture", argv=[sys.executable, str(PASTE_CAPTURE), str(out)], cwd=str(tmp_path), env=env
+    )
     # READY is printed after ESC[?2004h, so once it shows the multiplexer knows the program wants bracketed paste.
     poll(lambda: "READY" in backend.capture(info.pane_id), timeout=20, message=lambda: backend.capture(info.pane_id))
 
@@ -110,7 +120,11 @@ def test_hostile_brief_arrives_byte_exact_and_keys_follow(harness: Harness, tmp_
     for keys, sent in ((("Enter",), b"\r"), (("C-c",), b"\x03"), (("C-d",), b"\x04"), (("Escape", "Tab"), b"\x1b\t")):
         backend.send_keys(info.pane_id, *keys)
         expected += sent
-        poll(lambda want=expected: after.exists() and after.read_bytes() == want, timeout=10, message=lambda: repr(after.read_bytes()))
+        poll(
+            lambda want=expected: after.exists() and after.read_bytes() == want,
+            timeout=10,
+            message=lambda: repr(after.read_bytes()),
+        )
     backend.type_text(info.pane_id, "/exit")
     expected += b"/exit"
     poll(lambda: after.read_bytes() == expected, timeout=10, message=lambda: repr(after.read_bytes()))

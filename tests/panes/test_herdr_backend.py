@@ -76,8 +76,13 @@ def test_unknown_protocol_is_refused_before_any_other_request(backend: HerdrBack
     fake = FakeHerdr(backend.socket_path, protocol=protocol, version="9.9.9").start()
     try:
         assert backend.server_running()  # a liveness probe, not a promise to talk
-        for attempt in (backend.ensure_server, backend.panes, lambda: backend.pane("w1:p1"), lambda: backend.capture("w1:p1"),
-                        lambda: backend.create_pane(name="a", argv=["true"], cwd="/", env={})):
+        for attempt in (
+            backend.ensure_server,
+            backend.panes,
+            lambda: backend.pane("w1:p1"),
+            lambda: backend.capture("w1:p1"),
+            lambda: backend.create_pane(name="a", argv=["true"], cwd="/", env={}),
+        ):
             with pytest.raises(HerdrProtocolError) as e:
                 attempt()
             message = str(e.value)
@@ -147,7 +152,9 @@ def test_autostart_runs_herdr_session_server_and_stops_it(started: HerdrBackend,
 
     out = tmp_path / "probe.txt"
     script = "import os,sys; open(sys.argv[1],'w').write(str(os.getpid())); sys.stdin.read()"
-    info = backend.create_pane(name="a", argv=[sys.executable, "-c", script, str(out)], cwd=str(tmp_path), env={"PATH": "/usr/bin:/bin"})
+    info = backend.create_pane(
+        name="a", argv=[sys.executable, "-c", script, str(out)], cwd=str(tmp_path), env={"PATH": "/usr/bin:/bin"}
+    )
     poll(lambda: out.exists() and out.read_text(), timeout=20)
     assert info.pid == int(out.read_text())
     backend.ensure_server()  # running: nothing new
@@ -159,7 +166,9 @@ def test_autostart_runs_herdr_session_server_and_stops_it(started: HerdrBackend,
     poll(lambda: not pid_alive(info.pid), timeout=10)
 
 
-def test_no_autostart_refuses_and_starts_nothing(backend: HerdrBackend, herdr_on_path: Path, workspace: Workspace) -> None:
+def test_no_autostart_refuses_and_starts_nothing(
+    backend: HerdrBackend, herdr_on_path: Path, workspace: Workspace
+) -> None:
     refusing = HerdrBackend(backend.server, settings=settings(MAM_NO_AUTOSTART="1"), ws=workspace)
     for attempt in (refusing.ensure_server, lambda: refusing.create_pane(name="a", argv=["true"], cwd="/", env={})):
         with pytest.raises(PaneError, match="MAM_NO_AUTOSTART=1"):
@@ -169,7 +178,9 @@ def test_no_autostart_refuses_and_starts_nothing(backend: HerdrBackend, herdr_on
 
 
 def test_autostart_refuses_an_unknown_protocol_and_stops_that_server(
-    started: HerdrBackend, monkeypatch: pytest.MonkeyPatch, poll  # type: ignore[no-untyped-def]
+    started: HerdrBackend,
+    monkeypatch: pytest.MonkeyPatch,
+    poll,  # type: ignore[no-untyped-def]
 ) -> None:
     monkeypatch.setenv("FAKE_HERDR_PROTOCOL", "21")
     with pytest.raises(HerdrProtocolError, match="protocol 21"):
@@ -185,7 +196,9 @@ def test_missing_herdr_binary_is_a_clear_error(workspace: Workspace, short_confi
         backend.ensure_server()
 
 
-def test_started_server_gets_users_config_with_resume_off(started: HerdrBackend, short_config_home: Path, workspace: Workspace) -> None:
+def test_started_server_gets_users_config_with_resume_off(
+    started: HerdrBackend, short_config_home: Path, workspace: Workspace
+) -> None:
     user = short_config_home / "herdr" / "config.toml"
     user.parent.mkdir(parents=True)
     user.write_text(USER_CONFIG)
@@ -214,15 +227,29 @@ def test_unreadable_user_config_still_turns_resume_off(
     with caplog.at_level("WARNING", logger="mam.panes.herdr_config"):
         started.ensure_server()
     assert "cannot read herdr config" in caplog.text
-    assert tomllib.loads(session_config_path(workspace, started.server).read_text()) == {"session": {"resume_agents_on_restore": False}}
+    assert tomllib.loads(session_config_path(workspace, started.server).read_text()) == {
+        "session": {"resume_agents_on_restore": False}
+    }
     assert fake_server_state(started.socket_path)["resume_agents_on_restore"] is False
 
 
 # -- small pieces ----------------------------------------------------------------------------------
 @pytest.mark.parametrize(
     "name, key",
-    [("Enter", "enter"), ("Escape", "esc"), ("Tab", "tab"), ("BTab", "shift+tab"), ("BSpace", "backspace"), ("C-c", "ctrl+c"),
-     ("C-d", "ctrl+d"), ("M-x", "alt+x"), ("C-M-a", "ctrl+alt+a"), ("F5", "f5"), ("y", "y"), ("-", "minus")],
+    [
+        ("Enter", "enter"),
+        ("Escape", "esc"),
+        ("Tab", "tab"),
+        ("BTab", "shift+tab"),
+        ("BSpace", "backspace"),
+        ("C-c", "ctrl+c"),
+        ("C-d", "ctrl+d"),
+        ("M-x", "alt+x"),
+        ("C-M-a", "ctrl+alt+a"),
+        ("F5", "f5"),
+        ("y", "y"),
+        ("-", "minus"),
+    ],
 )
 def test_key_names_map_to_herdr_combos(name: str, key: str) -> None:
     assert herdr_key(name) == key

@@ -16,6 +16,7 @@ KEY_VAR = "SCRIPTED_MODEL_API_KEY"  # a dummy key: the server never checks it
 APPROVAL_TEXT = "Would you like to run the following command?"
 TRUST_TEXT = "Trust this folder?"
 
+
 def write_config(codex_home: Path, *, base_url: str, model: str = "scripted-model") -> Path:
     """The user's own config.toml: only the model provider (no trust, no approval settings: those
     are what mam must add or leave alone)."""

@@ -48,5 +48,7 @@ def hermes_terminal_loses_pane_path() -> bool:
         pane = {"HOME": str(home), "PATH": f"{keep}{os.pathsep}/usr/bin{os.pathsep}/bin"}
         ctx = LaunchContext(session="gap", cwd=tmp, state_dir=Path(tmp) / "state", env=pane)
         env = {**pane, **get_adapter("hermes").session_options(ctx).env}
-        run = subprocess.run(["bash", "-l", "-c", 'printf %s "$PATH"'], env=env, cwd=tmp, capture_output=True, text=True, timeout=60)
+        run = subprocess.run(
+            ["bash", "-l", "-c", 'printf %s "$PATH"'], env=env, cwd=tmp, capture_output=True, text=True, timeout=60
+        )
         return str(keep) not in run.stdout.split(os.pathsep)

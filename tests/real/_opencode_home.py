@@ -63,8 +63,12 @@ def _rows(db: Path, sql: str, args: tuple[Any, ...] = ()) -> list[tuple[Any, ...
 
 def user_texts(db: Path, session_id: str) -> list[str]:
     """The text parts of the session's user messages, in order (what was submitted as prompts)."""
-    rows = _rows(db, "SELECT m.data, p.data FROM part p JOIN message m ON m.id = p.message_id "
-                     "WHERE p.session_id = ? ORDER BY p.time_created, p.id", (session_id,))
+    rows = _rows(
+        db,
+        "SELECT m.data, p.data FROM part p JOIN message m ON m.id = p.message_id "
+        "WHERE p.session_id = ? ORDER BY p.time_created, p.id",
+        (session_id,),
+    )
     out = []
     for mdata, pdata in rows:
         m, p = json.loads(mdata), json.loads(pdata)

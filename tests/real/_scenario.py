@@ -30,13 +30,24 @@ FOOTER_KINDS = ["started", "progress", "completed"]
 
 def home_env(home: Path) -> dict[str, str]:
     return {
-        "HOME": str(home), "XDG_CONFIG_HOME": str(home / ".config"), "XDG_DATA_HOME": str(home / ".local/share"),
-        "XDG_STATE_HOME": str(home / ".local/state"), "XDG_CACHE_HOME": str(home / ".cache"),
+        "HOME": str(home),
+        "XDG_CONFIG_HOME": str(home / ".config"),
+        "XDG_DATA_HOME": str(home / ".local/share"),
+        "XDG_STATE_HOME": str(home / ".local/state"),
+        "XDG_CACHE_HOME": str(home / ".cache"),
     }
 
 
-def make_rig(name: str, exe: Path, root: Path, *, tmux: PrivateTmux, broker: brokers.RunningBroker, model: Any,
-             env: dict[str, str]) -> Rig:
+def make_rig(
+    name: str,
+    exe: Path,
+    root: Path,
+    *,
+    tmux: PrivateTmux,
+    broker: brokers.RunningBroker,
+    model: Any,
+    env: dict[str, str],
+) -> Rig:
     """A rig whose HOME, workspace and tmux server live under `root` (module-scoped callers)."""
     home, ws = root / "home", root / "ws"
     for sub in ("", ".config", ".local/share", ".local/state", ".cache"):
@@ -44,15 +55,27 @@ def make_rig(name: str, exe: Path, root: Path, *, tmux: PrivateTmux, broker: bro
     ws.mkdir(exist_ok=True)
     full = {
         "PATH": os.pathsep.join([str(exe.parent), os.environ.get("PATH", os.defpath)]),
-        "TERM": "xterm-256color", "LANG": "C.UTF-8", "SHELL": "/bin/bash", **home_env(home),
-        **broker.env(), **FAST, "MAM_TMUX_SERVER": tmux.name, "MAM_WORKSPACE": str(ws), **env,
+        "TERM": "xterm-256color",
+        "LANG": "C.UTF-8",
+        "SHELL": "/bin/bash",
+        **home_env(home),
+        **broker.env(),
+        **FAST,
+        "MAM_TMUX_SERVER": tmux.name,
+        "MAM_WORKSPACE": str(ws),
+        **env,
     }
     return Rig(name, exe, home, Workspace(ws), tmux, full, model)
 
 
 @contextmanager
-def module_rig(name: str, tmp_path_factory: pytest.TempPathFactory, broker: brokers.RunningBroker, model_class: Callable[..., Any],
-               env: Callable[[Path, Any], dict[str, str]] = lambda root, model: {}) -> Iterator[Rig]:
+def module_rig(
+    name: str,
+    tmp_path_factory: pytest.TempPathFactory,
+    broker: brokers.RunningBroker,
+    model_class: Callable[..., Any],
+    env: Callable[[Path, Any], dict[str, str]] = lambda root, model: {},
+) -> Iterator[Rig]:
     """The cached CLI `name` with a scripted model server (its requests logged under the root), a
     private tmux server and `make_rig`'s HOME and workspace; `env(root, model)` adds to the env.
     Afterwards: every session the rig created is stopped, then tmux and the model server."""
@@ -70,7 +93,9 @@ def module_rig(name: str, tmp_path_factory: pytest.TempPathFactory, broker: brok
 
 def version_output(rig: Rig, timeout: float = 60) -> subprocess.CompletedProcess[str]:
     """`<cli> --version` with the rig's env (the caller checks the pinned version in it)."""
-    return subprocess.run([str(rig.exe), "--version"], env=rig.env, capture_output=True, text=True, timeout=timeout, check=False)
+    return subprocess.run(
+        [str(rig.exe), "--version"], env=rig.env, capture_output=True, text=True, timeout=timeout, check=False
+    )
 
 
 def git_folder(path: Path) -> Path:
@@ -90,16 +115,32 @@ class Delegation:
 
     def commands(self, rig: Rig) -> list[str]:
         """The commands the scripted model asked the CLI to run for this job (and later ones)."""
-        return [r.command for r in rig.model.snapshot()[self.model_from:] if r.command]
+        return [r.command for r in rig.model.snapshot()[self.model_from :] if r.command]
 
 
-def delegate(rig: Rig, session: str, text: str, *, timeout: float = 120, start_deadline: float = 60, heartbeat: float = 30) -> Delegation:
+def delegate(
+    rig: Rig, session: str, text: str, *, timeout: float = 120, start_deadline: float = 60, heartbeat: float = 30
+) -> Delegation:
     """Delegate `text` with a unique tag appended (or put where `{tag}` stands)."""
     tag = f"BRIEF-{uuid.uuid4().hex[:12]}"
     brief = text.replace("{tag}", tag) if "{tag}" in text else f"{text} {tag}"
     before = len(rig.model.snapshot())
-    proc = rig.mam("job", "delegate", "--target", f"tmux:{session}", "--brief", brief, "--timeout", str(timeout),
-                   "--start-deadline", str(start_deadline), "--heartbeat", str(heartbeat), "--json", timeout=timeout + 60)
+    proc = rig.mam(
+        "job",
+        "delegate",
+        "--target",
+        f"tmux:{session}",
+        "--brief",
+        brief,
+        "--timeout",
+        str(timeout),
+        "--start-deadline",
+        str(start_deadline),
+        "--heartbeat",
+        str(heartbeat),
+        "--json",
+        timeout=timeout + 60,
+    )
     record = json.loads(proc.stdout) if proc.stdout.strip().startswith("{") else {}
     return Delegation(tag, proc.returncode, record, proc.stderr, before)
 
@@ -121,8 +162,10 @@ def explain(rig: Rig, session: str, d: Delegation | None = None) -> str:
     if d and d.record.get("id"):
         lines = rig.mam_json("job", "log", d.record["id"])
         steps = ", ".join(str(line.get("kind")) + (f" ({line['note']})" if line.get("note") else "") for line in lines)
-    return (f"{head}--- session: {row.get('status')} ({row.get('note', '')})\n--- audit: {steps}\n"
-            f"--- model asked to run: {ran}\n--- pane:\n{shown}")
+    return (
+        f"{head}--- session: {row.get('status')} ({row.get('note', '')})\n--- audit: {steps}\n"
+        f"--- model asked to run: {ran}\n--- pane:\n{shown}"
+    )
 
 
 def delegate_completed(rig: Rig, session: str, text: str, **options: float) -> Delegation:
@@ -163,8 +206,19 @@ def left_waiting(rig: Rig, session: str, d: Delegation) -> tuple[str, str]:
 
 def refused_without_trust(rig: Rig, session: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     """`session create --no-trust` in a folder the CLI never trusted fails with one line naming it."""
-    proc = rig.mam("session", "create", "--agent", rig.name, "--role", "developer", "--session", session,
-                   "--cwd", str(cwd), "--no-trust")
+    proc = rig.mam(
+        "session",
+        "create",
+        "--agent",
+        rig.name,
+        "--role",
+        "developer",
+        "--session",
+        session,
+        "--cwd",
+        str(cwd),
+        "--no-trust",
+    )
     rig.sessions.append(session)  # stopped at the end should it have started after all
     assert proc.returncode != 0, proc.stdout
     assert "trust" in proc.stderr and str(cwd) in proc.stderr, proc.stderr

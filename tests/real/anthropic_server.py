@@ -130,10 +130,13 @@ class FooterScript:
             if not commands:
                 continue
             plan = [*self.before, *commands]
-            done = sum(len(tool_uses(m)) for m in turns[index + 1:] if m.get("role") == "assistant")
+            done = sum(len(tool_uses(m)) for m in turns[index + 1 :] if m.get("role") == "assistant")
             if done < len(plan):
                 command = plan[done]
-                return [Text(f"Running step {done + 1}."), ToolUse("Bash", {"command": command, "description": f"step {done + 1}"})]
+                return [
+                    Text(f"Running step {done + 1}."),
+                    ToolUse("Bash", {"command": command, "description": f"step {done + 1}"}),
+                ]
             return [Text(self.final_text)]
         last = last_user_turn(body)
         return [Text(f"Noted ({len(text_of(last.get('content')) if last else '')} characters); nothing to run.")]
@@ -224,9 +227,13 @@ class _Handler(QuietHandler):
             reply = server.script(body)
         except Exception as e:  # a broken script must show up in the test, not hang the CLI
             reply = [Text(f"script error: {type(e).__name__}: {e}")]
-        usage = {"input_tokens": 10 + len(json.dumps(body.get("messages", []))) // 40,
-                 "output_tokens": 5 + sum(len(json.dumps(b.input)) if isinstance(b, ToolUse) else len(b.text) for b in reply) // 4,
-                 "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0}
+        usage = {
+            "input_tokens": 10 + len(json.dumps(body.get("messages", []))) // 40,
+            "output_tokens": 5
+            + sum(len(json.dumps(b.input)) if isinstance(b, ToolUse) else len(b.text) for b in reply) // 4,
+            "cache_creation_input_tokens": 0,
+            "cache_read_input_tokens": 0,
+        }
         message_id = f"msg_{uuid.uuid4().hex[:24]}"
         server._record(Request(self.path, body, reply, usage, message_id))
         model = str(body.get("model") or "claude-scripted")
@@ -247,30 +254,86 @@ def message_json(message_id: str, model: str, reply: list[Block], usage: dict[st
             content.append({"type": "text", "text": block.text})
         else:
             content.append({"type": "tool_use", "id": block.id, "name": block.name, "input": block.input})
-    return {"id": message_id, "type": "message", "role": "assistant", "model": model, "content": content,
-            "stop_reason": stop_reason(reply), "stop_sequence": None, "usage": usage}
+    return {
+        "id": message_id,
+        "type": "message",
+        "role": "assistant",
+        "model": model,
+        "content": content,
+        "stop_reason": stop_reason(reply),
+        "stop_sequence": None,
+        "usage": usage,
+    }
 
 
-def stream_events(message_id: str, model: str, reply: list[Block], usage: dict[str, int]) -> list[tuple[str, dict[str, Any]]]:
+def stream_events(
+    message_id: str, model: str, reply: list[Block], usage: dict[str, int]
+) -> list[tuple[str, dict[str, Any]]]:
     """The server-sent events of one streamed reply, in the order the Messages API sends them."""
     start_usage = {**usage, "output_tokens": 1}
-    message = {"id": message_id, "type": "message", "role": "assistant", "model": model, "content": [],
-               "stop_reason": None, "stop_sequence": None, "usage": start_usage}
-    events: list[tuple[str, dict[str, Any]]] = [("message_start", {"type": "message_start", "message": message}),
-                                                ("ping", {"type": "ping"})]
+    message = {
+        "id": message_id,
+        "type": "message",
+        "role": "assistant",
+        "model": model,
+        "content": [],
+        "stop_reason": None,
+        "stop_sequence": None,
+        "usage": start_usage,
+    }
+    events: list[tuple[str, dict[str, Any]]] = [
+        ("message_start", {"type": "message_start", "message": message}),
+        ("ping", {"type": "ping"}),
+    ]
     for index, block in enumerate(reply):
         if isinstance(block, Text):
-            events.append(("content_block_start", {"type": "content_block_start", "index": index,
-                                                   "content_block": {"type": "text", "text": ""}}))
-            events.append(("content_block_delta", {"type": "content_block_delta", "index": index,
-                                                   "delta": {"type": "text_delta", "text": block.text}}))
+            events.append(
+                (
+                    "content_block_start",
+                    {"type": "content_block_start", "index": index, "content_block": {"type": "text", "text": ""}},
+                )
+            )
+            events.append(
+                (
+                    "content_block_delta",
+                    {
+                        "type": "content_block_delta",
+                        "index": index,
+                        "delta": {"type": "text_delta", "text": block.text},
+                    },
+                )
+            )
         else:
-            events.append(("content_block_start", {"type": "content_block_start", "index": index,
-                                                   "content_block": {"type": "tool_use", "id": block.id, "name": block.name, "input": {}}}))
-            events.append(("content_block_delta", {"type": "content_block_delta", "index": index,
-                                                   "delta": {"type": "input_json_delta", "partial_json": json.dumps(block.input)}}))
+            events.append(
+                (
+                    "content_block_start",
+                    {
+                        "type": "content_block_start",
+                        "index": index,
+                        "content_block": {"type": "tool_use", "id": block.id, "name": block.name, "input": {}},
+                    },
+                )
+            )
+            events.append(
+                (
+                    "content_block_delta",
+                    {
+                        "type": "content_block_delta",
+                        "index": index,
+                        "delta": {"type": "input_json_delta", "partial_json": json.dumps(block.input)},
+                    },
+                )
+            )
         events.append(("content_block_stop", {"type": "content_block_stop", "index": index}))
-    events.append(("message_delta", {"type": "message_delta", "delta": {"stop_reason": stop_reason(reply), "stop_sequence": None},
-                                     "usage": {"output_tokens": usage["output_tokens"]}}))
+    events.append(
+        (
+            "message_delta",
+            {
+                "type": "message_delta",
+                "delta": {"stop_reason": stop_reason(reply), "stop_sequence": None},
+                "usage": {"output_tokens": usage["output_tokens"]},
+            },
+        )
+    )
     events.append(("message_stop", {"type": "message_stop"}))
     return events

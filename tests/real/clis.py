@@ -49,7 +49,7 @@ class Cli:
                 return None
         dist = self.package.replace("-", "_")
         for info in root.glob(f"lib/python*/site-packages/{dist}-*.dist-info"):
-            return info.name[len(dist) + 1:-len(".dist-info")]
+            return info.name[len(dist) + 1 : -len(".dist-info")]
         return None
 
     def ready(self, cache: Path) -> bool:

@@ -86,12 +86,16 @@ class Rig:
     model: Any  # the scripted model server
     sessions: list[str] = field(default_factory=list)
 
-    def mam(self, *args: str, timeout: float = 120, check: bool = False, extra_env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    def mam(
+        self, *args: str, timeout: float = 120, check: bool = False, extra_env: dict[str, str] | None = None
+    ) -> subprocess.CompletedProcess[str]:
         return mam(*args, env={**self.env, **(extra_env or {})}, timeout=timeout, check=check)
 
     def mam_json(self, *args: str, timeout: float = 120) -> Any:
         proc = self.mam(*args, "--json", timeout=timeout)
-        assert proc.returncode == 0, f"mam {' '.join(args)} exited {proc.returncode}\nstdout: {proc.stdout}\nstderr: {proc.stderr}"
+        assert proc.returncode == 0, (
+            f"mam {' '.join(args)} exited {proc.returncode}\nstdout: {proc.stdout}\nstderr: {proc.stderr}"
+        )
         return json.loads(proc.stdout)
 
     def create(self, session: str, *extra: str, cwd: Path | None = None) -> dict[str, Any]:
@@ -114,8 +118,12 @@ class Rig:
         return "\n".join([line for line in self.screen(pane_id).splitlines() if line.strip()][-lines:])
 
     def pane_alive(self, pane_id: str) -> bool:
-        out = subprocess.run(["tmux", "-L", self.tmux.name, "display-message", "-p", "-t", pane_id, "#{pane_dead}"],
-                             capture_output=True, text=True, check=False)
+        out = subprocess.run(
+            ["tmux", "-L", self.tmux.name, "display-message", "-p", "-t", pane_id, "#{pane_dead}"],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
         return out.returncode == 0 and out.stdout.strip() == "0"
 
     def wait_screen(self, pane_id: str, text: str, timeout: float = 30) -> str:
@@ -133,10 +141,14 @@ class Rig:
 
 def claude_home(home: Path, api_key: str) -> None:
     """The least a fresh Claude Code needs to start without a login: onboarding done, the key approved."""
-    (home / ".claude.json").write_text(json.dumps({
-        "hasCompletedOnboarding": True,
-        "customApiKeyResponses": {"approved": [api_key[-20:]], "rejected": []},
-    }))
+    (home / ".claude.json").write_text(
+        json.dumps(
+            {
+                "hasCompletedOnboarding": True,
+                "customApiKeyResponses": {"approved": [api_key[-20:]], "rejected": []},
+            }
+        )
+    )
 
 
 def claude_env(exe: Path, home: Path, base_url: str, api_key: str) -> dict[str, str]:
@@ -154,14 +166,24 @@ def claude_env(exe: Path, home: Path, base_url: str, api_key: str) -> dict[str, 
 
 
 @pytest.fixture
-def claude_rig(isolated_env: Path, workspace: Workspace, tmux_server: PrivateTmux, real_broker: brokers.RunningBroker,
-               anthropic_server: AnthropicServer) -> Iterator[Rig]:
+def claude_rig(
+    isolated_env: Path,
+    workspace: Workspace,
+    tmux_server: PrivateTmux,
+    real_broker: brokers.RunningBroker,
+    anthropic_server: AnthropicServer,
+) -> Iterator[Rig]:
     """Claude Code 2.1.332 from the cache, a temp HOME made for it, the scripted Anthropic server, a workspace on a real broker."""
     exe = require_cli("claude")
     api_key = f"sk-ant-api03-{secrets.token_urlsafe(48)}"
     claude_home(isolated_env, api_key)
-    env = {**real_broker.env(), **FAST, "MAM_TMUX_SERVER": tmux_server.name, "MAM_WORKSPACE": str(workspace.root),
-           **claude_env(exe, isolated_env, anthropic_server.base_url, api_key)}
+    env = {
+        **real_broker.env(),
+        **FAST,
+        "MAM_TMUX_SERVER": tmux_server.name,
+        "MAM_WORKSPACE": str(workspace.root),
+        **claude_env(exe, isolated_env, anthropic_server.base_url, api_key),
+    }
     # No `mam session stop` at the end: the tmux_server fixture's kill ends every pane's agent
     # (Claude exits on SIGHUP), and a stop would only wait on a pane left showing a prompt.
     yield Rig("claude", exe, isolated_env, workspace, tmux_server, env, anthropic_server)
@@ -196,7 +218,9 @@ def claude_prompts(transcript: Path) -> list[str]:
         content = message.get("content")
         if isinstance(content, str):
             prompts.append(content)
-        elif isinstance(content, list) and not any(isinstance(b, dict) and b.get("type") == "tool_result" for b in content):
+        elif isinstance(content, list) and not any(
+            isinstance(b, dict) and b.get("type") == "tool_result" for b in content
+        ):
             prompts.append("\n".join(str(b.get("text", "")) for b in content if isinstance(b, dict)))
     return prompts
 

@@ -115,24 +115,55 @@ class GeminiModel(LoopbackServer[Recorded]):
         return [r.command for r in self.snapshot() if r.command]
 
     def _log_entry(self, rec: Recorded) -> dict[str, Any]:
-        return {"api": rec.api, "model": rec.model, "reply": rec.reply, "command": rec.command, "usage": rec.usage, "body": rec.body}
+        return {
+            "api": rec.api,
+            "model": rec.model,
+            "reply": rec.reply,
+            "command": rec.command,
+            "usage": rec.usage,
+            "body": rec.body,
+        }
 
     # one reply: a list of parts and the usage
     def answer(self, api: str, model: str, body: dict[str, Any]) -> dict[str, Any]:
         config = body.get("generationConfig") or {}
         schema = config.get("responseJsonSchema") or config.get("responseSchema")
-        side = bool(schema) or config.get("responseMimeType") == "application/json" or SHELL_TOOL not in tool_names(body)
+        side = (
+            bool(schema) or config.get("responseMimeType") == "application/json" or SHELL_TOOL not in tool_names(body)
+        )
         step: Step | None = None
         if side:
-            parts: list[dict[str, Any]] = [{"text": json.dumps(fill_schema(schema)) if schema or config.get("responseMimeType") == "application/json"
-                                            else "Scripted title"}]
+            parts: list[dict[str, Any]] = [
+                {
+                    "text": json.dumps(fill_schema(schema))
+                    if schema or config.get("responseMimeType") == "application/json"
+                    else "Scripted title"
+                }
+            ]
         else:
             text, done = turn(body.get("contents") or [])
             step = next_step(text, done)
-            parts = [{"functionCall": {"name": SHELL_TOOL, "args": {"command": step.command}}}] if step else [{"text": FINAL_TEXT}]
+            parts = (
+                [{"functionCall": {"name": SHELL_TOOL, "args": {"command": step.command}}}]
+                if step
+                else [{"text": FINAL_TEXT}]
+            )
         prompt_tokens, out_tokens = max(1, len(json.dumps(body)) // 4), 12
-        usage = {"promptTokenCount": prompt_tokens, "candidatesTokenCount": out_tokens, "totalTokenCount": prompt_tokens + out_tokens}
-        self._record(Recorded(api, model, body, "side" if side else ("tool" if step else "text"), step.command if step else None, usage))
+        usage = {
+            "promptTokenCount": prompt_tokens,
+            "candidatesTokenCount": out_tokens,
+            "totalTokenCount": prompt_tokens + out_tokens,
+        }
+        self._record(
+            Recorded(
+                api,
+                model,
+                body,
+                "side" if side else ("tool" if step else "text"),
+                step.command if step else None,
+                usage,
+            )
+        )
         return {
             "candidates": [{"content": {"role": "model", "parts": parts}, "finishReason": "STOP", "index": 0}],
             "usageMetadata": usage,

@@ -41,7 +41,9 @@ def _run(argv: list[str], log: Path, cwd: Path | None = None) -> int:
     with open(log, "a", encoding="utf-8") as out:
         out.write(f"$ {' '.join(argv)}\n")
         out.flush()
-        proc = subprocess.run(argv, cwd=cwd, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, check=False)
+        proc = subprocess.run(
+            argv, cwd=cwd, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, check=False
+        )
         out.write(f"rc={proc.returncode}\n")
     return proc.returncode
 
@@ -58,7 +60,19 @@ def install_npm(cli: Cli, cache: Path, log: Path) -> int:
         return 127
     folder = cli.folder(cache)
     folder.mkdir(parents=True, exist_ok=True)
-    rc = _run([npm, "install", "--prefix", str(folder), "--no-audit", "--no-fund", "--save-exact", f"{cli.package}@{cli.version}"], log)
+    rc = _run(
+        [
+            npm,
+            "install",
+            "--prefix",
+            str(folder),
+            "--no-audit",
+            "--no-fund",
+            "--save-exact",
+            f"{cli.package}@{cli.version}",
+        ],
+        log,
+    )
     if rc == 0 and cli.executable(cache) is None:
         # Some npm set-ups skip install scripts; the package's own installer puts the binary in place.
         script = folder / "node_modules" / cli.package / "install.cjs"
@@ -79,7 +93,9 @@ def install_pypi(cli: Cli, cache: Path, log: Path) -> int:
         rc = _run([python, "-m", "venv", str(folder)], log)
         if rc:
             return rc
-    return _run([str(folder / "bin" / "python"), "-m", "pip", "install", "--quiet", f"{cli.package}=={cli.version}"], log)
+    return _run(
+        [str(folder / "bin" / "python"), "-m", "pip", "install", "--quiet", f"{cli.package}=={cli.version}"], log
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -98,7 +114,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"real CLIs: all {len(chosen)} pinned CLIs already in {cache}")
         return 0
     for c in [c for c in missing if toolchain_missing(c)]:
-        print(f"real CLIs: {toolchain_missing(c)} not found; not installing {c.name} {c.version} (tests/real will skip it)")
+        print(
+            f"real CLIs: {toolchain_missing(c)} not found; not installing {c.name} {c.version} (tests/real will skip it)"
+        )
         missing.remove(c)
     if not missing:
         return 0
@@ -106,7 +124,9 @@ def main(argv: list[str] | None = None) -> int:
     down = [k for k in kinds if not reachable(REGISTRIES[k])]
     if down:
         names = ", ".join(f"{c.name} {c.version}" for c in missing)
-        print(f"real CLIs: {' and '.join(down)} registry unreachable; not installing {names} (tests/real will skip them)")
+        print(
+            f"real CLIs: {' and '.join(down)} registry unreachable; not installing {names} (tests/real will skip them)"
+        )
         return 0
     cache.mkdir(parents=True, exist_ok=True)
     failed = []
@@ -115,7 +135,9 @@ def main(argv: list[str] | None = None) -> int:
         log = cache / f"{c.folder(cache).name}.log"
         rc = install_npm(c, cache, log) if c.registry == "npm" else install_pypi(c, cache, log)
         ok = rc == 0 and c.ready(cache)
-        print(f"real CLIs: {c.name} {c.version} {'installed' if ok else f'FAILED (rc={rc}, see {log})'} in {time.monotonic() - started:.0f}s")
+        print(
+            f"real CLIs: {c.name} {c.version} {'installed' if ok else f'FAILED (rc={rc}, see {log})'} in {time.monotonic() - started:.0f}s"
+        )
         if not ok:
             failed.append(c.name)
     if failed:  # the registry answered, so this is a real failure (a pin gone, a broken package)

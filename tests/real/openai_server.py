@@ -129,7 +129,9 @@ def responses_texts(body: dict[str, Any]) -> list[str]:
 
 
 def chat_texts(body: dict[str, Any]) -> list[str]:
-    return [_text_of(m.get("content")) for m in body.get("messages", []) if isinstance(m, dict) and m.get("role") == "user"]
+    return [
+        _text_of(m.get("content")) for m in body.get("messages", []) if isinstance(m, dict) and m.get("role") == "user"
+    ]
 
 
 # -- tools ----------------------------------------------------------------------------------
@@ -150,7 +152,11 @@ def shell_call(tools: list[Any], step: Step) -> tuple[str, dict[str, Any]]:
     command = step.command
     if "exec_command" in named:  # Codex's unified exec tool
         if step.escalate:
-            return "exec_command", {"cmd": command, "sandbox_permissions": "require_escalated", "justification": "The brief asks for it"}
+            return "exec_command", {
+                "cmd": command,
+                "sandbox_permissions": "require_escalated",
+                "justification": "The brief asks for it",
+            }
         return "exec_command", {"cmd": command}
     if "shell" in named:  # older Codex builds
         return "shell", {"command": ["bash", "-c", command]}
@@ -215,18 +221,38 @@ class ScriptedModel(LoopbackServer[Recorded]):
         step = None if side else next_step(text, done)
         in_tok, out_tok = self._usage(body)
         usage = {"input_tokens": in_tok, "output_tokens": out_tok}
-        self._record(Recorded("responses", "/v1/responses", body, "side" if side else ("tool" if step else "text"), step.command if step else None, usage))
+        self._record(
+            Recorded(
+                "responses",
+                "/v1/responses",
+                body,
+                "side" if side else ("tool" if step else "text"),
+                step.command if step else None,
+                usage,
+            )
+        )
 
         yield _event("response.created", response={"id": rid, "status": "in_progress", "model": self.model})
         if step is not None:
             name, args = shell_call(body.get("tools", []), step)
             arguments = json.dumps(args)
-            item = {"type": "function_call", "id": f"fc_{n}", "call_id": f"call_{n}", "name": name, "arguments": "", "status": "in_progress"}
+            item = {
+                "type": "function_call",
+                "id": f"fc_{n}",
+                "call_id": f"call_{n}",
+                "name": name,
+                "arguments": "",
+                "status": "in_progress",
+            }
             at = {"item_id": item["id"], "output_index": 0}
             yield _event("response.output_item.added", output_index=0, item=item)
             yield _event("response.function_call_arguments.delta", **at, delta=arguments)
             yield _event("response.function_call_arguments.done", **at, arguments=arguments)
-            yield _event("response.output_item.done", output_index=0, item={**item, "arguments": arguments, "status": "completed"})
+            yield _event(
+                "response.output_item.done",
+                output_index=0,
+                item={**item, "arguments": arguments, "status": "completed"},
+            )
         else:
             reply = _side_text(fmt) if side else FINAL_TEXT
             msg = {"type": "message", "id": f"msg_{n}", "role": "assistant", "status": "in_progress", "content": []}
@@ -236,7 +262,11 @@ class ScriptedModel(LoopbackServer[Recorded]):
             yield _event("response.content_part.added", **at, part=part)
             yield _event("response.output_text.delta", **at, delta=reply)
             yield _event("response.output_text.done", **at, text=reply)
-            yield _event("response.output_item.done", output_index=0, item={**msg, "status": "completed", "content": [{**part, "text": reply}]})
+            yield _event(
+                "response.output_item.done",
+                output_index=0,
+                item={**msg, "status": "completed", "content": [{**part, "text": reply}]},
+            )
         yield _event(
             "response.completed",
             response={
@@ -266,11 +296,26 @@ class ScriptedModel(LoopbackServer[Recorded]):
         step = None if side else next_step(text, done)
         in_tok, out_tok = self._usage(body)
         usage = {"input_tokens": in_tok, "output_tokens": out_tok}
-        self._record(Recorded("chat", "/v1/chat/completions", body, "side" if side else ("tool" if step else "text"), step.command if step else None, usage))
+        self._record(
+            Recorded(
+                "chat",
+                "/v1/chat/completions",
+                body,
+                "side" if side else ("tool" if step else "text"),
+                step.command if step else None,
+                usage,
+            )
+        )
 
         def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
             choice = {"index": 0, "delta": delta, "finish_reason": finish}
-            return {"id": cid, "object": "chat.completion.chunk", "created": 0, "model": self.model, "choices": [choice]}
+            return {
+                "id": cid,
+                "object": "chat.completion.chunk",
+                "created": 0,
+                "model": self.model,
+                "choices": [choice],
+            }
 
         yield chunk({"role": "assistant", "content": ""})
         if step is not None:
@@ -304,14 +349,26 @@ def _collect(chunks: Iterator[dict[str, Any]]) -> dict[str, Any]:
             text += delta.get("content") or ""
             for tc in delta.get("tool_calls") or []:
                 if tc.get("id"):
-                    calls.append({"id": tc["id"], "type": "function", "function": {"name": tc["function"]["name"], "arguments": ""}})
+                    calls.append(
+                        {
+                            "id": tc["id"],
+                            "type": "function",
+                            "function": {"name": tc["function"]["name"], "arguments": ""},
+                        }
+                    )
                 calls[-1]["function"]["arguments"] += tc.get("function", {}).get("arguments") or ""
             finish = choice.get("finish_reason") or finish
     message: dict[str, Any] = {"role": "assistant", "content": text or None}
     if calls:
         message["tool_calls"] = calls
-    return {"id": head.get("id"), "object": "chat.completion", "created": 0, "model": head.get("model"),
-            "choices": [{"index": 0, "message": message, "finish_reason": finish}], "usage": usage}
+    return {
+        "id": head.get("id"),
+        "object": "chat.completion",
+        "created": 0,
+        "model": head.get("model"),
+        "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+        "usage": usage,
+    }
 
 
 def _event(kind: str, **fields: Any) -> tuple[str, dict[str, Any]]:
@@ -334,7 +391,14 @@ class _Handler(QuietHandler):
     def do_GET(self) -> None:  # noqa: N802
         if self.path.rstrip("/").endswith("/models"):
             owner = self.server_owner
-            self._json(200, {"object": "list", "data": [{"id": owner.model, "object": "model", "owned_by": "mam-tests"}], "models": []})
+            self._json(
+                200,
+                {
+                    "object": "list",
+                    "data": [{"id": owner.model, "object": "model", "owned_by": "mam-tests"}],
+                    "models": [],
+                },
+            )
         else:
             self._json(404, {"error": {"message": f"no route {self.path}"}})
 

@@ -11,8 +11,12 @@ from tests.real.anthropic_server import AnthropicServer, FooterScript, footer_co
 
 
 def post(server: AnthropicServer, body: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
-    req = urllib.request.Request(f"{server.base_url}/v1/messages?beta=true", data=json.dumps(body).encode(),
-                                 headers={"Content-Type": "application/json"}, method="POST")
+    req = urllib.request.Request(
+        f"{server.base_url}/v1/messages?beta=true",
+        data=json.dumps(body).encode(),
+        headers={"Content-Type": "application/json"},
+        method="POST",
+    )
     with urllib.request.urlopen(req, timeout=10) as resp:
         text = resp.read().decode()
     events = []
@@ -53,8 +57,10 @@ def test_footer_commands_are_the_lines_of_the_real_footer_as_printed() -> None:
 
 def test_a_brief_is_answered_with_one_bash_call_per_footer_command_then_text() -> None:
     brief = with_footer("Do it.", "job-1234abcd", "n0nce", 30)
-    messages: list[dict[str, Any]] = [{"role": "user", "content": [{"type": "text", "text": f"<pasted_content id=\"x\">\n{brief}\n</pasted_content>"}]},
-                                      {"role": "system", "content": "trailing entries are skipped"}]
+    messages: list[dict[str, Any]] = [
+        {"role": "user", "content": [{"type": "text", "text": f'<pasted_content id="x">\n{brief}\n</pasted_content>'}]},
+        {"role": "system", "content": "trailing entries are skipped"},
+    ]
     with AnthropicServer(FooterScript()) as server:
         ran = []
         for _ in range(4):
@@ -70,8 +76,10 @@ def test_a_brief_is_answered_with_one_bash_call_per_footer_command_then_text() -
             assert stop == "tool_use" and tool[0]["name"] == "Bash"
             ran.append(tool[0]["input"]["command"])
             messages = [m for m in messages if m["role"] != "system"]
-            messages += [{"role": "assistant", "content": blocks},
-                         {"role": "user", "content": [{"type": "tool_result", "tool_use_id": tool[0]["id"], "content": "ok"}]}]
+            messages += [
+                {"role": "assistant", "content": blocks},
+                {"role": "user", "content": [{"type": "tool_result", "tool_use_id": tool[0]["id"], "content": "ok"}]},
+            ]
         assert ran == footer_commands(brief)
         assert len(server.main_requests()) == 4 and all(r.usage["input_tokens"] > 0 for r in server.requests)
 

@@ -36,10 +36,26 @@ def brief_text(tag: str) -> str:
     return f"Check the spelling of README.md and report back. Marker {tag}-{uuid.uuid4().hex[:8]}."
 
 
-def delegate(rig: Rig, session: str, brief: str, *, timeout: float = 120, start_deadline: float = 60,
-             extra: tuple[str, ...] = ()) -> tuple[int, dict[str, Any], str]:
-    proc = rig.mam("job", "delegate", "--target", f"tmux:{session}", "--brief", brief, "--timeout", str(timeout),
-                   "--start-deadline", str(start_deadline), "--heartbeat", "30", "--json", *extra, timeout=timeout + 60)
+def delegate(
+    rig: Rig, session: str, brief: str, *, timeout: float = 120, start_deadline: float = 60, extra: tuple[str, ...] = ()
+) -> tuple[int, dict[str, Any], str]:
+    proc = rig.mam(
+        "job",
+        "delegate",
+        "--target",
+        f"tmux:{session}",
+        "--brief",
+        brief,
+        "--timeout",
+        str(timeout),
+        "--start-deadline",
+        str(start_deadline),
+        "--heartbeat",
+        "30",
+        "--json",
+        *extra,
+        timeout=timeout + 60,
+    )
     record = json.loads(proc.stdout) if proc.stdout.strip().startswith("{") else {}
     return proc.returncode, record, proc.stderr
 
@@ -53,7 +69,8 @@ def event_kinds(rig: Rig, job_id: str) -> list[str]:
 
 def assert_completed(rig: Rig, rc: int, record: dict[str, Any], stderr: str, pane_id: str) -> None:
     assert rc == 0 and record.get("state") == "completed", (
-        f"delegate exited {rc}: {record or stderr}\n--- pane:\n{rig.shown(pane_id)}")
+        f"delegate exited {rc}: {record or stderr}\n--- pane:\n{rig.shown(pane_id)}"
+    )
 
 
 def brief_count_in_requests(rig: Rig, brief: str) -> int:
@@ -63,8 +80,14 @@ def brief_count_in_requests(rig: Rig, brief: str) -> int:
 
 
 def test_the_cached_claude_is_the_pinned_version(claude_rig: Rig) -> None:
-    out = subprocess.run([str(claude_rig.exe), "--version"], env={**os.environ, **claude_rig.env}, capture_output=True, text=True,
-                         timeout=60, check=False)
+    out = subprocess.run(
+        [str(claude_rig.exe), "--version"],
+        env={**os.environ, **claude_rig.env},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert out.returncode == 0 and out.stdout.startswith(BY_NAME["claude"].version), out
 
 
@@ -80,7 +103,9 @@ def test_delegate_then_stop_and_resume_the_same_conversation(claude_rig: Rig) ->
     rc, record, err = delegate(rig, "dev-1", first)
     assert_completed(rig, rc, record, err, row["pane_id"])
     kinds = event_kinds(rig, record["id"])
-    assert [k for k in kinds if k in ("started", "progress", "completed")] == ["started", "progress", "completed"], kinds
+    assert [k for k in kinds if k in ("started", "progress", "completed")] == ["started", "progress", "completed"], (
+        kinds
+    )
     # Every footer command the model asked for ran as printed (Claude's tool results carry no usage error).
     asked = footer_commands(text_of(conversation(rig.model.main_requests()[0].body)[-1]["content"]))
     assert len(asked) == 3, asked
@@ -95,11 +120,16 @@ def test_delegate_then_stop_and_resume_the_same_conversation(claude_rig: Rig) ->
         usage = claude_usage(transcript)
         return usage if len(usage) >= 4 else None
 
-    recorded = wait_for(all_four, timeout=30, message=lambda: f"Claude recorded {len(claude_usage(transcript))} model messages, not 4")
+    recorded = wait_for(
+        all_four, timeout=30, message=lambda: f"Claude recorded {len(claude_usage(transcript))} model messages, not 4"
+    )
     sent = rig.model.usage_sent()
     assert len(recorded) == 4 and set(recorded) <= set(sent), (recorded.keys(), sent.keys())
     for message_id, usage in recorded.items():
-        assert (usage["input_tokens"], usage["output_tokens"]) == (sent[message_id]["input_tokens"], sent[message_id]["output_tokens"])
+        assert (usage["input_tokens"], usage["output_tokens"]) == (
+            sent[message_id]["input_tokens"],
+            sent[message_id]["output_tokens"],
+        )
 
     stopped = rig.mam_json("session", "stop", "--session", "dev-1")
     assert stopped["status"] in ("stopped", "exited"), stopped
@@ -113,7 +143,9 @@ def test_delegate_then_stop_and_resume_the_same_conversation(claude_rig: Rig) ->
     assert_completed(rig, rc, record, err, resumed["pane_id"])
     later = rig.model.main_requests()[-1].body
     texts = [text_of(m.get("content")) for m in conversation(later)]
-    assert any(first in t for t in texts) and any(second in t for t in texts), "the resumed conversation lost the first brief"
+    assert any(first in t for t in texts) and any(second in t for t in texts), (
+        "the resumed conversation lost the first brief"
+    )
     assert len(conversation(later)) > turns_before
     prompts = claude_prompts(claude_transcript(rig.home, conversation_id))
     assert sum(first in p for p in prompts) == 1 and sum(second in p for p in prompts) == 1, prompts
@@ -148,7 +180,9 @@ def test_a_fresh_folder_is_trusted_for_that_session_only_and_the_brief_arrives(c
     row = rig.create("dev-fresh", cwd=fresh)
     projects = json.loads((rig.home / ".claude.json").read_text()).get("projects", {})
     assert projects.get(str(fresh), {}).get("hasTrustDialogAccepted") is True, projects
-    assert not any(k != str(fresh) and v.get("hasTrustDialogAccepted") for k, v in projects.items() if k != str(rig.ws.root)), projects
+    assert not any(
+        k != str(fresh) and v.get("hasTrustDialogAccepted") for k, v in projects.items() if k != str(rig.ws.root)
+    ), projects
     brief = brief_text("fresh")
     rc, record, err = delegate(rig, "dev-fresh", brief)
     assert_completed(rig, rc, record, err, row["pane_id"])
@@ -186,16 +220,44 @@ def test_the_skill_scripts_create_and_delegate_to_a_real_claude(claude_rig: Rig,
     env.pop("MAM_WORKSPACE", None)
 
     def script(skill: str, name: str, *args: str, timeout: float = 180) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(["bash", str(skills / skill / "scripts" / name), *args], env=env, cwd=ws, capture_output=True,
-                              text=True, timeout=timeout, check=False)
+        return subprocess.run(
+            ["bash", str(skills / skill / "scripts" / name), *args],
+            env=env,
+            cwd=ws,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
 
-    created = script("multi-agent-mux-create", "create_session.sh", "--workspace", str(ws), "--agent", "claude", "--role",
-                     "developer", "--session", "skill-dev", "--onboard")
+    created = script(
+        "multi-agent-mux-create",
+        "create_session.sh",
+        "--workspace",
+        str(ws),
+        "--agent",
+        "claude",
+        "--role",
+        "developer",
+        "--session",
+        "skill-dev",
+        "--onboard",
+    )
     assert created.returncode == 0, f"{created.stdout}\n{created.stderr}"  # --onboard: the onboarding job completed too
     try:
         brief = brief_text("skills")
-        done = script("multi-agent-mux-delegate-job", "delegate_job.sh", "--target", "tmux:skill-dev", "--brief", brief,
-                      "--timeout", "120", "--start-deadline", "60")
+        done = script(
+            "multi-agent-mux-delegate-job",
+            "delegate_job.sh",
+            "--target",
+            "tmux:skill-dev",
+            "--brief",
+            brief,
+            "--timeout",
+            "120",
+            "--start-deadline",
+            "60",
+        )
         assert done.returncode == 0, f"{done.stdout}\n{done.stderr}"
         status = json.loads(script("multi-agent-mux-status", "status.sh", "--json").stdout)
         row = next(r for r in status if r["name"] == "skill-dev")

@@ -30,8 +30,13 @@ pytestmark = pytest.mark.timeout(420)
 
 @pytest.fixture(scope="module")
 def rig(tmp_path_factory: pytest.TempPathFactory, real_broker: brokers.RunningBroker) -> Iterator[Rig]:
-    with sc.module_rig("codex", tmp_path_factory, real_broker, ScriptedModel,
-                       env=lambda root, model: {"CODEX_HOME": str(root / "home" / ".codex"), cx.KEY_VAR: "dummy-key-for-tests"}) as r:
+    with sc.module_rig(
+        "codex",
+        tmp_path_factory,
+        real_broker,
+        ScriptedModel,
+        env=lambda root, model: {"CODEX_HOME": str(root / "home" / ".codex"), cx.KEY_VAR: "dummy-key-for-tests"},
+    ) as r:
         cx.write_config(r.home / ".codex", base_url=r.model.base_url)
         yield r
 
@@ -67,7 +72,7 @@ def test_delegate_in_a_fresh_git_folder_then_stop_and_resume_the_same_conversati
     assert cx.user_turns_holding(rollout, first.tag) == 1
     # Codex added up the usage the server sent for the job's turns (the title query aside); a stop
     # right after `completed` may beat the record of the closing reply, never another turn's.
-    sent = [r.usage["input_tokens"] for r in rig.model.snapshot()[first.model_from:] if r.reply != "side"]
+    sent = [r.usage["input_tokens"] for r in rig.model.snapshot()[first.model_from :] if r.reply != "side"]
     assert cx.total_input_tokens(rollout) in (sum(sent), sum(sent[:-1])), (cx.total_input_tokens(rollout), sent)
 
     seen = sc.resume(rig, session)

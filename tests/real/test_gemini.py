@@ -37,8 +37,17 @@ SETTINGS = {
 
 @pytest.fixture(scope="module")
 def rig(tmp_path_factory: pytest.TempPathFactory, real_broker: brokers.RunningBroker) -> Iterator[Rig]:
-    with sc.module_rig("gemini", tmp_path_factory, real_broker, GeminiModel,
-                       env=lambda root, model: {"GOOGLE_GEMINI_BASE_URL": model.base_url, "GEMINI_API_KEY": "dummy", "NO_BROWSER": "1"}) as r:
+    with sc.module_rig(
+        "gemini",
+        tmp_path_factory,
+        real_broker,
+        GeminiModel,
+        env=lambda root, model: {
+            "GOOGLE_GEMINI_BASE_URL": model.base_url,
+            "GEMINI_API_KEY": "dummy",
+            "NO_BROWSER": "1",
+        },
+    ) as r:
         (r.home / ".gemini").mkdir(parents=True, exist_ok=True)
         (r.home / ".gemini" / "settings.json").write_text(json.dumps(SETTINGS), encoding="utf-8")
         yield r
@@ -115,7 +124,9 @@ def test_a_command_outside_the_allow_rules_leaves_the_prompt_and_the_job_ends_wi
     cwd = folder(rig, "ask")
     rig.create(session, cwd=cwd)
     marker = cwd / f"asked-{uuid.uuid4().hex[:8]}"
-    d = sc.delegate(rig, session, f"Touch a file. {{tag}}\nRUN: touch {marker}", timeout=60, start_deadline=START_S, heartbeat=3)
+    d = sc.delegate(
+        rig, session, f"Touch a file. {{tag}}\nRUN: touch {marker}", timeout=60, start_deadline=START_S, heartbeat=3
+    )
     pane, screen = sc.left_waiting(rig, session, d)  # it reported, then waited for a person
     assert "Allow execution of" in screen, rig.shown(pane)
     assert not marker.exists()

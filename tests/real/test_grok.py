@@ -26,14 +26,21 @@ START_S, JOB_S = 90, 180
 
 @pytest.fixture(scope="module")
 def rig(tmp_path_factory: pytest.TempPathFactory, real_broker: brokers.RunningBroker) -> Iterator[Rig]:
-    with sc.module_rig("grok", tmp_path_factory, real_broker, ScriptedModel,
-                       env=lambda root, model: {"XAI_API_KEY": "dummy-key-for-tests", "DISABLE_TELEMETRY": "1"}) as r:
+    with sc.module_rig(
+        "grok",
+        tmp_path_factory,
+        real_broker,
+        ScriptedModel,
+        env=lambda root, model: {"XAI_API_KEY": "dummy-key-for-tests", "DISABLE_TELEMETRY": "1"},
+    ) as r:
         grok_home = r.home / ".grok"
         grok_home.mkdir(parents=True, exist_ok=True)
         url = r.model.base_url
         (grok_home / "config.toml").write_text(
             f'[endpoints]\nxai_api_base_url = "{url}"\nmodels_base_url = "{url}"\n'
-            '[models]\ndefault = "scripted-model"\n[features]\ntelemetry = false\n[cli]\nauto_update = false\n', encoding="utf-8")
+            '[models]\ndefault = "scripted-model"\n[features]\ntelemetry = false\n[cli]\nauto_update = false\n',
+            encoding="utf-8",
+        )
         yield r
 
 
@@ -76,7 +83,9 @@ def test_a_command_outside_the_allow_rules_leaves_the_prompt_and_the_job_ends_wi
     cwd = sc.git_folder(rig.ws.root / "ask-repo")
     rig.create(session, cwd=cwd)
     marker = cwd / "asked.txt"
-    d = sc.delegate(rig, session, f"Touch a file. {{tag}}\nRUN: touch {marker}", timeout=40, start_deadline=40, heartbeat=3)
+    d = sc.delegate(
+        rig, session, f"Touch a file. {{tag}}\nRUN: touch {marker}", timeout=40, start_deadline=40, heartbeat=3
+    )
     pane, screen = sc.left_waiting(rig, session, d)  # it reported, then waited for a person
     assert "Yes, proceed" in screen and f"touch {marker}" in screen, rig.shown(pane)
     assert not marker.exists()

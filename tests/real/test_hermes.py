@@ -28,13 +28,20 @@ START_S, JOB_S = 150, 300  # hermes starts in 15-40 s on this machine, more unde
 
 @pytest.fixture(scope="module")
 def rig(tmp_path_factory: pytest.TempPathFactory, real_broker: brokers.RunningBroker) -> Iterator[Rig]:
-    with sc.module_rig("hermes", tmp_path_factory, real_broker, ScriptedModel,
-                       env=lambda root, model: {"HERMES_HOME": str(root / "home" / ".hermes")}) as r:
+    with sc.module_rig(
+        "hermes",
+        tmp_path_factory,
+        real_broker,
+        ScriptedModel,
+        env=lambda root, model: {"HERMES_HOME": str(root / "home" / ".hermes")},
+    ) as r:
         hermes_home = Path(r.env["HERMES_HOME"])
         hermes_home.mkdir(parents=True, exist_ok=True)
         (hermes_home / "config.yaml").write_text(
             "model:\n  default: scripted-model\n  provider: custom\n"
-            f"  base_url: {r.model.base_url}\n  api_key: dummy-key-for-tests\n", encoding="utf-8")
+            f"  base_url: {r.model.base_url}\n  api_key: dummy-key-for-tests\n",
+            encoding="utf-8",
+        )
         yield r
 
 
@@ -42,7 +49,9 @@ def user_messages(rig: Rig, session_id: str) -> list[str]:
     db = Path(rig.env["HERMES_HOME"]) / "state.db"
     conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=10)
     try:
-        rows = conn.execute("SELECT content FROM messages WHERE session_id = ? AND role = 'user' ORDER BY rowid", (session_id,)).fetchall()
+        rows = conn.execute(
+            "SELECT content FROM messages WHERE session_id = ? AND role = 'user' ORDER BY rowid", (session_id,)
+        ).fetchall()
     finally:
         conn.close()
     return [str(r[0]) for r in rows]
@@ -53,9 +62,12 @@ def test_the_cached_hermes_is_the_pinned_version(rig: Rig) -> None:
     assert out.returncode == 0 and BY_NAME["hermes"].version in out.stdout, out
 
 
-@pytest.mark.xfail(hermes_terminal_loses_pane_path(), run=False,
-                   reason="hermes' terminal tool takes PATH from a login-shell snapshot (/etc/profile resets it): "
-                          "a bare `mam` in the footer exits 127 there")
+@pytest.mark.xfail(
+    hermes_terminal_loses_pane_path(),
+    run=False,
+    reason="hermes' terminal tool takes PATH from a login-shell snapshot (/etc/profile resets it): "
+    "a bare `mam` in the footer exits 127 there",
+)
 def test_delegate_then_stop_and_resume_the_same_conversation(rig: Rig) -> None:
     session = "hm-main"
     rig.create(session, cwd=sc.git_folder(rig.ws.root / "repo"))
@@ -70,6 +82,8 @@ def test_delegate_then_stop_and_resume_the_same_conversation(rig: Rig) -> None:
     second = sc.delegate_completed(rig, session, "Say hello again.", timeout=JOB_S, start_deadline=START_S)
     assert rig.status(session)["conversation_id"] == conversation
     turns = [r for r in rig.model.snapshot()[seen:] if r.api == "chat" and r.reply != "side"]
-    assert turns and all(any(first.tag in t for t in chat_texts(r.body)) for r in turns), json.dumps([r.reply for r in turns])
+    assert turns and all(any(first.tag in t for t in chat_texts(r.body)) for r in turns), json.dumps(
+        [r.reply for r in turns]
+    )
     texts = user_messages(rig, conversation)
     assert (sum(first.tag in t for t in texts), sum(second.tag in t for t in texts)) == (1, 1)

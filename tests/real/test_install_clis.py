@@ -17,10 +17,25 @@ REPO = Path(__file__).resolve().parents[2]
 
 def run(cache: Path, *args: str) -> subprocess.CompletedProcess[str]:
     dead = f"http://127.0.0.1:{free_port()}"  # nothing listens there: every registry is unreachable
-    env = {**os.environ, "MAM_REAL_CLIS": str(cache), "https_proxy": dead, "HTTPS_PROXY": dead, "http_proxy": dead,
-           "HTTP_PROXY": dead, "no_proxy": "", "NO_PROXY": ""}
-    return subprocess.run([sys.executable, "-m", "tests.real.install_clis", *args], cwd=REPO, env=env, capture_output=True,
-                          text=True, timeout=120, check=False)
+    env = {
+        **os.environ,
+        "MAM_REAL_CLIS": str(cache),
+        "https_proxy": dead,
+        "HTTPS_PROXY": dead,
+        "http_proxy": dead,
+        "HTTP_PROXY": dead,
+        "no_proxy": "",
+        "NO_PROXY": "",
+    }
+    return subprocess.run(
+        [sys.executable, "-m", "tests.real.install_clis", *args],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
 
 
 def fake_install(cli: Cli, cache: Path, version: str) -> None:

@@ -21,10 +21,12 @@ def model() -> Iterator[ScriptedModel]:
 
 
 def post(model: ScriptedModel, path: str, body: dict[str, Any]) -> list[str]:
-    req = urllib.request.Request(f"{model.base_url}{path}", data=json.dumps(body).encode(), headers={"Content-Type": "application/json"})
+    req = urllib.request.Request(
+        f"{model.base_url}{path}", data=json.dumps(body).encode(), headers={"Content-Type": "application/json"}
+    )
     with urllib.request.urlopen(req, timeout=10) as resp:
         assert resp.headers["Content-Type"] == "text/event-stream"
-        return [line[len("data: "):] for line in resp.read().decode().splitlines() if line.startswith("data: ")]
+        return [line[len("data: ") :] for line in resp.read().decode().splitlines() if line.startswith("data: ")]
 
 
 def brief() -> str:
@@ -48,19 +50,35 @@ def test_run_lines_go_between_started_and_progress() -> None:
 
 
 def responses_body(items: list[dict[str, Any]], **extra: Any) -> dict[str, Any]:
-    tools = [{"type": "function", "name": "exec_command", "parameters": {"type": "object", "properties": {"cmd": {"type": "string"}}}}]
+    tools = [
+        {
+            "type": "function",
+            "name": "exec_command",
+            "parameters": {"type": "object", "properties": {"cmd": {"type": "string"}}},
+        }
+    ]
     return {"model": "m", "stream": True, "tools": tools, "input": items, **extra}
 
 
 def test_responses_stream_asks_for_each_command_then_answers(model: ScriptedModel) -> None:
     user = {"type": "message", "role": "user", "content": [{"type": "input_text", "text": brief()}]}
-    context = {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "<environment_context>x</environment_context>"}]}
+    context = {
+        "type": "message",
+        "role": "user",
+        "content": [{"type": "input_text", "text": "<environment_context>x</environment_context>"}],
+    }
     items: list[dict[str, Any]] = [context, user]
     ran = []
     for _ in range(3):
         events = [json.loads(d) for d in post(model, "/responses", responses_body(items))]
-        assert [e["type"] for e in events] == ["response.created", "response.output_item.added", "response.function_call_arguments.delta",
-                                               "response.function_call_arguments.done", "response.output_item.done", "response.completed"]
+        assert [e["type"] for e in events] == [
+            "response.created",
+            "response.output_item.added",
+            "response.function_call_arguments.delta",
+            "response.function_call_arguments.done",
+            "response.output_item.done",
+            "response.completed",
+        ]
         call = events[4]["item"]
         assert call["type"] == "function_call" and call["name"] == "exec_command"
         ran.append(json.loads(call["arguments"])["cmd"])
@@ -75,8 +93,10 @@ def test_responses_stream_asks_for_each_command_then_answers(model: ScriptedMode
 
 def test_a_title_side_query_gets_json_that_fits_its_schema(model: ScriptedModel) -> None:
     schema = {"type": "object", "properties": {"title": {"type": "string"}}, "required": ["title"]}
-    body = responses_body([{"type": "message", "role": "user", "content": [{"type": "input_text", "text": brief()}]}],
-                          text={"format": {"type": "json_schema", "schema": schema, "name": "t"}})
+    body = responses_body(
+        [{"type": "message", "role": "user", "content": [{"type": "input_text", "text": brief()}]}],
+        text={"format": {"type": "json_schema", "schema": schema, "name": "t"}},
+    )
     body["tools"] = []
     events = [json.loads(d) for d in post(model, "/responses", body)]
     text = events[-2]["item"]["content"][0]["text"]
@@ -85,26 +105,58 @@ def test_a_title_side_query_gets_json_that_fits_its_schema(model: ScriptedModel)
 
 
 def test_chat_stream_has_tool_call_deltas_usage_and_done(model: ScriptedModel) -> None:
-    tools = [{"type": "function", "function": {"name": "bash", "parameters": {"type": "object", "properties": {"command": {}, "description": {}},
-                                                                              "required": ["command", "description"]}}}]
-    body = {"model": "m", "stream": True, "stream_options": {"include_usage": True}, "tools": tools,
-            "messages": [{"role": "system", "content": "s"}, {"role": "user", "content": [{"type": "text", "text": brief()}]}]}
+    tools = [
+        {
+            "type": "function",
+            "function": {
+                "name": "bash",
+                "parameters": {
+                    "type": "object",
+                    "properties": {"command": {}, "description": {}},
+                    "required": ["command", "description"],
+                },
+            },
+        }
+    ]
+    body = {
+        "model": "m",
+        "stream": True,
+        "stream_options": {"include_usage": True},
+        "tools": tools,
+        "messages": [
+            {"role": "system", "content": "s"},
+            {"role": "user", "content": [{"type": "text", "text": brief()}]},
+        ],
+    }
     data = post(model, "/chat/completions", body)
     assert data[-1] == "[DONE]"
     chunks = [json.loads(d) for d in data[:-1]]
     assert chunks[-1]["choices"] == [] and chunks[-1]["usage"]["completion_tokens"] > 0
-    args = "".join(c["choices"][0]["delta"].get("tool_calls", [{}])[0].get("function", {}).get("arguments", "") for c in chunks[:-1])
+    args = "".join(
+        c["choices"][0]["delta"].get("tool_calls", [{}])[0].get("function", {}).get("arguments", "")
+        for c in chunks[:-1]
+    )
     assert json.loads(args)["command"].startswith("mam event started") and json.loads(args)["description"]
     assert [c["choices"][0]["finish_reason"] for c in chunks[:-1]][-1] == "tool_calls"
-    body["messages"] += [{"role": "assistant", "tool_calls": []}, {"role": "tool", "tool_call_id": "call_1", "content": "ok"}]
+    body["messages"] += [
+        {"role": "assistant", "tool_calls": []},
+        {"role": "tool", "tool_call_id": "call_1", "content": "ok"},
+    ]
     second = [json.loads(d) for d in post(model, "/chat/completions", body)[:-1]]
-    args = "".join(c["choices"][0]["delta"].get("tool_calls", [{}])[0].get("function", {}).get("arguments", "") for c in second[:-1])
+    args = "".join(
+        c["choices"][0]["delta"].get("tool_calls", [{}])[0].get("function", {}).get("arguments", "")
+        for c in second[:-1]
+    )
     assert json.loads(args)["command"].startswith("mam event progress")
 
 
 def test_a_chat_request_without_stream_gets_one_json_completion(model: ScriptedModel) -> None:
     body = {"model": "m", "messages": [{"role": "user", "content": "Name this conversation."}]}
-    req = urllib.request.Request(f"{model.base_url}/chat/completions", data=json.dumps(body).encode(), headers={"Content-Type": "application/json"})
+    req = urllib.request.Request(
+        f"{model.base_url}/chat/completions",
+        data=json.dumps(body).encode(),
+        headers={"Content-Type": "application/json"},
+    )
     with urllib.request.urlopen(req, timeout=10) as resp:
         answer = json.loads(resp.read())
     assert answer["object"] == "chat.completion" and answer["choices"][0]["message"]["content"]
@@ -115,5 +167,8 @@ def test_a_chat_request_without_stream_gets_one_json_completion(model: ScriptedM
 def test_the_shell_tool_of_each_chat_cli_gets_the_command(tool: str) -> None:
     from tests.real.openai_server import Step, shell_call
 
-    tools = [{"type": "function", "function": {"name": "read"}}, {"type": "function", "function": {"name": tool, "parameters": {"required": ["command"]}}}]
+    tools = [
+        {"type": "function", "function": {"name": "read"}},
+        {"type": "function", "function": {"name": tool, "parameters": {"required": ["command"]}}},
+    ]
     assert shell_call(tools, Step("mam event started --job j")) == (tool, {"command": "mam event started --job j"})

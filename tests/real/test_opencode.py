@@ -32,14 +32,19 @@ START_S, JOB_S = 150, 300
 USER_PERMISSION = {"bash": {"*": "ask"}}
 # mam pastes the brief before opencode's input box exists: the paste is lost and the job ends
 # agent_blocked. Marked only while mam's own wait_ready shows that gap.
-PASTES_TOO_EARLY = pytest.mark.xfail(opencode_ready_without_looking(), run=False,
-                                     reason="wait_ready skips adapters with no ready_marker and no dialog markers "
-                                            "without calling their is_ready: opencode's brief is pasted before its box exists")
+PASTES_TOO_EARLY = pytest.mark.xfail(
+    opencode_ready_without_looking(),
+    run=False,
+    reason="wait_ready skips adapters with no ready_marker and no dialog markers "
+    "without calling their is_ready: opencode's brief is pasted before its box exists",
+)
 
 
 @pytest.fixture(scope="module")
 def rig(tmp_path_factory: pytest.TempPathFactory, real_broker: brokers.RunningBroker) -> Iterator[Rig]:
-    with sc.module_rig("opencode", tmp_path_factory, real_broker, ScriptedModel, env=lambda root, model: dict(oc.ENV)) as r:
+    with sc.module_rig(
+        "opencode", tmp_path_factory, real_broker, ScriptedModel, env=lambda root, model: dict(oc.ENV)
+    ) as r:
         oc.write_config(r.home / ".config", base_url=r.model.base_url, permission=USER_PERMISSION)
         yield r
 
@@ -70,7 +75,7 @@ def test_delegate_in_a_fresh_folder_then_stop_and_resume_the_same_conversation(r
     assert sum(first.tag in t for t in oc.user_texts(db(rig), conversation)) == 1
     # opencode recorded the usage the server sent, step by step (the title query aside); a stop
     # right after `completed` can beat the record of the closing reply, never another step's.
-    sent = [r.usage["input_tokens"] for r in rig.model.snapshot()[first.model_from:] if r.reply != "side"]
+    sent = [r.usage["input_tokens"] for r in rig.model.snapshot()[first.model_from :] if r.reply != "side"]
     recorded = oc.step_input_tokens(db(rig), conversation)
     assert recorded in (sent, sent[:-1]), (recorded, sent)
 
@@ -90,7 +95,9 @@ def test_a_command_outside_the_allow_rules_leaves_the_prompt_and_the_job_ends_wi
     cwd = sc.git_folder(rig.ws.root / "ask-repo")
     rig.create(session, cwd=cwd)
     marker = cwd / f"asked-{uuid.uuid4().hex[:8]}"
-    d = sc.delegate(rig, session, f"Touch a file. {{tag}}\nRUN: touch {marker}", timeout=120, start_deadline=120, heartbeat=3)
+    d = sc.delegate(
+        rig, session, f"Touch a file. {{tag}}\nRUN: touch {marker}", timeout=120, start_deadline=120, heartbeat=3
+    )
     pane, screen = sc.left_waiting(rig, session, d)  # it reported, then waited for a person
     assert oc.PROMPT_TEXT in screen, rig.shown(pane)
     assert not marker.exists()

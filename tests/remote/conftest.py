@@ -26,12 +26,19 @@ class Host:
     tmux: PrivateTmux
     procs: list[subprocess.Popen[str]] = field(default_factory=list)
 
-    def mam(self, *args: str, env: dict[str, str] | None = None, timeout: float = 90) -> subprocess.CompletedProcess[str]:
+    def mam(
+        self, *args: str, env: dict[str, str] | None = None, timeout: float = 90
+    ) -> subprocess.CompletedProcess[str]:
         return mam(*args, env={**self.env, **(env or {})}, timeout=timeout)
 
     def spawn(self, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
-        p = subprocess.Popen([MAM, *args], env={**os.environ, **self.env, **(env or {})}, stdout=subprocess.PIPE,
-                             stderr=subprocess.PIPE, text=True)
+        p = subprocess.Popen(
+            [MAM, *args],
+            env={**os.environ, **self.env, **(env or {})},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         self.procs.append(p)
         return p
 
@@ -46,9 +53,17 @@ def make_host(tmp_path: Path, label: str, broker_env: dict[str, str], prefix: st
     for d in (root, home):
         d.mkdir()
     t = private_tmux()
-    env = {**FAST, **broker_env, "MAM_WORKSPACE": str(root), "MAM_TMUX_SERVER": t.name, "HOME": str(home),
-           "XDG_CONFIG_HOME": str(home / ".config"), "XDG_DATA_HOME": str(home / ".local/share"),
-           "MAM_TOPIC_PREFIX": prefix, "MAM_DISPATCH_SECRET": SECRET}
+    env = {
+        **FAST,
+        **broker_env,
+        "MAM_WORKSPACE": str(root),
+        "MAM_TMUX_SERVER": t.name,
+        "HOME": str(home),
+        "XDG_CONFIG_HOME": str(home / ".config"),
+        "XDG_DATA_HOME": str(home / ".local/share"),
+        "MAM_TOPIC_PREFIX": prefix,
+        "MAM_DISPATCH_SECRET": SECRET,
+    }
     if not prefix:
         del env["MAM_TOPIC_PREFIX"]  # each workspace's own default
     return Host(root, env, t)
@@ -59,7 +74,9 @@ def two_hosts(tmp_path: Path) -> Iterator[object]:
     """make(broker_env) -> (origin, runner_host); everything is stopped by its own handle afterwards."""
     hosts: list[Host] = []
 
-    def make(broker_env: dict[str, str], remote_env: dict[str, str] | None = None, prefix: str | None = None) -> tuple[Host, Host]:
+    def make(
+        broker_env: dict[str, str], remote_env: dict[str, str] | None = None, prefix: str | None = None
+    ) -> tuple[Host, Host]:
         """Two hosts on one broker; `remote_env` gives the runner's host its own credentials.
         `prefix=""` leaves MAM_TOPIC_PREFIX unset on both (each workspace's default)."""
         prefix = f"mam/test-{uuid.uuid4().hex[:8]}" if prefix is None else prefix

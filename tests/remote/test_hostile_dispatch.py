@@ -34,26 +34,56 @@ def publish(broker, topic: str, payload: bytes) -> None:  # type: ignore[no-unty
 
 
 def a_real_job_completes(origin, remote, name: str) -> None:  # type: ignore[no-untyped-def]
-    proc = origin.mam("job", "delegate", "--target", "remote:rb/d1", "--brief", f"demo-write: {name} :: still serving", *SHORT, *INSECURE, "--json")
+    proc = origin.mam(
+        "job",
+        "delegate",
+        "--target",
+        "remote:rb/d1",
+        "--brief",
+        f"demo-write: {name} :: still serving",
+        *SHORT,
+        *INSECURE,
+        "--json",
+    )
     assert proc.returncode == 0, proc.stderr[-2000:] + str(remote.runner_log("rb"))[-2000:]
     assert (remote.root / name).read_text() == "still serving\n"
 
 
-def test_a_signed_dispatch_with_a_traversing_job_id_is_refused_and_the_runner_keeps_serving(two_hosts, mosquitto_broker, poll, tmp_path):  # type: ignore[no-untyped-def]
+def test_a_signed_dispatch_with_a_traversing_job_id_is_refused_and_the_runner_keeps_serving(
+    two_hosts, mosquitto_broker, poll, tmp_path
+):  # type: ignore[no-untyped-def]
     origin, remote = two_hosts(mosquitto_broker.env())
     remote.mam("session", "create", "--agent", "demo", "--role", "dev", "--session", "d1", "--json")
     runner = start_runner(remote)
     runner_started(remote, poll)
     job_id = "../../../trav/rjob"
-    body = {"runner": "rb", "session": "d1", "text": "hi", "nonce": "n", "start_deadline_ms": 1000, "heartbeat_ms": 500,
-            "heartbeat_k_milli": 4000, "budget_ms": 5000, "origin": "x"}
-    payload = Envelope(kind="dispatch", job=job_id, seq=0, type="dispatch", sender="origin", ts=now_ms(), body=body).signed(SECRET).encode()
+    body = {
+        "runner": "rb",
+        "session": "d1",
+        "text": "hi",
+        "nonce": "n",
+        "start_deadline_ms": 1000,
+        "heartbeat_ms": 500,
+        "heartbeat_k_milli": 4000,
+        "budget_ms": 5000,
+        "origin": "x",
+    }
+    payload = (
+        Envelope(kind="dispatch", job=job_id, seq=0, type="dispatch", sender="origin", ts=now_ms(), body=body)
+        .signed(SECRET)
+        .encode()
+    )
     # The topic level cannot hold '/': the attacker uses any level; the id inside the signed envelope is what counts.
     publish(mosquitto_broker, Topics(origin.env["MAM_TOPIC_PREFIX"]).dispatch("rb", "trav"), payload)
-    poll(lambda: any(e.get("reason") == "bad_id" for e in remote.runner_log("rb") if e["kind"] == "rejected"), timeout=20,
-         message=lambda: str(remote.runner_log("rb"))[-2000:])
+    poll(
+        lambda: any(e.get("reason") == "bad_id" for e in remote.runner_log("rb") if e["kind"] == "rejected"),
+        timeout=20,
+        message=lambda: str(remote.runner_log("rb"))[-2000:],
+    )
     assert runner.poll() is None, "the runner died"
-    assert not list(tmp_path.rglob("trav")) and not list(tmp_path.rglob("rjob*")), "something was written for the hostile id"
+    assert not list(tmp_path.rglob("trav")) and not list(tmp_path.rglob("rjob*")), (
+        "something was written for the hostile id"
+    )
     rejected = next(e for e in remote.runner_log("rb") if e.get("reason") == "bad_id")
     assert "invalid job id" in rejected["detail"]
     a_real_job_completes(origin, remote, "after-trav.txt")
@@ -61,16 +91,39 @@ def test_a_signed_dispatch_with_a_traversing_job_id_is_refused_and_the_runner_ke
 
 def test_a_signed_dispatch_whose_brief_ends_the_paste_is_refused_on_both_sides(two_hosts, mosquitto_broker, poll):  # type: ignore[no-untyped-def]
     origin, remote = two_hosts(mosquitto_broker.env())
-    created = json.loads(remote.mam("session", "create", "--agent", "demo", "--role", "dev", "--session", "d1", "--json").stdout)
+    created = json.loads(
+        remote.mam("session", "create", "--agent", "demo", "--role", "dev", "--session", "d1", "--json").stdout
+    )
     runner = start_runner(remote)
     runner_started(remote, poll)
     # A real origin whose own brief check is switched off (a compromised or buggy origin, or anyone
     # holding MAM_DISPATCH_SECRET): the dispatch it sends is validly signed.
-    script = ("import sys; import mam.jobs.delegate as d; d.check_brief = lambda text: text; from mam.cli import main; "
-              "sys.argv[0] = 'mam'; main()")
-    proc = subprocess.run([sys.executable, "-c", script, "job", "delegate", "--target", "remote:rb/d1", "--brief", ESCAPE,
-                           "--job-id", "job-escape", *SHORT, *INSECURE, "--json"],
-                          env={**__import__("os").environ, **origin.env}, capture_output=True, text=True, timeout=90)
+    script = (
+        "import sys; import mam.jobs.delegate as d; d.check_brief = lambda text: text; from mam.cli import main; "
+        "sys.argv[0] = 'mam'; main()"
+    )
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            script,
+            "job",
+            "delegate",
+            "--target",
+            "remote:rb/d1",
+            "--brief",
+            ESCAPE,
+            "--job-id",
+            "job-escape",
+            *SHORT,
+            *INSECURE,
+            "--json",
+        ],
+        env={**__import__("os").environ, **origin.env},
+        capture_output=True,
+        text=True,
+        timeout=90,
+    )
     out = json.loads(proc.stdout)
     assert (out["state"], out["reason"], proc.returncode) == ("failed", "brief_refused", 1), proc.stderr[-2000:]
     assert "control character (U+001B)" in out["detail"]

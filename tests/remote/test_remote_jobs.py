@@ -29,10 +29,22 @@ def runner_started(host, poll, name="rb"):  # type: ignore[no-untyped-def]
 
 def test_a_remote_job_completes_and_the_origin_audit_holds_every_event(two_hosts, mosquitto_broker, poll):  # type: ignore[no-untyped-def]
     origin, remote = two_hosts(mosquitto_broker.env())
-    created = json.loads(remote.mam("session", "create", "--agent", "demo", "--role", "dev", "--session", "d1", "--json").stdout)
+    created = json.loads(
+        remote.mam("session", "create", "--agent", "demo", "--role", "dev", "--session", "d1", "--json").stdout
+    )
     start_runner(remote)
     runner_started(remote, poll)
-    proc = origin.mam("job", "delegate", "--target", "remote:rb/d1", "--brief", "demo-write: r.txt :: remote work", *SHORT, *INSECURE, "--json")
+    proc = origin.mam(
+        "job",
+        "delegate",
+        "--target",
+        "remote:rb/d1",
+        "--brief",
+        "demo-write: r.txt :: remote work",
+        *SHORT,
+        *INSECURE,
+        "--json",
+    )
     assert proc.returncode == 0, proc.stderr
     record = json.loads(proc.stdout)
     assert record["state"] == "completed"
@@ -46,7 +58,9 @@ def test_a_remote_job_completes_and_the_origin_audit_holds_every_event(two_hosts
     assert seqs == sorted(seqs)
     # every event the runner host recorded for the job reached the origin's audit log
     remote_events = json.loads(remote.mam("job", "log", record["id"], "--json").stdout)
-    remote_seqs = {line["input"]["seq"] for line in remote_events if line["kind"] == "input" and line["input"]["input"] == "event"}
+    remote_seqs = {
+        line["input"]["seq"] for line in remote_events if line["kind"] == "input" and line["input"]["input"] == "event"
+    }
     assert {s for s in remote_seqs if s <= max(seqs)} <= set(seqs)
     assert capture(remote.tmux.name, created["pane_id"]).count(record["nonce"]) == 1
 
@@ -67,7 +81,17 @@ def test_hosts_with_default_topic_prefixes_still_meet(two_hosts, mosquitto_broke
     remote.mam("session", "create", "--agent", "demo", "--role", "dev", "--session", "d1", "--json", env={})
     start_runner(remote, runner)
     runner_started(remote, poll, runner)
-    proc = origin.mam("job", "delegate", "--target", f"remote:{runner}/d1", "--brief", "demo-write: p.txt :: met", *SHORT, *INSECURE, "--json")
+    proc = origin.mam(
+        "job",
+        "delegate",
+        "--target",
+        f"remote:{runner}/d1",
+        "--brief",
+        "demo-write: p.txt :: met",
+        *SHORT,
+        *INSECURE,
+        "--json",
+    )
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["state"] == "completed"
     assert (remote.root / "p.txt").read_text() == "met\n"
@@ -88,7 +112,17 @@ def test_a_second_runner_with_a_live_runners_name_is_refused_and_speaks_not_for_
     assert f"a runner named {runner!r} is already online on this broker" in second.stderr
     assert str(remote.root) in second.stderr  # it names where the live one serves
     # The refused one never said 'offline' for the live one: a job still reaches it.
-    proc = origin.mam("job", "delegate", "--target", f"remote:{runner}/d1", "--brief", "demo-write: u.txt :: one", *SHORT, *INSECURE, "--json")
+    proc = origin.mam(
+        "job",
+        "delegate",
+        "--target",
+        f"remote:{runner}/d1",
+        "--brief",
+        "demo-write: u.txt :: one",
+        *SHORT,
+        *INSECURE,
+        "--json",
+    )
     assert proc.returncode == 0, proc.stdout[-1500:] + str(remote.runner_log(runner))[-3000:]
     assert (remote.root / "u.txt").read_text() == "one\n"
 
@@ -97,22 +131,49 @@ def test_dispatch_attacks_are_rejected_and_logged_and_the_brief_arrives_once(two
     import paho.mqtt.client as paho
 
     origin, remote = two_hosts(mosquitto_broker.env())
-    created = json.loads(remote.mam("session", "create", "--agent", "demo", "--role", "dev", "--session", "d1", "--json").stdout)
+    created = json.loads(
+        remote.mam("session", "create", "--agent", "demo", "--role", "dev", "--session", "d1", "--json").stdout
+    )
     start_runner(remote)
     runner_started(remote, poll)
-    proc = origin.mam("job", "delegate", "--target", "remote:rb/d1", "--brief", "demo-write: once.txt :: x", *SHORT, *INSECURE, "--json")
+    proc = origin.mam(
+        "job",
+        "delegate",
+        "--target",
+        "remote:rb/d1",
+        "--brief",
+        "demo-write: once.txt :: x",
+        *SHORT,
+        *INSECURE,
+        "--json",
+    )
     assert proc.returncode == 0, proc.stderr
     record = json.loads(proc.stdout)
     topics = Topics(origin.env["MAM_TOPIC_PREFIX"])
 
     def dispatch(job_id: str, *, ts: int, secret: str, runner: str = "rb") -> bytes:
-        return Dispatch(job_id=job_id, runner=runner, session="d1", text=f"attack {job_id}", key_nonce="0" * 32, nonce="n", ts=ts,
-                        start_deadline_ms=1000, heartbeat_ms=500, heartbeat_k=4, budget_ms=5000, origin="x").encode(secret)
+        return Dispatch(
+            job_id=job_id,
+            runner=runner,
+            session="d1",
+            text=f"attack {job_id}",
+            key_nonce="0" * 32,
+            nonce="n",
+            ts=ts,
+            start_deadline_ms=1000,
+            heartbeat_ms=500,
+            heartbeat_k=4,
+            budget_ms=5000,
+            origin="x",
+        ).encode(secret)
 
     from tests.remote.conftest import SECRET
 
     attacks = {
-        "duplicate": (record["id"], dispatch(record["id"], ts=now_ms(), secret=SECRET)),  # a second delivery of a taken job
+        "duplicate": (
+            record["id"],
+            dispatch(record["id"], ts=now_ms(), secret=SECRET),
+        ),  # a second delivery of a taken job
         "stale": ("job-stale", dispatch("job-stale", ts=now_ms() - 3_600_000, secret=SECRET)),
         "bad_signature": ("job-forged", dispatch("job-forged", ts=now_ms(), secret="wrong")),
         "wrong_runner": ("job-other", dispatch("job-other", ts=now_ms(), secret=SECRET, runner="someone-else")),
@@ -123,8 +184,11 @@ def test_dispatch_attacks_are_rejected_and_logged_and_the_brief_arrives_once(two
     try:
         for job_id, payload in attacks.values():
             c.publish(topics.dispatch("rb", job_id), payload, qos=1, retain=True).wait_for_publish(5)
-        poll(lambda: {e.get("reason") for e in remote.runner_log("rb") if e["kind"] == "rejected"} >= set(attacks), timeout=20,
-             message=lambda: str(remote.runner_log("rb")))
+        poll(
+            lambda: {e.get("reason") for e in remote.runner_log("rb") if e["kind"] == "rejected"} >= set(attacks),
+            timeout=20,
+            message=lambda: str(remote.runner_log("rb")),
+        )
     finally:
         c.loop_stop()
         c.disconnect()
@@ -139,11 +203,38 @@ def test_a_runner_killed_mid_job_leaves_the_wrapper_to_its_deadlines(two_hosts, 
     import time
 
     origin, remote = two_hosts(mosquitto_broker.env())
-    remote.mam("session", "create", "--agent", "demo", "--role", "dev", "--session", "d1", env={"MAM_DEMO_BEHAVIOUR": "slow", "MAM_DEMO_SLEEP_S": "60"})
+    remote.mam(
+        "session",
+        "create",
+        "--agent",
+        "demo",
+        "--role",
+        "dev",
+        "--session",
+        "d1",
+        env={"MAM_DEMO_BEHAVIOUR": "slow", "MAM_DEMO_SLEEP_S": "60"},
+    )
     runner = start_runner(remote)
     runner_started(remote, poll)
-    job = origin.spawn("job", "delegate", "--target", "remote:rb/d1", "--brief", "long work", "--job-id", "job-orphaned", *SHORT, *INSECURE, "--json")
-    poll(lambda: json.loads(origin.mam("job", "status", "job-orphaned", "--json").stdout or "{}").get("state") == "running", timeout=30)
+    job = origin.spawn(
+        "job",
+        "delegate",
+        "--target",
+        "remote:rb/d1",
+        "--brief",
+        "long work",
+        "--job-id",
+        "job-orphaned",
+        *SHORT,
+        *INSECURE,
+        "--json",
+    )
+    poll(
+        lambda: (
+            json.loads(origin.mam("job", "status", "job-orphaned", "--json").stdout or "{}").get("state") == "running"
+        ),
+        timeout=30,
+    )
     runner.kill()
     killed = time.monotonic()
     out, err = job.communicate(timeout=60)

@@ -100,20 +100,47 @@ def test_a_spy_on_the_broker_cannot_sign_for_a_remote_job(two_hosts, mosquitto_b
         runner_started(remote, poll)
         job_id = f"job-{uuid.uuid4().hex[:16]}"
         events_topic = Topics(origin.env["MAM_TOPIC_PREFIX"]).events(job_id)
-        wrapper = origin.spawn("job", "delegate", "--target", "remote:rb/d1", "--brief", "demo-sleep: 5", "--job-id", job_id,
-                               "--start-deadline", "30", "--heartbeat", "2", *INSECURE, "--json")
+        wrapper = origin.spawn(
+            "job",
+            "delegate",
+            "--target",
+            "remote:rb/d1",
+            "--brief",
+            "demo-sleep: 5",
+            "--job-id",
+            job_id,
+            "--start-deadline",
+            "30",
+            "--heartbeat",
+            "2",
+            *INSECURE,
+            "--json",
+        )
 
         def relayed(kind: str) -> list[bytes]:
             return [p for t, p in spy.messages() if t == events_topic and event_type(p) == kind]
 
-        poll(lambda: relayed("started"), timeout=30, message=lambda: f"no started relayed; spy saw {[t for t, _ in spy.messages()]}")
-        assert any("/dispatch/" in t and job_id in t for t, p in spy.messages() if p), "the spy did not see the dispatch"
+        poll(
+            lambda: relayed("started"),
+            timeout=30,
+            message=lambda: f"no started relayed; spy saw {[t for t, _ in spy.messages()]}",
+        )
+        assert any("/dispatch/" in t and job_id in t for t, p in spy.messages() if p), (
+            "the spy did not see the dispatch"
+        )
         tried = candidates(spy.messages())
         last_seq = max(Envelope.decode(p).seq for p in relayed("started"))
         forged = []
         for key in sorted(tried):
-            env = Envelope(kind="event", job=job_id, seq=last_seq + 5, type="completed", sender="agent", ts=now_ms(),
-                           body={"message": FORGED})
+            env = Envelope(
+                kind="event",
+                job=job_id,
+                seq=last_seq + 5,
+                type="completed",
+                sender="agent",
+                ts=now_ms(),
+                body={"message": FORGED},
+            )
             forged.append(env.signed(key).encode())
         for payload in forged:
             spy.client.publish(events_topic, payload, qos=1).wait_for_publish(5)
@@ -129,7 +156,10 @@ def test_a_spy_on_the_broker_cannot_sign_for_a_remote_job(two_hosts, mosquitto_b
         assert real and all(order.index(p) < real[0] for p in forged), "the forgeries came too late to prove anything"
         token = json.loads((origin.root / ".mam" / "jobs" / f"{job_id}.json").read_text())["token"]
         assert token not in tried and len(tried) > 20
-        audit = [json.loads(line) for line in (origin.root / ".mam" / "delegate_job_logs" / job_id / "audit.jsonl").read_text().splitlines()]
+        audit = [
+            json.loads(line)
+            for line in (origin.root / ".mam" / "delegate_job_logs" / job_id / "audit.jsonl").read_text().splitlines()
+        ]
         assert any(a["kind"] == "rejected" and a.get("reason") == "bad_signature" for a in audit)
     finally:
         spy.close()

@@ -49,8 +49,12 @@ def mirror_reader(tmp_path: Path) -> Iterator[Any]:
 
     def start(ws: Workspace) -> MirrorReader:
         stop_file = tmp_path / f"stop-reader-{len(started)}"
-        proc = subprocess.Popen([sys.executable, str(READER), str(ws.mirror_path), str(stop_file)],
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        proc = subprocess.Popen(
+            [sys.executable, str(READER), str(ws.mirror_path), str(stop_file)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         reader = MirrorReader(proc, stop_file)
         started.append(reader)
         return reader
@@ -145,7 +149,11 @@ def files_under(root: Path) -> dict[str, tuple[int, int, int]]:
     seen = {}
     for path in sorted(root.rglob("*")):
         st = path.lstat()
-        seen[str(path.relative_to(root))] = (st.st_mode, st.st_size if path.is_file() else 0, st.st_mtime_ns if path.is_file() else 0)
+        seen[str(path.relative_to(root))] = (
+            st.st_mode,
+            st.st_size if path.is_file() else 0,
+            st.st_mtime_ns if path.is_file() else 0,
+        )
     return seen
 
 
@@ -167,11 +175,16 @@ def run_catching_orphans(argv: list[str]) -> dict[str, Any]:
     return json.loads(done.stdout)  # type: ignore[no-any-return]
 
 
-def create_many(names: list[str], *, agent: str = "demo", timeout: float = 60.0, extra: tuple[str, ...] = ()) -> dict[str, dict[str, Any]]:
+def create_many(
+    names: list[str], *, agent: str = "demo", timeout: float = 60.0, extra: tuple[str, ...] = ()
+) -> dict[str, dict[str, Any]]:
     """Create sessions with concurrent `mam session create --json` processes; name -> row."""
     from tests.helpers.mamcli import spawn_mam
 
-    procs = {name: spawn_mam("session", "create", "--agent", agent, "--role", "dev", "--session", name, "--json", *extra) for name in names}
+    procs = {
+        name: spawn_mam("session", "create", "--agent", agent, "--role", "dev", "--session", name, "--json", *extra)
+        for name in names
+    }
     rows = {}
     for name, proc in procs.items():
         out, err = proc.communicate(timeout=timeout)

@@ -54,8 +54,18 @@ def main(mirror: str, stop: str) -> int:
             failures.append(f"generation went back from {generations[-1]} to {generation}")
         if not generations or generation != generations[-1]:
             generations.append(generation)
-    print(json.dumps({"reads": reads, "missing": missing, "failures": failures[:20], "failure_count": len(failures),
-                      "generations_seen": len(generations), "last_generation": generations[-1] if generations else None}))
+    print(
+        json.dumps(
+            {
+                "reads": reads,
+                "missing": missing,
+                "failures": failures[:20],
+                "failure_count": len(failures),
+                "generations_seen": len(generations),
+                "last_generation": generations[-1] if generations else None,
+            }
+        )
+    )
     return 0
 
 

@@ -63,7 +63,20 @@ def herdr_server(workspace: Workspace, short_config_home: Path, herdr_on_path: P
 
 def run_create_stop_resume(backend: str, extra_env: dict[str, str]) -> None:
     env = {**SECRETS, **HARMLESS, **extra_env}
-    mam("session", "create", "--agent", "demo", "--role", "dev", "--session", "s1", "--backend", backend, env=env, check=True)
+    mam(
+        "session",
+        "create",
+        "--agent",
+        "demo",
+        "--role",
+        "dev",
+        "--session",
+        "s1",
+        "--backend",
+        backend,
+        env=env,
+        check=True,
+    )
     assert_clean(agent_environ("s1"))
     mam("session", "stop", "--session", "s1", env=env, check=True)
     mam("session", "resume", "--session", "s1", env=env, check=True)

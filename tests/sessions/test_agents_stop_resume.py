@@ -35,7 +35,11 @@ from tests.sessions.conftest import pane_ids, screen, type_line
 
 AGENTS = ("claude", "codex", "agy", "hermes", "grok", "opencode", "gemini")
 WAIT = 20.0  # a deadline, not a delay
-OWN_DELETE = {"codex": ["delete", "--force"], "opencode": ["session", "delete"], "hermes": ["sessions", "delete", "--yes"]}
+OWN_DELETE = {
+    "codex": ["delete", "--force"],
+    "opencode": ["session", "delete"],
+    "hermes": ["sessions", "delete", "--yes"],
+}
 SPY = """#!{python}
 import json, os, sys
 if sys.argv[1:{n}] == {words!r}:
@@ -50,7 +54,16 @@ def spy_on_delete_commands(folder: Path, log: Path) -> Path:
     folder.mkdir()
     for agent, words in OWN_DELETE.items():
         path = folder / agent
-        path.write_text(SPY.format(python=sys.executable, n=len(words) + 1, words=words, log=str(log), agent=agent, fake=str(FAKES_BIN / agent)))
+        path.write_text(
+            SPY.format(
+                python=sys.executable,
+                n=len(words) + 1,
+                words=words,
+                log=str(log),
+                agent=agent,
+                fake=str(FAKES_BIN / agent),
+            )
+        )
         path.chmod(0o755)
     return folder
 
@@ -89,8 +102,11 @@ class FakeLog:
 
     def wait(self, event: str, **match: object) -> dict[str, Any]:
         """The first `event` whose fields include `match`, waiting for it up to WAIT seconds."""
-        return wait_for(lambda: next(iter(self.events(event=event, **match)), None), timeout=WAIT,
-                        message=lambda: f"no {event} event with {match} in {self.path}")
+        return wait_for(
+            lambda: next(iter(self.events(event=event, **match)), None),
+            timeout=WAIT,
+            message=lambda: f"no {event} event with {match} in {self.path}",
+        )
 
 
 def seed_other_conversation(agent: str, env: dict[str, str], cwd: Path) -> str:
@@ -127,7 +143,11 @@ def run_flow(agent: str, *, base: Path, log: FakeLog, tmux_name: str) -> None:
     start = log.wait("start", pid=row["pane_pid"])
     expected = resume_argv(agent, cid)
     first_start = log.events(event="start", pid=first_pid)[0]["argv"]
-    options = first_start[len(first_start) - (len(start["argv"]) - len(expected)):] if len(start["argv"]) > len(expected) else []
+    options = (
+        first_start[len(first_start) - (len(start["argv"]) - len(expected)) :]
+        if len(start["argv"]) > len(expected)
+        else []
+    )
     # the documented resume command, then the session's own options, the same as at launch (permissions kept)
     assert start["argv"] == expected + options
     assert start["cwd"] == str(cwd)
@@ -141,7 +161,9 @@ def run_flow(agent: str, *, base: Path, log: FakeLog, tmux_name: str) -> None:
     other_cwd = base / f"other-{agent}"
     other_cwd.mkdir()
     other = seed_other_conversation(agent, agent_env, other_cwd.resolve())
-    other_files = [p for p in adapter.conversation_files(other, cwd=str(other_cwd.resolve()), env=agent_env) if p.exists()]
+    other_files = [
+        p for p in adapter.conversation_files(other, cwd=str(other_cwd.resolve()), env=agent_env) if p.exists()
+    ]
 
     refused = mam("session", "stop", "--session", name, "--purge-conversation")
     assert refused.returncode == 2, f"purge without --yes: {refused.returncode} {refused.stderr}"
@@ -160,7 +182,9 @@ def run_flow(agent: str, *, base: Path, log: FakeLog, tmux_name: str) -> None:
         assert [e["argv"] for e in spied if e["agent"] == agent] == [[*OWN_DELETE[agent], cid]]
     assert not adapter.conversation_exists(cid, cwd=str(cwd), env=agent_env)
     assert not [p for p in adapter.conversation_files(cid, cwd=str(cwd), env=agent_env) if p.exists()]
-    assert adapter.conversation_exists(other, cwd=str(other_cwd.resolve()), env=agent_env), "the purge took another conversation"
+    assert adapter.conversation_exists(other, cwd=str(other_cwd.resolve()), env=agent_env), (
+        "the purge took another conversation"
+    )
     assert all(p.exists() for p in other_files), [str(p) for p in other_files if not p.exists()]
 
     gone = mam("session", "resume", "--session", name)
@@ -169,9 +193,13 @@ def run_flow(agent: str, *, base: Path, log: FakeLog, tmux_name: str) -> None:
     assert len(log.events(event="start", agent=agent)) == starts, "a refused resume launched the CLI"
 
 
-def start_with_one_turn(agent: str, name: str, cwd: Path, *, log: FakeLog, tmux_name: str) -> tuple[dict[str, Any], str]:
+def start_with_one_turn(
+    agent: str, name: str, cwd: Path, *, log: FakeLog, tmux_name: str
+) -> tuple[dict[str, Any], str]:
     """Create the session, type one line, and return (the created row, the conversation id)."""
-    created = mam("session", "create", "--agent", agent, "--role", "dev", "--session", name, "--cwd", str(cwd), "--json")
+    created = mam(
+        "session", "create", "--agent", agent, "--role", "dev", "--session", name, "--cwd", str(cwd), "--json"
+    )
     assert created.returncode == 0, f"create: {created.stderr}"
     row = json.loads(created.stdout)
     assert row["status"] == "running" and row["cwd"] == str(cwd)
@@ -200,7 +228,13 @@ def run_deleted_by_hand(*, base: Path, log: FakeLog, tmux_name: str) -> None:
     assert stopped.returncode == 0, stopped.stderr
     assert json.loads(stopped.stdout)["resumable"] is True
 
-    transcript = Path(row["agent_env"]["HOME"]) / ".claude" / "projects" / re.sub(r"[^A-Za-z0-9-]", "-", str(cwd)) / f"{cid}.jsonl"
+    transcript = (
+        Path(row["agent_env"]["HOME"])
+        / ".claude"
+        / "projects"
+        / re.sub(r"[^A-Za-z0-9-]", "-", str(cwd))
+        / f"{cid}.jsonl"
+    )
     assert transcript.is_file()
     transcript.unlink()  # someone cleans up ~/.claude by hand
 

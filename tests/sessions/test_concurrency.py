@@ -34,7 +34,10 @@ def test_thirty_concurrent_creates_get_thirty_panes_and_a_mirror_that_always_par
     reader = mirror_reader(workspace)
     names = [f"agent-{i:02d}" for i in range(CREATES)]
     started = time.monotonic()
-    procs = [spawn_mam("session", "create", "--agent", "demo", "--role", "dev", "--session", name, "--json") for name in names]
+    procs = [
+        spawn_mam("session", "create", "--agent", "demo", "--role", "dev", "--session", name, "--json")
+        for name in names
+    ]
     results = finish(procs, timeout=60)
     took = time.monotonic() - started
     seen = reader.stop()
@@ -58,11 +61,16 @@ def test_thirty_concurrent_creates_get_thirty_panes_and_a_mirror_that_always_par
     assert seen["failure_count"] == 0, seen["failures"]
     assert_mirror_matches_db(workspace)
     assert len(db_sessions(workspace)[1]) == CREATES
-    print(f"{CREATES} creates in {took:.1f}s; mirror read {seen['reads']} times, {seen['generations_seen']} generations seen")
+    print(
+        f"{CREATES} creates in {took:.1f}s; mirror read {seen['reads']} times, {seen['generations_seen']} generations seen"
+    )
 
 
 def test_same_name_from_five_processes_exactly_one_wins(workspace: Workspace, tmux_server: Any) -> None:
-    procs = [spawn_mam("session", "create", "--agent", "demo", "--role", "dev", "--session", "same", "--json") for _ in range(SAME_NAME)]
+    procs = [
+        spawn_mam("session", "create", "--agent", "demo", "--role", "dev", "--session", "same", "--json")
+        for _ in range(SAME_NAME)
+    ]
     results = finish(procs, timeout=60)
 
     winners = [out for rc, out, _err in results if rc == 0]
@@ -91,7 +99,13 @@ def test_concurrent_resumes_of_one_stopped_session_launch_one_agent(workspace: W
     assert len(winners) == 1, results
     for rc, _out, err in results:
         if rc != 0:  # refused at the claim, whichever way the race went
-            assert rc == 1 and "session 'twin'" in err and ("is being started by another command" in err or "changed while" in err), err
+            assert (
+                rc == 1
+                and "session 'twin'" in err
+                and ("is being started by another command" in err or "changed while" in err)
+            ), err
     assert pane_ids(tmux_server.name) == [winners[0]["pane_id"]]  # one agent on the conversation, not five
     status = mam_json("session", "status")
-    assert [(r["name"], r["status"], r["pane_id"], r["drift"]) for r in status] == [("twin", "running", winners[0]["pane_id"], "")]
+    assert [(r["name"], r["status"], r["pane_id"], r["drift"]) for r in status] == [
+        ("twin", "running", winners[0]["pane_id"], "")
+    ]

@@ -62,7 +62,9 @@ def test_bad_options_are_clear_usage_errors(workspace: Workspace, tmux_server: A
 def test_unknown_agent_backend_setting_and_file_as_cwd(workspace: Workspace, tmux_server: Any, tmp_path: Path) -> None:
     proc = create("fine", agent="gpt-9")
     assert proc.returncode == 2
-    assert "unknown agent 'gpt-9'; known agents: agy, claude, codex, demo, gemini, grok, hermes, opencode" in proc.stderr
+    assert (
+        "unknown agent 'gpt-9'; known agents: agy, claude, codex, demo, gemini, grok, hermes, opencode" in proc.stderr
+    )
 
     proc = create("fine", env={"MAM_BACKEND": "screen"})
     assert proc.returncode == 2 and "MAM_BACKEND must be tmux or herdr" in proc.stderr
@@ -74,7 +76,9 @@ def test_unknown_agent_backend_setting_and_file_as_cwd(workspace: Workspace, tmu
     assert_no_trace(workspace, tmux_server.name)
 
 
-def test_existing_sessions_are_refused_and_a_terminated_one_can_be_created_again(workspace: Workspace, tmux_server: Any) -> None:
+def test_existing_sessions_are_refused_and_a_terminated_one_can_be_created_again(
+    workspace: Workspace, tmux_server: Any
+) -> None:
     longest = "L" * 64  # the longest name allowed
     rows = create_many(["busy", "resting", longest])
     mam("session", "stop", "--session", "resting", check=True)

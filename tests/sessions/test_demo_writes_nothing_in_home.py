@@ -29,7 +29,9 @@ def test_create_stop_resume_purge_leave_home_untouched(workspace: Workspace, tmu
     assert _files(home) == before
 
 
-def test_a_session_from_before_the_move_still_resumes_from_home(workspace: Workspace, tmux_server: Any, poll: Any) -> None:
+def test_a_session_from_before_the_move_still_resumes_from_home(
+    workspace: Workspace, tmux_server: Any, poll: Any
+) -> None:
     from mam.store.registry import Registry
 
     row = create_demo("old")

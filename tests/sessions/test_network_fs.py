@@ -37,7 +37,9 @@ def mounts(tmp_path: Path) -> tuple[Path, Path]:
     return table, share
 
 
-def test_filesystem_type_takes_the_longest_mount_point_holding_the_path(mounts: tuple[Path, Path], tmp_path: Path) -> None:
+def test_filesystem_type_takes_the_longest_mount_point_holding_the_path(
+    mounts: tuple[Path, Path], tmp_path: Path
+) -> None:
     table, share = mounts
     assert filesystem_type(share / "ws" / ".mam", mounts=table) == "nfs4"
     assert filesystem_type(share, mounts=table) == "nfs4"
@@ -57,7 +59,9 @@ def test_mount_points_with_spaces_are_unescaped(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("fstype", ["nfs", "nfs4", "cifs", "fuse.sshfs"])
-def test_network_filesystems_get_the_delete_journal_with_one_warning(fstype: str, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+def test_network_filesystems_get_the_delete_journal_with_one_warning(
+    fstype: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     state = tmp_path / "remote" / "ws" / ".mam"
     state.mkdir(parents=True)
     table = mounts_file(tmp_path, "/dev/vda / ext4 rw 0 0", f"server:/x {tmp_path / 'remote'} {fstype} rw 0 0")

@@ -28,8 +28,27 @@ def recorded(ws: Workspace) -> list[dict[str, Any]]:
 def test_inside_a_tmux_pane_the_pane_is_detected(workspace: Workspace, tmux_server: Any, poll: Any) -> None:
     # The pane runs mam directly (no shell) with the environment of the client that started the
     # server, plus TMUX and TMUX_PANE, which tmux sets itself.
-    done = tmux(tmux_server.name, "new-session", "-d", "-P", "-F", "#{pane_id}", "-s", "orc", "-x", "200", "-y", "50",
-                "--", MAM, "--workspace", str(workspace.root), "session", "onboard-orchestrator", "--json")
+    done = tmux(
+        tmux_server.name,
+        "new-session",
+        "-d",
+        "-P",
+        "-F",
+        "#{pane_id}",
+        "-s",
+        "orc",
+        "-x",
+        "200",
+        "-y",
+        "50",
+        "--",
+        MAM,
+        "--workspace",
+        str(workspace.root),
+        "session",
+        "onboard-orchestrator",
+        "--json",
+    )
     assert done.returncode == 0, done.stderr
     pane = done.stdout.strip()
     assert pane.startswith("%")
@@ -42,20 +61,57 @@ def test_inside_a_tmux_pane_the_pane_is_detected(workspace: Workspace, tmux_serv
 
 
 def test_explicit_backend_server_and_pane_are_recorded(workspace: Workspace) -> None:
-    proc = mam("session", "onboard-orchestrator", "--backend", "tmux", "--server", "elsewhere", "--pane", "%7", "--json", check=True)
+    proc = mam(
+        "session",
+        "onboard-orchestrator",
+        "--backend",
+        "tmux",
+        "--server",
+        "elsewhere",
+        "--pane",
+        "%7",
+        "--json",
+        check=True,
+    )
     assert json.loads(proc.stdout)["key"] == "tmux:elsewhere:%7"
-    proc = mam("session", "onboard-orchestrator", "--backend", "herdr", "--server", "main", "--pane", "w1:p2", "--session-id", "abc",
-               check=True)
+    proc = mam(
+        "session",
+        "onboard-orchestrator",
+        "--backend",
+        "herdr",
+        "--server",
+        "main",
+        "--pane",
+        "w1:p2",
+        "--session-id",
+        "abc",
+        check=True,
+    )
     assert "orchestrator pane recorded: herdr:main:w1:p2" in proc.stdout
     # Explicit options win over a pane detected from the environment.
-    proc = mam("session", "onboard-orchestrator", "--backend", "tmux", "--server", "other", "--pane", "%3", "--json",
-               env={"TMUX": "/tmp/tmux-0/detected,1,0", "TMUX_PANE": "%99"}, check=True)
+    proc = mam(
+        "session",
+        "onboard-orchestrator",
+        "--backend",
+        "tmux",
+        "--server",
+        "other",
+        "--pane",
+        "%3",
+        "--json",
+        env={"TMUX": "/tmp/tmux-0/detected,1,0", "TMUX_PANE": "%99"},
+        check=True,
+    )
     assert json.loads(proc.stdout)["key"] == "tmux:other:%3"
 
     rows = {r["key"]: r for r in recorded(workspace)}
     assert sorted(rows) == ["herdr:main:w1:p2", "tmux:elsewhere:%7", "tmux:other:%3"]
-    assert (rows["herdr:main:w1:p2"]["backend"], rows["herdr:main:w1:p2"]["server"], rows["herdr:main:w1:p2"]["pane_id"],
-            rows["herdr:main:w1:p2"]["session"]) == ("herdr", "main", "w1:p2", "abc")
+    assert (
+        rows["herdr:main:w1:p2"]["backend"],
+        rows["herdr:main:w1:p2"]["server"],
+        rows["herdr:main:w1:p2"]["pane_id"],
+        rows["herdr:main:w1:p2"]["session"],
+    ) == ("herdr", "main", "w1:p2", "abc")
 
 
 def test_outside_any_pane_without_options_it_fails_clearly(workspace: Workspace) -> None:

@@ -43,20 +43,38 @@ def status(name: str) -> dict[str, Any]:
 
 
 def panes(tmux_name: str) -> list[str]:
-    out = subprocess.run(["tmux", "-L", tmux_name, "list-panes", "-a", "-F", "#{pane_id}"], capture_output=True, text=True)
+    out = subprocess.run(
+        ["tmux", "-L", tmux_name, "list-panes", "-a", "-F", "#{pane_id}"], capture_output=True, text=True
+    )
     return out.stdout.split() if out.returncode == 0 else []
 
 
 @pytest.mark.parametrize(("agent", "mode"), sorted(OPTIONS))
-def test_each_mode_launches_with_its_options_is_shown_and_kept_on_resume(agent: str, mode: str, workspace, fake_agents_on_path,
-                                                                           tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_each_mode_launches_with_its_options_is_shown_and_kept_on_resume(
+    agent: str, mode: str, workspace, fake_agents_on_path, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
     log = FakeLog(tmp_path / "agents.jsonl")
     env = {"MAM_FAKE_AGENT_LOG": str(log.path)}
     extra = [] if mode == "report" else ["--permissions", mode]
-    row = json.loads(mam("session", "create", "--agent", agent, "--role", "dev", "--session", "s", "--json", *extra, env=env, check=True).stdout)
+    row = json.loads(
+        mam(
+            "session",
+            "create",
+            "--agent",
+            agent,
+            "--role",
+            "dev",
+            "--session",
+            "s",
+            "--json",
+            *extra,
+            env=env,
+            check=True,
+        ).stdout
+    )
     assert row["permissions"] == mode and status("s")["permissions"] == mode
     first = log.wait("start", pid=row["pane_pid"])["argv"]
-    assert first[len(first) - len(OPTIONS[(agent, mode)]):] == OPTIONS[(agent, mode)]
+    assert first[len(first) - len(OPTIONS[(agent, mode)]) :] == OPTIONS[(agent, mode)]
     if agent == "claude":
         # the conversation must exist before it can be resumed: one turn
         log.wait("ready", pid=row["pane_pid"])
@@ -76,7 +94,9 @@ def workspace_tmux() -> str:
     return os.environ["MAM_TMUX_SERVER"]
 
 
-def test_create_records_only_the_session_cwd_as_trusted(workspace, fake_agents_on_path, isolated_env: Path, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_create_records_only_the_session_cwd_as_trusted(
+    workspace, fake_agents_on_path, isolated_env: Path, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
     state = isolated_env / ".claude.json"
     state.write_text(json.dumps({"hasCompletedOnboarding": True, "projects": {"/elsewhere": {"x": 1}}}))
     project = tmp_path / "project"
@@ -90,16 +110,29 @@ def test_create_records_only_the_session_cwd_as_trusted(workspace, fake_agents_o
 
 
 @pytest.mark.parametrize("agent", ["claude", "codex"])
-def test_no_trust_fails_clearly_on_the_dialog_and_leaves_nothing(agent: str, workspace, fake_agents_on_path, isolated_env: Path,
-                                                                tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_no_trust_fails_clearly_on_the_dialog_and_leaves_nothing(
+    agent: str, workspace, fake_agents_on_path, isolated_env: Path, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
     project = tmp_path / "checkout"
     (project / ".git").mkdir(parents=True)
     log = FakeLog(tmp_path / "agents.jsonl")
     # codex first draws its composer without its status line, then the trust question over it:
     # held 1.5 s here (the real 0.171 took ~1.2 s), long enough that a ready wait which took that
     # frame for ready would be seen to.
-    proc = mam("session", "create", "--agent", agent, "--role", "dev", "--session", "u", "--cwd", str(project), "--no-trust",
-               env={"MAM_FAKE_AGENT_LOG": str(log.path), "MAM_FAKE_CODEX_EARLY_S": "1.5"})
+    proc = mam(
+        "session",
+        "create",
+        "--agent",
+        agent,
+        "--role",
+        "dev",
+        "--session",
+        "u",
+        "--cwd",
+        str(project),
+        "--no-trust",
+        env={"MAM_FAKE_AGENT_LOG": str(log.path), "MAM_FAKE_CODEX_EARLY_S": "1.5"},
+    )
     assert proc.returncode == 1, proc.stderr
     assert f"the agent asks whether to trust {project.resolve()}" in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1
@@ -112,17 +145,48 @@ def test_no_trust_fails_clearly_on_the_dialog_and_leaves_nothing(agent: str, wor
     assert not (isolated_env / ".claude.json").exists() and not (isolated_env / ".codex").exists()
 
 
-def test_no_brief_and_no_enter_go_to_a_pane_that_shows_a_permission_prompt(wired_ws, fake_agents_on_path, tmp_path: Path, poll) -> None:  # type: ignore[no-untyped-def]
+def test_no_brief_and_no_enter_go_to_a_pane_that_shows_a_permission_prompt(
+    wired_ws, fake_agents_on_path, tmp_path: Path, poll
+) -> None:  # type: ignore[no-untyped-def]
     log = FakeLog(tmp_path / "agents.jsonl")
     env = {"MAM_FAKE_AGENT_LOG": str(log.path)}
-    row = json.loads(mam("session", "create", "--agent", "claude", "--role", "dev", "--session", "p", "--json", env=env, check=True).stdout)
-    first = spawn_mam("job", "delegate", "--target", "p", "--brief", "please fake-ask-permission", "--job-id", "job-ask",
-                      "--start-deadline", "4", "--heartbeat", "1", "--json")
+    row = json.loads(
+        mam(
+            "session", "create", "--agent", "claude", "--role", "dev", "--session", "p", "--json", env=env, check=True
+        ).stdout
+    )
+    first = spawn_mam(
+        "job",
+        "delegate",
+        "--target",
+        "p",
+        "--brief",
+        "please fake-ask-permission",
+        "--job-id",
+        "job-ask",
+        "--start-deadline",
+        "4",
+        "--heartbeat",
+        "1",
+        "--json",
+    )
     try:
         first.communicate(timeout=60)  # the fake never reports: the job ends agent_blocked, the prompt stays
         assert log.events(event="dialog", kind="prompt")
-        second = mam("job", "delegate", "--target", "p", "--brief", "second brief", "--job-id", "job-two",
-                     "--start-deadline", "4", "--json", timeout=60)
+        second = mam(
+            "job",
+            "delegate",
+            "--target",
+            "p",
+            "--brief",
+            "second brief",
+            "--job-id",
+            "job-two",
+            "--start-deadline",
+            "4",
+            "--json",
+            timeout=60,
+        )
         assert second.returncode == 5, second.stderr
         assert json.loads(second.stdout)["reason"] == "inject_failed"
         assert "permission prompt" in second.stdout + second.stderr

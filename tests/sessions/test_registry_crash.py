@@ -46,8 +46,17 @@ def test_killed_writers_lose_no_committed_update_and_leave_a_sound_registry(
     names = [f"writer-{i:02d}" for i in range(WRITERS)]
     registry = Registry(workspace)
     for name in names:
-        registry.add_session(SessionRow(name=name, agent="demo", role="dev", backend="tmux", server="none", cwd=str(workspace.root),
-                                        status=SessionStatus.STOPPED))
+        registry.add_session(
+            SessionRow(
+                name=name,
+                agent="demo",
+                role="dev",
+                backend="tmux",
+                server="none",
+                cwd=str(workspace.root),
+                status=SessionStatus.STOPPED,
+            )
+        )
     registry.close()
 
     # Each victim dies a seeded 0-300 ms after its progress reaches a seeded threshold: the kill
@@ -61,8 +70,13 @@ def test_killed_writers_lose_no_committed_update_and_leave_a_sound_registry(
     procs = []
     for i, name in enumerate(names):
         with open(errors[i], "wb") as err:
-            procs.append(subprocess.Popen([sys.executable, str(WRITER), str(workspace.root), name, str(UPDATES), str(progress[i])],
-                                          stdout=subprocess.DEVNULL, stderr=err))
+            procs.append(
+                subprocess.Popen(
+                    [sys.executable, str(WRITER), str(workspace.root), name, str(UPDATES), str(progress[i])],
+                    stdout=subprocess.DEVNULL,
+                    stderr=err,
+                )
+            )
     killed: set[int] = set()
 
     def kill_due_victims() -> bool:
@@ -79,7 +93,12 @@ def test_killed_writers_lose_no_committed_update_and_leave_a_sound_registry(
 
     started = time.monotonic()
     try:
-        poll(kill_due_victims, timeout=60, interval=0.01, message=lambda: f"victims {victims}, killed {sorted(killed)} (seed {SEED})")
+        poll(
+            kill_due_victims,
+            timeout=60,
+            interval=0.01,
+            message=lambda: f"victims {victims}, killed {sorted(killed)} (seed {SEED})",
+        )
         for proc in procs:
             proc.wait(timeout=max(1.0, 90 - (time.monotonic() - started)))
     finally:
@@ -102,7 +121,9 @@ def test_killed_writers_lose_no_committed_update_and_leave_a_sound_registry(
     notes = {row["name"]: int(row["note"] or 0) for row in rows}
     for i, name in enumerate(names):
         committed = last_committed(progress[i])
-        assert notes[name] >= committed, f"{name}: progress says {committed} was committed, the database has {notes[name]} (seed {SEED})"
+        assert notes[name] >= committed, (
+            f"{name}: progress says {committed} was committed, the database has {notes[name]} (seed {SEED})"
+        )
         # At most one commit the writer did not live to record; never a value it did not write.
         assert notes[name] <= committed + 1, f"{name}: database {notes[name]}, progress {committed} (seed {SEED})"
         if i in survivors:
@@ -115,5 +136,7 @@ def test_killed_writers_lose_no_committed_update_and_leave_a_sound_registry(
     registry.refresh_mirror()
     registry.close()
     assert_mirror_matches_db(workspace)
-    print(f"{WRITERS}x{UPDATES} updates, {len(died_mid_run)} writers killed mid-run, in {took:.1f}s; "
-          f"mirror read {seen['reads']} times, {seen['generations_seen']} generations seen (seed {SEED})")
+    print(
+        f"{WRITERS}x{UPDATES} updates, {len(died_mid_run)} writers killed mid-run, in {took:.1f}s; "
+        f"mirror read {seen['reads']} times, {seen['generations_seen']} generations seen (seed {SEED})"
+    )

@@ -21,8 +21,18 @@ def seeded(ws: Workspace) -> bytes:
     registry = Registry(ws)
     try:
         for name, conversation in SESSIONS:
-            registry.add_session(SessionRow(name=name, agent="demo", role="dev", backend="tmux", server="mam-test-none",
-                                            cwd=str(ws.root), conversation_id=conversation, status="stopped"))
+            registry.add_session(
+                SessionRow(
+                    name=name,
+                    agent="demo",
+                    role="dev",
+                    backend="tmux",
+                    server="mam-test-none",
+                    cwd=str(ws.root),
+                    conversation_id=conversation,
+                    status="stopped",
+                )
+            )
     finally:
         registry.close()  # the last close checkpoints the WAL into the main file
     return ws.mirror_path.read_bytes()
@@ -60,9 +70,11 @@ def test_an_empty_registry_is_refused_and_the_mirror_is_never_overwritten(worksp
     assert status.returncode == 1
     assert "is empty (0 bytes): refusing to treat it as a new registry" in one_line_error(status.stderr)
     assert "no sessions" not in status.stdout.lower()
-    for write in (("session", "create", "--agent", "demo", "--role", "dev", "--session", "dev-2"),
-                  ("session", "stop", "--session", "dev-1"),
-                  ("job", "delegate", "--target", "tmux:dev-1", "--brief", "hi")):
+    for write in (
+        ("session", "create", "--agent", "demo", "--role", "dev", "--session", "dev-2"),
+        ("session", "stop", "--session", "dev-1"),
+        ("job", "delegate", "--target", "tmux:dev-1", "--brief", "hi"),
+    ):
         proc = mam(*write, env={"MAM_NO_AUTOSTART": "1"})
         assert proc.returncode == 1, (write, proc.stderr)
         one_line_error(proc.stderr)
@@ -104,7 +116,11 @@ def test_a_corrupt_page_is_a_clear_error_and_doctor_restores_the_sessions_after_
     assert json.loads(restored.stdout)["ok"] is True
     rows = json.loads(mam("session", "status", "--json", check=True).stdout)
     assert sorted((r["name"], r["conversation_id"]) for r in rows) == sorted(SESSIONS)
-    kept = [p for p in workspace.state.iterdir() if p.name.startswith("agent-sessions.db.broken-") and not p.name.endswith(("-wal", "-shm"))]
+    kept = [
+        p
+        for p in workspace.state.iterdir()
+        if p.name.startswith("agent-sessions.db.broken-") and not p.name.endswith(("-wal", "-shm"))
+    ]
     assert len(kept) == 1 and kept[0].read_bytes() == damaged
 
 
@@ -117,7 +133,9 @@ def test_restore_with_yes_does_not_ask_and_restore_on_a_healthy_registry_is_refu
     proc = mam("doctor", "--restore-from-mirror", "--yes")
     assert proc.returncode == 0, proc.stderr
     assert "[y/N]" not in proc.stderr + proc.stdout
-    assert {r["name"] for r in json.loads(mam("session", "status", "--json", check=True).stdout)} == {n for n, _ in SESSIONS}
+    assert {r["name"] for r in json.loads(mam("session", "status", "--json", check=True).stdout)} == {
+        n for n, _ in SESSIONS
+    }
 
 
 def test_doctor_reports_a_mirror_that_disagrees_and_a_record_others_can_read(workspace: Workspace):
@@ -132,7 +150,9 @@ def test_doctor_reports_a_mirror_that_disagrees_and_a_record_others_can_read(wor
     record.chmod(0o644)
     code, checks = doctor_checks()
     assert checks["mirror"]["status"] == "warn" and "rev-1" in checks["mirror"]["detail"]
-    assert code == 1 and checks["job records"]["status"] == "fail" and "job-leaky.json" in checks["job records"]["detail"]
+    assert (
+        code == 1 and checks["job records"]["status"] == "fail" and "job-leaky.json" in checks["job records"]["detail"]
+    )
 
 
 def test_doctor_names_a_settings_file_others_may_write(workspace: Workspace):

@@ -45,7 +45,9 @@ def look(ws: Workspace, *args: str) -> dict[str, Any]:
     return result
 
 
-def test_status_with_the_tmux_server_gone_starts_nothing_and_reports_it(workspace: Workspace, tmux_server: Any, poll: Any) -> None:
+def test_status_with_the_tmux_server_gone_starts_nothing_and_reports_it(
+    workspace: Workspace, tmux_server: Any, poll: Any
+) -> None:
     create_many(["one", "two", "three"])
     mam("session", "stop", "--session", "three", check=True)
     socket = socket_path(tmux_server.name)
@@ -58,7 +60,9 @@ def test_status_with_the_tmux_server_gone_starts_nothing_and_reports_it(workspac
             assert not socket.exists(), "status created the tmux socket"
         else:
             now = socket.stat()
-            assert (now.st_ino, now.st_mtime_ns) == (expect_socket.st_ino, expect_socket.st_mtime_ns), "status touched the stale socket"
+            assert (now.st_ino, now.st_mtime_ns) == (expect_socket.st_ino, expect_socket.st_mtime_ns), (
+                "status touched the stale socket"
+            )
         assert not tmux_servers_for(tmux_server.name), "a tmux server runs on the workspace's socket"
         assert without_sqlite_side_files(files_under(workspace.root)) == files_before, "status wrote into the workspace"
         by_name = {r["name"]: r for r in rows}
@@ -106,8 +110,13 @@ def test_status_reports_each_kind_of_drift(workspace: Workspace, tmux_server: An
     assert tmux(server, "kill-pane", "-t", rows["gone"]["pane_id"]).returncode == 0
     # an agent that exited by itself: its pane stays, dead (remain-on-exit)
     type_line(server, rows["exited"]["pane_id"], "/exit")
-    poll(lambda: tmux(server, "display-message", "-p", "-t", rows["exited"]["pane_id"], "#{pane_dead}").stdout.strip() == "1",
-         timeout=15, message="the demo agent did not exit")
+    poll(
+        lambda: (
+            tmux(server, "display-message", "-p", "-t", rows["exited"]["pane_id"], "#{pane_dead}").stdout.strip() == "1"
+        ),
+        timeout=15,
+        message="the demo agent did not exit",
+    )
     # a session the registry says is stopped while its pane still runs (e.g. a stop that died
     # between the registry write and closing the pane, or someone editing the registry)
     registry = Registry(workspace)
@@ -130,7 +139,11 @@ def test_status_reports_each_kind_of_drift(workspace: Workspace, tmux_server: An
     # looking repaired nothing and started nothing: same panes, same rows
     assert len(pane_ids(server)) == 3
     assert {r["name"]: r["status"] for r in mam_json("session", "status")} == {
-        "healthy": "running", "gone": "running", "exited": "running", "stopped-alive": "stopped"}
+        "healthy": "running",
+        "gone": "running",
+        "exited": "running",
+        "stopped-alive": "stopped",
+    }
 
 
 def test_the_orphan_catcher_sees_a_daemon(tmux_server: Any) -> None:

@@ -35,17 +35,45 @@ SOURCE_LINE = 'source "$(dirname "${BASH_SOURCE[0]}")/../../lib/mam-exec.sh"'
 
 # The contract table of ARCHITECTURE.md: folder -> (script, mam sub-command, its options, its exit codes).
 CONTRACT: dict[str, tuple[str, tuple[str, ...], set[str], set[int]]] = {
-    "multi-agent-mux-create": ("create_session.sh", ("session", "create"),
-                               {"--workspace", "--agent", "--role", "--session", "--backend", "--herdr-session", "--onboard"}, {0, 44, 45}),
-    "multi-agent-mux-stop": ("stop_session.sh", ("session", "stop"), {"--session", "--purge-conversation", "--yes"}, {0}),
+    "multi-agent-mux-create": (
+        "create_session.sh",
+        ("session", "create"),
+        {"--workspace", "--agent", "--role", "--session", "--backend", "--herdr-session", "--onboard"},
+        {0, 44, 45},
+    ),
+    "multi-agent-mux-stop": (
+        "stop_session.sh",
+        ("session", "stop"),
+        {"--session", "--purge-conversation", "--yes"},
+        {0},
+    ),
     "multi-agent-mux-resume": ("resume_session.sh", ("session", "resume"), {"--session"}, {0}),
     "multi-agent-mux-status": ("status.sh", ("session", "status"), {"--json"}, {0}),
     "multi-agent-mux-monitor": ("reconcile.sh", ("monitor",), {"--subscribe", "--once"}, {0}),
-    "multi-agent-mux-delegate-job": ("delegate_job.sh", ("job", "delegate"),
-                                     {"--target", "--brief", "--brief-file", "--timeout", "--start-deadline", "--heartbeat", "--parent-job"},
-                                     {0, 1, 2, 3, 5}),
-    "multi-agent-mux-loop": ("run_loop.sh", ("loop",), {"--creator", "--reviewer", "--all-reviewer", "--task", "--planner", "--plan-talk",
-                                                         "--max-loop", "--max-rebut", "--review-only", "--worktree", "--base"}, {0, 1}),
+    "multi-agent-mux-delegate-job": (
+        "delegate_job.sh",
+        ("job", "delegate"),
+        {"--target", "--brief", "--brief-file", "--timeout", "--start-deadline", "--heartbeat", "--parent-job"},
+        {0, 1, 2, 3, 5},
+    ),
+    "multi-agent-mux-loop": (
+        "run_loop.sh",
+        ("loop",),
+        {
+            "--creator",
+            "--reviewer",
+            "--all-reviewer",
+            "--task",
+            "--planner",
+            "--plan-talk",
+            "--max-loop",
+            "--max-rebut",
+            "--review-only",
+            "--worktree",
+            "--base",
+        },
+        {0, 1},
+    ),
     "multi-agent-mux-orc-onboard": ("orc_onboard.sh", ("session", "onboard-orchestrator"), set(), {0}),
     # Not in the contract table: the runner's skill, asked for by the Monitor/remote issue.
     "multi-agent-mux-runner": ("runner.sh", ("runner",), {"--name"}, {0}),
@@ -53,20 +81,49 @@ CONTRACT: dict[str, tuple[str, tuple[str, ...], set[str], set[int]]] = {
     "multi-agent-mux-mcp": ("serve_mcp.sh", ("mcp",), {"--workspace", "--http", "--host", "--port"}, {0}),
 }
 # Delivered now; the monitor and loop skills come with their CLIs.
-REQUIRED = ("multi-agent-mux-create", "multi-agent-mux-stop", "multi-agent-mux-resume", "multi-agent-mux-status",
-            "multi-agent-mux-delegate-job", "multi-agent-mux-orc-onboard", "multi-agent-mux-monitor", "multi-agent-mux-runner",
-            "multi-agent-mux-loop", "multi-agent-mux-mcp")
+REQUIRED = (
+    "multi-agent-mux-create",
+    "multi-agent-mux-stop",
+    "multi-agent-mux-resume",
+    "multi-agent-mux-status",
+    "multi-agent-mux-delegate-job",
+    "multi-agent-mux-orc-onboard",
+    "multi-agent-mux-monitor",
+    "multi-agent-mux-runner",
+    "multi-agent-mux-loop",
+    "multi-agent-mux-mcp",
+)
 # Other CLIs a SKILL.md may quote outside its Options section (the agent side, job inspection).
 RELATED: dict[str, tuple[tuple[str, ...], ...]] = {
     "multi-agent-mux-mcp": (("job", "delegate"),),
     "multi-agent-mux-status": (("job", "list"), ("job", "status")),
     "multi-agent-mux-runner": (("job", "delegate"),),
-    "multi-agent-mux-delegate-job": (("event", "started"), ("event", "progress"), ("event", "heartbeat"), ("event", "completed"),
-                                     ("event", "error"), ("job", "status"), ("job", "list"), ("job", "log"), ("job", "cancel")),
+    "multi-agent-mux-delegate-job": (
+        ("event", "started"),
+        ("event", "progress"),
+        ("event", "heartbeat"),
+        ("event", "completed"),
+        ("event", "error"),
+        ("job", "status"),
+        ("job", "list"),
+        ("job", "log"),
+        ("job", "cancel"),
+    ),
 }
 # Documented by every skill: the script's own "mam not found".
 SCRIPT_EXIT_CODES = {127}
-CONTRACT_STATUS_KEYS = {"name", "agent", "role", "status", "backend", "server", "pane_id", "cwd", "conversation_id", "drift"}
+CONTRACT_STATUS_KEYS = {
+    "name",
+    "agent",
+    "role",
+    "status",
+    "backend",
+    "server",
+    "pane_id",
+    "cwd",
+    "conversation_id",
+    "drift",
+}
 CONTRACT_JOB_KEYS = {"id", "session", "state", "exit_code", "reason"}
 
 LONG_OPTION = re.compile(r"(?<![\w-])--[a-z][a-z0-9-]*")
@@ -142,7 +199,9 @@ def doc_exit_codes(text: str) -> set[int]:
 def test_the_delivered_skills_exist_and_nothing_else():
     folders = {p.name for p in SKILLS.iterdir() if p.is_dir()}
     assert set(REQUIRED) <= folders
-    assert folders - {"lib"} <= set(CONTRACT), f"skill folders outside the contract: {folders - {'lib'} - set(CONTRACT)}"
+    assert folders - {"lib"} <= set(CONTRACT), (
+        f"skill folders outside the contract: {folders - {'lib'} - set(CONTRACT)}"
+    )
 
 
 @pytest.mark.parametrize("skill", existing)
@@ -193,7 +252,9 @@ def test_options_section_matches_the_cli_help_exactly(skill: str):
     listed = help_options(CONTRACT[skill][1])
     assert listed, "parsed no options from --help"
     assert listed - documented == set(), f"options of --help missing from SKILL.md: {sorted(listed - documented)}"
-    assert documented - listed == set(), f"options in SKILL.md's Options that --help lacks: {sorted(documented - listed)}"
+    assert documented - listed == set(), (
+        f"options in SKILL.md's Options that --help lacks: {sorted(documented - listed)}"
+    )
 
 
 @pytest.mark.parametrize("skill", existing)
@@ -219,21 +280,45 @@ def test_every_exit_code_is_documented(skill: str):
 
 
 def test_help_parsers_see_what_the_help_says():
-    assert help_options(("job", "delegate")) >= {"--follow", "--quiet", "--brief-file", "--allow-insecure-broker", "--help", "--workspace"}
+    assert help_options(("job", "delegate")) >= {
+        "--follow",
+        "--quiet",
+        "--brief-file",
+        "--allow-insecure-broker",
+        "--help",
+        "--workspace",
+    }
     assert help_exit_codes(("session", "create")) == {0, 1, 2, 44, 45}
     assert help_exit_codes(("job", "delegate")) == {0, 1, 2, 3, 5}
     assert help_exit_codes(("session", "onboard-orchestrator")) == {0}
 
 
 # -- the lib: which mam, and arguments unchanged ------------------------------------------------
-NASTY_ARGS = ["a b", "it's", 'say "hi"', "$(touch pwned-subst)", "x; touch pwned-semi", "`touch pwned-tick`", "*", "", "  lead",
-              "new\nline", "$HOME", "--flag=$(id)", "\\back\\slash", "-", "--"]
+NASTY_ARGS = [
+    "a b",
+    "it's",
+    'say "hi"',
+    "$(touch pwned-subst)",
+    "x; touch pwned-semi",
+    "`touch pwned-tick`",
+    "*",
+    "",
+    "  lead",
+    "new\nline",
+    "$HOME",
+    "--flag=$(id)",
+    "\\back\\slash",
+    "-",
+    "--",
+]
 
 
 def fake_mam(path: Path, label: str) -> Path:
     """An executable that prints which fake it is and the argv it got, as JSON."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(f"#!{sys.executable}\nimport json, sys\nprint(json.dumps({{'who': {label!r}, 'argv': sys.argv[1:]}}))\n")
+    path.write_text(
+        f"#!{sys.executable}\nimport json, sys\nprint(json.dumps({{'who': {label!r}, 'argv': sys.argv[1:]}}))\n"
+    )
     path.chmod(0o755)
     return path
 
@@ -244,7 +329,9 @@ def bare_path(_tmp: Path) -> str:
     return os.pathsep.join(dirs)
 
 
-def run_script(script: Path, args: list[str], env: dict[str, str], cwd: Path, via_bash: bool = False) -> subprocess.CompletedProcess[str]:
+def run_script(
+    script: Path, args: list[str], env: dict[str, str], cwd: Path, via_bash: bool = False
+) -> subprocess.CompletedProcess[str]:
     argv = ["bash", os.path.relpath(script, cwd)] if via_bash else [str(script)]
     return subprocess.run([*argv, *args], env=env, cwd=cwd, capture_output=True, text=True, timeout=30)
 
@@ -255,7 +342,9 @@ def installed_copy(tmp_path: Path) -> Path:
     ws = tmp_path / "outer" / "ws"
     shutil.copytree(SKILLS, ws / ".agents" / "skills", ignore=shutil.ignore_patterns("__pycache__"))
     for parent in ws.parents:
-        assert not (parent / ".venv" / "bin" / "mam").exists(), f"a mam venv above the temp dir ({parent}) spoils this test"
+        assert not (parent / ".venv" / "bin" / "mam").exists(), (
+            f"a mam venv above the temp dir ({parent}) spoils this test"
+        )
     return ws
 
 
@@ -341,7 +430,12 @@ def test_a_non_executable_venv_mam_is_skipped(installed_copy: Path, tmp_path: Pa
 def test_no_mam_anywhere_is_exit_127_with_install_advice(installed_copy: Path, tmp_path: Path):
     env = {**os.environ, "PATH": bare_path(tmp_path)}
     env.pop("MAM_BIN", None)
-    proc = run_script(installed_copy / ".agents/skills/multi-agent-mux-create/scripts/create_session.sh", ["--agent", "demo"], env, installed_copy)
+    proc = run_script(
+        installed_copy / ".agents/skills/multi-agent-mux-create/scripts/create_session.sh",
+        ["--agent", "demo"],
+        env,
+        installed_copy,
+    )
     assert proc.returncode == 127
     assert proc.stdout == ""
     assert "bash deploy/install.sh" in proc.stderr and "MAM_BIN" in proc.stderr
@@ -350,7 +444,12 @@ def test_no_mam_anywhere_is_exit_127_with_install_advice(installed_copy: Path, t
 def test_a_bad_mam_bin_is_exit_127_not_a_silent_fallback(installed_copy: Path, tmp_path: Path):
     fake_mam(installed_copy / ".venv" / "bin" / "mam", "workspace venv")
     env = {**os.environ, "MAM_BIN": str(tmp_path / "no-such-mam"), "PATH": bare_path(tmp_path)}
-    proc = run_script(installed_copy / ".agents/skills/multi-agent-mux-stop/scripts/stop_session.sh", ["--session", "x"], env, installed_copy)
+    proc = run_script(
+        installed_copy / ".agents/skills/multi-agent-mux-stop/scripts/stop_session.sh",
+        ["--session", "x"],
+        env,
+        installed_copy,
+    )
     assert proc.returncode == 127
     assert "MAM_BIN" in proc.stderr and proc.stdout == ""
 
@@ -405,18 +504,35 @@ def test_the_scripts_drive_a_demo_session_end_to_end(workspace: Workspace, tmux_
         monkeypatch.setenv(key, value)
     ws = workspace.root
     try:
-        proc = skill("multi-agent-mux-create", "--workspace", str(ws), "--agent", "demo", "--role", "dev", "--session", "s1")
+        proc = skill(
+            "multi-agent-mux-create", "--workspace", str(ws), "--agent", "demo", "--role", "dev", "--session", "s1"
+        )
         assert proc.returncode == 0, proc.stderr
 
         rows = status_rows()
         assert len(rows) == 1
         row = rows[0]
         assert CONTRACT_STATUS_KEYS <= set(row)
-        assert (row["name"], row["agent"], row["role"], row["status"], row["backend"]) == ("s1", "demo", "dev", "running", "tmux")
+        assert (row["name"], row["agent"], row["role"], row["status"], row["backend"]) == (
+            "s1",
+            "demo",
+            "dev",
+            "running",
+            "tmux",
+        )
         assert row["server"] == tmux_server.name and row["pane_id"] and row["cwd"] == str(ws) and row["drift"] == ""
 
-        proc = skill("multi-agent-mux-delegate-job", "--target", "tmux:s1", "--brief", "demo-write: f.txt :: x",
-                     "--start-deadline", "10", "--heartbeat", "1")
+        proc = skill(
+            "multi-agent-mux-delegate-job",
+            "--target",
+            "tmux:s1",
+            "--brief",
+            "demo-write: f.txt :: x",
+            "--start-deadline",
+            "10",
+            "--heartbeat",
+            "1",
+        )
         assert proc.returncode == 0, proc.stderr
         assert (ws / "f.txt").read_text() == "x\n"
         jobs = json.loads(mam("job", "list", "--json", check=True).stdout)
@@ -432,11 +548,17 @@ def test_the_scripts_drive_a_demo_session_end_to_end(workspace: Workspace, tmux_
         row = status_rows()[0]
         assert row["status"] == "stopped" and row["resumable"] is True and row["conversation_id"]
         conversation = row["conversation_id"]
-        assert skill("multi-agent-mux-create", "--agent", "demo", "--role", "dev", "--session", "s1").returncode == 1  # name taken
+        assert (
+            skill("multi-agent-mux-create", "--agent", "demo", "--role", "dev", "--session", "s1").returncode == 1
+        )  # name taken
 
         proc = skill("multi-agent-mux-resume", "--session", "s1")
         assert proc.returncode == 0, proc.stderr
-        row = poll(lambda: next((r for r in status_rows() if r["pane_alive"]), None), timeout=20, message="resumed pane not alive")
+        row = poll(
+            lambda: next((r for r in status_rows() if r["pane_alive"]), None),
+            timeout=20,
+            message="resumed pane not alive",
+        )
         assert row["status"] == "running" and row["conversation_id"] == conversation and row["drift"] == ""
         assert skill("multi-agent-mux-resume", "--session", "s1").returncode == 1  # already running
 

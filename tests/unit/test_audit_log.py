@@ -15,13 +15,27 @@ from mam.workspace import Workspace
 def make(tmp_path) -> tuple[Workspace, Registry, Ledger]:  # type: ignore[no-untyped-def]
     ws = Workspace(tmp_path)
     reg = Registry(ws)
-    job = Job(id="job-a", session="s", nonce="n", created_ms=0, start_deadline_ms=10_000, heartbeat_ms=1000, heartbeat_k=4, budget_ms=60_000)
+    job = Job(
+        id="job-a",
+        session="s",
+        nonce="n",
+        created_ms=0,
+        start_deadline_ms=10_000,
+        heartbeat_ms=1000,
+        heartbeat_k=4,
+        budget_ms=60_000,
+    )
     return ws, reg, Ledger.register(ws, reg, job, owner=new_owner(), meta={"topic_prefix": "p"})
 
 
 def test_a_lost_last_line_is_repaired_from_the_registry(tmp_path) -> None:  # type: ignore[no-untyped-def]
     ws, reg, ledger = make(tmp_path)
-    for inp in (Claim(1), Delivered(2), Event(3, 1, "started", "agent", {"nonce": "n"}), Event(4, 2, "completed", "agent", {})):
+    for inp in (
+        Claim(1),
+        Delivered(2),
+        Event(3, 1, "started", "agent", {"nonce": "n"}),
+        Event(4, 2, "completed", "agent", {}),
+    ):
         ledger.apply(inp)
     assert replay_job(ws, "job-a").state.value == "completed"
     # as if the process died after committing its last transition but before appending its line

@@ -38,7 +38,9 @@ def test_an_unknown_key_with_no_close_match_still_warns(tmp_path: Path):
     env = tmp_path / ".mam.env"
     env.write_text("COMPLETELY_DIFFERENT=1\n")
     s = load_settings(env_file=env, environ={})
-    assert s.warnings == (f"{env}:1: unknown key COMPLETELY_DIFFERENT (mam ignores it; `mam config` lists the known keys)",)
+    assert s.warnings == (
+        f"{env}:1: unknown key COMPLETELY_DIFFERENT (mam ignores it; `mam config` lists the known keys)",
+    )
 
 
 def test_a_malformed_line_names_the_key_and_never_the_password(tmp_path: Path):
@@ -50,11 +52,14 @@ def test_a_malformed_line_names_the_key_and_never_the_password(tmp_path: Path):
     assert "hunter2" not in proc.stderr + proc.stdout
 
 
-@pytest.mark.parametrize(("env", "words"), [
-    ({"MAM_BROKER_PORT": "99999"}, "MAM_BROKER_PORT=99999 is not a TCP port"),
-    ({"MAM_JOB_TIMEOUT_S": "inf"}, "MAM_JOB_TIMEOUT_S='inf'"),
-    ({"MAM_HEARTBEAT_S": "0.0004"}, "rounds to 0 ms"),
-])
+@pytest.mark.parametrize(
+    ("env", "words"),
+    [
+        ({"MAM_BROKER_PORT": "99999"}, "MAM_BROKER_PORT=99999 is not a TCP port"),
+        ({"MAM_JOB_TIMEOUT_S": "inf"}, "MAM_JOB_TIMEOUT_S='inf'"),
+        ({"MAM_HEARTBEAT_S": "0.0004"}, "rounds to 0 ms"),
+    ],
+)
 def test_bad_numbers_in_settings_are_one_line_errors(tmp_path: Path, env: dict[str, str], words: str):
     proc = mam("--workspace", str(tmp_path), "broker", "start", env={"MAM_NO_AUTOSTART": "1", **env})
     assert proc.returncode == 2
@@ -62,16 +67,32 @@ def test_bad_numbers_in_settings_are_one_line_errors(tmp_path: Path, env: dict[s
     assert not (tmp_path / ".mam" / "broker" / "broker.json").exists()
 
 
-@pytest.mark.parametrize(("flag", "value", "words"), [
-    ("--timeout", "nan", "--timeout must be a positive, finite number"),
-    ("--timeout", "inf", "--timeout must be a positive, finite number"),
-    ("--start-deadline", "-inf", "--start-deadline must be a positive, finite number"),
-    ("--heartbeat", "0.0004", "--heartbeat 0.0004 rounds to 0 ms"),
-    ("--dispatch-wait", "nan", "--dispatch-wait must be a finite number"),
-])
-def test_bad_numbers_on_the_command_line_are_refused_before_anything_is_written(tmp_path: Path, flag: str, value: str, words: str):
-    proc = mam("--workspace", str(tmp_path), "job", "delegate", "--target", "tmux:nobody-here", "--brief", "hi", flag, value,
-               env={"MAM_NO_AUTOSTART": "1"})
+@pytest.mark.parametrize(
+    ("flag", "value", "words"),
+    [
+        ("--timeout", "nan", "--timeout must be a positive, finite number"),
+        ("--timeout", "inf", "--timeout must be a positive, finite number"),
+        ("--start-deadline", "-inf", "--start-deadline must be a positive, finite number"),
+        ("--heartbeat", "0.0004", "--heartbeat 0.0004 rounds to 0 ms"),
+        ("--dispatch-wait", "nan", "--dispatch-wait must be a finite number"),
+    ],
+)
+def test_bad_numbers_on_the_command_line_are_refused_before_anything_is_written(
+    tmp_path: Path, flag: str, value: str, words: str
+):
+    proc = mam(
+        "--workspace",
+        str(tmp_path),
+        "job",
+        "delegate",
+        "--target",
+        "tmux:nobody-here",
+        "--brief",
+        "hi",
+        flag,
+        value,
+        env={"MAM_NO_AUTOSTART": "1"},
+    )
     assert proc.returncode == 2, proc.stderr
     assert words in one_line_error(proc.stderr)
     jobs = tmp_path / ".mam" / "jobs"
@@ -80,14 +101,23 @@ def test_bad_numbers_on_the_command_line_are_refused_before_anything_is_written(
 
 
 def test_an_agent_heartbeat_that_rounds_to_zero_is_refused(tmp_path: Path):
-    proc = mam("--workspace", str(tmp_path), "event", "started", "--job", "job-x", "--nonce", "abc", "--heartbeat", "0.0001")
+    proc = mam(
+        "--workspace", str(tmp_path), "event", "started", "--job", "job-x", "--nonce", "abc", "--heartbeat", "0.0001"
+    )
     assert proc.returncode == 2
     assert "--heartbeat 0.0001 rounds to 0 ms" in one_line_error(proc.stderr)
 
 
 def test_a_missing_tls_ca_file_is_named_not_a_traceback(tmp_path: Path):
-    env = {"MQTT_BROKER": "127.0.0.1", "MQTT_PORT": "1", "MQTT_TLS": "1", "MQTT_TLS_CA": str(tmp_path / "no-such-ca.pem")}
-    proc = mam("--workspace", str(tmp_path), "job", "delegate", "--target", "tmux:nobody-here", "--brief", "hi", env=env)
+    env = {
+        "MQTT_BROKER": "127.0.0.1",
+        "MQTT_PORT": "1",
+        "MQTT_TLS": "1",
+        "MQTT_TLS_CA": str(tmp_path / "no-such-ca.pem"),
+    }
+    proc = mam(
+        "--workspace", str(tmp_path), "job", "delegate", "--target", "tmux:nobody-here", "--brief", "hi", env=env
+    )
     assert "Traceback" not in proc.stderr
     assert proc.returncode == 3, proc.stderr
     assert f"MQTT_TLS_CA file {tmp_path / 'no-such-ca.pem'} does not exist" in proc.stderr

@@ -13,7 +13,15 @@ def test_fit_keeps_the_longest_start_that_fits_and_refuses_what_cannot_fit() -> 
     env = Envelope("event", "j", 7, "completed", "agent", 1, {"message": "m", "report": "\x1b" * 20_000})
     cut, was_cut = fit(env, "report")
     assert was_cut and len(cut.signed("k").encode()) <= MAX_EVENT_BYTES
-    longer = Envelope("event", "j", 7, "completed", "agent", 1, {**cut.body, "report": "\x1b" * (len(cut.body["report"]) - len(CUT_MARKER) + 1) + CUT_MARKER})
+    longer = Envelope(
+        "event",
+        "j",
+        7,
+        "completed",
+        "agent",
+        1,
+        {**cut.body, "report": "\x1b" * (len(cut.body["report"]) - len(CUT_MARKER) + 1) + CUT_MARKER},
+    )
     assert len(longer.signed("k").encode()) > MAX_EVENT_BYTES  # one character more would not fit
     small = Envelope("event", "j", 7, "completed", "agent", 1, {"report": "short"})
     assert fit(small, "report") == (small, False)

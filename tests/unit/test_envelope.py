@@ -24,8 +24,17 @@ from mam.errors import DecodeError
 MESSAGING = Path(__file__).resolve().parents[2] / "MESSAGING.md"
 KEY = "9c1f2e3d4b5a69788796a5b4c3d2e1f00f1e2d3c4b5a69788796a5b4c3d2e1f0"  # the worked example's token
 EXAMPLE = Envelope(
-    kind="event", job="job-5f2c0e9a7b3d4e61", seq=7, type="completed", sender="agent", ts=1767225600000,
-    body={"message": "Done: 12 tests pass ✓", "report": "# Report\n\tnaïve \"café\" — ok", "report_path": "/work/ws/report.md"},
+    kind="event",
+    job="job-5f2c0e9a7b3d4e61",
+    seq=7,
+    type="completed",
+    sender="agent",
+    ts=1767225600000,
+    body={
+        "message": "Done: 12 tests pass ✓",
+        "report": '# Report\n\tnaïve "café" — ok',
+        "report_path": "/work/ws/report.md",
+    },
 )
 
 
@@ -69,11 +78,20 @@ def test_the_key_is_the_token_text_and_the_signature_is_hex_hmac_sha256_of_the_c
     assert EXAMPLE.signed(KEY).sig != hmac.new(bytes.fromhex(KEY), data, hashlib.sha256).hexdigest()
 
 
-@pytest.mark.parametrize("change", [
-    {"job": "job-5f2c0e9a7b3d4e62"}, {"seq": 8}, {"type": "error"}, {"sender": "heartbeater"}, {"ts": 1767225600001},
-    {"kind": "state"}, {"body": {"message": "Done: 12 tests pass ✓"}},
-    {"body": {**EXAMPLE.body, "message": "Done: 13 tests pass ✓"}}, {"body": {**EXAMPLE.body, "extra": 1}},
-])
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"job": "job-5f2c0e9a7b3d4e62"},
+        {"seq": 8},
+        {"type": "error"},
+        {"sender": "heartbeater"},
+        {"ts": 1767225600001},
+        {"kind": "state"},
+        {"body": {"message": "Done: 12 tests pass ✓"}},
+        {"body": {**EXAMPLE.body, "message": "Done: 13 tests pass ✓"}},
+        {"body": {**EXAMPLE.body, "extra": 1}},
+    ],
+)
 def test_any_change_to_any_field_breaks_the_signature(change: dict[str, Any]) -> None:
     signed = EXAMPLE.signed(KEY)
     tampered = replace(signed, **change)
@@ -93,7 +111,9 @@ def test_wrong_or_missing_key_or_signature_fails() -> None:
 
 def test_verification_uses_the_canonical_form_not_the_received_bytes() -> None:
     signed = EXAMPLE.signed(KEY)
-    pretty = json.dumps(signed.as_dict(), indent=2, ensure_ascii=True).encode()  # other spacing, \u escapes, other order
+    pretty = json.dumps(
+        signed.as_dict(), indent=2, ensure_ascii=True
+    ).encode()  # other spacing, \u escapes, other order
     assert Envelope.decode(pretty).verify(KEY)
 
 
@@ -107,15 +127,15 @@ def test_canonical_form_is_byte_identical_to_the_messaging_md_example() -> None:
 
 
 def test_escaping_is_json_dumps_ensure_ascii_false() -> None:
-    text = "\x00\x1f\x7f\u2028/\\\"\b\f\n\r\t\U0001F600é"
-    expected = '"\\u0000\\u001f\x7f\u2028/\\\\\\"\\b\\f\\n\\r\\t\U0001F600é"'
+    text = '\x00\x1f\x7f\u2028/\\"\b\f\n\r\t\U0001f600é'
+    expected = '"\\u0000\\u001f\x7f\u2028/\\\\\\"\\b\\f\\n\\r\\t\U0001f600é"'
     assert canonical({"s": text}) == ('{"s":' + expected + "}").encode("utf-8")
 
 
 def test_keys_sort_by_code_point_at_every_level() -> None:
-    obj = {"b": {"z": 1, "Z": 2, "é": 3, "\uffff": 4, "\U0001F600": 5}, "a": [{"y": 1, "x": 2}]}
+    obj = {"b": {"z": 1, "Z": 2, "é": 3, "\uffff": 4, "\U0001f600": 5}, "a": [{"y": 1, "x": 2}]}
     # Code point order puts U+FFFF before U+1F600 (UTF-16 order, as in RFC 8785, would not).
-    assert canonical(obj) == '{"a":[{"x":2,"y":1}],"b":{"Z":2,"z":1,"é":3,"\uffff":4,"\U0001F600":5}}'.encode("utf-8")
+    assert canonical(obj) == '{"a":[{"x":2,"y":1}],"b":{"Z":2,"z":1,"é":3,"\uffff":4,"\U0001f600":5}}'.encode("utf-8")
 
 
 def test_numbers_and_literals() -> None:
@@ -127,7 +147,9 @@ def test_numbers_and_literals() -> None:
     assert minus_zero.body == {"n": 0} and b'"n":0' in canonical(minus_zero.unsigned())  # -0 is the integer 0
 
 
-@pytest.mark.parametrize("body", [{"x": 1.5}, {"x": [1, {"y": float("nan")}]}, {"x": float("inf")}, {"x": "\ud800"}, {"\udcff": 1}])
+@pytest.mark.parametrize(
+    "body", [{"x": 1.5}, {"x": [1, {"y": float("nan")}]}, {"x": float("inf")}, {"x": "\ud800"}, {"\udcff": 1}]
+)
 def test_a_sender_cannot_sign_what_a_receiver_would_refuse(body: dict[str, Any]) -> None:
     with pytest.raises(DecodeError):
         replace(EXAMPLE, body=body).signed(KEY)
@@ -143,31 +165,65 @@ def test_a_sender_cannot_sign_nesting_deeper_than_the_limit() -> None:
 
 
 # -- decode refusals ----------------------------------------------------------------------------
-@pytest.mark.parametrize("raw, expected", [
-    # floats and non-finite numbers, anywhere
-    (wire(seq=1.0), "bad_shape"), (wire(body={"x": 1.5}), "bad_shape"), (wire(body={"x": [1e3]}), "bad_shape"),
-    (wire(body={"x": -0.0}), "bad_shape"), (wire(ts=1767225600000.0), "bad_shape"),
-    (wire(body={"x": float("nan")}), "bad_shape"), (wire(body={"x": float("inf")}), "bad_shape"),
-    (wire(body={"x": float("-inf")}), "bad_shape"),
-    # not an object
-    (b"[]", "bad_shape"), (b'"event"', "bad_shape"), (b"1", "bad_shape"), (b"null", "bad_shape"), (b"true", "bad_shape"),
-    # protocol version
-    (wire(v=1), "unknown_version"), (wire(v=3), "unknown_version"), (wire(v=0), "unknown_version"), (wire(v="2"), "unknown_version"),
-    (wire(v=True), "unknown_version"), (wire(v=None), "unknown_version"), (wire(v=2.0), "bad_shape"),
-    # extra or missing fields
-    (wire(extra=1), "bad_shape"), (wire(Sig="x"), "bad_shape"), (wire(sig=None), "bad_shape"), (wire(body=None), "bad_shape"),
-    (wire(job=None), "bad_shape"), (wire(ts=None), "bad_shape"),
-    # wrong types and ranges
-    (wire(seq="7"), "bad_shape"), (wire(seq=True), "bad_shape"), (wire(ts=False), "bad_shape"), (wire(body=[]), "bad_shape"),
-    (wire(body="x"), "bad_shape"), (wire(sig=7), "bad_shape"), (wire(type=1), "bad_shape"), (wire(sender=[]), "bad_shape"),
-    (wire(kind="gossip"), "bad_shape"), (wire(seq=-1), "bad_shape"), (wire(ts=-1), "bad_shape"), (wire(job=""), "bad_shape"),
-    (wire(job="j" * 129), "bad_shape"),
-    # not JSON, not UTF-8, not Unicode
-    (b"", "not_json"), (b"{", "not_json"), (wire() + b"x", "not_json"), (b"\xef\xbb\xbf" + wire(), "not_json"),
-    (wire().replace(b"caf\xc3\xa9", b"caf\xe9"), "not_json"), (b"\xff\xfe{\x00}\x00", "not_json"),
-    (wire(body={"x": "\\ud800"}).replace(b"\\\\ud800", b"\\ud800"), "not_json"),
-    (b"[" * 5000 + b"]" * 5000, "not_json"),
-], ids=lambda v: repr(v)[:60] if isinstance(v, bytes) else str(v))
+@pytest.mark.parametrize(
+    "raw, expected",
+    [
+        # floats and non-finite numbers, anywhere
+        (wire(seq=1.0), "bad_shape"),
+        (wire(body={"x": 1.5}), "bad_shape"),
+        (wire(body={"x": [1e3]}), "bad_shape"),
+        (wire(body={"x": -0.0}), "bad_shape"),
+        (wire(ts=1767225600000.0), "bad_shape"),
+        (wire(body={"x": float("nan")}), "bad_shape"),
+        (wire(body={"x": float("inf")}), "bad_shape"),
+        (wire(body={"x": float("-inf")}), "bad_shape"),
+        # not an object
+        (b"[]", "bad_shape"),
+        (b'"event"', "bad_shape"),
+        (b"1", "bad_shape"),
+        (b"null", "bad_shape"),
+        (b"true", "bad_shape"),
+        # protocol version
+        (wire(v=1), "unknown_version"),
+        (wire(v=3), "unknown_version"),
+        (wire(v=0), "unknown_version"),
+        (wire(v="2"), "unknown_version"),
+        (wire(v=True), "unknown_version"),
+        (wire(v=None), "unknown_version"),
+        (wire(v=2.0), "bad_shape"),
+        # extra or missing fields
+        (wire(extra=1), "bad_shape"),
+        (wire(Sig="x"), "bad_shape"),
+        (wire(sig=None), "bad_shape"),
+        (wire(body=None), "bad_shape"),
+        (wire(job=None), "bad_shape"),
+        (wire(ts=None), "bad_shape"),
+        # wrong types and ranges
+        (wire(seq="7"), "bad_shape"),
+        (wire(seq=True), "bad_shape"),
+        (wire(ts=False), "bad_shape"),
+        (wire(body=[]), "bad_shape"),
+        (wire(body="x"), "bad_shape"),
+        (wire(sig=7), "bad_shape"),
+        (wire(type=1), "bad_shape"),
+        (wire(sender=[]), "bad_shape"),
+        (wire(kind="gossip"), "bad_shape"),
+        (wire(seq=-1), "bad_shape"),
+        (wire(ts=-1), "bad_shape"),
+        (wire(job=""), "bad_shape"),
+        (wire(job="j" * 129), "bad_shape"),
+        # not JSON, not UTF-8, not Unicode
+        (b"", "not_json"),
+        (b"{", "not_json"),
+        (wire() + b"x", "not_json"),
+        (b"\xef\xbb\xbf" + wire(), "not_json"),
+        (wire().replace(b"caf\xc3\xa9", b"caf\xe9"), "not_json"),
+        (b"\xff\xfe{\x00}\x00", "not_json"),
+        (wire(body={"x": "\\ud800"}).replace(b"\\\\ud800", b"\\ud800"), "not_json"),
+        (b"[" * 5000 + b"]" * 5000, "not_json"),
+    ],
+    ids=lambda v: repr(v)[:60] if isinstance(v, bytes) else str(v),
+)
 def test_decode_refuses_with_the_documented_reason(raw: bytes, expected: str) -> None:
     assert reason(raw) == expected
 
@@ -175,9 +231,11 @@ def test_decode_refuses_with_the_documented_reason(raw: bytes, expected: str) ->
 def test_checks_run_in_the_documented_order() -> None:
     assert reason(b" " * (MAX_EVENT_BYTES + 1)) == "oversize"  # size before parsing
     assert reason(b'{"v":1.5,"x":') == "bad_shape"  # a float stops the parse before the syntax error after it
-    assert reason(b'[1.5]') == "bad_shape"
+    assert reason(b"[1.5]") == "bad_shape"
     assert reason(wire(v=1, extra=1, seq="x")) == "unknown_version"  # the version before the other fields
-    assert reason(wire(extra=1, body={"x": "\\ud800"}).replace(b"\\\\ud800", b"\\ud800")) == "bad_shape"  # fields before text
+    assert (
+        reason(wire(extra=1, body={"x": "\\ud800"}).replace(b"\\\\ud800", b"\\ud800")) == "bad_shape"
+    )  # fields before text
 
 
 def test_nesting_up_to_the_limit_decodes_and_deeper_is_refused_at_any_depth() -> None:
@@ -207,9 +265,14 @@ def test_version_constant_is_two() -> None:
 
 
 # -- properties ---------------------------------------------------------------------------------
-json_leaves = st.none() | st.booleans() | st.integers(-(2**53) + 1, 2**53 - 1) | st.text(max_size=40)  # text: any code point but surrogates
-json_values = st.recursive(json_leaves, lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=10), inner, max_size=4),
-                           max_leaves=25)
+json_leaves = (
+    st.none() | st.booleans() | st.integers(-(2**53) + 1, 2**53 - 1) | st.text(max_size=40)
+)  # text: any code point but surrogates
+json_values = st.recursive(
+    json_leaves,
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=10), inner, max_size=4),
+    max_leaves=25,
+)
 
 
 def depth(value: Any) -> int:
@@ -221,9 +284,17 @@ def depth(value: Any) -> int:
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(body=st.dictionaries(st.text(max_size=12), json_values, max_size=6), seq=st.integers(0, 2**53 - 1), ts=st.integers(0, 2**53 - 1),
-       job=st.from_regex(r"[A-Za-z0-9._-]{1,128}", fullmatch=True), type=st.text(max_size=20), sender=st.text(max_size=20))
-def test_random_bodies_round_trip_and_verify(body: dict[str, Any], seq: int, ts: int, job: str, type: str, sender: str) -> None:
+@given(
+    body=st.dictionaries(st.text(max_size=12), json_values, max_size=6),
+    seq=st.integers(0, 2**53 - 1),
+    ts=st.integers(0, 2**53 - 1),
+    job=st.from_regex(r"[A-Za-z0-9._-]{1,128}", fullmatch=True),
+    type=st.text(max_size=20),
+    sender=st.text(max_size=20),
+)
+def test_random_bodies_round_trip_and_verify(
+    body: dict[str, Any], seq: int, ts: int, job: str, type: str, sender: str
+) -> None:
     assume(depth(body) + 1 <= MAX_DEPTH)  # + the envelope's own level
     env = Envelope(kind="event", job=job, seq=seq, type=type, sender=sender, ts=ts, body=body).signed(KEY)
     raw = env.encode()
@@ -246,12 +317,19 @@ def test_random_bytes_raise_nothing_but_decode_error(data: bytes) -> None:
     assert env.verify(KEY) in (True, False)
 
 
-any_json = st.recursive(st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=10),
-                        lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3), max_leaves=15)
+any_json = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=10),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3),
+    max_leaves=15,
+)
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.dictionaries(st.sampled_from(["v", "kind", "job", "seq", "type", "sender", "ts", "body", "sig", "x"]), any_json, max_size=9))
+@given(
+    st.dictionaries(
+        st.sampled_from(["v", "kind", "job", "seq", "type", "sender", "ts", "body", "sig", "x"]), any_json, max_size=9
+    )
+)
 def test_random_json_objects_raise_nothing_but_decode_error(obj: dict[str, Any]) -> None:
     try:
         env = Envelope.decode(json.dumps(obj, ensure_ascii=False))

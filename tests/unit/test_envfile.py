@@ -144,7 +144,9 @@ VALUES = st.lists(
 
 def quote(value: str) -> str:
     """Write a value the way a careful writer would: double quotes, escaping what the parser unescapes."""
-    escaped = value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n").replace("\t", "\\t").replace("\r", "\\r")
+    escaped = (
+        value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n").replace("\t", "\\t").replace("\r", "\\r")
+    )
     return f'"{escaped}"'
 
 
@@ -165,7 +167,11 @@ def test_whole_files_round_trip(tmp_path_factory: pytest.TempPathFactory, pairs:
 
 
 @settings(max_examples=500, deadline=None)
-@given(text=st.lists(st.one_of(st.characters(), st.sampled_from(list("=#'\"\\ \n") + ["export ", "A=", "\r\n"]))).map("".join))
+@given(
+    text=st.lists(st.one_of(st.characters(), st.sampled_from(list("=#'\"\\ \n") + ["export ", "A=", "\r\n"]))).map(
+        "".join
+    )
+)
 def test_arbitrary_text_raises_only_config_error(text: str):
     try:
         entries = parse_env_text(text)

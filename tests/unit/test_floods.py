@@ -28,9 +28,23 @@ def ledger(tmp_path: Path) -> Iterator[Ledger]:
     ws = Workspace(tmp_path / "ws")
     ws.root.mkdir()
     registry = Registry(ws)
-    job = Job(id=JOB, session="s", nonce="n" * 16, created_ms=1, start_deadline_ms=60_000, heartbeat_ms=60_000,
-              heartbeat_k=4, budget_ms=3_600_000, state=JobState.RUNNING, claimed_ms=1, delivered_ms=1, started_ms=1)
-    yield Ledger.register(ws, registry, job, owner=new_owner(), meta={"target": "s", "kind": "job", "topic_prefix": "t"})
+    job = Job(
+        id=JOB,
+        session="s",
+        nonce="n" * 16,
+        created_ms=1,
+        start_deadline_ms=60_000,
+        heartbeat_ms=60_000,
+        heartbeat_k=4,
+        budget_ms=3_600_000,
+        state=JobState.RUNNING,
+        claimed_ms=1,
+        delivered_ms=1,
+        started_ms=1,
+    )
+    yield Ledger.register(
+        ws, registry, job, owner=new_owner(), meta={"target": "s", "kind": "job", "topic_prefix": "t"}
+    )
     registry.close()
 
 
@@ -42,7 +56,16 @@ def raw_signed(ledger: Ledger, seq: int) -> bytes:
     """A validly signed event whose seq no honest encoder emits (Envelope refuses to sign it)."""
     from mam.bus.envelope import sign
 
-    fields = {"v": VERSION, "kind": "event", "job": JOB, "seq": seq, "type": "progress", "sender": "agent", "ts": 1000, "body": {}}
+    fields = {
+        "v": VERSION,
+        "kind": "event",
+        "job": JOB,
+        "seq": seq,
+        "type": "progress",
+        "sender": "agent",
+        "ts": 1000,
+        "body": {},
+    }
     data = json.dumps(fields, sort_keys=True, separators=(",", ":")).encode()
     return json.dumps({**fields, "sig": sign(ledger.token, data)}, sort_keys=True, separators=(",", ":")).encode()
 

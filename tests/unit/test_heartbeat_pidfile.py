@@ -26,8 +26,20 @@ def ws(tmp_path: Path) -> Iterator[Workspace]:
     ws = Workspace(tmp_path / "ws")
     ws.root.mkdir()
     registry = Registry(ws)
-    job = Job(id=JOB, session="s", nonce="n" * 16, created_ms=1, start_deadline_ms=60_000, heartbeat_ms=60_000,
-              heartbeat_k=4, budget_ms=3_600_000, state=JobState.RUNNING, claimed_ms=1, delivered_ms=1, started_ms=1)
+    job = Job(
+        id=JOB,
+        session="s",
+        nonce="n" * 16,
+        created_ms=1,
+        start_deadline_ms=60_000,
+        heartbeat_ms=60_000,
+        heartbeat_k=4,
+        budget_ms=3_600_000,
+        state=JobState.RUNNING,
+        claimed_ms=1,
+        delivered_ms=1,
+        started_ms=1,
+    )
     Ledger.register(ws, registry, job, owner=new_owner(), meta={"target": "s", "kind": "job", "topic_prefix": "t"})
     registry.close()
     yield ws

@@ -27,7 +27,16 @@ from mam.jobs.model import (
     step,
 )
 
-JOB = Job(id="j", session="s", nonce="n0nce", created_ms=0, start_deadline_ms=1000, heartbeat_ms=100, heartbeat_k=4, budget_ms=10_000)
+JOB = Job(
+    id="j",
+    session="s",
+    nonce="n0nce",
+    created_ms=0,
+    start_deadline_ms=1000,
+    heartbeat_ms=100,
+    heartbeat_k=4,
+    budget_ms=10_000,
+)
 
 
 def ev(seq: int, type: str, at: int = 0, sender: str = "agent", **body):  # type: ignore[no-untyped-def]
@@ -135,7 +144,13 @@ def test_deadlines_are_sorted_and_empty_before_delivery() -> None:
 
 
 def test_inputs_round_trip_through_the_audit_form() -> None:
-    for inp in (Claim(1), Delivered(2), Tick(3), End(4, JobState.FAILED, "r", 3, "d"), ev(7, "progress", 9, message="m")):
+    for inp in (
+        Claim(1),
+        Delivered(2),
+        Tick(3),
+        End(4, JobState.FAILED, "r", 3, "d"),
+        ev(7, "progress", 9, message="m"),
+    ):
         assert input_from_dict(input_to_dict(inp)) == inp
     with pytest.raises(ValueError):
         input_from_dict({"input": "nonsense"})
@@ -144,13 +159,26 @@ def test_inputs_round_trip_through_the_audit_form() -> None:
 # -- fuzzing: random input sequences never reach an invalid state, never crash --------------------
 types = st.sampled_from(["started", "progress", "heartbeat", "completed", "error", "delivered", "rejected", "bogus"])
 senders = st.sampled_from(["agent", "heartbeater", "runner", "wrapper", ""])
-bodies = st.fixed_dictionaries({}, optional={"nonce": st.sampled_from(["n0nce", "x"]), "heartbeat_ms": st.integers(-5, 10_000),
-                                             "message": st.text(max_size=5), "reason": st.text(max_size=5)})
+bodies = st.fixed_dictionaries(
+    {},
+    optional={
+        "nonce": st.sampled_from(["n0nce", "x"]),
+        "heartbeat_ms": st.integers(-5, 10_000),
+        "message": st.text(max_size=5),
+        "reason": st.text(max_size=5),
+    },
+)
 inputs = st.one_of(
     st.builds(Claim, at=st.integers(0, 20_000)),
     st.builds(Delivered, at=st.integers(0, 20_000)),
     st.builds(Tick, at=st.integers(0, 50_000)),
-    st.builds(End, at=st.integers(0, 20_000), state=st.sampled_from(sorted(TERMINAL, key=str)), reason=st.text(max_size=4), exit_code=st.integers(0, 5)),
+    st.builds(
+        End,
+        at=st.integers(0, 20_000),
+        state=st.sampled_from(sorted(TERMINAL, key=str)),
+        reason=st.text(max_size=4),
+        exit_code=st.integers(0, 5),
+    ),
     st.builds(Event, at=st.integers(0, 20_000), seq=st.integers(-2, 40), type=types, sender=senders, body=bodies),
 )
 

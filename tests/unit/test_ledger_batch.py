@@ -25,9 +25,23 @@ def ledger(tmp_path: Path) -> Iterator[Ledger]:
     ws = Workspace(tmp_path / "ws")
     ws.root.mkdir()
     registry = Registry(ws)
-    job = Job(id="job-0123456789abcdef", session="s", nonce="n" * 16, created_ms=1, start_deadline_ms=60_000, heartbeat_ms=60_000,
-              heartbeat_k=4, budget_ms=3_600_000, state=JobState.RUNNING, claimed_ms=1, delivered_ms=1, started_ms=1)
-    yield Ledger.register(ws, registry, job, owner=new_owner(), meta={"target": "s", "kind": "job", "topic_prefix": "t"})
+    job = Job(
+        id="job-0123456789abcdef",
+        session="s",
+        nonce="n" * 16,
+        created_ms=1,
+        start_deadline_ms=60_000,
+        heartbeat_ms=60_000,
+        heartbeat_k=4,
+        budget_ms=3_600_000,
+        state=JobState.RUNNING,
+        claimed_ms=1,
+        delivered_ms=1,
+        started_ms=1,
+    )
+    yield Ledger.register(
+        ws, registry, job, owner=new_owner(), meta={"target": "s", "kind": "job", "topic_prefix": "t"}
+    )
     registry.close()
 
 
@@ -59,7 +73,9 @@ def test_a_batch_commits_once_at_the_end_with_every_line_in_order(ledger: Ledger
     assert replayed_state(ledger.ws, ledger.job.id) == ledger.job
 
 
-def test_the_live_record_follows_state_changes_at_once_and_counters_within_the_interval(ledger: Ledger, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+def test_the_live_record_follows_state_changes_at_once_and_counters_within_the_interval(
+    ledger: Ledger, monkeypatch
+) -> None:  # type: ignore[no-untyped-def]
     clock = [100.0]
     monkeypatch.setattr("mam.jobs.ledger.time.monotonic", lambda: clock[0])
     ledger.refresh_record(now=True)
@@ -122,7 +138,11 @@ def test_intake_takes_a_burst_in_one_batch_and_stops_at_the_end(ledger: Ledger) 
     intake = Intake(ledger, ledger.registry, local=False)
 
     def wire(seq: int, type: str = "progress") -> bytes:
-        return Envelope("event", ledger.job.id, seq, type, "agent", 1000 + seq, {"message": "m"}).signed(ledger.token).encode()
+        return (
+            Envelope("event", ledger.job.id, seq, type, "agent", 1000 + seq, {"message": "m"})
+            .signed(ledger.token)
+            .encode()
+        )
 
     for raw in (wire(1), wire(1), b"junk", wire(3), wire(4, "completed"), wire(5)):
         intake.feed(raw)

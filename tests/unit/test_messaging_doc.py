@@ -31,7 +31,7 @@ def block(marker: str) -> str:
 
 
 def hexdump(data: bytes) -> str:
-    return "\n".join(f"{i:04x}  " + " ".join(f"{b:02x}" for b in data[i:i + 16]) for i in range(0, len(data), 16))
+    return "\n".join(f"{i:04x}  " + " ".join(f"{b:02x}" for b in data[i : i + 16]) for i in range(0, len(data), 16))
 
 
 def code(path: str) -> str:
@@ -72,8 +72,20 @@ def test_the_job_key_example_is_what_both_hosts_derive() -> None:
     key_nonce = block("example:key-nonce")
     assert KEY_NONCE.match(key_nonce)
     assert block("example:job-key") == job_key(secret, job, key_nonce)
-    assert Dispatch(job_id=job, runner="r", session="s", text="t", key_nonce=key_nonce, nonce="n", ts=0, start_deadline_ms=1,
-                    heartbeat_ms=1, heartbeat_k=1, budget_ms=1, origin="o").token(secret) == block("example:job-key")
+    assert Dispatch(
+        job_id=job,
+        runner="r",
+        session="s",
+        text="t",
+        key_nonce=key_nonce,
+        nonce="n",
+        ts=0,
+        start_deadline_ms=1,
+        heartbeat_ms=1,
+        heartbeat_k=1,
+        budget_ms=1,
+        origin="o",
+    ).token(secret) == block("example:job-key")
 
 
 def test_the_footer_shown_is_the_one_briefs_get() -> None:
@@ -91,11 +103,21 @@ def test_every_topic_is_documented() -> None:
     t = Topics("PREFIX", "RUNNERSROOT")
 
     def shown(topic: str) -> str:
-        return (f"`{topic.replace('RUNNERSROOT', '<runners prefix>').replace('PREFIX', '<prefix>').replace('JOB', '<job>')}`"
-                .replace("RUNNER", "<runner>"))
+        return f"`{topic.replace('RUNNERSROOT', '<runners prefix>').replace('PREFIX', '<prefix>').replace('JOB', '<job>')}`".replace(
+            "RUNNER", "<runner>"
+        )
 
-    for topic in (t.events("JOB"), t.state("JOB"), t.presence("RUNNER"), t.dispatch("RUNNER", "JOB"), t.all_events(), t.all_states(),
-                  t.all_presence(), t.dispatch_all("RUNNER"), t.probe("RUNNER", "TAG")):
+    for topic in (
+        t.events("JOB"),
+        t.state("JOB"),
+        t.presence("RUNNER"),
+        t.dispatch("RUNNER", "JOB"),
+        t.all_events(),
+        t.all_states(),
+        t.all_presence(),
+        t.dispatch_all("RUNNER"),
+        t.probe("RUNNER", "TAG"),
+    ):
         assert shown(topic).replace("TAG", "<random>") in DOC, topic
     assert "`mam/<workspace slug>`" in DOC and "`MAM_TOPIC_PREFIX`" in DOC and "`body.topic_prefix`" in DOC
 
@@ -130,18 +152,40 @@ def reasons_in_code() -> set[str]:
     found |= set(re.findall(r'^[A-Z_]+ = "(\w+)"', model, re.M))
     found |= set(re.findall(r'why or "(\w+)"', code("mam/jobs/ledger.py")))
     found |= set(re.findall(r'^WRAPPER_DIED = "(\w+)"', code("mam/jobs/stale.py"), re.M))
-    found |= set(re.findall(r'(?:self\._end\(JobState\.\w+|self\.refuse\()\s*,?\s*"(\w+)"', code("mam/jobs/delegate.py")))
+    found |= set(
+        re.findall(r'(?:self\._end\(JobState\.\w+|self\.refuse\()\s*,?\s*"(\w+)"', code("mam/jobs/delegate.py"))
+    )
     # audit-log line kinds: rec.audit(ws, job, "kind", ...) or ledger.note("kind", ...)
-    found |= set(re.findall(r'(?:rec\.audit\([^,]+, [^,]+, |\.note\()"(\w+)"', code("mam/jobs/intake.py")))
+    found |= set(re.findall(r'(?:rec\.audit\([^,]+, [^,]+, |\.note\()\s*"(\w+)"', code("mam/jobs/intake.py")))
     return found
 
 
 def test_every_reason_the_code_can_give_is_documented() -> None:
     found = reasons_in_code()
     # Sanity: the scan still finds the reasons it was written for.
-    assert {"oversize", "not_json", "bad_shape", "unknown_version", "wrong_kind", "wrong_job", "bad_signature", "sender_not_allowed",
-            "duplicate", "replay", "out_of_order", "bad_nonce", "before_started", "agent_blocked", "deadline_timeout",
-            "wall_clock_timeout", "wrapper_died", "inject_failed", "seq_gap", "rejected", "ignored"} <= found
+    assert {
+        "oversize",
+        "not_json",
+        "bad_shape",
+        "unknown_version",
+        "wrong_kind",
+        "wrong_job",
+        "bad_signature",
+        "sender_not_allowed",
+        "duplicate",
+        "replay",
+        "out_of_order",
+        "bad_nonce",
+        "before_started",
+        "agent_blocked",
+        "deadline_timeout",
+        "wall_clock_timeout",
+        "wrapper_died",
+        "inject_failed",
+        "seq_gap",
+        "rejected",
+        "ignored",
+    } <= found
     missing = sorted(r for r in found if f"`{r}`" not in DOC)
     assert not missing, f"reasons missing from MESSAGING.md: {missing}"
 
@@ -153,15 +197,37 @@ def test_states_and_exit_codes_match_the_model() -> None:
         assert re.search(rf"^\| `{state.value}` \| .* \| {exit_code}( \(3 when .*\))? \|$", DOC, re.M), state
 
 
-@pytest.mark.parametrize("key", ["MAM_START_DEADLINE_S", "MAM_HEARTBEAT_S", "MAM_HEARTBEAT_K", "MAM_JOB_TIMEOUT_S", "MAM_DISPATCH_WAIT_S",
-                                 "MAM_POLL_S"])
+@pytest.mark.parametrize(
+    "key",
+    [
+        "MAM_START_DEADLINE_S",
+        "MAM_HEARTBEAT_S",
+        "MAM_HEARTBEAT_K",
+        "MAM_JOB_TIMEOUT_S",
+        "MAM_DISPATCH_WAIT_S",
+        "MAM_POLL_S",
+    ],
+)
 def test_delegation_defaults_match_the_settings(key: str) -> None:
     m = re.search(rf"^\| [^|]+ \| `{key}`[^|]* \| ([^|]+) \|", DOC, re.M)
     assert m, key
     assert float(m.group(1).strip()) == float(KEYS_BY_NAME[key].default)
 
 
-@pytest.mark.parametrize("key", ["MQTT_BROKER", "MQTT_PORT", "MQTT_TLS", "MQTT_TLS_CA", "MQTT_TLS_CERT", "MQTT_TLS_KEY", "MQTT_USERNAME",
-                                 "MQTT_PASSWORD", "MAM_TOPIC_PREFIX", "MAM_DISPATCH_SECRET"])
+@pytest.mark.parametrize(
+    "key",
+    [
+        "MQTT_BROKER",
+        "MQTT_PORT",
+        "MQTT_TLS",
+        "MQTT_TLS_CA",
+        "MQTT_TLS_CERT",
+        "MQTT_TLS_KEY",
+        "MQTT_USERNAME",
+        "MQTT_PASSWORD",
+        "MAM_TOPIC_PREFIX",
+        "MAM_DISPATCH_SECRET",
+    ],
+)
 def test_every_broker_setting_named_exists(key: str) -> None:
     assert key in KEYS_BY_NAME and f"{key}=" in DOC

@@ -104,8 +104,8 @@ def flaky_broker() -> Iterator[tuple[BrokerEndpoint, list[bytes]]]:
                         break
                     elif kind == 3:
                         topic_len = int.from_bytes(body[:2], "big")
-                        packet_id = body[2 + topic_len:4 + topic_len]
-                        received.append(body[4 + topic_len:])
+                        packet_id = body[2 + topic_len : 4 + topic_len]
+                        received.append(body[4 + topic_len :])
                         conn.sendall(bytes([0x40, 0x02]) + packet_id)  # PUBACK
                     elif kind == 14:  # DISCONNECT
                         return

@@ -151,7 +151,13 @@ def test_example_loads_to_the_defaults(tmp_path: Path):
 def mam(*args: str, ws: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     full_env = {**os.environ, "MAM_WORKSPACE": str(ws), **(env or {})}
     return subprocess.run(
-        [sys.executable, "-m", "mam", *args], cwd=ws, env=full_env, capture_output=True, text=True, timeout=60, check=False
+        [sys.executable, "-m", "mam", *args],
+        cwd=ws,
+        env=full_env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
     )
 
 

@@ -25,7 +25,9 @@ needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="needs root to create 
 
 
 def run_in(cwd: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([MAM, *args], cwd=cwd, env={**os.environ, **(env or {})}, capture_output=True, text=True, timeout=60)
+    return subprocess.run(
+        [MAM, *args], cwd=cwd, env={**os.environ, **(env or {})}, capture_output=True, text=True, timeout=60
+    )
 
 
 def evil_program(folder: Path) -> tuple[Path, Path]:
@@ -142,8 +144,13 @@ def test_a_readable_state_folder_is_tightened_to_0700_and_a_new_one_is_created_s
 @pytest.fixture
 def foreign_process() -> Iterator[subprocess.Popen[bytes]]:
     """A process of user nobody whose command line looks like mam's broker."""
-    child = subprocess.Popen(["/bin/sh", "-c", "read line", "python", "-m", "mam.broker.serve"],
-                             stdin=subprocess.PIPE, user=OTHER, group=OTHER, cwd="/")
+    child = subprocess.Popen(
+        ["/bin/sh", "-c", "read line", "python", "-m", "mam.broker.serve"],
+        stdin=subprocess.PIPE,
+        user=OTHER,
+        group=OTHER,
+        cwd="/",
+    )
     wait_for(lambda: start_time(child.pid) is not None, timeout=10, message="the foreign process did not start")
     yield child
     child.kill()
