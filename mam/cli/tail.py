@@ -1,0 +1,66 @@
+"""`mam tail`: follow the workspace's job transitions, events and loop steps, one line each."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import click
+
+from mam.cli.common import App, workspace_option
+
+
+@click.command("tail")
+@workspace_option
+@click.option(
+    "--json", "as_json", is_flag=True, help="One JSON object per line (ts, job, session, kind, type, seq, message)."
+)
+@click.option("--job", "job_id", metavar="ID", help="Only this job's lines.")
+@click.option("--session", metavar="NAME", help="Only the lines of this session's jobs (and its loop steps).")
+@click.option("--since", type=click.IntRange(min=0), metavar="SEQ", help="Start after event number SEQ of each job.")
+@click.option("--all", "everything", is_flag=True, help="Start from the beginning of the history.")
+@click.pass_obj
+def tail(app: App, as_json: bool, job_id: str | None, session: str | None, since: int | None, everything: bool) -> int:
+    """Follow, live, every job transition and event of the workspace, and loop steps.
+
+    Prints the last 10 lines of history (everything with --all, or every line after
+    event SEQ of each job with --since SEQ), then one line per new thing: time, session,
+    job, what happened (an event type, `-> state` for a transition, `loop <step>`), the
+    event number `#seq` it follows, and the message. Transitions carry the seq of the
+    last event applied before them, so a job's lines read in order.
+
+    It follows the broker and reads what happened from the registry. With the broker
+    down it says so (on stderr) and follows the registry alone. It never starts a
+    broker, a pane or a session. Ctrl-C ends it with exit 0.
+
+    \b
+    Examples:
+      mam tail
+      mam tail --json --job job-0123456789abcdef --all
+      mam tail --session dev-1
+    """
+    if since is not None and everything:
+        raise click.UsageError("--since and --all are alternatives: give one")
+    from mam.ids import check_job_id
+    from mam.view.tail import Note, Tail
+
+    if job_id:
+        check_job_id(job_id)
+
+    def sink(item: object) -> None:
+        if isinstance(item, Note):
+            click.echo(f"mam: {item.message}", err=True)
+        elif as_json:
+            click.echo(json.dumps(item.as_json(), sort_keys=True, ensure_ascii=False))  # type: ignore[attr-defined]
+        else:
+            click.echo(item.text())  # type: ignore[attr-defined]
+        sys.stdout.flush()
+
+    follower = Tail(app.ws, app.settings, sink, job=job_id, session=session, since=since, everything=everything)
+    try:
+        follower.run()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        follower.close()
+    return 0

@@ -1,0 +1,243 @@
+"""The workspace's activity as ordered lines, read from the registry and the loop logs.
+
+A job's lines come from the registry, the same truth the wrapper writes: its events (table `events`,
+numbered by `seq`) and its transitions (table `job_inputs`, committed with the state they produce).
+Per job, an event comes before the transition it caused; a transition carries the `seq` of the last
+event applied before it (0 before `started`). A loop's lines come from `.mam/loops/<id>/loop.jsonl`.
+
+`Feed.read(job_ids)` returns what is new since the last call. Nothing here starts anything or
+writes anything; without a registry there are simply no job lines.
+"""
+
+from __future__ import annotations
+
+import heapq
+import json
+import time
+from collections.abc import Iterable, Iterator
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from mam.store import jobs as jobs_table
+from mam.store.registry import Registry
+from mam.workspace import Workspace
+
+KINDS = ("event", "transition", "loop")
+
+
+@dataclass(frozen=True)
+class Line:
+    ts_ms: int
+    kind: str  # event / transition / loop
+    job: str
+    session: str
+    type: str  # event type, the new job state, or the loop log's event
+    seq: int
+    message: str
+    loop: str = ""
+
+    def as_json(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["ts"] = iso(self.ts_ms)
+        return out
+
+    def text(self) -> str:
+        clock = time.strftime("%H:%M:%S", time.localtime(self.ts_ms / 1000))
+        what = {"event": self.type, "transition": f"-> {self.type}", "loop": f"loop {self.type}"}[self.kind]
+        subject = self.job or self.loop
+        return f"{clock} {self.session or '-':<14} {subject:<22} {what:<20} #{self.seq:<4} {self.message}".rstrip()
+
+
+def iso(ts_ms: int) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(ts_ms / 1000)) + f".{ts_ms % 1000:03d}Z"
+
+
+def event_message(type_: str, body: dict[str, Any]) -> str:
+    if type_ == "error":
+        return str(body.get("reason", ""))
+    if type_ == "started":
+        hb = body.get("heartbeat_ms")
+        return f"heartbeat every {int(hb) // 1000}s" if isinstance(hb, int) and hb > 0 else ""
+    if type_ == "activity":
+        return " ".join(str(body[k]) for k in ("state", "tool", "message") if body.get(k))
+    return str(body.get("message", "") or "").splitlines()[0] if body.get("message") else ""
+
+
+@dataclass
+class _JobCursor:
+    session: str
+    seq_done: int = 0  # events printed up to this seq
+    n_done: int = 0  # transition lines read up to this number
+    applied_seq: int = 0  # the last event seq the wrapper applied
+    state: str = "pending"
+    created: bool = False
+
+
+@dataclass
+class _LoopCursor:
+    offset: int = 0
+    number: int = 0
+
+
+@dataclass
+class Feed:
+    """New lines since the last read, for one workspace (optionally one job or one session)."""
+
+    ws: Workspace
+    job: str | None = None
+    session: str | None = None
+    since_seq: int | None = None  # with a cursor's first read: skip lines numbered at or below this seq
+    _jobs: dict[str, _JobCursor] = field(default_factory=dict)
+    _loops: dict[str, _LoopCursor] = field(default_factory=dict)
+    _registry: Registry | None = None
+
+    def close(self) -> None:
+        if self._registry is not None:
+            self._registry.close()
+            self._registry = None
+
+    def registry(self) -> Registry | None:
+        if self._registry is None:
+            self._registry = Registry.open_existing(self.ws)
+        return self._registry
+
+    # -- which jobs ---------------------------------------------------------------------------
+    def job_ids(self, *, updated_since: float | None = None) -> list[str]:
+        """Jobs worth reading: every one (updated_since None) or those touched since then."""
+        registry = self.registry()
+        if registry is None:
+            return []
+        with registry.read() as conn:
+            if self.job:
+                row = jobs_table.find(conn, self.job)
+                rows = [row] if row is not None else []
+            elif updated_since is None:
+                rows = jobs_table.list_jobs(conn, session=self.session, limit=100000)
+            else:
+                rows = jobs_table.recently_updated(conn, updated_since)
+        return [r.id for r in rows if self.session is None or r.session == self.session]
+
+    # -- reading ------------------------------------------------------------------------------
+    def read(self, job_ids: Iterable[str] | None = None, *, loops: bool = True) -> list[Line]:
+        """What is new for `job_ids` (default: every job) and the loops, merged by time."""
+        ids = list(job_ids) if job_ids is not None else self.job_ids()
+        streams: list[Iterable[Line]] = [self._job_lines(j) for j in dict.fromkeys(ids)]
+        if loops and self.job is None:
+            streams.extend(self._loop_lines(p) for p in self._loop_logs())
+        return list(heapq.merge(*(list(s) for s in streams), key=lambda line: line.ts_ms))
+
+    def _job_lines(self, job_id: str) -> list[Line]:
+        registry = self.registry()
+        if registry is None:
+            return []
+        cur = self._jobs.get(job_id)
+        with registry.read() as conn:
+            row = jobs_table.find(conn, job_id)
+            if row is None or (self.session is not None and row.session != self.session):
+                return []
+            if cur is None:
+                cur = self._jobs[job_id] = _JobCursor(session=row.session)
+            events = {e.seq: e for e in jobs_table.events_after(conn, job_id, cur.seq_done)}
+            inputs = jobs_table.inputs_after(conn, job_id, cur.n_done)
+        out: list[Line] = []
+        if not cur.created:
+            cur.created = True
+            out.append(
+                Line(
+                    int(row.created_at * 1000),
+                    "transition",
+                    job_id,
+                    row.session,
+                    "pending",
+                    0,
+                    f"created: {row.target}",
+                )
+            )
+        for entry in inputs:
+            inp = entry.get("input", {})
+            cur.n_done = int(entry.get("n", cur.n_done + 1))
+            at = int(inp.get("at", 0) or 0)
+            if inp.get("input") == "event":
+                seq = int(inp.get("seq", 0))
+                for s in sorted(k for k in events if k <= seq):
+                    out.extend(self._event_line(cur, job_id, events.pop(s)))
+                if seq > cur.seq_done:  # only on the bus (a remote job): the wrapper's copy
+                    cur.seq_done = seq
+                    body = inp.get("body") or {}
+                    out.append(
+                        Line(
+                            at,
+                            "event",
+                            job_id,
+                            cur.session,
+                            str(inp.get("type")),
+                            seq,
+                            event_message(inp["type"], body),
+                        )
+                    )
+                cur.applied_seq = max(cur.applied_seq, seq)
+            state = str(entry.get("state", cur.state))
+            if state != cur.state:
+                detail = entry.get("reason") or ""
+                if inp.get("input") == "end" and inp.get("detail"):
+                    detail = f"{detail}: {inp['detail']}" if detail else str(inp["detail"])
+                msg = f"{cur.state} -> {state}" + (f" ({detail})" if detail else "")
+                out.append(Line(at, "transition", job_id, cur.session, state, cur.applied_seq, msg))
+                cur.state = state
+        for s in sorted(events):
+            out.extend(self._event_line(cur, job_id, events[s]))
+        floor = self.since_seq
+        return [line for line in out if floor is None or line.seq > floor]
+
+    def _event_line(self, cur: _JobCursor, job_id: str, ev: jobs_table.EventRow) -> list[Line]:
+        if ev.seq <= cur.seq_done:
+            return []
+        cur.seq_done = ev.seq
+        try:
+            body = json.loads(ev.raw).get("body") or {}
+        except (ValueError, AttributeError):
+            body = {}
+        return [Line(int(ev.ts), "event", job_id, cur.session, ev.type, ev.seq, event_message(ev.type, body))]
+
+    def _loop_logs(self) -> list[Path]:
+        folder = self.ws.state / "loops"
+        try:
+            return sorted(folder.glob("*/loop.jsonl"))
+        except OSError:
+            return []
+
+    def _loop_lines(self, path: Path) -> Iterator[Line]:
+        from mam.loop.describe import describe
+
+        loop_id = path.parent.name
+        cur = self._loops.setdefault(loop_id, _LoopCursor())
+        try:
+            if path.stat().st_size <= cur.offset:
+                return
+            with open(path, "rb") as f:
+                f.seek(cur.offset)
+                chunk = f.read()
+        except OSError:
+            return
+        complete = chunk[: chunk.rfind(b"\n") + 1]  # a torn last line waits for its end
+        cur.offset += len(complete)
+        for raw in complete.splitlines():
+            try:
+                entry = json.loads(raw)
+            except ValueError:
+                continue
+            cur.number += 1
+            session = str(entry.get("session") or entry.get("reviewer") or entry.get("creator") or "")
+            if self.session is not None and session != self.session:
+                continue
+            yield Line(
+                int(float(entry.get("ts", 0)) * 1000),
+                "loop",
+                str(entry.get("job") or ""),
+                session,
+                str(entry.get("event", "")),
+                int(entry.get("round", 0) or 0),
+                describe(entry) or str(entry.get("event", "")),
+                loop=loop_id,
+            )

@@ -1,0 +1,138 @@
+"""`mam tail`: follow every job transition, event and loop step of the workspace, live.
+
+The broker says when something happened (a message on `<prefix>/jobs/+/events` or
+`<prefix>/jobs/+/state` names the job); the registry says what, in order (see `feed`). A job's
+transitions that no message announces (its creation, the paste, a deadline) are picked up by the
+next message about it, by the job's final state, or by a sweep of recently changed jobs every
+`SWEEP_S`. With no broker (or when it goes away) the sweep runs every `DOWN_SWEEP_S` instead, and a
+note says so. It never starts a broker, a pane or a session, and never creates a registry.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from mam.bus.mqtt import MqttClient
+from mam.errors import BrokerError
+from mam.settings import Settings
+from mam.view.feed import Feed, Line
+from mam.workspace import Workspace
+
+SWEEP_S = 5.0
+DOWN_SWEEP_S = 1.0
+FOLLOW_UPS_S = (0.15, 0.5, 1.5)  # after a message: re-read the job for the transition its wrapper writes next
+DEFAULT_LINES = 10
+
+
+@dataclass
+class Note:
+    """Something about the feed itself (the broker is down, came back)."""
+
+    message: str
+
+
+Sink = Callable[[Line | Note], None]
+
+
+def backlog(feed: Feed, *, everything: bool, since: int | None) -> list[Line]:
+    """History first: all of it (`--all` / `--since`), else the last DEFAULT_LINES lines."""
+    lines = feed.read()
+    return lines if everything or since is not None else lines[-DEFAULT_LINES:]
+
+
+class Tail:
+    def __init__(
+        self,
+        ws: Workspace,
+        settings: Settings,
+        sink: Sink,
+        *,
+        job: str | None = None,
+        session: str | None = None,
+        since: int | None = None,
+        everything: bool = False,
+    ) -> None:
+        self.ws, self.settings, self.sink = ws, settings.with_overrides(MAM_NO_AUTOSTART="1"), sink
+        self.feed = Feed(ws, job=job, session=session, since_seq=since)
+        self.everything, self.since = everything, since
+        self.wakeups: queue.Queue[str | None] = queue.Queue()
+        self.stop = threading.Event()
+        self.client: MqttClient | None = None
+        self.broker_up = False
+
+    # -- the broker ---------------------------------------------------------------------------
+    def connect(self) -> bool:
+        from mam.bus.connect import open_client
+        from mam.bus.topics import Topics
+
+        try:
+            client = open_client(self.settings, self.ws, role="tail", autostart=False, timeout=2)
+        except BrokerError as e:
+            self.sink(Note(f"the broker is down ({e}); following the registry instead, lines may lag a second"))
+            return False
+        topics = Topics.of(self.settings, self.ws)
+
+        def on_message(topic: str, payload: bytes, retained: bool) -> None:
+            job = topics.job_of(topic)
+            if job and payload and not retained and (self.feed.job is None or job == self.feed.job):
+                self.wakeups.put(job)
+
+        def on_change(up: bool) -> None:
+            self.broker_up = up
+            self.sink(
+                Note("the broker is back; following it" if up else "the broker went away; following the registry")
+            )
+            self.wakeups.put(None)
+
+        try:
+            client.subscribe(topics.all_events(), on_message)
+            client.subscribe(topics.all_states(), on_message)
+        except BrokerError as e:
+            client.close()
+            self.sink(Note(f"the broker is down ({e}); following the registry instead"))
+            return False
+        client.on_connection_change = on_change
+        self.client, self.broker_up = client, True
+        return True
+
+    def close(self) -> None:
+        self.stop.set()
+        if self.client is not None:
+            self.client.close()
+        self.feed.close()
+
+    # -- the loop -----------------------------------------------------------------------------
+    def run(self) -> None:
+        """Print the backlog, then follow until `stop` is set (Ctrl-C in the CLI)."""
+        self.connect()
+        for line in backlog(self.feed, everything=self.everything, since=self.since):
+            self.sink(line)
+        last_sweep = time.time()
+        follow_ups: list[tuple[float, str]] = []
+        while not self.stop.is_set():
+            now = time.monotonic()
+            next_due = min([t for t, _ in follow_ups], default=now + (SWEEP_S if self.broker_up else DOWN_SWEEP_S))
+            try:
+                job = self.wakeups.get(timeout=max(0.0, next_due - now))
+            except queue.Empty:
+                job = None
+            now = time.monotonic()
+            due = {j for t, j in follow_ups if t <= now}
+            follow_ups = [(t, j) for t, j in follow_ups if t > now]
+            if job is not None:
+                due.add(job)
+                follow_ups.extend((now + d, job) for d in FOLLOW_UPS_S)
+            if not due:  # the sweep: jobs changed since the last one, and the loops
+                started = time.time()
+                self.emit(self.feed.read(self.feed.job_ids(updated_since=last_sweep - 1)))
+                last_sweep = started
+            else:
+                self.emit(self.feed.read(sorted(due)))
+
+    def emit(self, lines: list[Line]) -> None:
+        for line in lines:
+            self.sink(line)

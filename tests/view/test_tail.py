@@ -1,0 +1,139 @@
+"""`mam tail`: a demo job's transitions and events, in order, live from the broker; the registry when it is down."""
+
+from __future__ import annotations
+
+import json
+import queue
+import subprocess
+import threading
+from typing import Any
+
+import pytest
+
+from tests.helpers.jobs import FAST, create_demo
+from tests.helpers.mamcli import mam, spawn_mam
+
+SHORT = ["--start-deadline", "10", "--heartbeat", "0.5"]
+
+
+class Reader:
+    """Collect a process's stdout lines on a thread, so the test can wait for one with a deadline."""
+
+    def __init__(self, proc: subprocess.Popen[str]) -> None:
+        self.proc, self.lines = proc, queue.Queue[str]()
+        threading.Thread(target=self._pump, daemon=True).start()
+
+    def _pump(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self.lines.put(line)
+
+    def until(self, check, timeout: float = 60) -> list[dict[str, Any]]:  # type: ignore[no-untyped-def]
+        import time
+
+        got: list[dict[str, Any]] = []
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                got.append(json.loads(self.lines.get(timeout=max(0.01, deadline - time.monotonic()))))
+            except queue.Empty:
+                break
+            if check(got):
+                return got
+        raise AssertionError(f"tail never printed what was expected; got {got}")
+
+
+def stop(proc: subprocess.Popen[str]) -> tuple[int, str]:
+    """Ctrl-C, then the exit code and stderr (stdout is left to whoever reads it)."""
+    import signal
+
+    proc.send_signal(signal.SIGINT)
+    proc.wait(timeout=30)
+    assert proc.stderr is not None
+    return proc.returncode, proc.stderr.read()
+
+
+def test_tail_json_follows_a_demo_job_in_order_with_matching_seqs(workspace, broker, monkeypatch):  # type: ignore[no-untyped-def]
+    for key, value in {**broker.env(), **FAST}.items():
+        monkeypatch.setenv(key, value)
+    create_demo("w")
+    tail = spawn_mam("tail", "--json")
+    try:
+        reader = Reader(tail)
+        job = mam("job", "delegate", "--target", "w", "--brief", "demo-write: a.txt :: x", "--json", *SHORT)
+        assert job.returncode == 0, job.stderr
+        job_id = json.loads(job.stdout)["id"]
+        lines = reader.until(
+            lambda got: any(g["job"] == job_id and g["type"] == "completed" and g["kind"] == "transition" for g in got)
+        )
+    finally:
+        code, err = stop(tail)
+    assert code == 0, err
+    mine = [g for g in lines if g["job"] == job_id]
+    for g in mine:
+        assert {"ts", "job", "session", "kind", "type", "seq", "message"} <= set(g) and g["session"] == "w"
+    transitions = [g["type"] for g in mine if g["kind"] == "transition"]
+    assert transitions == ["pending", "delivering", "delivered", "running", "completed"]
+    events = [g for g in mine if g["kind"] == "event"]
+    recorded = [
+        e for e in json.loads(mam("job", "log", job_id, "--json", check=True).stdout) if e.get("kind") == "input"
+    ]
+    applied = [e["input"]["seq"] for e in recorded if e["input"]["input"] == "event"]
+    assert [e["seq"] for e in events] == applied  # every event the wrapper applied, with its seq, once, in order
+    assert events[0]["type"] == "started" and events[-1]["type"] == "completed"
+    order = [(g["kind"], g["type"]) for g in mine]
+    assert order.index(("event", "started")) < order.index(("transition", "running"))
+    assert order.index(("event", "completed")) < order.index(("transition", "completed"))
+    running = next(g for g in mine if g["kind"] == "transition" and g["type"] == "running")
+    assert running["seq"] == events[0]["seq"]  # a transition carries the seq of the event that caused it
+    seqs = [g["seq"] for g in mine]
+    assert seqs == sorted(seqs)
+
+
+def test_tail_with_the_broker_stopped_prints_the_ended_job_and_says_so(workspace, own_broker, monkeypatch):  # type: ignore[no-untyped-def]
+    b = own_broker("amqtt")
+    for key, value in {**b.env(), **FAST}.items():
+        monkeypatch.setenv(key, value)
+    create_demo("w", behaviour="error")
+    job = mam("job", "delegate", "--target", "w", "--brief", "do it", "--json", *SHORT)
+    assert job.returncode == 1
+    job_id = json.loads(job.stdout)["id"]
+    b.stop()
+    tail = spawn_mam("tail", "--json", "--job", job_id, "--all")
+    try:
+        lines = Reader(tail).until(lambda got: any(g["type"] == "failed" for g in got), timeout=30)
+    finally:
+        code, err = stop(tail)
+    assert code == 0
+    assert "the broker is down" in err and "following the registry" in err
+    failed = next(g for g in lines if g["type"] == "failed")
+    assert failed["kind"] == "transition" and "agent_error" in failed["message"]
+    assert any(g["kind"] == "event" and g["type"] == "error" for g in lines)
+
+
+def test_tail_text_and_filters(workspace, broker, monkeypatch):  # type: ignore[no-untyped-def]
+    for key, value in {**broker.env(), **FAST}.items():
+        monkeypatch.setenv(key, value)
+    create_demo("a")
+    create_demo("b")
+    for name in ("a", "b"):
+        assert (
+            mam("job", "delegate", "--target", name, "--brief", f"demo-write: {name}.txt :: x", *SHORT).returncode == 0
+        )
+    tail = spawn_mam("tail", "--session", "b", "--all")
+    try:
+        assert tail.stdout is not None
+        first = tail.stdout.readline()
+    finally:
+        code, _ = stop(tail)
+    assert code == 0
+    text = first + tail.stdout.read()
+    assert " b " in first and "-> pending" in first
+    assert " a " not in text.replace("-> a", "")
+    assert mam("tail", "--since", "1", "--all").returncode == 2
+
+
+@pytest.mark.parametrize("args", [["tail", "--help"], ["top", "--help"]])
+def test_help_explains(args):  # type: ignore[no-untyped-def]
+    out = mam(*args, check=True).stdout
+    assert "never starts" in out or "never start" in out
