@@ -31,6 +31,7 @@ COMMANDS = {
         "Check the workspace's files, owners, registry, mirror and broker; restore sessions from the mirror.",
     ),
     "demo": ("mam.cli.demo", "demo", "Run a self-contained demo: demo agents, jobs and a review loop."),
+    "tail": ("mam.cli.tail", "tail", "Follow every job transition, event and loop step, live (never starts anything)."),
     "mcp": (
         "mam.cli.mcp",
         "mcp",
