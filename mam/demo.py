@@ -59,7 +59,11 @@ SESSIONS = (("creator", "developer", "ok"), ("helper", "developer", "ok"), ("fla
 
 def demo_environ(base: Mapping[str, str], ws: Workspace, tmux_server: str) -> dict[str, str]:
     """The user's environment without any mam/MQTT settings, pointed at the demo's own servers."""
-    env = {k: v for k, v in base.items() if not k.startswith(("MQTT_", "MAM_", "HERDR_", "TMUX", "XDG_"))}
+    env = {
+        k: v
+        for k, v in base.items()
+        if not k.startswith(("MQTT_", "MAM_", "HERDR_", "TMUX", "XDG_")) or k == "MAM_NOTIFY"
+    }
     # The demo agents keep their conversations under HOME: give them one inside the temporary folder,
     # so the demo writes nothing outside it and the OS temp dir.
     home = ws.root / ".demo-home"

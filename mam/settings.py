@@ -88,6 +88,13 @@ KEYS: tuple[Key, ...] = (
         "Bearer token `mam mcp --http` requires. Empty: generated once into .mam/mcp-token (0600).",
         secret=True,
     ),
+    Key(
+        "MAM_NOTIFY",
+        "",
+        "Where to tell a person about ended jobs, loops and sessions: an http(s):// URL (POST of JSON) "
+        "or a command (the JSON on its stdin). Empty: no notifications.",
+        secret=True,
+    ),
     Key("MAM_LOG_LEVEL", "WARNING", "Log level of mam's own diagnostics on stderr."),
 )
 

@@ -250,6 +250,10 @@ class Wrapper:
                 self.ledger.refresh_record(now=True)
             except OSError as e:
                 log.warning("job %s: live record not refreshed: %s", self.ledger.job.id, e)
+            if self.ledger.job.terminal:
+                from mam.notify import job_ended
+
+                job_ended(self.ws, self.settings, self.ledger.job.id)  # never blocks: a detached sender
             if self.client is not None:
                 self._publish_state()
                 if self.owns_client:

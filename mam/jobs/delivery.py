@@ -100,6 +100,9 @@ class PaneDelivery:
             self.registry.update_session(
                 row.name, status=SessionStatus.TERMINATED, note=f"agent not running: {problem}"
             )
+            from mam.notify import session_terminated
+
+            session_terminated(self.ws, self.settings, row.name, f"agent not running: {problem}")
         return problem
 
     def inject(self, text: str, ledger: Ledger) -> None:

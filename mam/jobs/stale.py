@@ -98,4 +98,7 @@ def end_outside(
     except (MamError, OSError):  # the registry row is the truth; a missing record must not stop the repair
         pass
     rec.audit(ws, job_id, "input", **line)
+    from mam.notify import job_ended
+
+    job_ended(ws, None, job_id)  # no settings here: the workspace's (.mam.env and the environment)
     return new

@@ -103,6 +103,9 @@ def run_loop(
             rounds=result.rounds,
             promoted=result.promoted,
         )
+        from mam.notify import loop_ended
+
+        loop_ended(ws, settings, loop_id, {**vars(result), "creator": req.creator, "summary": result.reason})
         return result
 
 

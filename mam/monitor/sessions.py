@@ -51,6 +51,9 @@ def reconcile_sessions(ws: Workspace, settings: Settings, registry: Registry) ->
         ):
             if _mark_terminated(registry, row, drift):
                 repairs.append(Repair("terminated", row.name, drift))
+                from mam.notify import session_terminated
+
+                session_terminated(ws, settings, row.name, f"monitor: {drift}")
     repairs.extend(_register_unknown(ws, registry, panes))
     return repairs
 
