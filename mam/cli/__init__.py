@@ -32,6 +32,7 @@ COMMANDS = {
     ),
     "demo": ("mam.cli.demo", "demo", "Run a self-contained demo: demo agents, jobs and a review loop."),
     "tail": ("mam.cli.tail", "tail", "Follow every job transition, event and loop step, live (never starts anything)."),
+    "top": ("mam.cli.top", "top", "A live full-screen view of sessions, open jobs and loops (--snapshot: print one)."),
     "mcp": (
         "mam.cli.mcp",
         "mcp",

@@ -238,3 +238,29 @@ def onboard_orchestrator(
         echo_json(asdict(row))
     else:
         click.echo(f"orchestrator pane recorded: {row.key}")
+
+
+@session.command("attach")
+@workspace_option
+@click.argument("name")
+@click.option("--print", "print_only", is_flag=True, help="Print the commands instead of running them.")
+@click.pass_obj
+def attach(app: App, name: str, print_only: bool) -> None:
+    """Put this terminal on session NAME's pane (what Enter does in `mam top`).
+
+    tmux: from a client of the workspace's own tmux server, switch to the pane; from
+    anywhere else, attach to that server with the pane selected (detach with the tmux
+    prefix, then d). herdr: run herdr's client on the session's herdr session. Starts
+    nothing: a session with no live pane is refused (exit 5) with the resume command.
+    With --print, prints the commands (one a line, runnable as printed) and exits 0.
+    """
+    import shlex
+
+    from mam.sessions.attach import attach as run
+    from mam.sessions.attach import attach_argv
+
+    if print_only:
+        for argv in attach_argv(name, ws=app.ws, settings=app.settings):
+            click.echo(shlex.join(argv))
+        return
+    run(name, ws=app.ws, settings=app.settings)

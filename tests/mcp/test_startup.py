@@ -1,4 +1,4 @@
-"""The SDK is imported by `mam mcp` alone: other commands (and `mam mcp --help`) start as fast as before."""
+"""The SDK is imported by `mam mcp` alone, Textual by `mam top` alone: other commands start as fast as before."""
 
 from __future__ import annotations
 
@@ -9,10 +9,12 @@ from pathlib import Path
 
 import pytest
 
-SDK = {"mcp", "pydantic", "starlette", "uvicorn", "anyio", "httpx2"}
+SDK = {"mcp", "pydantic", "starlette", "uvicorn", "anyio", "httpx2", "textual", "rich"}
 
 
-@pytest.mark.parametrize("args", [["mcp", "--help"], ["job", "list", "--json"], ["session", "status", "--json"]])
+@pytest.mark.parametrize(
+    "args", [["mcp", "--help"], ["top", "--help"], ["job", "list", "--json"], ["session", "status", "--json"]]
+)
 def test_commands_other_than_the_server_never_import_the_sdk(tmp_path: Path, args: list[str]):
     r = subprocess.run(
         [sys.executable, "-X", "importtime", "-m", "mam", "--workspace", str(tmp_path), *args],

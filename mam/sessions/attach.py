@@ -1,0 +1,68 @@
+"""`mam session attach NAME`: the command that puts this terminal on a session's pane.
+
+tmux: inside a client of the same tmux server, `switch-client` to the pane; otherwise
+`attach-session` to it (after selecting its window and pane). herdr: `herdr --session S`,
+herdr's own client. Looking never starts anything: a session whose server is not running or
+whose pane is gone is refused (exit 5) with the command that brings it back.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+
+from mam.errors import SessionNotFound
+from mam.panes import open_backend
+from mam.panes.tmux import socket_path
+from mam.sessions.common import check_name
+from mam.settings import Settings
+from mam.store.registry import Registry
+from mam.workspace import Workspace
+
+
+def attach_argv(
+    name: str, *, ws: Workspace, settings: Settings, environ: Mapping[str, str] | None = None
+) -> list[list[str]]:
+    """The commands to run, in order (the last one takes the terminal)."""
+    environ = os.environ if environ is None else environ
+    registry = Registry.open_existing(ws)
+    if registry is None:
+        raise SessionNotFound(f"no session {name!r} in workspace {ws.root} (it has no registry)", session=name)
+    try:
+        row = registry.session(check_name(name))
+    finally:
+        registry.close()
+    looking = settings.with_overrides(MAM_NO_AUTOSTART="1")
+    backend = open_backend(row.backend, row.server, settings=looking, ws=ws)
+    pane = backend.pane(row.pane_id) if row.pane_id and backend.server_running() else None
+    if pane is None:
+        raise SessionNotFound(
+            f"session {name!r} has no live pane (status {row.status}); bring it back with: "
+            f"mam session resume --session {name}",
+            session=name,
+        )
+    pane_id = pane.pane_id
+    if row.backend == "herdr":
+        return [[settings.get_str("HERDR_BIN") or "herdr", "--session", row.server]]
+    tmux = ["tmux", "-L", row.server]
+    inside = environ.get("TMUX", "").split(",")[0]
+    if inside and os.path.realpath(inside) == os.path.realpath(socket_path(row.server)):
+        return [[*tmux, "switch-client", "-t", pane_id]]
+    return [
+        [*tmux, "select-window", "-t", pane_id],
+        [*tmux, "select-pane", "-t", pane_id],
+        [*tmux, "attach-session", "-t", pane_id],
+    ]
+
+
+def attach(name: str, *, ws: Workspace, settings: Settings) -> None:
+    """Run the commands; the last replaces this process (it returns only on error)."""
+    import subprocess
+
+    steps = attach_argv(name, ws=ws, settings=settings)
+    for argv in steps[:-1]:
+        subprocess.run(argv, check=False, capture_output=True)
+    last = steps[-1]
+    # attach-session from inside another tmux server's client: tmux refuses unless TMUX is unset.
+    env = dict(os.environ) if "switch-client" in last else {k: v for k, v in os.environ.items() if k != "TMUX"}
+    os.execvpe(last[0], last, env)

@@ -1,0 +1,230 @@
+"""What `mam top` shows, as plain data: sessions with a state dot, open jobs with deadline bars, loops.
+
+`snapshot()` reads the registry, the panes (listing only: it starts no server) and the loop logs.
+It is pure reading; rendering (`render.py`, `top.py`) never reads anything itself.
+
+Fields that later parts of mam add are shown when the rows carry them and skipped when they do
+not: a session's `activity` / `activity_source` / `activity_at` (from the agent CLI's hooks) and a
+job's `waiting: {since, tool, message}` sub-state.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from mam.settings import Settings
+from mam.workspace import Workspace
+
+STATES = ("working", "waiting", "idle", "starting", "stopped", "terminated")
+HOOK_STATES = ("working", "waiting", "idle")
+
+
+@dataclass(frozen=True)
+class Bar:
+    label: str  # start / liveness / wall
+    fraction: float | None  # None: does not apply now
+
+    def text(self, width: int = 8) -> str:
+        if self.fraction is None:
+            return "-"
+        f = max(0.0, min(self.fraction, 1.0))
+        full = round(f * width)
+        return "█" * full + "░" * (width - full) + f" {min(self.fraction, 9.99) * 100:3.0f}%"
+
+
+@dataclass(frozen=True)
+class SessionView:
+    name: str
+    agent: str
+    role: str
+    status: str
+    state: str  # one of STATES
+    source: str  # hook / event / job / process / registry
+    job: str
+    last_ms: int | None
+    note: str = ""
+    backend: str = "tmux"
+
+
+@dataclass(frozen=True)
+class JobView:
+    id: str
+    session: str
+    state: str
+    created_ms: int
+    last_event_ms: int | None
+    bars: tuple[Bar, Bar, Bar]
+    message: str
+    queued: int | None  # position among the session's waiting jobs (1 = next), None when not waiting
+    waiting: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class LoopView:
+    id: str
+    state: str
+    rounds: int
+    creator: str
+    verdicts: tuple[tuple[str, str], ...]  # (reviewer, verdict) of the latest round so far
+
+
+@dataclass
+class Snapshot:
+    workspace: str
+    taken_ms: int
+    sessions: list[SessionView] = field(default_factory=list)
+    jobs: list[JobView] = field(default_factory=list)
+    loops: list[LoopView] = field(default_factory=list)
+    broker: str = "unknown"  # up / down / unknown
+
+
+def _ms(seconds: float | None) -> int | None:
+    return int(seconds * 1000) if seconds else None
+
+
+def bars_of(job: dict[str, Any], now_ms: int) -> tuple[Bar, Bar, Bar]:
+    state = job.get("state")
+    delivered = job.get("delivered_ms")
+    start = liveness = wall = None
+    if delivered and state in ("delivered", "running"):
+        budget = job.get("budget_ms") or 0
+        wall = (now_ms - delivered) / budget if budget else None
+        if state == "delivered" and job.get("start_deadline_ms"):
+            start = (now_ms - delivered) / job["start_deadline_ms"]
+        if state == "running":
+            quiet_for = now_ms - (job.get("last_event_ms") or job.get("started_ms") or delivered)
+            limit = (job.get("heartbeat_ms") or 0) * float(job.get("heartbeat_k") or 0)
+            liveness = quiet_for / limit if limit else None
+    return Bar("start", start), Bar("liveness", liveness), Bar("wall", wall)
+
+
+def session_state(row: dict[str, Any], open_job: dict[str, Any] | None) -> tuple[str, str]:
+    """(state dot, where it came from) for one `session status` row and its open job."""
+    status = str(row.get("status", ""))
+    if status in ("stopped", "terminated", "starting"):
+        return status, "registry"
+    if row.get("activity") in HOOK_STATES:
+        return str(row["activity"]), str(row.get("activity_source") or "hook")
+    if not row.get("pane_alive", True):
+        return "terminated", "process"
+    if open_job is not None:
+        if open_job.get("waiting"):
+            return "waiting", "event"
+        if open_job.get("state") == "running":
+            return "working", "event"  # its `started` (and later events) came
+        if open_job.get("state") in ("delivering", "delivered"):
+            return "working", "job"  # handed a brief, no `started` yet
+    return "idle", "process"
+
+
+def _last_progress(conn: Any, job_id: str) -> str:
+    row = conn.execute(
+        "SELECT raw FROM events WHERE job_id=? AND type IN ('progress','started') ORDER BY seq DESC LIMIT 1", (job_id,)
+    ).fetchone()
+    if row is None:
+        return ""
+    try:
+        return str((json.loads(row[0]).get("body") or {}).get("message", "") or "")
+    except (ValueError, AttributeError):
+        return ""
+
+
+def snapshot(ws: Workspace, settings: Settings, *, broker: str = "unknown") -> Snapshot:
+    from mam.jobs.queries import job_view
+    from mam.sessions.status import session_status
+    from mam.store import jobs as jobs_table
+    from mam.store.registry import Registry
+
+    now = int(time.time() * 1000)
+    snap = Snapshot(workspace=str(ws.root), taken_ms=now, broker=broker)
+    rows = session_status(ws=ws, settings=settings.with_overrides(MAM_NO_AUTOSTART="1"))
+    open_jobs: list[dict[str, Any]] = []
+    last_by_session: dict[str, int] = {}
+    messages: dict[str, str] = {}
+    registry = Registry.open_existing(ws)
+    if registry is not None:
+        try:
+            with registry.read() as conn:
+                open_jobs = [job_view(r) for r in jobs_table.open_jobs(conn)]
+                for r in jobs_table.list_jobs(conn, limit=500):
+                    at = r.data.get("job", {}).get("last_event_ms") or _ms(r.ended_at) or _ms(r.created_at) or 0
+                    last_by_session[r.session] = max(last_by_session.get(r.session, 0), int(at))
+                for j in open_jobs:
+                    messages[j["id"]] = _last_progress(conn, j["id"])
+        finally:
+            registry.close()
+    by_session: dict[str, list[dict[str, Any]]] = {}
+    for j in sorted(open_jobs, key=lambda j: j.get("created_ms") or 0):
+        by_session.setdefault(j["session"], []).append(j)
+    for row in rows:
+        current = next((j for j in by_session.get(row["name"], []) if j["state"] != "pending"), None)
+        current = current or next(iter(by_session.get(row["name"], [])), None)
+        state, source = session_state(row, current)
+        activity_at = row.get("activity_at")
+        last = last_by_session.get(row["name"])
+        if isinstance(activity_at, (int, float)):
+            last = max(last or 0, int(activity_at * 1000 if activity_at < 1e11 else activity_at))
+        snap.sessions.append(
+            SessionView(
+                name=row["name"],
+                agent=str(row.get("agent", "")),
+                role=str(row.get("role", "")),
+                status=str(row.get("status", "")),
+                state=state,
+                source=source,
+                job=current["id"] if current else "",
+                last_ms=last,
+                note=str(row.get("drift") or ""),
+                backend=str(row.get("backend", "tmux")),
+            )
+        )
+    for session, jobs in by_session.items():
+        waiting = [j for j in jobs if j["state"] == "pending"]
+        for j in jobs:
+            waiting_info = j.get("waiting") if isinstance(j.get("waiting"), dict) else None
+            message = (waiting_info or {}).get("message") or messages.get(j["id"], "")
+            snap.jobs.append(
+                JobView(
+                    id=j["id"],
+                    session=session,
+                    state=j["state"],
+                    created_ms=int(j.get("created_ms") or now),
+                    last_event_ms=j.get("last_event_ms"),
+                    bars=bars_of(j, now),
+                    message=str(message),
+                    queued=waiting.index(j) + 1 if j in waiting else None,
+                    waiting=waiting_info,
+                )
+            )
+    snap.jobs.sort(key=lambda j: j.created_ms)
+    snap.loops = loops(ws)
+    return snap
+
+
+def loops(ws: Workspace, limit: int = 10) -> list[LoopView]:
+    from mam.errors import MamError
+    from mam.loop.status import loop_status
+
+    folder = ws.state / "loops"
+    if not folder.is_dir():
+        return []
+    out = []
+    for path in sorted(folder.glob("*/loop.jsonl"), key=lambda p: p.stat().st_mtime)[-limit:]:
+        try:
+            st = loop_status(ws, path.parent.name)
+        except (MamError, OSError, ValueError, KeyError):
+            continue
+        last = st["history"][-1]["reviews"] if st["history"] else []
+        out.append(
+            LoopView(
+                id=st["id"],
+                state=st["state"],
+                rounds=int(st["rounds"]),
+                creator=str(st.get("creator") or ""),
+                verdicts=tuple((str(r.get("reviewer")), str(r.get("verdict"))) for r in last),
+            )
+        )
+    return out

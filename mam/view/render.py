@@ -1,0 +1,96 @@
+"""The cells of `mam top`'s tables, and the whole view as plain text (`mam top --snapshot`).
+
+The TUI and the snapshot show the same cells, so a snapshot is what the screen said.
+"""
+
+from __future__ import annotations
+
+import time
+
+from mam.view.model import JobView, LoopView, SessionView, Snapshot
+
+DOTS = {
+    "working": "●",
+    "waiting": "◉",
+    "idle": "○",
+    "starting": "◌",
+    "stopped": "■",
+    "terminated": "✕",
+}
+COLOURS = {
+    "working": "green",
+    "waiting": "bold yellow",
+    "idle": "cyan",
+    "starting": "blue",
+    "stopped": "grey50",
+    "terminated": "red",
+}
+SESSION_COLUMNS = ("", "SESSION", "AGENT", "ROLE", "STATE", "FROM", "JOB", "LAST")
+JOB_COLUMNS = ("JOB", "SESSION", "STATE", "AGE", "QUIET", "START", "LIVENESS", "WALL", "MESSAGE")
+LOOP_COLUMNS = ("LOOP", "STATE", "ROUND", "CREATOR", "VERDICTS")
+
+
+def age(ms: int | None, now_ms: int) -> str:
+    if not ms:
+        return "-"
+    s = max(0, (now_ms - ms) // 1000)
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m{s % 60:02d}s"
+    if s < 86400:
+        return f"{s // 3600}h{s % 3600 // 60:02d}m"
+    return f"{s // 86400}d"
+
+
+def session_cells(s: SessionView, now_ms: int) -> tuple[str, ...]:
+    return (DOTS.get(s.state, "?"), s.name, s.agent, s.role, s.state, s.source, s.job or "-", age(s.last_ms, now_ms))
+
+
+def job_cells(j: JobView, now_ms: int) -> tuple[str, ...]:
+    state = j.state + (f" #{j.queued}" if j.queued else "") + (" (waiting)" if j.waiting else "")
+    start, live, wall = (b.text() for b in j.bars)
+    return (
+        j.id,
+        j.session,
+        state,
+        age(j.created_ms, now_ms),
+        age(j.last_event_ms, now_ms),
+        start,
+        live,
+        wall,
+        j.message.splitlines()[0] if j.message else "",
+    )
+
+
+def loop_cells(loop: LoopView) -> tuple[str, ...]:
+    verdicts = ", ".join(f"{r}: {v}" for r, v in loop.verdicts) or "-"
+    return (loop.id, loop.state, str(loop.rounds), loop.creator or "-", verdicts)
+
+
+def header(snap: Snapshot) -> str:
+    broker = {"up": "broker up", "down": "broker DOWN (reading the registry)"}.get(snap.broker, "broker ?")
+    clock = time.strftime("%H:%M:%S", time.localtime(snap.taken_ms / 1000))
+    return f"mam top  {snap.workspace}  {broker}  {clock}"
+
+
+def _table(columns: tuple[str, ...], rows: list[tuple[str, ...]]) -> list[str]:
+    widths = [max([len(c)] + [len(r[i]) for r in rows]) for i, c in enumerate(columns)]
+    fmt = lambda cells: "  ".join(c.ljust(w) for c, w in zip(cells, widths)).rstrip()  # noqa: E731
+    return [fmt(columns)] + [fmt(r) for r in rows]
+
+
+def plain(snap: Snapshot, width: int = 120) -> str:
+    now = snap.taken_ms
+    lines = [header(snap), ""]
+    lines.append(f"SESSIONS ({len(snap.sessions)})")
+    lines += _table(SESSION_COLUMNS, [session_cells(s, now) for s in snap.sessions]) if snap.sessions else ["  none"]
+    lines.append("")
+    lines.append(f"OPEN JOBS ({len(snap.jobs)})")
+    lines += _table(JOB_COLUMNS, [job_cells(j, now) for j in snap.jobs]) if snap.jobs else ["  none"]
+    lines.append("")
+    lines.append(f"LOOPS ({len(snap.loops)})")
+    lines += _table(LOOP_COLUMNS, [loop_cells(x) for x in snap.loops]) if snap.loops else ["  none"]
+    lines.append("")
+    lines.append("dots: " + "  ".join(f"{d} {s}" for s, d in DOTS.items()))
+    return "\n".join(line[:width] for line in lines) + "\n"

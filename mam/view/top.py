@@ -1,0 +1,327 @@
+"""`mam top`: the full-screen live view (Textual). Imported only by `mam top`, never at start-up.
+
+It shows `model.snapshot()` in three tables and reloads it when the broker says a job moved
+(debounced), every `BUSY_S` while a job is open (its deadline bars move) and every `IDLE_S`
+otherwise; nothing spins in between. When the broker goes away it says so in the header and keeps
+reloading from the registry. Keys: Enter attaches to the selected session's pane, `c` cancels the
+selected job and `s` stops the selected session (each after a confirmation), `/` filters, `q` quits.
+Looking never starts anything: no broker, server, pane or session.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+from rich.text import Text
+from textual.app import App, ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.screen import ModalScreen
+from textual.widgets import Button, DataTable, Footer, Input, Label, Static
+
+from mam.settings import Settings
+from mam.view import render
+from mam.view.model import Snapshot, snapshot
+from mam.workspace import Workspace
+
+BUSY_S = 2.0
+IDLE_S = 10.0
+DEBOUNCE_S = 0.25
+
+
+class Confirm(ModalScreen[bool]):
+    """A yes/no question; Enter or `y` says yes, Escape or `n` says no."""
+
+    BINDINGS = [Binding("y", "answer(True)", "yes"), Binding("n,escape", "answer(False)", "no")]
+    DEFAULT_CSS = """
+    Confirm { align: center middle; }
+    Confirm > Vertical { width: 70; height: auto; border: thick $warning; padding: 1 2; background: $surface; }
+    Confirm Horizontal { height: auto; margin-top: 1; }
+    Confirm Button { margin-right: 2; }
+    """
+
+    def __init__(self, question: str) -> None:
+        super().__init__()
+        self.question = question
+
+    def compose(self) -> ComposeResult:
+        with Vertical():
+            yield Label(self.question, id="question")
+            with Horizontal():
+                yield Button("Yes (y)", variant="error", id="yes")
+                yield Button("No (n)", variant="primary", id="no")
+
+    def on_mount(self) -> None:
+        self.query_one("#no", Button).focus()
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        self.dismiss(event.button.id == "yes")
+
+    def action_answer(self, yes: bool) -> None:
+        self.dismiss(yes)
+
+
+class TopApp(App[tuple[str, str] | None]):
+    """Returns ("attach", session) when Enter was pressed on a session, else None."""
+
+    TITLE = "mam top"
+    CSS = """
+    #head { height: 1; background: $boost; padding: 0 1; }
+    #filter { display: none; }
+    #filter.shown { display: block; }
+    .title { height: 1; padding: 0 1; color: $accent; text-style: bold; }
+    DataTable { height: auto; max-height: 16; }
+    #jobs { max-height: 14; }
+    """
+    BINDINGS = [
+        Binding("q", "quit", "quit"),
+        Binding("slash", "filter", "filter"),
+        Binding("c", "cancel_job", "cancel job"),
+        Binding("s", "stop_session", "stop session"),
+        Binding("tab", "focus_next", "next table", show=False),
+        Binding("escape", "clear_filter", "clear filter", show=False),
+    ]
+
+    def __init__(self, ws: Workspace, settings: Settings, *, follow_broker: bool = True) -> None:
+        super().__init__()
+        self.ws, self.settings = ws, settings.with_overrides(MAM_NO_AUTOSTART="1")
+        self.follow_broker = follow_broker
+        self.snap: Snapshot | None = None
+        self.filter_text = ""
+        self.broker = "unknown"
+        self._client: Any = None
+        self._pending = threading.Event()
+        self._last_load = 0.0
+        self._loading = False
+
+    # -- layout -------------------------------------------------------------------------------
+    def compose(self) -> ComposeResult:
+        yield Static("mam top", id="head")
+        yield Input(
+            placeholder="filter: part of a session, agent, role, job or loop (Enter keeps, Esc clears)", id="filter"
+        )
+        yield Static("SESSIONS  (Enter: attach, s: stop)", classes="title")
+        yield DataTable(id="sessions", cursor_type="row", zebra_stripes=True)
+        yield Static("OPEN JOBS  (c: cancel)", classes="title")
+        yield DataTable(id="jobs", cursor_type="row", zebra_stripes=True)
+        yield Static("LOOPS", classes="title")
+        yield DataTable(id="loops", cursor_type="row", zebra_stripes=True)
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.query_one("#sessions", DataTable).add_columns(*render.SESSION_COLUMNS)
+        self.query_one("#jobs", DataTable).add_columns(*render.JOB_COLUMNS)
+        self.query_one("#loops", DataTable).add_columns(*render.LOOP_COLUMNS)
+        self.query_one("#sessions", DataTable).focus()
+        if self.follow_broker:
+            threading.Thread(target=self._connect, name="mam-top-broker", daemon=True).start()
+        self.reload()
+        self._timer = self.set_interval(BUSY_S, self._tick)
+
+    def on_unmount(self) -> None:
+        if self._client is not None:
+            self._client.close()
+
+    # -- loading ------------------------------------------------------------------------------
+    def _connect(self) -> None:
+        from mam.bus.connect import open_client
+        from mam.bus.topics import Topics
+        from mam.errors import BrokerError
+
+        try:
+            client = open_client(self.settings, self.ws, role="top", autostart=False, timeout=2)
+            topics = Topics.of(self.settings, self.ws)
+
+            def on_message(topic: str, payload: bytes, retained: bool) -> None:
+                if payload and not retained:
+                    self.call_from_thread(self.reload_soon)
+
+            client.subscribe(topics.all_events(), on_message)
+            client.subscribe(topics.all_states(), on_message)
+        except (BrokerError, RuntimeError):
+            self.call_from_thread(self._set_broker, "down")
+            return
+
+        def on_change(up: bool) -> None:
+            self.call_from_thread(self._set_broker, "up" if up else "down")
+
+        client.on_connection_change = on_change
+        self._client = client
+        self.call_from_thread(self._set_broker, "up")
+
+    def _set_broker(self, state: str) -> None:
+        self.broker = state
+        if self.snap is not None:
+            self.snap.broker = state
+            self._show_head()
+
+    def _tick(self) -> None:
+        busy = bool(self.snap and self.snap.jobs)
+        if busy or time.monotonic() - self._last_load >= IDLE_S:
+            self.reload()
+
+    def reload_soon(self) -> None:
+        if not self._pending.is_set():
+            self._pending.set()
+            self.set_timer(DEBOUNCE_S, self.reload)
+
+    def reload(self) -> None:
+        self._pending.clear()
+        if self._loading:
+            return
+        self._loading = True
+        self._last_load = time.monotonic()
+        self.run_worker(self._load, thread=True, exclusive=True, group="load")
+
+    def _load(self) -> None:
+        try:
+            snap = snapshot(self.ws, self.settings, broker=self.broker)
+        except Exception as e:  # keep showing the last view; say what failed
+            self.call_from_thread(self.notify, f"could not read the workspace: {e}", severity="error")
+            snap = None
+        finally:
+            self._loading = False
+        if snap is not None:
+            self.call_from_thread(self.show, snap)
+
+    # -- showing ------------------------------------------------------------------------------
+    def _match(self, *values: str) -> bool:
+        needle = self.filter_text.lower()
+        return not needle or any(needle in v.lower() for v in values)
+
+    def _show_head(self) -> None:
+        assert self.snap is not None
+        text = render.header(self.snap)
+        if self.filter_text:
+            text += f"  filter: {self.filter_text!r}"
+        self.query_one("#head", Static).update(text)
+
+    def show(self, snap: Snapshot) -> None:
+        snap.broker = self.broker
+        self.snap = snap
+        now = snap.taken_ms
+        self._show_head()
+        sessions = [s for s in snap.sessions if self._match(s.name, s.agent, s.role, s.job, s.state)]
+        self._fill(
+            "#sessions",
+            [
+                (
+                    s.name,
+                    (
+                        Text(c, style=render.COLOURS.get(s.state, "")) if i in (0, 4) else c
+                        for i, c in enumerate(render.session_cells(s, now))
+                    ),
+                )
+                for s in sessions
+            ],
+        )
+        jobs = [j for j in snap.jobs if self._match(j.id, j.session, j.state)]
+        self._fill("#jobs", [(j.id, render.job_cells(j, now)) for j in jobs])
+        loops = [x for x in snap.loops if self._match(x.id, x.creator, *(r for r, _ in x.verdicts))]
+        self._fill("#loops", [(x.id, render.loop_cells(x)) for x in loops])
+
+    def _fill(self, selector: str, rows: list[tuple[str, Any]]) -> None:
+        table = self.query_one(selector, DataTable)
+        selected = self._selected_key(table)
+        table.clear()
+        for key, cells in rows:
+            table.add_row(*cells, key=key)
+        keys = [k for k, _ in rows]
+        if selected in keys:
+            table.move_cursor(row=keys.index(selected))
+
+    @staticmethod
+    def _selected_key(table: DataTable) -> str | None:  # type: ignore[type-arg]
+        if table.row_count == 0:
+            return None
+        try:
+            return str(table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value)
+        except Exception:
+            return None
+
+    # -- actions ------------------------------------------------------------------------------
+    def action_filter(self) -> None:
+        box = self.query_one("#filter", Input)
+        box.add_class("shown")
+        box.focus()
+
+    def on_input_changed(self, event: Input.Changed) -> None:
+        self.filter_text = event.value.strip()
+        if self.snap is not None:
+            self.show(self.snap)
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        self.query_one("#sessions", DataTable).focus()
+
+    def action_clear_filter(self) -> None:
+        box = self.query_one("#filter", Input)
+        box.value = ""
+        box.remove_class("shown")
+        self.filter_text = ""
+        self.query_one("#sessions", DataTable).focus()
+        if self.snap is not None:
+            self.show(self.snap)
+
+    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+        if event.data_table.id == "sessions" and event.row_key.value:
+            self.exit(("attach", str(event.row_key.value)))
+
+    def action_cancel_job(self) -> None:
+        job = self._selected_key(self.query_one("#jobs", DataTable))
+        if not job:
+            self.notify("no open job selected", severity="warning")
+            return
+
+        def answered(yes: bool | None) -> None:
+            if yes:
+                self.run_worker(lambda: self._cancel(job), thread=True, group="act")
+
+        self.push_screen(Confirm(f"Cancel job {job}? The brief already in the pane is not taken back."), answered)
+
+    def _cancel(self, job: str) -> None:
+        from mam.errors import MamError
+        from mam.jobs.queries import cancel
+        from mam.store.registry import Registry
+
+        try:
+            registry = Registry(self.ws)
+            try:
+                view = cancel(self.ws, registry, job)
+            finally:
+                registry.close()
+            self.call_from_thread(self.notify, f"job {job}: {view['state']} ({view['reason']})")
+        except MamError as e:
+            self.call_from_thread(self.notify, str(e), severity="error")
+        self.call_from_thread(self.reload)
+
+    def action_stop_session(self) -> None:
+        name = self._selected_key(self.query_one("#sessions", DataTable))
+        if not name:
+            self.notify("no session selected", severity="warning")
+            return
+
+        def answered(yes: bool | None) -> None:
+            if yes:
+                self.run_worker(lambda: self._stop(name), thread=True, group="act")
+
+        self.push_screen(
+            Confirm(f"Stop session {name}? Its agent exits; `mam session resume` brings it back."), answered
+        )
+
+    def _stop(self, name: str) -> None:
+        from mam.errors import MamError
+        from mam.sessions.stop import stop_session
+        from mam.store.registry import Registry
+
+        try:
+            registry = Registry(self.ws)
+            try:
+                row = stop_session(name, ws=self.ws, settings=self.settings, registry=registry)
+            finally:
+                registry.close()
+            self.call_from_thread(self.notify, f"session {name}: {row.status}")
+        except MamError as e:
+            self.call_from_thread(self.notify, str(e), severity="error")
+        self.call_from_thread(self.reload)

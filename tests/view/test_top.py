@@ -1,0 +1,205 @@
+"""`mam top`: the snapshot in a real tmux pane, and the TUI driven with Textual's Pilot."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+
+import pytest
+
+from mam.util.poll import wait_for
+from tests.helpers.jobs import FAST, create_demo
+from tests.helpers.mamcli import MAM, mam, spawn_mam
+from tests.helpers.tmux import private_tmux
+
+
+def job_state(job_id: str) -> str:
+    proc = mam("job", "status", job_id, "--json")
+    return json.loads(proc.stdout)["state"] if proc.returncode == 0 else ""
+
+
+@pytest.fixture
+def busy_workspace(workspace, broker, monkeypatch):  # type: ignore[no-untyped-def]
+    """Sessions in each state: `busy` runs a job, `stuck` has one delivered and never started, `quiet`
+    is idle, `gone` is stopped. Yields (workspace, {session: job id})."""
+    for key, value in {**broker.env(), **FAST}.items():
+        monkeypatch.setenv(key, value)
+    create_demo("busy", behaviour="slow", env={"MAM_DEMO_SLEEP_S": "120"})
+    create_demo("stuck", behaviour="never_start")
+    create_demo("quiet")
+    create_demo("gone")
+    mam("session", "stop", "--session", "gone", check=True)
+    wrappers, jobs = [], {}
+    for name in ("busy", "stuck"):
+        job_id = f"job-top-{name}"
+        wrappers.append(
+            spawn_mam(
+                "job", "delegate", "--target", name, "--brief", "take your time", "--job-id", job_id,
+                "--start-deadline", "200", "--heartbeat", "30", "--timeout", "600",
+            )
+        )  # fmt: skip
+        jobs[name] = job_id
+    try:
+        wait_for(lambda: job_state(jobs["busy"]) == "running", timeout=60, message="busy's job running")
+        wait_for(lambda: job_state(jobs["stuck"]) == "delivered", timeout=60, message="stuck's job delivered")
+        yield workspace, jobs
+    finally:
+        for job_id in jobs.values():
+            mam("job", "cancel", job_id)
+        for w in wrappers:
+            try:
+                w.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                w.kill()
+                w.wait()
+
+
+def row_of(text: str, needle: str) -> str:
+    return next(line for line in text.splitlines() if needle in line and not line.startswith("mam top"))
+
+
+def test_snapshot_in_a_real_tmux_pane_shows_sessions_jobs_bars_and_dots(busy_workspace):  # type: ignore[no-untyped-def]
+    ws, jobs = busy_workspace
+    viewer = private_tmux()
+    try:
+        env = {
+            "MAM_WORKSPACE": str(ws.root),
+            **{k: v for k, v in os.environ.items() if k.startswith(("MQTT_", "MAM_"))},
+        }
+        argv = ["env", *(f"{k}={v}" for k, v in env.items()), MAM, "top", "--snapshot", "--width", "170"]
+        subprocess.run(["tmux", "-L", viewer.name, "new-session", "-d", "-x", "180", "-y", "50", "-s", "v"], check=True)
+        subprocess.run(["tmux", "-L", viewer.name, "set-option", "-g", "remain-on-exit", "on"], check=True)
+        subprocess.run(["tmux", "-L", viewer.name, "respawn-pane", "-k", "-t", "v", *argv], check=True)
+
+        def screen() -> str:
+            return subprocess.run(
+                ["tmux", "-L", viewer.name, "capture-pane", "-p", "-S", "-", "-t", "v"], capture_output=True, text=True
+            ).stdout
+
+        wait_for(lambda: "dots:" in screen(), timeout=60, message="the snapshot on the pane")
+        text = screen()
+    finally:
+        viewer.kill()
+    assert "broker up" in text
+    busy, stuck, quiet, gone = (row_of(text, f"  {n}  ") for n in ("busy", "stuck", "quiet", "gone"))
+    assert busy.startswith("●") and " working " in busy and " event " in busy and jobs["busy"] in busy
+    assert stuck.startswith("●") and " job " in stuck and jobs["stuck"] in stuck
+    assert quiet.startswith("○") and " idle " in quiet and " process " in quiet
+    assert gone.startswith("■") and " stopped " in gone
+    job_busy = next(line for line in text.splitlines() if line.startswith(f"{jobs['busy']} "))
+    assert " running " in job_busy and "░" in job_busy and "%" in job_busy  # the liveness and wall bars
+    job_stuck = next(line for line in text.splitlines() if line.startswith(f"{jobs['stuck']} "))
+    assert " delivered " in job_stuck and job_stuck.count("%") == 2  # the start and wall bars
+    assert all(len(line) <= 170 for line in text.splitlines())
+
+
+def test_pilot_selects_filters_and_cancels_a_job_after_confirming(busy_workspace):  # type: ignore[no-untyped-def]
+    from textual.widgets import DataTable, Input
+
+    from mam.settings import load_settings
+    from mam.view.top import Confirm, TopApp
+
+    ws, jobs = busy_workspace
+    settings = load_settings(env_file=ws.env_file)
+    app = TopApp(ws, settings)
+
+    async def drive() -> tuple[str, str]:
+        async with app.run_test(size=(200, 50)) as pilot:
+
+            async def until(check, what: str) -> None:  # type: ignore[no-untyped-def]
+                for _ in range(600):
+                    if check():
+                        return
+                    await pilot.pause(0.05)
+                raise AssertionError(f"never: {what}")
+
+            sessions = app.query_one("#sessions", DataTable)
+            jobs_table = app.query_one("#jobs", DataTable)
+            await until(lambda: sessions.row_count == 4 and jobs_table.row_count == 2, "4 sessions and 2 jobs")
+            await until(lambda: app.broker == "up", "the broker is up")
+            # filter: only the stuck session and its job stay
+            await pilot.press("slash")
+            assert isinstance(app.focused, Input)
+            await pilot.press(*"stuck")
+            await until(lambda: sessions.row_count == 1 and jobs_table.row_count == 1, "the filter applied")
+            await pilot.press("enter")
+            assert app.focused is sessions
+            await pilot.press("escape")
+            await until(lambda: sessions.row_count == 4, "the filter cleared")
+            # select busy's job, refuse the confirmation, then confirm
+            jobs_table.focus()
+            keys = [str(jobs_table.coordinate_to_cell_key((r, 0)).row_key.value) for r in range(jobs_table.row_count)]
+            jobs_table.move_cursor(row=keys.index(jobs["busy"]))
+            await pilot.press("c")
+            await until(lambda: isinstance(app.screen, Confirm), "the confirmation")
+            await pilot.press("n")
+            await until(lambda: not isinstance(app.screen, Confirm), "the confirmation closed")
+            first = job_state(jobs["busy"])
+            await pilot.press("c")
+            await until(lambda: isinstance(app.screen, Confirm), "the confirmation again")
+            await pilot.press("y")
+            await until(lambda: jobs_table.row_count == 1, "the cancelled job left the table")
+            # Enter on a session asks to attach to it
+            sessions.focus()
+            names = [str(sessions.coordinate_to_cell_key((r, 0)).row_key.value) for r in range(sessions.row_count)]
+            sessions.move_cursor(row=names.index("quiet"))
+            await pilot.press("enter")
+            await until(lambda: app.return_value is not None, "the app ended")
+            return first, job_state(jobs["busy"])
+
+    before, after = asyncio.run(drive())
+    assert before == "running"  # "n" left it alone
+    assert after == "cancelled"
+    assert app.return_value == ("attach", "quiet")
+
+
+def test_attach_prints_commands_that_run_and_refuses_a_stopped_session(workspace, tmux_server):  # type: ignore[no-untyped-def]
+    s = create_demo("quiet")
+    create_demo("gone")
+    mam("session", "stop", "--session", "gone", check=True)
+    proc = mam("session", "attach", "quiet", "--print", check=True)
+    lines = proc.stdout.splitlines()
+    assert lines[-1] == f"tmux -L {tmux_server.name} attach-session -t {s['pane_id']}"
+    for line in lines[:-1]:  # the selection steps run as printed
+        assert subprocess.run(line.split(), capture_output=True).returncode == 0
+    refused = mam("session", "attach", "gone")
+    assert refused.returncode == 5 and "mam session resume --session gone" in refused.stderr
+    assert mam("session", "attach", "nobody").returncode == 5
+
+
+def test_attach_from_a_terminal_puts_it_on_the_pane(workspace, tmux_server):  # type: ignore[no-untyped-def]
+    """Run `mam session attach` in a pane of another tmux server: that pane becomes a client of the session's."""
+    create_demo("quiet")
+    viewer = private_tmux()
+    try:
+        env = [f"{k}={v}" for k, v in os.environ.items() if k.startswith(("MAM_", "PATH", "HOME"))]
+        subprocess.run(["tmux", "-L", viewer.name, "new-session", "-d", "-x", "120", "-y", "40", "-s", "v"], check=True)
+        subprocess.run(
+            [
+                "tmux",
+                "-L",
+                viewer.name,
+                "respawn-pane",
+                "-k",
+                "-t",
+                "v",
+                "env",
+                *env,
+                MAM,
+                "session",
+                "attach",
+                "quiet",
+            ],
+            check=True,
+        )
+
+        def clients() -> str:
+            return subprocess.run(
+                ["tmux", "-L", tmux_server.name, "list-clients"], capture_output=True, text=True
+            ).stdout
+
+        wait_for(lambda: clients().strip() != "", timeout=30, message="a client on the session's server")
+    finally:
+        viewer.kill()
