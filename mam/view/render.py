@@ -71,7 +71,7 @@ def loop_cells(loop: LoopView) -> tuple[str, ...]:
 def header(snap: Snapshot) -> str:
     broker = {"up": "broker up", "down": "broker DOWN (reading the registry)"}.get(snap.broker, "broker ?")
     clock = time.strftime("%H:%M:%S", time.localtime(snap.taken_ms / 1000))
-    return f"mam top  {snap.workspace}  {broker}  {clock}"
+    return f"mam top  {broker}  {clock}  {snap.workspace}"
 
 
 def _table(columns: tuple[str, ...], rows: list[tuple[str, ...]]) -> list[str]:

@@ -14,6 +14,7 @@ import threading
 import time
 from typing import Any
 
+import libtmux  # noqa: F401  (now: it reads sys.stdout.encoding when imported, and Textual replaces sys.stdout)
 from rich.text import Text
 from textual.app import App, ComposeResult
 from textual.binding import Binding

@@ -203,3 +203,44 @@ def test_attach_from_a_terminal_puts_it_on_the_pane(workspace, tmux_server):  # 
         wait_for(lambda: clients().strip() != "", timeout=30, message="a client on the session's server")
     finally:
         viewer.kill()
+
+
+def test_top_runs_in_a_real_terminal_and_q_quits(workspace, broker, monkeypatch):  # type: ignore[no-untyped-def]
+    """The full-screen app in a tmux pane (a real terminal): it draws the sessions and the broker's state, q ends it."""
+    for key, value in {**broker.env(), **FAST}.items():
+        monkeypatch.setenv(key, value)
+    create_demo("quiet")
+    viewer = private_tmux()
+    try:
+        env = [f"{k}={v}" for k, v in os.environ.items() if k.startswith(("MQTT_", "MAM_", "PATH", "HOME"))]
+        subprocess.run(["tmux", "-L", viewer.name, "new-session", "-d", "-x", "160", "-y", "40", "-s", "v"], check=True)
+        subprocess.run(["tmux", "-L", viewer.name, "set-option", "-g", "remain-on-exit", "on"], check=True)
+        subprocess.run(
+            [
+                "tmux",
+                "-L",
+                viewer.name,
+                "respawn-pane",
+                "-k",
+                "-t",
+                "v",
+                "env",
+                *env,
+                "TERM=xterm-256color",
+                MAM,
+                "top",
+            ],
+            check=True,
+        )
+
+        def screen() -> str:
+            return subprocess.run(
+                ["tmux", "-L", viewer.name, "capture-pane", "-p", "-t", "v"], capture_output=True, text=True
+            ).stdout
+
+        wait_for(lambda: "quiet" in screen() and "broker up" in screen(), timeout=60, message=lambda: screen())
+        assert "could not read" not in screen()
+        subprocess.run(["tmux", "-L", viewer.name, "send-keys", "-t", "v", "q"], check=True)
+        wait_for(lambda: "Pane is dead (status 0" in screen(), timeout=30, message="top exited 0 on q")
+    finally:
+        viewer.kill()
