@@ -30,9 +30,9 @@ class Bar:
     def text(self, width: int = 8) -> str:
         if self.fraction is None:
             return "-"
-        f = max(0.0, min(self.fraction, 1.0))
+        f = max(0.0, min(self.fraction, 1.0))  # (a clock a few ms behind the wrapper's reads as 0)
         full = round(f * width)
-        return "█" * full + "░" * (width - full) + f" {min(self.fraction, 9.99) * 100:3.0f}%"
+        return "█" * full + "░" * (width - full) + f" {max(0.0, min(self.fraction, 9.99)) * 100:3.0f}%"
 
 
 @dataclass(frozen=True)
