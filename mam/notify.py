@@ -211,9 +211,10 @@ def waiting(
     message: str = "",
     since: str = "",
 ) -> bool:
-    """An agent waits for a person (a permission prompt, a question). Subject: the job, else the
-    session plus when the wait began, so each new wait is told once."""
-    subject = job or f"{session}@{since}"
+    """An agent waits for a person (a permission prompt, a question). Subject: the job (else the
+    session) and when the wait began (`since`, e.g. the job's `waiting.since`), so each new wait
+    is told once and a repeated hook about the same wait is not."""
+    subject = f"{job or session}@{since}" if since else (job or session)
     return send(
         ws,
         settings,

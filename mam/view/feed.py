@@ -103,8 +103,8 @@ class Feed:
         return self._registry
 
     # -- which jobs ---------------------------------------------------------------------------
-    def job_ids(self, *, updated_since: float | None = None) -> list[str]:
-        """Jobs worth reading: every one (updated_since None) or those touched since then."""
+    def job_ids(self, *, updated_since: float | None = None, newest: int = 100000) -> list[str]:
+        """Jobs worth reading: the `newest` ones (updated_since None) or those touched since then."""
         registry = self.registry()
         if registry is None:
             return []
@@ -113,7 +113,7 @@ class Feed:
                 row = jobs_table.find(conn, self.job)
                 rows = [row] if row is not None else []
             elif updated_since is None:
-                rows = jobs_table.list_jobs(conn, session=self.session, limit=100000)
+                rows = jobs_table.list_jobs(conn, session=self.session, limit=newest)
             else:
                 rows = jobs_table.recently_updated(conn, updated_since)
         return [r.id for r in rows if self.session is None or r.session == self.session]

@@ -26,6 +26,7 @@ SWEEP_S = 5.0
 DOWN_SWEEP_S = 1.0
 FOLLOW_UPS_S = (0.15, 0.5, 1.5)  # after a message: re-read the job for the transition its wrapper writes next
 DEFAULT_LINES = 10
+RECENT_JOBS = 20
 
 
 @dataclass
@@ -39,9 +40,11 @@ Sink = Callable[[Line | Note], None]
 
 
 def backlog(feed: Feed, *, everything: bool, since: int | None) -> list[Line]:
-    """History first: all of it (`--all` / `--since`), else the last DEFAULT_LINES lines."""
-    lines = feed.read()
-    return lines if everything or since is not None else lines[-DEFAULT_LINES:]
+    """History first: all of it (`--all` / `--since`), else the last DEFAULT_LINES lines (read
+    from the newest RECENT_JOBS jobs only, so a long history costs nothing)."""
+    if everything or since is not None:
+        return feed.read()
+    return feed.read(feed.job_ids(newest=RECENT_JOBS))[-DEFAULT_LINES:]
 
 
 class Tail:
@@ -109,6 +112,8 @@ class Tail:
     def run(self) -> None:
         """Print the backlog, then follow until `stop` is set (Ctrl-C in the CLI)."""
         self.connect()
+        if self.feed.job and not self.feed.job_ids():
+            self.sink(Note(f"no job {self.feed.job} in this workspace yet; waiting for it"))
         for line in backlog(self.feed, everything=self.everything, since=self.since):
             self.sink(line)
         last_sweep = time.time()
