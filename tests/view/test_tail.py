@@ -137,3 +137,28 @@ def test_tail_text_and_filters(workspace, broker, monkeypatch):  # type: ignore[
 def test_help_explains(args):  # type: ignore[no-untyped-def]
     out = " ".join(mam(*args, check=True).stdout.split())
     assert "It never starts a broker, a pane or a session." in out
+
+
+def test_loop_steps_are_lines_as_the_loop_log_grows(workspace):  # type: ignore[no-untyped-def]
+    """A loop's log, written by the loop's own writer, becomes `loop` lines; a torn last line waits for its end."""
+    from mam.loop.files import LoopFiles, LoopLog
+    from mam.view.feed import Feed
+
+    workspace.ensure_state()
+    files = LoopFiles(workspace, "loop-tail-1")
+    log = LoopLog(files.log, "loop-tail-1")
+    feed = Feed(workspace)
+    log("verdict", round=1, reviewer="rev-1", verdict="NOT PASS", reason="", wellformed=True, job="job-a", report="")
+    first = feed.read()
+    assert [(x.kind, x.type, x.seq, x.session, x.job, x.loop) for x in first] == [
+        ("loop", "verdict", 1, "rev-1", "job-a", "loop-tail-1")
+    ]
+    assert "rev-1: NOT PASS" in first[0].message
+    with open(files.log, "a") as f:
+        f.write('{"event": "end", "loop": "loop-tail-1"')  # half a line: a writer caught mid-append
+    assert feed.read() == []
+    with open(files.log, "a") as f:
+        f.write(', "state": "passed", "reason": "all passed", "exit_code": 0, "rounds": 1, "ts": 1}\n')
+    (end,) = feed.read()
+    assert end.type == "end" and "passed" in end.message
+    assert Feed(workspace, session="someone-else").read() == []

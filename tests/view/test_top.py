@@ -244,3 +244,38 @@ def test_top_runs_in_a_real_terminal_and_q_quits(workspace, broker, monkeypatch)
         wait_for(lambda: "Pane is dead (status 0" in screen(), timeout=30, message="top exited 0 on q")
     finally:
         viewer.kill()
+
+
+def test_top_shows_the_broker_going_away_and_keeps_reading(workspace, own_broker, monkeypatch):  # type: ignore[no-untyped-def]
+    from textual.widgets import DataTable, Static
+
+    from mam.settings import load_settings
+    from mam.view.top import TopApp
+
+    b = own_broker("amqtt")
+    for key, value in {**b.env(), **FAST}.items():
+        monkeypatch.setenv(key, value)
+    create_demo("quiet")
+    app = TopApp(workspace, load_settings(env_file=workspace.env_file))
+
+    async def drive() -> str:
+        async with app.run_test(size=(160, 40)) as pilot:
+
+            async def until(check, what: str) -> None:  # type: ignore[no-untyped-def]
+                for _ in range(600):
+                    if check():
+                        return
+                    await pilot.pause(0.05)
+                raise AssertionError(f"never: {what}")
+
+            await until(lambda: app.broker == "up", "the broker up")
+            b.stop()
+            await until(lambda: app.broker == "down", "the broker seen gone")
+            create_demo("later")  # the registry is still read
+            app.reload()
+            sessions = app.query_one("#sessions", DataTable)
+            await until(lambda: sessions.row_count == 2, "the new session shown")
+            return str(app.query_one("#head", Static).render())
+
+    head = asyncio.run(drive())
+    assert "broker DOWN" in head
