@@ -180,7 +180,8 @@ def _mirror(ws: Workspace, db_sessions: dict[str, dict[str, Any]] | None) -> Che
         return Check(
             name,
             WARN,
-            f"{path}: {len(rows)} sessions (generation {generation}) that `mam doctor --restore-from-mirror` can restore",
+            f"{path}: {len(rows)} sessions (generation {generation}) that `mam doctor --restore-from-mirror` can "
+            "restore",
         )
     mirrored = {r["name"]: r for r in rows}
     if set(mirrored) != set(db_sessions):

@@ -144,7 +144,9 @@ class AgentAdapter:
 
     # -- first-run dialogs --------------------------------------------------------------------
     def trust_folder(self, cwd: str, env: Mapping[str, str]) -> Path | None:
-        """Record `cwd` as trusted where the CLI keeps that per folder; return the file written (None: nothing to do)."""
+        """Record `cwd` as trusted where the CLI keeps that per folder.
+
+        Returns the file written (None: nothing to do)."""
         return None
 
     def dialog(self, screen: str) -> Dialog | None:

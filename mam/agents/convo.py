@@ -140,7 +140,8 @@ def delete_keyed(conn: sqlite3.Connection, ids: list[str], keys: Mapping[str, st
     plain = [
         r[0]
         for r in conn.execute(
-            "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' AND sql NOT LIKE 'CREATE VIRTUAL%'"
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' AND sql NOT LIKE "
+            "'CREATE VIRTUAL%'"
         )
     ]
     conn.isolation_level = None

@@ -63,7 +63,8 @@ def resolve_endpoint(settings: Settings, ws: Workspace, *, autostart: bool = Tru
     if not autostart or settings.no_autostart:
         if status.running:
             raise BrokerError(
-                f"this workspace's embedded broker (pid {status.pid}) was started by an older mam and lets every local user in; "
+                f"this workspace's embedded broker (pid {status.pid}) was started by an older mam and lets every "
+                "local user in; "
                 "restart it with `mam broker stop && mam broker start`"
             )
         raise BrokerError(

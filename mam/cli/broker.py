@@ -63,12 +63,14 @@ def _show(st, as_json: bool) -> None:  # type: ignore[no-untyped-def]
         echo_json(st.as_dict())
     elif st.running and not st.authenticated:
         click.echo(
-            f"embedded broker running: pid {st.pid}, 127.0.0.1:{st.port}, started by an older mam: it lets every local user in; "
+            f"embedded broker running: pid {st.pid}, 127.0.0.1:{st.port}, started by an older mam: it lets every "
+            "local user in; "
             f"restart it with `mam broker stop && mam broker start` (log {st.log})"
         )
     elif st.running:
         click.echo(
-            f"embedded broker running: pid {st.pid}, 127.0.0.1:{st.port}, user {st.username}, password in {st.password_file} "
+            f"embedded broker running: pid {st.pid}, 127.0.0.1:{st.port}, user {st.username}, password in "
+            f"{st.password_file} "
             f"(log {st.log})"
         )
     else:

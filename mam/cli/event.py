@@ -59,7 +59,8 @@ def _emit(app: App, job_id: str, type: str, body: dict[str, Any], as_json: bool,
         echo_json({"job": job_id, "seq": out.envelope.seq, "type": type, "published": out.published})
     else:
         click.echo(
-            f"{type} recorded for {job_id} (seq {out.envelope.seq}{', published' if out.published else ', on disk only'})"
+            f"{type} recorded for {job_id} (seq "
+            f"{out.envelope.seq}{', published' if out.published else ', on disk only'})"
         )
     return out
 

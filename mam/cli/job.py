@@ -158,7 +158,8 @@ def status(app: App, job_id: str, as_json: bool) -> None:
         echo_json(view)
         return
     click.echo(
-        f"{view['id']}: {view['state']}{' (' + view['reason'] + ')' if view['reason'] else ''} session {view['session']} exit {view['exit_code']}"
+        f"{view['id']}: {view['state']}{' (' + view['reason'] + ')' if view['reason'] else ''} session "
+        f"{view['session']} exit {view['exit_code']}"
     )
     for child in view["children"]:
         click.echo(f"  sub-job {child['id']}: {child['state']} {child['reason']}")

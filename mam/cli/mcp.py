@@ -50,7 +50,8 @@ def mcp(app: App, http: bool, host: str, port: int) -> int:
     token, source = server_token(ws, settings)
     if host not in LOOPBACK:
         click.echo(
-            f"mam: warning: serving on {host}, not loopback: anyone who can reach it and holds the token drives your agents",
+            f"mam: warning: serving on {host}, not loopback: anyone who can reach it and holds the token drives your "
+            "agents",
             err=True,
         )
     serve_http(

@@ -113,7 +113,8 @@ def create(
         echo_json(row.as_dict())
     else:
         click.echo(
-            f"session {row.name}: {row.agent} ({row.role}) running in {row.backend}:{row.server} pane {row.pane_id}, cwd {row.cwd}"
+            f"session {row.name}: {row.agent} ({row.role}) running in {row.backend}:{row.server} pane {row.pane_id}, "
+            f"cwd {row.cwd}"
         )
     return code
 
@@ -142,7 +143,8 @@ def stop(app: App, name: str, purge_conversation: bool, yes: bool, as_json: bool
         echo_json(row.as_dict())
     else:
         click.echo(
-            f"session {row.name}: stopped, conversation {row.conversation_id or '-'}, resumable {str(row.resumable).lower()}"
+            f"session {row.name}: stopped, conversation {row.conversation_id or '-'}, resumable "
+            f"{str(row.resumable).lower()}"
         )
 
 

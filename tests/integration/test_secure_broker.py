@@ -70,7 +70,7 @@ def clients() -> Iterator[Callable[..., MqttClient]]:
     with ExitStack() as stack:
 
         def connect(endpoint: BrokerEndpoint, **kw: object) -> MqttClient:
-            return stack.enter_context(MqttClient(endpoint, **kw).connect(timeout=5))  # type: ignore[arg-type]
+            return stack.enter_context(MqttClient(endpoint, **kw).connect(timeout=5))
 
         yield connect
 

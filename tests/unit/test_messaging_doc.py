@@ -103,9 +103,8 @@ def test_every_topic_is_documented() -> None:
     t = Topics("PREFIX", "RUNNERSROOT")
 
     def shown(topic: str) -> str:
-        return f"`{topic.replace('RUNNERSROOT', '<runners prefix>').replace('PREFIX', '<prefix>').replace('JOB', '<job>')}`".replace(
-            "RUNNER", "<runner>"
-        )
+        named = topic.replace("RUNNERSROOT", "<runners prefix>").replace("PREFIX", "<prefix>").replace("JOB", "<job>")
+        return f"`{named}`".replace("RUNNER", "<runner>")
 
     for topic in (
         t.events("JOB"),
