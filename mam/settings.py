@@ -15,6 +15,7 @@ from pathlib import Path
 
 from mam.envfile import parse_env_file
 from mam.errors import ConfigError, UsageError
+from mam.util.trust import check_path
 
 
 @dataclass(frozen=True)
@@ -190,8 +191,6 @@ def load_settings(
     warnings: list[str] = []
     used_file: Path | None = None
     if env_file is not None and (required_env_file or os.path.lexists(env_file)):
-        from mam.util.trust import check_path
-
         check_path(env_file, what="settings file")  # another user's file could name a program mam runs
         used_file = env_file
         for entry in parse_env_file(env_file):

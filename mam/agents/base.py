@@ -9,6 +9,7 @@ starts panes itself: sessions do that with the argv the adapter returns.
 from __future__ import annotations
 
 import os
+import shutil
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -176,7 +177,6 @@ class AgentAdapter:
 
     def purge_conversation(self, conversation_id: str, *, cwd: str, env: Mapping[str, str]) -> list[Path]:
         """Delete that conversation's files (and nothing else); return what was removed."""
-        import shutil
 
         removed = []
         for path in self.conversation_files(conversation_id, cwd=cwd, env=env):

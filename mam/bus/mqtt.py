@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import os
 import socket
+import ssl
 import threading
 import time
 import uuid
@@ -81,7 +82,6 @@ class MqttClient:
 
     def _tls_set(self, ep: BrokerEndpoint) -> None:
         """Load the TLS files; a missing or unreadable one is a BrokerError naming the setting and its path."""
-        import ssl
 
         for setting, path in (("MQTT_TLS_CA", ep.ca), ("MQTT_TLS_CERT", ep.cert), ("MQTT_TLS_KEY", ep.key)):
             if path and not os.access(path, os.R_OK):

@@ -169,10 +169,10 @@ def test_the_library_call_mam_demo_makes(loop_ws):
 
 
 def test_demo_loop_for_mam_demo(loop_ws):
-    """mam.loop.demo.demo_loop, the part `mam demo` runs: it adds two demo reviewers and passes in round 2."""
+    """mam.demo.loop.demo_loop, the part `mam demo` runs: it adds two demo reviewers and passes in round 2."""
     import os
 
-    from mam.loop.demo import demo_loop
+    from mam.demo.loop import demo_loop
     from mam.settings import load_settings
     from mam.store.registry import Registry
 
