@@ -1,4 +1,4 @@
-"""mam against the private broker MESSAGING.md describes: TLS, passwords and a topic ACL per role.
+"""mam against the private broker docs/broker.md describes: TLS, passwords and a topic ACL per role.
 
 The broker is Mosquitto rendered from docs/broker/*.tmpl (tests/helpers/secure_broker.py).
 MQTT 3.1.1 ACL denials are silent (SUBACK and PUBACK still come), so every ACL check here is
