@@ -499,7 +499,7 @@ class Agent:
         time.sleep(float(os.environ.get("MAM_FAKE_GEMINI_REPLAY_S") or 2.0))  # the real one's delay
         assert self.cid is not None
         with self.lock:
-            resumed = self.store.transcript(self.cid)  # type: ignore[attr-defined]
+            resumed = self.store.transcript(self.cid)
             self.store.create(self.cid, time.time())  # its own header: a new file, or the same one within a minute
             if self.line:
                 log("dropped", agent=self.name, input="box")
