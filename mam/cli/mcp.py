@@ -7,7 +7,7 @@ import os
 import click
 
 from mam.cli.common import App, workspace_option
-from mam.mcp.run import LOOPBACK, serve_http
+from mam.mcp.run import LOOPBACK, serve_http, serve_stdio
 from mam.mcp.service import Service
 from mam.mcp.token import server_token
 
@@ -42,8 +42,6 @@ def mcp(app: App, http: bool, host: str, port: int) -> int:
     ws, settings = app.ws, app.settings
     service = Service(ws=ws, settings=settings, environ=os.environ)
     if not http:
-        from mam.mcp.run import serve_stdio
-
         serve_stdio(service, poll_s=settings.poll_s)
         return 0
 
