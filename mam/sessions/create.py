@@ -102,7 +102,7 @@ def start_session(
         row = create_session(req, ws=ws, settings=settings, registry=registry, environ=environ)
         if not onboard:
             return Created(row)
-        from mam.jobs.onboard import onboard_session
+        from mam.jobs.onboard import onboard_session  # jobs.onboard imports the sessions package: a cycle
 
         outcome = onboard_session(row, ws=ws, settings=settings, registry=registry, timeout=onboard_timeout)
         return Created(registry.session(name), outcome.exit_code, asdict(outcome))

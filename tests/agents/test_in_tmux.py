@@ -43,7 +43,7 @@ def event(log: Path, name: str, pid: int | None, **match: object) -> dict | None
         except ValueError:
             continue  # a line still being written
         if record["event"] == name and record["pid"] == pid and all(record.get(k) == v for k, v in match.items()):
-            return record  # type: ignore[no-any-return]
+            return record
     return None
 
 

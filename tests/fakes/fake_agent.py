@@ -55,7 +55,7 @@ from pathlib import Path
 try:
     from . import fake_stores
 except ImportError:  # run as a script: tests/fakes is on sys.path
-    import fake_stores  # type: ignore[no-redef]
+    import fake_stores
 
 PASTE_START, PASTE_END = "\x1b[200~", "\x1b[201~"
 KEYS = {
@@ -131,7 +131,8 @@ BOXES = {
 # command outside the allow rules would (claude's and codex's, from the captured real screens).
 PROMPT_TRIGGER = "fake-ask-permission"
 PERMISSION_PROMPTS = {
-    "claude": " Bash command\n\n touch /somewhere\n\n Do you want to proceed?\n \u276f No\n   Yes\n\n Esc to cancel \u00b7 Tab to amend\n",
+    "claude": " Bash command\n\n touch /somewhere\n\n Do you want to proceed?\n \u276f No\n   Yes\n\n Esc to cancel "
+    "\u00b7 Tab to amend\n",
     "codex": "  Would you like to run the following command?\n  $ touch /somewhere\n\u203a 1. Yes, proceed (y)\n"
     "  3. No, and tell Codex what to do differently (esc)\n  Press enter to confirm or esc to cancel\n",
 }
@@ -141,7 +142,8 @@ EARLY_FRAMES = {
     "codex": "  >_ OpenAI Codex (v0.171.0)\n     {cwd}\n\n\u203a Ask Codex to do anything\n\n  ? for shortcuts",
 }
 TRUST_DIALOGS = {
-    "claude": "Accessing workspace:\n\n {cwd}\n\n Quick safety check: Is this a project you created or one you trust?\n\n"
+    "claude": "Accessing workspace:\n\n {cwd}\n\n Quick safety check: Is this a project you created or one you "
+    "trust?\n\n"
     " \u276f No, exit\n   Yes, I trust this folder\n\n Enter to confirm \u00b7 Esc to cancel\n",
     "codex": "  Folder access\n  {cwd}\n  Trust this folder? Codex can read, edit, and run files here.\n"
     "\u203a 1. Trust and continue\n  2. Back to Agent Command Center\n  enter continue \u00b7 esc back\n",
@@ -175,7 +177,8 @@ CLIS = {
             "--add-dir",
         ),
         flags=("--no-daemon", "--dangerously-bypass-approvals-and-sandbox"),
-        not_found="ERROR: No saved session found with ID {id}. Run `codex resume` without an ID to choose from existing sessions.",
+        not_found="ERROR: No saved session found with ID {id}. Run `codex resume` without an ID to choose from "
+        "existing sessions.",
         exit_hint="To continue this session, run codex resume {id}",
     ),
     "agy": Cli(
@@ -496,7 +499,7 @@ class Agent:
         time.sleep(float(os.environ.get("MAM_FAKE_GEMINI_REPLAY_S") or 2.0))  # the real one's delay
         assert self.cid is not None
         with self.lock:
-            resumed = self.store.transcript(self.cid)  # type: ignore[attr-defined]
+            resumed = self.store.transcript(self.cid)
             self.store.create(self.cid, time.time())  # its own header: a new file, or the same one within a minute
             if self.line:
                 log("dropped", agent=self.name, input="box")

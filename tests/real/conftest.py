@@ -71,7 +71,7 @@ def require_cli(name: str) -> Path:
 def real_broker(request: pytest.FixtureRequest) -> brokers.RunningBroker:
     """One broker for the real suite: Mosquitto when installed (CI installs it), else amqtt."""
     kind = "mosquitto" if brokers.mosquitto_bin() else "amqtt"
-    return request.getfixturevalue(f"{kind}_broker")  # type: ignore[no-any-return]
+    return request.getfixturevalue(f"{kind}_broker")
 
 
 @pytest.fixture
@@ -111,11 +111,11 @@ class Rig:
             args += ["--cwd", str(cwd)]
         row = self.mam_json(*args)
         self.sessions.append(session)
-        return row  # type: ignore[no-any-return]
+        return row
 
     def status(self, session: str) -> dict[str, Any]:
         rows = self.mam_json("session", "status")
-        return next(r for r in rows if r["name"] == session)  # type: ignore[no-any-return]
+        return next(r for r in rows if r["name"] == session)
 
     def screen(self, pane_id: str) -> str:
         return capture(self.tmux.name, pane_id)
@@ -180,7 +180,8 @@ def claude_rig(
     real_broker: brokers.RunningBroker,
     anthropic_server: AnthropicServer,
 ) -> Iterator[Rig]:
-    """Claude Code 2.1.332 from the cache, a temp HOME made for it, the scripted Anthropic server, a workspace on a real broker."""
+    """Claude Code 2.1.332 from the cache, a temp HOME made for it, the scripted Anthropic server,
+    a workspace on a real broker."""
     exe = require_cli("claude")
     api_key = f"sk-ant-api03-{secrets.token_urlsafe(48)}"
     claude_home(isolated_env, api_key)

@@ -19,7 +19,7 @@ from tests.helpers.mamcli import mam
 
 
 @pytest.fixture
-def wired_ws(workspace, mosquitto_broker, monkeypatch):  # type: ignore[no-untyped-def]
+def wired_ws(workspace, mosquitto_broker, monkeypatch):
     for key, value in {**mosquitto_broker.env(), **FAST}.items():
         monkeypatch.setenv(key, value)
     return workspace
@@ -53,7 +53,7 @@ def delegate(name: str, brief: str) -> dict[str, Any]:
 
 def test_a_brief_delegated_right_after_a_resume_is_not_lost_in_the_replay(
     wired_ws, fake_agents_on_path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:  # type: ignore[no-untyped-def]
+) -> None:
     log = tmp_path / "agents.jsonl"
     monkeypatch.setenv("MAM_FAKE_AGENT_LOG", str(log))
     monkeypatch.setenv("MAM_FAKE_GEMINI_REPLAY_S", "5")
