@@ -60,3 +60,21 @@ OPEN  # mam/jobs/model.py
 public  # mam/jobs/record.py
 _.integrity_check  # mam/store/db.py (used by tests/faults only)
 ALL  # mam/store/sessions.py SessionStatus.ALL
+
+# Textual: class attributes, compose/mount hooks, action_* (named by BINDINGS) and on_* message handlers it calls
+_.BINDINGS  # mam/view/top.py
+_.DEFAULT_CSS
+_.TITLE
+_.CSS
+_.compose
+_.on_mount
+_.on_unmount
+_.on_button_pressed
+_.action_answer
+_.action_filter
+_.action_clear_filter
+_.action_cancel_job
+_.action_stop_session
+_.on_input_changed
+_.on_input_submitted
+_.on_data_table_row_selected

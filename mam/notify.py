@@ -36,7 +36,6 @@ from mam.workspace import Workspace
 
 log = logging.getLogger(__name__)
 
-KINDS = ("job_ended", "session_terminated", "loop_ended", "waiting", "budget")
 FIELDS = (
     "job",
     "session",

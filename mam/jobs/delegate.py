@@ -41,6 +41,7 @@ from mam.jobs.model import (
 )
 from mam.jobs.stale import close_if_abandoned
 from mam.jobs.target import Target, parse_target
+from mam.notify import job_ended
 from mam.settings import Settings, positive_seconds
 from mam.store import jobs as jobs_table
 from mam.store.registry import Registry
@@ -251,8 +252,6 @@ class Wrapper:
             except OSError as e:
                 log.warning("job %s: live record not refreshed: %s", self.ledger.job.id, e)
             if self.ledger.job.terminal:
-                from mam.notify import job_ended
-
                 job_ended(self.ws, self.settings, self.ledger.job.id)  # never blocks: a detached sender
             if self.client is not None:
                 self._publish_state()

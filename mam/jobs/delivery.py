@@ -16,6 +16,7 @@ from mam.errors import AgentDialog
 from mam.jobs import record as rec
 from mam.jobs.ledger import Ledger
 from mam.jobs.target import Target
+from mam.notify import session_terminated
 from mam.sessions.common import backend_for
 from mam.sessions.create import check_no_dialog, wait_ready
 from mam.settings import Settings
@@ -100,8 +101,6 @@ class PaneDelivery:
             self.registry.update_session(
                 row.name, status=SessionStatus.TERMINATED, note=f"agent not running: {problem}"
             )
-            from mam.notify import session_terminated
-
             session_terminated(self.ws, self.settings, row.name, f"agent not running: {problem}")
         return problem
 

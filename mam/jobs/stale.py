@@ -11,6 +11,7 @@ from mam.errors import MamError
 from mam.jobs import record as rec
 from mam.jobs.ledger import owner_alive
 from mam.jobs.model import End, Input, Job, JobState, Tick, input_to_dict, step
+from mam.notify import job_ended
 from mam.store import jobs as jobs_table
 from mam.store.registry import Registry
 from mam.workspace import Workspace
@@ -98,7 +99,5 @@ def end_outside(
     except (MamError, OSError):  # the registry row is the truth; a missing record must not stop the repair
         pass
     rec.audit(ws, job_id, "input", **line)
-    from mam.notify import job_ended
-
     job_ended(ws, None, job_id)  # no settings here: the workspace's (.mam.env and the environment)
     return new

@@ -24,6 +24,7 @@ from mam.loop.reports import Review, promote
 from mam.loop.roles import choose_reviewers, usable
 from mam.loop.rounds import RoundOutcome, review_round
 from mam.loop.snapshot import resolve_base
+from mam.notify import loop_ended
 from mam.sessions.common import check_name
 from mam.settings import Settings
 from mam.store.registry import Registry
@@ -103,8 +104,6 @@ def run_loop(
             rounds=result.rounds,
             promoted=result.promoted,
         )
-        from mam.notify import loop_ended
-
         loop_ended(ws, settings, loop_id, {**vars(result), "creator": req.creator, "summary": result.reason})
         return result
 

@@ -9,6 +9,7 @@ from mam.agents import get_adapter
 from mam.errors import MamError
 from mam.ids import is_name
 from mam.monitor.detect import find_agent
+from mam.notify import session_terminated
 from mam.panes import default_server
 from mam.sessions.common import backend_for
 from mam.sessions.orchestrator import orchestrator_keys
@@ -51,8 +52,6 @@ def reconcile_sessions(ws: Workspace, settings: Settings, registry: Registry) ->
         ):
             if _mark_terminated(registry, row, drift):
                 repairs.append(Repair("terminated", row.name, drift))
-                from mam.notify import session_terminated
-
                 session_terminated(ws, settings, row.name, f"monitor: {drift}")
     repairs.extend(_register_unknown(ws, registry, panes))
     return repairs

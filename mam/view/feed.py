@@ -23,8 +23,6 @@ from mam.store import jobs as jobs_table
 from mam.store.registry import Registry
 from mam.workspace import Workspace
 
-KINDS = ("event", "transition", "loop")
-
 
 @dataclass(frozen=True)
 class Line:

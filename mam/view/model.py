@@ -18,7 +18,6 @@ from typing import Any
 from mam.settings import Settings
 from mam.workspace import Workspace
 
-STATES = ("working", "waiting", "idle", "starting", "stopped", "terminated")
 HOOK_STATES = ("working", "waiting", "idle")
 
 
@@ -41,7 +40,7 @@ class SessionView:
     agent: str
     role: str
     status: str
-    state: str  # one of STATES
+    state: str  # working / waiting / idle / starting / stopped / terminated (render.DOTS)
     source: str  # hook / event / job / process / registry
     job: str
     last_ms: int | None

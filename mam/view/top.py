@@ -119,7 +119,7 @@ class TopApp(App[tuple[str, str] | None]):
         if self.follow_broker:
             threading.Thread(target=self._connect, name="mam-top-broker", daemon=True).start()
         self.reload()
-        self._timer = self.set_interval(BUSY_S, self._tick)
+        self.set_interval(BUSY_S, self._tick)
 
     def on_unmount(self) -> None:
         if self._client is not None:

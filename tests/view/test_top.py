@@ -238,10 +238,12 @@ def test_top_runs_in_a_real_terminal_and_q_quits(workspace, broker, monkeypatch)
                 ["tmux", "-L", viewer.name, "capture-pane", "-p", "-t", "v"], capture_output=True, text=True
             ).stdout
 
-        wait_for(lambda: "quiet" in screen() and "broker up" in screen(), timeout=60, message=lambda: screen())
+        wait_for(lambda: "quiet" in screen() and "broker up" in screen(), timeout=90, message=lambda: screen())
         assert "could not read" not in screen()
         subprocess.run(["tmux", "-L", viewer.name, "send-keys", "-t", "v", "q"], check=True)
-        wait_for(lambda: "Pane is dead (status 0" in screen(), timeout=30, message="top exited 0 on q")
+        wait_for(
+            lambda: "Pane is dead (status 0" in screen(), timeout=60, message=lambda: f"no exit 0 on q: {screen()}"
+        )
     finally:
         viewer.kill()
 
