@@ -246,10 +246,6 @@ class Wrapper:
             self._abandon(e)
             raise
         finally:
-            try:
-                self.ledger.refresh_record(now=True)
-            except OSError as e:
-                log.warning("job %s: live record not refreshed: %s", self.ledger.job.id, e)
             if self.client is not None:
                 self._publish_state()
                 if self.owns_client:
@@ -364,7 +360,7 @@ class Wrapper:
             if not ahead:
                 return True
             if not announced:
-                rec.audit(self.ws, self.ledger.job.id, "waiting", ahead=[j.id for j in ahead])
+                self.ledger.note("waiting", ahead=[j.id for j in ahead])
                 announced = True
             if time.monotonic() >= deadline:
                 self.refuse(SESSION_BUSY, f"session busy with {ahead[0].id} for {wait:g}s")

@@ -91,7 +91,7 @@ class Monitor:
         for r in reconcile_sessions(self.ws, self.settings, self.registry):
             self.note("repair", what=r.what, session=r.session, reason=r.reason)
         since, self._last_pass = self._last_pass, time.time()
-        for job_id, what in self.orphans.repair_audits(since - 5.0):
+        for job_id, what in self.orphans.export_orphans(since - 5.0):
             self.note("repair", what="audit", job=job_id, reason=what)
         for job_id, what in self.orphans.step():
             self.note("repair", what="job", job=job_id, reason=what)

@@ -33,6 +33,7 @@ from mam.remote.dispatch import Dispatch, check_remote_allowed
 from mam.remote.runner_job import BRIEF_REFUSED, RunnerJob, brief_problem
 from mam.settings import Settings
 from mam.store import jobs as jobs_table
+from mam.store import journal
 from mam.store.registry import Registry
 from mam.store.sessions import SessionStatus
 from mam.util.fs import append_line
@@ -355,8 +356,11 @@ class Runner:
         append_line(self.log_path, line)
         if "job" in fields and kind == "rejected":
             try:
-                rec.audit(
-                    self.ws, str(fields["job"]), "dispatch_rejected", **{k: v for k, v in fields.items() if k != "job"}
+                journal.note(
+                    self.registry,
+                    str(fields["job"]),
+                    "dispatch_rejected",
+                    **{k: v for k, v in fields.items() if k != "job"},
                 )
             except (OSError, MamError):
                 pass
