@@ -89,6 +89,7 @@ def delegate(
     from mam.ids import check_job_id
     from mam.jobs.delegate import delegate as run_delegate
     from mam.jobs.delegate import delegate_request
+    from mam.remote.origin import ORIGIN
 
     # Ids first: a bad one must leave nothing behind, not even the registry that open_registry creates.
     for value in (job_id, parent_job):
@@ -109,7 +110,12 @@ def delegate(
         allow_insecure_broker=allow_insecure_broker,
     )
     out = run_delegate(
-        req, ws=app.ws, settings=app.settings, registry=open_registry(app), on_update=_printer() if follow else None
+        req,
+        ws=app.ws,
+        settings=app.settings,
+        registry=open_registry(app),
+        on_update=_printer() if follow else None,
+        remote=ORIGIN,
     )
     if as_json:
         echo_json(out.as_dict())

@@ -13,6 +13,7 @@ from typing import Protocol
 
 from mam.agents import get_adapter
 from mam.errors import AgentDialog
+from mam.jobs import heartbeat
 from mam.jobs.ledger import Ledger
 from mam.jobs.target import Target
 from mam.sessions.common import backend_for
@@ -151,8 +152,6 @@ class PaneDelivery:
         """Start the heartbeater again when the agent's CLI killed it (a sandbox that reaps what a tool
         command leaves behind): only for such a CLI, only while the agent process lives, and only if
         the heartbeater did not stop by itself (it removes heartbeat.pid when it does)."""
-        from mam.jobs import heartbeat
-
         row, job = self.row, ledger.job
         if row is None or self._hb_restarts >= MAX_HEARTBEAT_RESTARTS or time.monotonic() < self._next_hb_check:
             return

@@ -25,6 +25,7 @@ from mam.ids import check_job_id, check_name
 from mam.jobs.delegate import DelegateRequest, Outcome, delegate, delegate_request
 from mam.jobs.ledger import new_job_id
 from mam.jobs.model import JobState
+from mam.remote.origin import ORIGIN
 from mam.settings import Settings
 from mam.store.registry import Registry
 from mam.util.proc import spawn_detached
@@ -202,6 +203,7 @@ class Service:
                     registry=registry,
                     on_update=update,
                     client=self._shared_client(),
+                    remote=ORIGIN,
                 )
             except BaseException as e:  # handed to the caller, who reports it as the tool's error
                 d.error = e

@@ -12,6 +12,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from mam.bus.connect import open_client
 from mam.bus.mqtt import MqttClient
 from mam.bus.topics import Topics, prefix_for
 from mam.errors import BrokerError, LockBusy
@@ -53,7 +54,7 @@ class Monitor:
         self._stop.set()
 
     def run(self, *, once: bool = False, max_passes: int | None = None) -> list[dict[str, Any]]:
-        from filelock import FileLock, Timeout
+        from filelock import FileLock, Timeout  # slow to import
 
         lock = FileLock(str(self.ws.lock("monitor")))
         try:
@@ -100,8 +101,6 @@ class Monitor:
     def _ensure_subscribed(self) -> None:
         if self.client is not None:
             return  # paho reconnects and resubscribes by itself; see _on_connection
-        from mam.bus.connect import open_client
-
         try:
             self.client = open_client(self.settings, self.ws, role="monitor", autostart=False, timeout=2)
         except BrokerError as e:

@@ -20,6 +20,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
+from mam.bus.connect import open_client
 from mam.bus.envelope import Envelope
 from mam.bus.mqtt import MqttClient, Will
 from mam.bus.topics import Topics
@@ -75,7 +76,7 @@ class Runner:
 
     def run(self, *, once: bool = False, max_jobs: int | None = None, idle_exit_s: float | None = None) -> int:
         """Serve until stopped; with `once`, exit when every taken job ended and nothing is queued."""
-        from filelock import FileLock, Timeout
+        from filelock import FileLock, Timeout  # slow to import
 
         lock = FileLock(str(self.ws.lock(f"runner-{self.name}")))
         try:
@@ -107,8 +108,6 @@ class Runner:
             lock.release()
 
     def _connect(self) -> None:
-        from mam.bus.connect import open_client
-
         # The name check uses a connection without a last will: a runner refused (or killed) while
         # checking must never leave an 'offline' under the name of the live one.
         with open_client(
