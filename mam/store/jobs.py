@@ -165,17 +165,22 @@ def list_jobs(
 
 
 # -- audit rows (numbered per job, committed with the state they go with; see journal.py) ----------
-def add_audit(conn: sqlite3.Connection, job_id: str, lines: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Number `lines` (each with its `kind`) after the job's last one and store them; return them with their `n`."""
+def add_audit(conn: sqlite3.Connection, job_id: str, lines: list[dict[str, Any]]) -> list[tuple[int, str]]:
+    """Number `lines` (each with its `kind`) after the job's last one and store them; return (n, JSON line) of each."""
     if not lines:
         return []
     last = int(conn.execute("SELECT COALESCE(MAX(n), 0) FROM job_audit WHERE job_id=?", (job_id,)).fetchone()[0])
-    numbered = [{**line, "n": last + i} for i, line in enumerate(lines, start=1)]
-    conn.executemany(
-        "INSERT INTO job_audit(job_id, n, kind, line) VALUES (?,?,?,?)",
-        [(job_id, e["n"], e["kind"], json.dumps(e, sort_keys=True, ensure_ascii=False, default=str)) for e in numbered],
-    )
-    return numbered
+    rows = [
+        (
+            job_id,
+            last + i,
+            line["kind"],
+            json.dumps({**line, "n": last + i}, sort_keys=True, ensure_ascii=False, default=str),
+        )
+        for i, line in enumerate(lines, start=1)
+    ]
+    conn.executemany("INSERT INTO job_audit(job_id, n, kind, line) VALUES (?,?,?,?)", rows)
+    return [(n, text) for _job, n, _kind, text in rows]
 
 
 def audit_after(conn: sqlite3.Connection, job_id: str, n: int = 0) -> list[tuple[int, str]]:

@@ -63,7 +63,7 @@ class Transition:
 class Committed:
     ok: bool  # the changes applied
     row: JobRow | None  # the row as committed (read only when needed: a new row, a refused change, a new record)
-    lines: list[dict[str, Any]]  # the audit lines written, numbered
+    lines: list[tuple[int, str]]  # the audit lines written: (n, JSON line)
 
 
 def commit(registry: Registry, t: Transition) -> Committed:
@@ -142,7 +142,7 @@ def write_record(ws: Workspace, job_id: str, record: Mapping[str, Any], token: s
 _exported: dict[Path, tuple[int, int]] = {}  # audit file -> (its size, its last n) as this process left it
 
 
-def export_audit(registry: Registry, job_id: str, fresh: list[dict[str, Any]]) -> int:
+def export_audit(registry: Registry, job_id: str, fresh: list[tuple[int, str]]) -> int:
     """Append the job's audit rows numbered after the file's last line; return how many.
 
     `fresh`: rows this process just committed, appended as they are when they follow the file's last
@@ -160,20 +160,20 @@ def export_audit(registry: Registry, job_id: str, fresh: list[dict[str, Any]]) -
             last = known[1]
         else:
             size, last = _last_n(fd, size)
-        if fresh and fresh[0]["n"] == last + 1:
-            texts = [json.dumps(e, sort_keys=True, ensure_ascii=False, default=str) for e in fresh]
-        elif fresh and fresh[-1]["n"] <= last:
-            texts = []
+        if fresh and fresh[0][0] == last + 1:
+            rows = fresh
+        elif fresh and fresh[-1][0] <= last:
+            rows = []
         else:
             with registry.read() as conn:
-                texts = [text for _n, text in jobs_table.audit_after(conn, job_id, last)]
-        if texts:
-            data = ("\n".join(texts) + "\n").encode("utf-8")
+                rows = jobs_table.audit_after(conn, job_id, last)
+        if rows:
+            data = ("\n".join(text for _n, text in rows) + "\n").encode("utf-8")
             os.write(fd, data)
             size += len(data)
-            last = json.loads(texts[-1])["n"]
+            last = rows[-1][0]
         _exported[path] = (size, last)
-        return len(texts)
+        return len(rows)
     finally:
         os.close(fd)  # releases the lock
 
