@@ -186,6 +186,11 @@ class AgentAdapter:
                 removed.append(path)
         return removed
 
+    def replay_pending(self, conversation_id: str | None, *, env: Mapping[str, str], since: float) -> bool:
+        """True while a CLI launched at `since` has yet to load a resumed conversation back, for a CLI
+        whose input box shows (and drops what is pasted) before that. Default: False (its ready screen says all)."""
+        return False
+
     def check_resumable(self, conversation_id: str, *, cwd: str, env: Mapping[str, str]) -> None:
         """Raise AgentError with a clear message when the conversation cannot be resumed."""
         if not conversation_id:

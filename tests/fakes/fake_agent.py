@@ -23,6 +23,12 @@ runs in its own pid namespace with its own /proc where `unshare` works, so it ca
 agent either; and its process group and any descendant that escaped it are killed: the fake is
 their child subreaper), unless it was launched with --dangerously-bypass-approvals-and-sandbox.
 
+Like the real gemini 0.61.0, the fake gemini on `--resume` in a terminal first draws its input box, then,
+after MAM_FAKE_GEMINI_REPLAY_S seconds (default 2.0), writes a transcript header of its own,
+clears the screen and replays the conversation under "Resuming session..." with no box, appends
+`{"$set": {"sessionId": ...}}` to the resumed transcript and draws its box again; whatever was
+typed or pasted before that is lost (logged as `dropped`), as the real one loses it.
+
 With MAM_FAKE_AGENT_LOG set, it appends one JSON line per event: start (argv, cwd, pid),
 early (codex's early frame), dialog, ready, sandbox, turn, tool (argv, rc), sandbox_killed (pids), exit,
 error.
@@ -419,6 +425,9 @@ class Agent:
         self.sandbox = Sandbox(name == "codex" and SANDBOX_OFF not in sys.argv)
         self.dialog = dialog  # the dialog's text while it is shown
         self.dialog_kind = "trust" if dialog else ""
+        # gemini --resume: True until the conversation is replayed (input is lost meanwhile)
+        self.replaying = resumed and name == "gemini" and os.isatty(0)  # its UI, in a terminal only
+        self.lock = threading.Lock()  # the replay thread and the key loop both draw
 
     def draw_box(self) -> None:
         """The input box, cursor left on its input line right after the prompt mark."""
@@ -479,6 +488,26 @@ class Agent:
         out(f"{self.name} (fake agent) {'resuming ' + (self.cid or '') if self.resumed else 'new conversation'}\n")
         self.draw_box()
         log("ready", agent=self.name, conversation=self.cid)
+        if self.replaying:
+            threading.Thread(target=self.replay, daemon=True).start()
+
+    def replay(self) -> None:
+        """gemini --resume: the box drawn first loses what it gets; the replay, then the box again."""
+        time.sleep(float(os.environ.get("MAM_FAKE_GEMINI_REPLAY_S") or 2.0))  # the real one's delay
+        assert self.cid is not None
+        with self.lock:
+            resumed = self.store.transcript(self.cid)  # type: ignore[attr-defined]
+            self.store.create(self.cid, time.time())  # its own header: a new file, or the same one within a minute
+            if self.line:
+                log("dropped", agent=self.name, input="box")
+            self.line = ""
+            out("\x1b[2J\x1b[H\u280b Resuming session...\n")
+        time.sleep(0.3)
+        with self.lock:
+            fake_stores.append_json(resumed, {"$set": {"sessionId": self.cid}})
+            self.replaying = False
+            out("\x1b[2J\x1b[H")
+            self.start_screen()
 
     def run(self) -> int:
         tty_state = None
@@ -502,7 +531,8 @@ class Agent:
                 if not data:
                     return self.leave("eof")
                 for kind, value in keys.feed(decode.decode(data)):
-                    reason = self.handle(kind, value)
+                    with self.lock:
+                        reason = self.handle(kind, value)
                     if reason:
                         return self.leave(reason)
         finally:
@@ -516,6 +546,9 @@ class Agent:
         """Apply one input event; the reason to exit, or None to go on."""
         if self.dialog:
             return self.answer_dialog(kind, value)
+        if self.replaying and value == "enter":  # gemini before its replay: what it queued is lost
+            log("dropped", agent=self.name, input="enter")
+            return None
         previous, self.last_key = self.last_key, value if kind == "key" else ""
         if kind == "char" and previous == "ctrl-x" and self.cli.leader_quit and value == "q":
             return "leader q"
