@@ -78,3 +78,7 @@ _.action_stop_session
 _.on_input_changed
 _.on_input_submitted
 _.on_data_table_row_selected
+_.on_loaded
+_.on_broker_changed
+_.on_job_moved
+_.on_notice

@@ -19,6 +19,7 @@ from rich.text import Text
 from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
+from textual.message import Message
 from textual.screen import ModalScreen
 from textual.widgets import Button, DataTable, Footer, Input, Label, Static
 
@@ -30,6 +31,30 @@ from mam.workspace import Workspace
 BUSY_S = 2.0
 IDLE_S = 10.0
 DEBOUNCE_S = 0.25
+
+
+# From the broker's and the loaders' threads to the app: post_message is thread-safe and never waits
+# (call_from_thread waits for the app, which deadlocks a thread the app is joining while it exits).
+class Loaded(Message):
+    def __init__(self, snap: Snapshot) -> None:
+        super().__init__()
+        self.snap = snap
+
+
+class BrokerChanged(Message):
+    def __init__(self, state: str) -> None:
+        super().__init__()
+        self.state = state
+
+
+class JobMoved(Message):
+    """Something happened: reload soon."""
+
+
+class Notice(Message):
+    def __init__(self, text: str, severity: str = "information") -> None:
+        super().__init__()
+        self.text, self.severity = text, severity
 
 
 class Confirm(ModalScreen[bool]):
@@ -137,20 +162,32 @@ class TopApp(App[tuple[str, str] | None]):
 
             def on_message(topic: str, payload: bytes, retained: bool) -> None:
                 if payload and not retained:
-                    self.call_from_thread(self.reload_soon)
+                    self.post_message(JobMoved())
 
             client.subscribe(topics.all_events(), on_message)
             client.subscribe(topics.all_states(), on_message)
         except (BrokerError, RuntimeError):
-            self.call_from_thread(self._set_broker, "down")
+            self.post_message(BrokerChanged("down"))
             return
 
         def on_change(up: bool) -> None:
-            self.call_from_thread(self._set_broker, "up" if up else "down")
+            self.post_message(BrokerChanged("up" if up else "down"))
 
         client.on_connection_change = on_change
         self._client = client
-        self.call_from_thread(self._set_broker, "up")
+        self.post_message(BrokerChanged("up"))
+
+    def on_loaded(self, message: Loaded) -> None:
+        self.show(message.snap)
+
+    def on_broker_changed(self, message: BrokerChanged) -> None:
+        self._set_broker(message.state)
+
+    def on_job_moved(self, _message: JobMoved) -> None:
+        self.reload_soon()
+
+    def on_notice(self, message: Notice) -> None:
+        self.notify(message.text, severity=message.severity)  # type: ignore[arg-type]
 
     def _set_broker(self, state: str) -> None:
         self.broker = state
@@ -180,12 +217,12 @@ class TopApp(App[tuple[str, str] | None]):
         try:
             snap = snapshot(self.ws, self.settings, broker=self.broker)
         except Exception as e:  # keep showing the last view; say what failed
-            self.call_from_thread(self.notify, f"could not read the workspace: {e}", severity="error")
+            self.post_message(Notice(f"could not read the workspace: {e}", "error"))
             snap = None
         finally:
             self._loading = False
         if snap is not None:
-            self.call_from_thread(self.show, snap)
+            self.post_message(Loaded(snap))
 
     # -- showing ------------------------------------------------------------------------------
     def _match(self, *values: str) -> bool:
@@ -292,10 +329,10 @@ class TopApp(App[tuple[str, str] | None]):
                 view = cancel(self.ws, registry, job)
             finally:
                 registry.close()
-            self.call_from_thread(self.notify, f"job {job}: {view['state']} ({view['reason']})")
+            self.post_message(Notice(f"job {job}: {view['state']} ({view['reason']})"))
         except MamError as e:
-            self.call_from_thread(self.notify, str(e), severity="error")
-        self.call_from_thread(self.reload)
+            self.post_message(Notice(str(e), "error"))
+        self.post_message(JobMoved())
 
     def action_stop_session(self) -> None:
         name = self._selected_key(self.query_one("#sessions", DataTable))
@@ -322,7 +359,7 @@ class TopApp(App[tuple[str, str] | None]):
                 row = stop_session(name, ws=self.ws, settings=self.settings, registry=registry)
             finally:
                 registry.close()
-            self.call_from_thread(self.notify, f"session {name}: {row.status}")
+            self.post_message(Notice(f"session {name}: {row.status}"))
         except MamError as e:
-            self.call_from_thread(self.notify, str(e), severity="error")
-        self.call_from_thread(self.reload)
+            self.post_message(Notice(str(e), "error"))
+        self.post_message(JobMoved())
