@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import click
 
+from mam.jobs.outcomes import Exit
+
 
 @click.command("demo")
 @click.option("--keep", is_flag=True, help="Keep the temporary workspace afterwards (its path is printed).")
@@ -23,4 +25,4 @@ def demo(app: object, keep: bool, no_loop: bool) -> int:
     result = run_demo(echo=click.echo, keep=keep, loop=not no_loop)
     for line in summary_lines(result):
         click.echo(line)
-    return 0 if result.ok else 1
+    return Exit.OK if result.ok else Exit.FAILED

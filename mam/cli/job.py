@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from mam.cli.common import App, echo_json, existing_registry, open_registry, workspace_option
+from mam.jobs.outcomes import JobState
 
 DELEGATE_HELP = """Delegate a brief to a session and wait for the job to end.
 
@@ -113,7 +114,7 @@ def delegate(
     )
     if as_json:
         echo_json(out.as_dict())
-    elif out.state == "completed":
+    elif out.state == JobState.COMPLETED:
         click.echo(out.result or "(completed)")
         if out.report:
             click.echo(out.report)

@@ -9,6 +9,7 @@ from typing import Any
 import click
 
 from mam.cli.common import App, echo_json, open_registry, workspace_option
+from mam.jobs.outcomes import Exit
 
 LOOP_HELP = """Run a task through plan (optional), implement, and review rounds until every reviewer passes.
 
@@ -53,7 +54,9 @@ Exit codes:
 @click.option(
     "--plan-talk", type=int, default=2, show_default=True, help="Turns the creator may challenge the planner's plan."
 )
-@click.option("--max-loop", type=int, default=3, show_default=True, help="Review rounds before giving up (exit 1).")
+@click.option(
+    "--max-loop", type=int, default=3, show_default=True, help=f"Review rounds before giving up (exit {Exit.FAILED})."
+)
 @click.option(
     "--max-rebut", type=int, default=1, show_default=True, help="[REBUT: ...] answers accepted in the whole loop."
 )

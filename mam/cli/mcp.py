@@ -7,6 +7,7 @@ import os
 import click
 
 from mam.cli.common import App, workspace_option
+from mam.jobs.outcomes import Exit
 
 MCP_HELP = """Serve mam's tools (sessions, jobs, loops) to an MCP client, over stdio (default) or Streamable HTTP.
 
@@ -43,7 +44,7 @@ def mcp(app: App, http: bool, host: str, port: int) -> int:
         from mam.mcp.run import serve_stdio
 
         serve_stdio(service, poll_s=settings.poll_s)
-        return 0
+        return Exit.OK
     from mam.mcp.run import LOOPBACK, serve_http
     from mam.mcp.token import server_token
 
@@ -61,4 +62,4 @@ def mcp(app: App, http: bool, host: str, port: int) -> int:
         poll_s=settings.poll_s,
         announce=lambda url: click.echo(f"mam: mcp: serving {url} (bearer token from {source})", err=True),
     )
-    return 0
+    return Exit.OK

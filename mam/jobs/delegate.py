@@ -27,9 +27,6 @@ from mam.jobs.delivery import Delivery, PaneDelivery
 from mam.jobs.intake import Intake
 from mam.jobs.ledger import Ledger, TakenOver, new_job_id, new_owner
 from mam.jobs.model import (
-    BROKER_UNAVAILABLE,
-    SESSION_BUSY,
-    TARGET_NOT_FOUND,
     Claim,
     Delivered,
     End,
@@ -39,6 +36,7 @@ from mam.jobs.model import (
     Tick,
     deadlines,
 )
+from mam.jobs.outcomes import TAKEN_OVER_DETAIL, TAKEN_OVER_EXIT, Exit, Reason, ending
 from mam.jobs.stale import close_if_abandoned
 from mam.jobs.target import Target, parse_target
 from mam.settings import Settings, positive_seconds
@@ -195,7 +193,16 @@ def outcome_from_row(ws: Workspace, registry: Registry, job_id: str) -> Outcome:
     job = Job.from_dict(row.data.get("job", {}))
     record = {**job.as_dict(), **row.data.get("meta", {}), "owner": row.owner}
     code = row.exit_code if row.exit_code is not None else -1
-    return Outcome(job_id, row.state, row.reason, code, job.detail, job.result, job.report, record)
+    return Outcome(
+        job_id=job_id,
+        state=row.state,
+        reason=row.reason,
+        exit_code=code,
+        detail=job.detail,
+        result=job.result,
+        report=job.report,
+        record=record,
+    )
 
 
 class Wrapper:
@@ -232,15 +239,15 @@ class Wrapper:
         except TakenOver:
             out = outcome_from_row(self.ws, self.registry, self.ledger.job.id)
             return Outcome(
-                out.job_id,
-                out.state,
-                out.reason,
-                5,
-                "taken over by another attempt",
-                out.result,
-                out.report,
-                out.record,
-                True,
+                job_id=out.job_id,
+                state=out.state,
+                reason=out.reason,
+                exit_code=TAKEN_OVER_EXIT,
+                detail=TAKEN_OVER_DETAIL,
+                result=out.result,
+                report=out.report,
+                record=out.record,
+                taken_over=True,
             )
         except BaseException as e:
             self._abandon(e)
@@ -263,7 +270,7 @@ class Wrapper:
         if self.ledger.job.terminal or isinstance(error, KeyboardInterrupt):
             return  # on Ctrl-C the job stays open: a retry with --job-id, or the monitor, takes it over
         try:
-            self._end(JobState.FAILED, "wrapper_error", 1, f"{type(error).__name__}: {error}")
+            self._end(Reason.WRAPPER_ERROR, f"{type(error).__name__}: {error}")
         except MamError as e:
             log.warning("job %s could not be ended after the wrapper failed: %s", self.ledger.job.id, e)
 
@@ -278,7 +285,7 @@ class Wrapper:
             elif not self.client.connected and not self.client.wait_connected(30):
                 raise BrokerError("the shared MQTT connection is down")
         except BrokerError as e:
-            self._end(JobState.FAILED, BROKER_UNAVAILABLE, 3, str(e))
+            self._end(Reason.BROKER_UNAVAILABLE, str(e))
             return False
         self.intake.attach(self.client, self.topics.events(self.ledger.job.id))
         return True
@@ -300,20 +307,20 @@ class Wrapper:
     def _deliver(self, delivery: Delivery) -> bool:
         problem = delivery.find_target()
         if problem:
-            self.refuse(TARGET_NOT_FOUND, problem)
+            self.refuse(Reason.TARGET_NOT_FOUND, problem)
             return False
         if not self._wait_turn():
             return False
         problem = delivery.check_alive()
         if problem:
-            self.refuse(TARGET_NOT_FOUND, problem)
+            self.refuse(Reason.TARGET_NOT_FOUND, problem)
             return False
         self._apply(Claim(rec.now_ms()))
         text = self.brief_text()
         try:
             delivery.inject(text, self.ledger)
         except MamError as e:
-            self.refuse("inject_failed", str(e))
+            self.refuse(Reason.INJECT_FAILED, str(e))
             return False
         if not delivery.confirms_itself:
             self._apply(Delivered(rec.now_ms()))
@@ -325,9 +332,9 @@ class Wrapper:
         job = self.ledger.job
         return with_footer(self.req.brief, job.id, job.nonce, job.heartbeat_ms / 1000)
 
-    def refuse(self, reason: str, detail: str) -> None:
+    def refuse(self, reason: Reason, detail: str) -> None:
         """The brief was not (or could not be) delivered: the job is cancelled (exit 5)."""
-        self._end(JobState.CANCELLED, reason, 5, detail)
+        self._end(reason, detail)
 
     def delivered(self) -> None:
         """Called once the brief is in the pane."""
@@ -367,7 +374,7 @@ class Wrapper:
                 rec.audit(self.ws, self.ledger.job.id, "waiting", ahead=[j.id for j in ahead])
                 announced = True
             if time.monotonic() >= deadline:
-                self.refuse(SESSION_BUSY, f"session busy with {ahead[0].id} for {wait:g}s")
+                self.refuse(Reason.SESSION_BUSY, f"session busy with {ahead[0].id} for {wait:g}s")
                 return False
             self.ledger.sync()
             if self.ledger.job.terminal:
@@ -393,9 +400,7 @@ class Wrapper:
                 and not self.client.connected
                 and any(now > d for d, _s, _r in deadlines(self.ledger.job))
             ):
-                self._end(
-                    JobState.FAILED, BROKER_UNAVAILABLE, 3, "the broker was unreachable when the job's deadline passed"
-                )
+                self._end(Reason.BROKER_UNAVAILABLE, "the broker was unreachable when the job's deadline passed")
                 break
             self._apply(Tick(now))
         self.intake.flush()
@@ -404,8 +409,10 @@ class Wrapper:
     def _apply(self, inp: Claim | Delivered | Tick | End) -> None:
         self.ledger.apply(inp)
 
-    def _end(self, state: JobState, reason: str, code: int, detail: str) -> None:
-        self._apply(End(rec.now_ms(), state, reason, code, detail))
+    def _end(self, reason: Reason, detail: str) -> None:
+        """End the job for `reason`, in the state and with the exit code the table of outcomes gives it."""
+        row = ending(reason)
+        self._apply(End(at=rec.now_ms(), state=row.state, reason=row.reason, exit_code=row.exit_code, detail=detail))
 
     def _publish_state(self) -> None:
         job = self.ledger.job
@@ -427,6 +434,15 @@ class Wrapper:
 
     def outcome(self) -> Outcome:
         job = self.ledger.job
-        code = job.exit_code if job.exit_code is not None else 1
+        code = job.exit_code if job.exit_code is not None else Exit.FAILED
         record = {k: v for k, v in self.ledger.record().items() if k != "token"}
-        return Outcome(job.id, job.state.value, job.reason, code, job.detail, job.result, job.report, record)
+        return Outcome(
+            job_id=job.id,
+            state=job.state.value,
+            reason=job.reason,
+            exit_code=code,
+            detail=job.detail,
+            result=job.result,
+            report=job.report,
+            record=record,
+        )

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from mam.bus.envelope import MAX_EVENT_BYTES, Envelope
 from mam.errors import DecodeError
 from mam.jobs.model import SENDER_TYPES
+from mam.jobs.outcomes import Rejected
 
 MAX_REMEMBERED = 10_000
 SEQ_WINDOW = 10_000  # how far ahead of the last accepted seq an event may be; further is `out_of_window`
@@ -48,24 +49,24 @@ class EventGate:
         except DecodeError as e:
             return Verdict(False, e.reason)
         if env.kind != "event":
-            return Verdict(False, "wrong_kind", env)
+            return Verdict(False, Rejected.WRONG_KIND, env)
         if env.job != self.job_id:
-            return Verdict(False, "wrong_job", env)
+            return Verdict(False, Rejected.WRONG_JOB, env)
         if not env.verify(self.token):
-            return Verdict(False, "bad_signature", env)
+            return Verdict(False, Rejected.BAD_SIGNATURE, env)
         if env.type not in SENDER_TYPES.get(env.sender, frozenset()):
-            return Verdict(False, "sender_not_allowed", env)
+            return Verdict(False, Rejected.SENDER_NOT_ALLOWED, env)
         seen = self._seen.get(env.seq)
         if seen is not None:
             sig, paths = seen
             if sig == env.sig and path not in paths:
                 paths.add(path)
-                return Verdict(False, "duplicate", env, silent=True)
-            return Verdict(False, "replay", env)
+                return Verdict(False, Rejected.DUPLICATE, env, silent=True)
+            return Verdict(False, Rejected.REPLAY, env)
         if env.seq <= self.last_seq:
-            return Verdict(False, "out_of_order", env)
+            return Verdict(False, Rejected.OUT_OF_ORDER, env)
         if env.seq > self.last_seq + SEQ_WINDOW:  # accepting it would make every later real event out_of_order
-            return Verdict(False, "out_of_window", env)
+            return Verdict(False, Rejected.OUT_OF_WINDOW, env)
         gap = env.seq - self.last_seq - 1
         self.last_seq = env.seq
         self._seen[env.seq] = (env.sig, {path})

@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 
 from mam.errors import BrokerError, JobError
+from mam.jobs.outcomes import Exit
 from mam.util.proc import pid_alive, python_bin, spawn_detached, start_time
 from mam.workspace import Workspace
 
@@ -44,18 +45,18 @@ def fork(ws: Workspace, job_id: str, interval_s: float, agent_pid: int) -> int:
         os.close(read_end)
         os.setsid()
         if os.fork() != 0:
-            os._exit(0)
+            os._exit(Exit.OK)
         _detach(folder / "heartbeat.log", keep=write_end)
         os.write(write_end, str(os.getpid()).encode())
         os.close(write_end)
-        code, why = 0, ""
+        code, why = Exit.OK, ""
         try:
             logging.basicConfig(level=logging.INFO, format="%(asctime)s heartbeat %(message)s", force=True)
             why = run(ws, job_id, interval_s, agent_pid, agent_start)
             log.info("stopped: %s", why)
         except BaseException as e:  # the heartbeater must end here, never back in the caller's code
             log.info("stopped: error: %s", e)
-            code = 1
+            code = Exit.FAILED
         finally:
             if why != AGENT_UNSEEN:  # unseen: the pid file stays, for the wrapper to take over
                 try:
@@ -132,7 +133,7 @@ def main(argv: list[str]) -> int:
     pidfile = ws.job_log_dir(args.job) / PIDFILE
 
     def stop(_signum: int, _frame: object) -> None:
-        raise SystemExit(0)
+        raise SystemExit(Exit.OK)
 
     signal.signal(signal.SIGTERM, stop)  # the wrapper stops it when the job ends: clean up on the way out
     logging.basicConfig(level=logging.INFO, format="%(asctime)s heartbeat %(message)s", force=True)
@@ -144,7 +145,7 @@ def main(argv: list[str]) -> int:
         log.info("stopped: terminated")
     except Exception as e:
         log.info("stopped: error: %s", e)
-        return 1
+        return Exit.FAILED
     finally:
         try:
             found = recorded(ws, args.job)
@@ -152,7 +153,7 @@ def main(argv: list[str]) -> int:
                 pidfile.unlink()
         except OSError:
             pass
-    return 0
+    return Exit.OK
 
 
 def _detach(log_path: Path, *, keep: int) -> None:

@@ -16,6 +16,7 @@ from mam.jobs.delegate import DelegateRequest, Wrapper
 from mam.jobs.emit import Emitter
 from mam.jobs.ledger import Ledger, new_owner
 from mam.jobs.model import Job, JobState
+from mam.jobs.outcomes import Reason
 from mam.jobs.target import Target
 from mam.remote.dispatch import Dispatch
 from mam.settings import Settings
@@ -23,7 +24,6 @@ from mam.store.registry import Registry
 from mam.util.proc import start_time
 from mam.workspace import Workspace
 
-BRIEF_REFUSED = "brief_refused"
 FOOTER_ALLOWANCE = 4096  # the origin's footer comes on top of a brief of up to MAX_BRIEF_BYTES
 
 
@@ -81,15 +81,15 @@ class RunnerJob(Wrapper):
         except JobError:
             pass  # the job already ended here; the origin ends by its own deadlines
 
-    def refuse(self, reason: str, detail: str) -> None:
+    def refuse(self, reason: Reason, detail: str) -> None:
         self._report("rejected", {"reason": reason, "detail": detail})
         super().refuse(reason, detail)
 
-    def fail(self, reason: str, detail: str) -> None:
+    def fail(self, reason: Reason, detail: str) -> None:
         """End the job here and at the origin (a runner `error`) without pasting anything."""
         try:
             self._report("error", {"reason": reason, "detail": detail})
-            self._end(JobState.FAILED, reason, 1, detail)
+            self._end(reason, detail)
         finally:
             self.registry.close()
 
@@ -101,5 +101,5 @@ class RunnerJob(Wrapper):
             return super().run()
         finally:
             if self.ledger.job.state is JobState.PENDING:
-                self.refuse("runner_stopped", "the runner stopped before delivering")
+                self.refuse(Reason.RUNNER_STOPPED, "the runner stopped before delivering")
             self.registry.close()
