@@ -41,7 +41,7 @@ class App:
                 self._settings = load_settings(env_file=Path(self.env_file_arg), required_env_file=True)
             else:
                 self._settings = load_settings(env_file=self.ws.env_file)
-            _configure_logging(self._settings.get_str("MAM_LOG_LEVEL"))
+            _configure_logging(self._settings.log_level)
             for warning in self._settings.warnings:
                 click.echo(f"mam: warning: {warning}", err=True)
         return self._settings

@@ -202,10 +202,12 @@ def _progress(event: dict[str, Any]) -> None:
 
 
 def _summary(result: Any) -> None:
+    from mam.loop.model import LoopState
+
     head = {
-        "passed": f"PASSED in round {result.rounds}",
-        "not_passed": f"NOT PASSED after {result.rounds} round(s)",
-        "failed": "FAILED",
+        LoopState.PASSED: f"PASSED in round {result.rounds}",
+        LoopState.NOT_PASSED: f"NOT PASSED after {result.rounds} round(s)",
+        LoopState.FAILED: "FAILED",
     }[result.state]
     click.echo(f"loop {result.loop_id}: {head}: {result.reason}")
     for review in result.final:

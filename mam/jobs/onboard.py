@@ -34,13 +34,13 @@ def onboard_session(
     row: SessionRow, *, ws: Workspace, settings: Settings, registry: Registry, timeout: float | None = None
 ) -> OnboardOutcome:
     """Delegate the onboarding job and wait for it; 0 done, 44 failed, 45 not ended in time (the session is kept)."""
-    budget = timeout if timeout is not None else settings.get_float("MAM_START_DEADLINE_S")
+    budget = timeout if timeout is not None else settings.start_deadline_s
     req = DelegateRequest(
         target=f"{row.backend}:{row.name}",
         brief=onboarding_brief(row, ws),
         timeout_s=budget,
         kind="onboard",
-        start_deadline_s=min(budget, settings.get_float("MAM_START_DEADLINE_S")),
+        start_deadline_s=min(budget, settings.start_deadline_s),
     )
     out = delegate(req, ws=ws, settings=settings, registry=registry)
     return OnboardOutcome(

@@ -93,10 +93,8 @@ def _wait_subjobs(ctx: Ctx, number: int) -> list[SubJob]:
     if not ctx.creator_jobs:
         return []
     settings = ctx.settings
-    cap = ctx.req.subjob_wait_s if ctx.req.subjob_wait_s is not None else settings.get_float("MAM_JOB_TIMEOUT_S")
-    dispatch = (
-        ctx.req.dispatch_wait_s if ctx.req.dispatch_wait_s is not None else settings.get_float("MAM_DISPATCH_WAIT_S")
-    )
+    cap = ctx.req.subjob_wait_s if ctx.req.subjob_wait_s is not None else settings.job_timeout_s
+    dispatch = ctx.req.dispatch_wait_s if ctx.req.dispatch_wait_s is not None else settings.dispatch_wait_s
     subjobs, waited = wait_subjobs(
         ctx.ws,
         ctx.registry,

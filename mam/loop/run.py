@@ -18,7 +18,7 @@ from mam.loop.files import LoopFiles, LoopLog, OnEvent, loop_folder, new_loop_id
 from mam.loop.git import git_env, toplevel
 from mam.loop.jobs import Brief, JobOptions, Runner, failed
 from mam.loop.lock import loop_lock
-from mam.loop.model import EXIT_NOT_PASSED, EXIT_PASSED, Ctx, LoopFailed, LoopRequest, LoopResult
+from mam.loop.model import EXIT_NOT_PASSED, EXIT_PASSED, Ctx, LoopFailed, LoopRequest, LoopResult, LoopState
 from mam.loop.plan import make_plan
 from mam.loop.reports import Review, promote
 from mam.loop.roles import choose_reviewers, usable
@@ -94,7 +94,7 @@ def run_loop(
         try:
             result = _drive(ctx, history, state)
         except LoopFailed as e:
-            result = _result(ctx, history, "failed", EXIT_NOT_PASSED, str(e), state["rebuts"], [])
+            result = _result(ctx, history, LoopState.FAILED, EXIT_NOT_PASSED, str(e), state["rebuts"], [])
         log(
             "end",
             state=result.state,
@@ -177,7 +177,7 @@ def _drive(ctx: Ctx, history: list[RoundOutcome], state: dict[str, int]) -> Loop
             return _result(
                 ctx,
                 history,
-                "passed",
+                LoopState.PASSED,
                 EXIT_PASSED,
                 f"every reviewer passed in round {number}",
                 state["rebuts"],
@@ -192,7 +192,7 @@ def _drive(ctx: Ctx, history: list[RoundOutcome], state: dict[str, int]) -> Loop
     return _result(
         ctx,
         history,
-        "not_passed",
+        LoopState.NOT_PASSED,
         EXIT_NOT_PASSED,
         f"not every reviewer passed after {req.max_loop} round(s)",
         state["rebuts"],
@@ -251,7 +251,7 @@ def _creator_ok(ctx: Ctx, out: Outcome, what: str) -> None:
 
 
 def _result(
-    ctx: Ctx, history: list[RoundOutcome], state: str, code: int, reason: str, rebuts: int, promoted: list[str]
+    ctx: Ctx, history: list[RoundOutcome], state: LoopState, code: int, reason: str, rebuts: int, promoted: list[str]
 ) -> LoopResult:
     last = history[-1] if history else None
     return LoopResult(

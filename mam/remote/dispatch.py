@@ -31,7 +31,7 @@ PRESENCE_WAIT_S = 3.0
 
 def check_remote_allowed(settings: Settings, ws: Workspace, *, allow_insecure: bool) -> str:
     """Return the dispatch secret, or raise if remote dispatch must not happen here."""
-    secret = settings.get_str("MAM_DISPATCH_SECRET")
+    secret = settings.dispatch_secret
     if not secret:
         raise UsageError("remote jobs need MAM_DISPATCH_SECRET (the same value on this host and on the runner's)")
     endpoint = configured_endpoint(settings)
@@ -136,7 +136,7 @@ class RemoteDelivery:
         self, target: Target, *, ws: Workspace, settings: Settings, client: MqttClient, topics: Topics, brief: str
     ) -> None:
         self.target, self.ws, self.settings, self.client, self.topics = target, ws, settings, client, topics
-        self.secret = settings.get_str("MAM_DISPATCH_SECRET")
+        self.secret = settings.dispatch_secret
         self._published: str | None = None
 
     def find_target(self) -> str:

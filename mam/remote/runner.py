@@ -35,7 +35,7 @@ from mam.remote.runner_job import RunnerJob, brief_problem
 from mam.settings import Settings
 from mam.store import jobs as jobs_table
 from mam.store.registry import Registry
-from mam.store.sessions import SessionStatus
+from mam.store.sessions import LIVE
 from mam.util.fs import append_line
 from mam.util.proc import pid_alive
 from mam.workspace import Workspace
@@ -181,9 +181,7 @@ class Runner:
                 log.warning("presence not published: %s", e)
 
     def _presence(self, kind: str) -> bytes:
-        sessions = [
-            r.name for r in self.registry.sessions() if r.status in (SessionStatus.RUNNING, SessionStatus.STARTING)
-        ]
+        sessions = [r.name for r in self.registry.sessions() if r.status in LIVE]
         body = {
             "runner": self.name,
             "host": socket.gethostname(),
@@ -224,7 +222,7 @@ class Runner:
             self._take(topic, payload)
 
     def _take(self, topic: str, payload: bytes) -> None:
-        freshness = int(self.settings.get_float("MAM_DISPATCH_FRESHNESS_S") * 1000)
+        freshness = int(self.settings.dispatch_freshness_s * 1000)
         try:
             msg = Dispatch.open(
                 payload, secret=self.secret, runner=self.name, now_ms=rec.now_ms(), freshness_ms=freshness

@@ -92,7 +92,7 @@ def start_session(
         agent=agent,
         role=role,
         cwd=cwd or str(ws.root),
-        backend=backend or settings.get_str("MAM_BACKEND"),
+        backend=backend or settings.backend,
         server=server or "",
         permissions=permissions,
         trust=trust,

@@ -263,7 +263,8 @@ def literals(path: Path) -> list[str]:
         if isinstance(node, (ast.Assign, ast.AnnAssign)):
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
             names = {t.attr if isinstance(t, ast.Attribute) else getattr(t, "id", "") for t in targets}
-            if names & {"exit_code", "code"} and _int(node.value) or _word(node.value):
+            exits = any(n in ("exit_code", "code") or n.upper().startswith("EXIT") for n in names)
+            if exits and _int(node.value) or _word(node.value):
                 found.append(f"{node.lineno}: {ast.unparse(node)}")
         if isinstance(node, ast.Compare):  # `job.state == "completed"`, `row["reason"] != "..."`
             sides = [node.left, *node.comparators]
@@ -279,6 +280,9 @@ def literals(path: Path) -> list[str]:
             and any(_word(e) for e in node.value.elts)
         ):
             found.append(f"{node.lineno}: {ast.unparse(node)}")
+        if isinstance(node, ast.Compare) and any(_int(s) for s in [node.left, *node.comparators]):
+            if any("exit_code" in ast.unparse(s) for s in [node.left, *node.comparators]):  # `out.exit_code != 0`
+                found.append(f"{node.lineno}: {ast.unparse(node)}")
     return found
 
 
@@ -294,8 +298,10 @@ def test_the_scan_finds_what_it_is_written_for(tmp_path: Path) -> None:
         "    refuse('inject_failed', 'no')\n"
         "    if job.state == 'completed':\n        return job, 'job_closed'\n"
         "    note('rejected', reason='max_jobs')\n"
+        "EXIT_PASSED = 0\n"
+        "ok = out.get('exit_code') == 0\n"
     )
-    assert len(literals(bad)) == 8, literals(bad)
+    assert len(literals(bad)) == 10, literals(bad)
 
 
 def test_no_literal_exit_code_or_reason_outside_the_table() -> None:
