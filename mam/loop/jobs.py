@@ -35,10 +35,10 @@ class Brief:
     session: str
     text: str
     kind: str  # loop-plan, loop-challenge, loop-plan-answer, loop-create, loop-review, loop-fix
-    record: Path | None = None  # where the loop keeps a copy of the brief
+    copy_to: Path | None = None  # where the loop keeps a copy of the brief
 
 
-class Runner:
+class JobSender:
     """Runs the loop's jobs and logs when each starts and ends."""
 
     def __init__(
@@ -56,8 +56,8 @@ class Runner:
             dispatch_wait_s=self.options.dispatch_wait_s,
             kind=brief.kind,
         )
-        if brief.record is not None:
-            atomic_write(brief.record, brief.text.encode("utf-8"), fsync=False)
+        if brief.copy_to is not None:
+            atomic_write(brief.copy_to, brief.text.encode("utf-8"), fsync=False)
         seen: dict[str, str] = {}
 
         def update(job: Job, _inp: Input) -> None:

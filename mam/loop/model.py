@@ -12,7 +12,7 @@ from mam.errors import LoopError
 from mam.jobs.delegate import Outcome
 from mam.jobs.outcomes import Exit
 from mam.loop.files import LoopFiles, LoopLog
-from mam.loop.jobs import Brief, Runner
+from mam.loop.jobs import Brief, JobSender
 from mam.settings import Settings
 from mam.store.registry import Registry
 from mam.workspace import Workspace
@@ -87,7 +87,7 @@ class LoopFailed(LoopError):
 
 
 @dataclass
-class Ctx:
+class LoopRun:
     """What every phase of one loop needs."""
 
     req: LoopRequest
@@ -97,7 +97,7 @@ class Ctx:
     registry: Registry
     files: LoopFiles
     log: LoopLog
-    runner: Runner
+    runner: JobSender
     environ: Mapping[str, str] | None
     workdir: Path
     repo: Path | None

@@ -229,7 +229,7 @@ TABLE = MAM / "jobs" / "outcomes.py"
 # A stand-in for a third-party agent CLI (run in a pane, never by mam's commands): its exit codes are not mam's.
 NOT_MAM = {MAM / "agents" / "demo_agent.py"}
 EXIT_CALLS = {"exit", "_exit", "SystemExit"}
-REASON_CALLS = {"End", "refuse", "fail", "_end", "end_job", "Verdict", "DecodeError", "ending"}
+REASON_CALLS = {"End", "refuse", "fail", "_end", "end_job", "Admission", "DecodeError", "ending"}
 
 
 def _int(node: ast.AST | None) -> bool:
