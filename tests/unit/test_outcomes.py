@@ -227,7 +227,7 @@ def test_the_create_skill_names_the_onboarding_codes() -> None:
 # -- no literal comes back --------------------------------------------------------------------------------
 TABLE = MAM / "jobs" / "outcomes.py"
 # A stand-in for a third-party agent CLI (run in a pane, never by mam's commands): its exit codes are not mam's.
-NOT_MAM = {MAM / "agents" / "demo_agent.py"}
+NOT_MAM = {MAM / "demo" / "agent.py"}
 EXIT_CALLS = {"exit", "_exit", "SystemExit"}
 REASON_CALLS = {"End", "refuse", "fail", "_end", "end_job", "Admission", "DecodeError", "ending"}
 
