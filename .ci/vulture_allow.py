@@ -49,17 +49,12 @@ __getattr__  # mam/loop/__init__.py
 forced  # mam/loop/worktree.py Removed.forced, in `mam worktree remove --json`
 started_ms  # mam/jobs/model.py Job.started_ms, in the job record
 
-# -- pending: reported in mam/jobs and mam/store, which the job-store redesign (issue 13 items 1+2) rewrites.
-# Remove each line with the code it names.
-replay_job  # mam/jobs/audit_log.py (used by tests only)
-STARTED_LINE  # mam/jobs/brief.py
-mqtt_seen  # mam/jobs/intake.py
-_.mqtt_seen
-_.still_owner  # mam/jobs/ledger.py
-OPEN  # mam/jobs/model.py
-public  # mam/jobs/record.py
-_.integrity_check  # mam/store/db.py (used by tests/faults only)
-ALL  # mam/store/sessions.py SessionStatus.ALL
+# used by tests only, kept as the library's way to check a job's log and the registry file
+replay_job  # mam/jobs/audit_log.py (replay of an exported audit log: tests/unit, tests/faults)
+_.integrity_check  # mam/store/db.py (tests/faults checks the registry after kill -9)
+
+# the table of outcomes: each ending's description, for people reading the table
+when  # mam/jobs/outcomes.py Ending.when
 
 # Textual: class attributes, compose/mount hooks, action_* (named by BINDINGS) and on_* message handlers it calls
 _.BINDINGS  # mam/view/top.py

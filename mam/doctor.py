@@ -283,7 +283,7 @@ def _session_rows(mirror: Path, rows: list[dict[str, Any]]) -> list[Any]:
     for row in rows:
         try:
             session = SessionRow(**{k: v for k, v in row.items() if k in known})
-        except TypeError as e:
+        except (TypeError, ValueError) as e:  # a missing field, an unknown status
             raise StoreError(f"{mirror}: session {row.get('name')!r} cannot be restored ({e})", path=str(mirror)) from e
         if session.name in seen:
             raise StoreError(f"{mirror}: session {session.name!r} appears twice", path=str(mirror))

@@ -6,11 +6,13 @@ Messages never contain secrets (tokens, passwords, the dispatch secret).
 
 from __future__ import annotations
 
+from mam.jobs.outcomes import Exit, Rejected
+
 
 class MamError(Exception):
     """Raised when mam cannot do what it was asked; the root of every mam error."""
 
-    exit_code = 1
+    exit_code: int = Exit.FAILED
 
     def __init__(self, message: str, **context: object) -> None:
         super().__init__(message)
@@ -22,7 +24,7 @@ class MamError(Exception):
 class ConfigError(MamError):
     """Raised when settings, `.mam.env` or a command's options are invalid."""
 
-    exit_code = 2
+    exit_code: int = Exit.USAGE
 
 
 class UsageError(ConfigError):
@@ -48,7 +50,7 @@ class RegistryDamaged(StoreError):
 class BrokerError(MamError):
     """Raised when no MQTT broker can be reached or the embedded one cannot run."""
 
-    exit_code = 3
+    exit_code: int = Exit.BROKER_UNAVAILABLE
 
 
 class PaneError(MamError):
@@ -74,7 +76,7 @@ class SessionError(MamError):
 class SessionNotFound(SessionError):
     """Raised when no session of that name is in the registry."""
 
-    exit_code = 5
+    exit_code: int = Exit.NOT_FOUND
 
 
 class JobError(MamError):
@@ -88,13 +90,13 @@ class EventTooLarge(JobError):
 class JobNotFound(JobError):
     """Raised when no job of that id exists in this workspace."""
 
-    exit_code = 5
+    exit_code: int = Exit.NOT_FOUND
 
 
 class DecodeError(MamError):
     """Raised when a wire message is not a well-formed, signed mam envelope."""
 
-    def __init__(self, message: str, reason: str = "malformed", **context: object) -> None:
+    def __init__(self, message: str, reason: Rejected, **context: object) -> None:
         super().__init__(message, **context)
         self.reason = reason
 
@@ -106,10 +108,10 @@ class LoopError(MamError):
 class LoopNotFound(LoopError):
     """Raised when no loop of that id was started in this workspace."""
 
-    exit_code = 5
+    exit_code: int = Exit.NOT_FOUND
 
 
 class LockBusy(MamError):
     """Raised when a single-instance lock (loop, monitor, runner) is already held."""
 
-    exit_code = 4
+    exit_code: int = Exit.LOCK_BUSY

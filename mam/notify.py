@@ -62,10 +62,7 @@ def folder(ws: Workspace) -> Path:
 
 
 def target_of(settings: Settings) -> str:
-    try:
-        return settings.get_str("MAM_NOTIFY").strip()
-    except KeyError:
-        return ""
+    return settings.notify.strip()
 
 
 def payload_for(ws: Workspace, kind: str, subject: str, fields: Mapping[str, Any]) -> dict[str, Any]:

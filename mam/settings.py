@@ -12,6 +12,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from mam.envfile import parse_env_file
 from mam.errors import ConfigError, UsageError
@@ -25,6 +26,11 @@ class Key:
     doc: str
     kind: str = "str"  # str | int | float | bool | path
     secret: bool = False
+    attr: str = ""  # the Settings field holding the typed value ("": the name in lower case, without MAM_)
+
+    @property
+    def field(self) -> str:
+        return self.attr or self.name.lower().removeprefix("mam_")
 
 
 KEYS: tuple[Key, ...] = (
@@ -33,8 +39,9 @@ KEYS: tuple[Key, ...] = (
         "",
         "MQTT broker host. Empty: use this workspace's embedded broker on 127.0.0.1 (started on demand). Never a "
         "public broker.",
+        attr="broker_host",
     ),
-    Key("MQTT_PORT", "1883", "MQTT broker port (8883 is usual with TLS).", "int"),
+    Key("MQTT_PORT", "1883", "MQTT broker port (8883 is usual with TLS).", "int", attr="broker_port"),
     Key("MQTT_USERNAME", "", "Broker username (empty: anonymous)."),
     Key("MQTT_PASSWORD", "", "Broker password.", secret=True),
     Key("MQTT_TLS", "0", "1 to connect with TLS.", "bool"),
@@ -78,7 +85,13 @@ KEYS: tuple[Key, ...] = (
         "A remote dispatch older than this (or from the future by as much) is rejected.",
         "float",
     ),
-    Key("MAM_BROKER_PORT", "0", "Port of the embedded broker (0: pick a free port on first start and keep it).", "int"),
+    Key(
+        "MAM_BROKER_PORT",
+        "0",
+        "Port of the embedded broker (0: pick a free port on first start and keep it).",
+        "int",
+        attr="embedded_broker_port",
+    ),
     Key("MAM_BACKEND", "tmux", "Default pane backend: tmux or herdr."),
     Key("MAM_TMUX_SERVER", "", "tmux socket name for this workspace's sessions. Empty: mam-<workspace slug>."),
     Key("HERDR_SESSION_NAME", "", "herdr session (server) name. Empty: mam-<workspace slug>."),
@@ -106,9 +119,10 @@ _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off", ""}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Settings:
-    """Resolved configuration. Build it with `load_settings`; never mutate it."""
+    """Resolved configuration: one typed field per key of KEYS (the field is `Key.field`), plus the raw
+    text and the source of every value. Built only by `_build` (through `load_settings`); never mutated."""
 
     values: Mapping[str, str]
     sources: Mapping[str, str]
@@ -116,37 +130,42 @@ class Settings:
     extra_env: Mapping[str, str] = field(default_factory=dict)
     warnings: tuple[str, ...] = ()  # e.g. an unknown key in .mam.env; the CLI prints them on stderr
 
+    # -- the broker
+    broker_host: str  # MQTT_BROKER, stripped ("": the embedded broker)
+    broker_port: int  # MQTT_PORT
+    mqtt_username: str
+    mqtt_password: str = field(repr=False)
+    mqtt_tls: bool
+    mqtt_tls_ca: str
+    mqtt_tls_cert: str
+    mqtt_tls_key: str
+    mqtt_client_id_prefix: str
+    topic_prefix: str
+    dispatch_secret: str = field(repr=False)
+    embedded_broker_port: int  # MAM_BROKER_PORT
+    # -- jobs (seconds, except heartbeat_k)
+    job_timeout_s: float
+    start_deadline_s: float
+    heartbeat_s: float
+    heartbeat_k: float
+    dispatch_wait_s: float
+    dispatch_freshness_s: float
+    poll_s: float
+    monitor_interval_s: float
+    # -- panes, helpers, the rest
+    no_autostart: bool
+    backend: str
+    tmux_server: str
+    herdr_session_name: str
+    herdr_bin: str
+    herdr_config_dir: str
+    agent_python_bin: str
+    mcp_token: str = field(repr=False)
+    notify: str = field(repr=False)  # MAM_NOTIFY: a webhook URL may hold a key
+    log_level: str
+
     def raw(self, name: str) -> str:
         return self.values[name]
-
-    def get_str(self, name: str) -> str:
-        return self.values[name]
-
-    def get_int(self, name: str) -> int:
-        return int(self.values[name])
-
-    def get_float(self, name: str) -> float:
-        return float(self.values[name])
-
-    def get_bool(self, name: str) -> bool:
-        return self.values[name].strip().lower() in _TRUE
-
-    # Typed accessors for the keys used everywhere.
-    @property
-    def broker_host(self) -> str:
-        return self.values["MQTT_BROKER"].strip()
-
-    @property
-    def broker_port(self) -> int:
-        return self.get_int("MQTT_PORT")
-
-    @property
-    def no_autostart(self) -> bool:
-        return self.get_bool("MAM_NO_AUTOSTART")
-
-    @property
-    def poll_s(self) -> float:
-        return self.get_float("MAM_POLL_S")
 
     def with_overrides(self, **overrides: str) -> Settings:
         """A copy with some keys replaced (source 'override'), validated again."""
@@ -155,10 +174,7 @@ class Settings:
         for name, value in overrides.items():
             values[name] = value
             sources[name] = "override"
-        _validate(values, sources)
-        return Settings(
-            values=values, sources=sources, env_file=self.env_file, extra_env=self.extra_env, warnings=self.warnings
-        )
+        return _build(values, sources, env_file=self.env_file, extra_env=self.extra_env, warnings=self.warnings)
 
     def describe(self) -> list[dict[str, str]]:
         """Every key with its value (secrets redacted) and where it came from."""
@@ -211,8 +227,31 @@ def load_settings(
         if key.name in environ:
             values[key.name] = environ[key.name]
             sources[key.name] = "environment"
+    return _build(values, sources, env_file=used_file, extra_env=extra, warnings=tuple(warnings))
+
+
+def _build(
+    values: dict[str, str],
+    sources: dict[str, str],
+    *,
+    env_file: Path | None,
+    extra_env: Mapping[str, str],
+    warnings: tuple[str, ...],
+) -> Settings:
+    """The one place Settings are made: validate every value, then give each key its typed field."""
     _validate(values, sources)
-    return Settings(values=values, sources=sources, env_file=used_file, extra_env=extra, warnings=tuple(warnings))
+    typed: dict[str, Any] = {key.field: _typed(key, values[key.name]) for key in KEYS}  # checked by a test
+    return Settings(values=values, sources=sources, env_file=env_file, extra_env=extra_env, warnings=warnings, **typed)
+
+
+def _typed(key: Key, value: str) -> str | int | float | bool:
+    if key.kind == "int":
+        return int(value)
+    if key.kind == "float":
+        return float(value)
+    if key.kind == "bool":
+        return value.strip().lower() in _TRUE
+    return value.strip() if key.name == "MQTT_BROKER" else value
 
 
 def unknown_key_warning(name: str, where: str) -> str:

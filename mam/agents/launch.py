@@ -14,6 +14,8 @@ import uuid
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from mam.jobs.outcomes import Exit
+
 INHERITED_PREFIXES = ("TMUX", "HERDR")
 
 
@@ -34,14 +36,14 @@ def launcher_argv(python: str, spec: Path) -> list[str]:
 def main(argv: list[str]) -> int:
     if len(argv) != 1:
         print("usage: python -m mam.agents.launch SPEC.json", file=sys.stderr)
-        return 2
+        return Exit.USAGE
     spec_path = Path(argv[0])
     try:
         with open(spec_path, encoding="utf-8") as f:
             spec = json.load(f)
     except (OSError, ValueError) as e:
         print(f"mam launch: cannot read {spec_path}: {e}", file=sys.stderr)
-        return 2
+        return Exit.USAGE
     finally:
         try:
             spec_path.unlink()
@@ -55,14 +57,14 @@ def main(argv: list[str]) -> int:
         os.chdir(spec["cwd"])
     except OSError as e:
         print(f"mam launch: cannot enter {spec['cwd']}: {e}", file=sys.stderr)
-        return 2
+        return Exit.USAGE
     program = spec["argv"]
     try:
         os.execvpe(program[0], program, env)
     except OSError as e:
         print(f"mam launch: cannot run {program[0]}: {e}", file=sys.stderr)
-        return 127
-    return 0  # not reached
+        return Exit.NO_EXECUTABLE
+    return Exit.OK  # not reached
 
 
 if __name__ == "__main__":

@@ -122,7 +122,7 @@ def _port_free(port: int) -> bool:
 
 
 def _choose_port(ws: Workspace, settings: Settings) -> int:
-    wanted = settings.get_int("MAM_BROKER_PORT")
+    wanted = settings.embedded_broker_port
     if wanted:
         return wanted
     previous = _read_state(ws).get("port")
@@ -158,7 +158,7 @@ def start(ws: Workspace, settings: Settings, *, timeout: float = 15.0) -> Broker
             raise BrokerError(f"port {port} on 127.0.0.1 is taken; set MAM_BROKER_PORT to a free port (or 0)")
         state_file, pid_file, log = _paths(ws)
         argv = [
-            proc.python_bin(settings.get_str("AGENT_PYTHON_BIN")),
+            proc.python_bin(settings.agent_python_bin),
             "-m",
             SERVE_MODULE,
             "--port",

@@ -42,12 +42,12 @@ def configured_endpoint(settings: Settings) -> BrokerEndpoint | None:
     return BrokerEndpoint(
         host=host,
         port=settings.broker_port,
-        username=settings.get_str("MQTT_USERNAME"),
-        password=settings.get_str("MQTT_PASSWORD"),
-        tls=settings.get_bool("MQTT_TLS"),
-        ca=settings.get_str("MQTT_TLS_CA"),
-        cert=settings.get_str("MQTT_TLS_CERT"),
-        key=settings.get_str("MQTT_TLS_KEY"),
+        username=settings.mqtt_username,
+        password=settings.mqtt_password,
+        tls=settings.mqtt_tls,
+        ca=settings.mqtt_tls_ca,
+        cert=settings.mqtt_tls_cert,
+        key=settings.mqtt_tls_key,
     )
 
 

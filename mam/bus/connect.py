@@ -12,7 +12,7 @@ from mam.workspace import Workspace
 
 
 def client_id(settings: Settings, role: str) -> str:
-    prefix = settings.get_str("MQTT_CLIENT_ID_PREFIX") or "mam"
+    prefix = settings.mqtt_client_id_prefix or "mam"
     return f"{prefix}-{role}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
 
 

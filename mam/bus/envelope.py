@@ -16,6 +16,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from mam.errors import DecodeError
+from mam.jobs.outcomes import Rejected
 
 VERSION = 2  # 2: a dispatch carries `key_nonce`, never the job token
 MAX_EVENT_BYTES = 64 * 1024
@@ -49,22 +50,26 @@ def check_tree(value: Any) -> None:
         elif kind is int:
             if not -MAX_INT < item < MAX_INT:
                 raise DecodeError(
-                    f"integer of {item.bit_length()} bits in a signed envelope (the limit is 2^53)", reason="bad_shape"
+                    f"integer of {item.bit_length()} bits in a signed envelope (the limit is 2^53)",
+                    reason=Rejected.BAD_SHAPE,
                 )
         elif kind is bool or item is None:
             continue
         elif isinstance(item, str):
             _check_text(item)
         elif isinstance(item, float):
-            raise DecodeError(f"floating-point number {item!r} in a signed envelope (use integers)", reason="bad_shape")
+            raise DecodeError(
+                f"floating-point number {item!r} in a signed envelope (use integers)", reason=Rejected.BAD_SHAPE
+            )
         elif isinstance(item, int):
             if not -MAX_INT < item < MAX_INT:
                 raise DecodeError(
-                    f"integer of {item.bit_length()} bits in a signed envelope (the limit is 2^53)", reason="bad_shape"
+                    f"integer of {item.bit_length()} bits in a signed envelope (the limit is 2^53)",
+                    reason=Rejected.BAD_SHAPE,
                 )
         elif kind is dict or kind is list or isinstance(item, (Mapping, list, tuple)):
             if depth > MAX_DEPTH:
-                raise DecodeError(f"JSON nested deeper than {MAX_DEPTH} levels", reason="bad_shape")
+                raise DecodeError(f"JSON nested deeper than {MAX_DEPTH} levels", reason=Rejected.BAD_SHAPE)
             if isinstance(item, Mapping):
                 for key, child in item.items():
                     if isinstance(key, str):
@@ -79,7 +84,9 @@ def _check_text(text: str) -> None:
         try:
             text.encode("utf-8")
         except UnicodeEncodeError as e:
-            raise DecodeError("text holds a lone UTF-16 surrogate, which is not valid UTF-8", reason="not_json") from e
+            raise DecodeError(
+                "text holds a lone UTF-16 surrogate, which is not valid UTF-8", reason=Rejected.NOT_JSON
+            ) from e
 
 
 def sign(key: str, data: bytes) -> str:
@@ -133,35 +140,36 @@ class Envelope:
         """Parse and shape-check a message; raise DecodeError(reason=...) on anything else."""
         raw = data.encode("utf-8") if isinstance(data, str) else bytes(data)
         if len(raw) > max_bytes:
-            raise DecodeError(f"message of {len(raw)} bytes exceeds {max_bytes}", reason="oversize")
+            raise DecodeError(f"message of {len(raw)} bytes exceeds {max_bytes}", reason=Rejected.OVERSIZE)
         try:
             obj = json.loads(raw.decode("utf-8"), parse_float=_no_float, parse_constant=_no_float)
         except DecodeError:
             raise
         except (UnicodeDecodeError, ValueError, RecursionError) as e:
-            raise DecodeError(f"not JSON: {type(e).__name__}", reason="not_json") from e
+            raise DecodeError(f"not JSON: {type(e).__name__}", reason=Rejected.NOT_JSON) from e
         return cls.from_obj(obj)
 
     @classmethod
     def from_obj(cls, obj: object) -> Envelope:
         if not isinstance(obj, dict):
-            raise DecodeError("envelope is not a JSON object", reason="bad_shape")
+            raise DecodeError("envelope is not a JSON object", reason=Rejected.BAD_SHAPE)
         if type(obj.get("v")) is not int or obj["v"] != VERSION:  # `true == 1` in Python: insist on the integer
             raise DecodeError(
-                f"unknown protocol version {obj.get('v')!r} (this mam speaks {VERSION})", reason="unknown_version"
+                f"unknown protocol version {obj.get('v')!r} (this mam speaks {VERSION})",
+                reason=Rejected.UNKNOWN_VERSION,
             )
         extra = set(obj) - _FIELDS
         if extra:
-            raise DecodeError(f"unknown envelope fields {sorted(extra)[:5]}", reason="bad_shape")
+            raise DecodeError(f"unknown envelope fields {sorted(extra)[:5]}", reason=Rejected.BAD_SHAPE)
         expect = {"kind": str, "job": str, "seq": int, "type": str, "sender": str, "ts": int, "body": dict, "sig": str}
         for name, typ in expect.items():
             value = obj.get(name)
             if not isinstance(value, typ) or isinstance(value, bool):
-                raise DecodeError(f"field {name!r} missing or not a {typ.__name__}", reason="bad_shape")
+                raise DecodeError(f"field {name!r} missing or not a {typ.__name__}", reason=Rejected.BAD_SHAPE)
         if obj["kind"] not in KINDS:
-            raise DecodeError(f"unknown kind {obj['kind']!r}", reason="bad_shape")
+            raise DecodeError(f"unknown kind {obj['kind']!r}", reason=Rejected.BAD_SHAPE)
         if not 0 <= obj["seq"] < MAX_INT or not 0 <= obj["ts"] < MAX_INT or not obj["job"] or len(obj["job"]) > 128:
-            raise DecodeError("seq, ts or job out of range", reason="bad_shape")
+            raise DecodeError("seq, ts or job out of range", reason=Rejected.BAD_SHAPE)
         check_tree(obj)
         return cls(
             kind=obj["kind"],
@@ -177,4 +185,4 @@ class Envelope:
 
 
 def _no_float(text: str) -> Any:
-    raise DecodeError(f"floating-point number {text[:20]!r} in a signed envelope", reason="bad_shape")
+    raise DecodeError(f"floating-point number {text[:20]!r} in a signed envelope", reason=Rejected.BAD_SHAPE)

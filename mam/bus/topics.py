@@ -24,7 +24,7 @@ _SEGMENT = re.compile(r"[A-Za-z0-9._-]{1,128}\Z")
 
 
 def _configured_prefix(settings: Settings) -> str:
-    configured = settings.get_str("MAM_TOPIC_PREFIX").strip().strip("/")
+    configured = settings.topic_prefix.strip().strip("/")
     if any(c in configured for c in "#+\0"):
         raise UsageError(f"MAM_TOPIC_PREFIX {configured!r} must not hold MQTT wildcards")
     return configured

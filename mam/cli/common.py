@@ -12,6 +12,7 @@ from typing import Any
 import click
 
 from mam.errors import MamError
+from mam.jobs.outcomes import Exit
 
 
 @dataclass
@@ -40,7 +41,7 @@ class App:
                 self._settings = load_settings(env_file=Path(self.env_file_arg), required_env_file=True)
             else:
                 self._settings = load_settings(env_file=self.ws.env_file)
-            _configure_logging(self._settings.get_str("MAM_LOG_LEVEL"))
+            _configure_logging(self._settings.log_level)
             for warning in self._settings.warnings:
                 click.echo(f"mam: warning: {warning}", err=True)
         return self._settings
@@ -67,27 +68,27 @@ def run_cli(group: click.Group, argv: list[str] | None) -> int:
         return e.exit_code
     except click.exceptions.Abort:
         click.echo("mam: aborted", err=True)
-        return 130
+        return Exit.INTERRUPTED
     except click.ClickException as e:
         e.show()
-        return 2 if isinstance(e, click.UsageError) else e.exit_code
+        return Exit.USAGE if isinstance(e, click.UsageError) else e.exit_code
     except click.exceptions.Exit as e:
         return e.exit_code
     except KeyboardInterrupt:
         click.echo("mam: interrupted", err=True)
-        return 130
+        return Exit.INTERRUPTED
     except BrokenPipeError:
         # Output closed early (e.g. `mam ... | head`): not an error of ours.
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
-        return 0
+        return Exit.OK
     except OSError as e:
         # The last net for a file mam could not write (disk full, read-only .mam/...): one line, no traceback.
         from mam.util.fs import describe_os_error
 
         click.echo(f"mam: error: {describe_os_error(e)}", err=True)
-        return 1
-    return rv if isinstance(rv, int) else 0
+        return Exit.FAILED
+    return rv if isinstance(rv, int) else Exit.OK
 
 
 def workspace_option(f):  # type: ignore[no-untyped-def]

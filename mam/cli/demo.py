@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from mam.demo.tour import run_demo, summary_lines
+from mam.jobs.outcomes import Exit
 
 
 @click.command("demo")
@@ -24,4 +25,4 @@ def demo(app: object, keep: bool, no_loop: bool) -> int:
     result = run_demo(echo=click.echo, keep=keep, loop=not no_loop)
     for line in summary_lines(result):
         click.echo(line)
-    return 0 if result.ok else 1
+    return Exit.OK if result.ok else Exit.FAILED

@@ -9,6 +9,7 @@ import click
 from mam import doctor as lib
 from mam.cli.common import App, echo_json, workspace_option
 from mam.errors import UsageError
+from mam.jobs.outcomes import Exit
 from mam.settings import load_settings
 
 
@@ -53,7 +54,7 @@ def doctor(app: App, restore: bool, yes: bool, as_json: bool) -> int:
         )
         if not yes and not click.confirm(question, default=False, err=True):
             click.echo("mam: nothing changed", err=True)
-            return 1
+            return Exit.FAILED
         count = lib.restore(ws, plan)
         click.echo(f"restored {count} sessions from {plan.mirror}; the damaged registry is {plan.aside}", err=True)
     report = lib.check(ws, load_settings=settings)
@@ -63,4 +64,4 @@ def doctor(app: App, restore: bool, yes: bool, as_json: bool) -> int:
         click.echo(f"workspace: {report.workspace}")
         for c in report.checks:
             click.echo(f"{c.status:<4}  {c.name}: {c.detail}")
-    return 0 if report.ok else 1
+    return Exit.OK if report.ok else Exit.FAILED

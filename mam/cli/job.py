@@ -13,6 +13,7 @@ from mam.errors import UsageError
 from mam.ids import check_job_id
 from mam.jobs.delegate import delegate as run_delegate
 from mam.jobs.delegate import delegate_request
+from mam.jobs.outcomes import JobState
 from mam.jobs.queries import cancel as cancel_job
 from mam.jobs.queries import log, workspace_jobs
 from mam.jobs.queries import status as job_status
@@ -123,7 +124,7 @@ def delegate(
     )
     if as_json:
         echo_json(out.as_dict())
-    elif out.state == "completed":
+    elif out.state == JobState.COMPLETED:
         click.echo(out.result or "(completed)")
         if out.report:
             click.echo(out.report)

@@ -11,6 +11,7 @@ import click
 
 from mam.cli.common import App, echo_json, open_registry, workspace_option
 from mam.errors import UsageError
+from mam.jobs.outcomes import Exit
 from mam.loop import LoopRequest, run_loop
 from mam.loop.describe import describe
 
@@ -57,7 +58,9 @@ Exit codes:
 @click.option(
     "--plan-talk", type=int, default=2, show_default=True, help="Turns the creator may challenge the planner's plan."
 )
-@click.option("--max-loop", type=int, default=3, show_default=True, help="Review rounds before giving up (exit 1).")
+@click.option(
+    "--max-loop", type=int, default=3, show_default=True, help=f"Review rounds before giving up (exit {Exit.FAILED})."
+)
 @click.option(
     "--max-rebut", type=int, default=1, show_default=True, help="[REBUT: ...] answers accepted in the whole loop."
 )
@@ -197,10 +200,12 @@ def _progress(event: dict[str, Any]) -> None:
 
 
 def _summary(result: Any) -> None:
+    from mam.loop.model import LoopState
+
     head = {
-        "passed": f"PASSED in round {result.rounds}",
-        "not_passed": f"NOT PASSED after {result.rounds} round(s)",
-        "failed": "FAILED",
+        LoopState.PASSED: f"PASSED in round {result.rounds}",
+        LoopState.NOT_PASSED: f"NOT PASSED after {result.rounds} round(s)",
+        LoopState.FAILED: "FAILED",
     }[result.state]
     click.echo(f"loop {result.loop_id}: {head}: {result.reason}")
     for review in result.final:

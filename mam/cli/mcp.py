@@ -7,6 +7,7 @@ import os
 import click
 
 from mam.cli.common import App, workspace_option
+from mam.jobs.outcomes import Exit
 from mam.mcp.run import LOOPBACK, serve_http, serve_stdio
 from mam.mcp.service import Service
 from mam.mcp.token import server_token
@@ -43,7 +44,7 @@ def mcp(app: App, http: bool, host: str, port: int) -> int:
     service = Service(ws=ws, settings=settings, environ=os.environ)
     if not http:
         serve_stdio(service, poll_s=settings.poll_s)
-        return 0
+        return Exit.OK
 
     token, source = server_token(ws, settings)
     if host not in LOOPBACK:
@@ -60,4 +61,4 @@ def mcp(app: App, http: bool, host: str, port: int) -> int:
         poll_s=settings.poll_s,
         announce=lambda url: click.echo(f"mam: mcp: serving {url} (bearer token from {source})", err=True),
     )
-    return 0
+    return Exit.OK

@@ -12,6 +12,7 @@ import click
 
 from mam.cli.common import App, echo_json, open_registry, workspace_option
 from mam.ids import check_name
+from mam.jobs.outcomes import Exit
 from mam.sessions.create import start_session
 from mam.sessions.orchestrator import onboard_orchestrator as record
 from mam.sessions.resume import resume_session
@@ -61,7 +62,10 @@ def session() -> None:
     "whether to trust it, the create fails (mam never answers a dialog).",
 )
 @click.option(
-    "--onboard", is_flag=True, help="Send an onboarding job and wait for it (exit 44 failed, 45 not ended in time)."
+    "--onboard",
+    is_flag=True,
+    help=f"Send an onboarding job and wait for it (exit {Exit.ONBOARD_FAILED} failed, "
+    f"{Exit.ONBOARD_LATE} not ended in time).",
 )
 @click.option(
     "--onboard-timeout",

@@ -23,6 +23,7 @@ from mam.broker import embedded
 from mam.demo.loop import demo_loop
 from mam.jobs.delegate import DelegateRequest, Outcome, delegate
 from mam.jobs.model import Event, Input, Job
+from mam.jobs.outcomes import Exit
 from mam.panes.tmux import TmuxBackend
 from mam.sessions.create import CreateRequest, create_session
 from mam.settings import Settings, load_settings
@@ -52,11 +53,11 @@ JOBS = (
     DemoJob(
         "creator",
         "Write a greeting.\ndemo-write: hello.txt :: hello from a demo agent\ndemo-commit: add hello.txt",
-        0,
+        Exit.OK,
         "edit and commit",
     ),
-    DemoJob("helper", "Take a while and report progress.\ndemo-sleep: 2", 0, "slow job with progress"),
-    DemoJob("flaky", "This agent is set up to fail.", 1, "agent reports an error"),
+    DemoJob("helper", "Take a while and report progress.\ndemo-sleep: 2", Exit.OK, "slow job with progress"),
+    DemoJob("flaky", "This agent is set up to fail.", Exit.FAILED, "agent reports an error"),
 )
 SESSIONS = (("creator", "developer", "ok"), ("helper", "developer", "ok"), ("flaky", "developer", "error"))
 
@@ -109,7 +110,7 @@ def run_demo(
         if loop:
             outcome = _run_loop(ws, settings, registry, env, say)
             result.loop = outcome
-            result.ok = result.ok and outcome is not None and outcome.get("exit_code") == 0
+            result.ok = result.ok and outcome is not None and outcome.get("exit_code") == Exit.OK
     finally:
         registry.close()
         TmuxBackend(server, settings=settings, ws=ws).kill_server()

@@ -31,18 +31,8 @@ from mam.jobs import record as rec
 from mam.jobs.delivery import Delivery
 from mam.jobs.intake import Intake
 from mam.jobs.ledger import Ledger, TakenOver
-from mam.jobs.model import (
-    BROKER_UNAVAILABLE,
-    SESSION_BUSY,
-    TARGET_NOT_FOUND,
-    Claim,
-    Delivered,
-    End,
-    Job,
-    JobState,
-    Tick,
-    deadlines,
-)
+from mam.jobs.model import Claim, Delivered, End, Job, JobState, Tick, deadlines
+from mam.jobs.outcomes import TAKEN_OVER_DETAIL, TAKEN_OVER_EXIT, Exit, Reason, ending
 from mam.jobs.stale import close_if_abandoned
 from mam.notify import job_ended
 from mam.settings import Settings
@@ -84,7 +74,16 @@ def outcome_from_row(registry: Registry, job_id: str) -> Outcome:
     job = Job.from_dict(row.data.get("job", {}))
     record = {**job.as_dict(), **row.data.get("meta", {}), "owner": row.owner}
     code = row.exit_code if row.exit_code is not None else -1
-    return Outcome(job_id, row.state, row.reason, code, job.detail, job.result, job.report, record)
+    return Outcome(
+        job_id=job_id,
+        state=row.state,
+        reason=row.reason,
+        exit_code=code,
+        detail=job.detail,
+        result=job.result,
+        report=job.report,
+        record=record,
+    )
 
 
 # -- the parts ------------------------------------------------------------------------------------
@@ -107,7 +106,7 @@ class EventSource(Protocol):
 class Reporter(Protocol):
     def delivered(self, ledger: Ledger) -> None: ...
 
-    def refused(self, ledger: Ledger, reason: str, detail: str) -> None: ...
+    def refused(self, ledger: Ledger, reason: Reason, detail: str) -> None: ...
 
 
 class Nobody:
@@ -116,7 +115,7 @@ class Nobody:
     def delivered(self, ledger: Ledger) -> None:
         return None
 
-    def refused(self, ledger: Ledger, reason: str, detail: str) -> None:
+    def refused(self, ledger: Ledger, reason: Reason, detail: str) -> None:
         return None
 
 
@@ -219,15 +218,15 @@ class JobAttempt:
         except TakenOver:
             out = outcome_from_row(self.registry, self.ledger.job.id)
             return Outcome(
-                out.job_id,
-                out.state,
-                out.reason,
-                5,
-                "taken over by another attempt",
-                out.result,
-                out.report,
-                out.record,
-                True,
+                job_id=out.job_id,
+                state=out.state,
+                reason=out.reason,
+                exit_code=TAKEN_OVER_EXIT,
+                detail=TAKEN_OVER_DETAIL,
+                result=out.result,
+                report=out.report,
+                record=out.record,
+                taken_over=True,
             )
         except BaseException as e:
             self._abandon(e)
@@ -243,7 +242,7 @@ class JobAttempt:
         if self.ledger.job.terminal or isinstance(error, KeyboardInterrupt):
             return  # on Ctrl-C the job stays open: a retry with --job-id, or the monitor, takes it over
         try:
-            self.end(JobState.FAILED, "wrapper_error", 1, f"{type(error).__name__}: {error}")
+            self.end(Reason.WRAPPER_ERROR, f"{type(error).__name__}: {error}")
         except MamError as e:
             log.warning("job %s could not be ended after the wrapper failed: %s", self.ledger.job.id, e)
 
@@ -252,7 +251,7 @@ class JobAttempt:
             return
         problem = self.events.open(self.intake)
         if problem:
-            self.end(JobState.FAILED, BROKER_UNAVAILABLE, 3, problem)
+            self.end(Reason.BROKER_UNAVAILABLE, problem)
             return
         delivery = self.make_delivery()  # made once connected: a dispatch uses the connection
         try:
@@ -266,35 +265,35 @@ class JobAttempt:
     def _deliver(self, delivery: Delivery) -> bool:
         problem = delivery.find_target()
         if problem:
-            self.refuse(TARGET_NOT_FOUND, problem)
+            self.refuse(Reason.TARGET_NOT_FOUND, problem)
             return False
         if not self._wait_turn():
             return False
         problem = delivery.check_alive()
         if problem:
-            self.refuse(TARGET_NOT_FOUND, problem)
+            self.refuse(Reason.TARGET_NOT_FOUND, problem)
             return False
         self.ledger.apply(Claim(rec.now_ms()))
         try:
             delivery.inject(self.text, self.ledger)
         except MamError as e:
-            self.refuse("inject_failed", str(e))
+            self.refuse(Reason.INJECT_FAILED, str(e))
             return False
         if not delivery.confirms_itself:
             self.ledger.apply(Delivered(rec.now_ms()))
             self.reporter.delivered(self.ledger)
         return True
 
-    def refuse(self, reason: str, detail: str) -> None:
+    def refuse(self, reason: Reason, detail: str) -> None:
         """The brief was not (or could not be) delivered: the job is cancelled (exit 5)."""
         self.reporter.refused(self.ledger, reason, detail)
-        self.end(JobState.CANCELLED, reason, 5, detail)
+        self.end(reason, detail)
 
     def _wait_turn(self) -> bool:
         """Wait by the registry until no earlier job of the session is open; False if it ended the job."""
         wait = self.dispatch_wait_s
         if wait is None:
-            wait = self.settings.get_float("MAM_DISPATCH_WAIT_S")
+            wait = self.settings.dispatch_wait_s
         deadline = time.monotonic() + wait
         announced = False
         while True:
@@ -308,7 +307,7 @@ class JobAttempt:
                 self.ledger.note("waiting", ahead=[j.id for j in ahead])
                 announced = True
             if time.monotonic() >= deadline:
-                self.refuse(SESSION_BUSY, f"session busy with {ahead[0].id} for {wait:g}s")
+                self.refuse(Reason.SESSION_BUSY, f"session busy with {ahead[0].id} for {wait:g}s")
                 return False
             self.ledger.sync()
             if self.ledger.job.terminal:
@@ -329,19 +328,28 @@ class JobAttempt:
                 delivery.keep_heartbeat(self.ledger)
             now = rec.now_ms()
             if self.events.lost() and any(now > d for d, _s, _r in deadlines(self.ledger.job)):
-                self.end(
-                    JobState.FAILED, BROKER_UNAVAILABLE, 3, "the broker was unreachable when the job's deadline passed"
-                )
+                self.end(Reason.BROKER_UNAVAILABLE, "the broker was unreachable when the job's deadline passed")
                 break
             self.ledger.apply(Tick(now))
         self.intake.flush()
 
-    def end(self, state: JobState, reason: str, code: int, detail: str) -> None:
-        self.ledger.apply(End(rec.now_ms(), state, reason, code, detail))
+    def end(self, reason: Reason, detail: str) -> None:
+        """End the job for `reason`, in the state and with the exit code the table of outcomes gives it."""
+        row = ending(reason)
+        self.ledger.apply(
+            End(at=rec.now_ms(), state=row.state, reason=row.reason, exit_code=row.exit_code, detail=detail)
+        )
 
     def outcome(self) -> Outcome:
         job = self.ledger.job
-        code = job.exit_code if job.exit_code is not None else 1
+        code = job.exit_code if job.exit_code is not None else Exit.FAILED
         return Outcome(
-            job.id, job.state.value, job.reason, code, job.detail, job.result, job.report, self.ledger.record()
+            job_id=job.id,
+            state=job.state.value,
+            reason=job.reason,
+            exit_code=code,
+            detail=job.detail,
+            result=job.result,
+            report=job.report,
+            record=self.ledger.record(),
         )

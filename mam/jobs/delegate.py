@@ -162,17 +162,17 @@ def _attempt(
 
 
 def _new_job(req: DelegateRequest, target: Target, settings: Settings) -> Job:
-    def pick(value: float | None, key: str, flag: str) -> float:
+    def pick(value: float | None, default: float, flag: str) -> float:
         # nan, inf and values under a millisecond would crash int() or reach the footer as 0.
-        return positive_seconds(value, flag) if value is not None else settings.get_float(key)
+        return positive_seconds(value, flag) if value is not None else default
 
     return Job(
         id=req.job_id or new_job_id(),
         session=f"{target.runner}/{target.session}" if target.remote else target.session,
         nonce=secrets.token_hex(8),
         created_ms=rec.now_ms(),
-        start_deadline_ms=int(pick(req.start_deadline_s, "MAM_START_DEADLINE_S", "--start-deadline") * 1000),
-        heartbeat_ms=int(pick(req.heartbeat_s, "MAM_HEARTBEAT_S", "--heartbeat") * 1000),
-        heartbeat_k=settings.get_float("MAM_HEARTBEAT_K"),
-        budget_ms=int(pick(req.timeout_s, "MAM_JOB_TIMEOUT_S", "--timeout") * 1000),
+        start_deadline_ms=int(pick(req.start_deadline_s, settings.start_deadline_s, "--start-deadline") * 1000),
+        heartbeat_ms=int(pick(req.heartbeat_s, settings.heartbeat_s, "--heartbeat") * 1000),
+        heartbeat_k=settings.heartbeat_k,
+        budget_ms=int(pick(req.timeout_s, settings.job_timeout_s, "--timeout") * 1000),
     )

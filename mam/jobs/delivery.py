@@ -21,7 +21,7 @@ from mam.sessions.common import backend_for
 from mam.sessions.create import check_no_dialog, wait_ready
 from mam.settings import Settings
 from mam.store.registry import Registry
-from mam.store.sessions import SessionRow, SessionStatus
+from mam.store.sessions import LIVE, SessionRow, SessionStatus
 from mam.util.proc import pid_alive
 from mam.workspace import Workspace
 
@@ -74,7 +74,7 @@ class PaneDelivery:
             return f"no session named {self.target.session!r} in this workspace"
         if self.target.backend and row.backend != self.target.backend:
             return f"session {row.name!r} runs on {row.backend}, not {self.target.backend}"
-        if row.status not in (SessionStatus.RUNNING, SessionStatus.STARTING):
+        if row.status not in LIVE:
             return f"session {row.name!r} is {row.status}" + (
                 " (resume it first)" if row.status == SessionStatus.STOPPED else ""
             )
@@ -83,7 +83,7 @@ class PaneDelivery:
 
     def check_alive(self) -> str:
         row = self.registry.find_session(self.target.session)
-        if row is None or row.status not in (SessionStatus.RUNNING, SessionStatus.STARTING):
+        if row is None or row.status not in LIVE:
             return self.find_target() or f"session {self.target.session!r} is gone"
         self.row = row
         backend = backend_for(row, settings=self.settings, ws=self.ws)
@@ -174,7 +174,7 @@ class PaneDelivery:
         self._hb_restarts += 1
         interval = job.heartbeat_ms / 1000
         self._heartbeater = heartbeat.spawn(
-            self.ws, job.id, interval, int(row.pane_pid or 0), python=self.settings.get_str("AGENT_PYTHON_BIN")
+            self.ws, job.id, interval, int(row.pane_pid or 0), python=self.settings.agent_python_bin
         )
         ledger.note(
             "heartbeat_restarted",

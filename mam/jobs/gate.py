@@ -14,13 +14,14 @@ from dataclasses import dataclass, field
 from mam.bus.envelope import MAX_EVENT_BYTES, Envelope
 from mam.errors import DecodeError
 from mam.jobs.model import SENDER_TYPES
+from mam.jobs.outcomes import Rejected
 
 MAX_REMEMBERED = 10_000
 SEQ_WINDOW = 10_000  # how far ahead of the last accepted seq an event may be; further is `out_of_window`
 
 
 @dataclass(frozen=True)
-class Verdict:
+class Admission:
     accepted: bool
     reason: str = ""  # why it was rejected ('' when accepted)
     envelope: Envelope | None = None
@@ -42,34 +43,34 @@ class EventGate:
     last_seq: int = 0
     _seen: dict[int, tuple[str, set[str]]] = field(default_factory=dict)
 
-    def check(self, raw: bytes | str, path: str = "mqtt") -> Verdict:
+    def check(self, raw: bytes | str, path: str = "mqtt") -> Admission:
         try:
             env = Envelope.decode(raw, max_bytes=self.max_bytes)
         except DecodeError as e:
-            return Verdict(False, e.reason)
+            return Admission(accepted=False, reason=e.reason)
         if env.kind != "event":
-            return Verdict(False, "wrong_kind", env)
+            return Admission(accepted=False, reason=Rejected.WRONG_KIND, envelope=env)
         if env.job != self.job_id:
-            return Verdict(False, "wrong_job", env)
+            return Admission(accepted=False, reason=Rejected.WRONG_JOB, envelope=env)
         if not env.verify(self.token):
-            return Verdict(False, "bad_signature", env)
+            return Admission(accepted=False, reason=Rejected.BAD_SIGNATURE, envelope=env)
         if env.type not in SENDER_TYPES.get(env.sender, frozenset()):
-            return Verdict(False, "sender_not_allowed", env)
+            return Admission(accepted=False, reason=Rejected.SENDER_NOT_ALLOWED, envelope=env)
         seen = self._seen.get(env.seq)
         if seen is not None:
             sig, paths = seen
             if sig == env.sig and path not in paths:
                 paths.add(path)
-                return Verdict(False, "duplicate", env, silent=True)
-            return Verdict(False, "replay", env)
+                return Admission(accepted=False, reason=Rejected.DUPLICATE, envelope=env, silent=True)
+            return Admission(accepted=False, reason=Rejected.REPLAY, envelope=env)
         if env.seq <= self.last_seq:
-            return Verdict(False, "out_of_order", env)
+            return Admission(accepted=False, reason=Rejected.OUT_OF_ORDER, envelope=env)
         if env.seq > self.last_seq + SEQ_WINDOW:  # accepting it would make every later real event out_of_order
-            return Verdict(False, "out_of_window", env)
+            return Admission(accepted=False, reason=Rejected.OUT_OF_WINDOW, envelope=env)
         gap = env.seq - self.last_seq - 1
         self.last_seq = env.seq
         self._seen[env.seq] = (env.sig, {path})
         if len(self._seen) > MAX_REMEMBERED:
             for old in sorted(self._seen)[: len(self._seen) - MAX_REMEMBERED]:
                 del self._seen[old]
-        return Verdict(True, "", env, gap=gap)
+        return Admission(accepted=True, envelope=env, gap=gap)

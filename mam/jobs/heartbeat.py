@@ -21,6 +21,7 @@ from pathlib import Path
 from mam.bus.connect import open_client
 from mam.errors import BrokerError, JobError
 from mam.jobs.emit import Emitter, relayed
+from mam.jobs.outcomes import Exit
 from mam.jobs.record import read_record
 from mam.settings import load_settings
 from mam.store.registry import Registry
@@ -49,18 +50,18 @@ def fork(ws: Workspace, job_id: str, interval_s: float, agent_pid: int) -> int:
         os.close(read_end)
         os.setsid()
         if os.fork() != 0:
-            os._exit(0)
+            os._exit(Exit.OK)
         _detach(folder / "heartbeat.log", keep=write_end)
         os.write(write_end, str(os.getpid()).encode())
         os.close(write_end)
-        code, why = 0, ""
+        code, why = Exit.OK, ""
         try:
             logging.basicConfig(level=logging.INFO, format="%(asctime)s heartbeat %(message)s", force=True)
             why = run(ws, job_id, interval_s, agent_pid, agent_start)
             log.info("stopped: %s", why)
         except BaseException as e:  # the heartbeater must end here, never back in the caller's code
             log.info("stopped: error: %s", e)
-            code = 1
+            code = Exit.FAILED
         finally:
             if why != AGENT_UNSEEN:  # unseen: the pid file stays, for the wrapper to take over
                 try:
@@ -137,7 +138,7 @@ def main(argv: list[str]) -> int:
     pidfile = ws.job_log_dir(args.job) / PIDFILE
 
     def stop(_signum: int, _frame: object) -> None:
-        raise SystemExit(0)
+        raise SystemExit(Exit.OK)
 
     signal.signal(signal.SIGTERM, stop)  # the wrapper stops it when the job ends: clean up on the way out
     logging.basicConfig(level=logging.INFO, format="%(asctime)s heartbeat %(message)s", force=True)
@@ -149,7 +150,7 @@ def main(argv: list[str]) -> int:
         log.info("stopped: terminated")
     except Exception as e:
         log.info("stopped: error: %s", e)
-        return 1
+        return Exit.FAILED
     finally:
         try:
             found = recorded(ws, args.job)
@@ -157,7 +158,7 @@ def main(argv: list[str]) -> int:
                 pidfile.unlink()
         except OSError:
             pass
-    return 0
+    return Exit.OK
 
 
 def _detach(log_path: Path, *, keep: int) -> None:

@@ -21,6 +21,7 @@ from typing import Any
 from mam.errors import JobError
 from mam.jobs import record as rec
 from mam.jobs.model import Input, Job, input_to_dict, step
+from mam.jobs.outcomes import TAKEN_OVER_EXIT, Ignored
 from mam.store import journal
 from mam.store.jobs import JobRow
 from mam.store.journal import Transition
@@ -32,7 +33,7 @@ from mam.workspace import Workspace
 class TakenOver(JobError):
     """Raised when another attempt took the job record over while this one held it."""
 
-    exit_code = 5
+    exit_code = TAKEN_OVER_EXIT
 
 
 def new_job_id() -> str:
@@ -108,7 +109,7 @@ class Ledger:
         """Apply an input; commit if it changed the job. Returns why it was ignored ('' if applied)."""
         new, why = step(self.job, inp)
         if new == self.job:
-            return why or "no_change"
+            return why or Ignored.NO_CHANGE
         self.commit(new, inp)
         return ""
 

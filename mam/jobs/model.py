@@ -9,36 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, replace
-from enum import Enum
 from typing import Any
 
-
-class JobState(str, Enum):
-    PENDING = "pending"  # registered, waiting for the session's earlier jobs
-    DELIVERING = "delivering"  # the brief is being injected (never injected again after this)
-    DELIVERED = "delivered"  # injected; waiting for `started`
-    RUNNING = "running"  # `started` received; heartbeats expected
-    COMPLETED = "completed"
-    FAILED = "failed"
-    TIMED_OUT = "timed_out"
-    CANCELLED = "cancelled"
-
-    def __str__(self) -> str:
-        return self.value
-
-
-TERMINAL = frozenset({JobState.COMPLETED, JobState.FAILED, JobState.TIMED_OUT, JobState.CANCELLED})
-OPEN = frozenset(JobState) - TERMINAL
-
-# Reasons recorded on terminal jobs.
-AGENT_BLOCKED = "agent_blocked"
-DEADLINE_TIMEOUT = "deadline_timeout"
-WALL_CLOCK_TIMEOUT = "wall_clock_timeout"
-SESSION_BUSY = "session_busy"
-TARGET_NOT_FOUND = "target_not_found"
-BROKER_UNAVAILABLE = "broker_unavailable"
-AGENT_ERROR = "agent_error"
-CANCELLED_BY_USER = "cancelled_by_user"
+from mam.jobs.outcomes import OPEN as OPEN  # the states live with the table of outcomes; re-exported here
+from mam.jobs.outcomes import STATE_EXIT, TERMINAL, Ignored, JobState, Reason
 
 # Which sender may send which event type.
 SENDER_TYPES: Mapping[str, frozenset[str]] = {
@@ -133,27 +107,25 @@ class End:
 
 Input = Claim | Delivered | Event | Tick | End
 
-EXIT_CODES = {JobState.COMPLETED: 0, JobState.FAILED: 1, JobState.TIMED_OUT: 2, JobState.CANCELLED: 5}
-
 
 def _end(
     job: Job, at: int, state: JobState, reason: str, *, detail: str = "", exit_code: int | None = None, **extra: Any
 ) -> Job:
-    code = EXIT_CODES[state] if exit_code is None else exit_code
+    code = STATE_EXIT[state] if exit_code is None else exit_code
     return replace(job, state=state, reason=reason, detail=detail, exit_code=code, ended_ms=at, **extra)
 
 
 def step(job: Job, inp: Input) -> tuple[Job, str]:
     """Apply one input. Returns the new job and, when the input was ignored, why (else '')."""
     if job.terminal:
-        return job, "job_closed"
+        return job, Ignored.JOB_CLOSED
     if isinstance(inp, Claim):
         if job.state is not JobState.PENDING:
-            return job, "already_claimed"
+            return job, Ignored.ALREADY_CLAIMED
         return replace(job, state=JobState.DELIVERING, claimed_ms=inp.at), ""
     if isinstance(inp, Delivered):
         if job.state not in (JobState.PENDING, JobState.DELIVERING):
-            return job, "already_delivered"
+            return job, Ignored.ALREADY_DELIVERED
         return replace(job, state=JobState.DELIVERED, claimed_ms=job.claimed_ms or inp.at, delivered_ms=inp.at), ""
     if isinstance(inp, End):
         return _end(job, inp.at, inp.state, inp.reason, detail=inp.detail, exit_code=inp.exit_code), ""
@@ -164,9 +136,9 @@ def step(job: Job, inp: Input) -> tuple[Job, str]:
 
 def _event(job: Job, ev: Event) -> tuple[Job, str]:
     if ev.type not in SENDER_TYPES.get(ev.sender, frozenset()):
-        return job, "sender_not_allowed"
+        return job, Ignored.SENDER_NOT_ALLOWED
     if ev.seq <= job.last_seq:
-        return job, "replay"
+        return job, Ignored.REPLAY
     seen = replace(job, last_seq=ev.seq)
     if ev.sender == "runner":
         if ev.type == "delivered":
@@ -180,27 +152,27 @@ def _event(job: Job, ev: Event) -> tuple[Job, str]:
                 last_event_ms=ev.at,
             ), ""
         if ev.type == "rejected":
-            reason = str(ev.body.get("reason") or TARGET_NOT_FOUND)
+            reason = str(ev.body.get("reason") or Reason.TARGET_NOT_FOUND)
             return _end(seen, ev.at, JobState.CANCELLED, reason, detail=str(ev.body.get("detail", ""))), ""
         return _end(
             seen,
             ev.at,
             JobState.FAILED,
-            str(ev.body.get("reason") or "runner_error"),
+            str(ev.body.get("reason") or Reason.RUNNER_ERROR),
             detail=str(ev.body.get("detail", "")),
         ), ""
     if ev.type == "started":
         if job.state is JobState.RUNNING:
-            return job, "already_started"
+            return job, Ignored.ALREADY_STARTED
         if job.state is JobState.PENDING:
-            return job, "not_delivered"
+            return job, Ignored.NOT_DELIVERED
         if ev.body.get("nonce") != job.nonce:
-            return job, "bad_nonce"
+            return job, Ignored.BAD_NONCE
         hb = ev.body.get("heartbeat_ms")
         heartbeat = hb if isinstance(hb, int) and not isinstance(hb, bool) and hb > 0 else job.heartbeat_ms
         return replace(seen, state=JobState.RUNNING, started_ms=ev.at, last_event_ms=ev.at, heartbeat_ms=heartbeat), ""
     if job.state is not JobState.RUNNING:
-        return job, "before_started"
+        return job, Ignored.BEFORE_STARTED
     if ev.type in ("progress", "heartbeat"):
         return replace(seen, last_event_ms=ev.at), ""
     if ev.type == "completed":
@@ -208,14 +180,14 @@ def _event(job: Job, ev: Event) -> tuple[Job, str]:
             seen,
             ev.at,
             JobState.COMPLETED,
-            "completed",
+            Reason.COMPLETED,
             last_event_ms=ev.at,
             result=str(ev.body.get("message", "")),
             report=str(ev.body.get("report", "")),
         ), ""
     # error
     return _end(
-        seen, ev.at, JobState.FAILED, AGENT_ERROR, detail=str(ev.body.get("reason", "")), last_event_ms=ev.at
+        seen, ev.at, JobState.FAILED, Reason.AGENT_ERROR, detail=str(ev.body.get("reason", "")), last_event_ms=ev.at
     ), ""
 
 
@@ -225,12 +197,12 @@ def deadlines(job: Job) -> list[tuple[int, JobState, str]]:
     delivered = job.delivered_ms if job.delivered_ms is not None else job.claimed_ms
     if delivered is None:
         return out
-    out.append((delivered + job.budget_ms, JobState.TIMED_OUT, WALL_CLOCK_TIMEOUT))
+    out.append((delivered + job.budget_ms, JobState.TIMED_OUT, Reason.WALL_CLOCK_TIMEOUT))
     if job.state in (JobState.DELIVERING, JobState.DELIVERED):
-        out.append((delivered + job.start_deadline_ms, JobState.FAILED, AGENT_BLOCKED))
+        out.append((delivered + job.start_deadline_ms, JobState.FAILED, Reason.AGENT_BLOCKED))
     elif job.state is JobState.RUNNING:
         last = job.last_event_ms if job.last_event_ms is not None else delivered
-        out.append((last + int(job.heartbeat_k * job.heartbeat_ms), JobState.TIMED_OUT, DEADLINE_TIMEOUT))
+        out.append((last + int(job.heartbeat_k * job.heartbeat_ms), JobState.TIMED_OUT, Reason.DEADLINE_TIMEOUT))
     return sorted(out, key=lambda d: d[0])
 
 
@@ -238,7 +210,7 @@ def _tick(job: Job, now: int) -> tuple[Job, str]:
     for at, state, reason in deadlines(job):
         if now > at:
             return _end(job, now, state, reason), ""
-    return job, "nothing_due"
+    return job, Ignored.NOTHING_DUE
 
 
 def advance(job: Job, inp: Input) -> Job:

@@ -6,14 +6,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from mam.jobs.delegate import DelegateRequest, delegate
-from mam.jobs.model import AGENT_BLOCKED, JobState
+from mam.jobs.outcomes import onboard_exit_code
 from mam.settings import Settings
 from mam.store.registry import Registry
 from mam.store.sessions import SessionRow
 from mam.workspace import Workspace
-
-ONBOARD_FAILED = 44
-ONBOARD_LATE = 45
 
 
 @dataclass(frozen=True)
@@ -35,25 +32,19 @@ def onboarding_brief(row: SessionRow, ws: Workspace) -> str:
     )
 
 
-def exit_code_for(state: str, reason: str) -> int:
-    if state == JobState.COMPLETED.value:
-        return 0
-    if state == JobState.TIMED_OUT.value or reason == AGENT_BLOCKED:
-        return ONBOARD_LATE
-    return ONBOARD_FAILED
-
-
 def onboard_session(
     row: SessionRow, *, ws: Workspace, settings: Settings, registry: Registry, timeout: float | None = None
 ) -> OnboardOutcome:
     """Delegate the onboarding job and wait for it; 0 done, 44 failed, 45 not ended in time (the session is kept)."""
-    budget = timeout if timeout is not None else settings.get_float("MAM_START_DEADLINE_S")
+    budget = timeout if timeout is not None else settings.start_deadline_s
     req = DelegateRequest(
         target=f"{row.backend}:{row.name}",
         brief=onboarding_brief(row, ws),
         timeout_s=budget,
         kind="onboard",
-        start_deadline_s=min(budget, settings.get_float("MAM_START_DEADLINE_S")),
+        start_deadline_s=min(budget, settings.start_deadline_s),
     )
     out = delegate(req, ws=ws, settings=settings, registry=registry)
-    return OnboardOutcome(out.job_id, out.state, out.reason, exit_code_for(out.state, out.reason))
+    return OnboardOutcome(
+        job_id=out.job_id, state=out.state, reason=out.reason, exit_code=onboard_exit_code(out.state, out.reason)
+    )

@@ -7,7 +7,7 @@ from typing import Any
 from mam.errors import JobError, JobNotFound
 from mam.ids import check_job_id
 from mam.jobs import record as rec
-from mam.jobs.model import CANCELLED_BY_USER, JobState
+from mam.jobs.outcomes import Reason, ending
 from mam.jobs.stale import end_job
 from mam.store import jobs as jobs_table
 from mam.store.jobs import JobRow
@@ -90,12 +90,11 @@ def log(ws: Workspace, registry: Registry, job_id: str) -> list[dict[str, Any]]:
     return rec.read_audit(ws, job_id)
 
 
-def cancel(ws: Workspace, registry: Registry, job_id: str, reason: str = CANCELLED_BY_USER) -> dict[str, Any]:
+def cancel(ws: Workspace, registry: Registry, job_id: str) -> dict[str, Any]:
     """End an open job as cancelled (exit 5). The brief, if already injected, is not taken back."""
-    if (
-        end_job(ws, registry, job_id, JobState.CANCELLED, reason, 5, "cancelled with `mam job cancel`", by="cancel")
-        is None
-    ):
+    by_user = ending(Reason.CANCELLED_BY_USER)
+    detail = "cancelled with `mam job cancel`"
+    if end_job(ws, registry, job_id, by_user.state, by_user.reason, by_user.exit_code, detail, by="cancel") is None:
         row = registry.job(job_id)
         raise JobError(f"job {job_id} already ended: {row.state} ({row.reason})", job_id=job_id)
     return status(registry, job_id)

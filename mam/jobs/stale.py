@@ -10,13 +10,12 @@ from collections.abc import Callable
 from mam.jobs import record as rec
 from mam.jobs.ledger import owner_alive
 from mam.jobs.model import End, Input, Job, JobState, Tick, input_to_dict, step
+from mam.jobs.outcomes import Reason, ending
 from mam.notify import job_ended
 from mam.store import journal
 from mam.store.journal import Transition
 from mam.store.registry import Registry
 from mam.workspace import Workspace
-
-WRAPPER_DIED = "wrapper_died"
 
 
 def close_if_abandoned(ws: Workspace, registry: Registry, job_id: str, *, by: str = "wrapper") -> Job | None:
@@ -30,7 +29,14 @@ def close_if_abandoned(ws: Workspace, registry: Registry, job_id: str, *, by: st
 
     def decide(job: Job, now: int) -> End | Tick:
         if job.state is JobState.PENDING:
-            return End(now, JobState.CANCELLED, WRAPPER_DIED, 5, "the wrapper died before delivering the brief")
+            died = ending(Reason.WRAPPER_DIED)
+            return End(
+                at=now,
+                state=died.state,
+                reason=died.reason,
+                exit_code=died.exit_code,
+                detail="the wrapper died before delivering the brief",
+            )
         return Tick(now)
 
     return end_outside(ws, registry, job_id, decide, by=by, expected_owner=row.owner)
@@ -48,7 +54,13 @@ def end_job(
     by: str,
 ) -> Job | None:
     """End an open job from outside its wrapper (the wrapper adopts it); None if it had already ended."""
-    return end_outside(ws, registry, job_id, lambda _job, now: End(now, state, reason, exit_code, detail), by=by)
+    return end_outside(
+        ws,
+        registry,
+        job_id,
+        lambda _job, now: End(at=now, state=state, reason=reason, exit_code=exit_code, detail=detail),
+        by=by,
+    )
 
 
 def end_outside(

@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from mam.jobs.outcomes import JobState
+
 
 def _short(value: object, n: int = 120) -> str:
     return str(value)[:n]
@@ -46,7 +48,7 @@ _LINES: dict[str, Callable[[dict[str, Any]], str]] = {
     ),
     "job-end": lambda e: (
         f"{e['kind']} job {e['job']} on {e['session']} {e['state']} ({e['reason']})"
-        if e["state"] != "completed"
+        if e["state"] != JobState.COMPLETED
         else ""
     ),
     "end": lambda e: f"{e['loop']} ended: {e['state']} ({e['reason']})",

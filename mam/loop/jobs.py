@@ -14,6 +14,7 @@ from pathlib import Path
 from mam.errors import MamError
 from mam.jobs.delegate import DelegateRequest, Outcome, delegate
 from mam.jobs.model import Input, Job
+from mam.jobs.outcomes import Exit, JobState, Reason, ending
 from mam.loop.files import LoopLog
 from mam.remote.origin import ORIGIN
 from mam.settings import Settings
@@ -35,10 +36,10 @@ class Brief:
     session: str
     text: str
     kind: str  # loop-plan, loop-challenge, loop-plan-answer, loop-create, loop-review, loop-fix
-    record: Path | None = None  # where the loop keeps a copy of the brief
+    copy_to: Path | None = None  # where the loop keeps a copy of the brief
 
 
-class Runner:
+class JobSender:
     """Runs the loop's jobs and logs when each starts and ends."""
 
     def __init__(
@@ -56,8 +57,8 @@ class Runner:
             dispatch_wait_s=self.options.dispatch_wait_s,
             kind=brief.kind,
         )
-        if brief.record is not None:
-            atomic_write(brief.record, brief.text.encode("utf-8"), fsync=False)
+        if brief.copy_to is not None:
+            atomic_write(brief.copy_to, brief.text.encode("utf-8"), fsync=False)
         seen: dict[str, str] = {}
 
         def update(job: Job, _inp: Input) -> None:
@@ -75,7 +76,9 @@ class Runner:
                 remote=ORIGIN,
             )
         except MamError as e:
-            out = Outcome(job_id="", state="failed", reason=type(e).__name__, exit_code=e.exit_code, detail=str(e))
+            out = Outcome(
+                job_id="", state=JobState.FAILED, reason=type(e).__name__, exit_code=e.exit_code, detail=str(e)
+            )
         self.log(
             "job-end",
             session=brief.session,
@@ -101,7 +104,9 @@ class Runner:
                 registry = Registry(self.ws)
                 outcomes[i] = self.run(briefs[i], registry=registry)
             except BaseException as e:  # never lose a reviewer silently: it becomes a failed outcome
-                outcomes[i] = Outcome(job_id="", state="failed", reason=type(e).__name__, exit_code=1, detail=str(e))
+                outcomes[i] = Outcome(
+                    job_id="", state=JobState.FAILED, reason=type(e).__name__, exit_code=Exit.FAILED, detail=str(e)
+                )
             finally:
                 if registry is not None:
                     registry.close()
@@ -116,11 +121,15 @@ class Runner:
             t.start()
         for t in threads:
             t.join()
-        return [o if o is not None else Outcome("", "failed", "no_outcome", 1) for o in outcomes]
+        none = ending(Reason.NO_OUTCOME)
+        return [
+            o if o is not None else Outcome(job_id="", state=none.state, reason=none.reason, exit_code=none.exit_code)
+            for o in outcomes
+        ]
 
 
 def failed(out: Outcome) -> str:
     """'' if the job completed, else a one-line account of how it ended."""
-    if out.state == "completed":
+    if out.state == JobState.COMPLETED:
         return ""
     return f"job {out.job_id or '(not registered)'} {out.state} ({out.reason}){': ' + out.detail if out.detail else ''}"

@@ -4,19 +4,21 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
+from enum import Enum
 from pathlib import Path
 from typing import Any
 
 from mam.errors import LoopError
 from mam.jobs.delegate import Outcome
+from mam.jobs.outcomes import Exit
 from mam.loop.files import LoopFiles, LoopLog
-from mam.loop.jobs import Brief, Runner
+from mam.loop.jobs import Brief, JobSender
 from mam.settings import Settings
 from mam.store.registry import Registry
 from mam.workspace import Workspace
 
-EXIT_PASSED = 0
-EXIT_NOT_PASSED = 1  # also a fatal job failure
+EXIT_PASSED = Exit.OK
+EXIT_NOT_PASSED = Exit.FAILED  # also a fatal job failure
 MAX_REPEATS = 3  # times one round is reviewed again because the source changed during it
 
 
@@ -46,10 +48,20 @@ class LoopRequest:
     )
 
 
+class LoopState(str, Enum):
+    RUNNING = "running"  # no end line in the loop's log yet
+    PASSED = "passed"
+    NOT_PASSED = "not_passed"
+    FAILED = "failed"
+
+    def __str__(self) -> str:
+        return self.value
+
+
 @dataclass(frozen=True)
 class LoopResult:
     loop_id: str
-    state: str  # passed | not_passed | failed
+    state: LoopState
     exit_code: int
     reason: str
     rounds: int
@@ -64,7 +76,7 @@ class LoopResult:
 
     @property
     def passed(self) -> bool:
-        return self.state == "passed"
+        return self.state is LoopState.PASSED
 
     def as_dict(self) -> dict[str, Any]:
         return {**asdict(self), "passed": self.passed}
@@ -75,7 +87,7 @@ class LoopFailed(LoopError):
 
 
 @dataclass
-class Ctx:
+class LoopRun:
     """What every phase of one loop needs."""
 
     req: LoopRequest
@@ -85,7 +97,7 @@ class Ctx:
     registry: Registry
     files: LoopFiles
     log: LoopLog
-    runner: Runner
+    runner: JobSender
     environ: Mapping[str, str] | None
     workdir: Path
     repo: Path | None

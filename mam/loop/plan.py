@@ -7,10 +7,10 @@ from __future__ import annotations
 from mam.jobs.delegate import Outcome
 from mam.loop import briefs
 from mam.loop.jobs import Brief, failed
-from mam.loop.model import Ctx, LoopFailed
+from mam.loop.model import LoopFailed, LoopRun
 
 
-def make_plan(ctx: Ctx) -> str:
+def make_plan(ctx: LoopRun) -> str:
     req, files = ctx.req, ctx.files
     planner = req.planner or req.creator
     out = ctx.send(
@@ -18,7 +18,7 @@ def make_plan(ctx: Ctx) -> str:
             planner,
             briefs.plan_brief(ctx.loop_id, req.task, files.plan, str(ctx.workdir)),
             "loop-plan",
-            record=files.root / "brief-plan.md",
+            copy_to=files.root / "brief-plan.md",
         )
     )
     _ok(out, f"the planner {planner!r}")
@@ -32,7 +32,7 @@ def make_plan(ctx: Ctx) -> str:
                 req.creator,
                 briefs.challenge_brief(ctx.loop_id, req.task, plan, turn, req.plan_talk),
                 "loop-challenge",
-                record=files.root / f"brief-challenge-{turn}.md",
+                copy_to=files.root / f"brief-challenge-{turn}.md",
             )
         )
         _ok(out, f"the creator {req.creator!r} (plan challenge {turn})")
@@ -46,7 +46,7 @@ def make_plan(ctx: Ctx) -> str:
                 planner,
                 briefs.answer_brief(ctx.loop_id, req.task, challenge or "(no text)", files.plan, turn),
                 "loop-plan-answer",
-                record=files.root / f"brief-plan-answer-{turn}.md",
+                copy_to=files.root / f"brief-plan-answer-{turn}.md",
             )
         )
         _ok(out, f"the planner {planner!r} (answer {turn})")
@@ -67,7 +67,7 @@ def _ok(out: Outcome, who: str) -> None:
         raise LoopFailed(f"{who} did not finish its job: {problem}")
 
 
-def _read_plan(ctx: Ctx, out: Outcome) -> str:
+def _read_plan(ctx: LoopRun, out: Outcome) -> str:
     try:
         text = ctx.files.plan.read_text(encoding="utf-8", errors="replace").strip()
     except FileNotFoundError:

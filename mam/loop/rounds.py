@@ -12,7 +12,7 @@ from pathlib import Path
 from mam.jobs.delegate import Outcome
 from mam.loop import briefs
 from mam.loop.jobs import Brief, failed
-from mam.loop.model import Ctx, LoopFailed
+from mam.loop.model import LoopFailed, LoopRun
 from mam.loop.reports import Review
 from mam.loop.snapshot import Snapshot, take_snapshot
 from mam.loop.subjobs import SubJob, wait_subjobs
@@ -43,13 +43,13 @@ class RoundOutcome:
         }
 
 
-def snapshot(ctx: Ctx) -> Snapshot | None:
+def snapshot(ctx: LoopRun) -> Snapshot | None:
     if ctx.repo is None or ctx.base is None:
         return None
     return take_snapshot(ctx.repo, ctx.base, ctx.environ, exclude=[ctx.ws.state, ctx.ws.root / ".agents" / "reports"])
 
 
-def review_round(ctx: Ctx, number: int, notes: Sequence[str]) -> RoundOutcome:
+def review_round(ctx: LoopRun, number: int, notes: Sequence[str]) -> RoundOutcome:
     repeats = 0
     while True:
         subjobs = _wait_subjobs(ctx, number)
@@ -86,17 +86,17 @@ def review_round(ctx: Ctx, number: int, notes: Sequence[str]) -> RoundOutcome:
                     f"each time it changed before the reviewers finished (limit {ctx.req.max_repeats} repeats)"
                 )
             continue
-        return RoundOutcome(number, [r for r, _ in reviews], before, subjobs, repeats)
+        return RoundOutcome(
+            number=number, reviews=[r for r, _ in reviews], snapshot=before, subjobs=subjobs, repeats=repeats
+        )
 
 
-def _wait_subjobs(ctx: Ctx, number: int) -> list[SubJob]:
+def _wait_subjobs(ctx: LoopRun, number: int) -> list[SubJob]:
     if not ctx.creator_jobs:
         return []
     settings = ctx.settings
-    cap = ctx.req.subjob_wait_s if ctx.req.subjob_wait_s is not None else settings.get_float("MAM_JOB_TIMEOUT_S")
-    dispatch = (
-        ctx.req.dispatch_wait_s if ctx.req.dispatch_wait_s is not None else settings.get_float("MAM_DISPATCH_WAIT_S")
-    )
+    cap = ctx.req.subjob_wait_s if ctx.req.subjob_wait_s is not None else settings.job_timeout_s
+    dispatch = ctx.req.dispatch_wait_s if ctx.req.dispatch_wait_s is not None else settings.dispatch_wait_s
     subjobs, waited = wait_subjobs(
         ctx.ws,
         ctx.registry,
@@ -112,7 +112,7 @@ def _wait_subjobs(ctx: Ctx, number: int) -> list[SubJob]:
 
 
 def _review(
-    ctx: Ctx, number: int, snap: Snapshot | None, subjobs: list[SubJob], notes: Sequence[str]
+    ctx: LoopRun, number: int, snap: Snapshot | None, subjobs: list[SubJob], notes: Sequence[str]
 ) -> list[tuple[Review, str]]:
     self_review = ctx.reviewers == [ctx.req.creator]
     batch = []
@@ -129,7 +129,7 @@ def _review(
             report_file=report,
             self_review=self_review,
         )
-        batch.append(Brief(reviewer, text, "loop-review", record=ctx.files.brief(number, reviewer, "review")))
+        batch.append(Brief(reviewer, text, "loop-review", copy_to=ctx.files.brief(number, reviewer, "review")))
     outcomes = ctx.runner.run_all(batch)
     results = []
     for reviewer, out in zip(ctx.reviewers, outcomes):

@@ -16,9 +16,9 @@ from mam.jobs.delegate import Outcome
 from mam.loop import briefs
 from mam.loop.files import LoopFiles, LoopLog, OnEvent, loop_folder, new_loop_id, task_slug
 from mam.loop.git import git_env, toplevel
-from mam.loop.jobs import Brief, JobOptions, Runner, failed
+from mam.loop.jobs import Brief, JobOptions, JobSender, failed
 from mam.loop.lock import loop_lock
-from mam.loop.model import EXIT_NOT_PASSED, EXIT_PASSED, Ctx, LoopFailed, LoopRequest, LoopResult
+from mam.loop.model import EXIT_NOT_PASSED, EXIT_PASSED, LoopFailed, LoopRequest, LoopResult, LoopRun, LoopState
 from mam.loop.plan import make_plan
 from mam.loop.reports import Review, promote
 from mam.loop.roles import choose_reviewers, usable
@@ -56,7 +56,7 @@ def run_loop(
         files = LoopFiles(ws, loop_id)
         log = LoopLog(files.log, loop_id, on_event)
         options = JobOptions(req.timeout_s, req.start_deadline_s, req.heartbeat_s, req.dispatch_wait_s)
-        ctx = Ctx(
+        ctx = LoopRun(
             req=req,
             loop_id=loop_id,
             ws=ws,
@@ -64,7 +64,7 @@ def run_loop(
             registry=registry,
             files=files,
             log=log,
-            runner=Runner(ws=ws, settings=settings, registry=registry, options=options, log=log),
+            runner=JobSender(ws=ws, settings=settings, registry=registry, options=options, log=log),
             environ=environ,
             workdir=workdir,
             repo=repo,
@@ -95,7 +95,7 @@ def run_loop(
         try:
             result = _drive(ctx, history, state)
         except LoopFailed as e:
-            result = _result(ctx, history, "failed", EXIT_NOT_PASSED, str(e), state["rebuts"], [])
+            result = _result(ctx, history, LoopState.FAILED, EXIT_NOT_PASSED, str(e), state["rebuts"], [])
         log(
             "end",
             state=result.state,
@@ -147,7 +147,7 @@ def _locate(
     return creator_cwd, None, f"neither the creator's folder {creator_cwd} nor the workspace is a git checkout"
 
 
-def _drive(ctx: Ctx, history: list[RoundOutcome], state: dict[str, int]) -> LoopResult:
+def _drive(ctx: LoopRun, history: list[RoundOutcome], state: dict[str, int]) -> LoopResult:
     req = ctx.req
     plan = make_plan(ctx) if (req.plan or req.planner) else ""
     if not req.review_only:
@@ -156,7 +156,7 @@ def _drive(ctx: Ctx, history: list[RoundOutcome], state: dict[str, int]) -> Loop
                 req.creator,
                 briefs.create_brief(ctx.loop_id, req.task, plan, str(ctx.workdir)),
                 "loop-create",
-                record=ctx.files.root / "brief-create.md",
+                copy_to=ctx.files.root / "brief-create.md",
             )
         )
         _creator_ok(ctx, out, "implementation")
@@ -179,7 +179,7 @@ def _drive(ctx: Ctx, history: list[RoundOutcome], state: dict[str, int]) -> Loop
             return _result(
                 ctx,
                 history,
-                "passed",
+                LoopState.PASSED,
                 EXIT_PASSED,
                 f"every reviewer passed in round {number}",
                 state["rebuts"],
@@ -194,7 +194,7 @@ def _drive(ctx: Ctx, history: list[RoundOutcome], state: dict[str, int]) -> Loop
     return _result(
         ctx,
         history,
-        "not_passed",
+        LoopState.NOT_PASSED,
         EXIT_NOT_PASSED,
         f"not every reviewer passed after {req.max_loop} round(s)",
         state["rebuts"],
@@ -202,7 +202,7 @@ def _drive(ctx: Ctx, history: list[RoundOutcome], state: dict[str, int]) -> Loop
     )
 
 
-def _fix(ctx: Ctx, number: int, failing: list[Review], state: dict[str, int]) -> list[str]:
+def _fix(ctx: LoopRun, number: int, failing: list[Review], state: dict[str, int]) -> list[str]:
     """Send the findings to the creator; return the notes the next round's reviewers get."""
     req = ctx.req
     left = req.max_rebut - state["rebuts"]
@@ -211,7 +211,7 @@ def _fix(ctx: Ctx, number: int, failing: list[Review], state: dict[str, int]) ->
             req.creator,
             briefs.fix_brief(ctx.loop_id, number, req.task, failing, left, str(ctx.workdir)),
             "loop-fix",
-            record=ctx.files.brief(number, req.creator, "fix"),
+            copy_to=ctx.files.brief(number, req.creator, "fix"),
         )
     )
     _creator_ok(ctx, out, f"fix after round {number}")
@@ -244,7 +244,7 @@ def _fix(ctx: Ctx, number: int, failing: list[Review], state: dict[str, int]) ->
     return [briefs.refusal_note(number, text)]
 
 
-def _creator_ok(ctx: Ctx, out: Outcome, what: str) -> None:
+def _creator_ok(ctx: LoopRun, out: Outcome, what: str) -> None:
     if out.job_id:
         ctx.creator_jobs.append(out.job_id)
     problem = failed(out)
@@ -253,7 +253,13 @@ def _creator_ok(ctx: Ctx, out: Outcome, what: str) -> None:
 
 
 def _result(
-    ctx: Ctx, history: list[RoundOutcome], state: str, code: int, reason: str, rebuts: int, promoted: list[str]
+    ctx: LoopRun,
+    history: list[RoundOutcome],
+    state: LoopState,
+    code: int,
+    reason: str,
+    rebuts: int,
+    promoted: list[str],
 ) -> LoopResult:
     last = history[-1] if history else None
     return LoopResult(

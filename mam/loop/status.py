@@ -10,6 +10,7 @@ from typing import Any
 
 from mam.errors import LoopNotFound
 from mam.loop.files import loop_folder
+from mam.loop.model import LoopState
 from mam.sessions.common import check_name
 from mam.workspace import Workspace
 
@@ -40,7 +41,7 @@ def loop_status(ws: Workspace, loop_id: str) -> dict[str, Any]:
     promoted: list[str] = list(end.get("promoted") or []) if end else []
     return {
         "id": loop_id,
-        "state": end["state"] if end else "running",
+        "state": end["state"] if end else LoopState.RUNNING,
         "exit_code": end["exit_code"] if end else None,
         "reason": end["reason"] if end else "",
         "task": start.get("task", ""),

@@ -13,6 +13,7 @@ import sys
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
+from mam.jobs.outcomes import Exit
 from mam.mcp.service import Service
 
 log = logging.getLogger(__name__)
@@ -54,7 +55,7 @@ class BearerAuth:
 
 def _exit_on_sigterm() -> None:
     def stop(_sig: int, _frame: Any) -> None:
-        raise SystemExit(0)
+        raise SystemExit(Exit.OK)
 
     signal.signal(signal.SIGTERM, stop)
 

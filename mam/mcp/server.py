@@ -22,6 +22,7 @@ from mcp.types import CallToolResult, TextContent
 
 from mam.errors import MamError
 from mam.jobs.model import TERMINAL
+from mam.jobs.outcomes import Exit
 from mam.mcp.service import Delegation, Service
 
 log = logging.getLogger(__name__)
@@ -52,7 +53,7 @@ def failed(message: str, exit_code: int, data: dict[str, Any] | None = None) -> 
 def outcome_result(out: dict[str, Any]) -> CallToolResult:
     """A finished delegation, as `mam job delegate --json` prints it; an error when its exit code is not 0."""
     line = f"job {out['id']}: {_state(out)}, exit {out['exit_code']}"
-    if out["exit_code"] != 0:
+    if out["exit_code"] != Exit.OK:
         return failed(line + (f": {out['detail']}" if out.get("detail") else ""), int(out["exit_code"]), out)
     return ok(out, line + (f": {out['result']}" if out.get("result") else ""))
 
@@ -74,7 +75,7 @@ def guarded(fn: Callable[..., Any]) -> Callable[..., Any]:
             return failed(str(e), e.exit_code, e.data)
         except Exception as e:  # never a crashed server: the call fails, the server goes on
             log.exception("tool %s failed", fn.__name__)
-            return failed(f"{type(e).__name__}: {e}", 1)
+            return failed(f"{type(e).__name__}: {e}", Exit.FAILED)
 
     return run
 
@@ -132,7 +133,8 @@ def build(service: Service, *, poll_s: float) -> MCPServer:
         description="Start AGENT (claude, codex, opencode, gemini, hermes, grok, agy, demo) in a new pane as session "
         "NAME "
         "(`mam session create`; permissions ask|report|full, default report; no_trust: fail on a trust dialog). "
-        "With onboard: wait for the onboarding job (exit_code 44 failed, 45 not ended in time)."
+        f"With onboard: wait for the onboarding job (exit_code {Exit.ONBOARD_FAILED} failed, "
+        f"{Exit.ONBOARD_LATE} not ended in time)."
     )
     @guarded
     async def session_create(
@@ -195,7 +197,8 @@ def build(service: Service, *, poll_s: float) -> MCPServer:
     # -- jobs -----------------------------------------------------------------------------------
     @server.tool(
         description="Delegate a brief to a session (`mam job delegate`): returns {id, state, ...} as soon as the brief "
-        "is in the pane, or the job's outcome if it ended first (busy or missing session: exit_code 5). "
+        f"is in the pane, or the job's outcome if it ended first "
+        f"(busy or missing session: exit_code {Exit.NOT_DELIVERED}). "
         "wait: true waits for the end, like job_wait. Times in seconds."
     )
     @guarded
@@ -263,7 +266,10 @@ def build(service: Service, *, poll_s: float) -> MCPServer:
         lines = await thread(service.job_log, id=id, limit=limit)
         return ok({"id": id, "lines": lines}, f"job {id}: {len(lines)} audit line(s)")
 
-    @server.tool(description="Cancel an open job (`mam job cancel`); exit_code 1 if it already ended, 5 if unknown.")
+    @server.tool(
+        description=f"Cancel an open job (`mam job cancel`); exit_code {Exit.FAILED} if it already ended, "
+        f"{Exit.NOT_FOUND} if unknown."
+    )
     @guarded
     async def job_cancel(id: str) -> CallToolResult:
         view = await thread(service.job_cancel, id=id)

@@ -16,7 +16,7 @@ TOKEN_FILE = "mcp-token"
 
 def server_token(ws: Workspace, settings: Settings) -> tuple[str, str]:
     """(token, where it came from). The token itself is never printed or logged."""
-    given = settings.get_str("MAM_MCP_TOKEN").strip()
+    given = settings.mcp_token.strip()
     if given:
         return given, "MAM_MCP_TOKEN"
     path = ws.state / TOKEN_FILE

@@ -48,7 +48,7 @@ class Monitor:
         self.orphans = OrphanFollower(self.ws, self.registry)
         self.topics = Topics(prefix_for(self.settings, self.ws))
         self.log_path = self.ws.state / "monitor.jsonl"
-        self.every = self.interval if self.interval is not None else self.settings.get_float("MAM_MONITOR_INTERVAL_S")
+        self.every = self.interval if self.interval is not None else self.settings.monitor_interval_s
 
     def stop(self) -> None:
         self._stop.set()

@@ -13,11 +13,11 @@ from mam.notify import session_terminated
 from mam.panes import default_server
 from mam.sessions.common import backend_for
 from mam.sessions.orchestrator import orchestrator_keys
-from mam.sessions.status import LIVE, drift_of, pane_snapshot
+from mam.sessions.status import drift_of, pane_snapshot
 from mam.settings import Settings
 from mam.store import sessions as sessions_table
 from mam.store.registry import Registry
-from mam.store.sessions import SessionRow, SessionStatus
+from mam.store.sessions import LIVE, SessionRow, SessionStatus
 from mam.util.proc import pid_alive, started_at
 from mam.workspace import Workspace
 

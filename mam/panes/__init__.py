@@ -18,7 +18,7 @@ BACKENDS = ("tmux", "herdr")
 
 def default_server(kind: str, settings: Settings, ws: Workspace) -> str:
     """The server name a workspace uses for `kind` unless told otherwise."""
-    configured = settings.get_str("MAM_TMUX_SERVER" if kind == "tmux" else "HERDR_SESSION_NAME").strip()
+    configured = (settings.tmux_server if kind == "tmux" else settings.herdr_session_name).strip()
     return configured or f"mam-{ws.slug}"
 
 

@@ -98,7 +98,7 @@ class HerdrBackend:
             raise PaneError(f"herdr socket path too long for a Unix socket: {self.socket_path}", server=self.server)
         cfg = write_session_config(self.ws, self.server, user_config_path(self.config_dir))
         logfile = self.ws.state / "herdr" / f"{self.server}.server.log"
-        argv = [self.settings.get_str("HERDR_BIN") or "herdr", "--session", self.server, "server"]
+        argv = [self.settings.herdr_bin or "herdr", "--session", self.server, "server"]
         try:
             proc = spawn_detached(argv, log=logfile, env=_server_env(self.config_dir, cfg), cwd=self.ws.root)
         except OSError as e:
@@ -150,7 +150,7 @@ class HerdrBackend:
     def create_pane(self, *, name: str, argv: Sequence[str], cwd: str, env: Mapping[str, str]) -> PaneInfo:
         self.ensure_server()
         spec = write_spec(self.ws.run_dir, argv=argv, cwd=cwd, env=env)
-        command = launcher_argv(python_bin(self.settings.get_str("AGENT_PYTHON_BIN")), spec)
+        command = launcher_argv(python_bin(self.settings.agent_python_bin), spec)
         label = _label(name)
         try:
             workspace_id, first_tab = self._workspace(cwd)

@@ -50,7 +50,7 @@ def check_session_name(name: str) -> str:
 
 def config_dir(settings: Settings, environ: Mapping[str, str] = os.environ) -> Path:
     """HERDR_CONFIG_DIR, else $XDG_CONFIG_HOME/herdr, else ~/.config/herdr."""
-    configured = settings.get_str("HERDR_CONFIG_DIR").strip()
+    configured = settings.herdr_config_dir.strip()
     if configured:
         return Path(configured).expanduser()
     xdg = environ.get("XDG_CONFIG_HOME", "").strip()

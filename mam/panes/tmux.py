@@ -103,7 +103,7 @@ class TmuxBackend:
         if self.settings.no_autostart and not self.server_running():
             raise PaneError(f"tmux server {self.server!r} is not running and MAM_NO_AUTOSTART=1", server=self.server)
         spec = write_spec(self.ws.run_dir, argv=argv, cwd=cwd, env=env)
-        command = launcher_argv(python_bin(self.settings.get_str("AGENT_PYTHON_BIN")), spec)
+        command = launcher_argv(python_bin(self.settings.agent_python_bin), spec)
         # The window name is informative only; panes are addressed by their id.
         window = _window_name(name)
         try:

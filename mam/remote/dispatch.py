@@ -20,6 +20,7 @@ from mam.errors import BrokerError, DecodeError, JobError, UsageError
 from mam.ids import check_job_id, check_name
 from mam.jobs import record as rec
 from mam.jobs.ledger import Ledger
+from mam.jobs.outcomes import Rejected
 from mam.jobs.target import Target
 from mam.remote.job_key import KEY_NONCE, job_key
 from mam.settings import Settings
@@ -30,7 +31,7 @@ PRESENCE_WAIT_S = 3.0
 
 def check_remote_allowed(settings: Settings, ws: Workspace, *, allow_insecure: bool) -> str:
     """Return the dispatch secret, or raise if remote dispatch must not happen here."""
-    secret = settings.get_str("MAM_DISPATCH_SECRET")
+    secret = settings.dispatch_secret
     if not secret:
         raise UsageError("remote jobs need MAM_DISPATCH_SECRET (the same value on this host and on the runner's)")
     endpoint = configured_endpoint(settings)
@@ -88,23 +89,24 @@ class Dispatch:
         """Decode and check a dispatch; raise DecodeError(reason=...) for anything this runner must not take."""
         env = Envelope.decode(raw, max_bytes=MAX_DISPATCH_BYTES)
         if env.kind != "dispatch" or env.type != "dispatch":
-            raise DecodeError(f"not a dispatch ({env.kind}/{env.type})", reason="wrong_kind")
+            raise DecodeError(f"not a dispatch ({env.kind}/{env.type})", reason=Rejected.WRONG_KIND)
         if not env.verify(secret):
-            raise DecodeError("dispatch signature does not match MAM_DISPATCH_SECRET", reason="bad_signature")
+            raise DecodeError("dispatch signature does not match MAM_DISPATCH_SECRET", reason=Rejected.BAD_SIGNATURE)
         b = env.body
         if b.get("runner") != runner:
-            raise DecodeError(f"dispatch is for runner {b.get('runner')!r}", reason="wrong_runner")
+            raise DecodeError(f"dispatch is for runner {b.get('runner')!r}", reason=Rejected.WRONG_RUNNER)
         if abs(now_ms - env.ts) > freshness_ms:
             raise DecodeError(
-                f"dispatch is {abs(now_ms - env.ts) / 1000:.0f}s from now, outside the freshness window", reason="stale"
+                f"dispatch is {abs(now_ms - env.ts) / 1000:.0f}s from now, outside the freshness window",
+                reason=Rejected.STALE,
             )
         try:  # ids name files and rows on this host: checked before anything exists
             check_job_id(env.job)
             check_name(b.get("session"))
         except UsageError as e:
-            raise DecodeError(f"dispatch refused: {e}", reason="bad_id") from e
+            raise DecodeError(f"dispatch refused: {e}", reason=Rejected.BAD_ID) from e
         if not isinstance(b.get("key_nonce"), str) or not KEY_NONCE.match(b["key_nonce"]):
-            raise DecodeError("dispatch has no key_nonce of 32 lower-case hex digits", reason="bad_shape")
+            raise DecodeError("dispatch has no key_nonce of 32 lower-case hex digits", reason=Rejected.BAD_SHAPE)
         try:
             return cls(
                 job_id=env.job,
@@ -122,7 +124,7 @@ class Dispatch:
                 topic_prefix=check_prefix(b["topic_prefix"]) if "topic_prefix" in b else "",
             )
         except (KeyError, TypeError, ValueError, UsageError) as e:
-            raise DecodeError(f"dispatch body is malformed: {e}", reason="bad_shape") from e
+            raise DecodeError(f"dispatch body is malformed: {e}", reason=Rejected.BAD_SHAPE) from e
 
 
 class RemoteDelivery:
@@ -134,7 +136,7 @@ class RemoteDelivery:
         self, target: Target, *, ws: Workspace, settings: Settings, client: MqttClient, topics: Topics, brief: str
     ) -> None:
         self.target, self.ws, self.settings, self.client, self.topics = target, ws, settings, client, topics
-        self.secret = settings.get_str("MAM_DISPATCH_SECRET")
+        self.secret = settings.dispatch_secret
         self._published: str | None = None
 
     def find_target(self) -> str:

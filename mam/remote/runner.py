@@ -29,14 +29,15 @@ from mam.ids import check_name
 from mam.jobs import record as rec
 from mam.jobs.flood import RejectionLimiter, clip_fields
 from mam.jobs.model import TERMINAL, JobState
+from mam.jobs.outcomes import Exit, Reason, Rejected, origin_reason
 from mam.jobs.stale import end_job
 from mam.remote.dispatch import Dispatch, check_remote_allowed
-from mam.remote.runner_job import BRIEF_REFUSED, RunnerJob, brief_problem
+from mam.remote.runner_job import RunnerJob, brief_problem
 from mam.settings import Settings
 from mam.store import jobs as jobs_table
 from mam.store import journal
 from mam.store.registry import Registry
-from mam.store.sessions import SessionStatus
+from mam.store.sessions import LIVE
 from mam.util.fs import append_line
 from mam.util.proc import pid_alive
 from mam.workspace import Workspace
@@ -102,7 +103,7 @@ class Runner:
                 self._stop.wait(self.settings.poll_s)
             self._relay()
             self._limiter.flush()
-            return 0
+            return Exit.OK
         finally:
             self._goodbye()
             lock.release()
@@ -180,9 +181,7 @@ class Runner:
                 log.warning("presence not published: %s", e)
 
     def _presence(self, kind: str) -> bytes:
-        sessions = [
-            r.name for r in self.registry.sessions() if r.status in (SessionStatus.RUNNING, SessionStatus.STARTING)
-        ]
+        sessions = [r.name for r in self.registry.sessions() if r.status in LIVE]
         body = {
             "runner": self.name,
             "host": socket.gethostname(),
@@ -218,12 +217,12 @@ class Runner:
             if not payload:
                 continue  # a cleared retained dispatch
             if max_jobs is not None and self.taken >= max_jobs:
-                self.note("rejected", reason="max_jobs", topic=topic)
+                self.note("rejected", reason=Rejected.MAX_JOBS, topic=topic)
                 continue
             self._take(topic, payload)
 
     def _take(self, topic: str, payload: bytes) -> None:
-        freshness = int(self.settings.get_float("MAM_DISPATCH_FRESHNESS_S") * 1000)
+        freshness = int(self.settings.dispatch_freshness_s * 1000)
         try:
             msg = Dispatch.open(
                 payload, secret=self.secret, runner=self.name, now_ms=rec.now_ms(), freshness_ms=freshness
@@ -233,23 +232,23 @@ class Runner:
             self._clear(topic)
             return
         if self.registry.find_job(msg.job_id) is not None:
-            self.note("rejected", reason="duplicate", job=msg.job_id, topic=topic)
+            self.note("rejected", reason=Rejected.DUPLICATE, job=msg.job_id, topic=topic)
             self._clear(topic)
             return
         refused = brief_problem(msg.text)
         try:
             job = RunnerJob.take(msg, ws=self.ws, settings=self.settings, runner=self.name, secret=self.secret)
         except JobError as e:  # another copy won the insert race
-            self.note("rejected", reason="duplicate", job=msg.job_id, detail=str(e))
+            self.note("rejected", reason=Rejected.DUPLICATE, job=msg.job_id, detail=str(e))
             self._clear(topic)
             return
         self._clear(topic)
         if refused:
             # Signed by the origin, yet not something to paste: the job is registered here only so
             # the refusal reaches the origin as a signed runner `error` (relayed like any event).
-            self.note("rejected", reason=BRIEF_REFUSED, job=msg.job_id, detail=refused)
+            self.note("rejected", reason=Reason.BRIEF_REFUSED, job=msg.job_id, detail=refused)
             try:
-                job.fail(BRIEF_REFUSED, f"the runner refused the brief: {refused}")
+                job.fail(Reason.BRIEF_REFUSED, f"the runner refused the brief: {refused}")
             except MamError as e:  # the origin then ends by its own deadlines; this runner keeps serving
                 self.note("error", job=msg.job_id, detail=f"could not report the refusal: {e}")
             return
@@ -320,8 +319,8 @@ class Runner:
                         self.registry,
                         job_id,
                         JobState(state),
-                        f"origin_{env.body.get('reason', state)}",
-                        code if isinstance(code, int) else 1,
+                        origin_reason(str(env.body.get("reason", state))),
+                        code if isinstance(code, int) else Exit.FAILED,
                         "ended by the origin",
                         by=f"runner {self.name}",
                     )

@@ -18,6 +18,7 @@ from mam.jobs.delivery import PaneDelivery
 from mam.jobs.emit import Emitter
 from mam.jobs.ledger import Ledger, new_owner
 from mam.jobs.model import Job, JobState
+from mam.jobs.outcomes import Reason
 from mam.jobs.target import Target
 from mam.remote.dispatch import Dispatch
 from mam.settings import Settings
@@ -25,7 +26,6 @@ from mam.store.registry import Registry
 from mam.util.proc import start_time
 from mam.workspace import Workspace
 
-BRIEF_REFUSED = "brief_refused"
 FOOTER_ALLOWANCE = 4096  # the origin's footer comes on top of a brief of up to MAX_BRIEF_BYTES
 
 
@@ -53,7 +53,7 @@ class ToOrigin:
     def delivered(self, ledger: Ledger) -> None:
         self.report(ledger.job.id, "delivered", {"session": ledger.job.session})
 
-    def refused(self, ledger: Ledger, reason: str, detail: str) -> None:
+    def refused(self, ledger: Ledger, reason: Reason, detail: str) -> None:
         self.report(ledger.job.id, "rejected", {"reason": reason, "detail": detail})
 
 
@@ -101,11 +101,11 @@ class RunnerJob:
         )
         return cls(attempt, reporter, registry)
 
-    def fail(self, reason: str, detail: str) -> None:
+    def fail(self, reason: Reason, detail: str) -> None:
         """End the job here and at the origin (a runner `error`) without pasting anything."""
         try:
             self.reporter.report(self.attempt.ledger.job.id, "error", {"reason": reason, "detail": detail})
-            self.attempt.end(JobState.FAILED, reason, 1, detail)
+            self.attempt.end(reason, detail)
         finally:
             self.registry.close()
 
@@ -114,5 +114,5 @@ class RunnerJob:
             return self.attempt.run()
         finally:
             if self.attempt.ledger.job.state is JobState.PENDING:
-                self.attempt.refuse("runner_stopped", "the runner stopped before delivering")
+                self.attempt.refuse(Reason.RUNNER_STOPPED, "the runner stopped before delivering")
             self.registry.close()

@@ -43,7 +43,7 @@ def attach_argv(
         )
     pane_id = pane.pane_id
     if row.backend == "herdr":
-        return [[settings.get_str("HERDR_BIN") or "herdr", "--session", row.server]]
+        return [[settings.herdr_bin or "herdr", "--session", row.server]]
     tmux = ["tmux", "-L", row.server]
     inside = environ.get("TMUX", "").split(",")[0]
     if inside and os.path.realpath(inside) == os.path.realpath(socket_path(row.server)):

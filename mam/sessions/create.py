@@ -11,6 +11,7 @@ from typing import Any
 from mam.agents import get_adapter, known_agents
 from mam.agents.base import PERMISSION_MODES, AgentAdapter, LaunchContext, SessionOptions
 from mam.errors import AgentDialog, SessionError, UsageError
+from mam.jobs.outcomes import Exit
 from mam.panes import BACKENDS, default_server, open_backend
 from mam.panes.lock import placement_lock
 from mam.sessions.common import check_name, pane_env
@@ -57,7 +58,7 @@ class Created:
     """A new session's row and, with onboarding, how its onboarding job ended (exit 0, 44 or 45)."""
 
     row: SessionRow
-    exit_code: int = 0
+    exit_code: int = Exit.OK
     onboarding: dict[str, Any] | None = None
 
 
@@ -91,7 +92,7 @@ def start_session(
         agent=agent,
         role=role,
         cwd=cwd or str(ws.root),
-        backend=backend or settings.get_str("MAM_BACKEND"),
+        backend=backend or settings.backend,
         server=server or "",
         permissions=permissions,
         trust=trust,

@@ -14,7 +14,7 @@ from mam.sessions.create import launch_options, wait_ready
 from mam.settings import Settings
 from mam.store import sessions as sessions_table
 from mam.store.registry import Registry
-from mam.store.sessions import SessionRow, SessionStatus
+from mam.store.sessions import LIVE, SessionRow, SessionStatus
 from mam.workspace import Workspace
 
 
@@ -26,7 +26,7 @@ def resume_session(
     backend = backend_for(row, settings=settings, ws=ws)
     if row.status == SessionStatus.STARTING and not row.pane_id:
         raise _being_started(name)
-    if row.status in (SessionStatus.RUNNING, SessionStatus.STARTING) and row.pane_id:
+    if row.status in LIVE and row.pane_id:
         info = backend.pane(row.pane_id)
         if info is not None and not info.dead:
             raise SessionError(f"session {name!r} is already running (pane {row.pane_id}); stop it first", session=name)

@@ -13,10 +13,9 @@ from mam.panes import open_backend
 from mam.panes.base import PaneInfo
 from mam.settings import Settings
 from mam.store.registry import Registry
-from mam.store.sessions import SessionRow, SessionStatus
+from mam.store.sessions import LIVE, SessionRow
 from mam.workspace import Workspace
 
-LIVE = (SessionStatus.RUNNING, SessionStatus.STARTING)
 log = logging.getLogger(__name__)
 
 

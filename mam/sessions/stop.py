@@ -13,7 +13,7 @@ from mam.sessions.common import backend_for
 from mam.sessions.create import discover
 from mam.settings import Settings
 from mam.store.registry import Registry
-from mam.store.sessions import SessionRow, SessionStatus
+from mam.store.sessions import LIVE, SessionRow, SessionStatus
 from mam.util.poll import Timeout, wait_for
 from mam.workspace import Workspace
 
@@ -37,7 +37,7 @@ def stop_session(
         )
     row = registry.session(check_name(name))
     adapter = get_adapter(row.agent)
-    if row.status in (SessionStatus.RUNNING, SessionStatus.STARTING) and row.pane_id:
+    if row.status in LIVE and row.pane_id:
         backend = backend_for(row, settings=settings, ws=ws)
         exit_agent(backend, row.pane_id, adapter, grace=grace)
     conversation_id = row.conversation_id

@@ -13,8 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from mam.errors import JobError, JobNotFound
-
-OPEN_STATES = ("pending", "delivering", "delivered", "running")
+from mam.jobs.outcomes import OPEN_STATES
 
 
 @dataclass(frozen=True)

@@ -6,17 +6,23 @@ import json
 import sqlite3
 import time
 from dataclasses import asdict, dataclass, field, fields
+from enum import Enum
 from typing import Any
 
 from mam.errors import SessionError, SessionNotFound
 
 
-class SessionStatus:
-    STARTING = "starting"
+class SessionStatus(str, Enum):
+    STARTING = "starting"  # the agent is being launched
     RUNNING = "running"
-    STOPPED = "stopped"
-    TERMINATED = "terminated"
-    ALL = (STARTING, RUNNING, STOPPED, TERMINATED)
+    STOPPED = "stopped"  # its agent exited on request; resumable
+    TERMINATED = "terminated"  # its pane or agent is gone
+
+    def __str__(self) -> str:
+        return self.value
+
+
+LIVE: frozenset[SessionStatus] = frozenset({SessionStatus.RUNNING, SessionStatus.STARTING})  # a pane is expected
 
 
 @dataclass
@@ -27,7 +33,7 @@ class SessionRow:
     backend: str
     server: str
     cwd: str
-    status: str = SessionStatus.STARTING
+    status: SessionStatus = SessionStatus.STARTING
     pane_id: str | None = None
     pane_pid: int | None = None
     conversation_id: str | None = None
@@ -40,12 +46,15 @@ class SessionRow:
     ready_at: float | None = None  # the agent of the current launch showed it was ready (None: not seen yet)
     permissions: str = "report"  # ask / report / full: what the agent may do without a prompt (kept on resume)
 
+    def __post_init__(self) -> None:
+        self.status = SessionStatus(self.status)  # a row read back from SQL or a mirror holds the plain string
+
     @property
     def ready(self) -> bool:
         return self.ready_at is not None and self.launched_at is not None and self.ready_at >= self.launched_at
 
     def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return {**asdict(self), "status": self.status.value}  # plain text for JSON, YAML and SQL
 
     @classmethod
     def from_sql(cls, row: sqlite3.Row) -> SessionRow:

@@ -15,7 +15,8 @@ from mam.bus import envelope
 from mam.bus.envelope import Envelope, canonical, sign
 from mam.bus.topics import Topics
 from mam.jobs.brief import footer
-from mam.jobs.model import EXIT_CODES, SENDER_TYPES, JobState
+from mam.jobs.model import SENDER_TYPES, JobState
+from mam.jobs.outcomes import ENDINGS, STATE_EXIT, TAKEN_OVER_EXIT, Ignored, Reason, Rejected
 from mam.remote.dispatch import Dispatch
 from mam.remote.job_key import KEY_NONCE, job_key
 from mam.settings import KEYS_BY_NAME
@@ -146,61 +147,43 @@ def test_limits_and_version_match_the_code() -> None:
 
 
 # -- reasons, states, exit codes, defaults ------------------------------------------------------
-def reasons_in_code() -> set[str]:
-    found = set(re.findall(r'reason="(\w+)"', code("mam/bus/envelope.py")))
-    found |= set(re.findall(r'Verdict\(False, "(\w+)"', code("mam/jobs/gate.py")))
-    model = code("mam/jobs/model.py")
-    found |= set(re.findall(r'return (?:job|seen), "(\w+)"', model))
-    found |= set(re.findall(r'^[A-Z_]+ = "(\w+)"', model, re.M))
-    found |= set(re.findall(r'why or "(\w+)"', code("mam/jobs/ledger.py")))
-    found |= set(re.findall(r'^WRAPPER_DIED = "(\w+)"', code("mam/jobs/stale.py"), re.M))
-    found |= set(re.findall(r'(?:self\.end\(JobState\.\w+|self\.refuse\()\s*,?\s*"(\w+)"', code("mam/jobs/attempt.py")))
-    # audit-log line kinds: rec.audit(ws, job, "kind", ...) or ledger.note("kind", ...)
-    found |= set(re.findall(r'(?:rec\.audit\([^,]+, [^,]+, |\.note\()\s*"(\w+)"', code("mam/jobs/intake.py")))
-    return found
+def audit_kinds_in_code() -> set[str]:
+    """Audit-log line kinds the intake writes: rec.audit(ws, job, "kind", ...) or ledger.note("kind", ...)."""
+    return set(re.findall(r'(?:rec\.audit\([^,]+, [^,]+, |\.note\()\s*"(\w+)"', code("mam/jobs/intake.py")))
 
 
 def test_every_reason_the_code_can_give_is_documented() -> None:
-    found = reasons_in_code()
-    # Sanity: the scan still finds the reasons it was written for.
-    assert {
-        "oversize",
-        "not_json",
-        "bad_shape",
-        "unknown_version",
-        "wrong_kind",
-        "wrong_job",
-        "bad_signature",
-        "sender_not_allowed",
-        "duplicate",
-        "replay",
-        "out_of_order",
-        "bad_nonce",
-        "before_started",
-        "agent_blocked",
-        "deadline_timeout",
-        "wall_clock_timeout",
-        "wrapper_died",
-        "inject_failed",
-        "seq_gap",
-        "rejected",
-        "ignored",
-    } <= found
-    # What a receiver answers on the wire is protocol: MESSAGING.md. The job model's, the wrapper's and
-    # the audit log's reasons are in MESSAGING.md or, for the wrapper's own lines, in docs/delegation.md.
-    wire = set(re.findall(r'reason="(\w+)"', code("mam/bus/envelope.py")))
-    wire |= set(re.findall(r'Verdict\(False, "(\w+)"', code("mam/jobs/gate.py")))
-    assert {"oversize", "bad_signature", "replay", "out_of_order"} <= wire
+    """Every reason of the table of outcomes and every audit kind the intake writes is documented: what a
+    receiver answers on the wire (Rejected) in MESSAGING.md, the rest there or in docs/delegation.md."""
+    kinds = audit_kinds_in_code()
+    assert {"rejected", "ignored", "seq_gap"} <= kinds  # the scan still finds what it was written for
+    wire = {r.value for r in Rejected}
     missing = sorted(r for r in wire if f"`{r}`" not in DOC)
     assert not missing, f"receiver reasons missing from MESSAGING.md: {missing}"
-    missing = sorted(r for r in found if f"`{r}`" not in DOC + DELEGATION_DOC)
+    reasons = {r.value for r in ENDINGS if r is not Reason.NO_OUTCOME}  # no_outcome: a loop's, never a job's
+    reasons |= {r.value for r in Ignored}
+    missing = sorted(r for r in reasons | kinds if f"`{r}`" not in DOC + DELEGATION_DOC)
     assert not missing, f"reasons missing from MESSAGING.md and docs/delegation.md: {missing}"
+
+
+def test_the_reason_table_is_the_table_of_outcomes() -> None:
+    rows = dict(
+        (m.group(1), (m.group(2), int(m.group(3))))
+        for m in re.finditer(r"^\| `(\w+)` \| `(\w+)` \| (\d+) \| ", DOC, re.M)
+    )
+    for reason, row in ENDINGS.items():
+        if reason is Reason.NO_OUTCOME:
+            assert reason.value not in rows
+            continue
+        assert rows.get(reason.value) == (row.state.value, row.exit_code), reason
+    assert set(rows) <= {r.value for r in ENDINGS}, "MESSAGING.md lists a reason the table lacks"
+    assert f"`mam job delegate` also exits {TAKEN_OVER_EXIT} when another attempt took the job over" in DOC
 
 
 def test_states_and_exit_codes_match_the_model() -> None:
     for state in JobState:
         assert re.search(rf"^\| `{state.value}` \| ", DOC, re.M), state
-    for state, exit_code in EXIT_CODES.items():
+    for state, exit_code in STATE_EXIT.items():
         assert re.search(rf"^\| `{state.value}` \| .* \| {exit_code}( \(3 when .*\))? \|$", DOC, re.M), state
 
 

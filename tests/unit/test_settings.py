@@ -41,7 +41,7 @@ def test_environment_wins_over_file_which_wins_over_defaults(tmp_path: Path):
     s = load_settings(env_file=env_file, environ={"MQTT_PORT": "3000", "UNRELATED": "x"})
     assert s.broker_port == 3000
     assert s.sources["MQTT_PORT"] == "environment"
-    assert s.get_float("MAM_HEARTBEAT_S") == 7.0
+    assert s.heartbeat_s == 7.0
     assert s.sources["MAM_HEARTBEAT_S"] == f"{env_file}:3"
     assert s.raw("MAM_HEARTBEAT_K") == KEYS_BY_NAME["MAM_HEARTBEAT_K"].default
     assert s.sources["MAM_HEARTBEAT_K"] == "default"
@@ -65,7 +65,7 @@ def test_unknown_keys_in_the_file_are_kept_apart(tmp_path: Path):
     env_file = write(tmp_path / ".mam.env", "SOMETHING_ELSE=1\nMQTT_TLS=1\n")
     s = load_settings(env_file=env_file, environ={})
     assert dict(s.extra_env) == {"SOMETHING_ELSE": "1"}
-    assert s.get_bool("MQTT_TLS")
+    assert s.mqtt_tls is True
     assert "SOMETHING_ELSE" not in s.values
 
 
@@ -244,3 +244,23 @@ def test_mam_config_example_matches_the_library(ws: Path):
     r = mam("config", "--example", ws=ws)
     assert r.returncode == 0
     assert r.stdout == example_env_text()
+
+
+def test_every_key_has_a_typed_field_of_its_kind() -> None:
+    import dataclasses
+    import typing
+
+    from mam.settings import Settings
+
+    hints = typing.get_type_hints(Settings)
+    kinds = {"str": str, "path": str, "int": int, "float": float, "bool": bool}
+    s = load_settings(environ={"MQTT_TLS": "yes", "MAM_POLL_S": "0.5", "MQTT_BROKER": " host "})
+    assert len({k.field for k in KEYS}) == len(KEYS)
+    for key in KEYS:
+        assert hints[key.field] is kinds[key.kind], key.name
+        assert type(getattr(s, key.field)) is kinds[key.kind], key.name
+        field = next(f for f in dataclasses.fields(Settings) if f.name == key.field)
+        assert field.repr is not key.secret, f"{key.name}: a secret must stay out of repr()"
+    assert s.mqtt_tls is True and s.poll_s == 0.5 and s.broker_host == "host"
+    assert s.broker_port == 1883 and s.embedded_broker_port == 0 and s.heartbeat_k == 4.0
+    assert s.with_overrides(MAM_POLL_S="2").poll_s == 2.0 and s.poll_s == 0.5
