@@ -147,8 +147,8 @@ class TopApp(App[tuple[str, str] | None]):
         self.set_interval(BUSY_S, self._tick)
 
     def on_unmount(self) -> None:
-        if self._client is not None:
-            self._client.close()
+        if self._client is not None:  # closed aside: quitting never waits on the broker
+            threading.Thread(target=self._client.close, name="mam-top-close", daemon=True).start()
 
     # -- loading ------------------------------------------------------------------------------
     def _connect(self) -> None:
