@@ -8,6 +8,7 @@ import sys
 import click
 
 from mam.cli.common import App, workspace_option
+from mam.jobs.outcomes import Exit
 
 
 @click.command("tail")
@@ -63,4 +64,4 @@ def tail(app: App, as_json: bool, job_id: str | None, session: str | None, since
         pass
     finally:
         follower.close()
-    return 0
+    return Exit.OK

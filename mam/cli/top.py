@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from mam.cli.common import App, workspace_option
+from mam.jobs.outcomes import Exit
 
 
 @click.command("top")
@@ -60,7 +61,7 @@ def top(app: App, snapshot: bool, width: int | None) -> int:
             ),
             nl=False,
         )
-        return 0
+        return Exit.OK
     from mam.view.top import TopApp
 
     result = TopApp(app.ws, app.settings).run()
@@ -68,7 +69,7 @@ def top(app: App, snapshot: bool, width: int | None) -> int:
         from mam.sessions.attach import attach
 
         attach(result[1], ws=app.ws, settings=app.settings)
-    return 0
+    return Exit.OK
 
 
 def _broker_state(app: App) -> str:

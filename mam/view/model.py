@@ -15,6 +15,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from mam.jobs.outcomes import JobState
 from mam.settings import Settings
 from mam.workspace import Workspace
 
@@ -88,12 +89,12 @@ def bars_of(job: dict[str, Any], now_ms: int) -> tuple[Bar, Bar, Bar]:
     state = job.get("state")
     delivered = job.get("delivered_ms")
     start = liveness = wall = None
-    if delivered and state in ("delivered", "running"):
+    if delivered and state in (JobState.DELIVERED.value, JobState.RUNNING.value):
         budget = job.get("budget_ms") or 0
         wall = (now_ms - delivered) / budget if budget else None
-        if state == "delivered" and job.get("start_deadline_ms"):
+        if state == JobState.DELIVERED.value and job.get("start_deadline_ms"):
             start = (now_ms - delivered) / job["start_deadline_ms"]
-        if state == "running":
+        if state == JobState.RUNNING.value:
             quiet_for = now_ms - (job.get("last_event_ms") or job.get("started_ms") or delivered)
             limit = (job.get("heartbeat_ms") or 0) * float(job.get("heartbeat_k") or 0)
             liveness = quiet_for / limit if limit else None
@@ -112,7 +113,7 @@ def session_state(row: dict[str, Any], open_job: dict[str, Any] | None) -> tuple
     if open_job is not None:
         if open_job.get("waiting"):
             return "waiting", "event"
-        if open_job.get("state") == "running":
+        if open_job.get("state") == JobState.RUNNING.value:
             return "working", "event"  # its `started` (and later events) came
         if open_job.get("state") in ("delivering", "delivered"):
             return "working", "job"  # handed a brief, no `started` yet
@@ -159,7 +160,7 @@ def snapshot(ws: Workspace, settings: Settings, *, broker: str = "unknown") -> S
     for j in sorted(open_jobs, key=lambda j: j.get("created_ms") or 0):
         by_session.setdefault(j["session"], []).append(j)
     for row in rows:
-        current = next((j for j in by_session.get(row["name"], []) if j["state"] != "pending"), None)
+        current = next((j for j in by_session.get(row["name"], []) if j["state"] != JobState.PENDING.value), None)
         current = current or next(iter(by_session.get(row["name"], [])), None)
         state, source = session_state(row, current)
         activity_at = row.get("activity_at")
@@ -181,7 +182,7 @@ def snapshot(ws: Workspace, settings: Settings, *, broker: str = "unknown") -> S
             )
         )
     for session, jobs in by_session.items():
-        waiting = [j for j in jobs if j["state"] == "pending"]
+        waiting = [j for j in jobs if j["state"] == JobState.PENDING.value]
         for j in jobs:
             waiting_info = j.get("waiting") if isinstance(j.get("waiting"), dict) else None
             message = (waiting_info or {}).get("message") or messages.get(j["id"], "")
