@@ -117,7 +117,14 @@ class AgentAdapter:
         """Options of this launch: the adapter's session_args plus what ctx.permissions asks for."""
         perms = self.permission_options(ctx)
         trusted = self.trust_args if ctx.trust else ()
-        return SessionOptions(args=(*self.session_args, *trusted, *perms.args), env=dict(perms.env))
+        hooks = self.hook_options(ctx)
+        return SessionOptions(
+            args=(*self.session_args, *trusted, *perms.args, *hooks.args), env={**perms.env, **hooks.env}
+        )
+
+    def hook_options(self, ctx: LaunchContext) -> SessionOptions:
+        """What makes the CLI call `mam hook` on its lifecycle events, for this launch only (mam.hooks.config)."""
+        return SessionOptions()
 
     def permission_options(self, ctx: LaunchContext) -> SessionOptions:
         if ctx.permissions not in PERMISSION_MODES:

@@ -12,6 +12,8 @@ from dataclasses import asdict, dataclass, replace
 from enum import Enum
 from typing import Any
 
+from mam.jobs import activity
+
 
 class JobState(str, Enum):
     PENDING = "pending"  # registered, waiting for the session's earlier jobs
@@ -42,7 +44,7 @@ CANCELLED_BY_USER = "cancelled_by_user"
 
 # Which sender may send which event type.
 SENDER_TYPES: Mapping[str, frozenset[str]] = {
-    "agent": frozenset({"started", "progress", "heartbeat", "completed", "error"}),
+    "agent": frozenset({"started", "progress", "heartbeat", "completed", "error", "activity"}),
     "heartbeater": frozenset({"heartbeat"}),
     "runner": frozenset({"delivered", "rejected", "error"}),
 }
@@ -70,6 +72,11 @@ class Job:
     last_seq: int = 0
     result: str = ""
     report: str = ""
+    # What the agent's own hooks last said (an `activity` event; never a sign of life for the deadlines).
+    activity: str = ""  # working / waiting / idle / ended
+    activity_ms: int | None = None
+    waiting: dict[str, Any] | None = None  # {since, tool, message} while it waits for a person
+    turn_ends: int = 0  # turn ends (Stop / notify) seen while the job was open
 
     @property
     def terminal(self) -> bool:
@@ -140,7 +147,7 @@ def _end(
     job: Job, at: int, state: JobState, reason: str, *, detail: str = "", exit_code: int | None = None, **extra: Any
 ) -> Job:
     code = EXIT_CODES[state] if exit_code is None else exit_code
-    return replace(job, state=state, reason=reason, detail=detail, exit_code=code, ended_ms=at, **extra)
+    return replace(job, state=state, reason=reason, detail=detail, exit_code=code, ended_ms=at, waiting=None, **extra)
 
 
 def step(job: Job, inp: Input) -> tuple[Job, str]:
@@ -199,6 +206,10 @@ def _event(job: Job, ev: Event) -> tuple[Job, str]:
         hb = ev.body.get("heartbeat_ms")
         heartbeat = hb if isinstance(hb, int) and not isinstance(hb, bool) and hb > 0 else job.heartbeat_ms
         return replace(seen, state=JobState.RUNNING, started_ms=ev.at, last_event_ms=ev.at, heartbeat_ms=heartbeat), ""
+    if ev.type == "activity":
+        if job.state is JobState.PENDING:
+            return job, "not_delivered"
+        return activity.apply(seen, ev), ""
     if job.state is not JobState.RUNNING:
         return job, "before_started"
     if ev.type in ("progress", "heartbeat"):
@@ -237,7 +248,7 @@ def deadlines(job: Job) -> list[tuple[int, JobState, str]]:
 def _tick(job: Job, now: int) -> tuple[Job, str]:
     for at, state, reason in deadlines(job):
         if now > at:
-            return _end(job, now, state, reason), ""
+            return _end(job, now, state, reason, detail=activity.blocked_detail(job)), ""
     return job, "nothing_due"
 
 

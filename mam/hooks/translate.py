@@ -1,0 +1,158 @@
+"""One hook call of one CLI -> an `Activity` (or None: nothing mam uses).
+
+What each CLI sends was measured with the real programs (docs/agents.md, "Lifecycle hooks").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+MAX_TOOL_TEXT = 200
+
+
+@dataclass(frozen=True)
+class Activity:
+    state: str  # working / waiting / idle / ended
+    source: str  # the hook's own name (SessionStart, PreToolUse, notify, ...)
+    tool: str = ""
+    message: str = ""
+    turn_end: bool = False  # the agent's turn is over
+    conversation_id: str = ""
+    transcript_path: str = ""
+
+
+def tool_text(name: Any, tool_input: Any) -> str:
+    """`Bash(rm -rf build)`: the tool and what it was asked to do, on one line."""
+    name = str(name or "")
+    if not name:
+        return ""
+    arg = ""
+    if isinstance(tool_input, Mapping):
+        for key in ("command", "file_path", "path", "url", "pattern", "query", "absolute_path", "filePath"):
+            value = tool_input.get(key)
+            if isinstance(value, str) and value:
+                arg = value
+                break
+    elif isinstance(tool_input, str):
+        arg = tool_input
+    arg = " ".join(arg.split())
+    if len(arg) > MAX_TOOL_TEXT:
+        arg = arg[: MAX_TOOL_TEXT - 1] + "\u2026"
+    return f"{name}({arg})" if arg else name
+
+
+class _Ids:
+    """conversation id and transcript path of a hook call, passed on to each Activity made from it."""
+
+    def __init__(self, conversation_id: str = "", transcript_path: str = "") -> None:
+        self.conversation_id, self.transcript_path = conversation_id, transcript_path
+
+    def __call__(
+        self, state: str, source: str, *, tool: str = "", message: str = "", turn_end: bool = False
+    ) -> Activity:
+        return Activity(state, source, tool, message, turn_end, self.conversation_id, self.transcript_path)
+
+    @classmethod
+    def of(cls, hook: Mapping[str, Any]) -> _Ids:
+        return cls(str(hook.get("session_id") or ""), str(hook.get("transcript_path") or ""))
+
+
+def _text(value: Any) -> str:
+    return " ".join(str(value).split())[:400] if value else ""
+
+
+def claude(hook: Mapping[str, Any]) -> Activity | None:
+    """Claude Code's settings hooks: every call carries session_id, transcript_path, hook_event_name."""
+    name = str(hook.get("hook_event_name") or "")
+    act = _Ids.of(hook)
+    tool = tool_text(hook.get("tool_name"), hook.get("tool_input"))
+    if name == "SessionStart":
+        return act("idle", name)
+    if name in ("UserPromptSubmit", "PostToolUse", "PostToolUseFailure"):
+        return act("working", name)
+    if name == "PreToolUse":
+        return act("working", name, tool=tool)
+    if name == "PermissionRequest":
+        return act("waiting", name, tool=tool)
+    if name == "Notification":
+        kind = str(hook.get("notification_type") or "")
+        if kind in ("permission_prompt", "agent_needs_input", "elicitation_dialog"):
+            return act("waiting", name, message=_text(hook.get("message")))
+        if kind == "idle_prompt":
+            return act("idle", name)
+        return None
+    if name == "Stop":
+        return act("idle", name, turn_end=True)
+    if name == "SessionEnd":
+        return act("ended", name)
+    return None
+
+
+def codex(hook: Mapping[str, Any]) -> Activity | None:
+    """codex's `notify` program: called with one JSON argument when a turn completes."""
+    if hook.get("type") != "agent-turn-complete":
+        return None
+    return _Ids(str(hook.get("thread-id") or ""))("idle", "notify", turn_end=True)
+
+
+def gemini(hook: Mapping[str, Any]) -> Activity | None:
+    """The Gemini CLI's settings hooks (hook_event_name, session_id, transcript_path on every call)."""
+    name = str(hook.get("hook_event_name") or "")
+    act = _Ids.of(hook)
+    if name == "SessionStart":
+        return act("idle", name)
+    if name in ("BeforeAgent", "AfterTool"):
+        return act("working", name)
+    if name == "BeforeTool":
+        return act("working", name, tool=tool_text(hook.get("tool_name"), hook.get("tool_input")))
+    if name == "Notification":
+        if str(hook.get("notification_type") or "") == "ToolPermission":
+            details = hook.get("details") if isinstance(hook.get("details"), Mapping) else {}
+            tool = tool_text(details.get("toolName") or details.get("tool_name"), details) if details else ""
+            return act("waiting", name, tool=tool, message=_text(hook.get("message")))
+        return None
+    if name == "AfterAgent":
+        return act("idle", name, turn_end=True)
+    if name == "SessionEnd":
+        return act("ended", name)
+    return None
+
+
+def opencode(hook: Mapping[str, Any]) -> Activity | None:
+    """mam's opencode plugin: forwards bus events as {"type": ..., "properties": ...}."""
+    kind = str(hook.get("type") or "")
+    props = hook.get("properties")
+    props = props if isinstance(props, Mapping) else {}
+    act = _Ids(str(props.get("sessionID") or ""))
+    if kind == "session.idle":
+        return act("idle", kind, turn_end=True)
+    if kind == "session.status":
+        status = props.get("status")
+        if isinstance(status, Mapping) and status.get("type") == "busy":
+            return act("working", kind)
+        return None
+    if kind in ("permission.updated", "permission.asked"):
+        pattern = props.get("pattern") or props.get("patterns")
+        arg = " ".join(map(str, pattern)) if isinstance(pattern, list) else str(pattern or "")
+        name = str(props.get("type") or props.get("permission") or "tool")
+        return act("waiting", kind, tool=tool_text(name, {"command": arg}), message=_text(props.get("title")))
+    if kind == "permission.replied":
+        return act("working", kind)
+    if kind == "tool.execute.before":
+        return act("working", kind, tool=tool_text(props.get("tool"), props.get("args")))
+    return None
+
+
+TRANSLATORS: dict[str, Callable[[Mapping[str, Any]], Activity | None]] = {
+    "claude": claude,
+    "codex": codex,
+    "gemini": gemini,
+    "opencode": opencode,
+}
+
+
+def translate(agent: str, hook: Mapping[str, Any]) -> Activity | None:
+    fn = TRANSLATORS.get(agent)
+    return fn(hook) if fn is not None else None
