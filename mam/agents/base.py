@@ -214,6 +214,17 @@ class AgentAdapter:
         Default: the last `input_lines` lines; adapters whose box has a frame find the frame."""
         return "\n".join(screen.rstrip("\n").splitlines()[-self.input_lines :])
 
+    def input_empty(self, screen: str) -> bool:
+        """The input box shows and holds no text of the user's (its own placeholder and prompt glyph aside):
+        mam types a reminder only into such a box (mam.jobs.remind)."""
+        box = self.input_box(screen)
+        if not box.strip():
+            return False  # no box found: not knowably empty
+        if self.ready_marker:
+            box = box.replace(self.ready_marker, "")
+        text = "".join(ch for ch in box if ch.isalnum())
+        return not text
+
     def input_pending(self, screen: str, nonce: str) -> bool:
         """Heuristic used only to decide whether to press Enter again (never to decide a job's outcome):
         the brief's nonce or a paste placeholder is still in the input box, and no dialog is shown."""

@@ -1,9 +1,10 @@
 """Per-session hook settings, written into `.mam/sessions/<name>/` (never the user's own files).
 
 Each writer returns the launch options that make its CLI load them for this launch only:
-Claude reads a `--settings` file, codex takes `-c notify=[...]`, the Gemini CLI reads a
-system settings file named by GEMINI_CLI_SYSTEM_SETTINGS_PATH, opencode loads a plugin named in
-OPENCODE_CONFIG_CONTENT. docs/agents.md ("Lifecycle hooks") says what each one sends.
+Claude reads a `--settings` file, codex takes `-c notify=[...]`, opencode loads a
+plugin file named in its OPENCODE_CONFIG_CONTENT layer. The Gemini CLI has hooks too, but reads them only from the
+user's or the project's settings or from a system file that must be root's (docs/agents.md):
+mam installs none there. docs/agents.md ("Lifecycle hooks") says what each one sends.
 """
 
 from __future__ import annotations
@@ -66,32 +67,24 @@ def codex_notify(ctx: LaunchContext) -> tuple[str, ...]:
     return ("-c", f"notify={toml_array(hook_argv(ctx, 'codex'))}")
 
 
-GEMINI_EVENTS = ("SessionStart", "BeforeAgent", "BeforeTool", "AfterTool", "Notification", "AfterAgent", "SessionEnd")
-
-
-def gemini_settings(ctx: LaunchContext) -> Path:
-    """`gemini-system-settings.json`: the Gemini CLI's command hooks, one per event."""
-    command = shlex.join(hook_argv(ctx, "gemini"))
-    entry = [{"matcher": "*", "hooks": [{"type": "command", "command": command, "timeout": HOOK_TIMEOUT_S * 1000}]}]
-    settings = {"hooksConfig": {"enabled": True}, "hooks": {event: entry for event in GEMINI_EVENTS}}
-    return _write(ctx, "gemini-system-settings.json", json.dumps(settings, indent=2))
-
-
 _OPENCODE_PLUGIN = """// Written by mam for session {session}: forward opencode's events to `mam hook opencode`.
 const ARGV = {argv};
-const KINDS = new Set(["session.idle", "session.status", "permission.updated", "permission.asked", "permission.replied"]);
+const KINDS = new Set([
+  "session.idle", "session.status", "permission.updated", "permission.asked", "permission.replied",
+]);
+const send = (event) =>
+  Bun.spawn(ARGV, {{ stdin: new Blob([JSON.stringify(event)]), stdout: "ignore", stderr: "ignore" }});
 export const MamHooks = async ({{ $ }}) => ({{
   event: async ({{ event }}) => {{
     if (!KINDS.has(event.type)) return;
     try {{
-      const proc = Bun.spawn(ARGV, {{ stdin: new Blob([JSON.stringify(event)]), stdout: "ignore", stderr: "ignore" }});
-      await Promise.race([proc.exited, new Promise((r) => setTimeout(r, {timeout_ms}))]);
+      await Promise.race([send(event).exited, new Promise((r) => setTimeout(r, {timeout_ms}))]);
     }} catch (e) {{}}
   }},
   "tool.execute.before": async (input, output) => {{
     try {{
-      const event = {{ type: "tool.execute.before", properties: {{ sessionID: input.sessionID, tool: input.tool, args: output.args }} }};
-      Bun.spawn(ARGV, {{ stdin: new Blob([JSON.stringify(event)]), stdout: "ignore", stderr: "ignore" }});
+      const properties = {{ sessionID: input.sessionID, tool: input.tool, args: output.args }};
+      send({{ type: "tool.execute.before", properties }});
     }} catch (e) {{}}
   }},
 }});
@@ -99,8 +92,8 @@ export const MamHooks = async ({{ $ }}) => ({{
 
 
 def opencode_plugin(ctx: LaunchContext) -> Path:
-    """`opencode-plugin/mam-hooks.js`: a plugin that hands opencode's bus events to `mam hook opencode`."""
+    """`opencode-mam-hooks.js`: a plugin that hands opencode's bus events to `mam hook opencode`."""
     text = _OPENCODE_PLUGIN.format(
         session=ctx.session, argv=json.dumps(hook_argv(ctx, "opencode")), timeout_ms=HOOK_TIMEOUT_S * 1000
     )
-    return _write(ctx, "mam-hooks.js", text)
+    return _write(ctx, "opencode-mam-hooks.js", text)

@@ -72,6 +72,8 @@ def handle(ws: Workspace, agent: str, session: str, hook: Mapping[str, Any]) -> 
     act = translate(agent, hook)
     if act is None or not session or not ws.state.is_dir():
         return ""  # never create a workspace from a hook
+    if agent == "codex" and not _main_thread(ws, session, act.conversation_id):
+        return ""  # codex's side thread (the title it asks the model for): not the agent's turn
     job = _open_job(ws, session)
     seen = session_state.record(ws, session, act, job=job)
     if act.source == "SessionStart" and act.conversation_id:
@@ -81,6 +83,29 @@ def handle(ws: Workspace, agent: str, session: str, hook: Mapping[str, Any]) -> 
     if act.source == "PreToolUse":
         _watch_for_prompt(ws, session, act, seen["at"])
     return job
+
+
+def _main_thread(ws: Workspace, session: str, thread: str) -> bool:
+    """codex notifies the end of every thread's turn, its title query's too: only the session's own
+    conversation counts (the one the row names; before mam learnt it, one codex keeps a rollout of)."""
+    from mam.agents import get_adapter
+    from mam.store.registry import Registry
+
+    registry = Registry.open_existing(ws)
+    if registry is None or not thread:
+        return False
+    try:
+        row = registry.find_session(session)
+        if row is None:
+            return False
+        if row.conversation_id:
+            return row.conversation_id == thread
+        if not get_adapter(row.agent).conversation_exists(thread, cwd=row.cwd, env=row.agent_env):
+            return False
+        registry.update_session(session, conversation_id=thread)
+        return True
+    finally:
+        registry.close()
 
 
 def _note_conversation(ws: Workspace, session: str, conversation_id: str) -> None:

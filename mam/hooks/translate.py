@@ -97,29 +97,6 @@ def codex(hook: Mapping[str, Any]) -> Activity | None:
     return _Ids(str(hook.get("thread-id") or ""))("idle", "notify", turn_end=True)
 
 
-def gemini(hook: Mapping[str, Any]) -> Activity | None:
-    """The Gemini CLI's settings hooks (hook_event_name, session_id, transcript_path on every call)."""
-    name = str(hook.get("hook_event_name") or "")
-    act = _Ids.of(hook)
-    if name == "SessionStart":
-        return act("idle", name)
-    if name in ("BeforeAgent", "AfterTool"):
-        return act("working", name)
-    if name == "BeforeTool":
-        return act("working", name, tool=tool_text(hook.get("tool_name"), hook.get("tool_input")))
-    if name == "Notification":
-        if str(hook.get("notification_type") or "") == "ToolPermission":
-            details = hook.get("details") if isinstance(hook.get("details"), Mapping) else {}
-            tool = tool_text(details.get("toolName") or details.get("tool_name"), details) if details else ""
-            return act("waiting", name, tool=tool, message=_text(hook.get("message")))
-        return None
-    if name == "AfterAgent":
-        return act("idle", name, turn_end=True)
-    if name == "SessionEnd":
-        return act("ended", name)
-    return None
-
-
 def opencode(hook: Mapping[str, Any]) -> Activity | None:
     """mam's opencode plugin: forwards bus events as {"type": ..., "properties": ...}."""
     kind = str(hook.get("type") or "")
@@ -148,7 +125,6 @@ def opencode(hook: Mapping[str, Any]) -> Activity | None:
 TRANSLATORS: dict[str, Callable[[Mapping[str, Any]], Activity | None]] = {
     "claude": claude,
     "codex": codex,
-    "gemini": gemini,
     "opencode": opencode,
 }
 

@@ -39,6 +39,7 @@ from mam.jobs.model import (
     Tick,
     deadlines,
 )
+from mam.jobs.remind import Reminder, pane_typer
 from mam.jobs.stale import close_if_abandoned
 from mam.jobs.target import Target, parse_target
 from mam.settings import Settings, positive_seconds
@@ -375,6 +376,7 @@ class Wrapper:
             time.sleep(self.poll)
 
     def _follow(self, delivery: Delivery) -> None:
+        reminder = Reminder(self.ledger, self.settings, pane_typer(delivery), self._end)
         while not self.ledger.job.terminal:
             self.intake.pump(self.poll)
             if self.ledger.job.terminal:
@@ -386,6 +388,9 @@ class Wrapper:
                 delivery.nudge(self.ledger)
             elif self.ledger.job.state is JobState.RUNNING:
                 delivery.keep_heartbeat(self.ledger)
+            reminder.check()  # the agent's turn ended without a report: remind it, or end the job
+            if self.ledger.job.terminal:
+                break
             now = rec.now_ms()
             if (
                 self.target.remote
