@@ -1,10 +1,10 @@
 """Per-session hook settings, written into `.mam/sessions/<name>/` (never the user's own files).
 
 Each writer returns the launch options that make its CLI load them for this launch only:
-Claude reads a `--settings` file, codex takes `-c notify=[...]`, opencode loads a
-plugin file named in its OPENCODE_CONFIG_CONTENT layer. The Gemini CLI has hooks too, but reads them only from the
-user's or the project's settings or from a system file that must be root's (docs/agents.md):
-mam installs none there. docs/agents.md ("Lifecycle hooks") says what each one sends.
+Claude reads a `--settings` file, codex takes `-c notify=[...]`. The Gemini CLI has hooks too, but
+reads them only from the user's or the project's settings or from a system file that must be
+root's, and opencode's plugins did not load in a checked launch (docs/agents.md): mam installs
+none for them. docs/agents.md ("Lifecycle hooks") says what each one sends.
 """
 
 from __future__ import annotations
@@ -65,35 +65,3 @@ def toml_array(items: Sequence[str]) -> str:
 def codex_notify(ctx: LaunchContext) -> tuple[str, ...]:
     """`-c notify=[...]`: codex runs that program with the turn's JSON as its last argument."""
     return ("-c", f"notify={toml_array(hook_argv(ctx, 'codex'))}")
-
-
-_OPENCODE_PLUGIN = """// Written by mam for session {session}: forward opencode's events to `mam hook opencode`.
-const ARGV = {argv};
-const KINDS = new Set([
-  "session.idle", "session.status", "permission.updated", "permission.asked", "permission.replied",
-]);
-const send = (event) =>
-  Bun.spawn(ARGV, {{ stdin: new Blob([JSON.stringify(event)]), stdout: "ignore", stderr: "ignore" }});
-export const MamHooks = async ({{ $ }}) => ({{
-  event: async ({{ event }}) => {{
-    if (!KINDS.has(event.type)) return;
-    try {{
-      await Promise.race([send(event).exited, new Promise((r) => setTimeout(r, {timeout_ms}))]);
-    }} catch (e) {{}}
-  }},
-  "tool.execute.before": async (input, output) => {{
-    try {{
-      const properties = {{ sessionID: input.sessionID, tool: input.tool, args: output.args }};
-      send({{ type: "tool.execute.before", properties }});
-    }} catch (e) {{}}
-  }},
-}});
-"""
-
-
-def opencode_plugin(ctx: LaunchContext) -> Path:
-    """`opencode-mam-hooks.js`: a plugin that hands opencode's bus events to `mam hook opencode`."""
-    text = _OPENCODE_PLUGIN.format(
-        session=ctx.session, argv=json.dumps(hook_argv(ctx, "opencode")), timeout_ms=HOOK_TIMEOUT_S * 1000
-    )
-    return _write(ctx, "opencode-mam-hooks.js", text)

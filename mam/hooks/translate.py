@@ -97,35 +97,9 @@ def codex(hook: Mapping[str, Any]) -> Activity | None:
     return _Ids(str(hook.get("thread-id") or ""))("idle", "notify", turn_end=True)
 
 
-def opencode(hook: Mapping[str, Any]) -> Activity | None:
-    """mam's opencode plugin: forwards bus events as {"type": ..., "properties": ...}."""
-    kind = str(hook.get("type") or "")
-    props = hook.get("properties")
-    props = props if isinstance(props, Mapping) else {}
-    act = _Ids(str(props.get("sessionID") or ""))
-    if kind == "session.idle":
-        return act("idle", kind, turn_end=True)
-    if kind == "session.status":
-        status = props.get("status")
-        if isinstance(status, Mapping) and status.get("type") == "busy":
-            return act("working", kind)
-        return None
-    if kind in ("permission.updated", "permission.asked"):
-        pattern = props.get("pattern") or props.get("patterns")
-        arg = " ".join(map(str, pattern)) if isinstance(pattern, list) else str(pattern or "")
-        name = str(props.get("type") or props.get("permission") or "tool")
-        return act("waiting", kind, tool=tool_text(name, {"command": arg}), message=_text(props.get("title")))
-    if kind == "permission.replied":
-        return act("working", kind)
-    if kind == "tool.execute.before":
-        return act("working", kind, tool=tool_text(props.get("tool"), props.get("args")))
-    return None
-
-
 TRANSLATORS: dict[str, Callable[[Mapping[str, Any]], Activity | None]] = {
     "claude": claude,
     "codex": codex,
-    "opencode": opencode,
 }
 
 
