@@ -41,6 +41,7 @@ from mam.jobs.model import (
 )
 from mam.jobs.remind import Reminder, pane_typer
 from mam.jobs.stale import close_if_abandoned
+from mam.jobs.usage import record_usage
 from mam.jobs.target import Target, parse_target
 from mam.settings import Settings, positive_seconds
 from mam.store import jobs as jobs_table
@@ -247,6 +248,8 @@ class Wrapper:
             self._abandon(e)
             raise
         finally:
+            if not self.target.remote:
+                record_usage(self.ws, self.registry, self.ledger)  # the CLI's own records of the job's turns
             try:
                 self.ledger.refresh_record(now=True)
             except OSError as e:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -35,9 +36,23 @@ def hooked(workspace: Workspace, amqtt_broker, monkeypatch, fake_agents_on_path)
     return workspace
 
 
-def create(agent: str, name: str) -> dict[str, Any]:
-    out = mam("session", "create", "--agent", agent, "--role", "dev", "--session", name, "--json", check=True)
+def create(agent: str, name: str, log: Path | None = None) -> dict[str, Any]:
+    env = {"MAM_FAKE_AGENT_LOG": str(log)} if log else {}
+    out = mam("session", "create", "--agent", agent, "--role", "dev", "--session", name, "--json", check=True, env=env)
     return json.loads(out.stdout)  # type: ignore[no-any-return]
+
+
+def usage_logged(log: Path, job: dict[str, Any]) -> dict[str, int]:
+    """What the fake recorded for the model messages of the job's turns (its log, not the transcript)."""
+    total = {"input_tokens": 0, "output_tokens": 0, "cache_read_tokens": 0, "cache_write_tokens": 0}
+    for entry in map(json.loads, log.read_text().splitlines()):
+        if entry["event"] == "usage" and job["claimed_ms"] <= entry["at_ms"] <= job["ended_ms"]:
+            u = entry["usage"]
+            total["input_tokens"] += u["input_tokens"]
+            total["output_tokens"] += u["output_tokens"]
+            total["cache_read_tokens"] += u["cache_read_input_tokens"]
+            total["cache_write_tokens"] += u["cache_creation_input_tokens"]
+    return total
 
 
 def status(name: str) -> dict[str, Any]:
@@ -64,8 +79,9 @@ def kinds(ws: Workspace, job_id: str) -> list[str]:
     return [str(line.get("kind")) for line in read_audit(ws, job_id)]
 
 
-def test_claudes_hooks_drive_the_session_and_job_activity(hooked: Workspace) -> None:
-    create("claude", "cl")
+def test_claudes_hooks_drive_the_session_and_job_activity(hooked: Workspace, tmp_path: Path) -> None:
+    log = tmp_path / "agents.jsonl"
+    create("claude", "cl", log)
     # SessionStart came from the hook at launch: not guessed from the process or the screen
     start = wait_for(lambda: status("cl") if status("cl")["activity_source"] == "hook" else None, timeout=20)
     assert start["activity"] == "idle" and start["activity_at"], start
@@ -79,6 +95,14 @@ def test_claudes_hooks_drive_the_session_and_job_activity(hooked: Workspace) -> 
     # after the turn the session is idle, as its Stop hook said (the job had ended by then)
     after = wait_for(lambda: status("cl") if status("cl")["activity"] == "idle" else None, timeout=20)
     assert after["activity_source"] == "hook", after
+    # the usage of the job's model messages, from the transcript, once per message
+    usage = {k: v for k, v in out["usage"].items() if k != "messages"}
+    assert usage == {**usage_logged(log, out), "source": "claude-transcript"}, out["usage"]
+    assert out["usage"]["messages"] == 1
+    view = json.loads(mam("job", "status", "job-hooks-1", "--json", check=True).stdout)
+    assert view["usage"] == out["usage"]
+    assert read_audit(hooked, "job-hooks-1")[-1]["kind"] == "usage"
+    assert after["usage"]["input_tokens"] == out["usage"]["input_tokens"] and after["usage"]["jobs"] == 1
 
 
 def test_a_permission_prompt_shows_as_waiting_and_the_deadline_says_why(hooked: Workspace) -> None:
@@ -107,13 +131,15 @@ def test_a_permission_prompt_shows_as_waiting_and_the_deadline_says_why(hooked: 
     assert record["detail"] == "waiting for permission: Bash(touch /somewhere)", record
 
 
-def test_a_turn_that_ends_without_a_report_gets_one_reminder_then_reports(hooked: Workspace) -> None:
-    create("claude", "forgetful")
+def test_a_turn_that_ends_without_a_report_gets_one_reminder_then_reports(hooked: Workspace, tmp_path: Path) -> None:
+    log = tmp_path / "agents.jsonl"
+    create("claude", "forgetful", log)
     rc, out = delegate("forgetful", "work\nfake-work: 0.2\nfake-report: on-reminder", "job-hooks-remind")
     assert rc == 0 and out["state"] == "completed", out
     reminded = [line for line in read_audit(hooked, "job-hooks-remind") if line.get("kind") == "reminded"]
     assert len(reminded) == 1 and reminded[0]["count"] == 1, reminded
     assert kinds(hooked, "job-hooks-remind").count("injected") == 1  # the brief was never pasted again
+    assert out["usage"]["messages"] == 2 and out["usage"]["input_tokens"] == usage_logged(log, out)["input_tokens"]
 
 
 def test_an_agent_that_never_reports_ends_ended_without_report(hooked: Workspace) -> None:

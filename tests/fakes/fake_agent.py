@@ -33,7 +33,7 @@ codex its `-c notify=[...]` program at each turn's end.
 
 With MAM_FAKE_AGENT_LOG set, it appends one JSON line per event: start (argv, cwd, pid),
 early (codex's early frame), dialog, ready, sandbox, turn, tool (argv, rc), sandbox_killed (pids), hook
-(its name), exit, error.
+(its name), usage (what the turn's model message recorded), exit, error.
 """
 
 from __future__ import annotations
@@ -639,6 +639,7 @@ class Agent:
         reply = f"(fake {self.name}) received {len(text)} characters"
         self.store.add_turn(self.cid, "user", text, now)
         self.store.add_turn(self.cid, "assistant", reply, now)
+        log("usage", agent=self.name, conversation=self.cid, at_ms=int(now * 1000), usage=fake_stores.fake_usage(reply))
         log("turn", agent=self.name, conversation=self.cid, text=text)
         out(f"{self.box.mark.strip()} {text}\n{reply}")  # like the real ones, the submitted text stays on screen
         work = WORK.search(text)

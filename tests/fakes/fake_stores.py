@@ -48,6 +48,12 @@ def uuid7(at: float) -> str:
     return str(uuid.UUID(int=value))
 
 
+def fake_usage(reply: str) -> dict[str, int]:
+    """The usage a fake model message reports: derived from its text, so a test can recompute it."""
+    n = len(reply)
+    return {"input_tokens": 100 + n, "output_tokens": n, "cache_read_input_tokens": 7, "cache_creation_input_tokens": 3}
+
+
 class Store:
     """One CLI's conversation store, seen from one cwd. Times are explicit so tests can backdate."""
 
@@ -102,7 +108,16 @@ class Claude(Store):
 
     def add_turn(self, cid: str, role: str, text: str, at: float) -> None:
         record = {"type": role, "sessionId": cid, "cwd": self.cwd, "timestamp": iso(at), "uuid": str(uuid.uuid4())}
-        append_json(self.path(cid), {**record, "message": {"role": role, "content": text}})
+        if role != "assistant":
+            append_json(self.path(cid), {**record, "message": {"role": role, "content": text}})
+            return
+        # As claude 2.1.332 writes a model message: one line per content block, each with the
+        # message's id and its whole usage (a reader counts it once per id).
+        message = {"id": f"msg_fake_{uuid.uuid4().hex[:20]}", "role": role, "usage": fake_usage(text)}
+        for block in ({"type": "text", "text": text}, {"type": "text", "text": ""}):
+            append_json(
+                self.path(cid), {**record, "uuid": str(uuid.uuid4()), "message": {**message, "content": [block]}}
+            )
 
 
 class Codex(Store):

@@ -19,6 +19,7 @@ from tests.real.anthropic_server import (
     Block,
     FooterScript,
     Text,
+    ToolUse,
     conversation,
     footer_commands,
     is_main_turn,
@@ -73,6 +74,19 @@ def test_hooks_drive_activity_remind_once_and_end_a_job_never_reported(claude_ri
     assert ("working", "UserPromptSubmit") in [(a["state"], a["source"]) for a in trail], trail
     tools = [a.get("tool", "") for a in trail if a["source"] == "PreToolUse"]
     assert any(t.startswith(f"Bash(mam event started --job {d.record['id']} ") for t in tools), tools
+    # the job's usage: the tokens the server sent for the job's model messages (the three tool calls;
+    # the closing text comes after `completed` ended the job), token for token, from Claude's transcript
+    asked = [
+        r for r in rig.model.snapshot()[d.model_from :]
+        if any(isinstance(b, ToolUse) and d.record["id"] in str(b.input.get("command")) for b in r.reply)
+    ]  # fmt: skip
+    assert len(asked) == 3, asked
+    usage = d.record["usage"]
+    assert usage["source"] == "claude-transcript" and usage["messages"] == 3, usage
+    assert usage["input_tokens"] == sum(r.usage["input_tokens"] for r in asked), usage
+    assert usage["output_tokens"] == sum(r.usage["output_tokens"] for r in asked), usage
+    assert usage["cache_read_tokens"] == sum(r.usage["cache_read_input_tokens"] for r in asked), usage
+    assert usage["cache_write_tokens"] == sum(r.usage["cache_creation_input_tokens"] for r in asked), usage
     idle = wait_for(lambda: rig.status("hooks") if rig.status("hooks")["activity"] == "idle" else None, timeout=30)
     assert idle["activity_source"] == "hook", idle
 
