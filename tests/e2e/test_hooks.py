@@ -150,12 +150,20 @@ def test_an_agent_that_never_reports_ends_ended_without_report(hooked: Workspace
     assert out["turn_ends"] == 3, out
 
 
-def test_codex_notify_counts_its_turn_ends(hooked: Workspace) -> None:
-    create("codex", "cx")
+def test_codex_notify_counts_its_turn_ends_and_its_rollout_gives_the_usage(hooked: Workspace, tmp_path: Path) -> None:
+    log = tmp_path / "agents.jsonl"
+    create("codex", "cx", log)
     rc, out = delegate("cx", "work\nfake-work: 0.2\nfake-report: on-reminder", "job-hooks-cx")
     assert rc == 0 and out["state"] == "completed", out
     assert kinds(hooked, "job-hooks-cx").count("reminded") == 1
     assert [a["source"] for a in activities(hooked, "job-hooks-cx")][:1] == ["notify"]
+    # both turns (the brief's, the reminder's): the second one's usage is written after `completed`
+    # ran, as codex writes a response's token_count after its tool calls
+    turns = [e["usage"] for e in map(json.loads, log.read_text().splitlines()) if e["event"] == "usage"]
+    assert len(turns) == 2, turns
+    assert out["usage"]["source"] == "codex-rollout", out["usage"]
+    assert out["usage"]["input_tokens"] == sum(u["input_tokens"] for u in turns), (out["usage"], turns)
+    assert out["usage"]["output_tokens"] == sum(u["output_tokens"] for u in turns), (out["usage"], turns)
 
 
 @pytest.mark.parametrize("payload", ["", "not json", "[1, 2]", '{"hook_event_name": "Stop"}'])

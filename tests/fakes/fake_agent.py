@@ -459,9 +459,12 @@ class Agent:
             log("hook", agent=self.name, hook=event)
 
     def turn_end(self, text: str, reply: str) -> None:
-        """The turn is over: claude's Stop hook, codex's notify."""
+        """The turn is over: claude's Stop hook; codex records the response's usage (after its tool
+        calls ran, as 0.171 does), closes the turn in its rollout and runs its notify program."""
         self.hook("Stop", stop_hook_active=False, last_assistant_message=reply)
-        if self.name == "codex" and self.cid:
+        if self.name == "codex" and self.cid and isinstance(self.store, fake_stores.Codex):
+            self.store.token_count(self.cid, reply, time.time())
+            self.store.task(self.cid, "task_complete", time.time())
             self.hooks.turn_complete(self.cid, text, reply)
 
     def tool(self, argv: list[str]) -> int:
@@ -637,6 +640,8 @@ class Agent:
         self.turns += 1
         self.hook("UserPromptSubmit", prompt=text)
         reply = f"(fake {self.name}) received {len(text)} characters"
+        if isinstance(self.store, fake_stores.Codex):
+            self.store.task(self.cid, "task_started", now)
         self.store.add_turn(self.cid, "user", text, now)
         self.store.add_turn(self.cid, "assistant", reply, now)
         log("usage", agent=self.name, conversation=self.cid, at_ms=int(now * 1000), usage=fake_stores.fake_usage(reply))

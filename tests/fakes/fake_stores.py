@@ -178,6 +178,35 @@ class Codex(Store):
                 conn.execute("INSERT INTO thread_spawn_edges VALUES (?, ?, 'open')", (parent, cid))
         conn.close()
 
+    def task(self, cid: str, kind: str, at: float) -> None:
+        """`task_started` / `task_complete`: a turn's bounds in the rollout, as 0.171 writes them."""
+        path = self.find(cid)
+        if path is not None:
+            append_json(path, {"timestamp": iso(at), "type": "event_msg", "payload": {"type": kind}})
+
+    def token_count(self, cid: str, reply: str, at: float) -> None:
+        """0.171's `token_count` after a response (its tool calls run first): running totals."""
+        path = self.find(cid)
+        if path is None:
+            return
+        u = fake_usage(reply)
+        last = {
+            "input_tokens": u["input_tokens"],
+            "cached_input_tokens": u["cache_read_input_tokens"],
+            "cache_write_input_tokens": u["cache_creation_input_tokens"],
+            "output_tokens": u["output_tokens"],
+            "reasoning_output_tokens": 0,
+            "total_tokens": u["input_tokens"] + u["output_tokens"],
+        }
+        total = dict(last)
+        for line in path.read_text(encoding="utf-8").splitlines():
+            payload = json.loads(line).get("payload") or {}
+            if payload.get("type") == "token_count":
+                previous = payload["info"]["total_token_usage"]
+                total = {k: previous[k] + last[k] for k in last}
+        info = {"total_token_usage": total, "last_token_usage": last, "model_context_window": 258400}
+        append_json(path, {"timestamp": iso(at), "type": "event_msg", "payload": {"type": "token_count", "info": info}})
+
     def add_turn(self, cid: str, role: str, text: str, at: float) -> None:
         kind = "user_message" if role == "user" else "agent_message"
         path = self.find(cid)
