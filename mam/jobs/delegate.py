@@ -41,8 +41,8 @@ from mam.jobs.model import (
 )
 from mam.jobs.remind import Reminder, pane_typer
 from mam.jobs.stale import close_if_abandoned
-from mam.jobs.usage import record_usage
 from mam.jobs.target import Target, parse_target
+from mam.jobs.usage import record_usage
 from mam.settings import Settings, positive_seconds
 from mam.store import jobs as jobs_table
 from mam.store.registry import Registry
@@ -336,6 +336,10 @@ class Wrapper:
     def delivered(self) -> None:
         """Called once the brief is in the pane."""
 
+    def end_unreported(self, state: JobState, reason: str, code: int, detail: str) -> None:
+        """The reminders ran out (mam.jobs.remind): end the job."""
+        self._end(state, reason, code, detail)
+
     def _delivery(self) -> Delivery:
         if self.target.remote:
             from mam.remote.dispatch import RemoteDelivery
@@ -379,7 +383,7 @@ class Wrapper:
             time.sleep(self.poll)
 
     def _follow(self, delivery: Delivery) -> None:
-        reminder = Reminder(self.ledger, self.settings, pane_typer(delivery), self._end)
+        reminder = Reminder(self.ledger, self.settings, pane_typer(delivery), self.end_unreported)
         while not self.ledger.job.terminal:
             self.intake.pump(self.poll)
             if self.ledger.job.terminal:

@@ -6,8 +6,8 @@ input box is empty and no dialog shows, one reminder is typed into the agent's i
 still open, and the exact commands that end it. At most MAM_REMINDERS per job, each in the audit
 log (`reminded`); a turn end after the last one (again given MAM_REMIND_AFTER_S for a late report)
 fails the job: reason `ended_without_report`, exit 1. The brief is never pasted again. A CLI without
-a turn-end hook never counts a turn end, so its jobs keep the deadlines alone; so does a remote
-job (its pane is on another host).
+a turn-end hook never counts a turn end, so its jobs keep the deadlines alone. A remote job is
+reminded by the runner on the agent's host, which tells the origin with a runner `error`.
 """
 
 from __future__ import annotations

@@ -96,6 +96,11 @@ class RunnerJob(Wrapper):
     def delivered(self) -> None:
         self._report("delivered", {"session": self.ledger.job.session})
 
+    def end_unreported(self, state: JobState, reason: str, code: int, detail: str) -> None:
+        """Reminders ran out on this host: the origin hears it as a runner `error` with that reason."""
+        self._report("error", {"reason": reason, "detail": detail})
+        super().end_unreported(state, reason, code, detail)
+
     def run(self):  # type: ignore[no-untyped-def]
         try:
             return super().run()
