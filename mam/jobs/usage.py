@@ -1,5 +1,5 @@
 """A job's token usage, recorded when the job ends: from the CLI's own records of the messages
-between the injection and the end (mam.agents.usage), else the `--tokens N` the agent gave with
+between the injection and the end (mam.usage.readers), else the `--tokens N` the agent gave with
 `mam event completed` (source `agent`), else nothing. Kept in the job's meta (`usage`: record,
 `job status --json`, `job list`), and as the audit log's last line (`usage`)."""
 
@@ -29,7 +29,7 @@ def reported_tokens(ws: Workspace, job_id: str) -> int | None:
 
 
 def measure(ws: Workspace, registry: Registry, ledger: Ledger) -> dict[str, Any] | None:
-    from mam.agents.usage import job_usage
+    from mam.usage.readers import job_usage
     from mam.hooks import session_state
 
     job = ledger.job
