@@ -9,6 +9,9 @@ Only what the CLI recorded between the job's injection and its end counts:
   response in flight at the end included, see codex_rollout), less that of the last one before
   the injection.
 
+- opencode: its database's `step-finish` parts of the session (the step in flight at the end
+  included, as for codex).
+
 Each reader returns `{input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, source}`
 or None (nothing recorded, or a CLI mam reads no usage of).
 """
@@ -122,6 +125,66 @@ def codex_rollout(path: Path, since_ms: int, until_ms: int) -> tuple[dict[str, A
     return usage, settled
 
 
+def opencode_db(db: Path, session_id: str, since_ms: int, until_ms: int) -> tuple[dict[str, Any] | None, bool]:
+    """(usage, settled) from opencode's `step-finish` parts (`tokens`: input, output, reasoning,
+    cache.read, cache.write), one per model step of that session, by their time. As with codex, the
+    step whose tool call ended the job finishes just after the end: the first step-finish after the
+    end counts when a step was under way at the end."""
+    import sqlite3
+
+    try:
+        conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=2.0)
+    except sqlite3.Error:
+        return None, True
+    try:
+        rows = conn.execute(
+            "SELECT time_created, data FROM part WHERE session_id = ? ORDER BY time_created, id", (session_id,)
+        ).fetchall()
+    except sqlite3.Error:
+        return None, True
+    finally:
+        conn.close()
+    total = {k: 0 for k in KEYS}
+    steps, running, settled = 0, False, False
+    for created, data in rows:
+        try:
+            part = json.loads(data)
+        except ValueError:
+            continue
+        kind = part.get("type") if isinstance(part, dict) else None
+        at = int(created)
+        if kind == "step-start" and since_ms <= at <= until_ms:
+            running = True
+        if kind != "step-finish" or at < since_ms:
+            continue
+        if at > until_ms:
+            if settled or not running:
+                break
+            settled = True
+        running = False
+        raw = part.get("tokens")
+        tokens: Mapping[str, Any] = raw if isinstance(raw, dict) else {}
+        raw = tokens.get("cache")
+        cache: Mapping[str, Any] = raw if isinstance(raw, dict) else {}
+        total["input_tokens"] += _int(tokens.get("input"))
+        total["output_tokens"] += _int(tokens.get("output"))
+        total["cache_read_tokens"] += _int(cache.get("read"))
+        total["cache_write_tokens"] += _int(cache.get("write"))
+        steps += 1
+    settled = settled or not running
+    return ({**total, "messages": steps, "source": "opencode-db"} if steps else None), settled
+
+
+def _settle(read: Any) -> dict[str, Any] | None:
+    """`read()` -> (usage, settled), again until settled or SETTLE_S passed."""
+    deadline = time.monotonic() + SETTLE_S
+    while True:
+        usage, settled = read()
+        if settled or time.monotonic() >= deadline:
+            return usage  # type: ignore[no-any-return]
+        time.sleep(0.1)
+
+
 def job_usage(
     agent: str,
     *,
@@ -145,10 +208,8 @@ def job_usage(
         rollouts = [p for p in adapter.conversation_files(conversation_id, cwd=cwd, env=env) if p.suffix == ".jsonl"]
         if not rollouts:
             return None
-        deadline = time.monotonic() + SETTLE_S
-        while True:
-            usage, settled = codex_rollout(rollouts[0], since_ms, until_ms)
-            if settled or time.monotonic() >= deadline:
-                return usage
-            time.sleep(0.1)
+        return _settle(lambda: codex_rollout(rollouts[0], since_ms, until_ms))
+    if agent == "opencode" and conversation_id:
+        db = adapter.db(env)  # type: ignore[attr-defined]
+        return _settle(lambda: opencode_db(db, conversation_id, since_ms, until_ms)) if db.is_file() else None
     return None

@@ -166,6 +166,19 @@ def test_codex_notify_counts_its_turn_ends_and_its_rollout_gives_the_usage(hooke
     assert out["usage"]["output_tokens"] == sum(u["output_tokens"] for u in turns), (out["usage"], turns)
 
 
+def test_opencode_usage_comes_from_its_database(hooked: Workspace, tmp_path: Path) -> None:
+    """opencode gets no hooks (docs/agents.md), but its database has each step's usage."""
+    log = tmp_path / "agents.jsonl"
+    create("opencode", "oc", log)
+    rc, out = delegate("oc", "work\nfake-work: 0.2", "job-usage-oc")
+    assert rc == 0 and out["state"] == "completed", out
+    turns = [e["usage"] for e in map(json.loads, log.read_text().splitlines()) if e["event"] == "usage"]
+    assert len(turns) == 1 and out["usage"]["source"] == "opencode-db", (turns, out["usage"])
+    assert out["usage"]["input_tokens"] == turns[0]["input_tokens"]
+    assert out["usage"]["cache_read_tokens"] == turns[0]["cache_read_input_tokens"]
+    assert out["usage"]["cache_write_tokens"] == turns[0]["cache_creation_input_tokens"]
+
+
 @pytest.mark.parametrize("payload", ["", "not json", "[1, 2]", '{"hook_event_name": "Stop"}'])
 def test_mam_hook_exits_0_on_anything(hooked: Workspace, payload: str) -> None:
     proc = mam("hook", "claude", "--session", "nobody", input=payload, timeout=30)

@@ -429,10 +429,21 @@ class Opencode(Sqlite):
             "INSERT INTO message (id, session_id, time_created, time_updated, data) VALUES (?, ?, ?, ?, ?)",
             (message, cid, ms, ms, json.dumps({"role": role})),
         )
-        self.write(
-            "INSERT INTO part (id, message_id, session_id, time_created, time_updated, data) VALUES (?, ?, ?, ?, ?, ?)",
-            (self.ident("prt", at), message, cid, ms, ms, json.dumps({"type": "text", "text": text})),
-        )
+        parts: list[dict[str, object]] = [{"type": "text", "text": text}]
+        if role == "assistant":  # one model step, its usage on the step-finish part, as 1.18.33 records it
+            u = fake_usage(text)
+            tokens = {
+                "input": u["input_tokens"],
+                "output": u["output_tokens"],
+                "reasoning": 0,
+                "cache": {"read": u["cache_read_input_tokens"], "write": u["cache_creation_input_tokens"]},
+            }
+            parts = [{"type": "step-start"}, *parts, {"type": "step-finish", "reason": "stop", "tokens": tokens}]
+        for part in parts:
+            self.write(
+                "INSERT INTO part (id, message_id, session_id, time_created, time_updated, data) VALUES (?, ?, ?, ?, ?, ?)",
+                (self.ident("prt", at), message, cid, ms, ms, json.dumps(part)),
+            )
         # 1.18 also logs every change as an event keyed by aggregate_id (= the session id).
         self.write(
             "INSERT INTO event_sequence (aggregate_id, seq) VALUES (?, 1) ON CONFLICT (aggregate_id) DO UPDATE SET seq = seq + 1",
