@@ -66,7 +66,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"python -c pass : median {baseline:7.1f} ms over {args.runs} runs")
         print(f"mam --help     : median {help_ms:7.1f} ms over {args.runs} runs")
         print(
-            f"ratio          : {help_ms / baseline:.2f}x   target: < {TARGET_MS:.0f} ms -> {'ok' if result['ok'] else 'TOO SLOW'}"
+            f"ratio          : {help_ms / baseline:.2f}x   target: < {TARGET_MS:.0f} ms -> "
+            f"{'ok' if result['ok'] else 'TOO SLOW'}"
         )
     return 0 if result["ok"] else 1
 

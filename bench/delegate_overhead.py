@@ -127,7 +127,8 @@ def main(argv: list[str] | None = None) -> int:
                 if not args.json:
                     r = rows[-1]
                     print(
-                        f"job {i:2}: total {r['total']:7.1f} ms  (start-up {r['startup']:6.1f}, queue {r['queue']:6.1f}, inject {r['inject']:6.1f}, "
+                        f"job {i:2}: total {r['total']:7.1f} ms  (start-up {r['startup']:6.1f}, queue "
+                        f"{r['queue']:6.1f}, inject {r['inject']:6.1f}, "
                         f"ack {r['ack']:6.1f}, complete {r['complete']:6.1f}, exit {r['exit']:6.1f})",
                         flush=True,
                     )

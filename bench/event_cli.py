@@ -125,7 +125,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--no-bytecode-cache",
         action="store_true",
-        help="let the children run without cached bytecode when PYTHONDONTWRITEBYTECODE is set (default: cache it in a temp dir)",
+        help="let the children run without cached bytecode when PYTHONDONTWRITEBYTECODE is set (default: cache it in "
+        "a temp dir)",
     )
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
     args = parser.parse_args(argv)
@@ -208,7 +209,8 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(result, indent=2))
         return 0
     print(
-        f"median of {args.runs} interleaved runs each (event of {size} B, Mosquitto on 127.0.0.1:{broker.port if broker else '?'})"
+        f"median of {args.runs} interleaved runs each (event of {size} B, Mosquitto on "
+        f"127.0.0.1:{broker.port if broker else '?'})"
     )
     print(f"  {'':34} {'wall ms':>8} {'min ms':>8} {'CPU ms':>8}")
     labels = {"mam": "mam event progress", "baseline": "paho connect+publish QoS 1+ack", "floor": "python -c pass"}
@@ -216,7 +218,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  {label:34} {med[k]:8.1f} {min(wall[k]):8.1f} {support.median(cpu[k]):8.1f}")
     verdict = "met" if result["ratio"] <= TARGET else "MISSED"
     print(
-        f"ratio mam/baseline: {result['ratio']:.2f}x wall (CPU {result['cpu_ratio']:.2f}x)   target: <= {TARGET}x -> {verdict}"
+        f"ratio mam/baseline: {result['ratio']:.2f}x wall (CPU {result['cpu_ratio']:.2f}x)   target: <= {TARGET}x -> "
+        f"{verdict}"
     )
     return 0
 

@@ -1,6 +1,7 @@
 """Event path throughput: mam's signed event path against raw paho QoS 1, on the same private broker.
 
-Usage: python bench/event_path.py [--messages 5000] [--window 100] [--rounds 5] [--amqtt-rounds 1] [--remote] [--state-dir DIR] [--json]
+Usage: python bench/event_path.py [--messages 5000] [--window 100] [--rounds 5] [--amqtt-rounds 1] [--remote]
+                                  [--state-dir DIR] [--json]
 
 Both rows move the same number of messages of the same size from one publisher client to one
 subscriber client through a private broker (Mosquitto on a free loopback port, started and
@@ -107,7 +108,7 @@ def _paho(client_id: str, window: int) -> Any:
 def _connect(client: Any, broker: support.Broker) -> None:
     ready = threading.Event()
 
-    def on_connect(c, _u, _f, reason_code, _p):  # type: ignore[no-untyped-def]
+    def on_connect(c, _u, _f, reason_code, _p):
         if not reason_code.is_failure:
             c.socket().setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             ready.set()
@@ -172,7 +173,7 @@ def run_raw(broker: support.Broker, n: int, window: int, size: int, tag: str) ->
     probed = threading.Event()
     sub, pub = _paho(f"bench-{tag}-raw-sub", window), _paho(f"bench-{tag}-raw-pub", window)
 
-    def on_message(_c, _u, msg):  # type: ignore[no-untyped-def]
+    def on_message(_c, _u, msg):
         if msg.topic == probe_topic:
             probed.set()
         else:
@@ -319,7 +320,8 @@ def bench_broker(
                 row = run_mam(broker, args.messages, args.window, args.size, tag, root, args.remote)
             rows[kind].append(row)
             say(
-                f"  {broker.kind:9} round {r + 1} {kind:3}: {row.rate:8.0f} msg/s  ({row.cpu_us_per_msg:5.0f} us CPU/msg in this process)"
+                f"  {broker.kind:9} round {r + 1} {kind:3}: {row.rate:8.0f} msg/s  ({row.cpu_us_per_msg:5.0f} us "
+                "CPU/msg in this process)"
             )
     raw = support.median([x.rate for x in rows["raw"]])
     mam = support.median([x.rate for x in rows["mam"]])
@@ -367,7 +369,8 @@ def main(argv: list[str] | None = None) -> int:
         "--state-dir",
         type=Path,
         default=None,
-        help="parent folder of the temporary workspaces (default: the system temp dir; try /dev/shm to take the disk out)",
+        help="parent folder of the temporary workspaces (default: the system temp dir; try /dev/shm to take the disk "
+        "out)",
     )
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
     args = parser.parse_args(argv)
@@ -397,7 +400,8 @@ def main(argv: list[str] | None = None) -> int:
             broker = start(folder)
             try:
                 say(
-                    f"{kind} on 127.0.0.1:{broker.port}: {args.messages} messages of ~{args.size} B, window {args.window}, {rounds} round(s)"
+                    f"{kind} on 127.0.0.1:{broker.port}: {args.messages} messages of ~{args.size} B, window "
+                    f"{args.window}, {rounds} round(s)"
                 )
                 result["brokers"].append(
                     bench_broker(broker, argparse.Namespace(**{**vars(args), "rounds": rounds}), root, say)
@@ -415,18 +419,21 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     print()
     print(
-        f"{'broker':10} {'raw msg/s':>10} {'mam msg/s':>10} {'mam/raw':>8} {'paired':>7} {'raw us CPU/msg':>15} {'mam us CPU/msg':>15}"
+        f"{'broker':10} {'raw msg/s':>10} {'mam msg/s':>10} {'mam/raw':>8} {'paired':>7} {'raw us CPU/msg':>15} "
+        f"{'mam us CPU/msg':>15}"
     )
     for b in result["brokers"]:
         print(
-            f"{b['broker']:10} {b['raw_msgs_per_s']:>10} {b['mam_msgs_per_s']:>10} {b['ratio']:>7.2f}x {b['paired_ratio_median']:>6.2f}x "
+            f"{b['broker']:10} {b['raw_msgs_per_s']:>10} {b['mam_msgs_per_s']:>10} {b['ratio']:>7.2f}x "
+            f"{b['paired_ratio_median']:>6.2f}x "
             f"{b['raw_cpu_us_per_msg']:>15} {b['mam_cpu_us_per_msg']:>15}"
         )
     print("(mam/raw: ratio of the medians; paired: median of each round's own mam/raw)")
     mosq = result["brokers"][0]
     verdict = "met" if mosq["ratio"] >= TARGET else "MISSED"
     print(
-        f"target: mam >= {TARGET}x raw on Mosquitto -> {verdict} ({mosq['ratio']:.2f}x); envelope {result['envelope_bytes']} B; "
+        f"target: mam >= {TARGET}x raw on Mosquitto -> {verdict} ({mosq['ratio']:.2f}x); envelope "
+        f"{result['envelope_bytes']} B; "
         f"wrapper of a {'remote' if args.remote else 'local'} job"
     )
     return 0

@@ -135,7 +135,8 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(result, indent=2))
         return 0
     print(
-        f"\nmedians over {args.jobs} jobs each ({args.broker}): cli {cli:.1f} ms, mcp {mcp:.1f} ms, ratio {mcp / cli:.2f}x "
+        f"\nmedians over {args.jobs} jobs each ({args.broker}): cli {cli:.1f} ms, mcp {mcp:.1f} ms, ratio "
+        f"{mcp / cli:.2f}x "
         f"(mcp server ready in {runs['server_ready_ms']:.0f} ms)"
     )
     return 0

@@ -293,11 +293,13 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(rows, indent=2))
     else:
         print(
-            f"{'sessions':>8} {'jobs':>5} {'lost':>4} {'stuck':>5} {'jobs/min':>8} {'p50 s':>6} {'p99 s':>6} {'ev/s':>6} {'mon cpu%':>8} {'MB/sess':>7}"
+            f"{'sessions':>8} {'jobs':>5} {'lost':>4} {'stuck':>5} {'jobs/min':>8} {'p50 s':>6} {'p99 s':>6} "
+            f"{'ev/s':>6} {'mon cpu%':>8} {'MB/sess':>7}"
         )
         for r in rows:
             print(
-                f"{r['sessions']:>8} {r['jobs']:>5} {r['lost']:>4} {r['stuck_open']:>5} {r['jobs_per_min']:>8} {r['started_p50_s']:>6} "
+                f"{r['sessions']:>8} {r['jobs']:>5} {r['lost']:>4} {r['stuck_open']:>5} {r['jobs_per_min']:>8} "
+                f"{r['started_p50_s']:>6} "
                 f"{r['started_p99_s']:>6} {r['events_per_s']:>6} {r['monitor_cpu_pct']:>8} {r['rss_per_session_mb']:>7}"
             )
     return 0 if all(r["lost"] == 0 and r["stuck_open"] == 0 and r["wrapper_error_count"] == 0 for r in rows) else 1

@@ -16,7 +16,14 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
+import yaml
+from filelock import FileLock
+
+from mam.broker import embedded
 from mam.errors import MamError, StoreError, UsageError
+from mam.store import sessions as sessions_table
+from mam.store.registry import Registry
+from mam.store.sessions import SessionRow
 from mam.util import trust
 from mam.workspace import Workspace
 
@@ -149,7 +156,6 @@ def _read_sessions(path: Path) -> dict[str, dict[str, Any]] | None:
 
 def read_mirror(path: Path) -> tuple[int, list[dict[str, Any]]]:
     """(generation, session dicts) from the YAML mirror; StoreError if it is absent or not a mirror."""
-    import yaml
 
     try:
         doc = yaml.safe_load(path.read_text(encoding="utf-8"))
@@ -180,7 +186,8 @@ def _mirror(ws: Workspace, db_sessions: dict[str, dict[str, Any]] | None) -> Che
         return Check(
             name,
             WARN,
-            f"{path}: {len(rows)} sessions (generation {generation}) that `mam doctor --restore-from-mirror` can restore",
+            f"{path}: {len(rows)} sessions (generation {generation}) that `mam doctor --restore-from-mirror` can "
+            "restore",
         )
     mirrored = {r["name"]: r for r in rows}
     if set(mirrored) != set(db_sessions):
@@ -226,7 +233,6 @@ def _records(ws: Workspace) -> Check:
 
 
 def _broker(ws: Workspace, load_settings: Callable[[], Any]) -> Check:
-    from mam.broker import embedded
 
     try:
         host = load_settings().broker_host
@@ -271,7 +277,6 @@ def plan_restore(ws: Workspace) -> RestorePlan:
 
 
 def _session_rows(mirror: Path, rows: list[dict[str, Any]]) -> list[Any]:
-    from mam.store.sessions import SessionRow
 
     known = {f.name for f in fields(SessionRow)}
     out, seen = [], set()
@@ -289,10 +294,6 @@ def _session_rows(mirror: Path, rows: list[dict[str, Any]]) -> list[Any]:
 
 def restore(ws: Workspace, plan: RestorePlan) -> int:
     """Move the damaged registry aside and rebuild the sessions table from the mirror; the count restored."""
-    from filelock import FileLock
-
-    from mam.store import sessions as sessions_table
-    from mam.store.registry import Registry
 
     rows = _session_rows(plan.mirror, plan.sessions)
     with FileLock(str(ws.lock("mirror"))):

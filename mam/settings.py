@@ -15,6 +15,7 @@ from pathlib import Path
 
 from mam.envfile import parse_env_file
 from mam.errors import ConfigError, UsageError
+from mam.util.trust import check_path
 
 
 @dataclass(frozen=True)
@@ -30,7 +31,8 @@ KEYS: tuple[Key, ...] = (
     Key(
         "MQTT_BROKER",
         "",
-        "MQTT broker host. Empty: use this workspace's embedded broker on 127.0.0.1 (started on demand). Never a public broker.",
+        "MQTT broker host. Empty: use this workspace's embedded broker on 127.0.0.1 (started on demand). Never a "
+        "public broker.",
     ),
     Key("MQTT_PORT", "1883", "MQTT broker port (8883 is usual with TLS).", "int"),
     Key("MQTT_USERNAME", "", "Broker username (empty: anonymous)."),
@@ -43,7 +45,8 @@ KEYS: tuple[Key, ...] = (
     Key(
         "MAM_TOPIC_PREFIX",
         "",
-        "Root of every mam topic. Empty: jobs under mam/<workspace slug>, runners under mam. If set, set it alike on every host.",
+        "Root of every mam topic. Empty: jobs under mam/<workspace slug>, runners under mam. If set, set it alike on "
+        "every host.",
     ),
     Key(
         "MAM_DISPATCH_SECRET",
@@ -200,8 +203,6 @@ def load_settings(
     warnings: list[str] = []
     used_file: Path | None = None
     if env_file is not None and (required_env_file or os.path.lexists(env_file)):
-        from mam.util.trust import check_path
-
         check_path(env_file, what="settings file")  # another user's file could name a program mam runs
         used_file = env_file
         for entry in parse_env_file(env_file):
@@ -263,7 +264,8 @@ def _validate(values: Mapping[str, str], sources: Mapping[str, str]) -> None:
     broker_port = int(values["MAM_BROKER_PORT"])
     if not 0 <= broker_port < 65536:
         raise ConfigError(
-            f"MAM_BROKER_PORT={broker_port} is not a TCP port, 1-65535 or 0 for any free one ({sources['MAM_BROKER_PORT']})",
+            f"MAM_BROKER_PORT={broker_port} is not a TCP port, 1-65535 or 0 for any free one "
+            f"({sources['MAM_BROKER_PORT']})",
             key="MAM_BROKER_PORT",
         )
     tls_files = [values[n].strip() for n in ("MQTT_TLS_CERT", "MQTT_TLS_KEY")]

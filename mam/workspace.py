@@ -14,6 +14,7 @@ from pathlib import Path
 
 from mam.errors import UsageError, WorkspaceError
 from mam.ids import check_job_id
+from mam.util import trust
 
 STATE_DIR = ".mam"
 ENV_FILE = ".mam.env"
@@ -84,14 +85,12 @@ class Workspace:
 
     def check_trusted(self) -> None:
         """Refuse a `.mam/` or `.mam.env` of another user or writable by others; tighten `.mam/` to 0700."""
-        from mam.util import trust
 
         trust.check_state_dir(self.state)
         trust.check_path(self.env_file, what="settings file")
 
     def ensure_state(self) -> Path:
         """Create `.mam/` (0700, or check and tighten an existing one) and its sub-folders; return it."""
-        from mam.util import trust
 
         trust.check_state_dir(self.state)
         try:

@@ -99,7 +99,7 @@ def mosquitto_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[broke
 @pytest.fixture(params=["amqtt", "mosquitto"])
 def broker(request: pytest.FixtureRequest) -> brokers.RunningBroker:
     """The same test against the embedded amqtt broker and against Mosquitto."""
-    return request.getfixturevalue(f"{request.param}_broker")  # type: ignore[no-any-return]
+    return request.getfixturevalue(f"{request.param}_broker")
 
 
 @pytest.fixture
@@ -124,7 +124,7 @@ def own_broker(tmp_path: Path) -> Iterator[object]:
 
 
 @pytest.fixture
-def poll():  # type: ignore[no-untyped-def]
+def poll():
     """wait_for(check, timeout=..., message=...): poll with a deadline instead of sleeping."""
     return wait_for
 

@@ -1,12 +1,12 @@
-"""Agent adapters: one small module per agent CLI, each defining `ADAPTER`.
+"""Agent adapters: one small module per agent CLI, each defining `ADAPTER`, listed in `ADAPTERS`.
 
-Adding an agent is one file: `mam/agents/<name>.py` with `ADAPTER = <AgentAdapter subclass>()`.
+Adding an agent is one module (`mam/agents/<name>.py` with `ADAPTER = <AgentAdapter subclass>()`)
+and one row in `ADAPTERS`. Modules are imported when their adapter is first asked for.
 """
 
 from __future__ import annotations
 
 import importlib
-import pkgutil
 from typing import TYPE_CHECKING
 
 from mam.errors import AgentError
@@ -14,23 +14,29 @@ from mam.errors import AgentError
 if TYPE_CHECKING:
     from mam.agents.base import AgentAdapter
 
-_NOT_ADAPTERS = {"base", "launch", "demo_agent", "convo", "trust"}
+# agent name (`--agent`) -> the module defining its ADAPTER
+ADAPTERS: dict[str, str] = {
+    "agy": "mam.agents.agy",
+    "claude": "mam.agents.claude",
+    "codex": "mam.agents.codex",
+    "demo": "mam.demo.adapter",
+    "gemini": "mam.agents.gemini",
+    "grok": "mam.agents.grok",
+    "hermes": "mam.agents.hermes",
+    "opencode": "mam.agents.opencode",
+}
 
 
 def known_agents() -> list[str]:
-    """Names of every adapter module in this package."""
-    import mam.agents as pkg
-
-    return sorted(
-        m.name for m in pkgutil.iter_modules(pkg.__path__) if m.name not in _NOT_ADAPTERS and not m.name.startswith("_")
-    )
+    """Every agent name `mam session create --agent` accepts, sorted."""
+    return sorted(ADAPTERS)
 
 
 def get_adapter(name: str) -> AgentAdapter:
-    if name not in known_agents():
+    module_name = ADAPTERS.get(name)
+    if module_name is None:
         raise AgentError(f"unknown agent {name!r}; known agents: {', '.join(known_agents())}", agent=name)
-    module = importlib.import_module(f"mam.agents.{name}")
-    adapter = getattr(module, "ADAPTER", None)
+    adapter: AgentAdapter | None = getattr(importlib.import_module(module_name), "ADAPTER", None)
     if adapter is None:
-        raise AgentError(f"mam.agents.{name} defines no ADAPTER", agent=name)
-    return adapter  # type: ignore[no-any-return]
+        raise AgentError(f"{module_name} defines no ADAPTER", agent=name)
+    return adapter

@@ -9,6 +9,7 @@ starts panes itself: sessions do that with the argv the adapter returns.
 from __future__ import annotations
 
 import os
+import shutil
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -151,7 +152,9 @@ class AgentAdapter:
 
     # -- first-run dialogs --------------------------------------------------------------------
     def trust_folder(self, cwd: str, env: Mapping[str, str]) -> Path | None:
-        """Record `cwd` as trusted where the CLI keeps that per folder; return the file written (None: nothing to do)."""
+        """Record `cwd` as trusted where the CLI keeps that per folder.
+
+        Returns the file written (None: nothing to do)."""
         return None
 
     def dialog(self, screen: str) -> Dialog | None:
@@ -181,7 +184,6 @@ class AgentAdapter:
 
     def purge_conversation(self, conversation_id: str, *, cwd: str, env: Mapping[str, str]) -> list[Path]:
         """Delete that conversation's files (and nothing else); return what was removed."""
-        import shutil
 
         removed = []
         for path in self.conversation_files(conversation_id, cwd=cwd, env=env):
@@ -192,6 +194,11 @@ class AgentAdapter:
                 path.unlink()
                 removed.append(path)
         return removed
+
+    def replay_pending(self, conversation_id: str | None, *, env: Mapping[str, str], since: float) -> bool:
+        """True while a CLI launched at `since` has yet to load a resumed conversation back, for a CLI
+        whose input box shows (and drops what is pasted) before that. Default: False (its ready screen says all)."""
+        return False
 
     def check_resumable(self, conversation_id: str, *, cwd: str, env: Mapping[str, str]) -> None:
         """Raise AgentError with a clear message when the conversation cannot be resumed."""

@@ -13,6 +13,7 @@ import os
 import re
 import shutil
 import sqlite3
+import subprocess
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from datetime import datetime
@@ -140,7 +141,8 @@ def delete_keyed(conn: sqlite3.Connection, ids: list[str], keys: Mapping[str, st
     plain = [
         r[0]
         for r in conn.execute(
-            "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' AND sql NOT LIKE 'CREATE VIRTUAL%'"
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' AND sql NOT LIKE "
+            "'CREATE VIRTUAL%'"
         )
     ]
     conn.isolation_level = None
@@ -217,7 +219,6 @@ def drop_json_lines(path: Path, key: str, value: str) -> bool:
 def run_cli(command: str, args: list[str], *, cwd: str, env: Mapping[str, str], timeout: float = 60.0) -> bool:
     """Run an agent CLI non-interactively with exactly `env` (never through a shell); True on exit 0.
     The program is looked up on env's PATH; a missing program, a failure or a timeout give False."""
-    import subprocess
 
     program = shutil.which(command, path=env.get("PATH", ""))
     if program is None:

@@ -15,8 +15,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 from collections.abc import Mapping
+from datetime import datetime
 from pathlib import Path
 
 from mam.agents import convo, trust
@@ -73,8 +75,28 @@ class GeminiAdapter(AgentAdapter):
         return next((line for line in lines[rules[-1] + 1 :] if line.startswith(" > ")), "")
 
     def is_ready(self, screen: str) -> bool:
-        """Its input box shows (empty: the ready marker; or holding text) and no dialog is in the way."""
+        """Its input box shows (empty: the ready marker; or holding text) and no dialog is in the way
+        (while it replays a resumed conversation, "Resuming session..." shows instead of the box)."""
         return bool(self.input_box(screen)) and self.dialog(screen) is None
+
+    def replay_pending(self, conversation_id: str | None, *, env: Mapping[str, str], since: float) -> bool:
+        """A gemini resumed at `since` has not loaded its conversation back yet.
+
+        Measured on 0.61.0 (tests/agents/screens/gemini-0.61.0/resume-*.txt): `--resume` draws its
+        ready input box first (a paste then goes to its queue), then, once its config is initialized
+        (2-3 s later on a loaded machine), writes a transcript header of its own (a new file, or
+        appended to the resumed one when both are named for the same minute), clears the screen and
+        replays the conversation under "Resuming session..." with no input box (a paste then is
+        dropped), appends `{"$set": {"sessionId": ...}}` to the resumed transcript, and draws its box
+        again. So: pending while a transcript of that id from before `since` exists (a resume, not a
+        fresh launch) and no transcript written since holds that record after its last header from
+        since."""
+        if not conversation_id:
+            return False
+        found = self._transcripts(conversation_id, env)
+        if not any(_started(head) < since for _path, head in found):
+            return False  # nothing to load back: a fresh launch
+        return not any(_resumed_since(path, since) for path, _head in found if _mtime(path) >= since)
 
     def root(self, env: Mapping[str, str]) -> Path:
         base = env.get("GEMINI_CLI_HOME") or str(convo.home(env))
@@ -138,6 +160,46 @@ class GeminiAdapter(AgentAdapter):
             if _drop_log_entries(log, conversation_id):
                 removed.append(log)
         return removed
+
+
+def _started(head: Mapping[str, object]) -> float:
+    """A transcript's startTime (ISO 8601, UTC) as a timestamp; +inf when missing or unreadable."""
+    value = head.get("startTime")
+    if not isinstance(value, str):
+        return math.inf
+    try:
+        return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return math.inf
+
+
+def _resumed_since(path: Path, since: float) -> bool:
+    """The transcript holds a `$set` of sessionId (what a resume appends) after its last header from `since` on."""
+    try:
+        lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        return False
+    resumed = False
+    for line in lines:
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue  # a line still being written
+        if not isinstance(record, dict):
+            continue
+        update = record.get("$set")
+        if isinstance(update, dict) and "sessionId" in update:
+            resumed = True
+        elif "sessionId" in record and "startTime" in record and _started(record) >= since:
+            resumed = False  # a header this launch wrote: only a `$set` after it counts
+    return resumed
+
+
+def _mtime(path: Path) -> float:
+    try:
+        return path.stat().st_mtime
+    except OSError:
+        return -math.inf
 
 
 def _trust(path: Path, cwd: str) -> Path | None:

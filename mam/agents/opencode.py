@@ -9,6 +9,7 @@ by session_id (message, part, todo...). A session's diff may also sit in
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from collections.abc import Mapping
 from pathlib import Path
@@ -38,7 +39,6 @@ class OpencodeAdapter(AgentAdapter):
         config ("ask" became allow-all), so the user's own bash setting is carried in as its "*"
         rule. A user config mam cannot read, or a `permission` given as one string for every
         tool, gets no rule at all (then `mam event` asks, as with --permissions ask)."""
-        import json
 
         current = self._user_bash_permission(ctx)
         if current is None:
@@ -54,7 +54,6 @@ class OpencodeAdapter(AgentAdapter):
     def _user_bash_permission(self, ctx: LaunchContext) -> str | dict[str, str] | None:
         """The user's effective `permission.bash` ("allow" when none is set, opencode's default),
         or None when it cannot be known or is not a bash setting of its own."""
-        import json
 
         config_home = convo.env_dir(ctx.env, "XDG_CONFIG_HOME", convo.home(ctx.env) / ".config") / "opencode"
         layers = [config_home / "config.json", config_home / "opencode.json", config_home / "opencode.jsonc"]

@@ -19,6 +19,11 @@ from typing import Any
 
 from mam.errors import AgentError
 
+if sys.version_info >= (3, 11):
+    import tomllib
+else:
+    import tomli as tomllib
+
 
 def write_atomically(path: Path, text: str) -> None:
     """Replace `path` with `text`, keeping its mode (0600 for a new file)."""
@@ -153,10 +158,6 @@ def _trust_in_toml(path: Path, cwd: str, *, agent: str) -> Path | None:
 
 
 def _check_toml(text: str, path: Path, cwd: str, agent: str) -> None:
-    if sys.version_info >= (3, 11):
-        import tomllib
-    else:
-        import tomli as tomllib
     try:
         parsed = tomllib.loads(text)
     except ValueError as e:

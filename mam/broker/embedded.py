@@ -15,6 +15,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from filelock import FileLock
+
 from mam.broker import credentials
 from mam.errors import BrokerError
 from mam.settings import Settings
@@ -131,7 +133,6 @@ def _choose_port(ws: Workspace, settings: Settings) -> int:
 
 def start(ws: Workspace, settings: Settings, *, timeout: float = 15.0) -> BrokerStatus:
     """Start the embedded broker if it is not running; harmless when it is."""
-    from filelock import FileLock
 
     ws.ensure_state()
     ws.broker_dir.mkdir(mode=0o700, exist_ok=True)

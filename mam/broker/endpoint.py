@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from mam.broker import credentials, embedded
 from mam.errors import BrokerError
 from mam.settings import Settings
 from mam.workspace import Workspace
@@ -55,7 +56,6 @@ def resolve_endpoint(settings: Settings, ws: Workspace, *, autostart: bool = Tru
     configured = configured_endpoint(settings)
     if configured is not None:
         return configured
-    from mam.broker import embedded
 
     status = embedded.status(ws)
     if status.running and status.port and status.authenticated:
@@ -63,7 +63,8 @@ def resolve_endpoint(settings: Settings, ws: Workspace, *, autostart: bool = Tru
     if not autostart or settings.no_autostart:
         if status.running:
             raise BrokerError(
-                f"this workspace's embedded broker (pid {status.pid}) was started by an older mam and lets every local user in; "
+                f"this workspace's embedded broker (pid {status.pid}) was started by an older mam and lets every "
+                "local user in; "
                 "restart it with `mam broker stop && mam broker start`"
             )
         raise BrokerError(
@@ -78,7 +79,6 @@ def resolve_endpoint(settings: Settings, ws: Workspace, *, autostart: bool = Tru
 
 def _embedded_endpoint(ws: Workspace, port: int) -> BrokerEndpoint:
     """The embedded broker with the workspace's login (it refuses clients without it)."""
-    from mam.broker import credentials
 
     login = credentials.load(ws)
     if login is None:

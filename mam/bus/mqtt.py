@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import os
 import socket
+import ssl
 import threading
 import time
 import uuid
@@ -81,7 +82,6 @@ class MqttClient:
 
     def _tls_set(self, ep: BrokerEndpoint) -> None:
         """Load the TLS files; a missing or unreadable one is a BrokerError naming the setting and its path."""
-        import ssl
 
         for setting, path in (("MQTT_TLS_CA", ep.ca), ("MQTT_TLS_CERT", ep.cert), ("MQTT_TLS_KEY", ep.key)):
             if path and not os.access(path, os.R_OK):
@@ -115,14 +115,16 @@ class MqttClient:
                 check = ""
                 if refused in ("Not authorized", "Bad user name or password"):
                     check = (
-                        " (the embedded broker's password file changed since it started: `mam broker stop && mam broker start`)"
+                        " (the embedded broker's password file changed since it started: "
+                        "`mam broker stop && mam broker start`)"
                         if ep.embedded
                         else " (check MQTT_USERNAME and MQTT_PASSWORD)"
                     )
                 raise BrokerError(f"MQTT broker {ep.host}:{ep.port} refused{who}: {refused}{check}")
             hint = "" if ep.tls else "; if that port is a TLS listener, set MQTT_TLS=1"
             raise BrokerError(
-                f"MQTT broker {ep.host}:{ep.port} did not accept the connection within {timeout:.0f}s (no CONNACK{hint})"
+                f"MQTT broker {ep.host}:{ep.port} did not accept the connection within {timeout:.0f}s (no "
+                f"CONNACK{hint})"
             )
         return self
 
@@ -182,11 +184,13 @@ class MqttClient:
                     left = deadline - time.monotonic()
                     if left <= 0:
                         raise BrokerError(
-                            f"MQTT broker {self.endpoint.host}:{self.endpoint.port} did not acknowledge a publish within {timeout:g}s"
+                            f"MQTT broker {self.endpoint.host}:{self.endpoint.port} did not acknowledge a publish "
+                            f"within {timeout:g}s"
                         )
                     if give_up_on_disconnect and not self._connected.is_set():
                         raise BrokerError(
-                            f"lost the connection to MQTT broker {self.endpoint.host}:{self.endpoint.port} before it acknowledged a publish"
+                            f"lost the connection to MQTT broker {self.endpoint.host}:{self.endpoint.port} before it "
+                            "acknowledged a publish"
                         )
                     info.wait_for_publish(min(0.2, left) if give_up_on_disconnect else left)
             except (RuntimeError, ValueError) as e:
@@ -204,7 +208,8 @@ class MqttClient:
             with self._acked_cond:
                 if not self._acked_cond.wait_for(lambda: mid in self._acked or not self._connected.is_set(), timeout):
                     raise BrokerError(
-                        f"MQTT broker {self.endpoint.host}:{self.endpoint.port} did not acknowledge a subscription within {timeout:.0f}s"
+                        f"MQTT broker {self.endpoint.host}:{self.endpoint.port} did not acknowledge a subscription "
+                        f"within {timeout:.0f}s"
                     )
                 self._acked.discard(mid)
 
@@ -223,7 +228,7 @@ class MqttClient:
                     self._acked.discard(mid)
 
     # -- paho callbacks (network thread) ------------------------------------------------------
-    def _on_connect(self, client, userdata, flags, reason_code, properties) -> None:  # type: ignore[no-untyped-def]
+    def _on_connect(self, client, _userdata, _flags, reason_code, _properties) -> None:  # type: ignore[no-untyped-def]
         self._network_thread = threading.get_ident()
         if reason_code.is_failure:
             self._connect_error = str(reason_code)
@@ -246,19 +251,19 @@ class MqttClient:
         if self.on_connection_change is not None:
             self.on_connection_change(True)
 
-    def _on_disconnect(self, client, userdata, flags, reason_code, properties) -> None:  # type: ignore[no-untyped-def]
+    def _on_disconnect(self, _client, _userdata, _flags, _reason_code, _properties) -> None:  # type: ignore[no-untyped-def]
         self._connected.clear()
         with self._acked_cond:
             self._acked_cond.notify_all()  # a subscriber waiting for its SUBACK stops waiting; on_connect resubscribes
         if not self._closing and self.on_connection_change is not None:
             self.on_connection_change(False)
 
-    def _on_subscribe(self, client, userdata, mid, reason_codes, properties) -> None:  # type: ignore[no-untyped-def]
+    def _on_subscribe(self, _client, _userdata, mid, _reason_codes, _properties) -> None:  # type: ignore[no-untyped-def]
         with self._acked_cond:
             self._acked.add(mid)
             self._acked_cond.notify_all()
 
-    def _on_message(self, client, userdata, msg) -> None:  # type: ignore[no-untyped-def]
+    def _on_message(self, _client, _userdata, msg) -> None:  # type: ignore[no-untyped-def]
         with self._lock:
             handlers = [
                 h for pattern, (_q, h) in self._subs.items() if self._paho.topic_matches_sub(pattern, msg.topic)

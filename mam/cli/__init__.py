@@ -7,13 +7,14 @@ until it runs.
 
 from __future__ import annotations
 
+import gc
 import importlib
 import sys
 
 import click
 
 from mam import __version__
-from mam.cli.common import App
+from mam.cli.common import App, run_cli
 
 COMMANDS = {
     "broker": ("mam.cli.broker", "broker", "Start, stop or inspect the workspace's embedded MQTT broker."),
@@ -82,9 +83,6 @@ def cli(ctx: click.Context, workspace: str | None, env_file: str | None) -> None
 
 
 def main(argv: list[str] | None = None) -> None:
-    import gc
-
-    from mam.cli.common import run_cli
 
     code = run_cli(cli, argv)
     # The process ends here. Freezing the heap spares the interpreter collecting and freeing every

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from mam.broker import embedded
 from mam.cli.common import App, echo_json
 
 
@@ -22,7 +23,6 @@ def broker() -> None:
 @click.pass_obj
 def start(app: App, as_json: bool) -> None:
     """Start the embedded broker, detached (harmless when it already runs)."""
-    from mam.broker import embedded
 
     if app.settings.broker_host:
         click.echo(
@@ -38,7 +38,6 @@ def start(app: App, as_json: bool) -> None:
 @click.pass_obj
 def stop(app: App, as_json: bool) -> None:
     """Stop the embedded broker; no broker process is left (harmless when stopped)."""
-    from mam.broker import embedded
 
     before = embedded.status(app.ws)
     after = embedded.stop(app.ws)
@@ -53,7 +52,6 @@ def stop(app: App, as_json: bool) -> None:
 @click.pass_obj
 def status(app: App, as_json: bool) -> None:
     """Show whether the embedded broker runs (never starts it). Exit 0 either way."""
-    from mam.broker import embedded
 
     _show(embedded.status(app.ws), as_json)
 
@@ -63,12 +61,14 @@ def _show(st, as_json: bool) -> None:  # type: ignore[no-untyped-def]
         echo_json(st.as_dict())
     elif st.running and not st.authenticated:
         click.echo(
-            f"embedded broker running: pid {st.pid}, 127.0.0.1:{st.port}, started by an older mam: it lets every local user in; "
+            f"embedded broker running: pid {st.pid}, 127.0.0.1:{st.port}, started by an older mam: it lets every "
+            "local user in; "
             f"restart it with `mam broker stop && mam broker start` (log {st.log})"
         )
     elif st.running:
         click.echo(
-            f"embedded broker running: pid {st.pid}, 127.0.0.1:{st.port}, user {st.username}, password in {st.password_file} "
+            f"embedded broker running: pid {st.pid}, 127.0.0.1:{st.port}, user {st.username}, password in "
+            f"{st.password_file} "
             f"(log {st.log})"
         )
     else:

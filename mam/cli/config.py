@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from mam.cli.common import App, echo_json
+from mam.settings import example_env_text
 
 
 @click.command("config")
@@ -22,7 +23,6 @@ def config(app: App, as_json: bool, example: bool) -> None:
     Secrets (MQTT_PASSWORD, MAM_DISPATCH_SECRET) are shown as *** when set. An unknown key in
     .mam.env is a warning on stderr (and in --json) naming the closest known key.
     """
-    from mam.settings import example_env_text
 
     if example:
         click.echo(example_env_text(), nl=False)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import click
 
+from mam.demo.tour import run_demo, summary_lines
+
 
 @click.command("demo")
 @click.option("--keep", is_flag=True, help="Keep the temporary workspace afterwards (its path is printed).")
@@ -18,7 +20,6 @@ def demo(app: object, keep: bool, no_loop: bool) -> int:
     summary and removes everything it started. Needs tmux; no LLM, no network.
     Exit codes: 0 everything ended as expected; 1 otherwise.
     """
-    from mam.demo import run_demo, summary_lines
 
     result = run_demo(echo=click.echo, keep=keep, loop=not no_loop)
     for line in summary_lines(result):

@@ -6,7 +6,10 @@ from pathlib import Path
 
 import click
 
+from mam import doctor as lib
 from mam.cli.common import App, echo_json, workspace_option
+from mam.errors import UsageError
+from mam.settings import load_settings
 
 
 @click.command("doctor")
@@ -33,9 +36,6 @@ def doctor(app: App, restore: bool, yes: bool, as_json: bool) -> int:
     Exit codes: 0 nothing failed (warnings allowed); 1 a check failed, or the restore was declined;
     2 bad usage (e.g. --restore-from-mirror on a healthy registry).
     """
-    from mam import doctor as lib
-    from mam.errors import UsageError
-    from mam.settings import load_settings
 
     if yes and not restore:
         raise UsageError("--yes goes with --restore-from-mirror")

@@ -14,7 +14,17 @@ from typing import Any
 
 import click
 
+from mam.broker.endpoint import resolve_endpoint
+from mam.bus.connect import client_id
+from mam.bus.mqtt import MqttClient
 from mam.cli.common import App, echo_json, workspace_option
+from mam.errors import BrokerError
+from mam.ids import check_job_id
+from mam.jobs.emit import Emitter, relayed
+from mam.jobs.heartbeat import fork
+from mam.jobs.record import read_record
+from mam.settings import positive_seconds
+from mam.store.registry import Registry
 
 MAX_REPORT_BYTES = 64 * 1024  # read no more of a report file than an event could ever carry
 
@@ -31,9 +41,6 @@ def event() -> None:
 
 
 def _emit(app: App, job_id: str, type: str, body: dict[str, Any], as_json: bool, fit_field: str | None = None) -> Any:
-    from mam.jobs.emit import Emitter, relayed
-    from mam.jobs.record import read_record
-    from mam.store.registry import Registry
 
     ws = app.ws
     record = read_record(ws, job_id)  # JobNotFound (exit 5) before anything is opened or created
@@ -59,17 +66,14 @@ def _emit(app: App, job_id: str, type: str, body: dict[str, Any], as_json: bool,
         echo_json({"job": job_id, "seq": out.envelope.seq, "type": type, "published": out.published})
     else:
         click.echo(
-            f"{type} recorded for {job_id} (seq {out.envelope.seq}{', published' if out.published else ', on disk only'})"
+            f"{type} recorded for {job_id} (seq "
+            f"{out.envelope.seq}{', published' if out.published else ', on disk only'})"
         )
     return out
 
 
 def _connect(app: App) -> tuple[Any, str]:
     """A client for the configured or embedded broker (never started from here), or a warning."""
-    from mam.broker.endpoint import resolve_endpoint
-    from mam.bus.connect import client_id
-    from mam.bus.mqtt import MqttClient
-    from mam.errors import BrokerError
 
     try:
         endpoint = resolve_endpoint(app.settings, app.ws, autostart=False)
@@ -79,7 +83,6 @@ def _connect(app: App) -> tuple[Any, str]:
 
 
 def _job_id(_ctx: click.Context, _param: click.Parameter, value: str) -> str:
-    from mam.ids import check_job_id
 
     return check_job_id(value)
 
@@ -105,20 +108,14 @@ json_option = click.option("--json", "as_json", is_flag=True, help="Print what w
 def started(app: App, job_id: str, nonce: str, heartbeat: float | None, as_json: bool) -> None:
     """Acknowledge the brief (once), optionally starting an automatic heartbeat."""
     if nonce is None:
-        from mam.jobs.record import read_record
-
         nonce = str(read_record(app.ws, job_id).get("nonce", ""))
         body: dict[str, Any] = {"nonce": nonce, "nonce_from": "record"}
     else:
         body = {"nonce": nonce}
     if heartbeat is not None:
-        from mam.settings import positive_seconds
-
         body["heartbeat_ms"] = int(positive_seconds(heartbeat, "--heartbeat") * 1000)
     _emit(app, job_id, "started", body, as_json)
     if heartbeat is not None:
-        from mam.jobs.heartbeat import fork
-
         agent_pid = int(os.environ.get("MAM_AGENT_PID") or os.getppid())
         # Fork rather than start a new interpreter: this process has already imported everything the
         # heartbeater needs (its broker connection and registry were closed by _emit).

@@ -2,12 +2,20 @@
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
 import click
 
 from mam.cli.common import App, echo_json, existing_registry, open_registry, workspace_option
+from mam.errors import UsageError
+from mam.ids import check_job_id
+from mam.jobs.delegate import delegate as run_delegate
+from mam.jobs.delegate import delegate_request
+from mam.jobs.queries import cancel as cancel_job
+from mam.jobs.queries import log, workspace_jobs
+from mam.jobs.queries import status as job_status
 
 DELEGATE_HELP = """Delegate a brief to a session and wait for the job to end.
 
@@ -85,10 +93,6 @@ def delegate(
     follow: bool,
     as_json: bool,
 ) -> int:
-    from mam.errors import UsageError
-    from mam.ids import check_job_id
-    from mam.jobs.delegate import delegate as run_delegate
-    from mam.jobs.delegate import delegate_request
 
     # Ids first: a bad one must leave nothing behind, not even the registry that open_registry creates.
     for value in (job_id, parent_job):
@@ -123,7 +127,6 @@ def delegate(
 
 
 def _read_brief(path: str) -> str:
-    from mam.errors import UsageError
 
     if path == "-":
         return sys.stdin.read()
@@ -151,14 +154,14 @@ def _printer():  # type: ignore[no-untyped-def]
 @click.pass_obj
 def status(app: App, job_id: str, as_json: bool) -> None:
     """Show one job (and its sub-jobs). Exit 5 if there is no such job."""
-    from mam.jobs.queries import status as job_status
 
     view = job_status(existing_registry(app, job_id), job_id)
     if as_json:
         echo_json(view)
         return
     click.echo(
-        f"{view['id']}: {view['state']}{' (' + view['reason'] + ')' if view['reason'] else ''} session {view['session']} exit {view['exit_code']}"
+        f"{view['id']}: {view['state']}{' (' + view['reason'] + ')' if view['reason'] else ''} session "
+        f"{view['session']} exit {view['exit_code']}"
     )
     for child in view["children"]:
         click.echo(f"  sub-job {child['id']}: {child['state']} {child['reason']}")
@@ -177,7 +180,6 @@ def list_(
     app: App, session: str | None, state: str | None, parent_job: str | None, open_only: bool, limit: int, as_json: bool
 ) -> None:
     """List recent jobs, newest first."""
-    from mam.jobs.queries import workspace_jobs
 
     rows = workspace_jobs(app.ws, session=session, state=state, parent=parent_job, open_only=open_only, limit=limit)
     if as_json:
@@ -196,9 +198,6 @@ def list_(
 @click.pass_obj
 def log_(app: App, job_id: str, as_json: bool) -> None:
     """Print a job's audit log: every transition and every event received or rejected."""
-    import json
-
-    from mam.jobs.queries import log
 
     lines = log(app.ws, existing_registry(app, job_id), job_id)
     if as_json:
@@ -216,7 +215,6 @@ def log_(app: App, job_id: str, as_json: bool) -> None:
 @click.pass_obj
 def cancel(app: App, job_id: str, as_json: bool) -> None:
     """Cancel an open job (its wrapper then exits 5). Exit 1 if it already ended, 5 if unknown."""
-    from mam.jobs.queries import cancel as cancel_job
 
     view = cancel_job(app.ws, existing_registry(app, job_id), job_id)
     if as_json:

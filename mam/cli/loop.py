@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import os
 import sys
+from pathlib import Path
 from typing import Any
 
 import click
 
 from mam.cli.common import App, echo_json, open_registry, workspace_option
+from mam.errors import UsageError
+from mam.loop import LoopRequest, run_loop
+from mam.loop.describe import describe
 
 LOOP_HELP = """Run a task through plan (optional), implement, and review rounds until every reviewer passes.
 
@@ -134,8 +138,6 @@ def loop(
     quiet: bool,
     as_json: bool,
 ) -> int:
-    from mam.errors import UsageError
-    from mam.loop import LoopRequest, run_loop
 
     if (task is None) == (task_file is None):
         raise UsageError("give exactly one of --task or --task-file")
@@ -178,9 +180,6 @@ def loop(
 
 
 def _read(path: str) -> str:
-    from pathlib import Path
-
-    from mam.errors import UsageError
 
     if path == "-":
         return sys.stdin.read()
@@ -191,7 +190,6 @@ def _read(path: str) -> str:
 
 
 def _progress(event: dict[str, Any]) -> None:
-    from mam.loop.describe import describe
 
     text = describe(event)
     if text and event["event"] != "end":

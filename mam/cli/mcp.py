@@ -7,6 +7,9 @@ import os
 import click
 
 from mam.cli.common import App, workspace_option
+from mam.mcp.run import LOOPBACK, serve_http, serve_stdio
+from mam.mcp.service import Service
+from mam.mcp.token import server_token
 
 MCP_HELP = """Serve mam's tools (sessions, jobs, loops) to an MCP client, over stdio (default) or Streamable HTTP.
 
@@ -35,22 +38,18 @@ Exit codes:
 @click.option("--port", type=click.IntRange(1, 65535), default=8765, show_default=True, help="With --http: the port.")
 @click.pass_obj
 def mcp(app: App, http: bool, host: str, port: int) -> int:
-    from mam.mcp.service import Service
 
     ws, settings = app.ws, app.settings
     service = Service(ws=ws, settings=settings, environ=os.environ)
     if not http:
-        from mam.mcp.run import serve_stdio
-
         serve_stdio(service, poll_s=settings.poll_s)
         return 0
-    from mam.mcp.run import LOOPBACK, serve_http
-    from mam.mcp.token import server_token
 
     token, source = server_token(ws, settings)
     if host not in LOOPBACK:
         click.echo(
-            f"mam: warning: serving on {host}, not loopback: anyone who can reach it and holds the token drives your agents",
+            f"mam: warning: serving on {host}, not loopback: anyone who can reach it and holds the token drives your "
+            "agents",
             err=True,
         )
     serve_http(

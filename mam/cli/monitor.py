@@ -7,6 +7,7 @@ import signal
 import click
 
 from mam.cli.common import App, echo_json, workspace_option
+from mam.monitor.main import Monitor
 
 
 @click.command("monitor")
@@ -27,7 +28,6 @@ def monitor(app: App, subscribe: bool, once: bool, interval: float | None, as_js
     Every repair is logged with its reason to .mam/monitor.jsonl (and printed).
     Exit codes: 0 done (or stopped by SIGTERM/SIGINT); 4 a monitor already runs here.
     """
-    from mam.monitor.main import Monitor
 
     m = Monitor(
         app.ws,

@@ -7,6 +7,8 @@ import signal
 import click
 
 from mam.cli.common import App, workspace_option
+from mam.remote.runner import Runner
+from mam.sessions.common import check_name
 
 
 @click.command("runner")
@@ -32,8 +34,6 @@ def runner(
     3 broker unavailable; 4 a runner of that name already runs in this workspace or is online
     elsewhere on this broker.
     """
-    from mam.remote.runner import Runner
-    from mam.sessions.common import check_name
 
     r = Runner(check_name(name, "runner name"), ws=app.ws, settings=app.settings, allow_insecure=allow_insecure_broker)
     for sig in (signal.SIGTERM, signal.SIGINT):

@@ -5,11 +5,18 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import asdict
 from typing import Any
 
 import click
 
 from mam.cli.common import App, echo_json, open_registry, workspace_option
+from mam.ids import check_name
+from mam.sessions.create import start_session
+from mam.sessions.orchestrator import onboard_orchestrator as record
+from mam.sessions.resume import resume_session
+from mam.sessions.status import session_status
+from mam.sessions.stop import stop_session
 
 
 @contextmanager
@@ -86,7 +93,6 @@ def create(
     (the session is kept in both cases); 1 creation failed (also: the agent showed a trust
     dialog or a permission prompt; nothing is left behind); 2 bad options.
     """
-    from mam.sessions.create import start_session
 
     made = start_session(
         name=name,
@@ -113,7 +119,8 @@ def create(
         echo_json(row.as_dict())
     else:
         click.echo(
-            f"session {row.name}: {row.agent} ({row.role}) running in {row.backend}:{row.server} pane {row.pane_id}, cwd {row.cwd}"
+            f"session {row.name}: {row.agent} ({row.role}) running in {row.backend}:{row.server} pane {row.pane_id}, "
+            f"cwd {row.cwd}"
         )
     return code
 
@@ -130,8 +137,6 @@ def stop(app: App, name: str, purge_conversation: bool, yes: bool, as_json: bool
 
     Exit codes: 0 stopped (or already stopped); 5 unknown session; 2 --purge-conversation without --yes.
     """
-    from mam.ids import check_name
-    from mam.sessions.stop import stop_session
 
     check_name(name)  # before registry_of creates anything
     with registry_of(app) as registry:
@@ -142,7 +147,8 @@ def stop(app: App, name: str, purge_conversation: bool, yes: bool, as_json: bool
         echo_json(row.as_dict())
     else:
         click.echo(
-            f"session {row.name}: stopped, conversation {row.conversation_id or '-'}, resumable {str(row.resumable).lower()}"
+            f"session {row.name}: stopped, conversation {row.conversation_id or '-'}, resumable "
+            f"{str(row.resumable).lower()}"
         )
 
 
@@ -156,8 +162,6 @@ def resume(app: App, name: str, as_json: bool) -> None:
 
     Exit codes: 0 resumed; 1 already running, or the conversation is gone; 5 unknown session.
     """
-    from mam.ids import check_name
-    from mam.sessions.resume import resume_session
 
     check_name(name)  # before registry_of creates anything
     with registry_of(app) as registry:
@@ -179,7 +183,6 @@ def status(app: App, as_json: bool) -> None:
 
     Never starts a broker, a server or a pane. Exit code 0.
     """
-    from mam.sessions.status import session_status
 
     rows = session_status(ws=app.ws, settings=app.settings)
     if as_json:
@@ -226,9 +229,6 @@ def onboard_orchestrator(
     app: App, backend: str | None, server: str | None, pane_id: str | None, session_id: str, as_json: bool
 ) -> None:
     """Record the orchestrator's own pane so the monitor never registers it as a sub-agent. Exit 0."""
-    from dataclasses import asdict
-
-    from mam.sessions.orchestrator import onboard_orchestrator as record
 
     with registry_of(app) as registry:
         row = record(

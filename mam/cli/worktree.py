@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import os
+from dataclasses import asdict
 from pathlib import Path
 
 import click
 
 from mam.cli.common import App, echo_json, workspace_option
+from mam.errors import UsageError
+from mam.loop.worktree import prepare as prepare_worktree
+from mam.loop.worktree import remove as remove_worktree
 
 EXIT_HELP = """
 \b
@@ -40,9 +44,6 @@ def worktree() -> None:
 def prepare(
     app: App, name: str, path: str | None, base: str, repo: str | None, submodules: bool, as_json: bool
 ) -> None:
-    from dataclasses import asdict
-
-    from mam.loop.worktree import prepare as prepare_worktree
 
     where = Path(path).expanduser().resolve() if path else app.ws.state / "worktrees" / name
     done = prepare_worktree(
@@ -71,10 +72,6 @@ def prepare(
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @click.pass_obj
 def remove(app: App, path: str | None, name: str | None, repo: str | None, force: bool, as_json: bool) -> None:
-    from dataclasses import asdict
-
-    from mam.errors import UsageError
-    from mam.loop.worktree import remove as remove_worktree
 
     if (path is None) == (name is None):
         raise UsageError("give exactly one of --path or --name")

@@ -24,7 +24,8 @@ def check_brief(text: str, *, max_bytes: int = MAX_BRIEF_BYTES) -> str:
     size = len(text.encode("utf-8", "surrogatepass"))
     if size > max_bytes:
         raise UsageError(
-            f"the brief is {size} bytes; the limit is {max_bytes} (put long material in a file and name it in the brief)"
+            f"the brief is {size} bytes; the limit is {max_bytes} (put long material in a file and name it in the "
+            "brief)"
         )
     try:
         text.encode("utf-8")
@@ -48,7 +49,8 @@ def footer(job_id: str, nonce: str, heartbeat_s: float) -> str:
     hb = seconds(heartbeat_s)
     return (
         "\n\n---\n"
-        f"This is mam job {job_id}. Report on it from your shell; each indented line is one command, run it exactly as written.\n"
+        f"This is mam job {job_id}. Report on it from your shell; each indented line is one command, run it exactly "
+        "as written.\n"
         "First, exactly once, before you start:\n"
         f"  mam event started --job {job_id} --nonce {nonce} --heartbeat {hb}\n"
         "While you work, as often as you like (put your own words between the quotes):\n"

@@ -106,8 +106,14 @@ class PaneDelivery:
         assert self.row is not None and self.row.pane_id
         backend = backend_for(self.row, settings=self.settings, ws=self.ws)
         adapter = get_adapter(self.row.agent)
-        if not self.row.ready:  # readiness is established once per launch
-            if wait_ready(backend, self.row.pane_id, adapter, timeout=min(ledger.job.start_deadline_ms / 1000, 30.0)):
+        row = self.row
+        if not row.ready:  # readiness is established once per launch (a resume that timed out waiting included)
+
+            def loading() -> bool:
+                return adapter.replay_pending(row.conversation_id, env=row.agent_env, since=row.launched_at or 0.0)
+
+            timeout = min(ledger.job.start_deadline_ms / 1000, 30.0)
+            if wait_ready(backend, self.row.pane_id, adapter, timeout=timeout, loading=loading):
                 self.registry.update_session(self.row.name, ready_at=time.time())
             else:
                 rec.audit(

@@ -26,8 +26,10 @@ class OnboardOutcome:
 
 def onboarding_brief(row: SessionRow, ws: Workspace) -> str:
     return (
-        f"You are {row.name}, a {row.agent} session with the role '{row.role}', managed by mam in the workspace {ws.root}.\n"
-        f"You work in {row.cwd}. Jobs reach you as messages like this one, each ending with the `mam event` commands to run.\n"
+        f"You are {row.name}, a {row.agent} session with the role '{row.role}', managed by mam in the workspace "
+        f"{ws.root}.\n"
+        f"You work in {row.cwd}. Jobs reach you as messages like this one, each ending with the `mam event` commands "
+        "to run.\n"
         f"The mam skills are described in {ws.root}/.agents/skills/*/SKILL.md.\n"
         "For this onboarding job: acknowledge it, read nothing else yet, and report it completed."
     )

@@ -17,9 +17,12 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from mam.agents import get_adapter
 from mam.jobs import record as rec
+from mam.jobs.delivery import PaneDelivery
 from mam.jobs.ledger import Ledger
 from mam.jobs.model import JobState
+from mam.sessions.common import backend_for
 from mam.settings import Settings
 
 ENDED_WITHOUT_REPORT = "ended_without_report"
@@ -99,10 +102,6 @@ class Reminder:
 def pane_typer(delivery: Any) -> Callable[[str], bool] | None:
     """For a local pane (PaneDelivery): type `text` and press Enter when the input box is empty and
     no dialog shows; None for a delivery without a pane here (a remote job)."""
-    from mam.agents import get_adapter
-    from mam.jobs.delivery import PaneDelivery
-    from mam.sessions.common import backend_for
-
     if not isinstance(delivery, PaneDelivery):
         return None
 

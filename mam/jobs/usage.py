@@ -8,10 +8,13 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from mam.agents import get_adapter
+from mam.hooks import session_state
 from mam.jobs import record as rec
 from mam.jobs.ledger import Ledger
 from mam.store import jobs as jobs_table
 from mam.store.registry import Registry
+from mam.usage.readers import job_usage
 from mam.workspace import Workspace
 
 log = logging.getLogger(__name__)
@@ -29,9 +32,6 @@ def reported_tokens(ws: Workspace, job_id: str) -> int | None:
 
 
 def measure(ws: Workspace, registry: Registry, ledger: Ledger) -> dict[str, Any] | None:
-    from mam.usage.readers import job_usage
-    from mam.hooks import session_state
-
     job = ledger.job
     since, until = job.claimed_ms or job.delivered_ms, job.ended_ms
     if since is None or until is None:
@@ -60,8 +60,6 @@ def measure(ws: Workspace, registry: Registry, ledger: Ledger) -> dict[str, Any]
 
 def _discover(row: Any) -> str | None:
     """The conversation of a CLI that names it only in its store (codex), not yet on the row."""
-    from mam.agents import get_adapter
-
     if not row.launched_at:
         return None
     found = get_adapter(row.agent).discover(cwd=row.cwd, since=row.launched_at, env=row.agent_env)

@@ -17,7 +17,6 @@ from mam.loop.snapshot import Snapshot
 from mam.loop.subjobs import SubJob
 from mam.loop.verdict import NOT_PASS_TOKEN, PASS_TOKEN
 
-FIX_MARK = "[mam-loop: fix]"  # the fix brief's first line, alone
 PLAN_OK = "[PLAN OK]"
 MAX_EMBED = 48_000  # characters of one embedded report or plan
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
@@ -67,7 +66,8 @@ def challenge_brief(loop_id: str, task: str, plan: str, turn: int, turns: int) -
             quote(plan),
             "",
             f"If the plan is good as it is, complete the job with the message {PLAN_OK}.",
-            "Otherwise complete it with your challenge as the message (for a longer one, write it to a file and add --report",
+            "Otherwise complete it with your challenge as the message (for a longer one, write it to a file and add "
+            "--report",
             "and that file's path to the completed command).",
             "Do not start implementing yet.",
         ]
@@ -86,7 +86,8 @@ def answer_brief(loop_id: str, task: str, challenge: str, plan_file: Path, turn:
             "",
             quote(challenge),
             "",
-            "Answer it by revising the plan file in place (or keep the plan and add a short note why), then complete the job.",
+            "Answer it by revising the plan file in place (or keep the plan and add a short note why), then complete "
+            "the job.",
             "",
             f"Plan file: {plan_file}",
         ]
@@ -99,8 +100,10 @@ def create_brief(loop_id: str, task: str, plan: str, workdir: str) -> str:
         parts += ["Follow this plan (agreed with the planner):", "", clean(plan), ""]
     parts += [
         f"Work in {workdir} and commit your work there when it is done.",
-        "If you delegate part of the work to another session, add --parent-job followed by your own job id (it is in the",
-        "footer below) to that delegate command: the review waits for those jobs and shows their outcome to the reviewers.",
+        "If you delegate part of the work to another session, add --parent-job followed by your own job id (it is in "
+        "the",
+        "footer below) to that delegate command: the review waits for those jobs and shows their outcome to the "
+        "reviewers.",
         "When you are done, complete the job with a one-line summary of the change.",
     ]
     return "\n".join(parts)

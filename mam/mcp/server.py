@@ -129,7 +129,8 @@ def build(service: Service, *, poll_s: float) -> MCPServer:
 
     # -- sessions ---------------------------------------------------------------------------------
     @server.tool(
-        description="Start AGENT (claude, codex, opencode, gemini, hermes, grok, agy, demo) in a new pane as session NAME "
+        description="Start AGENT (claude, codex, opencode, gemini, hermes, grok, agy, demo) in a new pane as session "
+        "NAME "
         "(`mam session create`; permissions ask|report|full, default report; no_trust: fail on a trust dialog). "
         "With onboard: wait for the onboarding job (exit_code 44 failed, 45 not ended in time)."
     )
@@ -155,7 +156,10 @@ def build(service: Service, *, poll_s: float) -> MCPServer:
             permissions=permissions,
             no_trust=no_trust,
         )
-        line = f"session {data['name']}: {data['agent']} ({data['role']}) {data['status']} in {data['backend']}:{data['server']} pane {data['pane_id']}"
+        line = (
+            f"session {data['name']}: {data['agent']} ({data['role']}) {data['status']} "
+            f"in {data['backend']}:{data['server']} pane {data['pane_id']}"
+        )
         if code:
             o = data.get("onboarding") or {}
             return failed(f"{line}; onboarding job {o.get('job_id')}: {o.get('state')} {o.get('reason')}", code, data)
@@ -269,7 +273,8 @@ def build(service: Service, *, poll_s: float) -> MCPServer:
         return ok(view, f"job {id}: {view['state']}")
 
     @server.tool(
-        description="Accepted events, oldest first: of one job (after since_seq), of a session's recent jobs, or of the "
+        description="Accepted events, oldest first: of one job (after since_seq), of a session's recent jobs, or of "
+        "the "
         "workspace's; for clients without progress notifications."
     )
     @guarded
@@ -354,7 +359,8 @@ def build(service: Service, *, poll_s: float) -> MCPServer:
             errors.unlink(missing_ok=True)
 
     @server.tool(
-        description="A loop's rounds, each reviewer's verdict, the outcome (running, passed, not_passed, failed) and report paths."
+        description="A loop's rounds, each reviewer's verdict, the outcome (running, passed, not_passed, failed) and "
+        "report paths."
     )
     @guarded
     async def loop_status(id: str) -> CallToolResult:

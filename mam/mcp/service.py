@@ -20,11 +20,22 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from mam.bus.connect import open_client
 from mam.errors import BrokerError, JobNotFound, MamError, SessionNotFound
 from mam.ids import check_job_id, check_name
+from mam.jobs.brief import check_brief
 from mam.jobs.delegate import DelegateRequest, Outcome, delegate, delegate_request
 from mam.jobs.ledger import new_job_id
 from mam.jobs.model import JobState
+from mam.jobs.queries import cancel, list_jobs, status
+from mam.jobs.queries import log as job_log
+from mam.jobs.watch import JobWatch, recent_events
+from mam.loop.files import new_loop_id
+from mam.loop.status import loop_status
+from mam.sessions.create import start_session
+from mam.sessions.resume import resume_session
+from mam.sessions.status import session_status
+from mam.sessions.stop import stop_session
 from mam.settings import Settings
 from mam.store.registry import Registry
 from mam.util.proc import spawn_detached
@@ -80,8 +91,6 @@ class Service:
         None if no broker answers: the delegation then fails the way `mam job delegate` does (exit 3)."""
         with self._lock:
             if self._client is None:
-                from mam.bus.connect import open_client
-
                 try:
                     self._client = open_client(self.settings, self.ws, role="mcp", timeout=30)
                 except BrokerError as e:
@@ -102,7 +111,6 @@ class Service:
         permissions: str = "report",
         no_trust: bool = False,
     ) -> tuple[dict[str, Any], int]:
-        from mam.sessions.create import start_session
 
         made = start_session(
             name=name,
@@ -124,7 +132,6 @@ class Service:
         return data, made.exit_code
 
     def session_stop(self, *, name: str, purge_conversation: bool = False) -> dict[str, Any]:
-        from mam.sessions.stop import stop_session
 
         # The tool's own argument is the confirmation the CLI asks for with --yes.
         row = stop_session(
@@ -138,14 +145,12 @@ class Service:
         return row.as_dict()
 
     def session_resume(self, *, name: str) -> dict[str, Any]:
-        from mam.sessions.resume import resume_session
 
         return resume_session(
             check_name(name), ws=self.ws, settings=self.settings, registry=self.writer(), environ=self.environ
         ).as_dict()
 
     def session_status(self, *, name: str | None = None) -> list[dict[str, Any]]:
-        from mam.sessions.status import session_status
 
         rows = session_status(ws=self.ws, settings=self.settings)
         if name is None:
@@ -170,7 +175,6 @@ class Service:
         dispatch_wait_s: float | None = None,
     ) -> Delegation:
         """Start `mam job delegate`'s wrapper for this job in a thread of this process."""
-        from mam.jobs.brief import check_brief
 
         if not job_id:
             check_brief(brief)  # refused here, before a thread or a connection exists
@@ -217,14 +221,12 @@ class Service:
         return d
 
     def job_status(self, *, id: str) -> dict[str, Any]:
-        from mam.jobs.queries import status
 
         return status(self._existing(id), id)
 
     def job_list(
         self, *, state: str | None = None, session: str | None = None, limit: int = 50
     ) -> list[dict[str, Any]]:
-        from mam.jobs.queries import list_jobs
 
         if session:
             check_name(session)
@@ -232,25 +234,21 @@ class Service:
         return [] if registry is None else list_jobs(registry, session=session, state=state, limit=limit)
 
     def job_log(self, *, id: str, limit: int | None = None) -> list[dict[str, Any]]:
-        from mam.jobs.queries import log as job_log
 
         lines = job_log(self.ws, self._existing(id), id)
         return lines[-limit:] if limit else lines
 
     def job_cancel(self, *, id: str) -> dict[str, Any]:
-        from mam.jobs.queries import cancel
 
         return cancel(self.ws, self._existing(id), id)
 
     def job_watch(self, id: str) -> Any:
-        from mam.jobs.watch import JobWatch
 
         return JobWatch(self._existing(id), id)
 
     def events_recent(
         self, *, job: str | None = None, session: str | None = None, since_seq: int = 0, limit: int = 100
     ) -> list[dict[str, Any]]:
-        from mam.jobs.watch import recent_events
 
         registry = self.reader()
         return (
@@ -270,7 +268,6 @@ class Service:
     # -- loops ----------------------------------------------------------------------------------
     def loop_start(self, options: dict[str, Any]) -> tuple[subprocess.Popen[bytes], str, Path]:
         """Start `mam loop` as a detached process under a loop id chosen here; returns (process, id, stderr file)."""
-        from mam.loop.files import new_loop_id
 
         for key in ("creator", "planner"):
             if options.get(key):
@@ -303,7 +300,6 @@ class Service:
         return proc, loop_id, Path(name)
 
     def loop_status(self, *, id: str) -> dict[str, Any]:
-        from mam.loop.status import loop_status
 
         proc = self.loops.get(id)
         if proc is not None and proc.poll() is not None:

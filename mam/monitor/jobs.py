@@ -80,7 +80,8 @@ class OrphanFollower:
                 repairs.append(
                     (
                         row.id,
-                        f"{before.value} -> {after.state.value}{' (' + after.reason + ')' if after.reason else ''}; its wrapper is gone",
+                        f"{before.value} -> {after.state.value}{' (' + after.reason + ')' if after.reason else ''}; "
+                        "its wrapper is gone",
                     )
                 )
         return repairs

@@ -5,6 +5,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from mam.errors import ConfigError
+from mam.panes.herdr import HerdrBackend
+from mam.panes.tmux import TmuxBackend
 
 if TYPE_CHECKING:
     from mam.panes.base import PaneBackend
@@ -23,11 +25,7 @@ def default_server(kind: str, settings: Settings, ws: Workspace) -> str:
 def open_backend(kind: str, server: str, *, settings: Settings, ws: Workspace) -> PaneBackend:
     """A backend object for `server`; constructing it never starts anything."""
     if kind == "tmux":
-        from mam.panes.tmux import TmuxBackend
-
         return TmuxBackend(server, settings=settings, ws=ws)
     if kind == "herdr":
-        from mam.panes.herdr import HerdrBackend
-
         return HerdrBackend(server, settings=settings, ws=ws)
     raise ConfigError(f"unknown backend {kind!r}: use one of {', '.join(BACKENDS)}")

@@ -158,7 +158,10 @@ class RemoteDelivery:
         finally:
             self.client.unsubscribe(topic)
         if not presence:
-            return f"runner {runner!r} has never announced itself on this broker (is it running? same MAM_DISPATCH_SECRET and MAM_TOPIC_PREFIX on both hosts?)"
+            return (
+                f"runner {runner!r} has never announced itself on this broker "
+                "(is it running? same MAM_DISPATCH_SECRET and MAM_TOPIC_PREFIX on both hosts?)"
+            )
         if presence[-1].type != "online":
             body = presence[-1].body
             return f"runner {runner!r} is offline (it said so as host {body.get('host')!r}, pid {body.get('pid')})"

@@ -19,7 +19,8 @@ __all__ = ["check_name", "pane_env"]  # check_name lives in mam.ids; re-exported
 
 
 def pane_env(ws: Workspace, name: str, environ: Mapping[str, str]) -> dict[str, str]:
-    """The creating command's environment without mam's secrets, with the workspace venv first on PATH and the mam variables set."""
+    """The creating command's environment without mam's secrets, with the workspace venv first on PATH
+    and the mam variables set."""
     env = without_secrets(environ)
     first = ws.venv_bin if (ws.venv_bin / "mam").exists() else Path(sys.executable).parent
     parts = [p for p in env.get("PATH", os.defpath).split(os.pathsep) if p and p != str(first)]

@@ -102,7 +102,7 @@ def start_session(
         row = create_session(req, ws=ws, settings=settings, registry=registry, environ=environ)
         if not onboard:
             return Created(row)
-        from mam.jobs.onboard import onboard_session
+        from mam.jobs.onboard import onboard_session  # jobs.onboard imports the sessions package: a cycle
 
         outcome = onboard_session(row, ws=ws, settings=settings, registry=registry, timeout=onboard_timeout)
         return Created(registry.session(name), outcome.exit_code, asdict(outcome))
@@ -250,9 +250,13 @@ def discover(adapter, *, cwd: str, since: float, env: Mapping[str, str], timeout
         return None
 
 
-def wait_ready(backend, pane_id: str, adapter, *, timeout: float) -> bool:  # type: ignore[no-untyped-def]
+def wait_ready(  # type: ignore[no-untyped-def]
+    backend, pane_id: str, adapter, *, timeout: float, loading: Callable[[], bool] = lambda: False
+) -> bool:
     """Wait until the agent shows its ready marker (its input box accepts a paste); False on timeout or exit.
-    Raises AgentDialog as soon as a dialog or permission prompt shows: mam never answers one."""
+    Raises AgentDialog as soon as a dialog or permission prompt shows: mam never answers one. While
+    `loading()` says yes (a resumed CLI still loading its conversation back) the screen is not ready,
+    whatever it shows, and the settle time counts only from when it says no."""
     if adapter.ready_marker is None and not (adapter.trust_markers or adapter.prompt_markers):
         return True
 
@@ -264,7 +268,7 @@ def wait_ready(backend, pane_id: str, adapter, *, timeout: float) -> bool:  # ty
             raise Timeout("the agent exited")
         screen = backend.capture(pane_id, lines=200)
         check_no_dialog(adapter, screen, pane_id)
-        if not adapter.is_ready(screen):
+        if not adapter.is_ready(screen) or loading():
             ready_since.clear()
             return False
         if not ready_since:

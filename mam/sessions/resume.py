@@ -45,8 +45,14 @@ def resume_session(
         registry.update_session(name, status=row.status, pane_id=row.pane_id, pane_pid=row.pane_pid, note=row.note)
         raise
     note = "resumed"
+    agent_env = {**row.agent_env, **adapter.agent_env(env)}
+
+    def loading() -> bool:  # gemini: its box shows, and drops a paste, before it has replayed the conversation
+        return adapter.replay_pending(row.conversation_id, env=agent_env, since=launched)
+
     try:
-        ready_at = time.time() if wait_ready(backend, info.pane_id, adapter, timeout=20.0) else None
+        ready = wait_ready(backend, info.pane_id, adapter, timeout=20.0, loading=loading)
+        ready_at = time.time() if ready else None
     except AgentDialog as e:  # the agent runs; a person answers its dialog, and no brief is typed meanwhile
         ready_at, note = None, f"resumed; {e}"
     return registry.update_session(
@@ -56,7 +62,7 @@ def resume_session(
         pane_pid=info.pid,
         launched_at=launched,
         resumable=False,
-        agent_env={**row.agent_env, **adapter.agent_env(env)},
+        agent_env=agent_env,
         note=note,
         ready_at=ready_at,
     )

@@ -91,22 +91,3 @@ def session_status(*, ws: Workspace, settings: Settings) -> list[dict[str, Any]]
             }
         )
     return out
-
-
-def unregistered_panes(
-    *, ws: Workspace, settings: Settings, rows: list[SessionRow], known_orchestrator_panes: set[str]
-) -> list[PaneInfo]:
-    """Live panes on the workspace's servers that no session row claims (the orchestrator's own excluded)."""
-    panes = pane_snapshot(rows, settings=settings, ws=ws)
-    claimed = {(r.backend, r.server, r.pane_id) for r in rows if r.pane_id}
-    extra = []
-    for (kind, server), found in panes.items():
-        for pane in (found or {}).values():
-            key = (kind, server, pane.pane_id)
-            if (
-                key not in claimed
-                and f"{kind}:{server}:{pane.pane_id}" not in known_orchestrator_panes
-                and not pane.dead
-            ):
-                extra.append(pane)
-    return extra

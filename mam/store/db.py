@@ -280,7 +280,8 @@ class Database:
         version = self.conn.execute("PRAGMA user_version").fetchone()[0]
         if version > SCHEMA_VERSION:
             raise StoreError(
-                f"registry {self.path} has schema version {version}, newer than this mam ({SCHEMA_VERSION}); upgrade mam"
+                f"registry {self.path} has schema version {version}, newer than this mam ({SCHEMA_VERSION}); upgrade "
+                "mam"
             )
         if version == SCHEMA_VERSION:
             return

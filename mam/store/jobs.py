@@ -72,7 +72,8 @@ def insert(
     now = time.time()
     try:
         conn.execute(
-            "INSERT INTO jobs(id, session, kind, target, parent_job, state, owner, data, created_at, updated_at) VALUES (?,?,?,?,?,?,?,?,?,?)",
+            "INSERT INTO jobs(id, session, kind, target, parent_job, state, owner, data, created_at, updated_at) "
+            "VALUES (?,?,?,?,?,?,?,?,?,?)",
             (job_id, session, kind, target, parent_job, state, owner, json.dumps(data, sort_keys=True), now, now),
         )
     except sqlite3.IntegrityError as e:
@@ -204,7 +205,8 @@ def add_event(
 ) -> bool:
     """Record an event; False if that (job, seq) is already recorded."""
     cur = conn.execute(
-        "INSERT OR IGNORE INTO events(job_id, seq, type, sender, ts, raw, recorded_at, published) VALUES (?,?,?,?,?,?,?,?)",
+        "INSERT OR IGNORE INTO events(job_id, seq, type, sender, ts, raw, recorded_at, published) VALUES "
+        "(?,?,?,?,?,?,?,?)",
         (job_id, seq, type, sender, ts, raw, time.time(), int(published)),
     )
     return cur.rowcount == 1

@@ -136,7 +136,8 @@ class OrchestratorRow:
 
 def record_orchestrator(conn: sqlite3.Connection, row: OrchestratorRow) -> None:
     conn.execute(
-        "INSERT OR REPLACE INTO orchestrators(key, backend, server, pane_id, session, pid, recorded_at) VALUES (?,?,?,?,?,?,?)",
+        "INSERT OR REPLACE INTO orchestrators(key, backend, server, pane_id, session, pid, recorded_at) VALUES "
+        "(?,?,?,?,?,?,?)",
         (row.key, row.backend, row.server, row.pane_id, row.session, row.pid, row.recorded_at),
     )
 

@@ -35,11 +35,6 @@ def atomic_write_json(path: Path, obj: Any, *, mode: int = 0o644, fsync: bool = 
     atomic_write(path, data, mode=mode, fsync=fsync)
 
 
-def read_json(path: Path) -> Any:
-    with open(path, encoding="utf-8") as f:
-        return json.load(f)
-
-
 def append_line(path: Path, line: str, *, mode: int = 0o600) -> None:
     """Append one line with O_APPEND (one write call), so concurrent appenders never interleave."""
     data = (line.rstrip("\n") + "\n").encode("utf-8")

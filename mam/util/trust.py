@@ -7,6 +7,7 @@ files; it decides nothing about what those files mean.
 from __future__ import annotations
 
 import os
+import pwd
 import stat
 from pathlib import Path
 
@@ -19,10 +20,8 @@ _FOREIGN_WRITE = stat.S_IWGRP | stat.S_IWOTH
 def user_name(uid: int) -> str:
     """`name (uid N)`, or `uid N` when the uid has no account."""
     try:
-        import pwd
-
         return f"{pwd.getpwuid(uid).pw_name} (uid {uid})"
-    except (KeyError, ImportError):
+    except KeyError:
         return f"uid {uid}"
 
 

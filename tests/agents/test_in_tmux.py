@@ -43,7 +43,7 @@ def event(log: Path, name: str, pid: int | None, **match: object) -> dict | None
         except ValueError:
             continue  # a line still being written
         if record["event"] == name and record["pid"] == pid and all(record.get(k) == v for k, v in match.items()):
-            return record  # type: ignore[no-any-return]
+            return record
     return None
 
 
@@ -100,9 +100,19 @@ def test_launch_turn_exit_and_resume(
     adapter.check_resumable(cid, cwd=folder, env=agent_env)
 
     resume = adapter.resume_argv(cid)
+    resumed_at = time.time()
     second = backend.create_pane(name=f"{agent}-resumed", argv=resume, cwd=folder, env=env)
     poll(
         lambda: event(agent_log, "ready", second.pid, conversation=cid),
+        timeout=WAIT,
+        message=screen(backend, second.pane_id),
+    )
+    # as mam's resume waits (gemini draws its box before it replays the conversation, losing keys meanwhile)
+    poll(
+        lambda: (
+            not adapter.replay_pending(cid, env=agent_env, since=resumed_at)
+            and adapter.is_ready(backend.capture(second.pane_id))
+        ),
         timeout=WAIT,
         message=screen(backend, second.pane_id),
     )

@@ -71,7 +71,7 @@ def test_opencode_report_keeps_a_user_ask(tmp_path: Path) -> None:
 
 def test_opencode_report_keeps_user_patterns_and_puts_its_rule_last(tmp_path: Path) -> None:
     rule = opencode_rule(tmp_path, {"permission": {"bash": {"*": "ask", "git *": "allow"}}})
-    assert list(rule["permission"]["bash"].items()) == [("*", "ask"), ("git *", "allow"), ("mam event *", "allow")]  # type: ignore[index]
+    assert list(rule["permission"]["bash"].items()) == [("*", "ask"), ("git *", "allow"), ("mam event *", "allow")]
 
 
 def test_opencode_report_keeps_the_users_own_config_content(tmp_path: Path) -> None:

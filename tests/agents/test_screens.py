@@ -53,6 +53,11 @@ EXPECTED = {
     # drawn for ~0.2 s in a folder not yet trusted, before the trust dialog replaces it: it looks
     # ready (the adapter's ready_settle_s is what keeps mam from pasting into it)
     ("gemini-0.61.0", "before-trust-dialog"): (True, None, False),
+    # `--resume`: the box drawn before the conversation is replayed looks ready too (a paste there
+    # is lost: the adapter's replay_pending is what holds mam back); then the replay, no box; then ready.
+    ("gemini-0.61.0", "resume-before-replay"): (True, None, False),
+    ("gemini-0.61.0", "resume-replaying"): (False, None, False),
+    ("gemini-0.61.0", "resume-replayed"): (True, None, False),
 }
 
 

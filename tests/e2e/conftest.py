@@ -8,7 +8,7 @@ from tests.helpers.jobs import FAST
 
 
 @pytest.fixture
-def wired(workspace, broker, monkeypatch):  # type: ignore[no-untyped-def]
+def wired(workspace, broker, monkeypatch):
     """A workspace whose mam talks to `broker` (amqtt and Mosquitto), with short poll intervals."""
     for key, value in {**broker.env(), **FAST}.items():
         monkeypatch.setenv(key, value)

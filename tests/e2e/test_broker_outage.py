@@ -11,7 +11,7 @@ from tests.helpers.mamcli import mam, spawn_mam
 
 
 @pytest.mark.parametrize("kind", ["amqtt", "mosquitto"])
-def test_local_job_completes_through_the_disk_path(workspace, own_broker, monkeypatch, poll, kind):  # type: ignore[no-untyped-def]
+def test_local_job_completes_through_the_disk_path(workspace, own_broker, monkeypatch, poll, kind):
     broker = own_broker(kind)
     for key, value in {**broker.env(), **FAST}.items():
         monkeypatch.setenv(key, value)

@@ -63,7 +63,7 @@ def delegate_work(ws: Any, name: str, permissions: str, log: Path) -> tuple[dict
     return out, read_audit(ws, f"job-{name}")
 
 
-def test_a_sandboxed_codex_job_longer_than_k_heartbeats_completes(wired, fake_agents_on_path, tmp_path):  # type: ignore[no-untyped-def]
+def test_a_sandboxed_codex_job_longer_than_k_heartbeats_completes(wired, fake_agents_on_path, tmp_path):
     log = tmp_path / "agents.jsonl"
     out, audit = delegate_work(wired, "cx", "report", log)
     assert out["state"] == "completed" and out["reason"] == "completed"
@@ -79,7 +79,7 @@ def test_a_sandboxed_codex_job_longer_than_k_heartbeats_completes(wired, fake_ag
     assert not (wired.job_log_dir("job-cx") / "heartbeat.pid").exists()
 
 
-def test_codex_without_its_sandbox_keeps_its_own_heartbeater(wired, fake_agents_on_path, tmp_path):  # type: ignore[no-untyped-def]
+def test_codex_without_its_sandbox_keeps_its_own_heartbeater(wired, fake_agents_on_path, tmp_path):
     log = tmp_path / "agents.jsonl"
     out, audit = delegate_work(wired, "cf", "full", log)
     assert out["state"] == "completed"

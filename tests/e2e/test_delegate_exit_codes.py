@@ -12,17 +12,17 @@ from tests.helpers.mamcli import mam
 SHORT = ["--start-deadline", "3", "--heartbeat", "0.5"]
 
 
-def delegate(*args: str, env: dict[str, str] | None = None):  # type: ignore[no-untyped-def]
+def delegate(*args: str, env: dict[str, str] | None = None):
     proc = mam("job", "delegate", "--json", *args, env=env, timeout=60)
     record = json.loads(proc.stdout) if proc.stdout.strip() else {}
     return proc.returncode, record, proc
 
 
-def nonce_count(tmux_server, session: dict, record: dict) -> int:  # type: ignore[no-untyped-def]
+def nonce_count(tmux_server, session: dict, record: dict) -> int:
     return capture(tmux_server.name, session["pane_id"]).count(record["nonce"])
 
 
-def test_completed_exits_0_and_the_brief_is_in_the_pane_once(wired, tmux_server):  # type: ignore[no-untyped-def]
+def test_completed_exits_0_and_the_brief_is_in_the_pane_once(wired, tmux_server):
     s = create_demo("worker")
     code, record, proc = delegate("--target", "tmux:worker", "--brief", "demo-write: out.txt :: done it", *SHORT)
     assert code == 0, proc.stderr
@@ -35,14 +35,14 @@ def test_completed_exits_0_and_the_brief_is_in_the_pane_once(wired, tmux_server)
     assert status["state"] == "completed" and status["exit_code"] == 0
 
 
-def test_plain_output_prints_the_result(wired):  # type: ignore[no-untyped-def]
+def test_plain_output_prints_the_result(wired):
     create_demo("w")
     proc = mam("job", "delegate", "--target", "w", "--brief", "demo-write: a.txt :: x", *SHORT)
     assert proc.returncode == 0
     assert "write a.txt" in proc.stdout
 
 
-def test_agent_error_exits_1(wired):  # type: ignore[no-untyped-def]
+def test_agent_error_exits_1(wired):
     create_demo("w", behaviour="error")
     code, record, _ = delegate("--target", "w", "--brief", "do it", *SHORT)
     assert code == 1
@@ -50,7 +50,7 @@ def test_agent_error_exits_1(wired):  # type: ignore[no-untyped-def]
     assert "told to fail" in record["detail"]
 
 
-def test_no_started_within_the_deadline_is_agent_blocked_exit_1(wired, tmux_server):  # type: ignore[no-untyped-def]
+def test_no_started_within_the_deadline_is_agent_blocked_exit_1(wired, tmux_server):
     s = create_demo("w", behaviour="never_start")
     code, record, _ = delegate("--target", "w", "--brief", "do it", "--start-deadline", "1.5", "--heartbeat", "0.5")
     assert code == 1
@@ -59,7 +59,7 @@ def test_no_started_within_the_deadline_is_agent_blocked_exit_1(wired, tmux_serv
     assert replayed_state(wired, record["id"]).reason == "agent_blocked"
 
 
-def test_agent_crash_after_start_is_deadline_timeout_exit_2(wired, tmux_server):  # type: ignore[no-untyped-def]
+def test_agent_crash_after_start_is_deadline_timeout_exit_2(wired, tmux_server):
     s = create_demo("w", behaviour="crash_after_start")
     code, record, _ = delegate("--target", "w", "--brief", "do it", *SHORT)
     assert code == 2
@@ -70,19 +70,19 @@ def test_agent_crash_after_start_is_deadline_timeout_exit_2(wired, tmux_server):
     assert s["pane_id"] == status[0]["pane_id"]
 
 
-def test_silence_after_start_is_deadline_timeout_exit_2(wired):  # type: ignore[no-untyped-def]
+def test_silence_after_start_is_deadline_timeout_exit_2(wired):
     create_demo("w", behaviour="silent_after_start")
     code, record, _ = delegate("--target", "w", "--brief", "do it", *SHORT)
     assert code == 2 and record["reason"] == "deadline_timeout"
 
 
-def test_budget_spent_is_wall_clock_timeout_exit_2(wired):  # type: ignore[no-untyped-def]
+def test_budget_spent_is_wall_clock_timeout_exit_2(wired):
     create_demo("w", behaviour="slow", env={"MAM_DEMO_SLEEP_S": "30"})
     code, record, _ = delegate("--target", "w", "--brief", "do it", "--timeout", "2", *SHORT)
     assert code == 2 and record["reason"] == "wall_clock_timeout"
 
 
-def test_broker_unreachable_exits_3(workspace, monkeypatch):  # type: ignore[no-untyped-def]
+def test_broker_unreachable_exits_3(workspace, monkeypatch):
     from tests.helpers.brokers import free_port
 
     monkeypatch.setenv("MQTT_BROKER", "127.0.0.1")
@@ -93,13 +93,13 @@ def test_broker_unreachable_exits_3(workspace, monkeypatch):  # type: ignore[no-
     assert record["reason"] == "broker_unavailable"
 
 
-def test_unknown_target_exits_5(wired):  # type: ignore[no-untyped-def]
+def test_unknown_target_exits_5(wired):
     code, record, _ = delegate("--target", "tmux:nobody", "--brief", "do it", *SHORT)
     assert code == 5
     assert record["state"] == "cancelled" and record["reason"] == "target_not_found"
 
 
-def test_an_unknown_parent_job_is_a_usage_error_and_registers_nothing(wired):  # type: ignore[no-untyped-def]
+def test_an_unknown_parent_job_is_a_usage_error_and_registers_nothing(wired):
     create_demo("w")
     proc = mam("job", "delegate", "--target", "w", "--brief", "do it", "--parent-job", "job-nosuch", *SHORT)
     assert proc.returncode == 2
@@ -107,7 +107,7 @@ def test_an_unknown_parent_job_is_a_usage_error_and_registers_nothing(wired):  #
     assert json.loads(mam("job", "list", "--json", check=True).stdout) == []
 
 
-def test_busy_session_is_cancelled_exit_5_and_the_brief_never_delivered(wired, tmux_server, poll):  # type: ignore[no-untyped-def]
+def test_busy_session_is_cancelled_exit_5_and_the_brief_never_delivered(wired, tmux_server, poll):
     from tests.helpers.mamcli import spawn_mam
 
     s = create_demo("w", behaviour="slow", env={"MAM_DEMO_SLEEP_S": "6"})
@@ -125,7 +125,7 @@ def test_busy_session_is_cancelled_exit_5_and_the_brief_never_delivered(wired, t
             first.kill()
 
 
-def test_a_brief_left_unsubmitted_gets_enter_again_not_a_second_paste(wired, tmux_server):  # type: ignore[no-untyped-def]
+def test_a_brief_left_unsubmitted_gets_enter_again_not_a_second_paste(wired, tmux_server):
     s = create_demo("w", behaviour="unsubmitted")
     code, record, _ = delegate(
         "--target", "w", "--brief", "demo-write: u.txt :: ok", "--start-deadline", "6", "--heartbeat", "0.5"
@@ -136,7 +136,7 @@ def test_a_brief_left_unsubmitted_gets_enter_again_not_a_second_paste(wired, tmu
     assert kinds.count("injected") == 1 and kinds.count("nudge") >= 1
 
 
-def test_a_dead_agent_is_never_typed_into(wired, tmux_server, poll):  # type: ignore[no-untyped-def]
+def test_a_dead_agent_is_never_typed_into(wired, tmux_server, poll):
     import os
     import signal
 
@@ -150,7 +150,7 @@ def test_a_dead_agent_is_never_typed_into(wired, tmux_server, poll):  # type: ig
     assert status[0]["status"] == "terminated"
 
 
-def test_another_attempt_takes_the_job_over(wired, tmux_server, poll):  # type: ignore[no-untyped-def]
+def test_another_attempt_takes_the_job_over(wired, tmux_server, poll):
     from tests.helpers.mamcli import spawn_mam
 
     s = create_demo("w", behaviour="slow", env={"MAM_DEMO_SLEEP_S": "3"})
@@ -178,7 +178,7 @@ def test_another_attempt_takes_the_job_over(wired, tmux_server, poll):  # type: 
 
 
 @pytest.mark.parametrize("behaviour,expected", [("ok", 0), ("error", 44), ("never_start", 45)])
-def test_onboarding_exit_codes(wired, behaviour, expected):  # type: ignore[no-untyped-def]
+def test_onboarding_exit_codes(wired, behaviour, expected):
     proc = mam(
         "session",
         "create",
@@ -198,7 +198,7 @@ def test_onboarding_exit_codes(wired, behaviour, expected):  # type: ignore[no-u
     assert [r["name"] for r in status] == ["o"]  # the session is kept either way
 
 
-def test_the_agent_side_commands_of_the_contract(wired, poll):  # type: ignore[no-untyped-def]
+def test_the_agent_side_commands_of_the_contract(wired, poll):
     """`mam event started --job ID [--heartbeat N]` (the contract's form, no --nonce), progress, completed."""
     from tests.helpers.mamcli import spawn_mam
 

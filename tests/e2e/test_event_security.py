@@ -16,14 +16,14 @@ from tests.helpers.mamcli import mam, spawn_mam
 SHORT = ["--start-deadline", "5", "--heartbeat", "0.5"]
 
 
-def raw_client(broker):  # type: ignore[no-untyped-def]
+def raw_client(broker):
     c = paho.Client(paho.CallbackAPIVersion.VERSION2, protocol=paho.MQTTv311)
     c.connect(broker.host, broker.port)
     c.loop_start()
     return c
 
 
-def test_attacks_are_rejected_logged_and_change_nothing(wired, broker, poll):  # type: ignore[no-untyped-def]
+def test_attacks_are_rejected_logged_and_change_nothing(wired, broker, poll):
     create_demo("w", behaviour="slow", env={"MAM_DEMO_SLEEP_S": "3"})
     create_demo("other", behaviour="slow", env={"MAM_DEMO_SLEEP_S": "3"})
     job = spawn_mam(

@@ -54,7 +54,7 @@ def footer_commands(text: str) -> dict[str, list[str]]:
     return commands
 
 
-def test_each_footer_command_runs_as_printed_against_a_live_job(wired, fake_agents_on_path, tmp_path, poll):  # type: ignore[no-untyped-def]
+def test_each_footer_command_runs_as_printed_against_a_live_job(wired, fake_agents_on_path, tmp_path, poll):
     log = tmp_path / "agents.jsonl"
     env = {"MAM_FAKE_AGENT_LOG": str(log)}
     for name in ("fa", "fb"):
@@ -114,7 +114,7 @@ def test_each_footer_command_runs_as_printed_against_a_live_job(wired, fake_agen
 
 def test_hermes_terminal_login_shell_runs_the_footer_as_printed(
     wired, fake_agents_on_path, tmp_path, monkeypatch, poll
-):  # type: ignore[no-untyped-def]
+):
     home = tmp_path / "login-home"
     home.mkdir()
     (home / ".profile").write_text("PATH=/usr/bin:/bin\nexport PATH\n")  # what /etc/profile does on Debian

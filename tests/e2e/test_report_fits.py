@@ -24,7 +24,7 @@ def coloured_report(size: int) -> str:
     return "".join(lines)
 
 
-def test_a_72kb_coloured_report_completes_the_job_with_the_report_cut(wired, tmp_path: Path, poll) -> None:  # type: ignore[no-untyped-def]
+def test_a_72kb_coloured_report_completes_the_job_with_the_report_cut(wired, tmp_path: Path, poll) -> None:
     create_demo("w", behaviour="never_start")  # this test plays the agent's part by hand
     job = spawn_mam(
         "job",

@@ -31,6 +31,12 @@ hooks (SessionStart at launch, UserPromptSubmit per turn, PreToolUse/PostToolUse
 command, PreToolUse before its permission prompt, Stop at each turn's end, SessionEnd on exit),
 codex its `-c notify=[...]` program at each turn's end.
 
+Like the real gemini 0.61.0, the fake gemini on `--resume` in a terminal first draws its input box, then,
+after MAM_FAKE_GEMINI_REPLAY_S seconds (default 2.0), writes a transcript header of its own,
+clears the screen and replays the conversation under "Resuming session..." with no box, appends
+`{"$set": {"sessionId": ...}}` to the resumed transcript and draws its box again; whatever was
+typed or pasted before that is lost (logged as `dropped`), as the real one loses it.
+
 With MAM_FAKE_AGENT_LOG set, it appends one JSON line per event: start (argv, cwd, pid),
 early (codex's early frame), dialog, ready, sandbox, turn, tool (argv, rc), sandbox_killed (pids), hook
 (its name), usage (what the turn's model message recorded), exit, error.
@@ -57,8 +63,8 @@ from pathlib import Path
 try:
     from . import fake_hooks, fake_stores
 except ImportError:  # run as a script: tests/fakes is on sys.path
-    import fake_hooks  # type: ignore[no-redef]
-    import fake_stores  # type: ignore[no-redef]
+    import fake_hooks
+    import fake_stores
 
 PASTE_START, PASTE_END = "\x1b[200~", "\x1b[201~"
 KEYS = {
@@ -134,7 +140,8 @@ BOXES = {
 # command outside the allow rules would (claude's and codex's, from the captured real screens).
 PROMPT_TRIGGER = "fake-ask-permission"
 PERMISSION_PROMPTS = {
-    "claude": " Bash command\n\n touch /somewhere\n\n Do you want to proceed?\n \u276f No\n   Yes\n\n Esc to cancel \u00b7 Tab to amend\n",
+    "claude": " Bash command\n\n touch /somewhere\n\n Do you want to proceed?\n \u276f No\n   Yes\n\n Esc to cancel "
+    "\u00b7 Tab to amend\n",
     "codex": "  Would you like to run the following command?\n  $ touch /somewhere\n\u203a 1. Yes, proceed (y)\n"
     "  3. No, and tell Codex what to do differently (esc)\n  Press enter to confirm or esc to cancel\n",
 }
@@ -144,7 +151,8 @@ EARLY_FRAMES = {
     "codex": "  >_ OpenAI Codex (v0.171.0)\n     {cwd}\n\n\u203a Ask Codex to do anything\n\n  ? for shortcuts",
 }
 TRUST_DIALOGS = {
-    "claude": "Accessing workspace:\n\n {cwd}\n\n Quick safety check: Is this a project you created or one you trust?\n\n"
+    "claude": "Accessing workspace:\n\n {cwd}\n\n Quick safety check: Is this a project you created or one you "
+    "trust?\n\n"
     " \u276f No, exit\n   Yes, I trust this folder\n\n Enter to confirm \u00b7 Esc to cancel\n",
     "codex": "  Folder access\n  {cwd}\n  Trust this folder? Codex can read, edit, and run files here.\n"
     "\u203a 1. Trust and continue\n  2. Back to Agent Command Center\n  enter continue \u00b7 esc back\n",
@@ -178,7 +186,8 @@ CLIS = {
             "--add-dir",
         ),
         flags=("--no-daemon", "--dangerously-bypass-approvals-and-sandbox"),
-        not_found="ERROR: No saved session found with ID {id}. Run `codex resume` without an ID to choose from existing sessions.",
+        not_found="ERROR: No saved session found with ID {id}. Run `codex resume` without an ID to choose from "
+        "existing sessions.",
         exit_hint="To continue this session, run codex resume {id}",
     ),
     "agy": Cli(
@@ -432,6 +441,9 @@ class Agent:
         self.sandbox = Sandbox(name == "codex" and SANDBOX_OFF not in sys.argv)
         self.dialog = dialog  # the dialog's text while it is shown
         self.dialog_kind = "trust" if dialog else ""
+        # gemini --resume: True until the conversation is replayed (input is lost meanwhile)
+        self.replaying = resumed and name == "gemini" and os.isatty(0)  # its UI, in a terminal only
+        self.lock = threading.Lock()  # the replay thread and the key loop both draw
         self.hooks = fake_hooks.Hooks(name, sys.argv[1:], os.getcwd())
         self.report_mode = ""
         self._hook_queue: list[tuple[str, dict[str, object]]] = []
@@ -535,6 +547,26 @@ class Agent:
         self.draw_box()
         log("ready", agent=self.name, conversation=self.cid)
         self.hook("SessionStart", source="resume" if self.resumed else "startup", model="fake")
+        if self.replaying:
+            threading.Thread(target=self.replay, daemon=True).start()
+
+    def replay(self) -> None:
+        """gemini --resume: the box drawn first loses what it gets; the replay, then the box again."""
+        time.sleep(float(os.environ.get("MAM_FAKE_GEMINI_REPLAY_S") or 2.0))  # the real one's delay
+        assert self.cid is not None
+        with self.lock:
+            resumed = self.store.transcript(self.cid)
+            self.store.create(self.cid, time.time())  # its own header: a new file, or the same one within a minute
+            if self.line:
+                log("dropped", agent=self.name, input="box")
+            self.line = ""
+            out("\x1b[2J\x1b[H\u280b Resuming session...\n")
+        time.sleep(0.3)
+        with self.lock:
+            fake_stores.append_json(resumed, {"$set": {"sessionId": self.cid}})
+            self.replaying = False
+            out("\x1b[2J\x1b[H")
+            self.start_screen()
 
     def run(self) -> int:
         tty_state = None
@@ -558,7 +590,8 @@ class Agent:
                 if not data:
                     return self.leave("eof")
                 for kind, value in keys.feed(decode.decode(data)):
-                    reason = self.handle(kind, value)
+                    with self.lock:
+                        reason = self.handle(kind, value)
                     if reason:
                         return self.leave(reason)
         finally:
@@ -572,6 +605,9 @@ class Agent:
         """Apply one input event; the reason to exit, or None to go on."""
         if self.dialog:
             return self.answer_dialog(kind, value)
+        if self.replaying and value == "enter":  # gemini before its replay: what it queued is lost
+            log("dropped", agent=self.name, input="enter")
+            return None
         previous, self.last_key = self.last_key, value if kind == "key" else ""
         if kind == "char" and previous == "ctrl-x" and self.cli.leader_quit and value == "q":
             return "leader q"

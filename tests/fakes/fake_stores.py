@@ -140,9 +140,12 @@ class Codex(Store):
         conn = sqlite3.connect(self.root() / "state_5.sqlite", timeout=5.0)
         conn.execute("PRAGMA journal_mode = WAL")
         conn.executescript(
-            "CREATE TABLE IF NOT EXISTS threads (id TEXT PRIMARY KEY, rollout_path TEXT NOT NULL, created_at INTEGER NOT NULL,"
-            " updated_at INTEGER NOT NULL, source TEXT NOT NULL, cwd TEXT NOT NULL, title TEXT NOT NULL, first_user_message TEXT);"
-            "CREATE TABLE IF NOT EXISTS thread_spawn_edges (parent_thread_id TEXT NOT NULL, child_thread_id TEXT NOT NULL PRIMARY KEY,"
+            "CREATE TABLE IF NOT EXISTS threads (id TEXT PRIMARY KEY, rollout_path TEXT NOT NULL, created_at INTEGER "
+            "NOT NULL,"
+            " updated_at INTEGER NOT NULL, source TEXT NOT NULL, cwd TEXT NOT NULL, title TEXT NOT NULL, "
+            "first_user_message TEXT);"
+            "CREATE TABLE IF NOT EXISTS thread_spawn_edges (parent_thread_id TEXT NOT NULL, child_thread_id TEXT NOT "
+            "NULL PRIMARY KEY,"
             " status TEXT NOT NULL);"
         )
         return conn
@@ -171,7 +174,8 @@ class Codex(Store):
         conn = self.state()
         with conn:
             conn.execute(
-                "INSERT INTO threads (id, rollout_path, created_at, updated_at, source, cwd, title) VALUES (?, ?, ?, ?, ?, ?, '')",
+                "INSERT INTO threads (id, rollout_path, created_at, updated_at, source, cwd, title) VALUES (?, ?, ?, "
+                "?, ?, ?, '')",
                 (cid, str(path), int(started), int(started), json.dumps(source) if parent else "cli", self.cwd),
             )
             if parent:
@@ -313,7 +317,8 @@ class Hermes(Sqlite):
     CREATE TABLE IF NOT EXISTS sessions (id TEXT PRIMARY KEY, source TEXT NOT NULL, model TEXT, parent_session_id TEXT,
         started_at REAL NOT NULL, ended_at REAL, end_reason TEXT, message_count INTEGER DEFAULT 0, cwd TEXT, title TEXT,
         FOREIGN KEY (parent_session_id) REFERENCES sessions(id));
-    CREATE TABLE IF NOT EXISTS messages (id INTEGER PRIMARY KEY AUTOINCREMENT, session_id TEXT NOT NULL REFERENCES sessions(id),
+    CREATE TABLE IF NOT EXISTS messages (id INTEGER PRIMARY KEY AUTOINCREMENT,
+        session_id TEXT NOT NULL REFERENCES sessions(id),
         role TEXT NOT NULL, content TEXT, timestamp REAL NOT NULL);
     CREATE TABLE IF NOT EXISTS session_model_usage (session_id TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
         model TEXT NOT NULL, api_call_count INTEGER NOT NULL DEFAULT 0, PRIMARY KEY (session_id, model));
@@ -361,7 +366,8 @@ class Hermes(Sqlite):
 
     def create(self, cid: str, started: float, *, parent: str | None = None) -> None:
         self.write(
-            "INSERT INTO sessions (id, source, model, parent_session_id, started_at, cwd) VALUES (?, 'cli', 'fake', ?, ?, ?)",
+            "INSERT INTO sessions (id, source, model, parent_session_id, started_at, cwd) VALUES (?, 'cli', 'fake', "
+            "?, ?, ?)",
             (cid, parent, started, self.cwd),
         )
 
@@ -383,15 +389,19 @@ class Opencode(Sqlite):
     schema = """
     CREATE TABLE IF NOT EXISTS project (id TEXT PRIMARY KEY, worktree TEXT NOT NULL,
         time_created INTEGER NOT NULL, time_updated INTEGER NOT NULL);
-    CREATE TABLE IF NOT EXISTS session (id TEXT PRIMARY KEY, project_id TEXT NOT NULL REFERENCES project(id) ON DELETE CASCADE,
+    CREATE TABLE IF NOT EXISTS session (id TEXT PRIMARY KEY,
+        project_id TEXT NOT NULL REFERENCES project(id) ON DELETE CASCADE,
         parent_id TEXT, slug TEXT NOT NULL, directory TEXT NOT NULL, title TEXT NOT NULL, version TEXT NOT NULL,
         time_created INTEGER NOT NULL, time_updated INTEGER NOT NULL);
-    CREATE TABLE IF NOT EXISTS message (id TEXT PRIMARY KEY, session_id TEXT NOT NULL REFERENCES session(id) ON DELETE CASCADE,
+    CREATE TABLE IF NOT EXISTS message (id TEXT PRIMARY KEY,
+        session_id TEXT NOT NULL REFERENCES session(id) ON DELETE CASCADE,
         time_created INTEGER NOT NULL, time_updated INTEGER NOT NULL, data TEXT NOT NULL);
-    CREATE TABLE IF NOT EXISTS part (id TEXT PRIMARY KEY, message_id TEXT NOT NULL REFERENCES message(id) ON DELETE CASCADE,
+    CREATE TABLE IF NOT EXISTS part (id TEXT PRIMARY KEY,
+        message_id TEXT NOT NULL REFERENCES message(id) ON DELETE CASCADE,
         session_id TEXT NOT NULL, time_created INTEGER NOT NULL, time_updated INTEGER NOT NULL, data TEXT NOT NULL);
     CREATE TABLE IF NOT EXISTS event_sequence (aggregate_id TEXT PRIMARY KEY, seq INTEGER NOT NULL, owner_id TEXT);
-    CREATE TABLE IF NOT EXISTS event (id TEXT PRIMARY KEY, aggregate_id TEXT NOT NULL REFERENCES event_sequence(aggregate_id)
+    CREATE TABLE IF NOT EXISTS event (id TEXT PRIMARY KEY,
+        aggregate_id TEXT NOT NULL REFERENCES event_sequence(aggregate_id)
         ON DELETE CASCADE, seq INTEGER NOT NULL, type TEXT NOT NULL, data TEXT NOT NULL);
     """
 
@@ -417,7 +427,8 @@ class Opencode(Sqlite):
             (ms, ms),
         )
         self.write(
-            "INSERT INTO session (id, project_id, parent_id, slug, directory, title, version, time_created, time_updated) "
+            "INSERT INTO session (id, project_id, parent_id, slug, directory, title, version, time_created, "
+            "time_updated) "
             "VALUES (?, 'global', ?, ?, ?, 'New session', '0.0.0-fake', ?, ?)",
             (cid, parent, cid[-8:], self.cwd, ms, ms),
         )
@@ -441,16 +452,19 @@ class Opencode(Sqlite):
             parts = [{"type": "step-start"}, *parts, {"type": "step-finish", "reason": "stop", "tokens": tokens}]
         for part in parts:
             self.write(
-                "INSERT INTO part (id, message_id, session_id, time_created, time_updated, data) VALUES (?, ?, ?, ?, ?, ?)",
+                "INSERT INTO part (id, message_id, session_id, time_created, time_updated, data)"
+                " VALUES (?, ?, ?, ?, ?, ?)",
                 (self.ident("prt", at), message, cid, ms, ms, json.dumps(part)),
             )
         # 1.18 also logs every change as an event keyed by aggregate_id (= the session id).
         self.write(
-            "INSERT INTO event_sequence (aggregate_id, seq) VALUES (?, 1) ON CONFLICT (aggregate_id) DO UPDATE SET seq = seq + 1",
+            "INSERT INTO event_sequence (aggregate_id, seq) VALUES (?, 1) ON CONFLICT (aggregate_id) DO UPDATE SET "
+            "seq = seq + 1",
             (cid,),
         )
         self.write(
-            "INSERT INTO event (id, aggregate_id, seq, type, data) VALUES (?, ?, (SELECT seq FROM event_sequence WHERE aggregate_id = ?),"
+            "INSERT INTO event (id, aggregate_id, seq, type, data) VALUES (?, ?, (SELECT seq FROM event_sequence "
+            "WHERE aggregate_id = ?),"
             " 'message.part.updated.1', ?)",
             (self.ident("evt", at), cid, cid, json.dumps({"sessionID": cid, "part": {"type": "text", "text": text}})),
         )

@@ -48,7 +48,10 @@ class Report:
         for outcome in self.outcomes.values():
             counts[outcome] = counts.get(outcome, 0) + 1
         text = ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))
-        return f"seed {self.seed}: {len(self.steps)} jobs in {self.seconds:.0f}s; {text}; {len(self.violations)} violation(s)"
+        return (
+            f"seed {self.seed}: {len(self.steps)} jobs in {self.seconds:.0f}s; {text}; "
+            f"{len(self.violations)} violation(s)"
+        )
 
 
 def run_schedule(root: Path, *, seed: int, jobs: int, width: int = 6) -> Report:
@@ -74,7 +77,10 @@ def _run_wave(world: World, wave: list[Step], report: Report) -> None:
     marks = [("start", t0)]
     for step in wave:
         target = f"remote:rf/{step.session}" if step.remote else f"tmux:{step.session}"
-        brief = f"Fault suite job {step.index}.\ndemo-behaviour: {step.behaviour}\ndemo-write: out-{step.index}.txt :: job {step.index}"
+        brief = (
+            f"Fault suite job {step.index}.\ndemo-behaviour: {step.behaviour}\n"
+            f"demo-write: out-{step.index}.txt :: job {step.index}"
+        )
         extra = ["--allow-insecure-broker"] if step.remote else []
         wrappers[step.job_id] = world.origin.spawn(
             "job",
@@ -199,7 +205,7 @@ def _settle(world: World, step: Step, report: Report) -> None:
     _check_job(world, step, row, report)
 
 
-def _check_job(world: World, step: Step, row, report: Report) -> None:  # type: ignore[no-untyped-def]
+def _check_job(world: World, step: Step, row, report: Report) -> None:
     ws = world.origin.ws
     lines = read_audit(ws, step.job_id)
     injected = sum(1 for line in lines if line["kind"] in ("injected", "dispatched"))

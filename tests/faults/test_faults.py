@@ -12,7 +12,7 @@ from tests.faults.harness import run_schedule
 
 
 @pytest.mark.timeout(600)
-def test_short_fault_schedule_keeps_every_invariant(tmp_path, mosquitto_broker):  # type: ignore[no-untyped-def]
+def test_short_fault_schedule_keeps_every_invariant(tmp_path, mosquitto_broker):
     seed = int(os.environ.get("MAM_FAULT_SEED", "20261129"))
     jobs = int(os.environ.get("MAM_FAULT_JOBS", "40"))
     report = run_schedule(tmp_path / "faults", seed=seed, jobs=jobs)

@@ -46,7 +46,7 @@ class Host:
     def registry(self) -> Registry:
         return Registry(self.ws)
 
-    def session_row(self, name: str):  # type: ignore[no-untyped-def]
+    def session_row(self, name: str):
         reg = self.registry()
         try:
             return reg.find_session(name)

@@ -71,7 +71,7 @@ def _spawn(argv: list[str], log: Path | None) -> subprocess.Popen[bytes]:
         return subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT)
     finally:
         if log:
-            out.close()  # type: ignore[union-attr]
+            out.close()
 
 
 def _wait_ready(b: RunningBroker) -> None:
@@ -109,7 +109,8 @@ def start_mosquitto(workdir: Path | None = None, *, extra_conf: str = "", port: 
     conf = workdir / "mosquitto.conf"
     conf.write_text(
         extra_conf
-        or f"listener {port} 127.0.0.1\nallow_anonymous true\npersistence false\nlog_dest stderr\nlog_type error\nlog_type warning\n"
+        or f"listener {port} 127.0.0.1\nallow_anonymous true\npersistence false\nlog_dest stderr\nlog_type "
+        "error\nlog_type warning\n"
     )
     argv = [binary, "-c", str(conf)]
     log = workdir / "mosquitto.log"

@@ -37,7 +37,7 @@ def create_demo(
         env={"MAM_DEMO_BEHAVIOUR": behaviour, **(env or {})},
         check=True,
     )
-    return json.loads(proc.stdout)  # type: ignore[no-any-return]
+    return json.loads(proc.stdout)
 
 
 def capture(tmux_name: str, pane_id: str) -> str:
@@ -59,4 +59,4 @@ def audit_kinds(ws: Workspace, job_id: str) -> list[dict[str, Any]]:
 
 
 def record(ws: Workspace, job_id: str) -> dict[str, Any]:
-    return json.loads(Path(ws.job_record(job_id)).read_text())  # type: ignore[no-any-return]
+    return json.loads(Path(ws.job_record(job_id)).read_text())

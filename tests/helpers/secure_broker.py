@@ -3,7 +3,7 @@
 `start_secure_broker(folder)` makes a throw-away CA, a server certificate (CN 127.0.0.1,
 SAN IP:127.0.0.1 and DNS:localhost) and a client certificate with the `openssl` CLI, writes
 the password file with `mosquitto_passwd`, renders the config and ACL templates that
-MESSAGING.md shows (docs/broker/*.tmpl), and starts Mosquitto through its own Popen handle
+docs/broker.md shows (docs/broker/*.tmpl), and starts Mosquitto through its own Popen handle
 (tests/helpers/brokers.py). Every command is an argv list; nothing goes through a shell.
 """
 

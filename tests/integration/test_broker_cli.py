@@ -38,7 +38,7 @@ def run_mam(*args: str, ws: Path, env: dict[str, str] | None = None) -> subproce
 def broker_json(*args: str, ws: Path) -> dict[str, object]:
     r = run_mam("broker", *args, "--json", ws=ws)
     assert r.returncode == 0, r.stderr
-    return json.loads(r.stdout)  # type: ignore[no-any-return]
+    return json.loads(r.stdout)
 
 
 @pytest.fixture
@@ -96,15 +96,15 @@ def test_start_twice_keeps_the_same_process(ws: Path):
     first = broker_json("start", ws=ws)
     second = broker_json("start", ws=ws)
     assert first["pid"] == second["pid"] and first["port"] == second["port"]
-    assert proc.pid_alive(int(first["pid"]))  # type: ignore[call-overload]
+    assert proc.pid_alive(int(first["pid"]))
     assert (ws / ".mam" / "broker" / "broker.pid").read_text().strip() == str(first["pid"])
     status = broker_json("status", ws=ws)
     assert status["running"] is True and status["pid"] == first["pid"]
 
 
 def test_stop_leaves_no_broker_process(ws: Path, poll):
-    pid = int(broker_json("start", ws=ws)["pid"])  # type: ignore[call-overload]
-    port = int(broker_json("status", ws=ws)["port"])  # type: ignore[call-overload]
+    pid = int(broker_json("start", ws=ws)["pid"])
+    port = int(broker_json("status", ws=ws)["port"])
     st = broker_json("stop", ws=ws)
     assert st["running"] is False and st["pid"] is None
     assert gone(pid), f"broker pid {pid} still runs after stop"
@@ -122,7 +122,7 @@ def test_stop_leaves_no_broker_process(ws: Path, poll):
 
 def test_broker_listens_on_loopback_only(ws: Path):
     st = broker_json("start", ws=ws)
-    port = int(st["port"])  # type: ignore[call-overload]
+    port = int(st["port"])
     addresses = listeners(port)
     assert addresses == ["0100007F"], f"listening on {addresses} (want 127.0.0.1 only)"
 

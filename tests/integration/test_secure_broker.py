@@ -1,4 +1,4 @@
-"""mam against the private broker MESSAGING.md describes: TLS, passwords and a topic ACL per role.
+"""mam against the private broker docs/broker.md describes: TLS, passwords and a topic ACL per role.
 
 The broker is Mosquitto rendered from docs/broker/*.tmpl (tests/helpers/secure_broker.py).
 MQTT 3.1.1 ACL denials are silent (SUBACK and PUBACK still come), so every ACL check here is
@@ -70,7 +70,7 @@ def clients() -> Iterator[Callable[..., MqttClient]]:
     with ExitStack() as stack:
 
         def connect(endpoint: BrokerEndpoint, **kw: object) -> MqttClient:
-            return stack.enter_context(MqttClient(endpoint, **kw).connect(timeout=5))  # type: ignore[arg-type]
+            return stack.enter_context(MqttClient(endpoint, **kw).connect(timeout=5))
 
         yield connect
 

@@ -11,7 +11,10 @@ def test_pane_runs_argv_with_exact_env(workspace, tmux_server, tmp_path, poll):
     backend = TmuxBackend(tmux_server.name, settings=settings, ws=workspace)
     assert not backend.server_running()
     out = tmp_path / "env.txt"
-    script = f"import os,sys; open({str(out)!r},'w').write(os.environ.get('ONLY','-')+'|'+os.getcwd()+'|'+str('HOME' in os.environ)); sys.stdin.read()"
+    script = (
+        f"import os,sys; open({str(out)!r},'w')"
+        ".write(os.environ.get('ONLY','-')+'|'+os.getcwd()+'|'+str('HOME' in os.environ)); sys.stdin.read()"
+    )
     info = backend.create_pane(
         name="a",
         argv=[sys.executable, "-c", script],

@@ -14,7 +14,7 @@ from tests.loop.gitrepo import make_repo
 
 
 @pytest.fixture
-def wired_mosquitto(workspace, mosquitto_broker, monkeypatch):  # type: ignore[no-untyped-def]
+def wired_mosquitto(workspace, mosquitto_broker, monkeypatch):
     """Like tests/e2e's `wired`, against Mosquitto only."""
     for key, value in {**mosquitto_broker.env(), **FAST}.items():
         monkeypatch.setenv(key, value)
@@ -22,14 +22,14 @@ def wired_mosquitto(workspace, mosquitto_broker, monkeypatch):  # type: ignore[n
 
 
 @pytest.fixture
-def loop_ws(wired_mosquitto):  # type: ignore[no-untyped-def]
+def loop_ws(wired_mosquitto):
     """A git workspace (branch main, one commit) on Mosquitto."""
     make_repo(wired_mosquitto.root)
     return wired_mosquitto
 
 
 @pytest.fixture
-def loop_ws_any(wired):  # type: ignore[no-untyped-def]  # noqa: F811
+def loop_ws_any(wired):  # noqa: F811
     """A git workspace on each broker (amqtt and Mosquitto)."""
     make_repo(wired.root)
     return wired

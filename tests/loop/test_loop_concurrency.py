@@ -20,7 +20,7 @@ def running_job(session: str) -> str:
     return next((j["id"] for j in jobs if j["state"] == "running"), "")
 
 
-def finish(proc, timeout: float = 150):  # type: ignore[no-untyped-def]
+def finish(proc, timeout: float = 150):
     try:
         out, err = proc.communicate(timeout=timeout)
     finally:
@@ -30,7 +30,7 @@ def finish(proc, timeout: float = 150):  # type: ignore[no-untyped-def]
     return proc.returncode, out, err
 
 
-def test_the_review_waits_for_the_creators_sub_jobs_and_shows_them(loop_ws, poll):  # type: ignore[no-untyped-def]
+def test_the_review_waits_for_the_creators_sub_jobs_and_shows_them(loop_ws, poll):
     create_demo("creator")
     create_demo("helper", behaviour="slow", env={"MAM_DEMO_SLEEP_S": "5"})
     create_demo("rev", role="reviewer")
@@ -77,7 +77,7 @@ def test_the_review_waits_for_the_creators_sub_jobs_and_shows_them(loop_ws, poll
     assert summary["history"][0]["subjobs"][0]["id"] == sub_id
 
 
-def test_a_second_loop_on_the_same_checkout_is_refused_while_one_runs(loop_ws, poll):  # type: ignore[no-untyped-def]
+def test_a_second_loop_on_the_same_checkout_is_refused_while_one_runs(loop_ws, poll):
     create_demo("creator")
     task = "demo-sleep: 4\ndemo-write: feature.txt :: the feature"
     first = spawn_mam("loop", "--json", *FAST_JOB, "--creator", "creator", "--task", task)
@@ -108,7 +108,7 @@ def test_a_second_loop_on_the_same_checkout_is_refused_while_one_runs(loop_ws, p
     assert code == 0, proc.stderr  # and once it ended, the next loop runs
 
 
-def test_a_loop_on_an_issue_worktree_pins_base_and_tree(loop_ws, tmp_path):  # type: ignore[no-untyped-def]
+def test_a_loop_on_an_issue_worktree_pins_base_and_tree(loop_ws, tmp_path):
     ws = loop_ws
     main = git(ws.root, "rev-parse", "main")
     wt = tmp_path / "wt-issue-7"

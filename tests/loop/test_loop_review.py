@@ -12,7 +12,7 @@ from tests.loop.helpers import events, log_events, run_loop
 TASK = "demo-write: feature.txt :: the feature\ndemo-commit: add the feature"
 
 
-def test_smoke_self_review_on_both_brokers(loop_ws_any):  # type: ignore[no-untyped-def]
+def test_smoke_self_review_on_both_brokers(loop_ws_any):
     """With neither --reviewer nor --all-reviewer the creator reviews its own work."""
     ws = loop_ws_any
     create_demo("creator")
@@ -32,7 +32,7 @@ def test_smoke_self_review_on_both_brokers(loop_ws_any):  # type: ignore[no-unty
     assert promoted.parent.parent == ws.root / ".agents" / "reports"
 
 
-def test_two_reviewers_one_not_pass_then_both_pass(loop_ws):  # type: ignore[no-untyped-def]
+def test_two_reviewers_one_not_pass_then_both_pass(loop_ws):
     ws = loop_ws
     create_demo("creator")
     create_demo("rev-a", role="reviewer", env={"MAM_DEMO_VERDICTS": "NOT PASS,PASS"})
@@ -81,7 +81,7 @@ def test_two_reviewers_one_not_pass_then_both_pass(loop_ws):  # type: ignore[no-
     assert events(log, "fixed")[0]["round"] == 1
 
 
-def test_the_source_changing_during_a_round_discards_its_approvals(loop_ws):  # type: ignore[no-untyped-def]
+def test_the_source_changing_during_a_round_discards_its_approvals(loop_ws):
     ws = loop_ws
     touched = ws.root / "touched.txt"
     create_demo("creator")
@@ -106,7 +106,7 @@ def test_the_source_changing_during_a_round_discards_its_approvals(loop_ws):  # 
     assert "approvals are discarded" in proc.stderr
 
 
-def test_a_loop_outside_git_reviews_without_identity(wired_mosquitto):  # type: ignore[no-untyped-def]
+def test_a_loop_outside_git_reviews_without_identity(wired_mosquitto):
     ws = wired_mosquitto
     create_demo("creator")
     code, summary, proc = run_loop("--creator", "creator", "--task", "demo-write: x.txt :: x")
@@ -121,8 +121,9 @@ def test_a_loop_outside_git_reviews_without_identity(wired_mosquitto):  # type: 
     assert json.loads(sidecar.read_text())["tree"] is None
 
 
-def test_the_library_call_mam_demo_makes(loop_ws):  # type: ignore[no-untyped-def]
-    """run_loop in-process, as `mam demo` calls it: two demo reviewers, one NOT PASS in round 1, both PASS in round 2."""
+def test_the_library_call_mam_demo_makes(loop_ws):
+    """run_loop in-process, as `mam demo` calls it: two demo reviewers, one NOT PASS in round 1,
+    both PASS in round 2."""
     import os
 
     from mam.loop import LoopRequest, run_loop
@@ -133,7 +134,7 @@ def test_the_library_call_mam_demo_makes(loop_ws):  # type: ignore[no-untyped-de
     create_demo("demo-creator", role="developer")
     create_demo("demo-reviewer-1", role="reviewer", env={"MAM_DEMO_VERDICTS": "NOT PASS,PASS"})
     create_demo("demo-reviewer-2", role="reviewer", env={"MAM_DEMO_VERDICTS": "PASS"})
-    seen: list[dict] = []  # type: ignore[type-arg]
+    seen: list[dict] = []
     req = LoopRequest(
         creator="demo-creator",
         reviewers=("demo-reviewer-1", "demo-reviewer-2"),
@@ -167,11 +168,11 @@ def test_the_library_call_mam_demo_makes(loop_ws):  # type: ignore[no-untyped-de
     ]
 
 
-def test_demo_loop_for_mam_demo(loop_ws):  # type: ignore[no-untyped-def]
-    """mam.loop.demo.demo_loop, the part `mam demo` runs: it adds two demo reviewers and passes in round 2."""
+def test_demo_loop_for_mam_demo(loop_ws):
+    """mam.demo.loop.demo_loop, the part `mam demo` runs: it adds two demo reviewers and passes in round 2."""
     import os
 
-    from mam.loop.demo import demo_loop
+    from mam.demo.loop import demo_loop
     from mam.settings import load_settings
     from mam.store.registry import Registry
 
@@ -194,7 +195,7 @@ def test_demo_loop_for_mam_demo(loop_ws):  # type: ignore[no-untyped-def]
     assert (loop_ws.root / ".agents" / "reports" / "demo-goodbye" / "report-reviewer-2.identity.json").exists()
 
 
-def test_a_source_that_never_holds_still_fails_the_loop_clearly(loop_ws):  # type: ignore[no-untyped-def]
+def test_a_source_that_never_holds_still_fails_the_loop_clearly(loop_ws):
     touched = loop_ws.root / "touched.txt"
     create_demo("creator")
     create_demo("rev", role="reviewer", env={"MAM_DEMO_REVIEW_TOUCH": str(touched)})

@@ -22,7 +22,7 @@ TASK = "demo-write: feature.txt :: the feature\ndemo-commit: add the feature"
         ("double", "2 verdict lines"),
     ],
 )
-def test_a_missing_or_malformed_verdict_is_not_pass_with_the_reason_shown(loop_ws, verdict: str, why: str):  # type: ignore[no-untyped-def]
+def test_a_missing_or_malformed_verdict_is_not_pass_with_the_reason_shown(loop_ws, verdict: str, why: str):
     create_demo("creator")
     create_demo("rev", role="reviewer", env={"MAM_DEMO_VERDICTS": verdict})
     proc = mam(
@@ -53,7 +53,7 @@ def test_a_missing_or_malformed_verdict_is_not_pass_with_the_reason_shown(loop_w
     assert not (loop_ws.root / ".agents" / "reports").exists()  # nothing promoted
 
 
-def test_max_loop_reached_with_bounded_rebuttals(loop_ws):  # type: ignore[no-untyped-def]
+def test_max_loop_reached_with_bounded_rebuttals(loop_ws):
     ws = loop_ws
     create_demo("creator", env={"MAM_DEMO_REBUT": "the finding is wrong: x is intended"})
     create_demo("rev", role="reviewer", env={"MAM_DEMO_VERDICTS": "NOT PASS"})
@@ -79,7 +79,7 @@ def test_max_loop_reached_with_bounded_rebuttals(loop_ws):  # type: ignore[no-un
     assert len(list(folder.glob("round-3/brief-fix-*"))) == 0  # no fix is asked after the last round
 
 
-def test_max_loop_reached_while_fixing_exits_1(loop_ws):  # type: ignore[no-untyped-def]
+def test_max_loop_reached_while_fixing_exits_1(loop_ws):
     create_demo("creator")
     create_demo("rev", role="reviewer", env={"MAM_DEMO_VERDICTS": "NOT PASS"})
     code, summary, proc = run_loop("--creator", "creator", "--reviewer", "rev", "--task", TASK, "--max-loop", "2")
@@ -88,7 +88,7 @@ def test_max_loop_reached_while_fixing_exits_1(loop_ws):  # type: ignore[no-unty
     assert (loop_ws.root / "DEMO_FIXES.md").read_text() == "fix for review 1\n"
 
 
-def test_all_reviewer_picks_running_reviewers_except_the_creator(loop_ws):  # type: ignore[no-untyped-def]
+def test_all_reviewer_picks_running_reviewers_except_the_creator(loop_ws):
     create_demo("creator", role="Reviewer")  # a reviewer by role, but it is the creator
     create_demo("rev-1", role="reviewer")
     create_demo("rev-2", role="REVIEWER")
@@ -105,7 +105,7 @@ def test_all_reviewer_picks_running_reviewers_except_the_creator(loop_ws):  # ty
     assert not (loop_ws.root / "feature.txt").exists()  # --review-only: the creator was never asked to implement
 
 
-def test_bad_selections_are_refused_before_anything_runs(loop_ws):  # type: ignore[no-untyped-def]
+def test_bad_selections_are_refused_before_anything_runs(loop_ws):
     create_demo("creator")
     code, _, proc = run_loop("--creator", "creator", "--all-reviewer", "--task", TASK)
     assert code == 2 and "no running session has the role 'reviewer'" in proc.stderr
@@ -120,7 +120,7 @@ def test_bad_selections_are_refused_before_anything_runs(loop_ws):  # type: igno
     assert not (loop_ws.state / "loops").exists()
 
 
-def test_planner_and_creator_talk_then_the_plan_goes_to_the_creator(loop_ws):  # type: ignore[no-untyped-def]
+def test_planner_and_creator_talk_then_the_plan_goes_to_the_creator(loop_ws):
     create_demo("creator")
     create_demo("planner", role="planner")
     code, summary, proc = run_loop("--creator", "creator", "--planner", "planner", "--plan-talk", "3", "--task", TASK)

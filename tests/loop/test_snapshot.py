@@ -17,7 +17,7 @@ def repo(tmp_path: Path) -> Path:
     return make_repo(tmp_path / "repo", {"a.txt": "a\n", "src/b.txt": "b\n"})
 
 
-def snap(repo: Path, base: str = ""):  # type: ignore[no-untyped-def]
+def snap(repo: Path, base: str = ""):
     return take_snapshot(repo, base or git(repo, "rev-parse", "HEAD"), dict(os.environ), exclude=[repo / ".mam"])
 
 

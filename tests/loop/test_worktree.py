@@ -28,7 +28,7 @@ FILE_PROTOCOL = {"GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": "protocol.file.all
 
 
 @pytest.fixture
-def repo(workspace, monkeypatch):  # type: ignore[no-untyped-def]
+def repo(workspace, monkeypatch):
     for key, value in FILE_PROTOCOL.items():
         monkeypatch.setenv(key, value)
     return make_repo(workspace.root, {"README.md": "hello\n"})
@@ -63,7 +63,7 @@ def test_prepare_creates_a_branch_from_base_and_refuses_twice(repo: Path, tmp_pa
     assert bad.returncode == 1 and "not a valid branch name" in bad.stderr
 
 
-def test_the_default_place_is_under_mam_and_the_scripts_work(repo: Path, workspace) -> None:  # type: ignore[no-untyped-def]
+def test_the_default_place_is_under_mam_and_the_scripts_work(repo: Path, workspace) -> None:
     for which in (0, 1):
         name = f"issue-{which}"
         proc = script("prepare", "--name", name, which=which)

@@ -25,7 +25,7 @@ from tests.helpers.mamcli import mam
 
 def job_state(job_id: str) -> str:
     """The job's state as `mam job status --json` (a fresh process) reads it."""
-    return json.loads(mam("job", "status", job_id, "--json", check=True).stdout)["state"]  # type: ignore[no-any-return]
+    return json.loads(mam("job", "status", job_id, "--json", check=True).stdout)["state"]
 
 
 @dataclass

@@ -9,7 +9,7 @@ from tests.helpers.jobs import FAST
 
 
 @pytest.fixture
-def mcp_ws(workspace, mosquitto_broker, monkeypatch):  # type: ignore[no-untyped-def]
+def mcp_ws(workspace, mosquitto_broker, monkeypatch):
     """A workspace whose mam (and its MCP server) talks to Mosquitto, with short poll intervals."""
     for key, value in {**mosquitto_broker.env(), **FAST}.items():
         monkeypatch.setenv(key, value)

@@ -28,7 +28,7 @@ HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "app
 
 
 @pytest.mark.parametrize("auth", [None, "Bearer wrong-token", f"Basic {TOKEN}", f"Bearer {TOKEN}x"])
-def test_without_the_bearer_token_every_request_is_401_and_no_tool_runs(mcp_ws, auth):  # type: ignore[no-untyped-def]
+def test_without_the_bearer_token_every_request_is_401_and_no_tool_runs(mcp_ws, auth):
     with http_server(mcp_ws.root, TOKEN) as server:
         headers = {**HEADERS, **({"Authorization": auth} if auth else {})}
         for body in ({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {}}, CREATE):
@@ -40,7 +40,7 @@ def test_without_the_bearer_token_every_request_is_401_and_no_tool_runs(mcp_ws, 
     assert not (mcp_ws.state / "agent-sessions.db").exists()  # session_create never ran
 
 
-def test_with_the_token_the_tools_work_and_two_clients_waiting_on_one_job_both_see_it_end(mcp_ws):  # type: ignore[no-untyped-def]
+def test_with_the_token_the_tools_work_and_two_clients_waiting_on_one_job_both_see_it_end(mcp_ws):
     create_demo("w")
 
     async def main(url: str) -> str:
@@ -51,7 +51,7 @@ def test_with_the_token_the_tools_work_and_two_clients_waiting_on_one_job_both_s
             job_id = sent.data["id"]
             results: dict[str, object] = {}
 
-            async def wait(name: str, session) -> None:  # type: ignore[no-untyped-def]
+            async def wait(name: str, session) -> None:
                 results[name] = await call(session, "job_wait", progress=True, id=job_id, timeout_s=60)
 
             async def leave_mid_wait() -> None:
@@ -66,9 +66,9 @@ def test_with_the_token_the_tools_work_and_two_clients_waiting_on_one_job_both_s
                 tg.start_soon(leave_mid_wait)
             for name in ("a", "b"):
                 r = results[name]
-                assert not r.error and r.data["state"] == "completed" and r.data["exit_code"] == 0, r  # type: ignore[attr-defined]
-                assert r.progress and r.progress[-1].startswith("completed")  # type: ignore[attr-defined]
-            return job_id  # type: ignore[no-any-return]
+                assert not r.error and r.data["state"] == "completed" and r.data["exit_code"] == 0, r
+                assert r.progress and r.progress[-1].startswith("completed")
+            return job_id
 
     with http_server(mcp_ws.root, TOKEN) as server:
         job_id = anyio.run(main, server.url)
@@ -76,7 +76,7 @@ def test_with_the_token_the_tools_work_and_two_clients_waiting_on_one_job_both_s
     assert "taken_over" not in kinds and kinds.count("created") == 1
 
 
-def test_the_token_is_generated_once_into_a_0600_file(workspace):  # type: ignore[no-untyped-def]
+def test_the_token_is_generated_once_into_a_0600_file(workspace):
     settings = load_settings(env_file=workspace.env_file)
     token, source = server_token(workspace, settings)
     path = workspace.state / "mcp-token"
@@ -92,7 +92,7 @@ def test_the_token_is_generated_once_into_a_0600_file(workspace):  # type: ignor
     )
 
 
-def test_a_stopped_http_server_hands_its_open_jobs_over(mcp_ws):  # type: ignore[no-untyped-def]
+def test_a_stopped_http_server_hands_its_open_jobs_over(mcp_ws):
     create_demo("w")
 
     async def main(url: str) -> str:
@@ -106,7 +106,7 @@ def test_a_stopped_http_server_hands_its_open_jobs_over(mcp_ws):  # type: ignore
                 start_deadline_s=30,
             )
             assert not sent.error, sent.text
-            return sent.data["id"]  # type: ignore[no-any-return]
+            return sent.data["id"]
 
     with http_server(mcp_ws.root, TOKEN) as server:
         job_id = anyio.run(main, server.url)

@@ -13,13 +13,13 @@ from tests.mcp.client import call, stdio_session
 TASK = "demo-write: feature.txt :: the feature\ndemo-commit: add the feature"
 
 
-def test_loop_start_returns_an_id_at_once_and_loop_status_reaches_passed(mcp_ws):  # type: ignore[no-untyped-def]
+def test_loop_start_returns_an_id_at_once_and_loop_status_reaches_passed(mcp_ws):
     make_repo(mcp_ws.root)
     create_demo("creator")
     create_demo("rev-a", role="reviewer")
     create_demo("rev-b", role="reviewer")
 
-    async def main() -> dict:  # type: ignore[type-arg]
+    async def main() -> dict:
         async with stdio_session(mcp_ws.root) as s:
             started = await call(
                 s,

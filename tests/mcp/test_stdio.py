@@ -27,7 +27,7 @@ TOOLS = {
 QUICK = {"heartbeat_s": 2, "start_deadline_s": 30}  # K x N = 8 s of silence allowed: a loaded machine delays heartbeats
 
 
-def test_tools_are_listed_and_looking_starts_nothing(workspace, tmux_server):  # type: ignore[no-untyped-def]
+def test_tools_are_listed_and_looking_starts_nothing(workspace, tmux_server):
     """No broker is configured: looking must not start the embedded one, a tmux server, or even create .mam/."""
 
     async def main() -> None:
@@ -59,7 +59,7 @@ def test_tools_are_listed_and_looking_starts_nothing(workspace, tmux_server):  #
     assert not tmux_server.running()
 
 
-def test_create_delegate_returns_before_the_end_and_wait_sees_it_complete(mcp_ws, tmux_server):  # type: ignore[no-untyped-def]
+def test_create_delegate_returns_before_the_end_and_wait_sees_it_complete(mcp_ws, tmux_server):
     async def main() -> None:
         async with stdio_session(mcp_ws.root) as s:
             made = await call(s, "session_create", agent="demo", role="dev", name="w")
@@ -91,7 +91,7 @@ def test_create_delegate_returns_before_the_end_and_wait_sees_it_complete(mcp_ws
     assert capture(tmux_server.name, pane).count(nonce) == 1  # injected once
 
 
-def test_busy_session_is_an_error_with_exit_code_5_and_its_brief_never_reaches_the_pane(mcp_ws, tmux_server):  # type: ignore[no-untyped-def]
+def test_busy_session_is_an_error_with_exit_code_5_and_its_brief_never_reaches_the_pane(mcp_ws, tmux_server):
     s_row = create_demo("w")
 
     async def main() -> None:
@@ -121,7 +121,7 @@ def test_busy_session_is_an_error_with_exit_code_5_and_its_brief_never_reaches_t
     assert "claim" not in inputs and "delivered" not in inputs, kinds
 
 
-def test_bad_input_and_unknown_names_are_tool_errors_with_the_cli_exit_codes(mcp_ws):  # type: ignore[no-untyped-def]
+def test_bad_input_and_unknown_names_are_tool_errors_with_the_cli_exit_codes(mcp_ws):
     async def main() -> None:
         async with stdio_session(mcp_ws.root) as s:
             cases = [
@@ -146,7 +146,7 @@ def test_bad_input_and_unknown_names_are_tool_errors_with_the_cli_exit_codes(mcp
     anyio.run(main)
 
 
-def test_a_wait_held_open_does_not_keep_session_status_from_being_answered(mcp_ws):  # type: ignore[no-untyped-def]
+def test_a_wait_held_open_does_not_keep_session_status_from_being_answered(mcp_ws):
     create_demo("w")
 
     async def main() -> None:
@@ -168,14 +168,14 @@ def test_a_wait_held_open_does_not_keep_session_status_from_being_answered(mcp_w
                 assert not status.error and status.data["sessions"][0]["name"] == "w"
                 assert not events.error
             result = waited["result"]
-            assert not result.error and result.data["ended"] is False and result.data["state"] == "running"  # type: ignore[attr-defined]
-            assert "still open" in result.text  # type: ignore[attr-defined]
+            assert not result.error and result.data["ended"] is False and result.data["state"] == "running"
+            assert "still open" in result.text
             await call(s, "job_cancel", id=sent.data["id"])
 
     anyio.run(main)
 
 
-def test_a_client_that_goes_away_leaves_its_job_running_to_the_end(mcp_ws):  # type: ignore[no-untyped-def]
+def test_a_client_that_goes_away_leaves_its_job_running_to_the_end(mcp_ws):
     """The stdio server exits with its client: the job it drove is handed over, not lost or ended."""
     create_demo("w")
 
@@ -187,7 +187,7 @@ def test_a_client_that_goes_away_leaves_its_job_running_to_the_end(mcp_ws):  # t
             assert not sent.error, sent.text
             with anyio.move_on_after(0.5):
                 await call(s, "job_wait", id=sent.data["id"], timeout_s=30)  # given up mid-wait
-            return sent.data["id"]  # type: ignore[no-any-return]
+            return sent.data["id"]
 
     job_id = anyio.run(main)
     wait_for(
@@ -198,7 +198,7 @@ def test_a_client_that_goes_away_leaves_its_job_running_to_the_end(mcp_ws):  # t
     assert "taken_over" in kinds
 
 
-def test_broker_down_is_a_tool_error_with_exit_code_3(workspace, monkeypatch):  # type: ignore[no-untyped-def]
+def test_broker_down_is_a_tool_error_with_exit_code_3(workspace, monkeypatch):
     from mam.broker.embedded import free_port
 
     monkeypatch.setenv("MQTT_BROKER", "127.0.0.1")

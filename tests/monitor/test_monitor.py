@@ -13,22 +13,22 @@ from tests.helpers.jobs import FAST, create_demo
 from tests.helpers.mamcli import mam, spawn_mam
 
 
-def status() -> list[dict]:  # type: ignore[type-arg]
+def status() -> list[dict]:
     return json.loads(mam("session", "status", "--json", check=True).stdout)
 
 
-def monitor_log(ws) -> list[dict]:  # type: ignore[no-untyped-def,type-arg]
+def monitor_log(ws) -> list[dict]:
     path = ws.state / "monitor.jsonl"
     return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
 
 
-def stop(proc: subprocess.Popen) -> None:  # type: ignore[type-arg]
+def stop(proc: subprocess.Popen) -> None:
     if proc.poll() is None:
         proc.send_signal(signal.SIGTERM)
         proc.wait(15)
 
 
-def test_a_killed_pane_is_marked_terminated_within_the_interval(workspace, tmux_server, monkeypatch, poll):  # type: ignore[no-untyped-def]
+def test_a_killed_pane_is_marked_terminated_within_the_interval(workspace, tmux_server, monkeypatch, poll):
     monkeypatch.setenv("MAM_POLL_S", "0.05")
     s = create_demo("victim")
     create_demo("bystander")
@@ -45,7 +45,7 @@ def test_a_killed_pane_is_marked_terminated_within_the_interval(workspace, tmux_
         stop(mon)
 
 
-def test_an_unknown_agent_pane_is_registered_but_never_the_orchestrators(workspace, tmux_server, poll):  # type: ignore[no-untyped-def]
+def test_an_unknown_agent_pane_is_registered_but_never_the_orchestrators(workspace, tmux_server, poll):
     create_demo("known")
     tmux = ["tmux", "-L", tmux_server.name]
     demo = [sys.executable, "-m", "mam.agents.demo_agent", "--session-id"]
@@ -69,7 +69,7 @@ def test_an_unknown_agent_pane_is_registered_but_never_the_orchestrators(workspa
     assert again == []  # nothing left to repair
 
 
-def test_only_one_monitor_per_workspace(workspace, poll):  # type: ignore[no-untyped-def]
+def test_only_one_monitor_per_workspace(workspace, poll):
     mon = spawn_mam("monitor", "--interval", "5")
     try:
         poll(lambda: (workspace.run_dir / "monitor.pid").exists(), timeout=10)
@@ -79,7 +79,7 @@ def test_only_one_monitor_per_workspace(workspace, poll):  # type: ignore[no-unt
         stop(mon)
 
 
-def test_looking_starts_nothing(workspace, tmux_server):  # type: ignore[no-untyped-def]
+def test_looking_starts_nothing(workspace, tmux_server):
     create_demo("s")
     tmux_server.kill()
     before = set(os.listdir("/proc"))
@@ -96,7 +96,7 @@ def test_looking_starts_nothing(workspace, tmux_server):  # type: ignore[no-unty
     assert started == []
 
 
-def test_a_new_workspace_has_nothing_to_repair(workspace):  # type: ignore[no-untyped-def]
+def test_a_new_workspace_has_nothing_to_repair(workspace):
     assert json.loads(mam("monitor", "--once", "--json", check=True).stdout) == []
     (workspace.state / "agent-sessions.yaml").unlink()  # a lost mirror of an empty registry: rewritten quietly
     assert json.loads(mam("monitor", "--once", "--json", check=True).stdout) == []
@@ -115,7 +115,7 @@ def _cmd(pid: str) -> str:
         return ""
 
 
-def test_a_job_whose_wrapper_died_is_followed_to_its_end(wired, poll):  # type: ignore[no-untyped-def]
+def test_a_job_whose_wrapper_died_is_followed_to_its_end(wired, poll):
     create_demo("w", behaviour="slow", env={"MAM_DEMO_SLEEP_S": "2"})
     wrapper = spawn_mam(
         "job", "delegate", "--target", "w", "--brief", "work", "--job-id", "job-orphan", "--heartbeat", "0.5", "--json"
@@ -135,7 +135,7 @@ def test_a_job_whose_wrapper_died_is_followed_to_its_end(wired, poll):  # type: 
         stop(mon)
 
 
-def test_an_orphaned_job_with_a_dead_agent_ends_by_its_deadline(wired, poll):  # type: ignore[no-untyped-def]
+def test_an_orphaned_job_with_a_dead_agent_ends_by_its_deadline(wired, poll):
     s = create_demo("w", behaviour="slow", env={"MAM_DEMO_SLEEP_S": "60"})
     wrapper = spawn_mam(
         "job", "delegate", "--target", "w", "--brief", "work", "--job-id", "job-orphan2", "--heartbeat", "0.5", "--json"
@@ -149,7 +149,7 @@ def test_an_orphaned_job_with_a_dead_agent_ends_by_its_deadline(wired, poll):  #
 
     def one_pass_then_state() -> str:
         mam("monitor", "--once", check=True)  # each pass may end the orphan once its deadline has passed
-        return json.loads(mam("job", "status", "job-orphan2", "--json").stdout)["state"]  # type: ignore[no-any-return]
+        return json.loads(mam("job", "status", "job-orphan2", "--json").stdout)["state"]
 
     poll(lambda: one_pass_then_state() == "timed_out", timeout=20)
     assert json.loads(mam("job", "status", "job-orphan2", "--json").stdout)["reason"] == "deadline_timeout"
@@ -157,7 +157,7 @@ def test_an_orphaned_job_with_a_dead_agent_ends_by_its_deadline(wired, poll):  #
 
 def test_the_monitor_polls_through_a_broker_outage_and_resubscribes(
     workspace, tmux_server, own_broker, monkeypatch, poll
-):  # type: ignore[no-untyped-def]
+):
     broker = own_broker("mosquitto")
     for key, value in {**broker.env(), **FAST}.items():
         monkeypatch.setenv(key, value)
@@ -181,7 +181,7 @@ def test_the_monitor_polls_through_a_broker_outage_and_resubscribes(
         stop(mon)
 
 
-def test_a_failed_pane_listing_never_terminates_a_live_session(workspace, tmux_server, monkeypatch):  # type: ignore[no-untyped-def]
+def test_a_failed_pane_listing_never_terminates_a_live_session(workspace, tmux_server, monkeypatch):
     from mam.errors import PaneError
     from mam.monitor.sessions import reconcile_sessions
     from mam.panes.tmux import TmuxBackend
@@ -190,7 +190,7 @@ def test_a_failed_pane_listing_never_terminates_a_live_session(workspace, tmux_s
 
     create_demo("alive")
 
-    def broken(self):  # type: ignore[no-untyped-def]
+    def broken(self):
         raise PaneError("list-panes failed (a busy server)")
 
     monkeypatch.setattr(TmuxBackend, "panes", broken)

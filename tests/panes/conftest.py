@@ -65,7 +65,7 @@ def settings(**overrides: str) -> Settings:
 @pytest.fixture(params=["tmux", "herdr"])
 def harness(
     request: pytest.FixtureRequest, workspace: Workspace, tmux_server, short_config_home: Path
-) -> Iterator[Harness]:  # type: ignore[no-untyped-def]
+) -> Iterator[Harness]:
     if request.param == "tmux":
         yield Harness(
             kind="tmux",
@@ -124,6 +124,6 @@ def descendants(pid: int | None = None) -> set[int]:
     return seen
 
 
-def fake_server_state(socket: Path) -> dict:  # type: ignore[type-arg]
+def fake_server_state(socket: Path) -> dict:
     """What the fake herdr executable recorded about itself beside its socket."""
-    return json.loads((socket.parent / "fake-server.json").read_text())  # type: ignore[no-any-return]
+    return json.loads((socket.parent / "fake-server.json").read_text())

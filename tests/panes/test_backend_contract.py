@@ -36,9 +36,9 @@ def probe(
     return backend.create_pane(name=name, argv=argv, cwd=str(cwd), env=env)
 
 
-def probe_result(out: Path, poll) -> dict:  # type: ignore[no-untyped-def,type-arg]
+def probe_result(out: Path, poll) -> dict:
     poll(out.exists, timeout=20, message=f"the pane program never wrote {out}")
-    return json.loads(out.read_text())  # type: ignore[no-any-return]
+    return json.loads(out.read_text())
 
 
 def hostile_brief(size: int = 256 * 1024) -> str:
@@ -68,7 +68,7 @@ def test_backend_has_the_protocol(harness: Harness) -> None:
     assert harness.backend.kind == harness.kind
 
 
-def test_pane_runs_argv_with_exact_env_and_cwd(harness: Harness, tmp_path: Path, poll) -> None:  # type: ignore[no-untyped-def]
+def test_pane_runs_argv_with_exact_env_and_cwd(harness: Harness, tmp_path: Path, poll) -> None:
     backend = harness.backend
     workdir = tmp_path / "work dir; $(touch pwned) `id`"
     workdir.mkdir()
@@ -99,7 +99,7 @@ def test_pane_runs_argv_with_exact_env_and_cwd(harness: Harness, tmp_path: Path,
     assert backend.pane(harness.missing_pane) is None
 
 
-def test_hostile_brief_arrives_byte_exact_and_keys_follow(harness: Harness, tmp_path: Path, poll) -> None:  # type: ignore[no-untyped-def]
+def test_hostile_brief_arrives_byte_exact_and_keys_follow(harness: Harness, tmp_path: Path, poll) -> None:
     backend = harness.backend
     out = tmp_path / "pasted.bin"
     env = {"PATH": os.environ["PATH"], "LANG": "C.UTF-8"}
@@ -149,7 +149,7 @@ def test_looking_at_a_stopped_server_starts_nothing(harness: Harness, herdr_on_p
     assert descendants() <= before
 
 
-def test_kill_pane_ends_its_process_and_keeps_the_others(harness: Harness, tmp_path: Path, poll) -> None:  # type: ignore[no-untyped-def]
+def test_kill_pane_ends_its_process_and_keeps_the_others(harness: Harness, tmp_path: Path, poll) -> None:
     backend = harness.backend
     env = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}
     keep = probe(backend, tmp_path / "keep.json", tmp_path, env, name="keep")
@@ -164,7 +164,7 @@ def test_kill_pane_ends_its_process_and_keeps_the_others(harness: Harness, tmp_p
     backend.kill_pane(doomed.pane_id)  # already gone: no error
 
 
-def test_exited_program_is_dead_or_gone(harness: Harness, tmp_path: Path, poll) -> None:  # type: ignore[no-untyped-def]
+def test_exited_program_is_dead_or_gone(harness: Harness, tmp_path: Path, poll) -> None:
     backend = harness.backend
     env = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}
     keep = probe(backend, tmp_path / "keep.json", tmp_path, env, name="keep")  # keeps a tmux server alive
@@ -185,7 +185,7 @@ def test_exited_program_is_dead_or_gone(harness: Harness, tmp_path: Path, poll) 
     assert backend.pane(keep.pane_id) is not None
 
 
-def test_kill_server_ends_panes_and_leaves_no_socket(harness: Harness, tmp_path: Path, poll) -> None:  # type: ignore[no-untyped-def]
+def test_kill_server_ends_panes_and_leaves_no_socket(harness: Harness, tmp_path: Path, poll) -> None:
     backend = harness.backend
     probe(backend, tmp_path / "p.json", tmp_path, {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"})
     pid = probe_result(tmp_path / "p.json", poll)["pid"]

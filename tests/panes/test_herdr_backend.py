@@ -58,7 +58,7 @@ def backend(workspace: Workspace, short_config_home: Path) -> HerdrBackend:
 
 
 @pytest.fixture
-def started(backend: HerdrBackend, herdr_on_path: Path, poll) -> Iterator[HerdrBackend]:  # type: ignore[no-untyped-def]
+def started(backend: HerdrBackend, herdr_on_path: Path, poll) -> Iterator[HerdrBackend]:
     """`backend`, with the guarantee that any server it started is gone after the test."""
     yield backend
     state_file = backend.socket_path.parent / "fake-server.json"
@@ -133,14 +133,14 @@ def test_request_errors_carry_herdr_code(backend: HerdrBackend) -> None:
     try:
         with pytest.raises(PaneError) as e:
             backend.send_keys("w7:p7", "Enter")
-        assert e.value.code == "pane_not_found"  # type: ignore[attr-defined]
+        assert e.value.code == "pane_not_found"
         assert "pane_not_found" in str(e.value)
     finally:
         fake.stop()
 
 
 # -- starting a server ----------------------------------------------------------------------------
-def test_autostart_runs_herdr_session_server_and_stops_it(started: HerdrBackend, tmp_path: Path, poll) -> None:  # type: ignore[no-untyped-def]
+def test_autostart_runs_herdr_session_server_and_stops_it(started: HerdrBackend, tmp_path: Path, poll) -> None:
     backend = started
     assert not backend.server_running()
     backend.ensure_server()
@@ -180,7 +180,7 @@ def test_no_autostart_refuses_and_starts_nothing(
 def test_autostart_refuses_an_unknown_protocol_and_stops_that_server(
     started: HerdrBackend,
     monkeypatch: pytest.MonkeyPatch,
-    poll,  # type: ignore[no-untyped-def]
+    poll,
 ) -> None:
     monkeypatch.setenv("FAKE_HERDR_PROTOCOL", "21")
     with pytest.raises(HerdrProtocolError, match="protocol 21"):

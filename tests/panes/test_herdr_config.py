@@ -85,5 +85,5 @@ _values = st.recursive(
 
 @hsettings(max_examples=200, deadline=None, database=None)
 @given(st.dictionaries(_keys, _values, max_size=5))
-def test_writer_round_trips_any_table(data: dict) -> None:  # type: ignore[type-arg]
+def test_writer_round_trips_any_table(data: dict) -> None:
     assert tomllib.loads(dumps(data)) == data

@@ -29,6 +29,13 @@ from tests.real.anthropic_server import AnthropicServer
 from tests.real.clis import BY_NAME, cache_dir
 
 CACHE = cache_dir()  # read at import, before any fixture points HOME elsewhere
+# Under `pytest -n 2 --dist loadgroup` (as .ci/run runs the suite) each group runs on one worker,
+# and xdist hands out the groups with the most tests first: the two halves of the real-CLI
+# modules start at once on different workers, each module's rig is made once, and the many short
+# tests fill in around them. Split so each half holds one of the two longest modules (opencode,
+# gemini: 2-3.5 min each on a loaded machine).
+REAL_CLI_A = pytest.mark.xdist_group("real-cli-a")  # opencode, codex, hermes
+REAL_CLI_B = pytest.mark.xdist_group("real-cli-b")  # gemini, claude, grok
 INSTALL_HINT = "python3 -m tests.real.install_clis"
 
 
@@ -64,7 +71,7 @@ def require_cli(name: str) -> Path:
 def real_broker(request: pytest.FixtureRequest) -> brokers.RunningBroker:
     """One broker for the real suite: Mosquitto when installed (CI installs it), else amqtt."""
     kind = "mosquitto" if brokers.mosquitto_bin() else "amqtt"
-    return request.getfixturevalue(f"{kind}_broker")  # type: ignore[no-any-return]
+    return request.getfixturevalue(f"{kind}_broker")
 
 
 @pytest.fixture
@@ -104,11 +111,11 @@ class Rig:
             args += ["--cwd", str(cwd)]
         row = self.mam_json(*args)
         self.sessions.append(session)
-        return row  # type: ignore[no-any-return]
+        return row
 
     def status(self, session: str) -> dict[str, Any]:
         rows = self.mam_json("session", "status")
-        return next(r for r in rows if r["name"] == session)  # type: ignore[no-any-return]
+        return next(r for r in rows if r["name"] == session)
 
     def screen(self, pane_id: str) -> str:
         return capture(self.tmux.name, pane_id)
@@ -173,7 +180,8 @@ def claude_rig(
     real_broker: brokers.RunningBroker,
     anthropic_server: AnthropicServer,
 ) -> Iterator[Rig]:
-    """Claude Code 2.1.332 from the cache, a temp HOME made for it, the scripted Anthropic server, a workspace on a real broker."""
+    """Claude Code 2.1.332 from the cache, a temp HOME made for it, the scripted Anthropic server,
+    a workspace on a real broker."""
     exe = require_cli("claude")
     api_key = f"sk-ant-api03-{secrets.token_urlsafe(48)}"
     claude_home(isolated_env, api_key)

@@ -5,7 +5,8 @@
 From the repository root. Idempotent: a CLI whose executable exists and whose installed
 version is the pin is left alone. When something is missing and its registry cannot be
 reached, it prints one line saying so and exits 0 (the real suite then skips itself with its
-own reason line); an install that fails with the registry reachable exits 1. `--check` installs nothing: exit 0 when every chosen CLI is ready, 1 if not.
+own reason line); an install that fails with the registry reachable exits 1. `--check` installs
+nothing: exit 0 when every chosen CLI is ready, 1 if not.
 Each install's output goes to `<cache>/<folder>.log`.
 """
 
@@ -115,7 +116,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     for c in [c for c in missing if toolchain_missing(c)]:
         print(
-            f"real CLIs: {toolchain_missing(c)} not found; not installing {c.name} {c.version} (tests/real will skip it)"
+            f"real CLIs: {toolchain_missing(c)} not found; not installing {c.name} {c.version} (tests/real will skip "
+            "it)"
         )
         missing.remove(c)
     if not missing:
@@ -136,7 +138,8 @@ def main(argv: list[str] | None = None) -> int:
         rc = install_npm(c, cache, log) if c.registry == "npm" else install_pypi(c, cache, log)
         ok = rc == 0 and c.ready(cache)
         print(
-            f"real CLIs: {c.name} {c.version} {'installed' if ok else f'FAILED (rc={rc}, see {log})'} in {time.monotonic() - started:.0f}s"
+            f"real CLIs: {c.name} {c.version} {'installed' if ok else f'FAILED (rc={rc}, see {log})'} in "
+            f"{time.monotonic() - started:.0f}s"
         )
         if not ok:
             failed.append(c.name)

@@ -23,9 +23,10 @@ from tests.deploy import test_install as deploy
 from tests.real._scenario import refused_without_trust
 from tests.real.anthropic_server import FooterScript, conversation, footer_commands, text_of
 from tests.real.clis import BY_NAME
-from tests.real.conftest import Rig, claude_prompts, claude_transcript, claude_usage, skip_module_without
+from tests.real.conftest import REAL_CLI_B, Rig, claude_prompts, claude_transcript, claude_usage, skip_module_without
 
 skip_module_without("claude")
+pytestmark = REAL_CLI_B
 installed = deploy.installed  # the workspace tests/deploy installs once per run (shared across xdist workers)
 
 # What Claude 2.1.332 shows when a tool call needs a person (auto mode with no server-side check,

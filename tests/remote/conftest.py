@@ -42,7 +42,7 @@ class Host:
         self.procs.append(p)
         return p
 
-    def runner_log(self, name: str) -> list[dict]:  # type: ignore[type-arg]
+    def runner_log(self, name: str) -> list[dict]:
         path = self.root / ".mam" / "runners" / f"{name}.jsonl"
         return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
 

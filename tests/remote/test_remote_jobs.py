@@ -14,20 +14,20 @@ SHORT = ["--start-deadline", "6", "--heartbeat", "0.5"]
 INSECURE = ["--allow-insecure-broker"]
 
 
-def start_runner(host, name="rb", *extra):  # type: ignore[no-untyped-def]
+def start_runner(host, name="rb", *extra):
     return host.spawn("runner", "--name", name, *INSECURE, *extra)
 
 
-def wait_online(origin, poll, name="rb"):  # type: ignore[no-untyped-def]
+def wait_online(origin, poll, name="rb"):
     # the runner's log says it started and the broker holds its presence
     poll(lambda: origin.mam("job", "list").returncode == 0, timeout=5)
 
 
-def runner_started(host, poll, name="rb"):  # type: ignore[no-untyped-def]
+def runner_started(host, poll, name="rb"):
     poll(lambda: any(e["kind"] == "started" for e in host.runner_log(name)), timeout=20)
 
 
-def test_a_remote_job_completes_and_the_origin_audit_holds_every_event(two_hosts, mosquitto_broker, poll):  # type: ignore[no-untyped-def]
+def test_a_remote_job_completes_and_the_origin_audit_holds_every_event(two_hosts, mosquitto_broker, poll):
     origin, remote = two_hosts(mosquitto_broker.env())
     created = json.loads(
         remote.mam("session", "create", "--agent", "demo", "--role", "dev", "--session", "d1", "--json").stdout
@@ -65,7 +65,7 @@ def test_a_remote_job_completes_and_the_origin_audit_holds_every_event(two_hosts
     assert capture(remote.tmux.name, created["pane_id"]).count(record["nonce"]) == 1
 
 
-def test_hosts_with_default_topic_prefixes_still_meet(two_hosts, mosquitto_broker, poll):  # type: ignore[no-untyped-def]
+def test_hosts_with_default_topic_prefixes_still_meet(two_hosts, mosquitto_broker, poll):
     """No MAM_TOPIC_PREFIX anywhere: runners meet origins under `mam/runners/`, and the dispatch
     tells the runner the origin's job prefix (which differs from its own workspace's)."""
     import uuid
@@ -99,7 +99,7 @@ def test_hosts_with_default_topic_prefixes_still_meet(two_hosts, mosquitto_broke
     assert remote_record["topic_prefix"] == origin_prefix
 
 
-def test_a_second_runner_with_a_live_runners_name_is_refused_and_speaks_not_for_it(two_hosts, mosquitto_broker, poll):  # type: ignore[no-untyped-def]
+def test_a_second_runner_with_a_live_runners_name_is_refused_and_speaks_not_for_it(two_hosts, mosquitto_broker, poll):
     import uuid
 
     origin, remote = two_hosts(mosquitto_broker.env(), prefix="")
@@ -127,7 +127,7 @@ def test_a_second_runner_with_a_live_runners_name_is_refused_and_speaks_not_for_
     assert (remote.root / "u.txt").read_text() == "one\n"
 
 
-def test_dispatch_attacks_are_rejected_and_logged_and_the_brief_arrives_once(two_hosts, mosquitto_broker, poll):  # type: ignore[no-untyped-def]
+def test_dispatch_attacks_are_rejected_and_logged_and_the_brief_arrives_once(two_hosts, mosquitto_broker, poll):
     import paho.mqtt.client as paho
 
     origin, remote = two_hosts(mosquitto_broker.env())
@@ -199,7 +199,7 @@ def test_dispatch_attacks_are_rejected_and_logged_and_the_brief_arrives_once(two
     assert [e["job"] for e in taken] == [record["id"]]
 
 
-def test_a_runner_killed_mid_job_leaves_the_wrapper_to_its_deadlines(two_hosts, mosquitto_broker, poll):  # type: ignore[no-untyped-def]
+def test_a_runner_killed_mid_job_leaves_the_wrapper_to_its_deadlines(two_hosts, mosquitto_broker, poll):
     import time
 
     origin, remote = two_hosts(mosquitto_broker.env())
@@ -244,7 +244,7 @@ def test_a_runner_killed_mid_job_leaves_the_wrapper_to_its_deadlines(two_hosts, 
     assert took < 0.5 * 4 + 5  # K x N plus scheduling slack; the wrapper never hangs
 
 
-def test_remote_dispatch_is_refused_on_an_insecure_broker(two_hosts, mosquitto_broker):  # type: ignore[no-untyped-def]
+def test_remote_dispatch_is_refused_on_an_insecure_broker(two_hosts, mosquitto_broker):
     origin, _remote = two_hosts(mosquitto_broker.env())
     proc = origin.mam("job", "delegate", "--target", "remote:rb/d1", "--brief", "x")
     assert proc.returncode == 2
@@ -253,14 +253,14 @@ def test_remote_dispatch_is_refused_on_an_insecure_broker(two_hosts, mosquitto_b
     assert runner.returncode == 2 and "TLS" in runner.stderr
 
 
-def test_an_offline_runner_is_target_not_found(two_hosts, mosquitto_broker):  # type: ignore[no-untyped-def]
+def test_an_offline_runner_is_target_not_found(two_hosts, mosquitto_broker):
     origin, _remote = two_hosts(mosquitto_broker.env())
     proc = origin.mam("job", "delegate", "--target", "remote:nobody/d1", "--brief", "x", *SHORT, *INSECURE, "--json")
     assert proc.returncode == 5
     assert json.loads(proc.stdout)["reason"] == "target_not_found"
 
 
-def test_an_unknown_remote_session_is_rejected_by_the_runner(two_hosts, mosquitto_broker, poll):  # type: ignore[no-untyped-def]
+def test_an_unknown_remote_session_is_rejected_by_the_runner(two_hosts, mosquitto_broker, poll):
     origin, remote = two_hosts(mosquitto_broker.env())
     remote.mam("session", "create", "--agent", "demo", "--role", "dev", "--session", "d1")
     start_runner(remote)

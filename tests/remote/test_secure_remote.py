@@ -8,7 +8,7 @@ import json
 from tests.helpers.secure_broker import ORCHESTRATOR
 
 
-def test_a_remote_job_over_tls_passwords_and_acls(two_hosts, secure_broker, poll):  # type: ignore[no-untyped-def]
+def test_a_remote_job_over_tls_passwords_and_acls(two_hosts, secure_broker, poll):
     origin, remote = two_hosts(
         secure_broker.env(ORCHESTRATOR), secure_broker.env("runner-a"), prefix=secure_broker.prefix
     )
@@ -45,7 +45,7 @@ def test_a_remote_job_over_tls_passwords_and_acls(two_hosts, secure_broker, poll
     assert secure_broker.passwords[ORCHESTRATOR] not in json.dumps(log) + proc.stdout + proc.stderr
 
 
-def test_a_runner_cannot_take_another_runners_dispatch(two_hosts, secure_broker, poll):  # type: ignore[no-untyped-def]
+def test_a_runner_cannot_take_another_runners_dispatch(two_hosts, secure_broker, poll):
     origin, remote = two_hosts(
         secure_broker.env(ORCHESTRATOR), secure_broker.env("runner-b"), prefix=secure_broker.prefix
     )
@@ -70,7 +70,7 @@ def test_a_runner_cannot_take_another_runners_dispatch(two_hosts, secure_broker,
     assert not [e for e in remote.runner_log("runner-a") if e["kind"] == "taken"]
 
 
-def _remote_event_seqs(host, job_id: str) -> list[int]:  # type: ignore[no-untyped-def]
+def _remote_event_seqs(host, job_id: str) -> list[int]:
     reg = host_registry(host)
     try:
         return [e.seq for e in reg.events_after(job_id, 0)]
@@ -78,7 +78,7 @@ def _remote_event_seqs(host, job_id: str) -> list[int]:  # type: ignore[no-untyp
         reg.close()
 
 
-def host_registry(host):  # type: ignore[no-untyped-def]
+def host_registry(host):
     from mam.store.registry import Registry
     from mam.workspace import Workspace
 

@@ -91,7 +91,7 @@ def event_type(payload: bytes) -> str:
         return ""
 
 
-def test_a_spy_on_the_broker_cannot_sign_for_a_remote_job(two_hosts, mosquitto_broker, poll):  # type: ignore[no-untyped-def]
+def test_a_spy_on_the_broker_cannot_sign_for_a_remote_job(two_hosts, mosquitto_broker, poll):
     origin, remote = two_hosts(mosquitto_broker.env())
     spy = Spy(mosquitto_broker.host, mosquitto_broker.port)
     try:

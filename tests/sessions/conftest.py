@@ -39,7 +39,7 @@ class MirrorReader:
         self.stop_file.touch()
         out, err = self.proc.communicate(timeout=timeout)
         assert self.proc.returncode == 0, f"mirror reader failed: {err}"
-        return json.loads(out)  # type: ignore[no-any-return]
+        return json.loads(out)
 
 
 @pytest.fixture
@@ -67,7 +67,7 @@ def mirror_reader(tmp_path: Path) -> Iterator[Any]:
 
 
 def mirror_doc(ws: Workspace) -> dict[str, Any]:
-    return yaml.safe_load(ws.mirror_path.read_text(encoding="utf-8"))  # type: ignore[no-any-return]
+    return yaml.safe_load(ws.mirror_path.read_text(encoding="utf-8"))
 
 
 def db_sessions(ws: Workspace) -> tuple[int, list[dict[str, Any]]]:
@@ -172,7 +172,7 @@ def run_catching_orphans(argv: list[str]) -> dict[str, Any]:
     daemon that double-forked) is reparented to that parent and reported in `left`."""
     done = subprocess.run([sys.executable, "-c", SUBREAPER_RUN, *argv], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
-    return json.loads(done.stdout)  # type: ignore[no-any-return]
+    return json.loads(done.stdout)
 
 
 def create_many(

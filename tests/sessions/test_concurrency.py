@@ -62,7 +62,8 @@ def test_thirty_concurrent_creates_get_thirty_panes_and_a_mirror_that_always_par
     assert_mirror_matches_db(workspace)
     assert len(db_sessions(workspace)[1]) == CREATES
     print(
-        f"{CREATES} creates in {took:.1f}s; mirror read {seen['reads']} times, {seen['generations_seen']} generations seen"
+        f"{CREATES} creates in {took:.1f}s; mirror read {seen['reads']} times, {seen['generations_seen']} "
+        "generations seen"
     )
 
 

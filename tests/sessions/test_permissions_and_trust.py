@@ -33,7 +33,7 @@ OPTIONS = {
 
 
 @pytest.fixture
-def wired_ws(workspace, amqtt_broker, monkeypatch):  # type: ignore[no-untyped-def]
+def wired_ws(workspace, amqtt_broker, monkeypatch):
     for key, value in {**amqtt_broker.env(), **FAST}.items():
         monkeypatch.setenv(key, value)
     return workspace
@@ -54,7 +54,7 @@ def panes(tmux_name: str) -> list[str]:
 @pytest.mark.parametrize(("agent", "mode"), sorted(OPTIONS))
 def test_each_mode_launches_with_its_options_is_shown_and_kept_on_resume(
     agent: str, mode: str, workspace, fake_agents_on_path, tmp_path: Path
-) -> None:  # type: ignore[no-untyped-def]
+) -> None:
     log = FakeLog(tmp_path / "agents.jsonl")
     env = {"MAM_FAKE_AGENT_LOG": str(log.path)}
     extra = [] if mode == "report" else ["--permissions", mode]
@@ -116,7 +116,7 @@ def workspace_tmux() -> str:
 
 def test_create_records_only_the_session_cwd_as_trusted(
     workspace, fake_agents_on_path, isolated_env: Path, tmp_path: Path
-) -> None:  # type: ignore[no-untyped-def]
+) -> None:
     state = isolated_env / ".claude.json"
     state.write_text(json.dumps({"hasCompletedOnboarding": True, "projects": {"/elsewhere": {"x": 1}}}))
     project = tmp_path / "project"
@@ -132,7 +132,7 @@ def test_create_records_only_the_session_cwd_as_trusted(
 @pytest.mark.parametrize("agent", ["claude", "codex"])
 def test_no_trust_fails_clearly_on_the_dialog_and_leaves_nothing(
     agent: str, workspace, fake_agents_on_path, isolated_env: Path, tmp_path: Path
-) -> None:  # type: ignore[no-untyped-def]
+) -> None:
     project = tmp_path / "checkout"
     (project / ".git").mkdir(parents=True)
     log = FakeLog(tmp_path / "agents.jsonl")
@@ -167,7 +167,7 @@ def test_no_trust_fails_clearly_on_the_dialog_and_leaves_nothing(
 
 def test_no_brief_and_no_enter_go_to_a_pane_that_shows_a_permission_prompt(
     wired_ws, fake_agents_on_path, tmp_path: Path, poll
-) -> None:  # type: ignore[no-untyped-def]
+) -> None:
     log = FakeLog(tmp_path / "agents.jsonl")
     env = {"MAM_FAKE_AGENT_LOG": str(log.path)}
     row = json.loads(

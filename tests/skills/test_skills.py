@@ -472,10 +472,10 @@ def skill(skill_name: str, *args: str) -> subprocess.CompletedProcess[str]:
 def status_rows() -> list[dict]:
     proc = skill("multi-agent-mux-status", "--json")
     assert proc.returncode == 0, proc.stderr
-    return json.loads(proc.stdout)  # type: ignore[no-any-return]
+    return json.loads(proc.stdout)
 
 
-def test_status_of_an_empty_workspace_starts_and_creates_nothing(workspace: Workspace, tmux_server):  # type: ignore[no-untyped-def]
+def test_status_of_an_empty_workspace_starts_and_creates_nothing(workspace: Workspace, tmux_server):
     proc = skill("multi-agent-mux-status", "--json")
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout) == []
@@ -484,7 +484,7 @@ def test_status_of_an_empty_workspace_starts_and_creates_nothing(workspace: Work
     assert not tmux_server.running()
 
 
-def test_documented_failures_without_a_session(workspace: Workspace, amqtt_broker, monkeypatch):  # type: ignore[no-untyped-def]
+def test_documented_failures_without_a_session(workspace: Workspace, amqtt_broker, monkeypatch):
     for key, value in {**amqtt_broker.env(), **FAST}.items():
         monkeypatch.setenv(key, value)
     assert skill("multi-agent-mux-stop", "--session", "nope").returncode == 5
@@ -499,7 +499,7 @@ def test_documented_failures_without_a_session(workspace: Workspace, amqtt_broke
     assert skill("multi-agent-mux-delegate-job", "--target", "tmux:nope").returncode == 2  # no brief
 
 
-def test_the_scripts_drive_a_demo_session_end_to_end(workspace: Workspace, tmux_server, broker, monkeypatch, poll):  # type: ignore[no-untyped-def]
+def test_the_scripts_drive_a_demo_session_end_to_end(workspace: Workspace, tmux_server, broker, monkeypatch, poll):
     for key, value in {**broker.env(), **FAST}.items():
         monkeypatch.setenv(key, value)
     ws = workspace.root

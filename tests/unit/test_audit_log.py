@@ -12,7 +12,7 @@ from mam.store.registry import Registry
 from mam.workspace import Workspace
 
 
-def make(tmp_path) -> tuple[Workspace, Registry, Ledger]:  # type: ignore[no-untyped-def]
+def make(tmp_path) -> tuple[Workspace, Registry, Ledger]:
     ws = Workspace(tmp_path)
     reg = Registry(ws)
     job = Job(
@@ -28,7 +28,7 @@ def make(tmp_path) -> tuple[Workspace, Registry, Ledger]:  # type: ignore[no-unt
     return ws, reg, Ledger.register(ws, reg, job, owner=new_owner(), meta={"topic_prefix": "p"})
 
 
-def test_a_lost_last_line_is_repaired_from_the_registry(tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_a_lost_last_line_is_repaired_from_the_registry(tmp_path) -> None:
     ws, reg, ledger = make(tmp_path)
     for inp in (
         Claim(1),
@@ -49,7 +49,7 @@ def test_a_lost_last_line_is_repaired_from_the_registry(tmp_path) -> None:  # ty
     assert [line["n"] for line in repaired] == [4]
 
 
-def test_replay_orders_by_n_and_counts_each_line_once(tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_replay_orders_by_n_and_counts_each_line_once(tmp_path) -> None:
     ws, reg, ledger = make(tmp_path)
     ledger.apply(Claim(1))
     ledger.apply(Delivered(2))

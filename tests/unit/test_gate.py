@@ -11,7 +11,7 @@ from mam.jobs.gate import EventGate
 KEY = "k" * 64
 
 
-def env(seq: int, type: str = "progress", sender: str = "agent", job: str = "j1", key: str = KEY, **body) -> bytes:  # type: ignore[no-untyped-def]
+def env(seq: int, type: str = "progress", sender: str = "agent", job: str = "j1", key: str = KEY, **body) -> bytes:
     return Envelope("event", job, seq, type, sender, 1000 + seq, body).signed(key).encode()
 
 

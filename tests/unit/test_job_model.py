@@ -39,7 +39,7 @@ JOB = Job(
 )
 
 
-def ev(seq: int, type: str, at: int = 0, sender: str = "agent", **body):  # type: ignore[no-untyped-def]
+def ev(seq: int, type: str, at: int = 0, sender: str = "agent", **body):
     return Event(at=at, seq=seq, type=type, sender=sender, body=body)
 
 
@@ -185,7 +185,7 @@ inputs = st.one_of(
 
 @settings(max_examples=400, deadline=None)
 @given(st.lists(inputs, max_size=40))
-def test_random_sequences_keep_every_invariant(seq) -> None:  # type: ignore[no-untyped-def]
+def test_random_sequences_keep_every_invariant(seq) -> None:
     job = JOB
     for inp in seq:
         before = job
@@ -205,5 +205,5 @@ def test_random_sequences_keep_every_invariant(seq) -> None:  # type: ignore[no-
 
 def test_replace_keeps_the_model_frozen() -> None:
     with pytest.raises(dataclasses.FrozenInstanceError):
-        JOB.state = JobState.FAILED  # type: ignore[misc]
+        JOB.state = JobState.FAILED
     assert replace(JOB, state=JobState.FAILED).state is JobState.FAILED

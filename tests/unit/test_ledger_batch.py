@@ -75,7 +75,7 @@ def test_a_batch_commits_once_at_the_end_with_every_line_in_order(ledger: Ledger
 
 def test_the_live_record_follows_state_changes_at_once_and_counters_within_the_interval(
     ledger: Ledger, monkeypatch
-) -> None:  # type: ignore[no-untyped-def]
+) -> None:
     clock = [100.0]
     monkeypatch.setattr("mam.jobs.ledger.time.monotonic", lambda: clock[0])
     ledger.refresh_record(now=True)

@@ -1,5 +1,6 @@
-"""MESSAGING.md cannot drift from the code: its worked example, broker files, topics, reasons,
-sender rules, limits, exit codes and defaults are all checked here against what the code does.
+"""MESSAGING.md cannot drift from the code: its worked example, topics, reasons, sender rules, limits and
+exit codes are all checked here against what the code does, and so are the parts that moved out of it:
+the broker files (docs/broker.md), the brief's footer and the delegation defaults (docs/delegation.md).
 """
 
 from __future__ import annotations
@@ -21,12 +22,14 @@ from mam.settings import KEYS_BY_NAME
 
 ROOT = Path(__file__).resolve().parents[2]
 DOC = (ROOT / "MESSAGING.md").read_text(encoding="utf-8")
+BROKER_DOC = (ROOT / "docs" / "broker.md").read_text(encoding="utf-8")
+DELEGATION_DOC = (ROOT / "docs" / "delegation.md").read_text(encoding="utf-8")
 
 
-def block(marker: str) -> str:
+def block(marker: str, doc: str = DOC) -> str:
     """The fenced block right after `<!-- marker -->`, without the fence's final newline."""
-    m = re.search(rf"<!-- {re.escape(marker)} -->\n```[a-z]*\n(.*?)\n```\n", DOC, re.S)
-    assert m, f"MESSAGING.md has no block marked {marker!r}"
+    m = re.search(rf"<!-- {re.escape(marker)} -->\n```[a-z]*\n(.*?)\n```\n", doc, re.S)
+    assert m, f"no block marked {marker!r}"
     return m.group(1)
 
 
@@ -89,13 +92,13 @@ def test_the_job_key_example_is_what_both_hosts_derive() -> None:
 
 
 def test_the_footer_shown_is_the_one_briefs_get() -> None:
-    assert block("example:footer") == footer("job-5f2c0e9a7b3d4e61", "3f9a1c0b7d2e4f68", 30).strip("\n")
+    assert block("example:footer", DELEGATION_DOC) == footer("job-5f2c0e9a7b3d4e61", "3f9a1c0b7d2e4f68", 30).strip("\n")
 
 
 # -- broker files -------------------------------------------------------------------------------
 @pytest.mark.parametrize("name", sorted(p.name for p in (ROOT / "docs" / "broker").glob("*.tmpl")))
 def test_every_broker_file_is_shown_verbatim(name: str) -> None:
-    assert block(f"file:docs/broker/{name}") == (ROOT / "docs" / "broker" / name).read_text().rstrip("\n")
+    assert block(f"file:docs/broker/{name}", BROKER_DOC) == (ROOT / "docs" / "broker" / name).read_text().rstrip("\n")
 
 
 # -- topics, senders, limits ----------------------------------------------------------------------
@@ -103,9 +106,8 @@ def test_every_topic_is_documented() -> None:
     t = Topics("PREFIX", "RUNNERSROOT")
 
     def shown(topic: str) -> str:
-        return f"`{topic.replace('RUNNERSROOT', '<runners prefix>').replace('PREFIX', '<prefix>').replace('JOB', '<job>')}`".replace(
-            "RUNNER", "<runner>"
-        )
+        named = topic.replace("RUNNERSROOT", "<runners prefix>").replace("PREFIX", "<prefix>").replace("JOB", "<job>")
+        return f"`{named}`".replace("RUNNER", "<runner>")
 
     for topic in (
         t.events("JOB"),
@@ -186,8 +188,15 @@ def test_every_reason_the_code_can_give_is_documented() -> None:
         "rejected",
         "ignored",
     } <= found
-    missing = sorted(r for r in found if f"`{r}`" not in DOC)
-    assert not missing, f"reasons missing from MESSAGING.md: {missing}"
+    # What a receiver answers on the wire is protocol: MESSAGING.md. The job model's, the wrapper's and
+    # the audit log's reasons are in MESSAGING.md or, for the wrapper's own lines, in docs/delegation.md.
+    wire = set(re.findall(r'reason="(\w+)"', code("mam/bus/envelope.py")))
+    wire |= set(re.findall(r'Verdict\(False, "(\w+)"', code("mam/jobs/gate.py")))
+    assert {"oversize", "bad_signature", "replay", "out_of_order"} <= wire
+    missing = sorted(r for r in wire if f"`{r}`" not in DOC)
+    assert not missing, f"receiver reasons missing from MESSAGING.md: {missing}"
+    missing = sorted(r for r in found if f"`{r}`" not in DOC + DELEGATION_DOC)
+    assert not missing, f"reasons missing from MESSAGING.md and docs/delegation.md: {missing}"
 
 
 def test_states_and_exit_codes_match_the_model() -> None:
@@ -209,7 +218,7 @@ def test_states_and_exit_codes_match_the_model() -> None:
     ],
 )
 def test_delegation_defaults_match_the_settings(key: str) -> None:
-    m = re.search(rf"^\| [^|]+ \| `{key}`[^|]* \| ([^|]+) \|", DOC, re.M)
+    m = re.search(rf"^\| [^|]+ \| `{key}`[^|]* \| ([^|]+) \|", DELEGATION_DOC, re.M)
     assert m, key
     assert float(m.group(1).strip()) == float(KEYS_BY_NAME[key].default)
 
@@ -230,4 +239,15 @@ def test_delegation_defaults_match_the_settings(key: str) -> None:
     ],
 )
 def test_every_broker_setting_named_exists(key: str) -> None:
-    assert key in KEYS_BY_NAME and f"{key}=" in DOC
+    assert key in KEYS_BY_NAME and f"{key}=" in BROKER_DOC
+
+
+# -- what the protocol document holds ---------------------------------------------------------------
+def test_the_protocol_document_has_its_overview_diagram_and_version_policy() -> None:
+    headings = re.findall(r"^## (.+)$", DOC, re.M)
+    for name in ("Overview", "Version policy", "Receiving: checks and rejection reasons", "Worked example"):
+        assert name in headings, name
+    assert "```mermaid\nsequenceDiagram" in DOC
+    for kind in envelope.KINDS:  # the overview table names every kind of message
+        assert re.search(rf"^\| \w[\w ]* \| `{kind}`, ", DOC, re.M), kind
+    assert "RFC 2119" in DOC and "Running a private broker" not in DOC

@@ -19,8 +19,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from mam.broker import embedded
+from mam.demo.loop import demo_loop
 from mam.jobs.delegate import DelegateRequest, Outcome, delegate
 from mam.jobs.model import Event, Input, Job
+from mam.panes.tmux import TmuxBackend
+from mam.sessions.create import CreateRequest, create_session
 from mam.settings import Settings, load_settings
 from mam.store.registry import Registry
 from mam.workspace import Workspace
@@ -79,8 +83,6 @@ def demo_environ(base: Mapping[str, str], ws: Workspace, tmux_server: str) -> di
 def run_demo(
     *, echo: Echo, keep: bool = False, loop: bool = True, environ: Mapping[str, str] | None = None
 ) -> DemoResult:
-    from mam.broker import embedded
-    from mam.panes.tmux import TmuxBackend
 
     root = Path(tempfile.mkdtemp(prefix="mam-demo-"))
     ws = Workspace(root.resolve())
@@ -128,7 +130,6 @@ def _git_init(root: Path) -> None:
 
 
 def _create_sessions(ws: Workspace, settings: Settings, registry: Registry, env: dict[str, str], say: Echo) -> None:
-    from mam.sessions.create import CreateRequest, create_session
 
     for name, role, behaviour in SESSIONS:
         row = create_session(
@@ -183,11 +184,6 @@ def _run_jobs(ws: Workspace, settings: Settings, env: dict[str, str], say: Echo,
 def _run_loop(
     ws: Workspace, settings: Settings, registry: Registry, env: dict[str, str], say: Echo
 ) -> dict[str, object] | None:
-    try:
-        from mam.loop.demo import demo_loop
-    except ImportError:
-        say("review loop: not available in this build")
-        return None
     return demo_loop(ws=ws, settings=settings, registry=registry, environ=env, say=say)
 
 

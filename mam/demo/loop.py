@@ -11,6 +11,7 @@ from collections.abc import Callable, Mapping
 from mam.loop.describe import describe
 from mam.loop.model import LoopRequest
 from mam.loop.run import run_loop
+from mam.sessions.create import CreateRequest, create_session
 from mam.settings import Settings
 from mam.store.registry import Registry
 from mam.workspace import Workspace
@@ -44,7 +45,6 @@ def demo_loop(
     creator: str = "creator",
 ) -> dict[str, object]:
     """Create the two demo reviewers, run the loop, and return a summary for `mam demo`."""
-    from mam.sessions.create import CreateRequest, create_session
 
     for name, verdicts in REVIEWERS:
         if registry.find_session(name) is None:

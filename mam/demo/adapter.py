@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import ClassVar
 
 from mam.agents.base import AgentAdapter, KeyStep
+from mam.demo.agent import conversation_paths
 
 
 class DemoAdapter(AgentAdapter):
@@ -31,8 +32,6 @@ class DemoAdapter(AgentAdapter):
         return [sys.executable, "-m", "mam.agents.demo_agent", "--resume", conversation_id]
 
     def conversation_files(self, conversation_id: str, *, cwd: str, env: Mapping[str, str]) -> list[Path]:
-        from mam.agents.demo_agent import conversation_paths
-
         return conversation_paths(env, conversation_id)
 
 

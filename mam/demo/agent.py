@@ -1,0 +1,378 @@
+"""The demo agent: a real interactive terminal program with no LLM, for demos and tests.
+
+It behaves like an agent TUI: raw mode, bracketed paste, an input box, a transcript, a
+conversation file it can resume. When a submitted message holds a mam job footer it follows
+the protocol with the real `mam event` commands and does deterministic work:
+
+    demo-write: PATH :: TEXT      write a file (TEXT may use \\n)
+    demo-append: PATH :: TEXT     append to a file
+    demo-commit: MESSAGE          git add -A && git commit (argv, no shell)
+    demo-sleep: SECONDS           work that long (with progress events)
+    demo-behaviour: NAME          override the session's behaviour for this brief
+    demo-verdict: V               reviewer verdict: PASS, NOT PASS, none, inline, lower, double
+    demo-rebut: TEXT              as a creator, answer a fix request with [REBUT: TEXT]
+
+A brief holding a line `Report file: PATH` is a review: the agent writes a report there
+that ends with its verdict line. A brief holding `Plan file: PATH` asks for a plan: the agent
+writes one there (or adds a revision to it). A brief holding `[mam-loop: challenge]` asks a
+creator to challenge a plan: it answers with a challenge for its first MAM_DEMO_CHALLENGES
+(default 1) such briefs, then with `[PLAN OK]`. Behaviours (MAM_DEMO_BEHAVIOUR or --behaviour): ok,
+never_start, crash_after_start, silent_after_start, error, slow, unsubmitted.
+Run: python -m mam.agents.demo_agent (--session-id ID | --resume ID) [--behaviour B]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import termios
+import threading
+import time
+import tty
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+BEHAVIOURS = ("ok", "never_start", "crash_after_start", "silent_after_start", "error", "slow", "unsubmitted")
+PASTE_START, PASTE_END = b"\x1b[200~", b"\x1b[201~"
+STARTED = re.compile(
+    r"mam event started --job (?P<id>[A-Za-z0-9._-]+) --nonce (?P<nonce>[A-Za-z0-9]+) --heartbeat (?P<hb>[0-9.]+)"
+)
+DIRECTIVE = re.compile(r"^\s*demo-(?P<name>[a-z]+):\s?(?P<value>.*?)\s*$", re.M)
+REPORT_FILE = re.compile(r"^\s*Report file:\s*(?P<path>\S.*?)\s*$", re.M)
+FIX_REQUEST = "[mam-loop: fix]"
+CHALLENGE_REQUEST = "[mam-loop: challenge]"
+PLAN_FILE = re.compile(r"^\s*Plan file:\s*(?P<path>\S.*?)\s*$", re.M)
+
+
+def conversations_dir(env: Mapping[str, str]) -> Path:
+    """In the workspace of the session (nothing in HOME); ~/.mam-demo when run outside one."""
+    workspace = env.get("MAM_WORKSPACE")
+    if workspace:
+        return Path(workspace) / ".mam" / "demo-agent" / "conversations"
+    return _home_dir(env)
+
+
+def _home_dir(env: Mapping[str, str]) -> Path:
+    return Path(env.get("HOME") or os.path.expanduser("~")) / ".mam-demo" / "conversations"
+
+
+def conversation_paths(env: Mapping[str, str], cid: str) -> list[Path]:
+    """Where conversation `cid` may be: the current place first, then ~/.mam-demo (where sessions
+    created by mam 0.1.0 before 2026-11-30 kept theirs)."""
+    return list(dict.fromkeys([conversations_dir(env) / f"{cid}.json", _home_dir(env) / f"{cid}.json"]))
+
+
+class Conversation:
+    """The agent's memory: one JSON file per conversation id."""
+
+    def __init__(self, path: Path, data: dict[str, Any]) -> None:
+        self.path, self.data = path, data
+        self._lock = threading.Lock()
+
+    @classmethod
+    def open(cls, cid: str, *, resume: bool) -> Conversation:
+        path = conversations_dir(os.environ) / f"{cid}.json"
+        if resume:
+            path = next((p for p in conversation_paths(os.environ, cid) if p.exists()), path)
+            if not path.exists():
+                print(f"No conversation found with session ID: {cid}", file=sys.stderr)
+                sys.exit(1)
+            return cls(path, json.loads(path.read_text()))
+        path.parent.mkdir(parents=True, exist_ok=True)
+        convo = cls(
+            path, {"id": cid, "cwd": os.getcwd(), "created": time.time(), "turns": [], "reviews": 0, "launches": 0}
+        )
+        convo.save()
+        return convo
+
+    def add(self, role: str, text: str) -> None:
+        with self._lock:
+            self.data["turns"].append({"role": role, "text": text, "ts": time.time()})
+            self.save()
+
+    def save(self) -> None:
+        tmp = self.path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(self.data))
+        os.replace(tmp, self.path)
+
+
+class Screen:
+    """Raw-mode output: every newline needs a carriage return."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+
+    def write(self, text: str) -> None:
+        with self._lock:
+            os.write(1, text.replace("\r\n", "\n").replace("\n", "\r\n").encode("utf-8", "replace"))
+
+    def line(self, text: str) -> None:
+        self.write("\r\x1b[2K" + text + "\n")
+
+    def prompt(self, text: str = "") -> None:
+        self.write("\r\x1b[2K› " + text)
+
+
+class DemoAgent:
+    def __init__(self, convo: Conversation, behaviour: str) -> None:
+        self.convo, self.behaviour = convo, behaviour
+        self.screen = Screen()
+        self.buffer = ""
+        self.pasted = False
+        self.swallow_enter = behaviour == "unsubmitted"
+        self.mam = shutil.which("mam") or ""
+        self.busy = threading.Lock()
+
+    # -- input --------------------------------------------------------------------------------
+    def run(self) -> int:
+        fd = sys.stdin.fileno()
+        saved = termios.tcgetattr(fd) if os.isatty(fd) else None
+        if saved is not None:
+            tty.setraw(fd)
+        try:
+            self.screen.write("\x1b[?2004h")
+            self.screen.line(f"demo agent ready (conversation {self.convo.data['id']}, behaviour {self.behaviour})")
+            self.screen.prompt()
+            return self._loop(fd)
+        finally:
+            self.screen.write("\x1b[?2004l\r\n")
+            if saved is not None:
+                termios.tcsetattr(fd, termios.TCSADRAIN, saved)
+
+    def _loop(self, fd: int) -> int:
+        pending = b""
+        in_paste = False
+        paste = bytearray()
+        while True:
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                return 0
+            pending += chunk
+            while pending:
+                if in_paste:
+                    end = pending.find(PASTE_END)
+                    if end < 0:
+                        keep = len(PASTE_END) - 1  # the end marker may be split across reads
+                        paste += pending[:-keep] if len(pending) > keep else b""
+                        pending = pending[-keep:] if len(pending) > keep else pending
+                        break
+                    paste += pending[:end]
+                    pending = pending[end + len(PASTE_END) :]
+                    in_paste = False
+                    self.buffer += paste.decode("utf-8", "replace")
+                    self.pasted = True
+                    paste.clear()
+                    self.screen.prompt(f"[pasted {len(self.buffer.encode())} bytes, press Enter to send]")
+                    continue
+                if pending.startswith(PASTE_START):
+                    pending = pending[len(PASTE_START) :]
+                    in_paste = True
+                    continue
+                if PASTE_START.startswith(pending) and len(pending) < len(PASTE_START):
+                    break  # wait for the rest of a possible paste marker
+                if pending[:1] == b"\x1b":
+                    pending = pending[1:]  # a lone Escape or another sequence: ignored
+                    continue
+                key, pending = pending[:1], pending[1:]
+                if self._key(key) is False:
+                    return 0
+
+    def _key(self, key: bytes) -> bool:
+        if key in (b"\r", b"\n"):
+            if self.pasted and self.swallow_enter:
+                self.swallow_enter = False  # 'unsubmitted': the first Enter after a paste is lost
+                return True
+            text, self.buffer, self.pasted = self.buffer, "", False
+            if text.strip() in ("/exit", "/quit"):
+                self.screen.line("bye")
+                return False
+            if text.strip():
+                self.submit(text)
+            self.screen.prompt()
+        elif key == b"\x04":
+            if not self.buffer:
+                self.screen.line("bye")
+                return False
+        elif key == b"\x03":
+            self.buffer, self.pasted = "", False
+            self.screen.prompt()
+        elif key in (b"\x7f", b"\x08"):
+            self.buffer = self.buffer[:-1]
+            self.screen.prompt(self.buffer)
+        else:
+            self.buffer += key.decode("utf-8", "replace")
+            if not self.pasted:
+                self.screen.prompt(self.buffer)
+        return True
+
+    # -- work ---------------------------------------------------------------------------------
+    def submit(self, text: str) -> None:
+        self.screen.line("» you:")
+        self.screen.write(text.rstrip("\n") + "\n")
+        self.convo.add("user", text)
+        threading.Thread(target=self._work, args=(text,), daemon=True).start()
+
+    def _work(self, text: str) -> None:
+        with self.busy:
+            try:
+                self._handle(text)
+            except Exception as e:  # the demo must never die of a bad brief: it reports it
+                self.screen.line(f"demo agent: internal error {type(e).__name__}: {e}")
+
+    def _handle(self, text: str) -> None:
+        m = STARTED.search(text)
+        if m is None:
+            self.say("(no mam job in this message; nothing to do)")
+            return
+        job, nonce, hb = m.group("id"), m.group("nonce"), m.group("hb")
+        directives = [(d.group("name"), d.group("value")) for d in DIRECTIVE.finditer(text)]
+        behaviour = next((v for n, v in directives if n == "behaviour"), self.behaviour)
+        if behaviour == "never_start":
+            self.say(f"(ignoring job {job})")
+            return
+        silent = behaviour == "silent_after_start"
+        self.event("started", job, "--nonce", nonce, *([] if silent else ["--heartbeat", hb]))
+        if behaviour == "crash_after_start":
+            self.say("crashing now (demo)")
+            os._exit(3)
+        if silent:
+            self.say(f"(started {job}, now going silent)")
+            return
+        if behaviour == "error":
+            self.event("error", job, "--reason", "demo agent was told to fail")
+            return
+        if behaviour == "slow":
+            directives.append(("sleep", os.environ.get("MAM_DEMO_SLEEP_S", "3")))
+        message, report = self._do(job, text, directives)
+        args = ["--message", message] + (["--report", report] if report else [])
+        self.event("completed", job, *args)
+
+    def _do(self, job: str, text: str, directives: list[tuple[str, str]]) -> tuple[str, str | None]:
+        done: list[str] = []
+        rebut = next((v for n, v in directives if n == "rebut"), os.environ.get("MAM_DEMO_REBUT", ""))
+        if FIX_REQUEST in text and rebut:
+            return f"[REBUT: {rebut}]", None
+        if CHALLENGE_REQUEST in text:
+            return self._challenge(), None
+        for name, value in directives:
+            if name in ("write", "append"):
+                path, _, content = value.partition(" :: ")
+                target = Path(path.strip())
+                target.parent.mkdir(parents=True, exist_ok=True)
+                with open(target, "a" if name == "append" else "w", encoding="utf-8") as f:
+                    f.write(content.replace("\\n", "\n") + ("\n" if not content.endswith("\\n") else ""))
+                done.append(f"{name} {target}")
+            elif name == "commit":
+                subprocess.run(["git", "add", "-A"], check=False, capture_output=True)
+                proc = subprocess.run(
+                    ["git", "commit", "-q", "-m", value or "demo commit"], capture_output=True, text=True
+                )
+                done.append("commit" if proc.returncode == 0 else "nothing to commit")
+            elif name == "sleep":
+                self._sleep(job, float(value or "1"))
+                done.append(f"worked {value}s")
+        report = REPORT_FILE.search(text)
+        if report:
+            return self._review(Path(report.group("path")), directives), report.group("path")
+        plan = PLAN_FILE.search(text)
+        if plan:
+            return self._plan(Path(plan.group("path"))), None
+        return ("; ".join(done) or "done"), None
+
+    def _sleep(self, job: str, seconds: float) -> None:
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            time.sleep(min(1.0, max(0.0, end - time.monotonic())))
+            self.event("progress", job, "--message", f"working ({max(0.0, end - time.monotonic()):.0f}s left)")
+
+    def _review(self, path: Path, directives: list[tuple[str, str]]) -> str:
+        n = self.convo.data.get("reviews", 0)
+        self.convo.data["reviews"] = n + 1
+        self.convo.save()
+        touch = os.environ.get("MAM_DEMO_REVIEW_TOUCH", "")
+        if touch and n == 0:
+            with open(touch, "a", encoding="utf-8") as f:  # change the source while the review runs
+                f.write(f"changed during review {time.time()}\n")
+        script = [v.strip() for v in os.environ.get("MAM_DEMO_VERDICTS", "PASS").split(",") if v.strip()] or ["PASS"]
+        verdict = next((v for k, v in directives if k == "verdict"), script[min(n, len(script) - 1)])
+        body = [f"# Review {n + 1} by the demo agent", "", "Checked the snapshot named in the brief."]
+        if verdict.upper() == "NOT PASS":
+            body += [
+                "",
+                "## Findings",
+                f"- demo finding {n + 1}: please record a fix",
+                f"demo-append: DEMO_FIXES.md :: fix for review {n + 1}",
+                "demo-commit: apply review findings",
+            ]
+        ending = {
+            "PASS": "[VERDICT: PASS]",
+            "NOT PASS": "[VERDICT: NOT PASS]",
+            "none": "No verdict from me.",
+            "inline": "Overall this is [VERDICT: PASS] in my view.",
+            "lower": "[verdict: pass]",
+            "double": "[VERDICT: PASS]\n[VERDICT: NOT PASS]",
+        }.get(verdict, verdict)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("\n".join(body + ["", ending]) + "\n", encoding="utf-8")
+        return f"review written: {verdict}"
+
+    def _count(self, key: str) -> int:
+        n = int(self.convo.data.get(key, 0))
+        self.convo.data[key] = n + 1
+        self.convo.save()
+        return n
+
+    def _challenge(self) -> str:
+        n = self._count("challenges")
+        if n < int(os.environ.get("MAM_DEMO_CHALLENGES", "1") or 0):
+            return f"demo challenge {n + 1}: the plan needs a step that tests the change"
+        return "[PLAN OK]"
+
+    def _plan(self, path: Path) -> str:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if path.exists():
+            n = self._count("plan_revisions") + 1
+            with open(path, "a", encoding="utf-8") as f:
+                f.write(f"\n## Revision {n}\n\n- Added a step that tests the change, as the creator asked.\n")
+            return f"plan revised ({n})"
+        path.write_text(
+            "# Plan (demo planner)\n\n1. Do exactly what the task says.\n2. Commit the result.\n", encoding="utf-8"
+        )
+        return "plan written"
+
+    def event(self, kind: str, job: str, *args: str) -> None:
+        argv = ([self.mam] if self.mam else [sys.executable, "-m", "mam"]) + ["event", kind, "--job", job, *args]
+        proc = subprocess.run(argv, capture_output=True, text=True)
+        if proc.returncode != 0:
+            self.say(f"mam event {kind} failed ({proc.returncode}): {proc.stderr.strip()[:300]}")
+        elif kind != "progress":
+            self.say(f"{kind} sent")
+        self.convo.add("agent", f"event {kind} rc={proc.returncode}")
+
+    def say(self, text: str) -> None:
+        self.screen.line(f"« {text}")
+        self.screen.prompt(self.buffer if not self.pasted else "")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m mam.agents.demo_agent")
+    group = parser.add_mutually_exclusive_group(required=True)
+    group.add_argument("--session-id")
+    group.add_argument("--resume")
+    parser.add_argument("--behaviour", default=os.environ.get("MAM_DEMO_BEHAVIOUR", "ok"), choices=BEHAVIOURS)
+    args = parser.parse_args(argv)
+    cid = args.resume or args.session_id
+    convo = Conversation.open(cid, resume=bool(args.resume))
+    convo.data["launches"] = convo.data.get("launches", 0) + 1
+    convo.save()
+    return DemoAgent(convo, args.behaviour).run()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
