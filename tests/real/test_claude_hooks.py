@@ -12,6 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import pytest
+
 from mam.jobs.record import read_audit
 from mam.util.poll import wait_for
 from tests.real import _scenario as sc
@@ -25,9 +27,10 @@ from tests.real.anthropic_server import (
     is_main_turn,
     text_of,
 )
-from tests.real.conftest import Rig, skip_module_without
+from tests.real.conftest import REAL_CLI_A, Rig, skip_module_without
 
 skip_module_without("claude")
+pytestmark = [pytest.mark.timeout(420), REAL_CLI_A]  # group A: B holds test_claude.py and the long gemini module
 
 REMINDER = "is still open: you have not reported on it"
 
