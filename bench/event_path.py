@@ -279,7 +279,7 @@ def run_mam(broker: support.Broker, n: int, window: int, size: int, tag: str, ro
         _probe(pub, probe_topic, probed, flow)
 
         def follow() -> None:
-            # The wrapper's follow loop (mam.jobs.delegate.Wrapper._follow) without the pane.
+            # The wrapper's follow loop (mam.jobs.attempt.JobAttempt._follow) without the pane.
             deadline = time.monotonic() + 120
             while ledger.job.last_seq < n:
                 before = ledger.job.last_seq

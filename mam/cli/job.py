@@ -16,6 +16,7 @@ from mam.jobs.delegate import delegate_request
 from mam.jobs.queries import cancel as cancel_job
 from mam.jobs.queries import log, workspace_jobs
 from mam.jobs.queries import status as job_status
+from mam.remote.origin import ORIGIN
 
 DELEGATE_HELP = """Delegate a brief to a session and wait for the job to end.
 
@@ -113,7 +114,12 @@ def delegate(
         allow_insecure_broker=allow_insecure_broker,
     )
     out = run_delegate(
-        req, ws=app.ws, settings=app.settings, registry=open_registry(app), on_update=_printer() if follow else None
+        req,
+        ws=app.ws,
+        settings=app.settings,
+        registry=open_registry(app),
+        on_update=_printer() if follow else None,
+        remote=ORIGIN,
     )
     if as_json:
         echo_json(out.as_dict())

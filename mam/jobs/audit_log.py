@@ -1,9 +1,8 @@
-"""The audit log as a mirror of the registry's transition lines, and replaying it.
+"""Replaying a job's audit log through the job model.
 
-Every transition line ("input") is stored in SQLite in the same transaction as the state it
-produced, numbered `n`, and then appended to `.mam/delegate_job_logs/<id>/audit.jsonl`. A process
-killed between the commit and the append leaves the file behind; `repair` appends what is
-missing (marked `repaired`), and `replay` folds the lines in `n` order through the job model.
+Every audit line is stored in SQLite, numbered `n`, in the same transaction as the state it goes
+with, and exported to `.mam/delegate_job_logs/<id>/audit.jsonl` by the store's commit
+(`mam.store.journal`). `replay` folds the transition lines ("input") in `n` order, each once.
 """
 
 from __future__ import annotations
@@ -14,22 +13,7 @@ from typing import Any
 from mam.jobs import record as rec
 from mam.jobs.model import Job, input_from_dict
 from mam.jobs.model import replay as fold
-from mam.store import jobs as jobs_table
-from mam.store.registry import Registry
 from mam.workspace import Workspace
-
-
-def repair(ws: Workspace, registry: Registry, job_id: str) -> int:
-    """Append the stored transition lines the audit file lacks; return how many."""
-    with registry.read() as conn:
-        stored = jobs_table.inputs(conn, job_id)
-    if not stored:
-        return 0
-    have = {line.get("n") for line in rec.read_audit(ws, job_id) if line.get("kind") == "input"}
-    missing = [line for line in stored if line["n"] not in have]
-    if missing:
-        rec.audit_many(ws, job_id, [("input", {**line, "repaired": True}) for line in missing])
-    return len(missing)
 
 
 def replay(lines: Iterable[dict[str, Any]]) -> Job:

@@ -8,10 +8,6 @@ from mam.errors import UsageError
 
 MAX_BRIEF_BYTES = 256 * 1024
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
-# How an agent program can find its instructions in a brief (the nonce appears exactly once).
-STARTED_LINE = re.compile(
-    r"mam event started --job (?P<id>[A-Za-z0-9._-]+) --nonce (?P<nonce>[A-Za-z0-9]+) --heartbeat (?P<hb>[0-9.]+)"
-)
 
 
 def check_brief(text: str, *, max_bytes: int = MAX_BRIEF_BYTES) -> str:

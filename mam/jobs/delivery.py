@@ -13,7 +13,7 @@ from typing import Protocol
 
 from mam.agents import get_adapter
 from mam.errors import AgentDialog
-from mam.jobs import record as rec
+from mam.jobs import heartbeat
 from mam.jobs.ledger import Ledger
 from mam.jobs.target import Target
 from mam.sessions.common import backend_for
@@ -116,9 +116,7 @@ class PaneDelivery:
             if wait_ready(backend, self.row.pane_id, adapter, timeout=timeout, loading=loading):
                 self.registry.update_session(self.row.name, ready_at=time.time())
             else:
-                rec.audit(
-                    self.ws,
-                    ledger.job.id,
+                ledger.note(
                     "not_ready",
                     pane=self.row.pane_id,
                     note="the agent never showed it was ready; pasting anyway",
@@ -129,13 +127,11 @@ class PaneDelivery:
         try:
             check_no_dialog(adapter, backend.capture(self.row.pane_id, lines=200), self.row.pane_id)
         except AgentDialog as e:  # pasted but not submitted: a nudge submits it once the dialog is answered
-            rec.audit(self.ws, ledger.job.id, "enter_withheld", pane=self.row.pane_id, note=str(e))
+            ledger.note("enter_withheld", pane=self.row.pane_id, note=str(e))
         else:
             backend.send_keys(self.row.pane_id, "Enter")
         data = text.encode("utf-8")
-        rec.audit(
-            self.ws,
-            ledger.job.id,
+        ledger.note(
             "injected",
             pane=self.row.pane_id,
             bytes=len(data),
@@ -162,8 +158,6 @@ class PaneDelivery:
         """Start the heartbeater again when the agent's CLI killed it (a sandbox that reaps what a tool
         command leaves behind): only for such a CLI, only while the agent process lives, and only if
         the heartbeater did not stop by itself (it removes heartbeat.pid when it does)."""
-        from mam.jobs import heartbeat
-
         row, job = self.row, ledger.job
         if row is None or self._hb_restarts >= MAX_HEARTBEAT_RESTARTS or time.monotonic() < self._next_hb_check:
             return
@@ -180,9 +174,7 @@ class PaneDelivery:
         self._heartbeater = heartbeat.spawn(
             self.ws, job.id, interval, int(row.pane_pid or 0), python=self.settings.get_str("AGENT_PYTHON_BIN")
         )
-        rec.audit(
-            self.ws,
-            job.id,
+        ledger.note(
             "heartbeat_restarted",
             pid=self._heartbeater.pid,
             gone=found[0],
@@ -209,4 +201,4 @@ class PaneDelivery:
         if adapter.input_pending(screen, ledger.job.nonce):
             self._nudges += 1
             backend.send_keys(self.row.pane_id or "", "Enter")
-            rec.audit(self.ws, ledger.job.id, "nudge", pane=self.row.pane_id, count=self._nudges)
+            ledger.note("nudge", pane=self.row.pane_id, count=self._nudges)

@@ -18,7 +18,12 @@ import sys
 import time
 from pathlib import Path
 
+from mam.bus.connect import open_client
 from mam.errors import BrokerError, JobError
+from mam.jobs.emit import Emitter, relayed
+from mam.jobs.record import read_record
+from mam.settings import load_settings
+from mam.store.registry import Registry
 from mam.util.proc import pid_alive, python_bin, spawn_detached, start_time
 from mam.workspace import Workspace
 
@@ -180,12 +185,6 @@ def run(
     max_beats: int | None = None,
 ) -> str:
     """Beat until the job ends or the agent dies; return why it stopped."""
-    from mam.bus.connect import open_client
-    from mam.jobs.emit import Emitter, relayed
-    from mam.jobs.record import read_record
-    from mam.settings import load_settings
-    from mam.store.registry import Registry
-
     settings = load_settings(env_file=ws.env_file)
     registry = Registry(ws)
     client = None

@@ -30,7 +30,6 @@ class Intake:
     local: bool  # the agent shares this workspace's store: read the disk path too
     gate: EventGate = field(init=False)
     disk_seq: int = 0
-    mqtt_seen: int = 0
     _queue: queue.Queue[bytes] = field(default_factory=queue.Queue)
     _unstored: list[tuple[Envelope, str]] = field(default_factory=list)
     limiter: RejectionLimiter = field(init=False)
@@ -78,7 +77,6 @@ class Intake:
                 if self.local:
                     self._drain_disk()
                 for payload in messages:
-                    self.mqtt_seen += 1
                     self._take(payload, "mqtt")
                     if self.ledger.job.terminal:
                         break

@@ -7,11 +7,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from mam.errors import MamError
 from mam.jobs import record as rec
 from mam.jobs.ledger import owner_alive
 from mam.jobs.model import End, Input, Job, JobState, Tick, input_to_dict, step
-from mam.store import jobs as jobs_table
+from mam.store import journal
+from mam.store.journal import Transition
 from mam.store.registry import Registry
 from mam.workspace import Workspace
 
@@ -59,43 +59,37 @@ def end_outside(
     by: str,
     expected_owner: str | None = None,
 ) -> Job | None:
-    """Apply `decide(job, now)` to an open job in one registry transaction if it ends the job (and, with
-    `expected_owner`, only if the job still has that owner); then the record and the audit line.
+    """Apply `decide(job, now)` to an open job if it ends the job (and, with `expected_owner`, only if
+    the job still has that owner), through the store's one commit: compare-and-set on the owner and
+    the state it was read in, so a wrapper committing at the same moment wins or loses whole.
     Returns the ended job, or None when nothing changed."""
     now = rec.now_ms()
-    with registry.write() as conn:
-        row = jobs_table.find(conn, job_id)
-        if row is None or not row.open or (expected_owner is not None and row.owner != expected_owner):
-            return None
-        inp = decide(Job.from_dict(row.data.get("job", {})), now)
-        new, _why = step(Job.from_dict(row.data.get("job", {})), inp)
-        if not new.terminal:
-            return None
-        jobs_table.update(
-            conn,
+    row = registry.find_job(job_id)
+    if row is None or not row.open or (expected_owner is not None and row.owner != expected_owner):
+        return None
+    job = Job.from_dict(row.data.get("job", {}))
+    inp = decide(job, now)
+    new, _why = step(job, inp)
+    if not new.terminal:
+        return None
+    line = {"input": input_to_dict(inp), "state": new.state.value, "reason": new.reason, "exit_code": new.exit_code}
+    changes = {
+        "state": new.state.value,
+        "reason": new.reason,
+        "exit_code": new.exit_code,
+        "data": {**row.data, "job": new.as_dict()},
+        "ended_at": now / 1000,
+    }
+    done = journal.commit(
+        registry,
+        Transition(
             job_id,
-            state=new.state.value,
-            reason=new.reason,
-            exit_code=new.exit_code,
-            data={**row.data, "job": new.as_dict()},
-            ended_at=now / 1000,
-        )
-        (line,) = jobs_table.add_inputs(
-            conn,
-            job_id,
-            [
-                {
-                    "input": input_to_dict(inp),
-                    "state": new.state.value,
-                    "reason": new.reason,
-                    "exit_code": new.exit_code,
-                    "by": by,
-                }
-            ],
-        )
-    try:
-        rec.write_record(ws, job_id, {**rec.read_record(ws, job_id), **new.as_dict()})
-    except (MamError, OSError):  # the registry row is the truth; a missing record must not stop the repair
-        pass
-    rec.audit(ws, job_id, "input", **line)
+            lines=[("input", {**line, "by": by})],
+            changes=changes,
+            expected_owner=row.owner,
+            expected_state=row.state,
+        ),
+    )
+    if not done.ok:  # its owner moved it on meanwhile: look again
+        return end_outside(ws, registry, job_id, decide, by=by, expected_owner=expected_owner)
     return new

@@ -9,10 +9,11 @@ import logging
 from typing import Any
 
 from mam.agents import get_adapter
+from mam.errors import MamError
 from mam.hooks import session_state
 from mam.jobs import record as rec
 from mam.jobs.ledger import Ledger
-from mam.store import jobs as jobs_table
+from mam.store import journal
 from mam.store.registry import Registry
 from mam.usage.readers import job_usage
 from mam.workspace import Workspace
@@ -66,20 +67,34 @@ def _discover(row: Any) -> str | None:
     return str(found) if found else None
 
 
-def record_usage(ws: Workspace, registry: Registry, ledger: Ledger) -> None:
-    """Once the job ended: measure its usage and keep it on the job (a failure only logs)."""
+def record_usage(registry: Registry, ledger: Ledger) -> None:
+    """Once the job ended: measure its usage and keep it on the job's row and record, with an audit
+    line `usage` (a failure only logs)."""
     if not ledger.job.terminal or "usage" in ledger.meta:
         return
+    ws = registry.ws
     try:
         usage = measure(ws, registry, ledger)
         if usage is None:
             return
+        meta = {**ledger.meta, "usage": usage}
+        done = journal.commit(
+            registry,
+            journal.Transition(
+                ledger.job.id,
+                lines=[("usage", {"usage": usage})],
+                changes={"data": {"job": ledger.job.as_dict(), "meta": meta}},
+                expected_owner=ledger.owner,
+            ),
+        )
+        if not done.ok:
+            return  # taken over meanwhile: the new owner's row stands
         ledger.meta["usage"] = usage
-        with registry.write() as conn:
-            data = {"job": ledger.job.as_dict(), "meta": ledger.meta}
-            if not jobs_table.update(conn, ledger.job.id, expected_owner=ledger.owner, data=data):
-                return  # taken over meanwhile: the new owner's row stands
-        rec.write_record(ws, ledger.job.id, ledger.record())
-        rec.audit(ws, ledger.job.id, "usage", usage=usage)
-    except (OSError, ValueError) as e:
+        journal.write_record(
+            ws,
+            ledger.job.id,
+            journal.record_from({"job": ledger.job.as_dict(), "meta": meta}, ledger.owner),
+            ledger.token,
+        )
+    except (OSError, ValueError, MamError) as e:
         log.warning("job %s: usage not recorded: %s", ledger.job.id, e)

@@ -15,6 +15,7 @@ from mam.errors import MamError
 from mam.jobs.delegate import DelegateRequest, Outcome, delegate
 from mam.jobs.model import Input, Job
 from mam.loop.files import LoopLog
+from mam.remote.origin import ORIGIN
 from mam.settings import Settings
 from mam.store.registry import Registry
 from mam.util.fs import atomic_write
@@ -66,7 +67,12 @@ class Runner:
 
         try:
             out = delegate(
-                req, ws=self.ws, settings=self.settings, registry=registry or self.registry, on_update=update
+                req,
+                ws=self.ws,
+                settings=self.settings,
+                registry=registry or self.registry,
+                on_update=update,
+                remote=ORIGIN,
             )
         except MamError as e:
             out = Outcome(job_id="", state="failed", reason=type(e).__name__, exit_code=e.exit_code, detail=str(e))

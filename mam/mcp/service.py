@@ -32,6 +32,7 @@ from mam.jobs.queries import log as job_log
 from mam.jobs.watch import JobWatch, recent_events
 from mam.loop.files import new_loop_id
 from mam.loop.status import loop_status
+from mam.remote.origin import ORIGIN
 from mam.sessions.create import start_session
 from mam.sessions.resume import resume_session
 from mam.sessions.status import session_status
@@ -206,6 +207,7 @@ class Service:
                     registry=registry,
                     on_update=update,
                     client=self._shared_client(),
+                    remote=ORIGIN,
                 )
             except BaseException as e:  # handed to the caller, who reports it as the tool's error
                 d.error = e

@@ -7,12 +7,12 @@ from dataclasses import dataclass, field
 
 from mam.errors import MamError
 from mam.jobs import record as rec
-from mam.jobs.audit_log import repair
 from mam.jobs.intake import Intake
 from mam.jobs.ledger import Ledger, owner_alive
 from mam.jobs.model import Job, JobState, Tick
 from mam.jobs.stale import close_if_abandoned
 from mam.store import jobs as jobs_table
+from mam.store import journal
 from mam.store.registry import Registry
 from mam.workspace import Workspace
 
@@ -31,18 +31,19 @@ class OrphanFollower:
     def wants(self, job_id: str) -> bool:
         return job_id in self.followed
 
-    def repair_audits(self, since: float) -> list[tuple[str, str]]:
-        """Append transition lines that a dead process committed but never wrote to the audit file."""
+    def export_orphans(self, since: float) -> list[tuple[str, str]]:
+        """Export what a process committed and died before exporting: the same export every commit runs,
+        for the jobs updated since `since` whose owner is gone."""
         with self.registry.read() as conn:
             rows = jobs_table.recently_updated(conn, since)
-        repairs = []
+        exported = []
         for row in rows:
             if owner_alive(row.owner):
                 continue
-            added = repair(self.ws, self.registry, row.id)
+            added = journal.export(self.registry, row.id)
             if added:
-                repairs.append((row.id, f"appended {added} committed transition line(s) missing from its audit log"))
-        return repairs
+                exported.append((row.id, f"exported {added} committed audit line(s) missing from its audit log"))
+        return exported
 
     def step(self) -> list[tuple[str, str]]:
         """One pass over every open job; returns (job id, what happened) for each repair."""
@@ -71,7 +72,6 @@ class OrphanFollower:
             try:
                 intake.pump(0)
                 intake.ledger.apply(Tick(rec.now_ms()))
-                intake.ledger.refresh_record(now=True)
             except MamError as e:
                 repairs.append((row.id, f"could not follow: {e}"))
                 continue
@@ -95,16 +95,9 @@ class OrphanFollower:
             token = str(rec.read_record(self.ws, job_id).get("token", ""))
         except MamError:
             return None
-        repair(self.ws, self.registry, job_id)
         job = Job.from_dict(row.data.get("job", {}))
         ledger = Ledger(self.ws, self.registry, job, row.owner, dict(row.data.get("meta", {})), token, row.qid)
         intake = Intake(ledger, self.registry, local=not row.data.get("meta", {}).get("runner"))
         self.followed[job_id] = intake
-        rec.audit(
-            self.ws,
-            job_id,
-            "monitor_follows",
-            owner=row.owner,
-            note="the wrapper is gone; the monitor follows this job",
-        )
+        ledger.note("monitor_follows", owner=row.owner, note="the wrapper is gone; the monitor follows this job")
         return intake

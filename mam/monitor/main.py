@@ -12,6 +12,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from mam.bus.connect import open_client
 from mam.bus.mqtt import MqttClient
 from mam.bus.topics import Topics, prefix_for
 from mam.errors import BrokerError, LockBusy
@@ -53,7 +54,7 @@ class Monitor:
         self._stop.set()
 
     def run(self, *, once: bool = False, max_passes: int | None = None) -> list[dict[str, Any]]:
-        from filelock import FileLock, Timeout
+        from filelock import FileLock, Timeout  # slow to import
 
         lock = FileLock(str(self.ws.lock("monitor")))
         try:
@@ -91,7 +92,7 @@ class Monitor:
         for r in reconcile_sessions(self.ws, self.settings, self.registry):
             self.note("repair", what=r.what, session=r.session, reason=r.reason)
         since, self._last_pass = self._last_pass, time.time()
-        for job_id, what in self.orphans.repair_audits(since - 5.0):
+        for job_id, what in self.orphans.export_orphans(since - 5.0):
             self.note("repair", what="audit", job=job_id, reason=what)
         for job_id, what in self.orphans.step():
             self.note("repair", what="job", job=job_id, reason=what)
@@ -100,8 +101,6 @@ class Monitor:
     def _ensure_subscribed(self) -> None:
         if self.client is not None:
             return  # paho reconnects and resubscribes by itself; see _on_connection
-        from mam.bus.connect import open_client
-
         try:
             self.client = open_client(self.settings, self.ws, role="monitor", autostart=False, timeout=2)
         except BrokerError as e:

@@ -198,9 +198,7 @@ class RemoteDelivery:
         topic = self.topics.dispatch(msg.runner, job.id)
         self._published = topic  # even if the publish raises: it may still reach the broker, so `finish` clears it
         self.client.publish(topic, msg.encode(self.secret), qos=1, retain=True, timeout=10)
-        rec.audit(
-            self.ws, job.id, "dispatched", runner=msg.runner, session=msg.session, bytes=len(text.encode("utf-8"))
-        )
+        ledger.note("dispatched", runner=msg.runner, session=msg.session, bytes=len(text.encode("utf-8")))
 
     def nudge(self, ledger: Ledger) -> None:
         return None  # the runner presses Enter again on its side

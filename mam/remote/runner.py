@@ -20,6 +20,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
+from mam.bus.connect import open_client
 from mam.bus.envelope import Envelope
 from mam.bus.mqtt import MqttClient, Will
 from mam.bus.topics import Topics
@@ -33,6 +34,7 @@ from mam.remote.dispatch import Dispatch, check_remote_allowed
 from mam.remote.runner_job import BRIEF_REFUSED, RunnerJob, brief_problem
 from mam.settings import Settings
 from mam.store import jobs as jobs_table
+from mam.store import journal
 from mam.store.registry import Registry
 from mam.store.sessions import SessionStatus
 from mam.util.fs import append_line
@@ -74,7 +76,7 @@ class Runner:
 
     def run(self, *, once: bool = False, max_jobs: int | None = None, idle_exit_s: float | None = None) -> int:
         """Serve until stopped; with `once`, exit when every taken job ended and nothing is queued."""
-        from filelock import FileLock, Timeout
+        from filelock import FileLock, Timeout  # slow to import
 
         lock = FileLock(str(self.ws.lock(f"runner-{self.name}")))
         try:
@@ -106,8 +108,6 @@ class Runner:
             lock.release()
 
     def _connect(self) -> None:
-        from mam.bus.connect import open_client
-
         # The name check uses a connection without a last will: a runner refused (or killed) while
         # checking must never leave an 'offline' under the name of the live one.
         with open_client(
@@ -355,8 +355,11 @@ class Runner:
         append_line(self.log_path, line)
         if "job" in fields and kind == "rejected":
             try:
-                rec.audit(
-                    self.ws, str(fields["job"]), "dispatch_rejected", **{k: v for k, v in fields.items() if k != "job"}
+                journal.note(
+                    self.registry,
+                    str(fields["job"]),
+                    "dispatch_rejected",
+                    **{k: v for k, v in fields.items() if k != "job"},
                 )
             except (OSError, MamError):
                 pass

@@ -1,8 +1,9 @@
 """One remote job on the runner's host: registered locally with the origin's deadlines and the job's
-token derived from the dispatch's key nonce and MAM_DISPATCH_SECRET (it never travels),
-driven by the same wrapper logic as a local job (wait for the session's turn, check the agent,
-inject once, press Enter again if needed, follow the disk path), reporting `delivered` or
-`rejected` back to the origin as runner events. Its events are relayed by the runner.
+token derived from the dispatch's key nonce and MAM_DISPATCH_SECRET (it never travels), driven by
+a `JobAttempt` like a local job (wait for the session's turn, check the agent, inject once, press
+Enter again if needed, follow the disk path) from the runner's parts: the brief pasted as sent, no
+broker connection of its own (the runner relays the job's events), and `delivered` or `rejected`
+reported back to the origin as runner events.
 """
 
 from __future__ import annotations
@@ -11,8 +12,9 @@ import os
 
 from mam.bus.topics import prefix_for
 from mam.errors import JobError, UsageError
+from mam.jobs.attempt import JobAttempt, Outcome, StoreEvents
 from mam.jobs.brief import MAX_BRIEF_BYTES, check_brief
-from mam.jobs.delegate import DelegateRequest, Wrapper
+from mam.jobs.delivery import PaneDelivery
 from mam.jobs.emit import Emitter
 from mam.jobs.ledger import Ledger, new_owner
 from mam.jobs.model import Job, JobState
@@ -36,8 +38,34 @@ def brief_problem(text: str) -> str:
     return ""
 
 
-class RunnerJob(Wrapper):
-    """The runner-side wrapper: no MQTT of its own (the runner relays), the brief pasted as sent."""
+class ToOrigin:
+    """The reporter of a runner's job: what happens to the brief goes back to the origin as runner events."""
+
+    def __init__(self, ws: Workspace, registry: Registry) -> None:
+        self.ws, self.registry = ws, registry
+
+    def report(self, job_id: str, type: str, body: dict[str, str]) -> None:
+        try:
+            Emitter(self.ws, self.registry, None).emit(job_id, type, body, sender="runner")
+        except JobError:
+            pass  # the job already ended here; the origin ends by its own deadlines
+
+    def delivered(self, ledger: Ledger) -> None:
+        self.report(ledger.job.id, "delivered", {"session": ledger.job.session})
+
+    def refused(self, ledger: Ledger, reason: str, detail: str) -> None:
+        self.report(ledger.job.id, "rejected", {"reason": reason, "detail": detail})
+
+    def failed(self, ledger: Ledger, reason: str, detail: str) -> None:
+        """Ended here after delivery (reminders ran out): the origin hears a runner `error` with that reason."""
+        self.report(ledger.job.id, "error", {"reason": reason, "detail": detail})
+
+
+class RunnerJob:
+    """A dispatched job on this host: its ledger, its attempt, and the runner's registry it closes when done."""
+
+    def __init__(self, attempt: JobAttempt, reporter: ToOrigin, registry: Registry) -> None:
+        self.attempt, self.reporter, self.registry = attempt, reporter, registry
 
     @classmethod
     def take(cls, msg: Dispatch, *, ws: Workspace, settings: Settings, runner: str, secret: str) -> RunnerJob:
@@ -64,47 +92,31 @@ class RunnerJob(Wrapper):
             "supervisor_start": start_time(pid) or 0,
         }
         ledger = Ledger.register(ws, registry, job, owner=new_owner(), meta=meta, token=msg.token(secret))
-        req = DelegateRequest(target=msg.session, brief=msg.text, job_id=msg.job_id, kind="remote")
-        return cls(
-            req, Target(msg.session, msg.session), ledger, ws=ws, settings=settings, registry=registry, on_update=None
+        reporter = ToOrigin(ws, registry)
+        target = Target(msg.session, msg.session)
+        attempt = JobAttempt(
+            ledger,
+            registry=registry,
+            settings=settings,
+            text=msg.text,  # the origin already added the footer
+            delivery=lambda: PaneDelivery(target, ws=ws, settings=settings, registry=registry),
+            events=StoreEvents(),  # events arrive by this workspace's store; the runner relays them out
+            reporter=reporter,
         )
-
-    def _connect(self) -> bool:
-        return True  # events arrive by this workspace's store; the runner relays them out
-
-    def brief_text(self) -> str:
-        return self.req.brief  # the origin already added the footer
-
-    def _report(self, type: str, body: dict[str, str]) -> None:
-        try:
-            Emitter(self.ws, self.registry, None).emit(self.ledger.job.id, type, body, sender="runner")
-        except JobError:
-            pass  # the job already ended here; the origin ends by its own deadlines
-
-    def refuse(self, reason: str, detail: str) -> None:
-        self._report("rejected", {"reason": reason, "detail": detail})
-        super().refuse(reason, detail)
+        return cls(attempt, reporter, registry)
 
     def fail(self, reason: str, detail: str) -> None:
         """End the job here and at the origin (a runner `error`) without pasting anything."""
         try:
-            self._report("error", {"reason": reason, "detail": detail})
-            self._end(JobState.FAILED, reason, 1, detail)
+            self.reporter.report(self.attempt.ledger.job.id, "error", {"reason": reason, "detail": detail})
+            self.attempt.end(JobState.FAILED, reason, 1, detail)
         finally:
             self.registry.close()
 
-    def delivered(self) -> None:
-        self._report("delivered", {"session": self.ledger.job.session})
-
-    def end_unreported(self, state: JobState, reason: str, code: int, detail: str) -> None:
-        """Reminders ran out on this host: the origin hears it as a runner `error` with that reason."""
-        self._report("error", {"reason": reason, "detail": detail})
-        super().end_unreported(state, reason, code, detail)
-
-    def run(self):  # type: ignore[no-untyped-def]
+    def run(self) -> Outcome:
         try:
-            return super().run()
+            return self.attempt.run()
         finally:
-            if self.ledger.job.state is JobState.PENDING:
-                self.refuse("runner_stopped", "the runner stopped before delivering")
+            if self.attempt.ledger.job.state is JobState.PENDING:
+                self.attempt.refuse("runner_stopped", "the runner stopped before delivering")
             self.registry.close()

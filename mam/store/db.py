@@ -91,8 +91,8 @@ MIGRATIONS: list[list[str]] = [
         "INSERT INTO meta(key, value) VALUES ('sessions_gen', '0')",
     ],
     [
-        # Each job transition's audit line, committed with the state it produced: the audit file is
-        # appended after the commit and repaired from here if a process died in between.
+        # Each job transition's audit line, committed with the state it produced (moved to job_audit by
+        # migration 5).
         """CREATE TABLE job_inputs (
             job_id TEXT NOT NULL,
             n INTEGER NOT NULL,
@@ -109,6 +109,22 @@ MIGRATIONS: list[list[str]] = [
     [
         # --permissions of the session (ask, report, full); sessions made before it passed nothing: ask.
         "ALTER TABLE sessions ADD COLUMN permissions TEXT NOT NULL DEFAULT 'ask'",
+    ],
+    [
+        # Every audit line of a job (its creation, each transition, each event received or rejected, each
+        # note), numbered per job and committed with the state it goes with: the only truth, of which
+        # `.mam/delegate_job_logs/<id>/audit.jsonl` is an export (see mam/store/journal.py). The transition
+        # lines stored so far move here with their numbers.
+        """CREATE TABLE job_audit (
+            job_id TEXT NOT NULL,
+            n INTEGER NOT NULL,
+            kind TEXT NOT NULL,
+            line TEXT NOT NULL,
+            PRIMARY KEY (job_id, n)
+        ) WITHOUT ROWID""",
+        "INSERT INTO job_audit(job_id, n, kind, line) SELECT job_id, n, 'input', json_set(line, '$.kind', 'input')"
+        " FROM job_inputs",
+        "DROP TABLE job_inputs",
     ],
 ]
 SCHEMA_VERSION = len(MIGRATIONS)

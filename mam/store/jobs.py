@@ -1,7 +1,7 @@
 """Job rows and their events in SQLite: the queue order per session, compare-and-set ownership,
 per-job sequence numbers and the local event store (the disk path that survives a broker outage).
 
-Job tokens are never stored here: they live only in the 0600 job record file.
+Job tokens are never stored here: they live only in the 0600 job record file (see journal.py).
 """
 
 from __future__ import annotations
@@ -165,23 +165,35 @@ def list_jobs(
     return [JobRow.from_sql(r) for r in rows]
 
 
-# -- transition lines (the audit log's inputs, committed with the state) --------------------------
-def add_inputs(conn: sqlite3.Connection, job_id: str, lines: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Number `lines` after the job's last one and store them; return them with their `n`."""
-    last = int(conn.execute("SELECT COALESCE(MAX(n), 0) FROM job_inputs WHERE job_id=?", (job_id,)).fetchone()[0])
-    numbered = []
-    for i, line in enumerate(lines, start=1):
-        entry = {**line, "n": last + i}
-        conn.execute(
-            "INSERT INTO job_inputs(job_id, n, line) VALUES (?,?,?)",
-            (job_id, last + i, json.dumps(entry, sort_keys=True, default=str)),
+# -- audit rows (numbered per job, committed with the state they go with; see journal.py) ----------
+def add_audit(conn: sqlite3.Connection, job_id: str, lines: list[dict[str, Any]]) -> list[tuple[int, str]]:
+    """Number `lines` (each with its `kind`) after the job's last one and store them; return (n, JSON line) of each."""
+    if not lines:
+        return []
+    last = int(conn.execute("SELECT COALESCE(MAX(n), 0) FROM job_audit WHERE job_id=?", (job_id,)).fetchone()[0])
+    rows = [
+        (
+            job_id,
+            last + i,
+            line["kind"],
+            json.dumps({**line, "n": last + i}, sort_keys=True, ensure_ascii=False, default=str),
         )
-        numbered.append(entry)
-    return numbered
+        for i, line in enumerate(lines, start=1)
+    ]
+    conn.executemany("INSERT INTO job_audit(job_id, n, kind, line) VALUES (?,?,?,?)", rows)
+    return [(n, text) for _job, n, _kind, text in rows]
 
 
-def inputs(conn: sqlite3.Connection, job_id: str) -> list[dict[str, Any]]:
-    return [json.loads(r[0]) for r in conn.execute("SELECT line FROM job_inputs WHERE job_id=? ORDER BY n", (job_id,))]
+def audit_after(conn: sqlite3.Connection, job_id: str, n: int = 0) -> list[tuple[int, str]]:
+    """(n, JSON line) of the job's audit rows numbered after `n`, in order."""
+    rows = conn.execute("SELECT n, line FROM job_audit WHERE job_id=? AND n>? ORDER BY n", (job_id, n))
+    return [(int(r[0]), str(r[1])) for r in rows]
+
+
+def inputs_after(conn: sqlite3.Connection, job_id: str, n: int = 0) -> list[dict[str, Any]]:
+    """The job's transition lines numbered after `n`, in order."""
+    rows = conn.execute("SELECT line FROM job_audit WHERE job_id=? AND n>? AND kind='input' ORDER BY n", (job_id, n))
+    return [json.loads(r[0]) for r in rows]
 
 
 # -- events -------------------------------------------------------------------------------------
@@ -224,9 +236,3 @@ def events_after(conn: sqlite3.Connection, job_id: str, seq: int = 0) -> list[Ev
 def unpublished(conn: sqlite3.Connection, limit: int = 500) -> list[EventRow]:
     rows = conn.execute("SELECT * FROM events WHERE published=0 ORDER BY job_id, seq LIMIT ?", (limit,))
     return [EventRow(**{**dict(r), "published": bool(r["published"])}) for r in rows]
-
-
-def inputs_after(conn: sqlite3.Connection, job_id: str, n: int = 0) -> list[dict[str, Any]]:
-    """The job's transition lines numbered after `n`, in order."""
-    rows = conn.execute("SELECT line FROM job_inputs WHERE job_id=? AND n>? ORDER BY n", (job_id, n))
-    return [json.loads(r[0]) for r in rows]

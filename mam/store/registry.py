@@ -9,14 +9,14 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from mam.store import jobs as jobs_table
+from mam.store import mirror
+from mam.store import sessions as sessions_table
 from mam.store.db import Database
+from mam.store.sessions import OrchestratorRow, SessionRow
 from mam.workspace import Workspace
-
-if TYPE_CHECKING:
-    from mam.store.sessions import OrchestratorRow, SessionRow
 
 
 class Registry:
@@ -42,8 +42,6 @@ class Registry:
         with self.db.transaction() as conn:
             yield conn
             if sessions:
-                from mam.store import sessions as sessions_table
-
                 sessions_table.bump_generation(conn)
         if sessions:
             self.refresh_mirror()
@@ -54,9 +52,6 @@ class Registry:
     def refresh_mirror(self, *, force: bool = False) -> bool:
         """Rewrite the YAML mirror if it is older than the database; True if it was written."""
         from filelock import FileLock
-
-        from mam.store import mirror
-        from mam.store import sessions as sessions_table
 
         with FileLock(str(self.ws.lock("mirror"))):
             with self.db.read() as conn:
@@ -69,44 +64,30 @@ class Registry:
 
     # -- sessions -------------------------------------------------------------------------------
     def add_session(self, row: SessionRow) -> SessionRow:
-        from mam.store import sessions as sessions_table
-
         with self.write(sessions=True) as conn:
             return sessions_table.insert(conn, row)
 
     def update_session(self, name: str, **changes: Any) -> SessionRow:
-        from mam.store import sessions as sessions_table
-
         with self.write(sessions=True) as conn:
             return sessions_table.update(conn, name, **changes)
 
     def delete_session(self, name: str) -> None:
-        from mam.store import sessions as sessions_table
-
         with self.write(sessions=True) as conn:
             sessions_table.delete(conn, name)
 
     def session(self, name: str) -> SessionRow:
-        from mam.store import sessions as sessions_table
-
         with self.read() as conn:
             return sessions_table.get(conn, name)
 
     def find_session(self, name: str) -> SessionRow | None:
-        from mam.store import sessions as sessions_table
-
         with self.read() as conn:
             return sessions_table.find(conn, name)
 
     def sessions(self) -> list[SessionRow]:
-        from mam.store import sessions as sessions_table
-
         with self.read() as conn:
             return sessions_table.list_all(conn)
 
     def orchestrators(self) -> list[OrchestratorRow]:
-        from mam.store import sessions as sessions_table
-
         with self.read() as conn:
             return sessions_table.orchestrators(conn)
 

@@ -219,8 +219,8 @@ def _check_job(world: World, step: Step, row, report: Report) -> None:
         report.violate(step, f"state {row.state} is not terminal")
 
     def replay_matches() -> bool:
-        # A process killed between its commit and its audit line leaves the file behind until the
-        # monitor repairs it from the registry (within one monitor interval).
+        # A process killed between its commit and its export leaves the file behind until the next
+        # export of the job (the monitor exports dead owners' jobs within one monitor interval).
         replayed = replayed_state(ws, step.job_id)
         return (replayed.state.value, replayed.reason) == (row.state, row.reason)
 

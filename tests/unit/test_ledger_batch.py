@@ -11,7 +11,7 @@ import pytest
 from mam.bus.envelope import Envelope
 from mam.jobs import record as rec
 from mam.jobs.intake import Intake
-from mam.jobs.ledger import RECORD_EVERY_S, Ledger, TakenOver, new_owner
+from mam.jobs.ledger import Ledger, TakenOver, new_owner
 from mam.jobs.model import Event, Job, JobState
 from mam.jobs.queries import end_job
 from mam.store import jobs as jobs_table
@@ -66,34 +66,26 @@ def test_a_batch_commits_once_at_the_end_with_every_line_in_order(ledger: Ledger
         assert ledger.registry.job(ledger.job.id).data["job"]["last_seq"] == 0  # nothing committed yet
         assert commits(ledger) == []
     assert ledger.registry.job(ledger.job.id).data["job"]["last_seq"] == 2
-    ledger.refresh_record(now=True)
-    assert rec.read_record(ledger.ws, ledger.job.id)["last_seq"] == 2
+    assert "last_seq" not in rec.read_record(ledger.ws, ledger.job.id)  # a counter: in the registry only
     assert commits(ledger) == ["input", "rejected", "input"]
     assert seen == [1, 2]
     assert replayed_state(ledger.ws, ledger.job.id) == ledger.job
 
 
-def test_the_live_record_follows_state_changes_at_once_and_counters_within_the_interval(
-    ledger: Ledger, monkeypatch
-) -> None:
-    clock = [100.0]
-    monkeypatch.setattr("mam.jobs.ledger.time.monotonic", lambda: clock[0])
-    ledger.refresh_record(now=True)
-    ledger._write_record()  # the record as of the fake clock's start
-    ledger.apply(progress(1))  # same state, written an instant ago: held
+def test_the_live_record_is_rewritten_on_state_changes_only_and_holds_no_counters(ledger: Ledger) -> None:
+    path = ledger.ws.job_record(ledger.job.id)
+    written = path.stat().st_ino  # every rewrite is atomic: a new file
+    ledger.apply(progress(1))
+    ledger.sync()  # the wrapper's loop
     assert ledger.registry.job(ledger.job.id).data["job"]["last_seq"] == 1  # the row, the truth, has it
-    assert rec.read_record(ledger.ws, ledger.job.id)["last_seq"] == 0
-    ledger.sync()  # the wrapper's loop: still within the interval
-    assert rec.read_record(ledger.ws, ledger.job.id)["last_seq"] == 0
-    clock[0] += RECORD_EVERY_S
-    ledger.sync()
-    assert rec.read_record(ledger.ws, ledger.job.id)["last_seq"] == 1
-    ledger.apply(progress(2))
-    assert rec.read_record(ledger.ws, ledger.job.id)["last_seq"] == 1
-    ledger.apply(Event(at=2000, seq=3, type="completed", sender="agent", body={}))  # a new state: written at once
+    assert path.stat().st_ino == written  # same state: the record is not rewritten
+    assert oct(path.stat().st_mode & 0o777) == "0o600"
+    ledger.apply(Event(at=2000, seq=2, type="completed", sender="agent", body={}))
+    assert path.stat().st_ino != written
     record = rec.read_record(ledger.ws, ledger.job.id)
-    assert record["state"] == "completed" and record["last_seq"] == 3
-    assert record["token"] == ledger.token
+    assert record["state"] == "completed" and record["token"] == ledger.token
+    assert "last_seq" not in record and "last_event_ms" not in record
+    assert record["topic_prefix"] == "t" and record["owner"] == ledger.owner
 
 
 def test_outside_a_batch_each_input_commits_at_once(ledger: Ledger) -> None:
@@ -124,12 +116,11 @@ def test_a_take_over_during_a_batch_raises_when_it_commits(ledger: Ledger) -> No
 
 def test_a_taken_over_attempt_never_writes_its_stale_record_over_the_new_owners(ledger: Ledger) -> None:
     ledger.apply(progress(1))
-    ledger.apply(progress(2))  # within the record's interval: the record lags, marked dirty
+    ledger.apply(progress(2))
     new = Ledger.take_over(ledger.ws, ledger.registry, ledger.job.id)
     new.apply(Event(at=3000, seq=3, type="completed", sender="agent", body={}))
     with pytest.raises(TakenOver):
         ledger.sync()
-    ledger.refresh_record(now=True)  # what the old wrapper does on its way out
     record = rec.read_record(ledger.ws, ledger.job.id)
     assert record["state"] == "completed" and record["owner"] == new.owner
 

@@ -154,9 +154,7 @@ def reasons_in_code() -> set[str]:
     found |= set(re.findall(r'^[A-Z_]+ = "(\w+)"', model, re.M))
     found |= set(re.findall(r'why or "(\w+)"', code("mam/jobs/ledger.py")))
     found |= set(re.findall(r'^WRAPPER_DIED = "(\w+)"', code("mam/jobs/stale.py"), re.M))
-    found |= set(
-        re.findall(r'(?:self\._end\(JobState\.\w+|self\.refuse\()\s*,?\s*"(\w+)"', code("mam/jobs/delegate.py"))
-    )
+    found |= set(re.findall(r'(?:self\.end\(JobState\.\w+|self\.refuse\()\s*,?\s*"(\w+)"', code("mam/jobs/attempt.py")))
     # audit-log line kinds: rec.audit(ws, job, "kind", ...) or ledger.note("kind", ...)
     found |= set(re.findall(r'(?:rec\.audit\([^,]+, [^,]+, |\.note\()\s*"(\w+)"', code("mam/jobs/intake.py")))
     return found

@@ -1,0 +1,364 @@
+"""One attempt at driving one job to its end, put together from its parts.
+
+`JobAttempt` waits for the session's turn, injects the brief once and follows the job's events
+until a protocol event or a deadline ends it. What differs between a local job, the origin of a
+remote job and the runner's side of one is in the parts it is given, never in subclasses:
+
+- a `Delivery` (mam/jobs/delivery.py), made once events can arrive: where the brief goes (a pane
+  here; a dispatch to a runner, supplied by mam.remote);
+- an `EventSource`: how the job's events arrive (`BrokerEvents`: the broker, plus the disk path for
+  a local job; `StoreEvents`: the disk path alone, on a runner, whose relay publishes them);
+- a `Reporter`: who else hears that the brief was delivered or refused (nobody, or the origin of
+  a runner's job).
+
+The outcome is decided only by events and timeouts (the pure model), never by the screen.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from mam.bus.connect import open_client
+from mam.bus.envelope import Envelope
+from mam.bus.mqtt import MqttClient
+from mam.bus.topics import Topics
+from mam.errors import BrokerError, MamError
+from mam.jobs import record as rec
+from mam.jobs.delivery import Delivery
+from mam.jobs.intake import Intake
+from mam.jobs.ledger import Ledger, TakenOver
+from mam.jobs.model import (
+    BROKER_UNAVAILABLE,
+    SESSION_BUSY,
+    TARGET_NOT_FOUND,
+    Claim,
+    Delivered,
+    End,
+    Job,
+    JobState,
+    Tick,
+    deadlines,
+)
+from mam.jobs.remind import Reminder, pane_typer
+from mam.jobs.stale import close_if_abandoned
+from mam.jobs.usage import record_usage
+from mam.settings import Settings
+from mam.store import jobs as jobs_table
+from mam.store.registry import Registry
+from mam.workspace import Workspace
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    job_id: str
+    state: str
+    reason: str
+    exit_code: int
+    detail: str = ""
+    result: str = ""
+    report: str = ""
+    record: dict[str, Any] = field(default_factory=dict)
+    taken_over: bool = False
+
+    def as_dict(self) -> dict[str, Any]:
+        """What `mam job delegate --json` prints (and the MCP tool returns): the final record, never the token."""
+        return {
+            **self.record,
+            "id": self.job_id,
+            "state": self.state,
+            "reason": self.reason,
+            "exit_code": self.exit_code,
+            "detail": self.detail,
+            "result": self.result,
+            "taken_over": self.taken_over,
+        }
+
+
+def outcome_from_row(registry: Registry, job_id: str) -> Outcome:
+    row = registry.job(job_id)
+    job = Job.from_dict(row.data.get("job", {}))
+    record = {**job.as_dict(), **row.data.get("meta", {}), "owner": row.owner}
+    code = row.exit_code if row.exit_code is not None else -1
+    return Outcome(job_id, row.state, row.reason, code, job.detail, job.result, job.report, record)
+
+
+# -- the parts ------------------------------------------------------------------------------------
+class EventSource(Protocol):
+    reads_store: bool  # the agent shares this workspace's store: the disk path carries its events too
+
+    def open(self, intake: Intake) -> str:
+        """Start listening; '' once events can arrive, else why not (the job fails: broker_unavailable)."""
+        ...
+
+    def lost(self) -> bool:
+        """True while the job's only path for events is down."""
+        ...
+
+    def close(self, ledger: Ledger) -> None:
+        """The attempt is over: publish what others wait for (the final state) and let go."""
+        ...
+
+
+class Reporter(Protocol):
+    def delivered(self, ledger: Ledger) -> None: ...
+
+    def refused(self, ledger: Ledger, reason: str, detail: str) -> None: ...
+
+    def failed(self, ledger: Ledger, reason: str, detail: str) -> None:
+        """The job ended here after delivery for a reason of this attempt's (no report came: mam.jobs.remind)."""
+        ...
+
+
+class Nobody:
+    """The reporter of a job whose only audience is its own registry."""
+
+    def delivered(self, ledger: Ledger) -> None:
+        return None
+
+    def refused(self, ledger: Ledger, reason: str, detail: str) -> None:
+        return None
+
+    def failed(self, ledger: Ledger, reason: str, detail: str) -> None:
+        return None
+
+
+class BrokerEvents:
+    """The job's events from the broker (and the disk path, for a local job); at the end, its retained state.
+
+    `client`: a connected MqttClient shared between the delegations of one process (left open);
+    without it this source connects and disconnects by itself."""
+
+    def __init__(
+        self, *, ws: Workspace, settings: Settings, topics: Topics, client: MqttClient | None, reads_store: bool
+    ) -> None:
+        self.ws, self.settings, self.topics, self.client = ws, settings, topics, client
+        self.owns_client = client is None
+        self.reads_store = reads_store
+
+    def open(self, intake: Intake) -> str:
+        try:
+            if self.client is None:
+                # A refused connection fails at once; a loaded broker gets time to send its CONNACK.
+                self.client = open_client(self.settings, self.ws, role="wrapper", timeout=30)
+            elif not self.client.connected and not self.client.wait_connected(30):
+                raise BrokerError("the shared MQTT connection is down")
+        except BrokerError as e:
+            return str(e)
+        intake.attach(self.client, self.topics.events(intake.ledger.job.id))
+        return ""
+
+    def lost(self) -> bool:
+        return not self.reads_store and self.client is not None and not self.client.connected
+
+    def close(self, ledger: Ledger) -> None:
+        if self.client is None:
+            return
+        self._publish_state(ledger)
+        if self.owns_client:
+            self.client.close()
+        else:
+            self.client.unsubscribe(self.topics.events(ledger.job.id))
+
+    def _publish_state(self, ledger: Ledger) -> None:
+        job = ledger.job
+        if self.client is None or not self.client.connected or not ledger.token:
+            return
+        env = Envelope(
+            kind="state",
+            job=job.id,
+            seq=job.last_seq,
+            type="state",
+            sender="wrapper",
+            ts=rec.now_ms(),
+            body={"state": job.state.value, "reason": job.reason, "exit_code": job.exit_code},
+        ).signed(ledger.token)
+        try:
+            self.client.publish(self.topics.state(job.id), env.encode(), qos=1, retain=True, timeout=3)
+        except BrokerError as e:
+            log.warning("could not publish the final state of %s: %s", job.id, e)
+
+
+class StoreEvents:
+    """The job's events from this workspace's store alone (a runner's job: its relay publishes them)."""
+
+    reads_store = True
+
+    def open(self, intake: Intake) -> str:
+        return ""
+
+    def lost(self) -> bool:
+        return False
+
+    def close(self, ledger: Ledger) -> None:
+        return None
+
+
+# -- the attempt ----------------------------------------------------------------------------------
+class JobAttempt:
+    """One attempt at driving one job to its end, from its parts."""
+
+    def __init__(
+        self,
+        ledger: Ledger,
+        *,
+        registry: Registry,
+        settings: Settings,
+        text: str,
+        delivery: Callable[[], Delivery],
+        events: EventSource,
+        reporter: Reporter | None = None,
+        dispatch_wait_s: float | None = None,
+    ) -> None:
+        self.ledger, self.registry, self.settings, self.text = ledger, registry, settings, text
+        self.make_delivery, self.events, self.reporter = delivery, events, reporter or Nobody()
+        self.dispatch_wait_s = dispatch_wait_s
+        self.intake = Intake(ledger, registry, local=events.reads_store)
+        self.poll = settings.poll_s
+
+    def run(self) -> Outcome:
+        try:
+            self._run()
+        except TakenOver:
+            out = outcome_from_row(self.registry, self.ledger.job.id)
+            return Outcome(
+                out.job_id,
+                out.state,
+                out.reason,
+                5,
+                "taken over by another attempt",
+                out.result,
+                out.report,
+                out.record,
+                True,
+            )
+        except BaseException as e:
+            self._abandon(e)
+            raise
+        finally:
+            if self.events.reads_store:  # the agent's CLI records are on this host
+                record_usage(self.registry, self.ledger)
+            self.events.close(self.ledger)
+        return self.outcome()
+
+    def _abandon(self, error: BaseException) -> None:
+        """This attempt crashed: end the job rather than leave it open under a living process."""
+        if self.ledger.job.terminal or isinstance(error, KeyboardInterrupt):
+            return  # on Ctrl-C the job stays open: a retry with --job-id, or the monitor, takes it over
+        try:
+            self.end(JobState.FAILED, "wrapper_error", 1, f"{type(error).__name__}: {error}")
+        except MamError as e:
+            log.warning("job %s could not be ended after the wrapper failed: %s", self.ledger.job.id, e)
+
+    def _run(self) -> None:
+        if self.ledger.job.terminal:
+            return
+        problem = self.events.open(self.intake)
+        if problem:
+            self.end(JobState.FAILED, BROKER_UNAVAILABLE, 3, problem)
+            return
+        delivery = self.make_delivery()  # made once connected: a dispatch uses the connection
+        try:
+            if self.ledger.job.state is JobState.PENDING:
+                if not self._deliver(delivery):
+                    return
+            self._follow(delivery)
+        finally:
+            delivery.finish(self.ledger)
+
+    def _deliver(self, delivery: Delivery) -> bool:
+        problem = delivery.find_target()
+        if problem:
+            self.refuse(TARGET_NOT_FOUND, problem)
+            return False
+        if not self._wait_turn():
+            return False
+        problem = delivery.check_alive()
+        if problem:
+            self.refuse(TARGET_NOT_FOUND, problem)
+            return False
+        self.ledger.apply(Claim(rec.now_ms()))
+        try:
+            delivery.inject(self.text, self.ledger)
+        except MamError as e:
+            self.refuse("inject_failed", str(e))
+            return False
+        if not delivery.confirms_itself:
+            self.ledger.apply(Delivered(rec.now_ms()))
+            self.reporter.delivered(self.ledger)
+        return True
+
+    def refuse(self, reason: str, detail: str) -> None:
+        """The brief was not (or could not be) delivered: the job is cancelled (exit 5)."""
+        self.reporter.refused(self.ledger, reason, detail)
+        self.end(JobState.CANCELLED, reason, 5, detail)
+
+    def _wait_turn(self) -> bool:
+        """Wait by the registry until no earlier job of the session is open; False if it ended the job."""
+        wait = self.dispatch_wait_s
+        if wait is None:
+            wait = self.settings.get_float("MAM_DISPATCH_WAIT_S")
+        deadline = time.monotonic() + wait
+        announced = False
+        while True:
+            with self.registry.read() as conn:
+                ahead = jobs_table.open_jobs_ahead(conn, self.ledger.job.session, self.ledger.qid)
+            for other in ahead:
+                close_if_abandoned(self.registry.ws, self.registry, other.id)
+            if not ahead:
+                return True
+            if not announced:
+                self.ledger.note("waiting", ahead=[j.id for j in ahead])
+                announced = True
+            if time.monotonic() >= deadline:
+                self.refuse(SESSION_BUSY, f"session busy with {ahead[0].id} for {wait:g}s")
+                return False
+            self.ledger.sync()
+            if self.ledger.job.terminal:
+                return False
+            time.sleep(self.poll)
+
+    def _follow(self, delivery: Delivery) -> None:
+        reminder = Reminder(self.ledger, self.settings, pane_typer(delivery), self.end_unreported)
+        while not self.ledger.job.terminal:
+            self.intake.pump(self.poll)
+            if self.ledger.job.terminal:
+                break
+            self.ledger.sync()
+            if self.ledger.job.terminal:
+                break
+            if self.ledger.job.state is JobState.DELIVERED:
+                delivery.nudge(self.ledger)
+            elif self.ledger.job.state is JobState.RUNNING:
+                delivery.keep_heartbeat(self.ledger)
+            reminder.check()  # the agent's turn ended without a report: remind it, or end the job
+            if self.ledger.job.terminal:
+                break
+            now = rec.now_ms()
+            if self.events.lost() and any(now > d for d, _s, _r in deadlines(self.ledger.job)):
+                self.end(
+                    JobState.FAILED, BROKER_UNAVAILABLE, 3, "the broker was unreachable when the job's deadline passed"
+                )
+                break
+            self.ledger.apply(Tick(now))
+        self.intake.flush()
+
+    def end(self, state: JobState, reason: str, code: int, detail: str) -> None:
+        self.ledger.apply(End(rec.now_ms(), state, reason, code, detail))
+
+    def end_unreported(self, state: JobState, reason: str, code: int, detail: str) -> None:
+        """The reminders ran out (mam.jobs.remind): whoever else follows the job hears it, then it ends."""
+        self.reporter.failed(self.ledger, reason, detail)
+        self.end(state, reason, code, detail)
+
+    def outcome(self) -> Outcome:
+        job = self.ledger.job
+        code = job.exit_code if job.exit_code is not None else 1
+        return Outcome(
+            job.id, job.state.value, job.reason, code, job.detail, job.result, job.report, self.ledger.record()
+        )
