@@ -48,6 +48,7 @@ __getattr__  # mam/loop/__init__.py
 # dataclass fields read through dataclasses.asdict (JSON output)
 forced  # mam/loop/worktree.py Removed.forced, in `mam worktree remove --json`
 started_ms  # mam/jobs/model.py Job.started_ms, in the job record
+activity_ms  # mam/jobs/model.py Job.activity_ms (when the agent's hooks last spoke), in the job record
 
 # used by tests only, kept as the library's way to check a job's log and the registry file
 replay_job  # mam/jobs/audit_log.py (replay of an exported audit log: tests/unit, tests/faults)

@@ -76,6 +76,18 @@ KEYS: tuple[Key, ...] = (
         "How long a job waits for the session's earlier jobs before it is cancelled (session_busy).",
         "float",
     ),
+    Key(
+        "MAM_REMIND_AFTER_S",
+        "5",
+        "After the agent's turn ends (its Stop / notify hook) with its job still open: seconds before one reminder.",
+        "float",
+    ),
+    Key(
+        "MAM_REMINDERS",
+        "2",
+        "Reminders per job at most; one more turn end without a report then fails the job (ended_without_report).",
+        "int",
+    ),
     Key("MAM_NO_AUTOSTART", "0", "1: never start a broker, tmux or herdr server on demand.", "bool"),
     Key("MAM_POLL_S", "0.25", "How often waiting loops (wrapper, monitor) look at the registry, in seconds.", "float"),
     Key("MAM_MONITOR_INTERVAL_S", "5", "How often the monitor reconciles panes and the registry, in seconds.", "float"),
@@ -149,6 +161,8 @@ class Settings:
     heartbeat_s: float
     heartbeat_k: float
     dispatch_wait_s: float
+    remind_after_s: float
+    reminders: int
     dispatch_freshness_s: float
     poll_s: float
     monitor_interval_s: float

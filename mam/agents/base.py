@@ -118,7 +118,14 @@ class AgentAdapter:
         """Options of this launch: the adapter's session_args plus what ctx.permissions asks for."""
         perms = self.permission_options(ctx)
         trusted = self.trust_args if ctx.trust else ()
-        return SessionOptions(args=(*self.session_args, *trusted, *perms.args), env=dict(perms.env))
+        hooks = self.hook_options(ctx)
+        return SessionOptions(
+            args=(*self.session_args, *trusted, *perms.args, *hooks.args), env={**perms.env, **hooks.env}
+        )
+
+    def hook_options(self, ctx: LaunchContext) -> SessionOptions:
+        """What makes the CLI call `mam hook` on its lifecycle events, for this launch only (mam.hooks.config)."""
+        return SessionOptions()
 
     def permission_options(self, ctx: LaunchContext) -> SessionOptions:
         if ctx.permissions not in PERMISSION_MODES:
@@ -213,6 +220,17 @@ class AgentAdapter:
         """The text of the CLI's input box on a captured screen ('' if none is found).
         Default: the last `input_lines` lines; adapters whose box has a frame find the frame."""
         return "\n".join(screen.rstrip("\n").splitlines()[-self.input_lines :])
+
+    def input_empty(self, screen: str) -> bool:
+        """The input box shows and holds no text of the user's (its own placeholder and prompt glyph aside):
+        mam types a reminder only into such a box (mam.jobs.remind)."""
+        box = self.input_box(screen)
+        if not box.strip():
+            return False  # no box found: not knowably empty
+        if self.ready_marker:
+            box = box.replace(self.ready_marker, "")
+        text = "".join(ch for ch in box if ch.isalnum())
+        return not text
 
     def input_pending(self, screen: str, nonce: str) -> bool:
         """Heuristic used only to decide whether to press Enter again (never to decide a job's outcome):

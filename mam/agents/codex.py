@@ -47,6 +47,12 @@ class CodexAdapter(AgentAdapter):
             args += ["-c", f"sandbox_workspace_write.writable_roots=[{trust.toml_string(str(ctx.mam_dir))}]"]
         return SessionOptions(args=tuple(args))
 
+    def hook_options(self, ctx: LaunchContext) -> SessionOptions:
+        """`-c notify=[...]`: codex runs `mam hook codex` when a turn completes (its only lifecycle hook)."""
+        from mam.hooks.config import codex_notify
+
+        return SessionOptions(args=codex_notify(ctx))
+
     def reaps_tool_processes(self, permissions: str) -> bool:
         """Measured on 0.171.0: its sandbox kills every process a tool command leaves behind (a setsid
         double-forked child too) when the command returns; `full` runs without the sandbox."""

@@ -22,6 +22,7 @@ COMMANDS = {
     "session": ("mam.cli.session", "session", "Create, stop, resume and inspect agent sessions."),
     "job": ("mam.cli.job", "job", "Delegate jobs to sessions and inspect them."),
     "event": ("mam.cli.event", "event", "Agent side: publish a signed event about the job you are working on."),
+    "hook": ("mam.cli.hook", "hook", "Agent CLI side: turn one lifecycle hook call into activity (always exits 0)."),
     "loop": ("mam.cli.loop", "loop", "Run planner / creator / reviewer rounds until every reviewer passes."),
     "worktree": ("mam.cli.worktree", "worktree", "Prepare and remove issue worktrees for creator sessions."),
     "monitor": ("mam.cli.monitor", "monitor", "Reconcile the registry with panes and job events (reconcile.sh)."),

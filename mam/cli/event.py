@@ -154,11 +154,19 @@ def heartbeat(app: App, job_id: str, as_json: bool) -> None:
     default=None,
     help="A report file to attach (its text travels with the event).",
 )
+@click.option(
+    "--tokens",
+    type=click.IntRange(min=0),
+    default=None,
+    help="Tokens the job used, where your CLI keeps no usage mam can read (mam prefers the CLI's own records).",
+)
 @json_option
 @click.pass_obj
-def completed(app: App, job_id: str, message: str, report: str | None, as_json: bool) -> None:
+def completed(app: App, job_id: str, message: str, report: str | None, tokens: int | None, as_json: bool) -> None:
     """Finish the job successfully."""
     body: dict[str, Any] = {"message": message[:4000]}
+    if tokens is not None:
+        body["tokens"] = tokens
     if report:
         path = Path(report)
         try:

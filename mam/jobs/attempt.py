@@ -33,7 +33,9 @@ from mam.jobs.intake import Intake
 from mam.jobs.ledger import Ledger, TakenOver
 from mam.jobs.model import Claim, Delivered, End, Job, JobState, Tick, deadlines
 from mam.jobs.outcomes import TAKEN_OVER_DETAIL, TAKEN_OVER_EXIT, Exit, Reason, ending
+from mam.jobs.remind import Reminder, pane_typer
 from mam.jobs.stale import close_if_abandoned
+from mam.jobs.usage import record_usage
 from mam.notify import job_ended
 from mam.settings import Settings
 from mam.store import jobs as jobs_table
@@ -108,6 +110,10 @@ class Reporter(Protocol):
 
     def refused(self, ledger: Ledger, reason: Reason, detail: str) -> None: ...
 
+    def failed(self, ledger: Ledger, reason: Reason, detail: str) -> None:
+        """The job ended here after delivery for a reason of this attempt's (no report came: mam.jobs.remind)."""
+        ...
+
 
 class Nobody:
     """The reporter of a job whose only audience is its own registry."""
@@ -116,6 +122,9 @@ class Nobody:
         return None
 
     def refused(self, ledger: Ledger, reason: Reason, detail: str) -> None:
+        return None
+
+    def failed(self, ledger: Ledger, reason: Reason, detail: str) -> None:
         return None
 
 
@@ -232,6 +241,8 @@ class JobAttempt:
             self._abandon(e)
             raise
         finally:
+            if self.events.reads_store:  # the agent's CLI records are on this host
+                record_usage(self.registry, self.ledger)
             if self.ledger.job.terminal:  # handed to a detached sender: never blocks the exit
                 job_ended(self.ledger.ws, self.settings, self.ledger.job.id)
             self.events.close(self.ledger)
@@ -315,6 +326,7 @@ class JobAttempt:
             time.sleep(self.poll)
 
     def _follow(self, delivery: Delivery) -> None:
+        reminder = Reminder(self.ledger, self.settings, pane_typer(delivery), self.end_unreported)
         while not self.ledger.job.terminal:
             self.intake.pump(self.poll)
             if self.ledger.job.terminal:
@@ -326,6 +338,9 @@ class JobAttempt:
                 delivery.nudge(self.ledger)
             elif self.ledger.job.state is JobState.RUNNING:
                 delivery.keep_heartbeat(self.ledger)
+            reminder.check()  # the agent's turn ended without a report: remind it, or end the job
+            if self.ledger.job.terminal:
+                break
             now = rec.now_ms()
             if self.events.lost() and any(now > d for d, _s, _r in deadlines(self.ledger.job)):
                 self.end(Reason.BROKER_UNAVAILABLE, "the broker was unreachable when the job's deadline passed")
@@ -339,6 +354,11 @@ class JobAttempt:
         self.ledger.apply(
             End(at=rec.now_ms(), state=row.state, reason=row.reason, exit_code=row.exit_code, detail=detail)
         )
+
+    def end_unreported(self, reason: Reason, detail: str) -> None:
+        """The reminders ran out (mam.jobs.remind): whoever else follows the job hears it, then it ends."""
+        self.reporter.failed(self.ledger, reason, detail)
+        self.end(reason, detail)
 
     def outcome(self) -> Outcome:
         job = self.ledger.job

@@ -11,12 +11,13 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
+from mam.jobs import activity
 from mam.jobs.outcomes import OPEN as OPEN  # the states live with the table of outcomes; re-exported here
 from mam.jobs.outcomes import STATE_EXIT, TERMINAL, Ignored, JobState, Reason
 
 # Which sender may send which event type.
 SENDER_TYPES: Mapping[str, frozenset[str]] = {
-    "agent": frozenset({"started", "progress", "heartbeat", "completed", "error"}),
+    "agent": frozenset({"started", "progress", "heartbeat", "completed", "error", "activity"}),
     "heartbeater": frozenset({"heartbeat"}),
     "runner": frozenset({"delivered", "rejected", "error"}),
 }
@@ -44,6 +45,11 @@ class Job:
     last_seq: int = 0
     result: str = ""
     report: str = ""
+    # What the agent's own hooks last said (an `activity` event; never a sign of life for the deadlines).
+    activity: str = ""  # working / waiting / idle / ended
+    activity_ms: int | None = None
+    waiting: dict[str, Any] | None = None  # {since, tool, message} while it waits for a person
+    turn_ends: int = 0  # turn ends (Stop / notify) seen while the job was open
 
     @property
     def terminal(self) -> bool:
@@ -112,7 +118,7 @@ def _end(
     job: Job, at: int, state: JobState, reason: str, *, detail: str = "", exit_code: int | None = None, **extra: Any
 ) -> Job:
     code = STATE_EXIT[state] if exit_code is None else exit_code
-    return replace(job, state=state, reason=reason, detail=detail, exit_code=code, ended_ms=at, **extra)
+    return replace(job, state=state, reason=reason, detail=detail, exit_code=code, ended_ms=at, waiting=None, **extra)
 
 
 def step(job: Job, inp: Input) -> tuple[Job, str]:
@@ -171,6 +177,10 @@ def _event(job: Job, ev: Event) -> tuple[Job, str]:
         hb = ev.body.get("heartbeat_ms")
         heartbeat = hb if isinstance(hb, int) and not isinstance(hb, bool) and hb > 0 else job.heartbeat_ms
         return replace(seen, state=JobState.RUNNING, started_ms=ev.at, last_event_ms=ev.at, heartbeat_ms=heartbeat), ""
+    if ev.type == "activity":
+        if job.state is JobState.PENDING:
+            return job, Ignored.NOT_DELIVERED
+        return activity.apply(seen, ev), ""
     if job.state is not JobState.RUNNING:
         return job, Ignored.BEFORE_STARTED
     if ev.type in ("progress", "heartbeat"):
@@ -209,7 +219,7 @@ def deadlines(job: Job) -> list[tuple[int, JobState, str]]:
 def _tick(job: Job, now: int) -> tuple[Job, str]:
     for at, state, reason in deadlines(job):
         if now > at:
-            return _end(job, now, state, reason), ""
+            return _end(job, now, state, reason, detail=activity.blocked_detail(job)), ""
     return job, Ignored.NOTHING_DUE
 
 

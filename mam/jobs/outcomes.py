@@ -66,6 +66,7 @@ class Reason(str, Enum):
     CANCELLED_BY_USER = "cancelled_by_user"
     WRAPPER_DIED = "wrapper_died"
     WRAPPER_ERROR = "wrapper_error"
+    ENDED_WITHOUT_REPORT = "ended_without_report"
     RUNNER_ERROR = "runner_error"
     RUNNER_STOPPED = "runner_stopped"
     BRIEF_REFUSED = "brief_refused"
@@ -102,6 +103,12 @@ ENDINGS: Mapping[Reason, Ending] = {
         Ending(Reason.CANCELLED_BY_USER, JobState.CANCELLED, Exit.NOT_DELIVERED, "`mam job cancel`"),
         Ending(Reason.WRAPPER_DIED, JobState.CANCELLED, Exit.NOT_DELIVERED, "the wrapper died before delivering"),
         Ending(Reason.WRAPPER_ERROR, JobState.FAILED, Exit.FAILED, "the wrapper hit an unexpected error"),
+        Ending(
+            Reason.ENDED_WITHOUT_REPORT,
+            JobState.FAILED,
+            Exit.FAILED,
+            "a turn end with no report after the last reminder",
+        ),
         Ending(Reason.RUNNER_ERROR, JobState.FAILED, Exit.FAILED, "a runner `error` event without a reason"),
         Ending(Reason.RUNNER_STOPPED, JobState.CANCELLED, Exit.NOT_DELIVERED, "the runner stopped before delivering"),
         Ending(Reason.BRIEF_REFUSED, JobState.FAILED, Exit.FAILED, "a runner would not paste a dispatched brief"),

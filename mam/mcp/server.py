@@ -189,7 +189,10 @@ def build(service: Service, *, poll_s: float) -> MCPServer:
     async def session_status(name: str | None = None) -> CallToolResult:
         rows = await thread(service.session_status, name=name)
         summary = (
-            ", ".join(f"{r['name']} {r['status']}" + (f" ({r['drift']})" if r["drift"] else "") for r in rows)
+            ", ".join(
+                f"{r['name']} {r['status']} {r.get('activity', 'unknown')}" + (f" ({r['drift']})" if r["drift"] else "")
+                for r in rows
+            )
             or "no sessions"
         )
         return ok({"sessions": rows}, summary)

@@ -56,6 +56,10 @@ class ToOrigin:
     def refused(self, ledger: Ledger, reason: Reason, detail: str) -> None:
         self.report(ledger.job.id, "rejected", {"reason": reason, "detail": detail})
 
+    def failed(self, ledger: Ledger, reason: Reason, detail: str) -> None:
+        """Ended here after delivery (reminders ran out): the origin hears a runner `error` with that reason."""
+        self.report(ledger.job.id, "error", {"reason": reason, "detail": detail})
+
 
 class RunnerJob:
     """A dispatched job on this host: its ledger, its attempt, and the runner's registry it closes when done."""

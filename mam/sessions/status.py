@@ -9,6 +9,7 @@ import logging
 from typing import Any
 
 from mam.errors import MamError
+from mam.hooks.summary import session_extras
 from mam.panes import open_backend
 from mam.panes.base import PaneInfo
 from mam.settings import Settings
@@ -58,6 +59,7 @@ def session_status(*, ws: Workspace, settings: Settings) -> list[dict[str, Any]]
         return []
     try:
         rows = registry.sessions()
+        extras = session_extras(registry)
     finally:
         registry.close()
     panes = pane_snapshot(rows, settings=settings, ws=ws)
@@ -84,6 +86,7 @@ def session_status(*, ws: Workspace, settings: Settings) -> list[dict[str, Any]]
                 "pane_pid": pane.pid if pane else None,
                 "note": row.note,
                 "permissions": row.permissions,
+                **extras(ws, row),
             }
         )
     return out

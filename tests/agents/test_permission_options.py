@@ -27,10 +27,12 @@ def ctx(tmp_path: Path, permissions: str = "report", **env: str) -> LaunchContex
 def test_ask_passes_no_permission_option(agent: str, tmp_path: Path) -> None:
     adapter = get_adapter(agent)
     options = adapter.session_options(ctx(tmp_path, "ask"))
+    hooks = adapter.hook_options(ctx(tmp_path, "ask"))  # mam's lifecycle hooks: no permission either
     # hermes always gets its pinned HERMES_HOME (where mam looks for its sessions) and the BASH_ENV
     # that keeps the pane's PATH in its terminal tool, never a permission
     pinned = {"HERMES_HOME", "BASH_ENV"} if agent == "hermes" else set()
-    assert options.args == adapter.session_args and set(options.env) == pinned
+    assert options.args == (*adapter.session_args, *hooks.args)
+    assert set(options.env) == pinned | set(hooks.env)
 
 
 def test_codex_report_gives_its_sandbox_network_and_the_workspace_state_only(tmp_path: Path) -> None:
@@ -43,6 +45,7 @@ def test_codex_report_gives_its_sandbox_network_and_the_workspace_state_only(tmp
         "sandbox_workspace_write.network_access=true",
         "-c",
         f'sandbox_workspace_write.writable_roots=["{tmp_path / "ws" / ".mam"}"]',
+        *get_adapter("codex").hook_options(ctx(tmp_path)).args,  # `-c notify=[...]`: mam's turn-end hook
     )
 
 

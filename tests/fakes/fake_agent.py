@@ -23,6 +23,14 @@ runs in its own pid namespace with its own /proc where `unshare` works, so it ca
 agent either; and its process group and any descendant that escaped it are killed: the fake is
 their child subreaper), unless it was launched with --dangerously-bypass-approvals-and-sandbox.
 
+`fake-report: never` or `fake-report: on-reminder` in such a text: the agent ends its turn without
+running the completed command (with on-reminder it runs it once mam's reminder arrives).
+
+Lifecycle hooks (fake_hooks.py) as the real ones call them: claude runs its `--settings` file's
+hooks (SessionStart at launch, UserPromptSubmit per turn, PreToolUse/PostToolUse around each tool
+command, PreToolUse before its permission prompt, Stop at each turn's end, SessionEnd on exit),
+codex its `-c notify=[...]` program at each turn's end.
+
 Like the real gemini 0.61.0, the fake gemini on `--resume` in a terminal first draws its input box, then,
 after MAM_FAKE_GEMINI_REPLAY_S seconds (default 2.0), writes a transcript header of its own,
 clears the screen and replays the conversation under "Resuming session..." with no box, appends
@@ -30,8 +38,8 @@ clears the screen and replays the conversation under "Resuming session..." with 
 typed or pasted before that is lost (logged as `dropped`), as the real one loses it.
 
 With MAM_FAKE_AGENT_LOG set, it appends one JSON line per event: start (argv, cwd, pid),
-early (codex's early frame), dialog, ready, sandbox, turn, tool (argv, rc), sandbox_killed (pids), exit,
-error.
+early (codex's early frame), dialog, ready, sandbox, turn, tool (argv, rc), sandbox_killed (pids), hook
+(its name), usage (what the turn's model message recorded), exit, error.
 """
 
 from __future__ import annotations
@@ -53,8 +61,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 try:
-    from . import fake_stores
+    from . import fake_hooks, fake_stores
 except ImportError:  # run as a script: tests/fakes is on sys.path
+    import fake_hooks
     import fake_stores
 
 PASTE_START, PASTE_END = "\x1b[200~", "\x1b[201~"
@@ -244,6 +253,10 @@ CLIS["hermes"] = dataclasses.replace(
 
 SANDBOX_OFF = "--dangerously-bypass-approvals-and-sandbox"
 WORK = re.compile(r"^fake-work:\s*(?P<seconds>[0-9.]+)\s*$", re.M)
+# `fake-report: never` (the footer's completed command is never run) or `on-reminder` (run only once
+# mam's reminder asks for it): an agent that ends its turn without reporting.
+REPORT = re.compile(r"^fake-report:\s*(?P<mode>never|on-reminder)\s*$", re.M)
+REMINDER = "is still open: you have not reported on it"
 PR_SET_CHILD_SUBREAPER = 36
 
 
@@ -431,6 +444,48 @@ class Agent:
         # gemini --resume: True until the conversation is replayed (input is lost meanwhile)
         self.replaying = resumed and name == "gemini" and os.isatty(0)  # its UI, in a terminal only
         self.lock = threading.Lock()  # the replay thread and the key loop both draw
+        self.hooks = fake_hooks.Hooks(name, sys.argv[1:], os.getcwd())
+        self.report_mode = ""
+        self._hook_queue: list[tuple[str, dict[str, object]]] = []
+        self._hook_ready = threading.Condition()
+        threading.Thread(target=self._hook_worker, daemon=True).start()
+
+    # -- lifecycle hooks, called in order from one thread (the UI never waits on them) --------------
+    def hook(self, event: str, **fields: object) -> None:
+        if self.name != "claude" or not self.hooks.claude:
+            return
+        self.hooks.session_id = self.cid or ""
+        if self.cid and hasattr(self.store, "path"):
+            self.hooks.transcript = str(self.store.path(self.cid))
+        with self._hook_ready:
+            self._hook_queue.append((event, fields))
+            self._hook_ready.notify()
+
+    def _hook_worker(self) -> None:
+        while True:
+            with self._hook_ready:
+                while not self._hook_queue:
+                    self._hook_ready.wait()
+                event, fields = self._hook_queue.pop(0)
+            self.hooks.fire(event, **fields)
+            log("hook", agent=self.name, hook=event)
+
+    def turn_end(self, text: str, reply: str) -> None:
+        """The turn is over: claude's Stop hook; codex records the response's usage (after its tool
+        calls ran, as 0.171 does), closes the turn in its rollout and runs its notify program."""
+        self.hook("Stop", stop_hook_active=False, last_assistant_message=reply)
+        if self.name == "codex" and self.cid and isinstance(self.store, fake_stores.Codex):
+            self.store.token_count(self.cid, reply, time.time())
+            self.store.task(self.cid, "task_complete", time.time())
+            self.hooks.turn_complete(self.cid, text, reply)
+
+    def tool(self, argv: list[str]) -> int:
+        """A tool command as the real CLI runs it, with claude's PreToolUse / PostToolUse around it."""
+        command = shlex.join(argv)
+        self.hook("PreToolUse", tool_name="Bash", tool_input={"command": command}, tool_use_id=uuid.uuid4().hex)
+        rc = self.sandbox.run(argv)
+        self.hook("PostToolUse", tool_name="Bash", tool_input={"command": command}, tool_response={"rc": rc})
+        return rc
 
     def draw_box(self) -> None:
         """The input box, cursor left on its input line right after the prompt mark."""
@@ -491,6 +546,7 @@ class Agent:
         out(f"{self.name} (fake agent) {'resuming ' + (self.cid or '') if self.resumed else 'new conversation'}\n")
         self.draw_box()
         log("ready", agent=self.name, conversation=self.cid)
+        self.hook("SessionStart", source="resume" if self.resumed else "startup", model="fake")
         if self.replaying:
             threading.Thread(target=self.replay, daemon=True).start()
 
@@ -618,27 +674,47 @@ class Agent:
             self.created = True
         assert self.cid is not None
         self.turns += 1
+        self.hook("UserPromptSubmit", prompt=text)
         reply = f"(fake {self.name}) received {len(text)} characters"
+        if isinstance(self.store, fake_stores.Codex):
+            self.store.task(self.cid, "task_started", now)
         self.store.add_turn(self.cid, "user", text, now)
         self.store.add_turn(self.cid, "assistant", reply, now)
+        log("usage", agent=self.name, conversation=self.cid, at_ms=int(now * 1000), usage=fake_stores.fake_usage(reply))
         log("turn", agent=self.name, conversation=self.cid, text=text)
         out(f"{self.box.mark.strip()} {text}\n{reply}")  # like the real ones, the submitted text stays on screen
         work = WORK.search(text)
+        mode = REPORT.search(text)
+        if mode:
+            self.report_mode = mode["mode"]
         if work and footer_command(text, "started"):
-            threading.Thread(target=self.work, args=(text, float(work["seconds"])), daemon=True).start()
-        if PROMPT_TRIGGER in text and self.name in PERMISSION_PROMPTS:
+            threading.Thread(target=self.work, args=(text, reply, float(work["seconds"])), daemon=True).start()
+        elif REMINDER in text and self.report_mode == "on-reminder":
+            threading.Thread(target=self.work, args=(text, reply, 0.0, True), daemon=True).start()
+        elif PROMPT_TRIGGER in text and self.name in PERMISSION_PROMPTS:
+            # like a model asking for a command no rule allows: the tool call, then the CLI's question
+            self.hook("PreToolUse", tool_name="Bash", tool_input={"command": "touch /somewhere"})
             self.dialog, self.dialog_kind = PERMISSION_PROMPTS[self.name], "prompt"
+        else:
+            self.turn_end(text, reply)
 
-    def work(self, text: str, seconds: float) -> None:
-        """The footer's started command, `seconds` of work, then its completed command (tool commands)."""
+    def work(self, text: str, reply: str, seconds: float, reminded: bool = False) -> None:
+        """The footer's started command, `seconds` of work, then its completed command (tool commands),
+        then the turn's end (unless `fake-report:` says the agent forgets to report)."""
         for kind in ("started", "completed"):
             argv = footer_command(text, kind)
+            if kind == "completed" and self.report_mode and not reminded:
+                argv = None  # it forgot
             if argv:
-                self.sandbox.run(argv)
+                self.tool(argv)
             if kind == "started":
                 time.sleep(seconds)  # the agent's work
+        self.turn_end(text, reply)
 
     def leave(self, reason: str) -> int:
+        if self.name == "claude" and self.hooks.claude:
+            self.hooks.session_id = self.cid or ""
+            self.hooks.fire("SessionEnd", reason="prompt_input_exit")  # waited for, as the real one does
         if self.cli.writes_at_launch and not self.turns and not self.resumed and self.cid:
             self.store.discard(self.cid)  # gemini deletes a session with no turn on the way out
             self.created = False

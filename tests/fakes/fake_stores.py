@@ -48,6 +48,12 @@ def uuid7(at: float) -> str:
     return str(uuid.UUID(int=value))
 
 
+def fake_usage(reply: str) -> dict[str, int]:
+    """The usage a fake model message reports: derived from its text, so a test can recompute it."""
+    n = len(reply)
+    return {"input_tokens": 100 + n, "output_tokens": n, "cache_read_input_tokens": 7, "cache_creation_input_tokens": 3}
+
+
 class Store:
     """One CLI's conversation store, seen from one cwd. Times are explicit so tests can backdate."""
 
@@ -102,7 +108,16 @@ class Claude(Store):
 
     def add_turn(self, cid: str, role: str, text: str, at: float) -> None:
         record = {"type": role, "sessionId": cid, "cwd": self.cwd, "timestamp": iso(at), "uuid": str(uuid.uuid4())}
-        append_json(self.path(cid), {**record, "message": {"role": role, "content": text}})
+        if role != "assistant":
+            append_json(self.path(cid), {**record, "message": {"role": role, "content": text}})
+            return
+        # As claude 2.1.332 writes a model message: one line per content block, each with the
+        # message's id and its whole usage (a reader counts it once per id).
+        message = {"id": f"msg_fake_{uuid.uuid4().hex[:20]}", "role": role, "usage": fake_usage(text)}
+        for block in ({"type": "text", "text": text}, {"type": "text", "text": ""}):
+            append_json(
+                self.path(cid), {**record, "uuid": str(uuid.uuid4()), "message": {**message, "content": [block]}}
+            )
 
 
 class Codex(Store):
@@ -166,6 +181,35 @@ class Codex(Store):
             if parent:
                 conn.execute("INSERT INTO thread_spawn_edges VALUES (?, ?, 'open')", (parent, cid))
         conn.close()
+
+    def task(self, cid: str, kind: str, at: float) -> None:
+        """`task_started` / `task_complete`: a turn's bounds in the rollout, as 0.171 writes them."""
+        path = self.find(cid)
+        if path is not None:
+            append_json(path, {"timestamp": iso(at), "type": "event_msg", "payload": {"type": kind}})
+
+    def token_count(self, cid: str, reply: str, at: float) -> None:
+        """0.171's `token_count` after a response (its tool calls run first): running totals."""
+        path = self.find(cid)
+        if path is None:
+            return
+        u = fake_usage(reply)
+        last = {
+            "input_tokens": u["input_tokens"],
+            "cached_input_tokens": u["cache_read_input_tokens"],
+            "cache_write_input_tokens": u["cache_creation_input_tokens"],
+            "output_tokens": u["output_tokens"],
+            "reasoning_output_tokens": 0,
+            "total_tokens": u["input_tokens"] + u["output_tokens"],
+        }
+        total = dict(last)
+        for line in path.read_text(encoding="utf-8").splitlines():
+            payload = json.loads(line).get("payload") or {}
+            if payload.get("type") == "token_count":
+                previous = payload["info"]["total_token_usage"]
+                total = {k: previous[k] + last[k] for k in last}
+        info = {"total_token_usage": total, "last_token_usage": last, "model_context_window": 258400}
+        append_json(path, {"timestamp": iso(at), "type": "event_msg", "payload": {"type": "token_count", "info": info}})
 
     def add_turn(self, cid: str, role: str, text: str, at: float) -> None:
         kind = "user_message" if role == "user" else "agent_message"
@@ -396,10 +440,22 @@ class Opencode(Sqlite):
             "INSERT INTO message (id, session_id, time_created, time_updated, data) VALUES (?, ?, ?, ?, ?)",
             (message, cid, ms, ms, json.dumps({"role": role})),
         )
-        self.write(
-            "INSERT INTO part (id, message_id, session_id, time_created, time_updated, data) VALUES (?, ?, ?, ?, ?, ?)",
-            (self.ident("prt", at), message, cid, ms, ms, json.dumps({"type": "text", "text": text})),
-        )
+        parts: list[dict[str, object]] = [{"type": "text", "text": text}]
+        if role == "assistant":  # one model step, its usage on the step-finish part, as 1.18.33 records it
+            u = fake_usage(text)
+            tokens = {
+                "input": u["input_tokens"],
+                "output": u["output_tokens"],
+                "reasoning": 0,
+                "cache": {"read": u["cache_read_input_tokens"], "write": u["cache_creation_input_tokens"]},
+            }
+            parts = [{"type": "step-start"}, *parts, {"type": "step-finish", "reason": "stop", "tokens": tokens}]
+        for part in parts:
+            self.write(
+                "INSERT INTO part (id, message_id, session_id, time_created, time_updated, data)"
+                " VALUES (?, ?, ?, ?, ?, ?)",
+                (self.ident("prt", at), message, cid, ms, ms, json.dumps(part)),
+            )
         # 1.18 also logs every change as an event keyed by aggregate_id (= the session id).
         self.write(
             "INSERT INTO event_sequence (aggregate_id, seq) VALUES (?, 1) ON CONFLICT (aggregate_id) DO UPDATE SET "

@@ -12,6 +12,7 @@ import json
 import os
 import subprocess
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -154,14 +155,29 @@ def test_delegate_then_stop_and_resume_the_same_conversation(claude_rig: Rig) ->
 
 def test_a_command_outside_the_allow_rules_leaves_a_prompt_and_the_job_ends_by_its_deadline(claude_rig: Rig) -> None:
     """(c) the model asks for a command no rule allows: Claude asks a person; mam presses nothing
-    on that prompt (the command never runs) and the job ends at its start deadline, exit 1."""
+    on that prompt (the command never runs), the job shows `waiting` naming the tool (from the
+    PreToolUse hook and the prompt on screen), and ends at its start deadline, exit 1, saying why."""
     rig = claude_rig
     marker = rig.ws.root / "forbidden.txt"
-    rig.model.reset(FooterScript(before=(f"python3 -c 'open({str(marker)!r}, \"w\")'",)))
+    command = f"python3 -c 'open({str(marker)!r}, \"w\")'"
+    rig.model.reset(FooterScript(before=(command,)))
     row = rig.create("dev-perm")
-    rc, record, err = delegate(rig, "dev-perm", brief_text("perm"), timeout=60, start_deadline=12)
+    job_id = "job-claude-perm"
+    with ThreadPoolExecutor(1) as pool:
+        run = pool.submit(delegate, rig, "dev-perm", brief_text("perm"), timeout=60, start_deadline=12,
+                          extra=("--job-id", job_id))  # fmt: skip
+
+        def waiting() -> dict[str, Any] | None:
+            found = rig.mam("job", "status", job_id, "--json")
+            view = json.loads(found.stdout) if found.returncode == 0 else {}
+            return view if view.get("waiting") else None
+
+        view = wait_for(waiting, timeout=30, message=lambda: f"no waiting shown:\n{rig.shown(row['pane_id'])}")
+        rc, record, err = run.result()
+    assert view["waiting"]["tool"] == f"Bash({command})", view["waiting"]
     assert rc == 1, (rc, record, err)
     assert record["state"] == "failed" and record["reason"] == "agent_blocked", record
+    assert record["detail"] == f"waiting for permission: Bash({command})", record
     # Still asking (an Enter would have taken the question off the screen), and still alive.
     bottom = rig.shown(row["pane_id"], lines=15)
     assert any(m in bottom for m in PROMPT_MARKERS), bottom

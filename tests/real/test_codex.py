@@ -59,6 +59,13 @@ def test_delegate_in_a_fresh_git_folder_then_stop_and_resume_the_same_conversati
     sc.assert_footer_events(rig, first)
     # Codex's own shell tool ran each footer command, as printed, one tool result each.
     assert [c.split()[2] for c in first.commands(rig)] == ["started", "progress", "completed"]
+    # The job's usage, from Codex's rollout: the tokens the server sent for the job's three tool-call
+    # replies, token for token (the title query is a thread of its own; the closing text comes after the end).
+    asked = [r for r in rig.model.snapshot()[first.model_from :] if r.reply == "tool"]
+    usage = first.record["usage"]
+    assert usage["source"] == "codex-rollout" and len(asked) == 3, (usage, asked)
+    assert usage["input_tokens"] == sum(r.usage["input_tokens"] for r in asked), usage
+    assert usage["output_tokens"] == sum(r.usage["output_tokens"] for r in asked), usage
 
     # The trust question neither ended Codex nor ate the brief.
     row = rig.status(session)

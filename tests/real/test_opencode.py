@@ -67,6 +67,13 @@ def test_delegate_in_a_fresh_folder_then_stop_and_resume_the_same_conversation(r
     first = sc.delegate_completed(rig, session, "Say hello.", timeout=JOB_S, start_deadline=START_S)
     sc.assert_footer_events(rig, first)
     assert [c.split()[2] for c in first.commands(rig)] == ["started", "progress", "completed"]
+    # The job's usage, from opencode's database: the tokens the server sent for the job's three
+    # tool-call steps, token for token (the title query is no step; the closing text comes after the end).
+    asked = [r for r in rig.model.snapshot()[first.model_from :] if r.reply == "tool"]
+    usage = first.record["usage"]
+    assert usage["source"] == "opencode-db" and len(asked) == 3, (usage, asked)
+    assert usage["input_tokens"] == sum(r.usage["input_tokens"] for r in asked), (usage, asked)
+    assert usage["output_tokens"] == sum(r.usage["output_tokens"] for r in asked), (usage, asked)
 
     row = rig.status(session)
     assert row["status"] == "running" and rig.pane_alive(row["pane_id"]), row

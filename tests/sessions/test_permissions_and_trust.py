@@ -11,19 +11,21 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from mam.workspace import Workspace
 from tests.helpers.jobs import FAST
 from tests.helpers.mamcli import mam, spawn_mam
 from tests.sessions.test_agents_stop_resume import FakeLog
 
 OPTIONS = {
     ("claude", "report"): ["--allowedTools", "Bash(mam event:*)"],
-    ("claude", "full"): ["--dangerously-skip-permissions", "--settings", '{"skipDangerousModePermissionPrompt": true}'],
+    ("claude", "full"): ["--dangerously-skip-permissions"],  # the bypass warning's pre-accept: in the settings file
     ("claude", "ask"): [],
     ("codex", "full"): ["--no-daemon", "-c", "allow_login_shell=false", "--dangerously-bypass-approvals-and-sandbox"],
     ("codex", "ask"): ["--no-daemon", "-c", "allow_login_shell=false"],
@@ -73,8 +75,13 @@ def test_each_mode_launches_with_its_options_is_shown_and_kept_on_resume(
         ).stdout
     )
     assert row["permissions"] == mode and status("s")["permissions"] == mode
-    first = log.wait("start", pid=row["pane_pid"])["argv"]
-    assert first[len(first) - len(OPTIONS[(agent, mode)]) :] == OPTIONS[(agent, mode)]
+    first = python_named(log.wait("start", pid=row["pane_pid"])["argv"])
+    expected = [*OPTIONS[(agent, mode)], *hook_options(agent, workspace, "s")]
+    assert first[len(first) - len(expected) :] == expected
+    if agent == "claude":
+        settings = json.loads((workspace.session_dir("s") / "claude-settings.json").read_text())
+        assert settings.get("skipDangerousModePermissionPrompt") is (True if mode == "full" else None)
+        assert "mam hook claude --session s" in settings["hooks"]["Stop"][0]["hooks"][0]["command"]
     if agent == "claude":
         # the conversation must exist before it can be resumed: one turn
         log.wait("ready", pid=row["pane_pid"])
@@ -84,8 +91,21 @@ def test_each_mode_launches_with_its_options_is_shown_and_kept_on_resume(
         mam("session", "stop", "--session", "s", check=True)
         resumed = json.loads(mam("session", "resume", "--session", "s", "--json", env=env, check=True).stdout)
         again = log.wait("start", pid=resumed["pane_pid"])["argv"]
-        assert again[:3] == ["claude", "--resume", row["conversation_id"]] and again[3:] == OPTIONS[(agent, mode)]
+        assert again[:3] == ["claude", "--resume", row["conversation_id"]] and again[3:] == expected
         assert status("s")["permissions"] == mode
+
+
+def hook_options(agent: str, ws: Workspace, session: str) -> list[str]:
+    """What mam adds after the permission options: the session's own lifecycle hooks (mam.hooks.config)."""
+    if agent == "claude":
+        return ["--settings", str(ws.session_dir(session) / "claude-settings.json")]
+    argv = ["PYTHON", "-m", "mam", "hook", "codex", "--session", session, "--workspace", str(ws.root)]
+    return ["-c", "notify=[" + ",".join(json.dumps(a) for a in argv) + "]"]
+
+
+def python_named(argv: list[str]) -> list[str]:
+    """argv with mam's interpreter (the first item of codex's notify array) written PYTHON."""
+    return [re.sub(r'^notify=\["[^"]*python[^"]*"', 'notify=["PYTHON"', a) for a in argv]
 
 
 def workspace_tmux() -> str:

@@ -1,0 +1,100 @@
+"""A job's token usage, recorded when the job ends: from the CLI's own records of the messages
+between the injection and the end (mam.usage.readers), else the `--tokens N` the agent gave with
+`mam event completed` (source `agent`), else nothing. Kept in the job's meta (`usage`: record,
+`job status --json`, `job list`), and as the audit log's last line (`usage`)."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from mam.agents import get_adapter
+from mam.errors import MamError
+from mam.hooks import session_state
+from mam.jobs import record as rec
+from mam.jobs.ledger import Ledger
+from mam.store import journal
+from mam.store.registry import Registry
+from mam.usage.readers import job_usage
+from mam.workspace import Workspace
+
+log = logging.getLogger(__name__)
+
+
+def reported_tokens(ws: Workspace, job_id: str) -> int | None:
+    """The `tokens` of the job's accepted `completed` event, if the agent gave any."""
+    for line in rec.read_audit(ws, job_id):
+        inp = line.get("input") if line.get("kind") == "input" else None
+        if isinstance(inp, dict) and inp.get("type") == "completed":
+            tokens = (inp.get("body") or {}).get("tokens")
+            if isinstance(tokens, int) and not isinstance(tokens, bool) and tokens >= 0:
+                return tokens
+    return None
+
+
+def measure(ws: Workspace, registry: Registry, ledger: Ledger) -> dict[str, Any] | None:
+    job = ledger.job
+    since, until = job.claimed_ms or job.delivered_ms, job.ended_ms
+    if since is None or until is None:
+        return None
+    row = registry.find_session(job.session)
+    usage = None
+    if row is not None:
+        hooks = session_state.read(ws, row.name)
+        conversation = row.conversation_id or hooks.get("conversation_id") or _discover(row)
+        usage = job_usage(
+            row.agent,
+            conversation_id=conversation,
+            transcript_path=str(hooks.get("transcript_path") or ""),
+            cwd=row.cwd,
+            env=row.agent_env,
+            since_ms=since,
+            until_ms=until,
+        )
+    if usage is None:
+        tokens = reported_tokens(ws, job.id)
+        if tokens is not None:
+            usage = {"input_tokens": 0, "output_tokens": 0, "cache_read_tokens": 0, "cache_write_tokens": 0}
+            usage.update({"total_tokens": tokens, "source": "agent"})
+    return usage
+
+
+def _discover(row: Any) -> str | None:
+    """The conversation of a CLI that names it only in its store (codex), not yet on the row."""
+    if not row.launched_at:
+        return None
+    found = get_adapter(row.agent).discover(cwd=row.cwd, since=row.launched_at, env=row.agent_env)
+    return str(found) if found else None
+
+
+def record_usage(registry: Registry, ledger: Ledger) -> None:
+    """Once the job ended: measure its usage and keep it on the job's row and record, with an audit
+    line `usage` (a failure only logs)."""
+    if not ledger.job.terminal or "usage" in ledger.meta:
+        return
+    ws = registry.ws
+    try:
+        usage = measure(ws, registry, ledger)
+        if usage is None:
+            return
+        meta = {**ledger.meta, "usage": usage}
+        done = journal.commit(
+            registry,
+            journal.Transition(
+                ledger.job.id,
+                lines=[("usage", {"usage": usage})],
+                changes={"data": {"job": ledger.job.as_dict(), "meta": meta}},
+                expected_owner=ledger.owner,
+            ),
+        )
+        if not done.ok:
+            return  # taken over meanwhile: the new owner's row stands
+        ledger.meta["usage"] = usage
+        journal.write_record(
+            ws,
+            ledger.job.id,
+            journal.record_from({"job": ledger.job.as_dict(), "meta": meta}, ledger.owner),
+            ledger.token,
+        )
+    except (OSError, ValueError, MamError) as e:
+        log.warning("job %s: usage not recorded: %s", ledger.job.id, e)

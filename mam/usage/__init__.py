@@ -1,0 +1,1 @@
+"""Token usage from the agent CLIs' own records (readers), per job."""

@@ -1,0 +1,215 @@
+"""Token usage per job, from the agent CLI's own records (never from the agent's say-so).
+
+Only what the CLI recorded between the job's injection and its end counts:
+
+- claude: its transcript (`transcript_path` from the SessionStart hook, else where the adapter
+  finds it): the `usage` of each assistant message, once per message id (claude repeats it on the
+  line of each content block), timestamped within the job;
+- codex: its rollout: the `total_token_usage` of the last `token_count` event of the job (the
+  response in flight at the end included, see codex_rollout), less that of the last one before
+  the injection.
+
+- opencode: its database's `step-finish` parts of the session (the step in flight at the end
+  included, as for codex).
+
+Each reader returns `{input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, source}`
+or None (nothing recorded, or a CLI mam reads no usage of).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator, Mapping
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+SETTLE_S = 5.0  # how long to wait for the record of a response still in flight at the job's end
+KEYS = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens")
+
+
+def _ms(stamp: Any) -> int | None:
+    if not isinstance(stamp, str) or not stamp:
+        return None
+    try:
+        return int(datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp() * 1000)
+    except ValueError:
+        return None
+
+
+def _lines(path: Path) -> Iterator[dict[str, Any]]:
+    try:
+        with open(path, encoding="utf-8") as f:
+            for line in f:
+                try:
+                    entry = json.loads(line)
+                except ValueError:
+                    continue  # a line being written
+                if isinstance(entry, dict):
+                    yield entry
+    except OSError:
+        return
+
+
+def _int(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+
+
+def claude_transcript(path: Path, since_ms: int, until_ms: int) -> dict[str, Any] | None:
+    per_message: dict[str, Mapping[str, Any]] = {}
+    for entry in _lines(path):
+        message = entry.get("message")
+        if entry.get("type") != "assistant" or not isinstance(message, dict) or not message.get("id"):
+            continue
+        at = _ms(entry.get("timestamp"))
+        usage = message.get("usage")
+        if at is None or not since_ms <= at <= until_ms or not isinstance(usage, dict):
+            continue
+        per_message[str(message["id"])] = usage
+    if not per_message:
+        return None
+    total = {k: 0 for k in KEYS}
+    for usage in per_message.values():
+        total["input_tokens"] += _int(usage.get("input_tokens"))
+        total["output_tokens"] += _int(usage.get("output_tokens"))
+        total["cache_read_tokens"] += _int(usage.get("cache_read_input_tokens"))
+        total["cache_write_tokens"] += _int(usage.get("cache_creation_input_tokens"))
+    return {**total, "messages": len(per_message), "source": "claude-transcript"}
+
+
+def codex_rollout(path: Path, since_ms: int, until_ms: int) -> tuple[dict[str, Any] | None, bool]:
+    """(usage, settled). codex writes a response's `token_count` only after running the tool calls it
+    asked for: the response whose tool call ended the job (`mam event completed`) is recorded just
+    after the end. So the first `token_count` after the end counts too when a turn was still running
+    at the end; `settled` is False while that record may still come (the caller looks again)."""
+    before: Mapping[str, Any] = {}
+    last: Mapping[str, Any] | None = None
+    turn_running = False  # at until_ms
+    settled = False
+    for entry in _lines(path):
+        payload = entry.get("payload")
+        at = _ms(entry.get("timestamp"))
+        if entry.get("type") != "event_msg" or not isinstance(payload, dict) or at is None:
+            continue
+        kind = payload.get("type")
+        if kind in ("task_started", "task_complete") and at <= until_ms:
+            turn_running = kind == "task_started"
+            continue
+        info = payload.get("info") if kind == "token_count" else None
+        totals = info.get("total_token_usage") if isinstance(info, dict) else None
+        if not isinstance(totals, dict):
+            continue
+        if at < since_ms:
+            before = totals
+        elif at <= until_ms:
+            last = totals
+        elif not settled:
+            settled = True  # the response in flight at the end
+            if turn_running:
+                last = totals
+    settled = settled or not turn_running
+    if last is None:
+        return None, settled
+
+    def delta(key: str) -> int:
+        return max(_int(last.get(key)) - _int(before.get(key)), 0) if last else 0
+
+    usage = {
+        "input_tokens": delta("input_tokens"),
+        "output_tokens": delta("output_tokens"),
+        "cache_read_tokens": delta("cached_input_tokens"),
+        "cache_write_tokens": delta("cache_write_input_tokens"),
+        "source": "codex-rollout",
+    }
+    return usage, settled
+
+
+def opencode_db(db: Path, session_id: str, since_ms: int, until_ms: int) -> tuple[dict[str, Any] | None, bool]:
+    """(usage, settled) from opencode's `step-finish` parts (`tokens`: input, output, reasoning,
+    cache.read, cache.write), one per model step of that session, by their time. As with codex, the
+    step whose tool call ended the job finishes just after the end: the first step-finish after the
+    end counts when a step was under way at the end."""
+    import sqlite3
+
+    try:
+        conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=2.0)
+    except sqlite3.Error:
+        return None, True
+    try:
+        rows = conn.execute(
+            "SELECT time_created, data FROM part WHERE session_id = ? ORDER BY time_created, id", (session_id,)
+        ).fetchall()
+    except sqlite3.Error:
+        return None, True
+    finally:
+        conn.close()
+    total = {k: 0 for k in KEYS}
+    steps, running, settled = 0, False, False
+    for created, data in rows:
+        try:
+            part = json.loads(data)
+        except ValueError:
+            continue
+        kind = part.get("type") if isinstance(part, dict) else None
+        at = int(created)
+        if kind == "step-start" and since_ms <= at <= until_ms:
+            running = True
+        if kind != "step-finish" or at < since_ms:
+            continue
+        if at > until_ms:
+            if settled or not running:
+                break
+            settled = True
+        running = False
+        raw = part.get("tokens")
+        tokens: Mapping[str, Any] = raw if isinstance(raw, dict) else {}
+        raw = tokens.get("cache")
+        cache: Mapping[str, Any] = raw if isinstance(raw, dict) else {}
+        total["input_tokens"] += _int(tokens.get("input"))
+        total["output_tokens"] += _int(tokens.get("output"))
+        total["cache_read_tokens"] += _int(cache.get("read"))
+        total["cache_write_tokens"] += _int(cache.get("write"))
+        steps += 1
+    settled = settled or not running
+    return ({**total, "messages": steps, "source": "opencode-db"} if steps else None), settled
+
+
+def _settle(read: Any) -> dict[str, Any] | None:
+    """`read()` -> (usage, settled), again until settled or SETTLE_S passed."""
+    deadline = time.monotonic() + SETTLE_S
+    while True:
+        usage, settled = read()
+        if settled or time.monotonic() >= deadline:
+            return usage  # type: ignore[no-any-return]
+        time.sleep(0.1)
+
+
+def job_usage(
+    agent: str,
+    *,
+    conversation_id: str | None,
+    transcript_path: str,
+    cwd: str,
+    env: Mapping[str, str],
+    since_ms: int,
+    until_ms: int,
+) -> dict[str, Any] | None:
+    """The job's usage from the session's CLI records (None when there are none)."""
+    from mam.agents import get_adapter
+
+    adapter = get_adapter(agent)
+    if agent == "claude":
+        path = Path(transcript_path) if transcript_path else None
+        if (path is None or not path.is_file()) and conversation_id:
+            path = adapter.transcript(conversation_id, cwd=cwd, env=env)  # type: ignore[attr-defined]
+        return claude_transcript(path, since_ms, until_ms) if path is not None else None
+    if agent == "codex" and conversation_id:
+        rollouts = [p for p in adapter.conversation_files(conversation_id, cwd=cwd, env=env) if p.suffix == ".jsonl"]
+        if not rollouts:
+            return None
+        return _settle(lambda: codex_rollout(rollouts[0], since_ms, until_ms))
+    if agent == "opencode" and conversation_id:
+        db = adapter.db(env)  # type: ignore[attr-defined]
+        return _settle(lambda: opencode_db(db, conversation_id, since_ms, until_ms)) if db.is_file() else None
+    return None
