@@ -77,6 +77,7 @@ def handle(ws: Workspace, agent: str, session: str, hook: Mapping[str, Any]) -> 
         return ""  # codex's side thread (the title it asks the model for): not the agent's turn
     job = _open_job(ws, session)
     seen = session_state.record(ws, session, act, job=job)
+    _tell_waiting(ws, session, act, job, seen)
     if act.source == "SessionStart" and act.conversation_id:
         _note_conversation(ws, session, act.conversation_id)
     if job:
@@ -84,6 +85,16 @@ def handle(ws: Workspace, agent: str, session: str, hook: Mapping[str, Any]) -> 
     if act.source == "PreToolUse":
         _watch_for_prompt(ws, session, act, seen["at"])
     return job
+
+
+def _tell_waiting(ws: Workspace, session: str, act: Any, job: str, seen: Mapping[str, Any]) -> None:
+    """The agent waits for a person: one notification per wait (MAM_NOTIFY; a detached sender, never waited for)."""
+    if act.state != "waiting":
+        return
+    from mam import notify
+
+    since = seen.get("waiting_since") or seen.get("at") or ""
+    notify.waiting(ws, None, session, job=job, tool=act.tool, message=act.message, since=f"{since}")
 
 
 def _main_thread(ws: Workspace, session: str, thread: str) -> bool:
@@ -135,7 +146,8 @@ def _watch_for_prompt(ws: Workspace, session: str, act: Any, seen_at: float) -> 
         waiting = prompt_watch.watch(ws, session, act, seen_at)
         if waiting is not None:
             job = _open_job(ws, session)
-            session_state.record(ws, session, waiting, job=job)
+            seen = session_state.record(ws, session, waiting, job=job)
+            _tell_waiting(ws, session, waiting, job, seen)
             if job:
                 _emit(ws, job, waiting)
     except BaseException as e:  # noqa: BLE001

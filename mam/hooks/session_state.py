@@ -35,8 +35,14 @@ def read(ws: Workspace, session: str) -> dict[str, Any]:
 def record(ws: Workspace, session: str, act: Activity, *, job: str = "") -> dict[str, Any]:
     """Merge one activity into the session's file (the last writer wins: hooks of one agent come in order)."""
     data = read(ws, session)
+    was_waiting = data.get("state") == "waiting" and data.get("job", "") == job
     data.update({"state": act.state, "source": act.source, "at": time.time(), "tool": act.tool, "job": job})
     data["waiting"] = {"tool": act.tool, "message": act.message} if act.state == "waiting" else None
+    # when this wait began: a second hook about the same wait (Notification after PermissionRequest) keeps it
+    if act.state != "waiting":
+        data["waiting_since"] = None
+    elif not (was_waiting and data.get("waiting_since")):
+        data["waiting_since"] = data["at"]
     if act.conversation_id:
         data["conversation_id"] = act.conversation_id
     if act.transcript_path:

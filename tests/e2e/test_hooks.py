@@ -105,7 +105,16 @@ def test_claudes_hooks_drive_the_session_and_job_activity(hooked: Workspace, tmp
     assert after["usage"]["input_tokens"] == out["usage"]["input_tokens"] and after["usage"]["jobs"] == 1
 
 
-def test_a_permission_prompt_shows_as_waiting_and_the_deadline_says_why(hooked: Workspace) -> None:
+RECORD_STDIN = "import sys\nwith open(sys.argv[1], 'a') as f:\n    f.write(sys.stdin.read().strip() + '\\n')\n"
+
+
+def test_a_permission_prompt_shows_as_waiting_and_the_deadline_says_why(hooked: Workspace, tmp_path: Path) -> None:
+    # MAM_NOTIFY in the workspace's .mam.env (the pane never gets it: it is a secret): the wait is told once.
+    script, told = tmp_path / "record.py", tmp_path / "told.jsonl"
+    script.write_text(RECORD_STDIN)
+    env_file = hooked.root / ".mam.env"
+    env_file.write_text(f"MAM_NOTIFY={sys.executable} {script} {told}\n")
+    env_file.chmod(0o600)
     create("claude", "perm")
     proc = subprocess.Popen(
         [sys.executable, "-m", "mam", "job", "delegate", "--target", "tmux:perm", "--brief",
@@ -129,6 +138,14 @@ def test_a_permission_prompt_shows_as_waiting_and_the_deadline_says_why(hooked: 
     record = json.loads(out)
     assert proc.returncode == 1 and record["reason"] == "agent_blocked", record
     assert record["detail"] == "waiting for permission: Bash(touch /somewhere)", record
+
+    def messages() -> list[dict[str, Any]]:
+        return [json.loads(line) for line in told.read_text().splitlines()] if told.is_file() else []
+
+    wait_for(lambda: {m["kind"] for m in messages()} >= {"waiting", "job_ended"}, timeout=30, message="not told")
+    waits = [m for m in messages() if m["kind"] == "waiting"]
+    assert len(waits) == 1, waits  # the PreToolUse watcher and the later Notification hook are one wait
+    assert waits[0]["job"] == "job-hooks-perm" and waits[0]["tool"] == "Bash(touch /somewhere)", waits
 
 
 def test_a_turn_that_ends_without_a_report_gets_one_reminder_then_reports(hooked: Workspace, tmp_path: Path) -> None:

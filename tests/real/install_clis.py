@@ -49,10 +49,25 @@ def _run(argv: list[str], log: Path, cwd: Path | None = None) -> int:
     return proc.returncode
 
 
+def find_python(name: str) -> str | None:
+    """A `pythonX.Y` that runs: on PATH (a pyenv shim there may name a version that is not selected, and then
+    exits 127), else the newest pyenv-installed one of that version."""
+    found = [shutil.which(name)]
+    root = Path(os.environ.get("PYENV_ROOT") or Path.home() / ".pyenv")
+    version = name.removeprefix("python")
+    found += [str(p) for p in sorted(root.glob(f"versions/{version}*/bin/{name}"), reverse=True)]
+    for candidate in filter(None, found):
+        ok = subprocess.run([candidate, "-c", "pass"], stdin=subprocess.DEVNULL, capture_output=True, check=False)
+        if ok.returncode == 0:
+            return candidate
+    return None
+
+
 def toolchain_missing(cli: Cli) -> str:
-    """The program this CLI's install needs that is not on PATH ("" when all are there)."""
-    needed = "npm" if cli.registry == "npm" else cli.python
-    return needed if needed and shutil.which(needed) is None else ""
+    """The program this CLI's install needs that is not here ("" when all are there)."""
+    if cli.registry == "npm":
+        return "npm" if shutil.which("npm") is None else ""
+    return cli.python if cli.python and find_python(cli.python) is None else ""
 
 
 def install_npm(cli: Cli, cache: Path, log: Path) -> int:
@@ -84,7 +99,7 @@ def install_npm(cli: Cli, cache: Path, log: Path) -> int:
 
 
 def install_pypi(cli: Cli, cache: Path, log: Path) -> int:
-    python = shutil.which(cli.python) if cli.python else sys.executable
+    python = find_python(cli.python) if cli.python else sys.executable
     if python is None:
         with open(log, "a", encoding="utf-8") as out:
             out.write(f"{cli.python} not found\n")
