@@ -68,6 +68,7 @@ _.on_unmount
 _.on_button_pressed
 _.action_answer
 _.action_filter
+_.action_quit
 _.action_clear_filter
 _.action_cancel_job
 _.action_stop_session

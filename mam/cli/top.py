@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import sys
+
 import click
 
 from mam.cli.common import App, workspace_option
@@ -69,7 +72,11 @@ def top(app: App, snapshot: bool, width: int | None) -> int:
         from mam.sessions.attach import attach
 
         attach(result[1], ws=app.ws, settings=app.settings)
-    return Exit.OK
+        return Exit.OK
+    # The view is closed and the terminal restored: end now rather than wait at interpreter exit for a
+    # background thread (a loader or the broker's loop) that has nothing left to do.
+    sys.stdout.flush()
+    os._exit(Exit.OK)
 
 
 def _broker_state(app: App) -> str:

@@ -10,6 +10,7 @@ Looking never starts anything: no broker, server, pane or session.
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from typing import Any
@@ -23,6 +24,7 @@ from textual.message import Message
 from textual.screen import ModalScreen
 from textual.widgets import Button, DataTable, Footer, Input, Label, Static
 
+from mam.jobs.outcomes import Exit
 from mam.settings import Settings
 from mam.view import render
 from mam.view.model import Snapshot, snapshot
@@ -31,6 +33,7 @@ from mam.workspace import Workspace
 BUSY_S = 2.0
 IDLE_S = 10.0
 DEBOUNCE_S = 0.25
+QUIT_GRACE_S = 3.0  # after q: the process ends by then even if a loader thread or the broker's close still runs
 
 
 # From the broker's and the loaders' threads to the app: post_message is thread-safe and never waits
@@ -145,6 +148,14 @@ class TopApp(App[tuple[str, str] | None]):
             threading.Thread(target=self._connect, name="mam-top-broker", daemon=True).start()
         self.reload()
         self.set_interval(BUSY_S, self._tick)
+
+    async def action_quit(self) -> None:
+        # Nothing of top's needs finishing (loaders only read; the registry is crash-safe), and a thread
+        # stuck on a loaded machine (a pane listing, the broker's close) must not keep `q` from ending it.
+        guard = threading.Timer(QUIT_GRACE_S, os._exit, args=(Exit.OK,))
+        guard.daemon = True
+        guard.start()
+        self.exit()
 
     def on_unmount(self) -> None:
         if self._client is not None:  # closed aside: quitting never waits on the broker
