@@ -40,9 +40,20 @@ from mam.notify import job_ended
 from mam.settings import Settings
 from mam.store import jobs as jobs_table
 from mam.store.registry import Registry
+from mam.util import wake
 from mam.workspace import Workspace
 
 log = logging.getLogger(__name__)
+
+# The loops below sleep until something is due (a deadline, a nudge, a reminder) or something happens
+# (an MQTT message, a poke from mam.util.wake when the job's row or the session's jobs change). Two
+# things announce nothing, so they are looked at on a slow clock:
+# - a wrapper killed -9 leaves the job ahead of this one open and says nothing (close_if_abandoned);
+# - an event the agent wrote to the store without reaching the broker (the disk path) while this
+#   wrapper's own connection is up. While the broker is down, or for a source with no broker at all
+#   (a runner's job), the disk path is the only one and it is read every `poll_s`.
+ABANDONED_CHECK_S = 2.0
+DISK_CHECK_S = 5.0
 
 
 @dataclass(frozen=True)
@@ -100,6 +111,11 @@ class EventSource(Protocol):
         """True while the job's only path for events is down."""
         ...
 
+    def announced(self) -> bool:
+        """True while every event also arrives as a message (the wrapper sleeps until one comes);
+        False when the store is the only path (it is then read every `poll_s`)."""
+        ...
+
     def close(self, ledger: Ledger) -> None:
         """The attempt is over: publish what others wait for (the final state) and let go."""
         ...
@@ -150,11 +166,16 @@ class BrokerEvents:
                 raise BrokerError("the shared MQTT connection is down")
         except BrokerError as e:
             return str(e)
+        if self.owns_client:  # losing (or getting back) the broker changes how the loop waits: wake it
+            self.client.on_connection_change = lambda _up: intake.wake()
         intake.attach(self.client, self.topics.events(intake.ledger.job.id))
         return ""
 
     def lost(self) -> bool:
         return not self.reads_store and self.client is not None and not self.client.connected
+
+    def announced(self) -> bool:
+        return self.client is not None and self.client.connected
 
     def close(self, ledger: Ledger) -> None:
         if self.client is None:
@@ -195,6 +216,9 @@ class StoreEvents:
     def lost(self) -> bool:
         return False
 
+    def announced(self) -> bool:
+        return False
+
     def close(self, ledger: Ledger) -> None:
         return None
 
@@ -220,9 +244,14 @@ class JobAttempt:
         self.dispatch_wait_s = dispatch_wait_s
         self.intake = Intake(ledger, registry, local=events.reads_store)
         self.poll = settings.poll_s
+        self.waiter: wake.Waiter | None = None
+        self.wakes = 0  # how often the follow loop woke up (a test counts an idle wrapper's)
 
     def run(self) -> Outcome:
         try:
+            job = self.ledger.job
+            # Listening before the first look: a change after it pokes this FIFO, none is missed.
+            self.waiter = wake.Waiter(self.ledger.ws, [wake.job_key(job.id), wake.session_key(job.session)])
             self._run()
         except TakenOver:
             out = outcome_from_row(self.registry, self.ledger.job.id)
@@ -241,6 +270,9 @@ class JobAttempt:
             self._abandon(e)
             raise
         finally:
+            if self.waiter is not None:
+                self.waiter.close()
+                self.waiter = None
             if self.events.reads_store:  # the agent's CLI records are on this host
                 record_usage(self.registry, self.ledger)
             if self.ledger.job.terminal:  # handed to a detached sender: never blocks the exit
@@ -323,12 +355,22 @@ class JobAttempt:
             self.ledger.sync()
             if self.ledger.job.terminal:
                 return False
-            time.sleep(self.poll)
+            # Woken when a job of the session changes state (or this one: a cancel); see ABANDONED_CHECK_S.
+            self._sleep(min(deadline - time.monotonic(), ABANDONED_CHECK_S))
+
+    def _sleep(self, seconds: float) -> None:
+        if self.waiter is not None:
+            self.waiter.wait(seconds)
+        else:
+            time.sleep(max(0.0, seconds))
 
     def _follow(self, delivery: Delivery) -> None:
         reminder = Reminder(self.ledger, self.settings, pane_typer(delivery), self.end_unreported)
+        if self.waiter is not None:  # a poke (a cancel, the monitor, a take-over) wakes the wait on the queue
+            self.waiter.relay(self.intake.wake)
         while not self.ledger.job.terminal:
-            self.intake.pump(self.poll)
+            self.intake.pump(self._quiet_s(delivery, reminder))
+            self.wakes += 1
             if self.ledger.job.terminal:
                 break
             self.ledger.sync()
@@ -347,6 +389,18 @@ class JobAttempt:
                 break
             self.ledger.apply(Tick(now))
         self.intake.flush()
+
+    def _quiet_s(self, delivery: Delivery, reminder: Reminder) -> float:
+        """How long the follow loop may sleep if nothing arrives: until the next thing due."""
+        mono = time.monotonic()
+        due = [mono + (DISK_CHECK_S if self.events.announced() else self.poll)]
+        for at in (delivery.due(self.ledger), reminder.due):
+            if at is not None:
+                due.append(at)
+        now = rec.now_ms()
+        for at_ms, _state, _reason in deadlines(self.ledger.job)[:1]:
+            due.append(mono + (at_ms - now + 1) / 1000)  # a deadline passes once now > at
+        return max(0.0, min(due) - mono)
 
     def end(self, reason: Reason, detail: str) -> None:
         """End the job for `reason`, in the state and with the exit code the table of outcomes gives it."""

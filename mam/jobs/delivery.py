@@ -15,6 +15,7 @@ from mam.agents import get_adapter
 from mam.errors import AgentDialog
 from mam.jobs import heartbeat
 from mam.jobs.ledger import Ledger
+from mam.jobs.model import JobState
 from mam.jobs.target import Target
 from mam.notify import session_terminated
 from mam.sessions.common import backend_for
@@ -51,6 +52,10 @@ class Delivery(Protocol):
         """While the job runs: start the heartbeater again if the agent's sandbox killed it."""
         ...
 
+    def due(self, ledger: Ledger) -> float | None:
+        """When (time.monotonic) `nudge` or `keep_heartbeat` next has something to look at; None: never."""
+        ...
+
     def finish(self, ledger: Ledger) -> None:
         """Clean up after the job ended (or the attempt stopped)."""
         ...
@@ -67,6 +72,7 @@ class PaneDelivery:
         self._heartbeater: subprocess.Popen[bytes] | None = None
         self._hb_restarts = 0
         self._next_hb_check = 0.0
+        self._reaps: bool | None = None  # the agent's CLI kills what its tool commands leave behind
 
     def find_target(self) -> str:
         row = self.registry.find_session(self.target.session)
@@ -125,9 +131,9 @@ class PaneDelivery:
                 )
         # Never type into a dialog or a permission prompt: look right before the paste and the Enter.
         check_no_dialog(adapter, backend.capture(self.row.pane_id, lines=200), self.row.pane_id)
-        backend.paste(self.row.pane_id, text)
+        after = backend.paste_and_capture(self.row.pane_id, text, lines=200)
         try:
-            check_no_dialog(adapter, backend.capture(self.row.pane_id, lines=200), self.row.pane_id)
+            check_no_dialog(adapter, after, self.row.pane_id)
         except AgentDialog as e:  # pasted but not submitted: a nudge submits it once the dialog is answered
             ledger.note("enter_withheld", pane=self.row.pane_id, note=str(e))
         else:
@@ -156,16 +162,30 @@ class PaneDelivery:
                 proc.kill()
                 proc.wait()
 
+    def due(self, ledger: Ledger) -> float | None:
+        state = ledger.job.state
+        if state is JobState.DELIVERED and self._next_nudge is not None and self._nudges < MAX_NUDGES:
+            return self._next_nudge
+        if state is JobState.RUNNING and self._watches_heartbeater():
+            return self._next_hb_check
+        return None
+
+    def _watches_heartbeater(self) -> bool:
+        row = self.row
+        if row is None or self._hb_restarts >= MAX_HEARTBEAT_RESTARTS:
+            return False
+        if self._reaps is None:
+            self._reaps = get_adapter(row.agent).reaps_tool_processes(row.permissions)
+        return self._reaps
+
     def keep_heartbeat(self, ledger: Ledger) -> None:
         """Start the heartbeater again when the agent's CLI killed it (a sandbox that reaps what a tool
         command leaves behind): only for such a CLI, only while the agent process lives, and only if
         the heartbeater did not stop by itself (it removes heartbeat.pid when it does)."""
         row, job = self.row, ledger.job
-        if row is None or self._hb_restarts >= MAX_HEARTBEAT_RESTARTS or time.monotonic() < self._next_hb_check:
+        if row is None or not self._watches_heartbeater() or time.monotonic() < self._next_hb_check:
             return
         self._next_hb_check = time.monotonic() + HEARTBEAT_CHECK_S
-        if not get_adapter(row.agent).reaps_tool_processes(row.permissions):
-            return
         if self._heartbeater is not None:
             self._heartbeater.poll()  # reap it if it ended
         found = heartbeat.recorded(self.ws, job.id)

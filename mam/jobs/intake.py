@@ -30,7 +30,7 @@ class Intake:
     local: bool  # the agent shares this workspace's store: read the disk path too
     gate: EventGate = field(init=False)
     disk_seq: int = 0
-    _queue: queue.Queue[bytes] = field(default_factory=queue.Queue)
+    _queue: queue.Queue[bytes | None] = field(default_factory=queue.Queue)
     _unstored: list[tuple[Envelope, str]] = field(default_factory=list)
     limiter: RejectionLimiter = field(init=False)
 
@@ -58,9 +58,13 @@ class Intake:
         """Queue a message that arrived over MQTT (thread-safe)."""
         self._queue.put(payload)
 
+    def wake(self) -> None:
+        """End the current `pump` wait without a message (thread-safe): something else may have changed."""
+        self._queue.put(None)  # no message, only a reason to look again
+
     def pump(self, wait: float) -> None:
         """Wait up to `wait` seconds for news, then process everything that arrived, committed as one batch."""
-        messages: list[bytes] = []
+        messages: list[bytes | None] = []
         try:
             messages.append(self._queue.get(timeout=wait))
             # Group commit: what else arrives within GROUP_S joins this batch (one registry write for
@@ -77,6 +81,8 @@ class Intake:
                 if self.local:
                     self._drain_disk()
                 for payload in messages:
+                    if payload is None:
+                        continue
                     self._take(payload, "mqtt")
                     if self.ledger.job.terminal:
                         break

@@ -62,6 +62,10 @@ class PaneBackend(Protocol):
         """Deliver `text` byte-exact as one paste (bracketed if the program asked for it); no Enter."""
         ...
 
+    def paste_and_capture(self, pane_id: str, text: str, lines: int = 200) -> str:
+        """`paste`, then `capture` (what the pane shows once the paste is in), in as few calls as the backend allows."""
+        ...
+
     def send_keys(self, pane_id: str, *keys: str) -> None:
         """Press named keys: Enter, Escape, Tab, C-c, C-d, BSpace..."""
         ...

@@ -197,6 +197,10 @@ class HerdrBackend:
         # send_input's text goes in as one paste, bracketed when the program enabled mode 2004.
         self._pane_call("pane.send_input", {"pane_id": pane_id, "text": text}, timeout=PASTE_TIMEOUT_S)
 
+    def paste_and_capture(self, pane_id: str, text: str, lines: int = 200) -> str:
+        self.paste(pane_id, text)  # one request per connection: two requests
+        return self.capture(pane_id, lines)
+
     def send_keys(self, pane_id: str, *keys: str) -> None:
         if keys:
             self._pane_call("pane.send_keys", {"pane_id": pane_id, "keys": [herdr_key(k) for k in keys]})

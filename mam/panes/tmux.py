@@ -3,11 +3,16 @@
 Each mam session is one window (one pane) of the tmux session `mam`, running the launcher,
 which execs the agent. Briefs go in with load-buffer (stdin) + paste-buffer -p -r, so any
 bytes arrive intact at any size and nothing passes through a shell or a tmux command line.
+
+Every call is one `tmux -L NAME ...` process (about 4 ms), run directly: libtmux costs about 200 ms
+to import and 50 ms per new session, which the delegation path cannot afford. A paste and the
+look at the screen after it are one tmux invocation (commands chained with `;`).
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import uuid
 from collections.abc import Mapping, Sequence
@@ -47,10 +52,13 @@ class TmuxBackend:
         self.ws = ws
 
     # -- raw commands -------------------------------------------------------------------------
-    def _server(self, *, conf: bool = False):  # type: ignore[no-untyped-def]
-        import libtmux
-
-        return libtmux.Server(socket_name=self.server, config_file=str(self._conf()) if conf else None)
+    def _exec(self, *args: str, conf: bool = False, data: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
+        """One tmux process on this server's socket: `args` may chain commands with a lone ";"."""
+        argv = [_tmux(), "-L", self.server, *(("-f", str(self._conf())) if conf else ()), *args]
+        try:
+            return subprocess.run(argv, input=data, capture_output=True, timeout=60)
+        except FileNotFoundError as e:
+            raise PaneError("tmux is not installed (apt-get install tmux / brew install tmux)") from e
 
     def _conf(self) -> Path:
         path = self.ws.state / "tmux.conf"
@@ -59,34 +67,17 @@ class TmuxBackend:
             path.write_text(CONF)
         return path
 
-    def _run(self, *args: str, check: bool = True, conf: bool = False) -> str:
-        import libtmux.exc
-
-        try:
-            done = self._server(conf=conf).cmd(*args)
-        except libtmux.exc.TmuxCommandNotFound as e:
-            raise PaneError("tmux is not installed (apt-get install tmux / brew install tmux)") from e
+    def _run(self, *args: str, check: bool = True, conf: bool = False, data: bytes | None = None) -> str:
+        done = self._exec(*args, conf=conf, data=data)
         if check and done.returncode != 0:
-            raise PaneError(
-                f"tmux {args[0]} failed on server {self.server!r}: {' '.join(done.stderr)}", server=self.server
-            )
-        return "\n".join(done.stdout)
-
-    def _load_buffer(self, buffer: str, data: bytes) -> None:
-        # libtmux cannot feed stdin; load-buffer from stdin has no size limit (set-buffer stops at ~16 KB).
-        done = subprocess.run(
-            ["tmux", "-L", self.server, "load-buffer", "-b", buffer, "-"], input=data, capture_output=True, timeout=60
-        )
-        if done.returncode != 0:
-            raise PaneError(
-                f"tmux load-buffer failed on server {self.server!r}: {done.stderr.decode(errors='replace').strip()}"
-            )
+            raise PaneError(f"tmux {args[0]} failed on server {self.server!r}: {_err(done)}", server=self.server)
+        return done.stdout.decode("utf-8", "replace").rstrip("\n")
 
     # -- server -------------------------------------------------------------------------------
     def server_running(self) -> bool:
         if not socket_path(self.server).exists():
             return False  # never let a probe start anything or leave a socket behind
-        return bool(self._server().is_alive())
+        return self._exec("list-sessions").returncode == 0
 
     def ensure_server(self) -> None:
         if self.server_running():
@@ -96,7 +87,7 @@ class TmuxBackend:
         # The server starts with its first pane (create_pane): no placeholder process is needed.
 
     def _has_session(self) -> bool:
-        return self.server_running() and self._server().cmd("has-session", "-t", f"={TMUX_SESSION}").returncode == 0
+        return self.server_running() and self._exec("has-session", "-t", f"={TMUX_SESSION}").returncode == 0
 
     # -- panes --------------------------------------------------------------------------------
     def create_pane(self, *, name: str, argv: Sequence[str], cwd: str, env: Mapping[str, str]) -> PaneInfo:
@@ -152,10 +143,11 @@ class TmuxBackend:
         if not pane_id.startswith("%") or not socket_path(self.server).exists():
             return None  # no server: nothing to ask (and nothing gets started)
         # One call: display-message on a pane that is gone (or a server that is not running) fails.
-        out = self._server().cmd("display-message", "-p", "-t", pane_id, FORMAT)
-        if out.returncode == 0 and out.stdout:
-            return _parse(out.stdout[0])
-        err = " ".join(out.stderr)
+        out = self._exec("display-message", "-p", "-t", pane_id, FORMAT)
+        lines = out.stdout.decode("utf-8", "replace").splitlines()
+        if out.returncode == 0 and lines:
+            return _parse(lines[0])
+        err = _err(out)
         if "can't find" in err or "no server running" in err or "server exited" in err or not err:
             return None
         # Anything else is not an answer about the pane: never report a live pane as gone.
@@ -169,14 +161,24 @@ class TmuxBackend:
         return [p for p in (_parse(line) for line in out.splitlines()) if p is not None]
 
     def paste(self, pane_id: str, text: str) -> None:
+        self._paste(pane_id, text)
+
+    def paste_and_capture(self, pane_id: str, text: str, lines: int = 200) -> str:
+        return self._paste(pane_id, text, capture=lines)
+
+    def _paste(self, pane_id: str, text: str, capture: int = 0) -> str:
+        """load-buffer from stdin (no size limit; set-buffer stops at ~16 KB) + paste-buffer (+ capture-pane)
+        in one tmux process: tmux runs the chain in order and stops at the first command that fails."""
         buffer = f"mam-{uuid.uuid4().hex[:12]}"
-        self._load_buffer(buffer, text.encode("utf-8"))
-        try:
-            # -p: bracketed paste if the program enabled it; -r: keep LF as LF; -d: delete the buffer.
-            self._run("paste-buffer", "-p", "-r", "-d", "-b", buffer, "-t", pane_id)
-        except PaneError:
-            self._run("delete-buffer", "-b", buffer, check=False)
-            raise
+        # -p: bracketed paste if the program enabled it; -r: keep LF as LF; -d: delete the buffer.
+        chain = ["load-buffer", "-b", buffer, "-", ";", "paste-buffer", "-p", "-r", "-d", "-b", buffer, "-t", pane_id]
+        if capture:
+            chain += [";", "capture-pane", "-p", "-J", "-t", pane_id, "-S", f"-{max(1, capture)}"]
+        done = self._exec(*chain, data=text.encode("utf-8"))
+        if done.returncode != 0:
+            self._exec("delete-buffer", "-b", buffer)  # a paste that failed may leave it behind
+            raise PaneError(f"tmux paste failed on server {self.server!r}: {_err(done)}", server=self.server)
+        return done.stdout.decode("utf-8", "replace").rstrip("\n")
 
     def send_keys(self, pane_id: str, *keys: str) -> None:
         if keys:
@@ -197,8 +199,16 @@ class TmuxBackend:
 
     def kill_server(self) -> None:
         if self.server_running():
-            self._server().kill()
+            self._exec("kill-server")
         socket_path(self.server).unlink(missing_ok=True)
+
+
+def _tmux() -> str:
+    return shutil.which("tmux") or "tmux"
+
+
+def _err(done: subprocess.CompletedProcess[bytes]) -> str:
+    return " ".join(done.stderr.decode("utf-8", "replace").split("\n")).strip()
 
 
 def _window_name(name: str) -> str:

@@ -208,6 +208,9 @@ class RemoteDelivery:
     def keep_heartbeat(self, ledger: Ledger) -> None:
         return None  # the runner keeps the heartbeater alive on its side
 
+    def due(self, ledger: Ledger) -> float | None:
+        return None  # nothing to look at on a clock here: the runner's events say it all
+
     def finish(self, ledger: Ledger) -> None:
         """Never leave a retained dispatch behind (e.g. the runner never took it)."""
         if self._published and self.client.connected:

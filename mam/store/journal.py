@@ -27,6 +27,7 @@ from typing import Any
 from mam.store import jobs as jobs_table
 from mam.store.jobs import JobRow
 from mam.store.registry import Registry
+from mam.util import wake
 from mam.util.fs import atomic_write_json
 from mam.workspace import Workspace
 
@@ -92,7 +93,22 @@ def commit(registry: Registry, t: Transition) -> Committed:
     if new_record and row is not None:
         write_record(ws, t.job_id, record_from(row.data, row.owner), t.token)
     export_audit(registry, t.job_id, numbered)
+    if ok and t.changes:
+        _poke(ws, t.job_id, row if new_record else None)
     return Committed(ok, row, numbered)
+
+
+def _poke(ws: Workspace, job_id: str, row: JobRow | None) -> None:
+    """Wake whoever waits on this change (mam.util.wake): the job's wrapper; on a new state or owner,
+    the session's next job, the parent's loop and, once it ended, whoever waits for a free slot."""
+    keys = [wake.job_key(job_id)]
+    if row is not None:
+        keys.append(wake.session_key(row.session))
+        if row.parent_job:
+            keys.append(wake.parent_key(row.parent_job))
+        if not row.open:
+            keys.append(wake.ENDED)
+    wake.poke(ws, keys)
 
 
 def note(registry: Registry, job_id: str, kind: str, **fields: Any) -> None:
