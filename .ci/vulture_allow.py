@@ -79,3 +79,4 @@ _.on_loaded
 _.on_broker_changed
 _.on_job_moved
 _.on_notice
+_.wakes  # JobAttempt.wakes: read by tests/unit/test_idle_wakeups.py

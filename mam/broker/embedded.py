@@ -15,8 +15,6 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from filelock import FileLock
-
 from mam.broker import credentials
 from mam.errors import BrokerError
 from mam.settings import Settings
@@ -136,6 +134,8 @@ def start(ws: Workspace, settings: Settings, *, timeout: float = 15.0) -> Broker
 
     ws.ensure_state()
     ws.broker_dir.mkdir(mode=0o700, exist_ok=True)
+    from filelock import FileLock  # slow to import (asyncio): only a start needs it
+
     with FileLock(str(ws.lock("broker"))):
         login, new_login = credentials.ensure(ws)
         current = status(ws)

@@ -12,12 +12,12 @@ from mam.cli.common import App, echo_json, existing_registry, open_registry, wor
 from mam.errors import UsageError
 from mam.ids import check_job_id
 from mam.jobs.delegate import delegate as run_delegate
-from mam.jobs.delegate import delegate_request
+from mam.jobs.delegate import RemoteOrigin, delegate_request
 from mam.jobs.outcomes import JobState
 from mam.jobs.queries import cancel as cancel_job
 from mam.jobs.queries import log, workspace_jobs
 from mam.jobs.queries import status as job_status
-from mam.remote.origin import ORIGIN
+from mam.jobs.target import parse_target
 
 DELEGATE_HELP = """Delegate a brief to a session and wait for the job to end.
 
@@ -114,13 +114,18 @@ def delegate(
         dispatch_wait_s=dispatch_wait,
         allow_insecure_broker=allow_insecure_broker,
     )
+    remote: RemoteOrigin | None = None
+    if parse_target(req.target).remote:  # only a remote job pays for importing its origin side
+        from mam.remote.origin import ORIGIN
+
+        remote = ORIGIN
     out = run_delegate(
         req,
         ws=app.ws,
         settings=app.settings,
         registry=open_registry(app),
         on_update=_printer() if follow else None,
-        remote=ORIGIN,
+        remote=remote,
     )
     if as_json:
         echo_json(out.as_dict())

@@ -17,10 +17,10 @@ The outcome is decided only by events and timeouts (the pure model), never by th
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Protocol
 
 from mam.bus.connect import open_client
 from mam.bus.envelope import Envelope
@@ -31,9 +31,10 @@ from mam.jobs import record as rec
 from mam.jobs.delivery import Delivery
 from mam.jobs.intake import Intake
 from mam.jobs.ledger import Ledger, TakenOver
-from mam.jobs.model import Claim, Delivered, End, Job, JobState, Tick, deadlines
+from mam.jobs.model import Claim, Delivered, End, JobState, Tick, deadlines
 from mam.jobs.outcomes import TAKEN_OVER_DETAIL, TAKEN_OVER_EXIT, Exit, Reason, ending
 from mam.jobs.remind import Reminder, pane_typer
+from mam.jobs.result import Outcome, outcome_from_row
 from mam.jobs.stale import close_if_abandoned
 from mam.jobs.usage import record_usage
 from mam.notify import job_ended
@@ -56,55 +57,17 @@ ABANDONED_CHECK_S = 2.0
 DISK_CHECK_S = 5.0
 
 
-@dataclass(frozen=True)
-class Outcome:
-    job_id: str
-    state: str
-    reason: str
-    exit_code: int
-    detail: str = ""
-    result: str = ""
-    report: str = ""
-    record: dict[str, Any] = field(default_factory=dict)
-    taken_over: bool = False
-
-    def as_dict(self) -> dict[str, Any]:
-        """What `mam job delegate --json` prints (and the MCP tool returns): the final record, never the token."""
-        return {
-            **self.record,
-            "id": self.job_id,
-            "state": self.state,
-            "reason": self.reason,
-            "exit_code": self.exit_code,
-            "detail": self.detail,
-            "result": self.result,
-            "taken_over": self.taken_over,
-        }
-
-
-def outcome_from_row(registry: Registry, job_id: str) -> Outcome:
-    row = registry.job(job_id)
-    job = Job.from_dict(row.data.get("job", {}))
-    record = {**job.as_dict(), **row.data.get("meta", {}), "owner": row.owner}
-    code = row.exit_code if row.exit_code is not None else -1
-    return Outcome(
-        job_id=job_id,
-        state=row.state,
-        reason=row.reason,
-        exit_code=code,
-        detail=job.detail,
-        result=job.result,
-        report=job.report,
-        record=record,
-    )
-
-
 # -- the parts ------------------------------------------------------------------------------------
 class EventSource(Protocol):
     reads_store: bool  # the agent shares this workspace's store: the disk path carries its events too
 
+    def connect(self) -> str:
+        """Reach the broker: '' once connected (or nothing to connect to), else why not (the job fails:
+        broker_unavailable). Touches neither the store nor the intake: it may run in another thread."""
+        ...
+
     def open(self, intake: Intake) -> str:
-        """Start listening; '' once events can arrive, else why not (the job fails: broker_unavailable)."""
+        """Start listening (after `connect`); '' once events can arrive, else why not."""
         ...
 
     def lost(self) -> bool:
@@ -157,7 +120,7 @@ class BrokerEvents:
         self.owns_client = client is None
         self.reads_store = reads_store
 
-    def open(self, intake: Intake) -> str:
+    def connect(self) -> str:
         try:
             if self.client is None:
                 # A refused connection fails at once; a loaded broker gets time to send its CONNACK.
@@ -166,6 +129,11 @@ class BrokerEvents:
                 raise BrokerError("the shared MQTT connection is down")
         except BrokerError as e:
             return str(e)
+        return ""
+
+    def open(self, intake: Intake) -> str:
+        if self.client is None:
+            return "not connected"
         if self.owns_client:  # losing (or getting back) the broker changes how the loop waits: wake it
             self.client.on_connection_change = lambda _up: intake.wake()
         intake.attach(self.client, self.topics.events(intake.ledger.job.id))
@@ -210,6 +178,9 @@ class StoreEvents:
 
     reads_store = True
 
+    def connect(self) -> str:
+        return ""
+
     def open(self, intake: Intake) -> str:
         return ""
 
@@ -221,6 +192,31 @@ class StoreEvents:
 
     def close(self, ledger: Ledger) -> None:
         return None
+
+
+class _Opening:
+    """`events.connect()`, in a thread of its own (`start`) or in this one (`run`); `join` gives its answer."""
+
+    def __init__(self, events: EventSource) -> None:
+        self.events = events
+        self.problem: str | None = None
+        self._thread: threading.Thread | None = None
+
+    def run(self) -> None:
+        try:
+            self.problem = self.events.connect()
+        except BaseException as e:  # never lost in the thread: the attempt ends for it
+            self.problem = f"{type(e).__name__}: {e}"
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self.run, name="mam-connect", daemon=True)
+        self._thread.start()
+
+    def join(self) -> str:
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+        return self.problem or ""
 
 
 # -- the attempt ----------------------------------------------------------------------------------
@@ -292,20 +288,41 @@ class JobAttempt:
     def _run(self) -> None:
         if self.ledger.job.terminal:
             return
-        problem = self.events.open(self.intake)
+        # A local job's brief goes to a pane here: connecting (paho's import, the CONNECT and its
+        # CONNACK) overlaps the look for the target, the turn and the liveness check, and is waited
+        # for before the claim, so a brief is never injected without the broker (exit 3) and the
+        # subscription stands before the agent can send anything. A remote job's dispatch needs the
+        # connection first.
+        opening = _Opening(self.events)
+        if self.events.reads_store:
+            opening.start()
+        else:
+            opening.run()
+        try:
+            if not self.events.reads_store and not self._opened(opening):
+                return
+            delivery = self.make_delivery()  # a dispatch uses the connection
+            try:
+                if self.ledger.job.state is JobState.PENDING:
+                    if not self._deliver(delivery, opening):
+                        return
+                elif not self._opened(opening):
+                    return
+                self._follow(delivery)
+            finally:
+                delivery.finish(self.ledger)
+        finally:
+            opening.join()  # never leave it connecting behind the attempt
+
+    def _opened(self, opening: _Opening) -> bool:
+        """Wait for the connection and subscribe; False if the job ended for it (broker_unavailable)."""
+        problem = opening.join() or self.events.open(self.intake)
         if problem:
             self.end(Reason.BROKER_UNAVAILABLE, problem)
-            return
-        delivery = self.make_delivery()  # made once connected: a dispatch uses the connection
-        try:
-            if self.ledger.job.state is JobState.PENDING:
-                if not self._deliver(delivery):
-                    return
-            self._follow(delivery)
-        finally:
-            delivery.finish(self.ledger)
+            return False
+        return True
 
-    def _deliver(self, delivery: Delivery) -> bool:
+    def _deliver(self, delivery: Delivery, opening: _Opening) -> bool:
         problem = delivery.find_target()
         if problem:
             self.refuse(Reason.TARGET_NOT_FOUND, problem)
@@ -315,6 +332,10 @@ class JobAttempt:
         problem = delivery.check_alive()
         if problem:
             self.refuse(Reason.TARGET_NOT_FOUND, problem)
+            return False
+        if not self.events.reads_store or self._opened(opening):
+            self.ledger.sync()  # the wait for the broker may have let a cancel in
+        if self.ledger.job.terminal:
             return False
         self.ledger.apply(Claim(rec.now_ms()))
         try:

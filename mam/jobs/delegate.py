@@ -4,6 +4,10 @@
 A local target gets a pane delivery and the broker plus the disk path for its events. A
 `remote:RUNNER/SESSION` target gets its delivery and its job key from `remote`, the origin side
 that mam.remote supplies (`mam.remote.origin.ORIGIN`): this package never imports mam.remote.
+
+Registering a job needs the store and the job model only; what drives it (the attempt, the MQTT
+client, the pane backends: mam.jobs.attempt and mam.jobs.delivery) is imported once the job is
+registered, so `mam job delegate` registers its job without paying for them first.
 """
 
 from __future__ import annotations
@@ -13,22 +17,25 @@ import math
 import secrets
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-from mam.bus.mqtt import MqttClient
 from mam.bus.topics import Topics, prefix_for, runners_prefix_for
 from mam.errors import UsageError
 from mam.ids import check_id, check_job_id
 from mam.jobs import record as rec
-from mam.jobs.attempt import BrokerEvents, JobAttempt, Outcome, outcome_from_row
 from mam.jobs.brief import check_brief, with_footer
-from mam.jobs.delivery import Delivery, PaneDelivery
 from mam.jobs.ledger import Ledger, new_job_id, new_owner
 from mam.jobs.model import Input, Job
+from mam.jobs.result import Outcome, outcome_from_row
 from mam.jobs.target import Target, parse_target
 from mam.settings import Settings, positive_seconds
 from mam.store.registry import Registry
 from mam.workspace import Workspace
+
+if TYPE_CHECKING:
+    from mam.bus.mqtt import MqttClient
+    from mam.jobs.attempt import JobAttempt
+    from mam.jobs.delivery import Delivery
 
 Update = Callable[[Job, Input], None]
 __all__ = ["DelegateRequest", "Outcome", "RemoteOrigin", "delegate", "delegate_request", "outcome_from_row"]
@@ -136,6 +143,9 @@ def _attempt(
     remote: RemoteOrigin | None,
 ) -> JobAttempt:
     """The attempt for this host's side of a job: its brief with the footer, its delivery, its events."""
+    from mam.jobs.attempt import BrokerEvents, JobAttempt  # slow to import (see the module's doc)
+    from mam.jobs.delivery import PaneDelivery  # slow to import: the pane backends and the agents
+
     topics = Topics(str(ledger.meta["topic_prefix"]), runners_prefix_for(settings))
     events = BrokerEvents(ws=ws, settings=settings, topics=topics, client=client, reads_store=not target.remote)
     if on_update is not None:

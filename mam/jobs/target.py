@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from mam.errors import UsageError
-from mam.sessions.common import check_name
+from mam.ids import check_name
 
 
 @dataclass(frozen=True)

@@ -55,9 +55,7 @@ def _stem(key: str) -> str:
 
 
 class Waiter:
-    """A FIFO listening to `keys`; `wait(timeout)` returns when poked (True) or at the timeout (False).
-
-    `wakes` counts the wake-ups of whoever waits on it (a test and the audit log read it)."""
+    """A FIFO listening to `keys`; `wait(timeout)` returns when poked (True) or at the timeout (False)."""
 
     def __init__(self, ws: Workspace, keys: Iterable[str]) -> None:
         self.dir = folder(ws)
@@ -75,14 +73,12 @@ class Waiter:
                 self.names.append(name)
         finally:
             tmp.unlink()
-        self.wakes = 0
         self._relay: threading.Thread | None = None
         self._closing = False
 
     def wait(self, timeout: float | None) -> bool:
         """Block until a poke or `timeout` seconds (None: no limit); drain what is pending."""
         ready, _w, _x = select.select([self.fd], [], [], None if timeout is None else max(0.0, timeout))
-        self.wakes += 1
         if not ready:
             return False
         self._drain()

@@ -61,6 +61,9 @@ class AnnouncedEvents:
 
     reads_store = True
 
+    def connect(self) -> str:
+        return ""
+
     def open(self, intake: object) -> str:
         return ""
 

@@ -1,0 +1,56 @@
+"""What one attempt at a job returns (`mam job delegate --json`, the MCP tool): the job's final record.
+
+Kept apart from the attempt (mam/jobs/attempt.py) so that registering a job never imports what
+driving it needs (the MQTT client, the pane backends).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from mam.jobs.model import Job
+from mam.store.registry import Registry
+
+
+@dataclass(frozen=True)
+class Outcome:
+    job_id: str
+    state: str
+    reason: str
+    exit_code: int
+    detail: str = ""
+    result: str = ""
+    report: str = ""
+    record: dict[str, Any] = field(default_factory=dict)
+    taken_over: bool = False
+
+    def as_dict(self) -> dict[str, Any]:
+        """What `mam job delegate --json` prints (and the MCP tool returns): the final record, never the token."""
+        return {
+            **self.record,
+            "id": self.job_id,
+            "state": self.state,
+            "reason": self.reason,
+            "exit_code": self.exit_code,
+            "detail": self.detail,
+            "result": self.result,
+            "taken_over": self.taken_over,
+        }
+
+
+def outcome_from_row(registry: Registry, job_id: str) -> Outcome:
+    row = registry.job(job_id)
+    job = Job.from_dict(row.data.get("job", {}))
+    record = {**job.as_dict(), **row.data.get("meta", {}), "owner": row.owner}
+    code = row.exit_code if row.exit_code is not None else -1
+    return Outcome(
+        job_id=job_id,
+        state=row.state,
+        reason=row.reason,
+        exit_code=code,
+        detail=job.detail,
+        result=job.result,
+        report=job.report,
+        record=record,
+    )
