@@ -11,8 +11,8 @@ import click
 from mam.cli.common import App, echo_json, existing_registry, open_registry, workspace_option
 from mam.errors import UsageError
 from mam.ids import check_job_id
-from mam.jobs.delegate import delegate as run_delegate
 from mam.jobs.delegate import RemoteOrigin, delegate_request
+from mam.jobs.delegate import delegate as run_delegate
 from mam.jobs.outcomes import JobState
 from mam.jobs.queries import cancel as cancel_job
 from mam.jobs.queries import log, workspace_jobs
