@@ -12,10 +12,12 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import select
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from mam.bus.connect import open_client
@@ -197,9 +199,13 @@ def run(
     def alive() -> bool:
         return pid_alive(agent_pid, agent_start) and (not supervisor[0] or pid_alive(supervisor[0], supervisor[1]))
 
+    # Opened before the first look at `alive`: a pid reused after that look cannot be the one watched.
+    watch = Watch([agent_pid] + ([supervisor[0]] if supervisor[0] else []), alive)
+
     # A beat is on disk before it is published, so a slow broker must not hold the next beat back.
     emitter = Emitter(ws, registry, None, records={job_id: record}, publish_timeout=max(0.2, min(interval_s, 5.0)))
     if agent_start is None and not pid_alive(agent_pid):
+        watch.close()
         registry.close()
         return AGENT_UNSEEN
     try:
@@ -222,14 +228,52 @@ def run(
             beats += 1
             if max_beats is not None and beats >= max_beats:
                 return "max_beats"
-            while time.monotonic() < deadline:
-                if not alive():
-                    return "agent_gone"
-                time.sleep(min(0.2, max(0.0, deadline - time.monotonic())))
+            if watch.gone_before(deadline) or not alive():
+                return "agent_gone"
     finally:
+        watch.close()
         if client is not None:
             client.close()
         registry.close()
+
+
+class Watch:
+    """Sleeps until a deadline unless one of `pids` exits first: on a pidfd (Linux 5.3+), which becomes
+    readable when its process ends, so the sleep is one wait, not a poll. Where pidfds are missing
+    (macOS, an old kernel) it looks every POLL_S: the job's deadline K x N counts from the last beat,
+    so a beat sent after the agent died must not wait for the next interval to be noticed."""
+
+    POLL_S = 0.2
+
+    def __init__(self, pids: list[int], alive: Callable[[], bool]) -> None:
+        self.alive = alive
+        self.fds: list[int] = []
+        self.polling = False
+        for pid in pids:
+            try:
+                self.fds.append(os.pidfd_open(pid))
+            except (AttributeError, OSError):
+                self.polling = True  # no pidfd for it (or it is gone already: `alive` says so)
+
+    def gone_before(self, deadline: float) -> bool:
+        """True if a watched process ended before `deadline` (time.monotonic); False at the deadline."""
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            if not self.alive():
+                return True
+            if self.polling or not self.fds:
+                time.sleep(min(self.POLL_S, left))
+                continue
+            ready, _w, _x = select.select(self.fds, [], [], left)
+            if ready:
+                return True
+
+    def close(self) -> None:
+        for fd in self.fds:
+            os.close(fd)
+        self.fds = []
 
 
 if __name__ == "__main__":

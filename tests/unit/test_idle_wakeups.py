@@ -163,3 +163,38 @@ def _audit(ws: Workspace, job_id: str) -> list[dict[str, object]]:
     from mam.jobs.record import read_audit
 
     return list(read_audit(ws, job_id))
+
+
+def test_the_heartbeater_sleeps_on_the_agent_s_pidfd_until_it_exits() -> None:
+    """Between two beats the heartbeater waits on the agent's pidfd: no look at the process until it ends."""
+    import subprocess
+
+    from mam.jobs.heartbeat import Watch
+    from mam.util.proc import pid_alive
+
+    agent = subprocess.Popen(["sleep", "60"])
+    looks = 0
+
+    def alive() -> bool:
+        nonlocal looks
+        looks += 1
+        return pid_alive(agent.pid)
+
+    watch = Watch([agent.pid], alive)
+    try:
+        if watch.polling:
+            pytest.skip("no pidfd here (macOS or a kernel before 5.3): the heartbeater polls")
+        answer: list[bool] = []
+        waiting = threading.Thread(target=lambda: answer.append(watch.gone_before(time.monotonic() + HOUR)))
+        waiting.start()
+        time.sleep(IDLE_WINDOW_S)  # the window measured: the agent runs on
+        assert looks <= 1, f"the heartbeater looked at its agent {looks} times in {IDLE_WINDOW_S} s"
+        agent.kill()
+        agent.wait()
+        waiting.join(timeout=30)
+        assert answer == [True], "the agent's exit did not wake the heartbeater"
+    finally:
+        watch.close()
+        if agent.poll() is None:
+            agent.kill()
+            agent.wait()
