@@ -101,7 +101,6 @@ def _wait_subjobs(ctx: LoopRun, number: int) -> list[SubJob]:
         ctx.ws,
         ctx.registry,
         ctx.creator_jobs,
-        poll_s=settings.poll_s,
         max_wait_s=cap,
         dispatch_wait_s=dispatch,
         on_wait=lambda open_: ctx.log("subjobs-waiting", round=number, open=[s.as_dict() for s in open_]),

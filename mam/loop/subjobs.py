@@ -1,8 +1,10 @@
 """Sub-jobs: jobs the creator delegated with `--parent-job <its job id>` (and theirs, recursively).
 
-Before a review the loop waits for them to end, polling the registry. The wait is bounded by
-each job's own deadlines (plus the heartbeat grace), and by an overall cap; a job whose
-wrapper died is closed by its deadlines (`close_if_abandoned`) rather than waited on forever.
+Before a review the loop waits for them to end: it sleeps until a job of the workspace ends (a poke,
+mam.util.wake) or the next bound. The wait is bounded by each job's own deadlines (plus the heartbeat
+grace), and by an overall cap; a job whose wrapper died is closed by its deadlines
+(`close_if_abandoned`) rather than waited on forever. A wrapper that died says nothing, so that is
+looked at every ABANDONED_CHECK_S.
 """
 
 from __future__ import annotations
@@ -16,7 +18,10 @@ from mam.jobs.stale import close_if_abandoned
 from mam.store import jobs as jobs_table
 from mam.store.jobs import JobRow
 from mam.store.registry import Registry
+from mam.util import wake
 from mam.workspace import Workspace
+
+ABANDONED_CHECK_S = 2.0
 
 
 @dataclass(frozen=True)
@@ -85,7 +90,6 @@ def wait_subjobs(
     registry: Registry,
     parents: Iterable[str],
     *,
-    poll_s: float,
     max_wait_s: float,
     dispatch_wait_s: float,
     on_wait: Callable[[list[SubJob]], object] | None = None,
@@ -93,6 +97,19 @@ def wait_subjobs(
     """Wait until every sub-job ended (or is past its bound); (their final views, whether any had to be waited for)."""
     parents = list(parents)
     deadline = time.monotonic() + max_wait_s
+    with wake.Waiter(ws, [wake.ENDED]) as waiter:  # listening before the first look: no end is missed
+        return _wait(ws, registry, parents, deadline, dispatch_wait_s, on_wait, waiter)
+
+
+def _wait(
+    ws: Workspace,
+    registry: Registry,
+    parents: list[str],
+    deadline: float,
+    dispatch_wait_s: float,
+    on_wait: Callable[[list[SubJob]], object] | None,
+    waiter: wake.Waiter,
+) -> tuple[list[SubJob], bool]:
     waited = False
     while True:
         rows = descendants(registry, parents)
@@ -106,4 +123,5 @@ def wait_subjobs(
         if not waited and on_wait is not None:
             on_wait([_view(r) for r in pending])
         waited = True
-        time.sleep(poll_s)
+        bound_s = min(_bound_ms(r, dispatch_wait_s) for r in pending) / 1000 - time.time() + 0.001
+        waiter.wait(max(0.0, min(ABANDONED_CHECK_S, deadline - time.monotonic(), bound_s)))

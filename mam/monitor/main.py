@@ -1,6 +1,10 @@
 """The monitor loop: reconcile sessions and orphaned jobs every interval; follow job events over
 MQTT when asked (`--subscribe`), falling back to polling while the broker is down and
-resubscribing by itself when it returns."""
+resubscribing by itself when it returns.
+
+Between passes it sleeps on an event with the next pass as its deadline: a pane that died or a
+wrapper killed -9 announces nothing, so the interval is what finds them. An event for a job it
+follows (its wrapper is gone) wakes it at once, for that job only (no pass over the panes)."""
 
 from __future__ import annotations
 
@@ -38,6 +42,7 @@ class Monitor:
     passes: int = 0
     repairs: list[dict[str, Any]] = field(default_factory=list)
     _stop: threading.Event = field(default_factory=threading.Event)
+    _news: threading.Event = field(default_factory=threading.Event)  # an event for a followed orphan
     _broker_state: str = "unknown"
     _last_pass: float = 0.0  # the first pass looks at every job
 
@@ -52,6 +57,7 @@ class Monitor:
 
     def stop(self) -> None:
         self._stop.set()
+        self._news.set()
 
     def run(self, *, once: bool = False, max_passes: int | None = None) -> list[dict[str, Any]]:
         from filelock import FileLock, Timeout  # slow to import
@@ -66,13 +72,19 @@ class Monitor:
         pidfile = self.ws.run_dir / "monitor.pid"
         pidfile.write_text(f"{os.getpid()}\n")
         try:
+            next_pass = 0.0
             while not self._stop.is_set():
-                if self.subscribe:
-                    self._ensure_subscribed()
-                self.reconcile()
-                if once or (max_passes is not None and self.passes >= max_passes):
-                    break
-                self._stop.wait(self.every)
+                if time.monotonic() >= next_pass:
+                    if self.subscribe:
+                        self._ensure_subscribed()
+                    self.reconcile()
+                    next_pass = time.monotonic() + self.every
+                    if once or (max_passes is not None and self.passes >= max_passes):
+                        break
+                else:
+                    self.follow_orphans()
+                self._news.wait(max(0.0, next_pass - time.monotonic()))
+                self._news.clear()
         finally:
             if self.client is not None:
                 self.client.close()
@@ -94,6 +106,10 @@ class Monitor:
         since, self._last_pass = self._last_pass, time.time()
         for job_id, what in self.orphans.export_orphans(since - 5.0):
             self.note("repair", what="audit", job=job_id, reason=what)
+        self.follow_orphans()
+
+    def follow_orphans(self) -> None:
+        """Take what arrived for the jobs whose wrappers are gone (and end those past a deadline)."""
         for job_id, what in self.orphans.step():
             self.note("repair", what="job", job=job_id, reason=what)
 
@@ -123,6 +139,7 @@ class Monitor:
         job_id = self.topics.job_of(topic)
         if job_id and self.orphans.wants(job_id):
             self.orphans.feed(job_id, payload)
+            self._news.set()
 
     def note(self, kind: str, **fields: Any) -> None:
         entry = {"ts_ms": now_ms(), "kind": kind, **fields}
