@@ -89,7 +89,12 @@ KEYS: tuple[Key, ...] = (
         "int",
     ),
     Key("MAM_NO_AUTOSTART", "0", "1: never start a broker, tmux or herdr server on demand.", "bool"),
-    Key("MAM_POLL_S", "0.25", "How often waiting loops (wrapper, monitor) look at the registry, in seconds.", "float"),
+    Key(
+        "MAM_POLL_S",
+        "0.25",
+        "How often loops look at what no event announces (the store while the broker is down, a runner's), in seconds.",
+        "float",
+    ),
     Key("MAM_MONITOR_INTERVAL_S", "5", "How often the monitor reconciles panes and the registry, in seconds.", "float"),
     Key(
         "MAM_DISPATCH_FRESHNESS_S",

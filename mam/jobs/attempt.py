@@ -241,6 +241,7 @@ class JobAttempt:
         self.intake = Intake(ledger, registry, local=events.reads_store)
         self.poll = settings.poll_s
         self.waiter: wake.Waiter | None = None
+        self._opening: _Opening | None = None
         self.wakes = 0  # how often the follow loop woke up (a test counts an idle wrapper's)
 
     def run(self) -> Outcome:
@@ -293,7 +294,7 @@ class JobAttempt:
         # for before the claim, so a brief is never injected without the broker (exit 3) and the
         # subscription stands before the agent can send anything. A remote job's dispatch needs the
         # connection first.
-        opening = _Opening(self.events)
+        opening = self._opening = _Opening(self.events)
         if self.events.reads_store:
             opening.start()
         else:
@@ -325,13 +326,13 @@ class JobAttempt:
     def _deliver(self, delivery: Delivery, opening: _Opening) -> bool:
         problem = delivery.find_target()
         if problem:
-            self.refuse(Reason.TARGET_NOT_FOUND, problem)
+            self._refuse_early(Reason.TARGET_NOT_FOUND, problem)
             return False
         if not self._wait_turn():
             return False
         problem = delivery.check_alive()
         if problem:
-            self.refuse(Reason.TARGET_NOT_FOUND, problem)
+            self._refuse_early(Reason.TARGET_NOT_FOUND, problem)
             return False
         if not self.events.reads_store or self._opened(opening):
             self.ledger.sync()  # the wait for the broker may have let a cancel in
@@ -353,6 +354,15 @@ class JobAttempt:
         self.reporter.refused(self.ledger, reason, detail)
         self.end(reason, detail)
 
+    def _refuse_early(self, reason: Reason, detail: str) -> None:
+        """A refusal before the claim. A broker that cannot be reached is said first (exit 3, with what is wrong
+        with its settings), as when connecting came before everything else."""
+        problem = self._opening.join() if self._opening is not None else ""
+        if problem:
+            self.end(Reason.BROKER_UNAVAILABLE, problem)
+        else:
+            self.refuse(reason, detail)
+
     def _wait_turn(self) -> bool:
         """Wait by the registry until no earlier job of the session is open; False if it ended the job."""
         wait = self.dispatch_wait_s
@@ -371,7 +381,7 @@ class JobAttempt:
                 self.ledger.note("waiting", ahead=[j.id for j in ahead])
                 announced = True
             if time.monotonic() >= deadline:
-                self.refuse(Reason.SESSION_BUSY, f"session busy with {ahead[0].id} for {wait:g}s")
+                self._refuse_early(Reason.SESSION_BUSY, f"session busy with {ahead[0].id} for {wait:g}s")
                 return False
             self.ledger.sync()
             if self.ledger.job.terminal:
