@@ -155,7 +155,8 @@ def poke(ws: Workspace, keys: Iterable[str]) -> int:
                     pass
             continue
         try:
-            if stat.S_ISFIFO(os.fstat(fd).st_mode):  # never write into anything but a FIFO
+            st = os.fstat(fd)
+            if stat.S_ISFIFO(st.st_mode) and st.st_uid == os.geteuid():  # never write into anything else
                 os.write(fd, b"\0")
                 poked += 1
         except BlockingIOError:
