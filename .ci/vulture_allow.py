@@ -79,4 +79,9 @@ _.on_loaded
 _.on_broker_changed
 _.on_job_moved
 _.on_notice
-_.wakes  # JobAttempt.wakes: read by tests/unit/test_idle_wakeups.py
+
+# read by tests, not by mam
+_.wakes  # JobAttempt.wakes: tests/unit/test_idle_wakeups.py counts an idle wrapper's wake-ups
+
+# the context manager protocol's arguments (vulture saw this name used only through libtmux.exc before)
+exc  # MqttClient.__exit__(*exc), mam/bus/mqtt.py
