@@ -290,8 +290,8 @@ class JobAttempt:
         if self.ledger.job.terminal:
             return
         # A local job's brief goes to a pane here: connecting (paho's import, the CONNECT and its
-        # CONNACK) overlaps the look for the target, the turn and the liveness check, and is waited
-        # for before the claim, so a brief is never injected without the broker (exit 3) and the
+        # CONNACK) overlaps the look for the target and the turn, and is waited for before the
+        # liveness check and the claim, so a brief is never injected without the broker (exit 3) and the
         # subscription stands before the agent can send anything. A remote job's dispatch needs the
         # connection first.
         opening = self._opening = _Opening(self.events)
@@ -330,12 +330,15 @@ class JobAttempt:
             return False
         if not self._wait_turn():
             return False
+        # The connection first, then the agent's liveness right before the claim and the paste: a wait
+        # for the broker must never stand between the look at the agent and the paste (guarantee 9).
+        if self.events.reads_store and not self._opened(opening):
+            return False
         problem = delivery.check_alive()
         if problem:
-            self._refuse_early(Reason.TARGET_NOT_FOUND, problem)
+            self.refuse(Reason.TARGET_NOT_FOUND, problem)
             return False
-        if not self.events.reads_store or self._opened(opening):
-            self.ledger.sync()  # the wait for the broker may have let a cancel in
+        self.ledger.sync()  # the wait for the broker may have let a cancel in
         if self.ledger.job.terminal:
             return False
         self.ledger.apply(Claim(rec.now_ms()))
