@@ -88,6 +88,13 @@ KEYS: tuple[Key, ...] = (
         "Reminders per job at most; one more turn end without a report then fails the job (ended_without_report).",
         "int",
     ),
+    Key(
+        "MAM_IDEMPOTENCY_TTL_S",
+        "86400",
+        "How long an idempotency key (`--idempotency-key`, `--dedup`) keeps naming its job, in seconds from the "
+        "job's creation (never less than while the job is open); a later delegation with the key makes a new job.",
+        "float",
+    ),
     Key("MAM_NO_AUTOSTART", "0", "1: never start a broker, tmux or herdr server on demand.", "bool"),
     Key("MAM_POLL_S", "0.25", "How often waiting loops (wrapper, monitor) look at the registry, in seconds.", "float"),
     Key("MAM_MONITOR_INTERVAL_S", "5", "How often the monitor reconciles panes and the registry, in seconds.", "float"),
@@ -163,6 +170,7 @@ class Settings:
     dispatch_wait_s: float
     remind_after_s: float
     reminders: int
+    idempotency_ttl_s: float
     dispatch_freshness_s: float
     poll_s: float
     monitor_interval_s: float

@@ -34,6 +34,11 @@ Exit codes:
   2  no event for K x N seconds (deadline_timeout) or the --timeout budget spent (wall_clock_timeout)
   3  broker unavailable and no terminal status on disk
   5  not delivered: session busy (session_busy), target not found, or the job was taken over by another attempt
+
+
+With --idempotency-key K (or --dedup: K = sha256 of the target session and the brief), a job that
+already has K (made less than MAM_IDEMPOTENCY_TTL_S ago, or still open) is not made again and nothing
+is injected: this call attaches to it, waits for its end and exits with its exit code.
 """
 
 
@@ -67,6 +72,12 @@ def job() -> None:
     "--job-id", default=None, help="Use this job id; if it exists, attach to it instead (never injects twice)."
 )
 @click.option(
+    "--idempotency-key",
+    default=None,
+    help="If a job with this key exists (MAM_IDEMPOTENCY_TTL_S), attach to it: wait for it, exit with its code.",
+)
+@click.option("--dedup", is_flag=True, help="Use sha256(target session, brief) as the idempotency key.")
+@click.option(
     "--dispatch-wait",
     type=float,
     default=None,
@@ -90,6 +101,8 @@ def delegate(
     heartbeat: float | None,
     parent_job: str | None,
     job_id: str | None,
+    idempotency_key: str | None,
+    dedup: bool,
     dispatch_wait: float | None,
     allow_insecure_broker: bool,
     follow: bool,
@@ -111,6 +124,8 @@ def delegate(
         heartbeat_s=heartbeat,
         parent_job=parent_job,
         job_id=job_id,
+        idempotency_key=idempotency_key,
+        dedup=dedup,
         dispatch_wait_s=dispatch_wait,
         allow_insecure_broker=allow_insecure_broker,
     )
@@ -121,6 +136,7 @@ def delegate(
         registry=open_registry(app),
         on_update=_printer() if follow else None,
         remote=ORIGIN,
+        on_attach=lambda job_id: click.echo(f"attached to job {job_id} (same idempotency key): waiting", err=True),
     )
     if as_json:
         echo_json(out.as_dict())

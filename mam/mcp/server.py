@@ -202,7 +202,9 @@ def build(service: Service, *, poll_s: float) -> MCPServer:
         description="Delegate a brief to a session (`mam job delegate`): returns {id, state, ...} as soon as the brief "
         f"is in the pane, or the job's outcome if it ended first "
         f"(busy or missing session: exit_code {Exit.NOT_DELIVERED}). "
-        "wait: true waits for the end, like job_wait. Times in seconds."
+        "wait: true waits for the end, like job_wait. Times in seconds. "
+        "idempotency_key (or dedup: true, the key from sha256 of target session and brief): if a job with that key "
+        "exists (MAM_IDEMPOTENCY_TTL_S), nothing is made or injected; the call attaches to it (attached: true)."
     )
     @guarded
     async def job_delegate(
@@ -215,6 +217,8 @@ def build(service: Service, *, poll_s: float) -> MCPServer:
         parent_job: str | None = None,
         job_id: str | None = None,
         dispatch_wait_s: float | None = None,
+        idempotency_key: str | None = None,
+        dedup: bool = False,
         wait: bool = False,
     ) -> CallToolResult:
         d = await thread(
@@ -227,6 +231,8 @@ def build(service: Service, *, poll_s: float) -> MCPServer:
             parent_job=parent_job,
             job_id=job_id,
             dispatch_wait_s=dispatch_wait_s,
+            idempotency_key=idempotency_key,
+            dedup=dedup,
         )
         while not d.delivered.is_set():
             await anyio.sleep(poll_s)
@@ -235,7 +241,7 @@ def build(service: Service, *, poll_s: float) -> MCPServer:
         if wait:
             await follow(d.job_id, float("inf"), ctx)
             return await finish(d)
-        view = await thread(service.job_status, id=d.job_id)
+        view = {**await thread(service.job_status, id=d.job_id), "attached": bool(d.attached_to)}
         return ok(view, f"job {view['id']}: {view['state']} on {view['session']}")
 
     @server.tool(

@@ -58,10 +58,11 @@ class Delegation:
     outcome: Outcome | None = None
     error: BaseException | None = None
     thread: threading.Thread | None = None
+    attached_to: str = ""  # the job its idempotency key named: this delegation only waits for it
 
     @property
     def job_id(self) -> str:
-        return self.req.job_id or ""
+        return self.attached_to or self.req.job_id or ""
 
 
 class Service:
@@ -174,6 +175,8 @@ class Service:
         parent_job: str | None = None,
         job_id: str | None = None,
         dispatch_wait_s: float | None = None,
+        idempotency_key: str | None = None,
+        dedup: bool = False,
     ) -> Delegation:
         """Start `mam job delegate`'s wrapper for this job in a thread of this process."""
 
@@ -188,6 +191,8 @@ class Service:
             heartbeat_s=heartbeat_s,
             parent_job=parent_job,
             dispatch_wait_s=dispatch_wait_s,
+            idempotency_key=idempotency_key,
+            dedup=dedup,
         )
         self.writer()
         d = Delegation(req)
@@ -196,6 +201,10 @@ class Service:
             d.state = job.state.value
             if job.state.value not in EARLY:
                 d.delivered.set()
+
+        def attached(job_id: str) -> None:
+            d.attached_to = job_id
+            d.delivered.set()
 
         def run() -> None:
             registry = Registry(self.ws)  # a connection of its own, as the loop's job threads have
@@ -208,6 +217,7 @@ class Service:
                     on_update=update,
                     client=self._shared_client(),
                     remote=ORIGIN,
+                    on_attach=attached,
                 )
             except BaseException as e:  # handed to the caller, who reports it as the tool's error
                 d.error = e
@@ -218,7 +228,7 @@ class Service:
 
         d.thread = threading.Thread(target=run, name=f"mam-mcp-{d.job_id}", daemon=True)
         with self._lock:
-            self.delegations[d.job_id] = d
+            self.delegations[req.job_id or ""] = d
         d.thread.start()
         return d
 
@@ -316,7 +326,7 @@ class Service:
         for d in list(self.delegations.values()):
             if d.state == JobState.DELIVERING.value:
                 d.delivered.wait(PASTE_WAIT_S)  # never leave a paste half typed: let it reach the pane first
-            if d.done.is_set():
+            if d.done.is_set() or d.attached_to:  # an attached one drives nothing: its job's wrapper does
                 continue
             argv = [
                 sys.executable,
