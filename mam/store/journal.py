@@ -84,7 +84,13 @@ def commit(registry: Registry, t: Transition) -> Committed:
     with registry.write() as conn:
         holder = idempotency.claim(conn, t.idempotency_key, t.job_id, ttl_s=t.key_ttl_s) if t.idempotency_key else None
         if holder is not None:
-            line = {**stamp, **_public(t.attach_fields), "idempotency_key": t.idempotency_key, "kind": ATTACHED}
+            line = {
+                **stamp,
+                **_public(t.attach_fields),
+                "idempotency_key": t.idempotency_key,
+                "job_state": holder.state,  # open (single-flight) or ended (a recent result)
+                "kind": ATTACHED,
+            }
             numbered = jobs_table.add_audit(conn, holder.id, [line])
         elif t.insert is not None:
             row, ok, new_record = jobs_table.insert(conn, **t.insert), True, False
