@@ -18,6 +18,11 @@ from mam.cli.common import App, run_cli
 
 COMMANDS = {
     "broker": ("mam.cli.broker", "broker", "Start, stop or inspect the workspace's embedded MQTT broker."),
+    "budget": (
+        "mam.cli.budget",
+        "budget",
+        "Show the running-job caps and token budgets: committed, reserved, remaining; running and queued jobs.",
+    ),
     "config": ("mam.cli.config", "config", "Print every setting, its value (secrets redacted) and where it came from."),
     "session": ("mam.cli.session", "session", "Create, stop, resume and inspect agent sessions."),
     "job": ("mam.cli.job", "job", "Delegate jobs to sessions and inspect them."),

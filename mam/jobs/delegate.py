@@ -48,6 +48,8 @@ class DelegateRequest:
     dispatch_wait_s: float | None = None
     allow_insecure_broker: bool = False
     idempotency_key: str = ""  # checked; `--dedup` derives it (mam.jobs.attach.dedup_key)
+    max_tokens: int | None = None  # stop the job once its measured usage passes this (mam.governor)
+    estimate_tokens: int | None = None  # its reservation against the token budgets (else the role's median)
 
 
 class RemoteOrigin(Protocol):
@@ -133,10 +135,11 @@ def delegate(
     job = _new_job(req, target, settings)  # checks the deadlines before anything is written
     if req.parent_job and registry.find_job(req.parent_job) is None:
         raise UsageError(f"--parent-job {req.parent_job!r}: no such job in workspace {ws.root}")
+    tokens = _token_options(req)
     token, key_nonce = None, ""
     if remote is not None and target.remote:  # the runner derives the token too: it never goes on the wire
         token, key_nonce = remote.job_key(settings, ws, job.id, allow_insecure=req.allow_insecure_broker)
-    meta = {
+    meta: dict[str, Any] = {
         "target": target.text,
         "kind": req.kind,
         "parent_job": req.parent_job,
@@ -149,6 +152,7 @@ def delegate(
     }
     if key_nonce:
         meta["key_nonce"] = key_nonce
+    meta.update(tokens)
     made = Ledger.register_keyed(
         ws,
         registry,
@@ -202,6 +206,18 @@ def _attempt(
         events=events,
         dispatch_wait_s=req.dispatch_wait_s,
     )
+
+
+def _token_options(req: DelegateRequest) -> dict[str, int]:
+    """--max-tokens (1 or more) and --estimate-tokens (0 or more), for the job's meta (mam.governor)."""
+    out = {}
+    for name, value, least in (("max_tokens", req.max_tokens, 1), ("estimate_tokens", req.estimate_tokens, 0)):
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int) or value < least:
+            raise UsageError(f"--{name.replace('_', '-')} must be a whole number of tokens, {least} or more")
+        out[name] = value
+    return out
 
 
 def _new_job(req: DelegateRequest, target: Target, settings: Settings) -> Job:

@@ -43,7 +43,7 @@ from mam.util.proc import spawn_detached
 from mam.workspace import Workspace
 
 log = logging.getLogger(__name__)
-EARLY = (JobState.PENDING.value, JobState.DELIVERING.value)  # the brief is not in the pane yet
+EARLY = (JobState.PENDING.value, JobState.QUEUED.value, JobState.DELIVERING.value)  # the brief is not in the pane yet
 PASTE_WAIT_S = 30.0
 
 

@@ -74,9 +74,8 @@ def test_dedup_collapses_the_same_brief_to_the_same_session_only(wired, tmux_ser
     assert user_turns(wired, s, first["id"]) == 1
 
 
-def test_attach_to_an_ended_job_exits_with_its_code_and_an_expired_key_makes_a_new_job(wired, monkeypatch):
+def test_attach_to_an_ended_job_exits_with_its_code_and_an_expired_key_makes_a_new_job(wired):
     s = create_demo("w", behaviour="error")
-    monkeypatch.setenv("MAM_IDEMPOTENCY_TTL_S", "2")
     argv = ["job", "delegate", "--json", "--target", "w", "--idempotency-key", "k1", "--brief", "fail", *SHORT]
     first = mam(*argv)
     assert first.returncode == 1, first.stderr
@@ -86,8 +85,9 @@ def test_attach_to_an_ended_job_exits_with_its_code_and_an_expired_key_makes_a_n
     assert json.loads(again.stdout)["reason"] == "agent_error"
     assert user_turns(wired, s, rec["id"]) == 1 and attached_rows(wired, rec["id"]) == 1
     created = json.loads(mam("job", "status", rec["id"], "--json", check=True).stdout)["created_at"]
-    wait_for(lambda: time.time() > created + 2.1, timeout=10, message="the key's TTL did not pass")
-    late = mam(*argv)
+    # The claimant's TTL decides: with 0.5 s the key, claimed more than that ago, names nothing now.
+    wait_for(lambda: time.time() > created + 0.6, timeout=10, message="the key's TTL did not pass")
+    late = mam(*argv, env={"MAM_IDEMPOTENCY_TTL_S": "0.5"})
     assert late.returncode == 1 and json.loads(late.stdout)["id"] != rec["id"]
     assert len(jobs(wired)) == 2
 
