@@ -160,7 +160,7 @@ def delegate(
         registry=open_registry(app),
         on_update=_printer() if follow else None,
         remote=ORIGIN,
-        on_attach=lambda job_id: click.echo(f"attached to job {job_id} (same idempotency key): waiting", err=True),
+        on_attach=_attached,
     )
     if as_json:
         echo_json(out.as_dict())
@@ -171,6 +171,10 @@ def delegate(
     else:
         click.echo(f"job {out.job_id}: {out.state} ({out.reason}){': ' + out.detail if out.detail else ''}", err=True)
     return out.exit_code
+
+
+def _attached(job_id: str, still_open: bool) -> None:
+    click.echo(f"attached to job {job_id} (same idempotency key){': waiting' if still_open else ''}", err=True)
 
 
 def _read_brief(path: str) -> str:

@@ -46,12 +46,16 @@ def spent_by(row: rs.Row, usage: Any, *, claimed: bool) -> tuple[int, str]:
     return 0, ""
 
 
+def orphaned(row: rs.Row) -> bool:
+    """A reservation whose job ended while its wrapper was dead (a living wrapper settles its own)."""
+    return row.job_state not in OPEN_STATES and not owner_alive(row.owner)
+
+
 def settle_orphans(conn: sqlite3.Connection) -> int:
-    """Settle the reservations of jobs that ended while their wrapper was dead (it settles its own
-    otherwise); return how many."""
+    """Settle the orphaned reservations (see `orphaned`); return how many."""
     n = 0
     for row in rs.unsettled(conn):
-        if row.job_state in OPEN_STATES or owner_alive(row.owner):
+        if not orphaned(row):
             continue
         data = json.loads(row.data or "{}")
         job, meta = data.get("job") or {}, data.get("meta") or {}

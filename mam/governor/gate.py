@@ -47,6 +47,10 @@ class Governor:
         if self._want is not None:  # it waited: a dead wrapper's job ends by its own rules, freeing its slot
             for other in self._abandoned():
                 close_if_abandoned(self.registry.ws, self.registry, other)
+            with self.registry.read() as conn:  # still held? then no write lock is taken for nothing
+                verdict = self._decide(conn, self._want)
+            if verdict.hold is not None:
+                return verdict
         with self.registry.write() as conn:
             budget.settle_orphans(conn)
             mine = rs.find(conn, job.id)
@@ -54,10 +58,7 @@ class Governor:
                 return Verdict(True)
             want = self._want or self._wanted(conn)
             self._want = want
-            rows = rs.unsettled(conn)
-            ahead = [budget.want_of(r) for r in rows if r.status == rs.QUEUED and budget.contends(r, want)]
-            load = budget.load(conn, rows, self.settings, want)
-            verdict = decide(want, ahead, load)
+            verdict = self._decide(conn, want)
             status = rs.HELD if verdict.admitted else rs.QUEUED
             rs.put(
                 conn,
@@ -74,6 +75,11 @@ class Governor:
                 notes = budget.warnings(conn, self.settings, session=want.session)
         budget.tell(self.ledger, self.settings, notes)
         return verdict
+
+    def _decide(self, conn: Any, want: Want) -> Verdict:
+        rows = [r for r in rs.unsettled(conn) if not budget.orphaned(r)]  # settled by the next write
+        ahead = [budget.want_of(r) for r in rows if r.status == rs.QUEUED and budget.contends(r, want)]
+        return decide(want, ahead, budget.load(conn, rows, self.settings, want))
 
     def _abandoned(self) -> list[str]:
         """Open jobs holding a slot, or queued, whose wrapper is dead."""

@@ -107,14 +107,15 @@ def delegate(
     on_update: Update | None = None,
     client: MqttClient | None = None,
     remote: RemoteOrigin | None = None,
-    on_attach: Callable[[str], None] | None = None,
+    on_attach: Callable[[str, bool], None] | None = None,
 ) -> Outcome:
     """Drive one job to its end. `client`: a connected MqttClient to share between the delegations of
     one process (it is left open); without it the wrapper connects and disconnects by itself.
     `remote`: the origin side of remote jobs (required for a `remote:` target).
 
     With an idempotency key that still names a job, nothing is made or injected: the call attaches
-    to that job (`on_attach(its id)`), waits for its end and returns its outcome (`attached`)."""
+    to that job (`on_attach(its id, whether it is still open)`), waits for its end and returns its
+    outcome (`attached`)."""
     target = parse_target(req.target)
     for value in (req.job_id, req.parent_job):
         if value:
@@ -165,7 +166,7 @@ def delegate(
     )
     if not isinstance(made, Ledger):
         if on_attach is not None:
-            on_attach(made.id)
+            on_attach(made.id, made.open)
         return wait_attached(registry, made.id, poll_s=settings.poll_s)
     ledger = made
     return _attempt(req, target, ledger, ws, settings, registry, on_update, client, remote).run()

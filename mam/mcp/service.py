@@ -22,6 +22,7 @@ from typing import Any
 
 from mam.bus.connect import open_client
 from mam.errors import BrokerError, JobNotFound, MamError, SessionNotFound
+from mam.governor.status import budget_status, empty_status
 from mam.ids import check_job_id, check_name
 from mam.jobs.brief import check_brief
 from mam.jobs.delegate import DelegateRequest, Outcome, delegate, delegate_request
@@ -175,6 +176,8 @@ class Service:
         parent_job: str | None = None,
         job_id: str | None = None,
         dispatch_wait_s: float | None = None,
+        max_tokens: int | None = None,
+        estimate_tokens: int | None = None,
         idempotency_key: str | None = None,
         dedup: bool = False,
     ) -> Delegation:
@@ -191,6 +194,8 @@ class Service:
             heartbeat_s=heartbeat_s,
             parent_job=parent_job,
             dispatch_wait_s=dispatch_wait_s,
+            max_tokens=max_tokens,
+            estimate_tokens=estimate_tokens,
             idempotency_key=idempotency_key,
             dedup=dedup,
         )
@@ -199,12 +204,13 @@ class Service:
 
         def update(job: Any, _inp: Any) -> None:
             d.state = job.state.value
-            if job.state.value not in EARLY:
+            if job.state.value not in EARLY and not job.terminal:  # an ended job is told once `done` is set
                 d.delivered.set()
 
-        def attached(job_id: str) -> None:
+        def attached(job_id: str, still_open: bool) -> None:
             d.attached_to = job_id
-            d.delivered.set()
+            if still_open:  # an ended one is told once `done` is set, as its outcome
+                d.delivered.set()
 
         def run() -> None:
             registry = Registry(self.ws)  # a connection of its own, as the loop's job threads have
@@ -268,6 +274,10 @@ class Service:
             if registry is None
             else recent_events(registry, job=job, session=session, since_seq=since_seq, limit=limit)
         )
+
+    def budget_status(self) -> dict[str, Any]:
+        registry = self.reader()
+        return empty_status(self.settings) if registry is None else budget_status(registry, self.settings)
 
     def _existing(self, job_id: str) -> Registry:
         """The registry for a job lookup, as the CLI's read-only job commands find it (creates nothing)."""

@@ -23,6 +23,9 @@ def test_a_second_delegation_with_the_key_attaches_to_the_open_job_and_waits_for
             assert not second.error, second.text
             assert second.data["id"] == first.data["id"] and second.data["attached"] is True
             assert second.data["state"] == "completed" and second.data["exit_code"] == 0
+            ended = await call(s, "job_delegate", target="w", brief=brief, idempotency_key="mcp-1")
+            assert not ended.error and ended.data["attached"] is True and ended.data["id"] == first.data["id"]
+            assert ended.data["state"] == "completed" and ended.data["result"]  # the ended job's outcome
             deduped = await call(s, "job_delegate", target="w", brief="demo-write: d.txt :: d", dedup=True, wait=True)
             assert not deduped.error and deduped.data["idempotency_key"] == dedup_key("w", "demo-write: d.txt :: d")
             bad = await call(s, "job_delegate", target="w", brief=brief, idempotency_key="no spaces")
