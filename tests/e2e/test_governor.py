@@ -38,6 +38,12 @@ def work_spans(ws, sessions: list[dict]) -> list[tuple[float, float, str]]:
     return spans
 
 
+def queued_jobs(ws) -> list[str]:
+    from mam.jobs.queries import workspace_jobs
+
+    return [j["id"] for j in workspace_jobs(ws, state="queued")]
+
+
 def peak(spans: list[tuple[float, float, str]]) -> int:
     marks = sorted([(b, 1) for b, _e, _j in spans] + [(e, -1) for _b, e, _j in spans])
     level = top = 0
@@ -72,110 +78,49 @@ def held_by(job_id: str) -> list[str]:
     ]
 
 
-def test_a_cap_of_two_holds_four_jobs_to_two_agents_at_once_and_all_complete(gov, monkeypatch):
+def test_caps_hold_four_jobs_to_two_agents_at_once_and_reviewers_to_one_and_all_complete(gov, monkeypatch):
     monkeypatch.setenv("MAM_MAX_RUNNING_JOBS", "2")
-    sessions = [create_demo(f"w{i}") for i in range(4)]
+    monkeypatch.setenv("MAM_MAX_RUNNING_JOBS_REVIEWER", "1")
+    sessions = [create_demo(f"r{i}", role="reviewer") for i in range(2)] + [create_demo(f"d{i}") for i in range(2)]
     procs = [
-        spawn_mam("job", "delegate", "--json", "--target", s["name"], "--brief", "demo-sleep: 1.5", *SHORT)
+        spawn_mam("job", "delegate", "--json", "--target", s["name"], "--brief", "demo-sleep: 1", *SHORT)
         for s in sessions
     ]
     results = finish(procs)
     assert [code for code, _ in results] == [0, 0, 0, 0], results
     spans = work_spans(gov, sessions)
     assert len(spans) == 4 and peak(spans) <= 2, spans
-    assert sum(1 for _c, r in results if r.get("queued_ms")) >= 2  # two waited for a slot
+    assert peak(work_spans(gov, sessions[:2])) == 1  # the reviewers' own cap
+    holds = [held_by(r["id"]) for _c, r in results]
+    assert sum(1 for h in holds if h) >= 2, holds  # two waited for a slot
+    assert any("role_slot" in h for h in holds[:2]) and not any("role_slot" in h for h in holds[2:]), holds
     view = json.loads(mam("budget", "--json", check=True).stdout)
     assert view["running"] == 0 and view["queued"] == 0 and view["max_running_jobs"] == 2
+    assert {r["role"]: r["max_running_jobs"] for r in view["roles"]} == {"reviewer": 1, "dev": None}
 
 
-def test_a_role_cap_holds_that_role_only(gov, monkeypatch):
-    monkeypatch.setenv("MAM_MAX_RUNNING_JOBS_REVIEWER", "1")
-    reviewers = [create_demo(f"r{i}", role="reviewer") for i in range(2)]
-    create_demo("d0", role="dev")
-    procs = [
-        spawn_mam("job", "delegate", "--json", "--target", name, "--brief", "demo-sleep: 1", *SHORT)
-        for name in ("r0", "r1", "d0")
-    ]
-    results = finish(procs)
-    assert [code for code, _ in results] == [0, 0, 0], results
-    assert peak(work_spans(gov, reviewers)) == 1
-    assert sorted(held_by(r["id"]) for _c, r in results[:2]) == [[], ["role_slot"]]
-    assert held_by(results[2][1]["id"]) == []  # the developer never waited for the reviewers' cap
-
-
-def test_a_queued_job_whose_wait_ends_is_cancelled_exit_5_and_never_typed(gov, monkeypatch, tmux_server, poll):
+def test_a_queued_job_times_out_exit_5_untyped_and_a_sigkilled_wrappers_slot_frees(gov, monkeypatch, tmux_server, poll):
     monkeypatch.setenv("MAM_MAX_RUNNING_JOBS", "1")
+    monkeypatch.setenv("MAM_TOKEN_BUDGET", "1000000")
     create_demo("a")
     b = create_demo("b")
-    first = spawn_mam("job", "delegate", "--json", "--target", "a", "--brief", "demo-sleep: 20", *SHORT)
+    holder = spawn_mam("job", "delegate", "--json", "--target", "a", "--brief", "demo-sleep: 60", *SHORT)
     try:
         poll(lambda: any(j["state"] == "running" for j in json.loads(mam("job", "list", "--json").stdout)), timeout=30)
         second = spawn_mam(
-            "job", "delegate", "--json", "--target", "b", "--brief", "never", "--dispatch-wait", "4", *SHORT
+            "job", "delegate", "--json", "--target", "b", "--brief", "never", "--dispatch-wait", "8", *SHORT
         )
-        queued = poll(
-            lambda: [j for j in json.loads(mam("job", "list", "--json").stdout) if j["state"] == "queued"], timeout=20
-        )
-        assert queued[0]["queued_for"] == "slot" and queued[0]["session"] == "b"
+        queued = poll(lambda: queued_jobs(gov), timeout=20)  # read in-process: a CLI call per look is slow
+        listed = json.loads(mam("job", "list", "--json", check=True).stdout)
+        assert [(j["state"], j["queued_for"]) for j in listed if j["id"] == queued[0]] == [("queued", "slot")]
+        assert json.loads(mam("session", "status", "--json", check=True).stdout)[1]["queued"] == queued
         ((code, record),) = finish([second])
         assert code == 5 and record["state"] == "cancelled" and record["reason"] == "queue_timeout", record
         assert record["nonce"] not in capture(tmux_server.name, b["pane_id"])
         assert "injected" not in kinds(record["id"])
     finally:
-        first.kill()
-        first.communicate()
-
-
-def test_a_spent_lifetime_budget_refuses_exit_6_at_once_and_types_nothing(gov, monkeypatch, tmux_server):
-    monkeypatch.setenv("MAM_TOKEN_BUDGET", "1000")
-    s = create_demo("w")
-    spend = mam(
-        "job", "delegate", "--json", "--target", "w", "--brief", "demo-tokens: 1500", "--estimate-tokens", "10", *SHORT
-    )
-    assert spend.returncode == 0, spend.stderr
-    proc = mam("job", "delegate", "--json", "--target", "w", "--brief", "more", "--estimate-tokens", "10", *SHORT)
-    record = json.loads(proc.stdout)
-    assert proc.returncode == 6 and record["state"] == "cancelled" and record["reason"] == "budget_exhausted", record
-    assert record["nonce"] not in capture(tmux_server.name, s["pane_id"])
-    view = json.loads(mam("budget", "--json", check=True).stdout)
-    lifetime = next(c for c in view["caps"] if c["name"] == "lifetime")
-    assert lifetime["committed"] > 1500 and lifetime["reserved"] == 0 and lifetime["remaining"] == 0
-    assert "budget_warning" in kinds(json.loads(spend.stdout)["id"])
-
-
-def test_a_job_past_its_max_tokens_is_interrupted_exit_6_and_the_session_takes_the_next(gov, monkeypatch):
-    s = create_demo("w")
-    proc = mam(
-        "job",
-        "delegate",
-        "--json",
-        "--target",
-        "w",
-        "--brief",
-        "demo-tokens: 5000\ndemo-sleep: 30",
-        "--max-tokens",
-        "1000",
-        *SHORT,
-    )
-    record = json.loads(proc.stdout)
-    assert proc.returncode == 6 and record["state"] == "failed" and record["reason"] == "token_budget", record
-    assert "interrupted" in kinds(record["id"])
-    spans = work_spans(gov, [s])
-    assert spans and spans[0][2] == record["id"]  # its agent stopped working on it (work: interrupted)
-    after = mam("job", "delegate", "--json", "--target", "w", "--brief", "demo-write: after.txt :: ok", *SHORT)
-    assert after.returncode == 0, after.stdout + after.stderr
-    assert (Path(gov.root) / "after.txt").read_text() == "ok\n"
-
-
-def test_a_sigkilled_wrapper_frees_its_slot_and_its_reservation(gov, monkeypatch, poll):
-    monkeypatch.setenv("MAM_MAX_RUNNING_JOBS", "1")
-    monkeypatch.setenv("MAM_TOKEN_BUDGET", "1000000")
-    create_demo("a")
-    create_demo("b")
-    killed = spawn_mam("job", "delegate", "--json", "--target", "a", "--brief", "demo-sleep: 60", *SHORT)
-    poll(lambda: any(j["state"] == "running" for j in json.loads(mam("job", "list", "--json").stdout)), timeout=30)
-    os.kill(killed.pid, signal.SIGKILL)
-    killed.communicate()
+        os.kill(holder.pid, signal.SIGKILL)  # the wrapper holding the only slot and a reservation dies
+        holder.communicate()
     proc = mam(
         "job", "delegate", "--json", "--target", "b", "--brief", "after the kill", "--dispatch-wait", "30", *SHORT
     )
@@ -183,3 +128,51 @@ def test_a_sigkilled_wrapper_frees_its_slot_and_its_reservation(gov, monkeypatch
     view = json.loads(mam("budget", "--json", check=True).stdout)
     assert view["running"] == 0 and view["queued"] == 0
     assert all(c["reserved"] == 0 for c in view["caps"]), view
+
+
+def test_token_budgets_stop_a_job_past_max_tokens_then_refuse_exit_6_untyped(gov, monkeypatch, tmux_server):
+    monkeypatch.setenv("MAM_TOKEN_BUDGET", "5000")
+    s = create_demo("w")
+    brief = "demo-tokens: 5000\ndemo-sleep: 30"
+    proc = mam(
+        "job",
+        "delegate",
+        "--json",
+        "--target",
+        "w",
+        "--brief",
+        brief,
+        "--max-tokens",
+        "1000",
+        "--estimate-tokens",
+        "10",
+        *SHORT,
+    )
+    stopped = json.loads(proc.stdout)
+    assert proc.returncode == 6 and stopped["state"] == "failed" and stopped["reason"] == "token_budget", stopped
+    assert "interrupted" in kinds(stopped["id"]) and "budget_warning" in kinds(stopped["id"])
+    spans = work_spans(gov, [s])
+    assert [j for _b, _e, j in spans] == [stopped["id"]]  # its agent stopped working on it (work: interrupted)
+    # Its measured usage (5000 and more) spent the lifetime budget: the next job is refused at once.
+    proc = mam("job", "delegate", "--json", "--target", "w", "--brief", "more", "--estimate-tokens", "10", *SHORT)
+    refused = json.loads(proc.stdout)
+    assert proc.returncode == 6 and refused["state"] == "cancelled" and refused["reason"] == "budget_exhausted"
+    assert refused["nonce"] not in capture(tmux_server.name, s["pane_id"])
+    lifetime = next(
+        c for c in json.loads(mam("budget", "--json", check=True).stdout)["caps"] if c["name"] == "lifetime"
+    )
+    assert lifetime["committed"] > 5000 and lifetime["reserved"] == 0 and lifetime["remaining"] == 0
+    # The session stays usable for its next job (here under no budget).
+    after = mam(
+        "job",
+        "delegate",
+        "--json",
+        "--target",
+        "w",
+        "--brief",
+        "demo-write: after.txt :: ok",
+        *SHORT,
+        env={"MAM_TOKEN_BUDGET": "0"},
+    )
+    assert after.returncode == 0, after.stdout + after.stderr
+    assert (Path(gov.root) / "after.txt").read_text() == "ok\n"

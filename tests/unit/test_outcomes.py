@@ -154,6 +154,7 @@ def _help(*words: str) -> str:
         ("doctor",),
         ("demo",),
         ("mcp",),
+        ("budget",),
     ],
 )
 def test_every_exit_code_a_help_text_names_is_in_the_table(words: tuple[str, ...]) -> None:
