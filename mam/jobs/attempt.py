@@ -27,12 +27,13 @@ from mam.bus.envelope import Envelope
 from mam.bus.mqtt import MqttClient
 from mam.bus.topics import Topics
 from mam.errors import BrokerError, MamError
+from mam.governor.gate import Governor
 from mam.jobs import record as rec
-from mam.jobs.delivery import Delivery
+from mam.jobs.delivery import Delivery, interrupt
 from mam.jobs.intake import Intake
 from mam.jobs.ledger import Ledger, TakenOver
-from mam.jobs.model import Claim, Delivered, End, JobState, Tick, deadlines
-from mam.jobs.outcomes import TAKEN_OVER_DETAIL, TAKEN_OVER_EXIT, Exit, Reason, ending
+from mam.jobs.model import Claim, Delivered, End, JobState, Queued, Tick, deadlines
+from mam.jobs.outcomes import TAKEN_OVER_DETAIL, TAKEN_OVER_EXIT, UNCLAIMED, Exit, Reason, ending
 from mam.jobs.remind import Reminder, pane_typer
 from mam.jobs.result import Outcome, outcome_from_row
 from mam.jobs.stale import close_if_abandoned
@@ -240,8 +241,10 @@ class JobAttempt:
         self.dispatch_wait_s = dispatch_wait_s
         self.intake = Intake(ledger, registry, local=events.reads_store)
         self.poll = settings.poll_s
+        self.governor = Governor(registry, settings, ledger)  # running caps and token budgets
         self.waiter: wake.Waiter | None = None
         self._opening: _Opening | None = None
+        self._slots: wake.Waiter | None = None  # while queued by the governor: woken by any job's end
         self.wakes = 0  # how often the follow loop woke up (a test counts an idle wrapper's)
 
     def run(self) -> Outcome:
@@ -272,10 +275,19 @@ class JobAttempt:
                 self.waiter = None
             if self.events.reads_store:  # the agent's CLI records are on this host
                 record_usage(self.registry, self.ledger)
+            self._settle_budget()
+            if self.ledger.job.terminal:  # its slot and its reservation are free now: wake who is queued for them
+                wake.poke(self.ledger.ws, [wake.ENDED])
             if self.ledger.job.terminal:  # handed to a detached sender: never blocks the exit
                 job_ended(self.ledger.ws, self.settings, self.ledger.job.id)
             self.events.close(self.ledger)
         return self.outcome()
+
+    def _settle_budget(self) -> None:
+        try:
+            self.governor.settle()
+        except MamError as e:  # a dead wrapper's reservation is settled by the next admission
+            log.warning("job %s: reservation not settled: %s", self.ledger.job.id, e)
 
     def _abandon(self, error: BaseException) -> None:
         """This attempt crashed: end the job rather than leave it open under a living process."""
@@ -304,7 +316,7 @@ class JobAttempt:
                 return
             delivery = self.make_delivery()  # a dispatch uses the connection
             try:
-                if self.ledger.job.state is JobState.PENDING:
+                if self.ledger.job.state in UNCLAIMED:
                     if not self._deliver(delivery, opening):
                         return
                 elif not self._opened(opening):
@@ -368,6 +380,14 @@ class JobAttempt:
 
     def _wait_turn(self) -> bool:
         """Wait by the registry until no earlier job of the session is open; False if it ended the job."""
+        try:
+            return self._wait_turn_loop()
+        finally:
+            if self._slots is not None:
+                self._slots.close()
+                self._slots = None
+
+    def _wait_turn_loop(self) -> bool:
         wait = self.dispatch_wait_s
         if wait is None:
             wait = self.settings.dispatch_wait_s
@@ -378,13 +398,26 @@ class JobAttempt:
                 ahead = jobs_table.open_jobs_ahead(conn, self.ledger.job.session, self.ledger.qid)
             for other in ahead:
                 close_if_abandoned(self.registry.ws, self.registry, other.id)
-            if not ahead:
+            verdict = None if ahead else self.governor.admit()  # a running slot and a token reservation
+            if verdict is not None and verdict.admitted:
                 return True
-            if not announced:
+            if verdict is not None and verdict.refused:
+                self.refuse(Reason.BUDGET_EXHAUSTED, verdict.detail)
+                return False
+            if verdict is not None and verdict.hold is not None:
+                self.ledger.apply(Queued(rec.now_ms(), verdict.hold.value))
+                if self._slots is None:  # queued for a slot or the budget: any job's end may free it
+                    job = self.ledger.job
+                    keys = [wake.job_key(job.id), wake.session_key(job.session), wake.ENDED]
+                    self._slots = wake.Waiter(self.ledger.ws, keys)
+            elif not announced:
                 self.ledger.note("waiting", ahead=[j.id for j in ahead])
                 announced = True
             if time.monotonic() >= deadline:
-                self._refuse_early(Reason.SESSION_BUSY, f"session busy with {ahead[0].id} for {wait:g}s")
+                if verdict is not None:
+                    self._refuse_early(Reason.QUEUE_TIMEOUT, f"queued for {wait:g}s: {verdict.detail}")
+                else:
+                    self._refuse_early(Reason.SESSION_BUSY, f"session busy with {ahead[0].id} for {wait:g}s")
                 return False
             self.ledger.sync()
             if self.ledger.job.terminal:
@@ -393,8 +426,9 @@ class JobAttempt:
             self._sleep(min(deadline - time.monotonic(), ABANDONED_CHECK_S))
 
     def _sleep(self, seconds: float) -> None:
-        if self.waiter is not None:
-            self.waiter.wait(seconds)
+        waiter = self._slots or self.waiter
+        if waiter is not None:
+            waiter.wait(seconds)
         else:
             time.sleep(max(0.0, seconds))
 
@@ -416,6 +450,11 @@ class JobAttempt:
                 delivery.keep_heartbeat(self.ledger)
             reminder.check()  # the agent's turn ended without a report: remind it, or end the job
             if self.ledger.job.terminal:
+                break
+            over = self.governor.over_budget() if self.events.reads_store else ""
+            if over:  # its --max-tokens: interrupt the agent's turn (never an exit), then end the job
+                interrupt(delivery, self.ledger)
+                self.end(Reason.TOKEN_BUDGET, over)
                 break
             now = rec.now_ms()
             if self.events.lost() and any(now > d for d, _s, _r in deadlines(self.ledger.job)):

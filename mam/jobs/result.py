@@ -24,6 +24,7 @@ class Outcome:
     report: str = ""
     record: dict[str, Any] = field(default_factory=dict)
     taken_over: bool = False
+    attached: bool = False  # this call attached to a job its idempotency key named (mam.jobs.attach)
 
     def as_dict(self) -> dict[str, Any]:
         """What `mam job delegate --json` prints (and the MCP tool returns): the final record, never the token."""
@@ -36,6 +37,7 @@ class Outcome:
             "detail": self.detail,
             "result": self.result,
             "taken_over": self.taken_over,
+            "attached": self.attached,
         }
 
 
