@@ -18,13 +18,11 @@ import sys
 import time
 from pathlib import Path
 
-from mam.bus.connect import open_client
+from mam.bus.opener import opener
 from mam.errors import BrokerError, JobError
-from mam.jobs.emit import Emitter, relayed
+from mam.jobs.emit import DatabaseStore, Emitter, relayed
 from mam.jobs.outcomes import Exit
 from mam.jobs.record import read_record
-from mam.settings import load_settings
-from mam.store.registry import Registry
 from mam.util.proc import pid_alive, python_bin, spawn_detached, start_time
 from mam.workspace import Workspace
 
@@ -185,10 +183,12 @@ def run(
     *,
     max_beats: int | None = None,
 ) -> str:
-    """Beat until the job ends or the agent dies; return why it stopped."""
-    settings = load_settings(env_file=ws.env_file)
-    registry = Registry(ws)
-    client = None
+    """Beat until the job ends or the agent dies; return why it stopped.
+
+    Each beat is committed to the store and wakes the job's wrapper (which relays it to MQTT), as
+    `mam event` does; only while no wrapper listens does the heartbeater connect (importing paho
+    then) and publish the beats itself."""
+    store = DatabaseStore(ws)
     beats = 0
     record = read_record(ws, job_id)
     # A remote job is supervised by this host's runner: without it nobody relays the beats.
@@ -198,27 +198,26 @@ def run(
         return pid_alive(agent_pid, agent_start) and (not supervisor[0] or pid_alive(supervisor[0], supervisor[1]))
 
     # A beat is on disk before it is published, so a slow broker must not hold the next beat back.
-    emitter = Emitter(ws, registry, None, records={job_id: record}, publish_timeout=max(0.2, min(interval_s, 5.0)))
+    connect = opener(ws, "heartbeater", timeout=min(interval_s, 3.0))
+    emitter = Emitter(
+        ws, store, records={job_id: record}, publish_timeout=max(0.2, min(interval_s, 5.0)), connect=connect
+    )
     if agent_start is None and not pid_alive(agent_pid):
-        registry.close()
+        store.close()
         return AGENT_UNSEEN
     try:
         while True:
             deadline = time.monotonic() + interval_s
             if not alive():
                 return "agent_gone"
-            if client is None and not relayed(record):
-                # Once connected, paho reconnects by itself; until then every beat tries again.
-                try:
-                    client = emitter.client = open_client(
-                        settings, ws, role="heartbeater", autostart=False, timeout=min(interval_s, 3.0)
-                    )
-                except BrokerError:
-                    pass  # the disk path still carries the beat
+            if emitter.client is None and emitter.connect is None and not relayed(record):
+                emitter.connect = connect  # once connected, paho reconnects by itself; until then every beat tries
             try:
                 emitter.emit(job_id, "heartbeat", {}, sender="heartbeater")
             except JobError as e:
                 return f"job_ended: {e}"
+            except BrokerError:
+                pass  # the disk path still carries the beat
             beats += 1
             if max_beats is not None and beats >= max_beats:
                 return "max_beats"
@@ -227,9 +226,8 @@ def run(
                     return "agent_gone"
                 time.sleep(min(0.2, max(0.0, deadline - time.monotonic())))
     finally:
-        if client is not None:
-            client.close()
-        registry.close()
+        emitter.close()
+        store.close()
 
 
 if __name__ == "__main__":
