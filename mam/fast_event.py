@@ -368,12 +368,28 @@ def _publish(root: str, prefix: str, job_id: str, raw: bytes) -> tuple[str, str]
 
 
 def _fork_heartbeater(root: str, job_id: str, interval_s: float) -> None:
-    from pathlib import Path
-
-    from mam.jobs.heartbeat import fork
-    from mam.workspace import Workspace
+    """Fork the heartbeater; it imports what it needs (the emitter, the store...) after the fork, so this
+    command ends without paying for them."""
+    from mam.util.fork import AGENT_UNSEEN, detached, log_line
+    from mam.util.proc import pid_alive
 
     sys.stdout.flush()  # the forked heartbeater must not write this process's buffered output again
     sys.stderr.flush()
     agent_pid = int(os.environ.get("MAM_AGENT_PID") or os.getppid())
-    fork(Workspace(Path(root)), job_id, interval_s, agent_pid)
+
+    def unseen(agent_start: int | None) -> bool:
+        if agent_start is None and not pid_alive(agent_pid):  # as mam.jobs.heartbeat.run, before any import
+            log_line(f"stopped: {AGENT_UNSEEN}")
+            return True  # the pid file stays, for the wrapper outside to start another
+        return False
+
+    def body(agent_start: int | None) -> None:
+        from pathlib import Path
+
+        from mam.jobs.heartbeat import beat_here
+        from mam.workspace import Workspace
+
+        beat_here(Workspace(Path(root)), job_id, interval_s, agent_pid, agent_start)
+
+    folder = os.path.join(root, STATE_DIR, "delegate_job_logs", job_id)
+    detached(folder, agent_pid, body, log_name="heartbeat.log", done_at_once=unseen)

@@ -23,14 +23,12 @@ from mam.errors import BrokerError, JobError
 from mam.jobs.emit import DatabaseStore, Emitter, relayed
 from mam.jobs.outcomes import Exit
 from mam.jobs.record import read_record
+from mam.util.fork import AGENT_UNSEEN, PIDFILE, detached, record_pid
 from mam.util.proc import pid_alive, python_bin, spawn_detached, start_time
 from mam.workspace import Workspace
 
 log = logging.getLogger("mam.heartbeat")
-PIDFILE = "heartbeat.pid"
-# Why a heartbeater stops when the agent's process was never visible to it (a sandbox with its
-# own pid namespace, as codex's): it keeps its pid file, so the wrapper outside starts another.
-AGENT_UNSEEN = "agent_unseen"
+LOG = "heartbeat.log"
 
 
 def fork(ws: Workspace, job_id: str, interval_s: float, agent_pid: int) -> int:
@@ -39,45 +37,27 @@ def fork(ws: Workspace, job_id: str, interval_s: float, agent_pid: int) -> int:
     The caller must hold no threads and no open connections (fork copies only the calling thread).
     Returns the heartbeater's pid, also recorded in the job's log folder.
     """
-    folder = ws.job_log_dir(job_id)
-    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
-    agent_start = start_time(agent_pid)
-    read_end, write_end = os.pipe()
-    first = os.fork()
-    if first == 0:  # the intermediate child: start a new session, fork again, leave at once
-        os.close(read_end)
-        os.setsid()
-        if os.fork() != 0:
-            os._exit(Exit.OK)
-        _detach(folder / "heartbeat.log", keep=write_end)
-        os.write(write_end, str(os.getpid()).encode())
-        os.close(write_end)
-        code, why = Exit.OK, ""
-        try:
-            logging.basicConfig(level=logging.INFO, format="%(asctime)s heartbeat %(message)s", force=True)
-            why = run(ws, job_id, interval_s, agent_pid, agent_start)
-            log.info("stopped: %s", why)
-        except BaseException as e:  # the heartbeater must end here, never back in the caller's code
-            log.info("stopped: error: %s", e)
-            code = Exit.FAILED
-        finally:
-            if why != AGENT_UNSEEN:  # unseen: the pid file stays, for the wrapper to take over
-                try:
-                    (folder / PIDFILE).unlink()
-                except OSError:
-                    pass
-            os._exit(code)
-    os.close(write_end)
-    os.waitpid(first, 0)
-    with os.fdopen(read_end, "rb") as pipe:
-        pid = int(pipe.read() or b"0")
-    _record_pid(folder, pid)
-    return pid
+    folder = str(ws.job_log_dir(job_id))
+    return detached(folder, agent_pid, lambda start: beat_here(ws, job_id, interval_s, agent_pid, start), log_name=LOG)
 
 
-def _record_pid(folder: Path, pid: int) -> None:
-    # With its start time: in a sandbox with its own pid namespace the pid means another process outside.
-    (folder / PIDFILE).write_text(f"{pid} {start_time(pid) or 0}\n")
+def beat_here(ws: Workspace, job_id: str, interval_s: float, agent_pid: int, agent_start: int | None) -> None:
+    """The forked heartbeater's whole life (mam.util.fork.detached's body): beat, then end the process."""
+    code, why = Exit.OK, ""
+    try:
+        logging.basicConfig(level=logging.INFO, format="%(asctime)s heartbeat %(message)s", force=True)
+        why = run(ws, job_id, interval_s, agent_pid, agent_start)
+        log.info("stopped: %s", why)
+    except BaseException as e:  # the heartbeater must end here, never back in the caller's code
+        log.info("stopped: error: %s", e)
+        code = Exit.FAILED
+    finally:
+        if why != AGENT_UNSEEN:  # unseen: the pid file stays, for the wrapper to take over
+            try:
+                (ws.job_log_dir(job_id) / PIDFILE).unlink()
+            except OSError:
+                pass
+        os._exit(code)
 
 
 def spawn(
@@ -102,8 +82,8 @@ def spawn(
         "--agent-start",
         str(start_time(agent_pid) or 0),
     ]
-    proc = spawn_detached(argv, log=folder / "heartbeat.log")
-    _record_pid(folder, proc.pid)
+    proc = spawn_detached(argv, log=folder / LOG)
+    record_pid(str(folder), proc.pid)
     return proc
 
 
@@ -157,21 +137,6 @@ def main(argv: list[str]) -> int:
         except OSError:
             pass
     return Exit.OK
-
-
-def _detach(log_path: Path, *, keep: int) -> None:
-    """stdin from /dev/null, stdout and stderr to the log, every other inherited descriptor closed
-    (a caller's pipes must see EOF when the caller exits, not when the heartbeater does)."""
-    null = os.open(os.devnull, os.O_RDONLY)
-    out = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-    os.dup2(null, 0)
-    os.dup2(out, 1)
-    os.dup2(out, 2)
-    for fd in (null, out):
-        if fd > 2:
-            os.close(fd)
-    os.closerange(3, keep)
-    os.closerange(keep + 1, 65536)
 
 
 def run(
