@@ -86,6 +86,17 @@ def children_cpu_ms() -> float:
     return (ru.ru_utime + ru.ru_stime) * 1000
 
 
+def imports(argv: list[str], env: dict[str, str], cwd: Path) -> tuple[int, float]:
+    """(modules imported, ms of import time) of one run of argv under `python -X importtime`."""
+    proc = subprocess.run(
+        [argv[0], "-X", "importtime", *argv[1:]], env=env, cwd=cwd, capture_output=True, text=True, timeout=60
+    )
+    rows = [line.split("|") for line in proc.stderr.splitlines() if line.startswith("import time:")]
+    rows = [r for r in rows if len(r) == 3 and r[1].strip().isdigit()]
+    top = sum(int(r[1]) for r in rows if not r[2].startswith("  "))  # cumulative us of the top-level imports
+    return len(rows), top / 1000
+
+
 def register_job(ws: Any, prefix: str) -> tuple[Any, str]:
     """A running job in `ws`, as a wrapper would have it after `started`; returns (open registry, job id)."""
     from mam.jobs.ledger import Ledger, new_job_id, new_owner
@@ -144,7 +155,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"event_cli: error: {path} not found (install mam into {args.venv} first)", file=sys.stderr)
             return 2
 
-    from mam.jobs.wake import Listener
+    from mam.jobs.intake import Listener
     from mam.store import jobs as jobs_table
     from mam.workspace import Workspace
 
@@ -200,9 +211,11 @@ def main(argv: list[str] | None = None) -> int:
             stored = len(jobs_table.events_after(conn, job_id)), len(jobs_table.events_after(conn, orphan_id))
         if stored != (args.runs + 2, args.runs + 1):
             raise RuntimeError(f"{stored} events stored, expected {(args.runs + 2, args.runs + 1)}")
-        wakes = sum(1 for _ in range(args.runs + 2) if woken.acquire(timeout=5))
-        if wakes != args.runs + 2:
-            raise RuntimeError(f"{wakes} wake-ups arrived, expected {args.runs + 2}")
+        mam_script = [str(python), str(mam), *mam_argv[1:]]
+        counted = {"mam": imports(mam_script, env, ws.root), "floor": imports(pass_argv, env, ws.root)}
+        wakes = sum(1 for _ in range(args.runs + 3) if woken.acquire(timeout=5))
+        if wakes != args.runs + 3:
+            raise RuntimeError(f"{wakes} wake-ups arrived, expected {args.runs + 3}")
         listener.close()
     except Exception as e:  # noqa: BLE001 - one line on stderr, exit 1
         print(f"event_cli: error: {e}", file=sys.stderr)
@@ -226,6 +239,7 @@ def main(argv: list[str] | None = None) -> int:
         "fallback_over_baseline": round(med["fallback"] / med["baseline"], 2),
         "cpu_mam_over_floor": round(cmed["mam"] / cmed["floor"], 2),
         "cpu_mam_over_baseline": round(cmed["mam"] / cmed["baseline"], 2),
+        "imports": {k: {"modules": n, "ms": round(ms, 1)} for k, (n, ms) in counted.items()},
         "target_ms": TARGET_MS,
         "target_fallback": TARGET,
         "wall_min_ms": {k: round(min(v), 1) for k, v in wall.items()},
@@ -251,6 +265,11 @@ def main(argv: list[str] | None = None) -> int:
             f"  {label:44} {med[k]:8.1f} {min(wall[k]):8.1f} {cmed[k]:8.1f} {med[k] / med['floor']:6.2f}x "
             f"{med[k] / med['baseline']:6.2f}x"
         )
+    (n_mam, ms_mam), (n_floor, ms_floor) = counted["mam"], counted["floor"]
+    print(
+        f"imports (python -X importtime, one run): mam event {n_mam} modules, {ms_mam:.1f} ms; "
+        f"python -c pass {n_floor} modules, {ms_floor:.1f} ms"
+    )
     met = med["mam"] <= TARGET_MS and cmed["mam"] <= TARGET_MS
     print(
         f"mam: {med['mam']:.1f} ms wall, {cmed['mam']:.1f} ms CPU   target: <= {TARGET_MS:g} ms -> "
