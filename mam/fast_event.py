@@ -241,7 +241,14 @@ def canonical(obj: dict[str, object]) -> bytes:
 
 
 def _emit(
-    root: str, state: str, job_id: str, type: str, body: dict[str, object], record: dict[str, object]
+    root: str,
+    state: str,
+    job_id: str,
+    type: str,
+    body: dict[str, object],
+    record: dict[str, object],
+    sender: str = "agent",
+    publish: bool = True,
 ) -> tuple[int, str, str] | None:
     """(seq, where it went, a warning) once the event is committed; None with nothing written."""
     db = os.path.join(state, DB_FILE)
@@ -263,7 +270,7 @@ def _emit(
             return None
         with lock:
             fcntl.flock(lock.fileno(), fcntl.LOCK_EX)  # released when closed
-            stored = _store(conn, job_id, type, body, str(record["token"]), relayed)
+            stored = _store(conn, job_id, type, body, str(record["token"]), relayed, sender)
             if stored is None:
                 return None
             # Committed: from here on nothing may return None (the full path would record it again).
@@ -272,6 +279,8 @@ def _emit(
                 return seq, "runner", ""
             if not wake.send(os.path.join(state, "run"), job_id):
                 return seq, "wrapper", ""
+            if not publish:
+                return seq, "disk", ""
             via, warning = _publish(root, str(record["topic_prefix"]), job_id, raw)
             return seq, via, warning
     finally:
@@ -293,7 +302,13 @@ def _ready(conn: sqlite3.Connection) -> bool:
 
 
 def _store(
-    conn: sqlite3.Connection, job_id: str, type: str, body: dict[str, object], token: str, relayed: bool
+    conn: sqlite3.Connection,
+    job_id: str,
+    type: str,
+    body: dict[str, object],
+    token: str,
+    relayed: bool,
+    sender: str = "agent",
 ) -> tuple[int, bytes] | None:
     """Allocate the seq, sign and record the event in one transaction; None (rolled back) if it is not for here."""
     try:
@@ -315,7 +330,7 @@ def _store(
             "job": job_id,
             "seq": seq,
             "type": type,
-            "sender": "agent",
+            "sender": sender,
             "ts": ts,
             "body": body,
         }
@@ -326,7 +341,7 @@ def _store(
             return None
         conn.execute(
             "INSERT INTO events(job_id, seq, type, sender, ts, raw, recorded_at, published) VALUES (?,?,?,?,?,?,?,?)",
-            (job_id, seq, type, "agent", ts, raw.decode("utf-8"), time.time(), int(not relayed)),
+            (job_id, seq, type, sender, ts, raw.decode("utf-8"), time.time(), int(not relayed)),
         )
         conn.execute("COMMIT")
     except (UnicodeError, sqlite3.Error):  # a lone surrogate from argv; a registry this module cannot write
@@ -384,12 +399,23 @@ def _fork_heartbeater(root: str, job_id: str, interval_s: float) -> None:
         return False
 
     def body(agent_start: int | None) -> None:
+        # The first beat at once, from the modules already loaded: importing the heartbeater's own takes a
+        # while on a loaded machine, and the job's K x N deadline runs from `started`.
+        state = os.path.join(root, STATE_DIR)
+        record = _record(state, job_id)
+        beaten = False
+        if record is not None:
+            try:  # counts once on disk with the wrapper woken (or for the runner); else the heartbeater beats again
+                done = _emit(root, state, job_id, "heartbeat", {}, record, "heartbeater", publish=False)
+                beaten = done is not None and done[1] in ("wrapper", "runner")
+            except (OSError, sqlite3.Error):
+                beaten = False
         from pathlib import Path
 
         from mam.jobs.heartbeat import beat_here
         from mam.workspace import Workspace
 
-        beat_here(Workspace(Path(root)), job_id, interval_s, agent_pid, agent_start)
+        beat_here(Workspace(Path(root)), job_id, interval_s, agent_pid, agent_start, beaten=beaten)
 
     folder = os.path.join(root, STATE_DIR, "delegate_job_logs", job_id)
     detached(folder, agent_pid, body, log_name="heartbeat.log", done_at_once=unseen)

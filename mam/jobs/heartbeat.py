@@ -41,12 +41,14 @@ def fork(ws: Workspace, job_id: str, interval_s: float, agent_pid: int) -> int:
     return detached(folder, agent_pid, lambda start: beat_here(ws, job_id, interval_s, agent_pid, start), log_name=LOG)
 
 
-def beat_here(ws: Workspace, job_id: str, interval_s: float, agent_pid: int, agent_start: int | None) -> None:
+def beat_here(
+    ws: Workspace, job_id: str, interval_s: float, agent_pid: int, agent_start: int | None, *, beaten: bool = False
+) -> None:
     """The forked heartbeater's whole life (mam.util.fork.detached's body): beat, then end the process."""
     code, why = Exit.OK, ""
     try:
         logging.basicConfig(level=logging.INFO, format="%(asctime)s heartbeat %(message)s", force=True)
-        why = run(ws, job_id, interval_s, agent_pid, agent_start)
+        why = run(ws, job_id, interval_s, agent_pid, agent_start, beaten=beaten)
         log.info("stopped: %s", why)
     except BaseException as e:  # the heartbeater must end here, never back in the caller's code
         log.info("stopped: error: %s", e)
@@ -147,8 +149,10 @@ def run(
     agent_start: int | None,
     *,
     max_beats: int | None = None,
+    beaten: bool = False,
 ) -> str:
-    """Beat until the job ends or the agent dies; return why it stopped.
+    """Beat until the job ends or the agent dies; return why it stopped. `beaten`: the first beat was
+    sent already (mam.fast_event sends it before this module is imported), so wait an interval first.
 
     Each beat is committed to the store and wakes the job's wrapper (which relays it to MQTT), as
     `mam event` does; only while no wrapper listens does the heartbeater connect (importing paho
@@ -178,7 +182,9 @@ def run(
             if emitter.client is None and emitter.connect is None and not relayed(record):
                 emitter.connect = connect  # once connected, paho reconnects by itself; until then every beat tries
             try:
-                emitter.emit(job_id, "heartbeat", {}, sender="heartbeater")
+                if not beaten:
+                    emitter.emit(job_id, "heartbeat", {}, sender="heartbeater")
+                beaten = False
             except JobError as e:
                 return f"job_ended: {e}"
             except BrokerError:
