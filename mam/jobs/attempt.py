@@ -280,6 +280,7 @@ class JobAttempt:
                 wake.poke(self.ledger.ws, [wake.ENDED])
             if self.ledger.job.terminal:  # handed to a detached sender: never blocks the exit
                 job_ended(self.ledger.ws, self.settings, self.ledger.job.id)
+            self.intake.close()  # its wake socket: from here on `mam event` publishes by itself
             self.events.close(self.ledger)
         return self.outcome()
 

@@ -18,7 +18,6 @@ from __future__ import annotations
 import fcntl
 import json
 import os
-import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,23 +25,20 @@ from typing import Any
 
 from mam.store import idempotency
 from mam.store import jobs as jobs_table
+from mam.store.common import AUDIT as AUDIT
+from mam.store.common import now_ms as now_ms
 from mam.store.jobs import JobRow
 from mam.store.registry import Registry
 from mam.util import wake
 from mam.util.fs import atomic_write_json
 from mam.workspace import Workspace
 
-AUDIT = "audit.jsonl"
 ATTACHED = "attached"  # the audit kind of one delegation that attached to a job by its idempotency key
 SECRET_FIELDS = ("token", "dispatch_secret")
 COUNTERS = ("last_seq", "last_event_ms")  # change without the state: in the registry, not in the record
 TAIL = 8192
 
 Line = tuple[str, Mapping[str, Any]]  # (kind, fields)
-
-
-def now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 @dataclass(frozen=True)

@@ -93,7 +93,9 @@ def test_caps_hold_four_jobs_to_two_agents_at_once_and_reviewers_to_one_and_all_
     assert peak(work_spans(gov, sessions[:2])) == 1  # the reviewers' own cap
     holds = [held_by(r["id"]) for _c, r in results]
     assert sum(1 for h in holds if h) >= 2, holds  # two waited for a slot
-    assert any("role_slot" in h for h in holds[:2]) and not any("role_slot" in h for h in holds[2:]), holds
+    # Which reviewer waits for what depends on who claims first (the workspace slot or the role's): the
+    # reviewers' own peak above is the role cap's proof; a developer is never held by the reviewers' cap.
+    assert not any("role_slot" in h for h in holds[2:]), holds
     view = json.loads(mam("budget", "--json", check=True).stdout)
     assert view["running"] == 0 and view["queued"] == 0 and view["max_running_jobs"] == 2
     assert {r["role"]: r["max_running_jobs"] for r in view["roles"]} == {"reviewer": 1, "dev": None}
