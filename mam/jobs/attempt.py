@@ -42,13 +42,13 @@ from mam.notify import job_ended
 from mam.settings import Settings
 from mam.store import jobs as jobs_table
 from mam.store.registry import Registry
-from mam.util import wake
+from mam.util import pokes as wake
 from mam.workspace import Workspace
 
 log = logging.getLogger(__name__)
 
 # The loops below sleep until something is due (a deadline, a nudge, a reminder) or something happens
-# (an MQTT message, a poke from mam.util.wake when the job's row or the session's jobs change). Two
+# (an MQTT message, a poke from mam.util.pokes when the job's row or the session's jobs change). Two
 # things announce nothing, so they are looked at on a slow clock:
 # - a wrapper killed -9 leaves the job ahead of this one open and says nothing (close_if_abandoned);
 # - an event the agent wrote to the store without reaching the broker (the disk path) while this

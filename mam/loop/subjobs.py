@@ -1,7 +1,7 @@
 """Sub-jobs: jobs the creator delegated with `--parent-job <its job id>` (and theirs, recursively).
 
 Before a review the loop waits for them to end: it sleeps until a job of the workspace ends (a poke,
-mam.util.wake) or the next bound. The wait is bounded by each job's own deadlines (plus the heartbeat
+mam.util.pokes) or the next bound. The wait is bounded by each job's own deadlines (plus the heartbeat
 grace), and by an overall cap; a job whose wrapper died is closed by its deadlines
 (`close_if_abandoned`) rather than waited on forever. A wrapper that died says nothing, so that is
 looked at every ABANDONED_CHECK_S.
@@ -18,7 +18,7 @@ from mam.jobs.stale import close_if_abandoned
 from mam.store import jobs as jobs_table
 from mam.store.jobs import JobRow
 from mam.store.registry import Registry
-from mam.util import wake
+from mam.util import pokes as wake
 from mam.workspace import Workspace
 
 ABANDONED_CHECK_S = 2.0

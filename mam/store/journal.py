@@ -29,7 +29,7 @@ from mam.store.common import AUDIT as AUDIT
 from mam.store.common import now_ms as now_ms
 from mam.store.jobs import JobRow
 from mam.store.registry import Registry
-from mam.util import wake
+from mam.util import pokes as wake
 from mam.util.fs import atomic_write_json
 from mam.workspace import Workspace
 
@@ -118,7 +118,7 @@ def commit(registry: Registry, t: Transition) -> Committed:
 
 
 def _poke(ws: Workspace, job_id: str, row: JobRow | None) -> None:
-    """Wake whoever waits on this change (mam.util.wake): the job's wrapper; on a new state or owner,
+    """Wake whoever waits on this change (mam.util.pokes): the job's wrapper; on a new state or owner,
     the session's next job, the parent's loop and, once it ended, whoever waits for a free slot."""
     keys = [wake.job_key(job_id)]
     if row is not None:

@@ -1,5 +1,5 @@
 """An idle wrapper sleeps: its follow loop wakes for a deadline, a message or a poke, never on a fixed
-short clock; a cancel from another writer and the end of the job ahead wake it at once (mam.util.wake).
+short clock; a cancel from another writer and the end of the job ahead wake it at once (mam.util.pokes).
 
 The slow clocks (ABANDONED_CHECK_S, DISK_CHECK_S) are set to an hour here, so only a poke can end the
 waits below in time; MAM_POLL_S is 0.02 s, so a loop that slept `poll_s` would wake ~50 times a second.
@@ -21,7 +21,7 @@ from mam.jobs.model import Job, JobState
 from mam.jobs.queries import cancel
 from mam.settings import load_settings
 from mam.store.registry import Registry
-from mam.util import wake
+from mam.util import pokes as wake
 from mam.workspace import Workspace
 
 HOUR = 3600.0

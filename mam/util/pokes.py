@@ -14,7 +14,8 @@ waits until the waiter's own deadline, never a wrong answer. The keys in use:
 - `parent:<id>`: a sub-job of that job changed state (the loop waits for a round's sub-jobs);
 - `ended`: some job of the workspace ended (whoever waits for a free slot).
 
-`mam.store.journal.commit` pokes them after every commit that changed a row.
+`mam.store.journal.commit` pokes them after every commit that changed a row. (Not to be confused with
+mam/jobs/wake.py: the socket on which `mam event` wakes a local job's wrapper for a new event.)
 """
 
 from __future__ import annotations
