@@ -30,6 +30,9 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from bench._support import kill_tmux  # noqa: E402
+from mam.bus.envelope import Envelope  # noqa: E402
+from mam.bus.topics import Topics  # noqa: E402
+from mam.errors import DecodeError  # noqa: E402
 from mam.jobs.delegate import DelegateRequest, delegate  # noqa: E402
 from mam.jobs.record import read_audit  # noqa: E402
 from mam.settings import load_settings  # noqa: E402
@@ -117,6 +120,20 @@ def run_point(sessions: int, jobs_per_session: int, broker_env: dict[str, str], 
         shared = open_client(
             settings, ws, role="scale-orchestrator", timeout=30
         )  # one connection for every wrapper thread
+        # An observer on its own connection, as a runner or `mam top` would be: when each job's
+        # retained final state reaches it, after the wrapper published it (the envelope's ts).
+        seen: dict[str, float] = {}
+        observer = open_client(settings, ws, role="scale-observer", timeout=30)
+
+        def on_state(topic: str, payload: bytes, retained: bool) -> None:
+            try:
+                env = Envelope.decode(payload)
+            except DecodeError:
+                return
+            with lock:
+                seen.setdefault(env.job, time.time() - env.ts / 1000)
+
+        observer.subscribe(Topics.of(settings, ws).all_states(), on_state, timeout=30)
 
         def worker(name: str) -> None:
             registry = Registry(ws)
@@ -155,7 +172,15 @@ def run_point(sessions: int, jobs_per_session: int, broker_env: dict[str, str], 
             t.join()
         wall = time.monotonic() - start
         wrapper_cpu = time.process_time() - wrapper_cpu0
+        flush_t0 = time.monotonic()
+        unacked = shared.flush(60)  # the final states' publishes are not waited for by the wrappers
+        flush_s = time.monotonic() - flush_t0
         shared.close()
+        deadline = time.monotonic() + 30
+        while len(seen) < len(outcomes) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        observer.close()
+        state_delays = list(seen.values())
         monitor_cpu = cpu_s(monitor.pid) - cpu0
         memory = [rss_kb(p) for p in pane_pids]
         latencies, events = [], 0
@@ -212,6 +237,12 @@ def run_point(sessions: int, jobs_per_session: int, broker_env: dict[str, str], 
             "wrappers_cpu_s": round(wrapper_cpu, 2),
             "wrappers_cpu_per_job_ms": round(1000 * wrapper_cpu / max(1, len(outcomes)), 1),
             "rss_per_session_mb": round(statistics.mean(memory) / 1024, 1) if memory else 0.0,
+            "state_unacked": unacked,
+            "state_flush_s": round(flush_s, 2),
+            "states_seen": len(seen),
+            "state_seen_p50_s": round(pct(state_delays, 0.5), 3),
+            "state_seen_p99_s": round(pct(state_delays, 0.99), 3),
+            "loadavg": " ".join(f"{x:.1f}" for x in os.getloadavg()),
         }
     finally:
         if monitor is not None and monitor.poll() is None:
@@ -294,15 +325,20 @@ def main(argv: list[str] | None = None) -> int:
     else:
         print(
             f"{'sessions':>8} {'jobs':>5} {'lost':>4} {'stuck':>5} {'jobs/min':>8} {'p50 s':>6} {'p99 s':>6} "
-            f"{'ev/s':>6} {'mon cpu%':>8} {'MB/sess':>7}"
+            f"{'ev/s':>6} {'mon cpu%':>8} {'MB/sess':>7} {'unacked':>7} {'state p99':>9}"
         )
         for r in rows:
             print(
                 f"{r['sessions']:>8} {r['jobs']:>5} {r['lost']:>4} {r['stuck_open']:>5} {r['jobs_per_min']:>8} "
                 f"{r['started_p50_s']:>6} "
-                f"{r['started_p99_s']:>6} {r['events_per_s']:>6} {r['monitor_cpu_pct']:>8} {r['rss_per_session_mb']:>7}"
+                f"{r['started_p99_s']:>6} {r['events_per_s']:>6} {r['monitor_cpu_pct']:>8} "
+                f"{r['rss_per_session_mb']:>7} {r['state_unacked']:>7} {r['state_seen_p99_s']:>9}"
             )
-    return 0 if all(r["lost"] == 0 and r["stuck_open"] == 0 and r["wrapper_error_count"] == 0 for r in rows) else 1
+    ok = all(
+        r["lost"] == 0 and r["stuck_open"] == 0 and r["wrapper_error_count"] == 0 and r["state_unacked"] == 0
+        for r in rows
+    )
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":
