@@ -23,6 +23,7 @@ import tempfile
 import threading
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -70,7 +71,9 @@ def pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
 
 
-def run_point(sessions: int, jobs_per_session: int, broker_env: dict[str, str], *, heartbeat: float) -> dict[str, Any]:
+def run_point(
+    sessions: int, jobs_per_session: int, broker_env: dict[str, str], *, heartbeat: float, create_parallel: int = 1
+) -> dict[str, Any]:
     root = Path(tempfile.mkdtemp(prefix=f"mam-scale-{sessions}-"))
     ws = Workspace(root)
     home = root / ".home"
@@ -92,7 +95,8 @@ def run_point(sessions: int, jobs_per_session: int, broker_env: dict[str, str], 
     monitor = None
     try:
         t0 = time.monotonic()
-        for name in names:
+
+        def create(name: str) -> None:
             done = subprocess.run(
                 [MAM, "session", "create", "--agent", "demo", "--role", "dev", "--session", name],
                 env=env,
@@ -101,6 +105,10 @@ def run_point(sessions: int, jobs_per_session: int, broker_env: dict[str, str], 
             )
             if done.returncode != 0:
                 raise RuntimeError(f"create {name}: {done.stderr}")
+
+        create(names[0])  # alone: it starts the tmux server
+        with ThreadPoolExecutor(max(1, create_parallel)) as pool:
+            list(pool.map(create, names[1:]))
         created_s = time.monotonic() - t0
         reg = Registry(ws)
         pane_pids = [r.pane_pid for r in reg.sessions() if r.pane_pid]
@@ -288,6 +296,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--plot", type=Path, default=None, help="write a PNG of latency and throughput against sessions"
     )
+    parser.add_argument(
+        "--create-parallel", type=int, default=1, help="sessions created at once (set-up only; 4 makes 500 bearable)"
+    )
     parser.add_argument("--json", action="store_true")
     parser.add_argument(
         "--replot",
@@ -305,7 +316,9 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     try:
         for n in [int(x) for x in args.sessions.split(",")]:
-            row = run_point(n, args.jobs_per_session, broker.env(), heartbeat=args.heartbeat)
+            row = run_point(
+                n, args.jobs_per_session, broker.env(), heartbeat=args.heartbeat, create_parallel=args.create_parallel
+            )
             rows.append(row)
             if not args.json:
                 print(json.dumps(row), flush=True)
