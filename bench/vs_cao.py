@@ -379,8 +379,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             res["cao"]["server_start_s"] = cao.start()
             keep.append(cao.proc.pid if cao.proc else 0)
         names = [f"w{i}" for i in range(args.parallel_sessions)]
-        for side in sides.values():  # the sessions the round trips and the parallel run use (untimed)
-            for name in ["rt", *names]:
+        for side in sides.values():  # the sessions the round trips (the first) and the parallel run use (untimed)
+            for name in names:
                 side.create(name)
         # create -> ready, interleaved; each new session is removed again at once
         created: dict[str, list[float]] = {k: [] for k in sides}
@@ -394,10 +394,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         # one delegation round trip, interleaved, after one warm-up each
         trips: dict[str, list[float]] = {k: [] for k in sides}
         for side in sides.values():
-            side.job("rt", f"warm-up {uuid.uuid4().hex[:6]}")
+            side.job(names[0], f"warm-up {uuid.uuid4().hex[:6]}")
         for i in range(args.runs):
             for key, side in sides.items():
-                trips[key].append(side.job("rt", f"round trip {i} {uuid.uuid4().hex[:6]}"))
+                trips[key].append(side.job(names[0], f"round trip {i} {uuid.uuid4().hex[:6]}"))
         for key in sides:
             res[key]["round_trip_median_s"] = median(trips[key])
             res[key]["round_trip_p90_s"] = sorted(trips[key])[int(0.9 * (len(trips[key]) - 1))]
