@@ -462,7 +462,7 @@ def table(result: dict[str, Any]) -> str:
     m = result["machine"]
     lines.append("")
     lines.append(
-        f"{m['date']}; {m['nproc']} cores ({m['cpu']}); Python {m['python']}; tmux {m['tmux']}; "
+        f"{m['date']}; {m['nproc']} cores ({m['cpu']}); Python {m['python']}; {m['tmux']}; "
         f"broker {p['broker']}; mam via {p['via']}; CAO {CAO_VERSION}; runs {p['runs']}, "
         f"{p['parallel_sessions']} x {p['parallel_jobs']} jobs, idle {p['idle_s']:g} s"
     )
