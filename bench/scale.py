@@ -2,12 +2,16 @@
 delegated concurrently (one delegating thread per session), with a monitor running.
 
 Prints, per scale point: jobs per minute, dispatch-to-`started` latency p50/p99, events per
-second, the monitor's CPU, memory per session, lost or stuck jobs; with --plot writes a PNG of
-latency and throughput against sessions. Baseline for the ratios: the 10-session point.
+second, the monitor's CPU, memory per session, lost or stuck jobs, final states the orchestrator's
+shared connection still had unacked when it closed, and when an observer saw each final state;
+with --plot writes a PNG of latency and throughput against sessions. Baseline for the ratios: the
+first point.
 
     .venv/bin/python bench/scale.py                       # 10, 50, 100 sessions; 1,000 jobs at 100
     .venv/bin/python bench/scale.py --sessions 10,20 --jobs-per-session 3 --json
+    .venv/bin/python bench/scale.py --sessions 500 --jobs-per-session 5 --create-parallel 4   # 2,500 jobs
     .venv/bin/python bench/scale.py --plot docs/scale.png
+    .venv/bin/python bench/scale.py --replot rows.txt --plot docs/scale-500.png   # rows printed by earlier runs
 """
 
 from __future__ import annotations
