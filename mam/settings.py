@@ -88,6 +88,28 @@ KEYS: tuple[Key, ...] = (
         "Reminders per job at most; one more turn end without a report then fails the job (ended_without_report).",
         "int",
     ),
+    Key(
+        "MAM_IDEMPOTENCY_TTL_S",
+        "86400",
+        "How long an idempotency key (`--idempotency-key`, `--dedup`) keeps naming its job, in seconds from the "
+        "job's creation (never less than while the job is open); a later delegation with the key makes a new job.",
+        "float",
+    ),
+    Key(
+        "MAM_MAX_RUNNING_JOBS",
+        "0",
+        "Jobs delivered and not yet ended, workspace-wide, at most (0: no cap); a job over it waits `queued`. "
+        "MAM_MAX_RUNNING_JOBS_<ROLE> (e.g. MAM_MAX_RUNNING_JOBS_REVIEWER=1) caps the sessions of one role.",
+        "int",
+    ),
+    Key("MAM_TOKEN_BUDGET", "0", "Tokens the workspace's jobs may spend in all, ever (0: no budget).", "int"),
+    Key("MAM_TOKEN_BUDGET_DAILY", "0", "Tokens the workspace's jobs may spend per UTC day (0: no budget).", "int"),
+    Key(
+        "MAM_DEFAULT_ESTIMATE_TOKENS",
+        "20000",
+        "Tokens reserved for a job with no --estimate-tokens while its role has no completed job to go by.",
+        "int",
+    ),
     Key("MAM_NO_AUTOSTART", "0", "1: never start a broker, tmux or herdr server on demand.", "bool"),
     Key("MAM_POLL_S", "0.25", "How often waiting loops (wrapper, monitor) look at the registry, in seconds.", "float"),
     Key("MAM_MONITOR_INTERVAL_S", "5", "How often the monitor reconciles panes and the registry, in seconds.", "float"),
@@ -141,6 +163,8 @@ class Settings:
     env_file: Path | None = None
     extra_env: Mapping[str, str] = field(default_factory=dict)
     warnings: tuple[str, ...] = ()  # e.g. an unknown key in .mam.env; the CLI prints them on stderr
+    # MAM_MAX_RUNNING_JOBS_<ROLE>: the cap of each role (keyed by role_key(role)); not in KEYS, a family of names
+    max_running_jobs_by_role: Mapping[str, int] = field(default_factory=dict)
 
     # -- the broker
     broker_host: str  # MQTT_BROKER, stripped ("": the embedded broker)
@@ -163,9 +187,15 @@ class Settings:
     dispatch_wait_s: float
     remind_after_s: float
     reminders: int
+    idempotency_ttl_s: float
     dispatch_freshness_s: float
     poll_s: float
     monitor_interval_s: float
+    # -- the governor (mam/governor): 0 is no cap
+    max_running_jobs: int
+    token_budget: int
+    token_budget_daily: int
+    default_estimate_tokens: int
     # -- panes, helpers, the rest
     no_autostart: bool
     backend: str
@@ -188,7 +218,18 @@ class Settings:
         for name, value in overrides.items():
             values[name] = value
             sources[name] = "override"
-        return _build(values, sources, env_file=self.env_file, extra_env=self.extra_env, warnings=self.warnings)
+        roles = {ROLE_CAP_PREFIX + k: str(v) for k, v in self.max_running_jobs_by_role.items()}
+        roles.update({k: v for k, v in overrides.items() if k.startswith(ROLE_CAP_PREFIX)})
+        for name in roles:
+            values.pop(name, None)
+            sources.pop(name, None)
+        return _build(
+            values, sources, env_file=self.env_file, extra_env=self.extra_env, warnings=self.warnings, role_caps=roles
+        )
+
+    def max_running_for_role(self, role: str) -> int:
+        """MAM_MAX_RUNNING_JOBS_<ROLE> for this role (0: no cap of its own)."""
+        return self.max_running_jobs_by_role.get(role_key(role), 0)
 
     def describe(self) -> list[dict[str, str]]:
         """Every key with its value (secrets redacted) and where it came from."""
@@ -198,6 +239,14 @@ class Settings:
             shown = redact(value) if key.secret else value
             rows.append({"key": key.name, "value": shown, "source": self.sources[key.name], "doc": key.doc})
         return rows
+
+
+ROLE_CAP_PREFIX = "MAM_MAX_RUNNING_JOBS_"
+
+
+def role_key(role: str) -> str:
+    """The <ROLE> of MAM_MAX_RUNNING_JOBS_<ROLE> for a session role: upper case, other characters as `_`."""
+    return "".join(c if c.isalnum() else "_" for c in role.upper())
 
 
 SECRET_SUFFIXES = ("_TOKEN", "_SECRET", "_PASSWORD")
@@ -225,6 +274,7 @@ def load_settings(
     values = {k.name: k.default for k in KEYS}
     sources = {k.name: "default" for k in KEYS}
     extra: dict[str, str] = {}
+    roles: dict[str, str] = {}
     warnings: list[str] = []
     used_file: Path | None = None
     if env_file is not None and (required_env_file or os.path.lexists(env_file)):
@@ -234,6 +284,8 @@ def load_settings(
             if entry.key in values:
                 values[entry.key] = entry.value
                 sources[entry.key] = f"{env_file}:{entry.line}"
+            elif entry.key.startswith(ROLE_CAP_PREFIX):
+                roles[entry.key] = entry.value
             else:
                 extra[entry.key] = entry.value
                 warnings.append(unknown_key_warning(entry.key, f"{env_file}:{entry.line}"))
@@ -241,7 +293,8 @@ def load_settings(
         if key.name in environ:
             values[key.name] = environ[key.name]
             sources[key.name] = "environment"
-    return _build(values, sources, env_file=used_file, extra_env=extra, warnings=tuple(warnings))
+    roles.update({k: v for k, v in environ.items() if k.startswith(ROLE_CAP_PREFIX) and len(k) > len(ROLE_CAP_PREFIX)})
+    return _build(values, sources, env_file=used_file, extra_env=extra, warnings=tuple(warnings), role_caps=roles)
 
 
 def _build(
@@ -251,11 +304,29 @@ def _build(
     env_file: Path | None,
     extra_env: Mapping[str, str],
     warnings: tuple[str, ...],
+    role_caps: Mapping[str, str] | None = None,
 ) -> Settings:
     """The one place Settings are made: validate every value, then give each key its typed field."""
     _validate(values, sources)
     typed: dict[str, Any] = {key.field: _typed(key, values[key.name]) for key in KEYS}  # checked by a test
-    return Settings(values=values, sources=sources, env_file=env_file, extra_env=extra_env, warnings=warnings, **typed)
+    by_role: dict[str, int] = {}
+    for name, raw in (role_caps or {}).items():
+        try:
+            cap = int(raw.strip())
+            if cap < 0:
+                raise ValueError("must not be negative")
+        except ValueError as e:
+            raise ConfigError(f"{name}={raw.strip()!r}: {e}", key=name) from e
+        by_role[role_key(name.removeprefix(ROLE_CAP_PREFIX))] = cap
+    return Settings(
+        values=values,
+        sources=sources,
+        env_file=env_file,
+        extra_env=extra_env,
+        warnings=warnings,
+        max_running_jobs_by_role=by_role,
+        **typed,
+    )
 
 
 def _typed(key: Key, value: str) -> str | int | float | bool:

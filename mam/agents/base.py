@@ -65,6 +65,9 @@ class AgentAdapter:
     command: ClassVar[str] = ""  # the executable, looked up on the pane's PATH
     id_at_launch: ClassVar[bool] = False  # True: mam chooses the conversation id and passes it at launch
     exit_keys: ClassVar[tuple[KeyStep, ...]] = (("key", "C-d"),)
+    # What stops the agent's turn under way and leaves it at its prompt, ready for the next brief (never
+    # an exit): a job stopped by its --max-tokens (mam.governor). Escape in most TUIs.
+    interrupt_keys: ClassVar[tuple[KeyStep, ...]] = (("key", "Escape"),)
     exit_grace_s: ClassVar[float] = 0.0  # at least this long for a graceful exit (a CLI slow to quit)
     # Environment variables that change where the CLI keeps its conversations; recorded per session.
     env_keys: ClassVar[tuple[str, ...]] = ("HOME",)

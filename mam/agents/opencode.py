@@ -27,6 +27,8 @@ class OpencodeAdapter(AgentAdapter):
     # The default app_exit binding `<leader>q` (leader ctrl+x): the /exit command is missing
     # from some 1.x releases, and ctrl+c only clears a non-empty input box.
     exit_keys = (("key", "C-x"), ("key", "q"))
+    # One Escape only asks to press it again; apart, so the second is not read as an Alt chord.
+    interrupt_keys = (("key", "Escape"), ("pause", "0.3"), ("key", "Escape"))
     env_keys = ("HOME", "XDG_DATA_HOME", "OPENCODE_DB")
     paste_placeholders = ("[Pasted ~",)
     full_args = ("--auto",)

@@ -18,6 +18,11 @@ from mam.cli.common import App, run_cli
 
 COMMANDS = {
     "broker": ("mam.cli.broker", "broker", "Start, stop or inspect the workspace's embedded MQTT broker."),
+    "budget": (
+        "mam.cli.budget",
+        "budget",
+        "Show the running-job caps and token budgets: committed, reserved, remaining; running and queued jobs.",
+    ),
     "config": ("mam.cli.config", "config", "Print every setting, its value (secrets redacted) and where it came from."),
     "session": ("mam.cli.session", "session", "Create, stop, resume and inspect agent sessions."),
     "job": ("mam.cli.job", "job", "Delegate jobs to sessions and inspect them."),
@@ -78,7 +83,8 @@ def cli(ctx: click.Context, workspace: str | None, env_file: str | None) -> None
     """mam: run long-lived coding agents in panes and delegate signed, tracked jobs to them.
 
     Exit codes: 0 ok; 1 failure; 2 bad settings or usage (for `job delegate`: timeout);
-    3 broker unavailable; 4 already running elsewhere; 5 not delivered / not found.
+    3 broker unavailable; 4 already running elsewhere; 5 not delivered / not found;
+    6 refused or stopped by a token budget (`job delegate`).
     Each command's --help lists its own.
     """
     ctx.obj = App(workspace_arg=workspace, env_file_arg=env_file)

@@ -33,7 +33,19 @@ Exit codes:
      or a remote runner refused to paste the brief (brief_refused)
   2  no event for K x N seconds (deadline_timeout) or the --timeout budget spent (wall_clock_timeout)
   3  broker unavailable and no terminal status on disk
-  5  not delivered: session busy (session_busy), target not found, or the job was taken over by another attempt
+  5  not delivered: session busy (session_busy), target not found, a cap kept it queued past
+     --dispatch-wait (queue_timeout), or the job was taken over by another attempt
+  6  a token budget: refused at once, a budget being spent (budget_exhausted; never delivered), or
+     stopped when its measured usage passed --max-tokens (token_budget; its turn interrupted)
+
+\b
+Caps (see `mam budget --help`): over MAM_MAX_RUNNING_JOBS or MAM_MAX_RUNNING_JOBS_<ROLE>, or while a
+token budget waits for reservations in flight, the job is `queued` and starts in order when it fits.
+
+\b
+With --idempotency-key K (or --dedup: K = sha256 of the target session and the brief), a job that
+already has K (made less than MAM_IDEMPOTENCY_TTL_S ago, or still open) is not made again and nothing
+is injected: this call attaches to it, waits for its end and exits with its exit code.
 """
 
 
@@ -67,10 +79,29 @@ def job() -> None:
     "--job-id", default=None, help="Use this job id; if it exists, attach to it instead (never injects twice)."
 )
 @click.option(
+    "--idempotency-key",
+    default=None,
+    help="If a job with this key exists (MAM_IDEMPOTENCY_TTL_S), attach to it: wait for it, exit with its code.",
+)
+@click.option("--dedup", is_flag=True, help="Use sha256(target session, brief) as the idempotency key.")
+@click.option(
     "--dispatch-wait",
     type=float,
     default=None,
     help="Seconds to wait for the session's earlier jobs (default MAM_DISPATCH_WAIT_S).",
+)
+@click.option(
+    "--max-tokens",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Stop the job (exit 6) once its measured token usage passes N; also caps its reservation.",
+)
+@click.option(
+    "--estimate-tokens",
+    type=click.IntRange(min=0),
+    default=None,
+    help="Tokens to reserve against the budgets (default: the median of the role's last 20 completed jobs, "
+    "else MAM_DEFAULT_ESTIMATE_TOKENS).",
 )
 @click.option(
     "--allow-insecure-broker",
@@ -90,7 +121,11 @@ def delegate(
     heartbeat: float | None,
     parent_job: str | None,
     job_id: str | None,
+    idempotency_key: str | None,
+    dedup: bool,
     dispatch_wait: float | None,
+    max_tokens: int | None,
+    estimate_tokens: int | None,
     allow_insecure_broker: bool,
     follow: bool,
     as_json: bool,
@@ -111,7 +146,11 @@ def delegate(
         heartbeat_s=heartbeat,
         parent_job=parent_job,
         job_id=job_id,
+        idempotency_key=idempotency_key,
+        dedup=dedup,
         dispatch_wait_s=dispatch_wait,
+        max_tokens=max_tokens,
+        estimate_tokens=estimate_tokens,
         allow_insecure_broker=allow_insecure_broker,
     )
     out = run_delegate(
@@ -121,6 +160,7 @@ def delegate(
         registry=open_registry(app),
         on_update=_printer() if follow else None,
         remote=ORIGIN,
+        on_attach=_attached,
     )
     if as_json:
         echo_json(out.as_dict())
@@ -131,6 +171,10 @@ def delegate(
     else:
         click.echo(f"job {out.job_id}: {out.state} ({out.reason}){': ' + out.detail if out.detail else ''}", err=True)
     return out.exit_code
+
+
+def _attached(job_id: str, still_open: bool) -> None:
+    click.echo(f"attached to job {job_id} (same idempotency key){': waiting' if still_open else ''}", err=True)
 
 
 def _read_brief(path: str) -> str:

@@ -62,6 +62,12 @@ def session() -> None:
     "whether to trust it, the create fails (mam never answers a dialog).",
 )
 @click.option(
+    "--token-budget",
+    type=click.IntRange(min=0),
+    default=0,
+    help="Tokens this session's jobs may spend in all (0: no budget of its own); see `mam budget --help`.",
+)
+@click.option(
     "--onboard",
     is_flag=True,
     help=f"Send an onboarding job and wait for it (exit {Exit.ONBOARD_FAILED} failed, "
@@ -86,6 +92,7 @@ def create(
     cwd: str | None,
     permissions: str,
     no_trust: bool,
+    token_budget: int,
     onboard: bool,
     onboard_timeout: float | None,
     as_json: bool,
@@ -114,6 +121,7 @@ def create(
         permissions=permissions,
         trust=not no_trust,
         onboard_timeout=onboard_timeout,
+        token_budget=token_budget,
     )
     row, code = made.row, made.exit_code
     if made.onboarding is not None and not as_json:

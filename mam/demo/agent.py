@@ -7,7 +7,8 @@ the protocol with the real `mam event` commands and does deterministic work:
     demo-write: PATH :: TEXT      write a file (TEXT may use \\n)
     demo-append: PATH :: TEXT     append to a file
     demo-commit: MESSAGE          git add -A && git commit (argv, no shell)
-    demo-sleep: SECONDS           work that long (with progress events)
+    demo-sleep: SECONDS           work that long (with progress events; Escape interrupts it)
+    demo-tokens: N                spend N output tokens at this point (see Usage)
     demo-behaviour: NAME          override the session's behaviour for this brief
     demo-verdict: V               reviewer verdict: PASS, NOT PASS, none, inline, lower, double
     demo-rebut: TEXT              as a creator, answer a fix request with [REBUT: TEXT]
@@ -18,6 +19,15 @@ writes one there (or adds a revision to it). A brief holding `[mam-loop: challen
 creator to challenge a plan: it answers with a challenge for its first MAM_DEMO_CHALLENGES
 (default 1) such briefs, then with `[PLAN OK]`. Behaviours (MAM_DEMO_BEHAVIOUR or --behaviour): ok,
 never_start, crash_after_start, silent_after_start, error, slow, unsubmitted.
+
+Usage: like a real CLI's transcript, the conversation file records the tokens of each model turn
+(a turn's `usage`: input_tokens, output_tokens, cache_read_tokens, cache_write_tokens), which mam
+reads for the job's usage (mam.usage.readers.demo_conversation). For each job, deterministically:
+input_tokens = ceil(bytes of the submitted message / 4) when it starts, then output_tokens = N at
+each `demo-tokens: N` line as it is reached, then output_tokens = REPLY_TOKENS (100) for its reply,
+just before `completed`. Its work log is in the same file: a turn `work: begin` when it takes a job,
+`work: end` just before it reports (completed or error), `work: interrupted` on an Escape.
+Escape while it works interrupts the job, as a real CLI's turn is interrupted: no report is sent.
 Run: python -m mam.agents.demo_agent (--session-id ID | --resume ID) [--behaviour B]
 """
 
@@ -25,8 +35,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import re
+import select
 import shutil
 import subprocess
 import sys
@@ -38,6 +50,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+REPLY_TOKENS = 100
+ESCAPE_WAIT_S = 0.05  # a lone Escape is one that no other byte follows this soon (a TUI's escape timeout)
 BEHAVIOURS = ("ok", "never_start", "crash_after_start", "silent_after_start", "error", "slow", "unsubmitted")
 PASTE_START, PASTE_END = b"\x1b[200~", b"\x1b[201~"
 STARTED = re.compile(
@@ -68,6 +82,10 @@ def conversation_paths(env: Mapping[str, str], cid: str) -> list[Path]:
     return list(dict.fromkeys([conversations_dir(env) / f"{cid}.json", _home_dir(env) / f"{cid}.json"]))
 
 
+class Interrupted(Exception):
+    """Escape was pressed while the agent worked on a job (the job's id is the message)."""
+
+
 class Conversation:
     """The agent's memory: one JSON file per conversation id."""
 
@@ -91,9 +109,9 @@ class Conversation:
         convo.save()
         return convo
 
-    def add(self, role: str, text: str) -> None:
+    def add(self, role: str, text: str, **extra: Any) -> None:
         with self._lock:
-            self.data["turns"].append({"role": role, "text": text, "ts": time.time()})
+            self.data["turns"].append({"role": role, "text": text, "ts": time.time(), **extra})
             self.save()
 
     def save(self) -> None:
@@ -128,6 +146,7 @@ class DemoAgent:
         self.swallow_enter = behaviour == "unsubmitted"
         self.mam = shutil.which("mam") or ""
         self.busy = threading.Lock()
+        self.interrupt = threading.Event()  # Escape while a job is worked on
 
     # -- input --------------------------------------------------------------------------------
     def run(self) -> int:
@@ -150,6 +169,11 @@ class DemoAgent:
         in_paste = False
         paste = bytearray()
         while True:
+            if pending == b"\x1b" and not in_paste and not select.select([fd], [], [], ESCAPE_WAIT_S)[0]:
+                pending = b""  # a lone Escape: interrupt the work under way
+                if self.busy.locked():
+                    self.interrupt.set()
+                continue
             chunk = os.read(fd, 65536)
             if not chunk:
                 return 0
@@ -220,8 +244,12 @@ class DemoAgent:
 
     def _work(self, text: str) -> None:
         with self.busy:
+            self.interrupt.clear()
             try:
                 self._handle(text)
+            except Interrupted as e:
+                self.convo.add("agent", f"interrupted {e}", work="interrupted", job=str(e))
+                self.say("interrupted")
             except Exception as e:  # the demo must never die of a bad brief: it reports it
                 self.screen.line(f"demo agent: internal error {type(e).__name__}: {e}")
 
@@ -237,6 +265,8 @@ class DemoAgent:
             self.say(f"(ignoring job {job})")
             return
         silent = behaviour == "silent_after_start"
+        self.convo.add("agent", f"working on {job}", work="begin", job=job)
+        self.spend(job, input_tokens=math.ceil(len(text.encode("utf-8")) / 4))
         self.event("started", job, "--nonce", nonce, *([] if silent else ["--heartbeat", hb]))
         if behaviour == "crash_after_start":
             self.say("crashing now (demo)")
@@ -245,13 +275,23 @@ class DemoAgent:
             self.say(f"(started {job}, now going silent)")
             return
         if behaviour == "error":
+            self.convo.add("agent", f"done with {job}", work="end", job=job)
             self.event("error", job, "--reason", "demo agent was told to fail")
             return
         if behaviour == "slow":
             directives.append(("sleep", os.environ.get("MAM_DEMO_SLEEP_S", "3")))
         message, report = self._do(job, text, directives)
         args = ["--message", message] + (["--report", report] if report else [])
+        self.spend(job, output_tokens=REPLY_TOKENS)
+        self.convo.add("agent", f"done with {job}", work="end", job=job)
         self.event("completed", job, *args)
+
+    def spend(self, job: str, **tokens: int) -> None:
+        """Record a model turn's usage, as a CLI's transcript does (see Usage in the module docstring)."""
+        usage = {
+            k: tokens.get(k, 0) for k in ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens")
+        }
+        self.convo.add("agent", f"model turn for {job}", usage=usage, job=job)
 
     def _do(self, job: str, text: str, directives: list[tuple[str, str]]) -> tuple[str, str | None]:
         done: list[str] = []
@@ -261,7 +301,12 @@ class DemoAgent:
         if CHALLENGE_REQUEST in text:
             return self._challenge(), None
         for name, value in directives:
-            if name in ("write", "append"):
+            if self.interrupt.is_set():
+                raise Interrupted(job)
+            if name == "tokens":
+                self.spend(job, output_tokens=int(value or "0"))
+                done.append(f"spent {value} tokens")
+            elif name in ("write", "append"):
                 path, _, content = value.partition(" :: ")
                 target = Path(path.strip())
                 target.parent.mkdir(parents=True, exist_ok=True)
@@ -288,7 +333,8 @@ class DemoAgent:
     def _sleep(self, job: str, seconds: float) -> None:
         end = time.monotonic() + seconds
         while time.monotonic() < end:
-            time.sleep(min(1.0, max(0.0, end - time.monotonic())))
+            if self.interrupt.wait(min(1.0, max(0.0, end - time.monotonic()))):
+                raise Interrupted(job)
             self.event("progress", job, "--message", f"working ({max(0.0, end - time.monotonic()):.0f}s left)")
 
     def _review(self, path: Path, directives: list[tuple[str, str]]) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from mam.jobs.outcomes import JobState
 from mam.store import jobs as jobs_table
 from mam.store.registry import Registry
 from mam.store.sessions import SessionRow
@@ -31,7 +32,10 @@ def session_extras(registry: Registry) -> Callable[[Workspace, SessionRow], dict
         open_rows = jobs_table.open_jobs(conn)
         every = jobs_table.list_jobs(conn, limit=1_000_000)
     open_by_session: dict[str, dict[str, Any]] = {}
+    queued: dict[str, list[str]] = {}  # jobs a governor cap holds (mam.governor)
     for row in open_rows:
+        if row.state == JobState.QUEUED.value:
+            queued.setdefault(row.session, []).append(row.id)
         job = row.data.get("job", {})
         if row.session not in open_by_session and row.state in ("delivering", "delivered", "running"):
             open_by_session[row.session] = job
@@ -45,6 +49,7 @@ def session_extras(registry: Registry) -> Callable[[Workspace, SessionRow], dict
         return {
             **session_activity(ws, row, open_by_session.get(row.name)),
             "usage": sum_usage(usage_by_session.get(row.name, [])),
+            "queued": queued.get(row.name, []),
         }
 
     return extras

@@ -27,12 +27,13 @@ from mam.bus.envelope import Envelope
 from mam.bus.mqtt import MqttClient
 from mam.bus.topics import Topics
 from mam.errors import BrokerError, MamError
+from mam.governor.gate import Governor
 from mam.jobs import record as rec
-from mam.jobs.delivery import Delivery
+from mam.jobs.delivery import Delivery, interrupt
 from mam.jobs.intake import Intake
 from mam.jobs.ledger import Ledger, TakenOver
-from mam.jobs.model import Claim, Delivered, End, Job, JobState, Tick, deadlines
-from mam.jobs.outcomes import TAKEN_OVER_DETAIL, TAKEN_OVER_EXIT, Exit, Reason, ending
+from mam.jobs.model import Claim, Delivered, End, Job, JobState, Queued, Tick, deadlines
+from mam.jobs.outcomes import TAKEN_OVER_DETAIL, TAKEN_OVER_EXIT, UNCLAIMED, Exit, Reason, ending
 from mam.jobs.remind import Reminder, pane_typer
 from mam.jobs.stale import close_if_abandoned
 from mam.jobs.usage import record_usage
@@ -56,6 +57,7 @@ class Outcome:
     report: str = ""
     record: dict[str, Any] = field(default_factory=dict)
     taken_over: bool = False
+    attached: bool = False  # this call attached to a job its idempotency key named (mam.jobs.attach)
 
     def as_dict(self) -> dict[str, Any]:
         """What `mam job delegate --json` prints (and the MCP tool returns): the final record, never the token."""
@@ -68,6 +70,7 @@ class Outcome:
             "detail": self.detail,
             "result": self.result,
             "taken_over": self.taken_over,
+            "attached": self.attached,
         }
 
 
@@ -223,6 +226,7 @@ class JobAttempt:
         self.dispatch_wait_s = dispatch_wait_s
         self.intake = Intake(ledger, registry, local=events.reads_store)
         self.poll = settings.poll_s
+        self.governor = Governor(registry, settings, ledger)  # running caps and token budgets
 
     def run(self) -> Outcome:
         try:
@@ -246,10 +250,18 @@ class JobAttempt:
         finally:
             if self.events.reads_store:  # the agent's CLI records are on this host
                 record_usage(self.registry, self.ledger)
+            self._settle_budget()
             if self.ledger.job.terminal:  # handed to a detached sender: never blocks the exit
                 job_ended(self.ledger.ws, self.settings, self.ledger.job.id)
+            self.intake.close()  # its wake socket: from here on `mam event` publishes by itself
             self.events.close(self.ledger)
         return self.outcome()
+
+    def _settle_budget(self) -> None:
+        try:
+            self.governor.settle()
+        except MamError as e:  # a dead wrapper's reservation is settled by the next admission
+            log.warning("job %s: reservation not settled: %s", self.ledger.job.id, e)
 
     def _abandon(self, error: BaseException) -> None:
         """This attempt crashed: end the job rather than leave it open under a living process."""
@@ -269,7 +281,7 @@ class JobAttempt:
             return
         delivery = self.make_delivery()  # made once connected: a dispatch uses the connection
         try:
-            if self.ledger.job.state is JobState.PENDING:
+            if self.ledger.job.state in UNCLAIMED:
                 if not self._deliver(delivery):
                     return
             self._follow(delivery)
@@ -315,13 +327,22 @@ class JobAttempt:
                 ahead = jobs_table.open_jobs_ahead(conn, self.ledger.job.session, self.ledger.qid)
             for other in ahead:
                 close_if_abandoned(self.registry.ws, self.registry, other.id)
-            if not ahead:
+            verdict = None if ahead else self.governor.admit()  # a running slot and a token reservation
+            if verdict is not None and verdict.admitted:
                 return True
-            if not announced:
+            if verdict is not None and verdict.refused:
+                self.refuse(Reason.BUDGET_EXHAUSTED, verdict.detail)
+                return False
+            if verdict is not None and verdict.hold is not None:
+                self.ledger.apply(Queued(rec.now_ms(), verdict.hold.value))
+            elif not announced:
                 self.ledger.note("waiting", ahead=[j.id for j in ahead])
                 announced = True
             if time.monotonic() >= deadline:
-                self.refuse(Reason.SESSION_BUSY, f"session busy with {ahead[0].id} for {wait:g}s")
+                if verdict is not None:
+                    self.refuse(Reason.QUEUE_TIMEOUT, f"queued for {wait:g}s: {verdict.detail}")
+                else:
+                    self.refuse(Reason.SESSION_BUSY, f"session busy with {ahead[0].id} for {wait:g}s")
                 return False
             self.ledger.sync()
             if self.ledger.job.terminal:
@@ -343,6 +364,11 @@ class JobAttempt:
                 delivery.keep_heartbeat(self.ledger)
             reminder.check()  # the agent's turn ended without a report: remind it, or end the job
             if self.ledger.job.terminal:
+                break
+            over = self.governor.over_budget() if self.events.reads_store else ""
+            if over:  # its --max-tokens: interrupt the agent's turn (never an exit), then end the job
+                interrupt(delivery, self.ledger)
+                self.end(Reason.TOKEN_BUDGET, over)
                 break
             now = rec.now_ms()
             if self.events.lost() and any(now > d for d, _s, _r in deadlines(self.ledger.job)):

@@ -19,6 +19,7 @@ from mam.jobs.target import Target
 from mam.notify import session_terminated
 from mam.sessions.common import backend_for
 from mam.sessions.create import check_no_dialog, wait_ready
+from mam.sessions.stop import press
 from mam.settings import Settings
 from mam.store.registry import Registry
 from mam.store.sessions import LIVE, SessionRow, SessionStatus
@@ -204,3 +205,13 @@ class PaneDelivery:
             self._nudges += 1
             backend.send_keys(self.row.pane_id or "", "Enter")
             ledger.note("nudge", pane=self.row.pane_id, count=self._nudges)
+
+
+def interrupt(delivery: Delivery, ledger: Ledger) -> None:
+    """Stop the agent's turn under way with its CLI's interrupt keys (a local pane only; never an exit)."""
+    if not isinstance(delivery, PaneDelivery) or delivery.row is None or not delivery.row.pane_id:
+        return
+    row = delivery.row
+    keys = get_adapter(row.agent).interrupt_keys
+    press(backend_for(row, settings=delivery.settings, ws=delivery.ws), delivery.row.pane_id, keys)
+    ledger.note("interrupted", pane=row.pane_id, keys=[value for _kind, value in keys])

@@ -13,7 +13,7 @@ from typing import Any
 
 from mam.jobs import activity
 from mam.jobs.outcomes import OPEN as OPEN  # the states live with the table of outcomes; re-exported here
-from mam.jobs.outcomes import STATE_EXIT, TERMINAL, Ignored, JobState, Reason
+from mam.jobs.outcomes import STATE_EXIT, TERMINAL, UNCLAIMED, Ignored, JobState, Reason
 
 # Which sender may send which event type.
 SENDER_TYPES: Mapping[str, frozenset[str]] = {
@@ -50,6 +50,8 @@ class Job:
     activity_ms: int | None = None
     waiting: dict[str, Any] | None = None  # {since, tool, message} while it waits for a person
     turn_ends: int = 0  # turn ends (Stop / notify) seen while the job was open
+    queued_for: str = ""  # while queued: what holds it (mam.governor: `slot`, `role_slot`, `budget`)
+    queued_ms: int | None = None
 
     @property
     def terminal(self) -> bool:
@@ -73,6 +75,14 @@ class Claim:
     """The wrapper is about to inject the brief (recorded before the paste: at most once)."""
 
     at: int
+
+
+@dataclass(frozen=True)
+class Queued:
+    """Its session's turn came, but a cap holds it (mam.governor): what holds it, in `waiting_for`."""
+
+    at: int
+    waiting_for: str
 
 
 @dataclass(frozen=True)
@@ -111,7 +121,7 @@ class End:
     detail: str = ""
 
 
-Input = Claim | Delivered | Event | Tick | End
+Input = Claim | Queued | Delivered | Event | Tick | End
 
 
 def _end(
@@ -126,11 +136,17 @@ def step(job: Job, inp: Input) -> tuple[Job, str]:
     if job.terminal:
         return job, Ignored.JOB_CLOSED
     if isinstance(inp, Claim):
-        if job.state is not JobState.PENDING:
+        if job.state not in UNCLAIMED:
             return job, Ignored.ALREADY_CLAIMED
-        return replace(job, state=JobState.DELIVERING, claimed_ms=inp.at), ""
+        return replace(job, state=JobState.DELIVERING, claimed_ms=inp.at, queued_for=""), ""
+    if isinstance(inp, Queued):
+        if job.state not in UNCLAIMED:
+            return job, Ignored.ALREADY_CLAIMED
+        if job.state is JobState.QUEUED and job.queued_for == inp.waiting_for:
+            return job, Ignored.NO_CHANGE
+        return replace(job, state=JobState.QUEUED, queued_for=inp.waiting_for, queued_ms=job.queued_ms or inp.at), ""
     if isinstance(inp, Delivered):
-        if job.state not in (JobState.PENDING, JobState.DELIVERING):
+        if job.state not in (*UNCLAIMED, JobState.DELIVERING):
             return job, Ignored.ALREADY_DELIVERED
         return replace(job, state=JobState.DELIVERED, claimed_ms=job.claimed_ms or inp.at, delivered_ms=inp.at), ""
     if isinstance(inp, End):
@@ -148,7 +164,7 @@ def _event(job: Job, ev: Event) -> tuple[Job, str]:
     seen = replace(job, last_seq=ev.seq)
     if ev.sender == "runner":
         if ev.type == "delivered":
-            if job.state not in (JobState.PENDING, JobState.DELIVERING):
+            if job.state not in (*UNCLAIMED, JobState.DELIVERING):
                 return seen, ""
             return replace(
                 seen,
@@ -170,7 +186,7 @@ def _event(job: Job, ev: Event) -> tuple[Job, str]:
     if ev.type == "started":
         if job.state is JobState.RUNNING:
             return job, Ignored.ALREADY_STARTED
-        if job.state is JobState.PENDING:
+        if job.state in UNCLAIMED:
             return job, Ignored.NOT_DELIVERED
         if ev.body.get("nonce") != job.nonce:
             return job, Ignored.BAD_NONCE
@@ -178,7 +194,7 @@ def _event(job: Job, ev: Event) -> tuple[Job, str]:
         heartbeat = hb if isinstance(hb, int) and not isinstance(hb, bool) and hb > 0 else job.heartbeat_ms
         return replace(seen, state=JobState.RUNNING, started_ms=ev.at, last_event_ms=ev.at, heartbeat_ms=heartbeat), ""
     if ev.type == "activity":
-        if job.state is JobState.PENDING:
+        if job.state in UNCLAIMED:
             return job, Ignored.NOT_DELIVERED
         return activity.apply(seen, ev), ""
     if job.state is not JobState.RUNNING:
@@ -249,6 +265,8 @@ def input_from_dict(data: Mapping[str, Any]) -> Input:
     fields = {k: v for k, v in data.items() if k != "input"}
     if kind == "claim":
         return Claim(**fields)
+    if kind == "queued":
+        return Queued(**fields)
     if kind == "delivered":
         return Delivered(**fields)
     if kind == "event":

@@ -10,13 +10,16 @@ every SKILL.md exit table against this module (and greps mam/ so no literal come
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from enum import Enum
-from typing import Final
+
+TYPE_CHECKING = False  # (typing is not imported: `mam event` imports this module, once per agent event)
+if TYPE_CHECKING:
+    from typing import Final
 
 
 class JobState(str, Enum):
     PENDING = "pending"  # registered, waiting for the session's earlier jobs
+    QUEUED = "queued"  # its session's turn came, but a cap (running jobs, tokens) holds it (mam/governor)
     DELIVERING = "delivering"  # the brief is being injected (never injected again after this)
     DELIVERED = "delivered"  # injected; waiting for `started`
     RUNNING = "running"  # `started` received; heartbeats expected
@@ -31,6 +34,8 @@ class JobState(str, Enum):
 
 TERMINAL: frozenset[JobState] = frozenset({JobState.COMPLETED, JobState.FAILED, JobState.TIMED_OUT, JobState.CANCELLED})
 OPEN: frozenset[JobState] = frozenset(JobState) - TERMINAL
+UNCLAIMED: frozenset[JobState] = frozenset({JobState.PENDING, JobState.QUEUED})  # the brief is not in the pane
+UNCLAIMED_STATES: tuple[str, ...] = tuple(s.value for s in JobState if s in UNCLAIMED)
 OPEN_STATES: tuple[str, ...] = tuple(s.value for s in JobState if s in OPEN)  # for SQL `state IN (...)`
 
 
@@ -45,6 +50,7 @@ class Exit:
     LOCK_BUSY: Final = 4  # a single-instance lock (loop, monitor, runner) is held
     NOT_DELIVERED: Final = 5  # a job cancelled (never delivered, cancelled), or taken over by another attempt
     NOT_FOUND: Final = 5  # no such session, job or loop
+    BUDGET: Final = 6  # refused by a token budget (never delivered), or stopped by its --max-tokens
     ONBOARD_FAILED: Final = 44
     ONBOARD_LATE: Final = 45  # the onboarding job did not end in time
     NO_EXECUTABLE: Final = 127  # the program to run was not found (the shell's code)
@@ -71,19 +77,26 @@ class Reason(str, Enum):
     RUNNER_STOPPED = "runner_stopped"
     BRIEF_REFUSED = "brief_refused"
     NO_OUTCOME = "no_outcome"
+    QUEUE_TIMEOUT = "queue_timeout"
+    BUDGET_EXHAUSTED = "budget_exhausted"
+    TOKEN_BUDGET = "token_budget"
 
     def __str__(self) -> str:
         return self.value
 
 
-@dataclass(frozen=True)
 class Ending:
-    """One row of the table: a reason, the state a job ends in for it, and the exit code."""
+    """One row of the table: a reason, the state a job ends in for it, and the exit code.
 
-    reason: Reason
-    state: JobState
-    exit_code: int
-    when: str
+    A plain class, not a dataclass: importing dataclasses (and inspect) would cost `mam event` ~8 ms."""
+
+    __slots__ = ("reason", "state", "exit_code", "when")
+
+    def __init__(self, reason: Reason, state: JobState, exit_code: int, when: str) -> None:
+        self.reason, self.state, self.exit_code, self.when = reason, state, exit_code, when
+
+    def __repr__(self) -> str:
+        return f"Ending({self.reason!r}, {self.state!r}, {self.exit_code!r}, {self.when!r})"
 
 
 ENDINGS: Mapping[Reason, Ending] = {
@@ -113,6 +126,9 @@ ENDINGS: Mapping[Reason, Ending] = {
         Ending(Reason.RUNNER_STOPPED, JobState.CANCELLED, Exit.NOT_DELIVERED, "the runner stopped before delivering"),
         Ending(Reason.BRIEF_REFUSED, JobState.FAILED, Exit.FAILED, "a runner would not paste a dispatched brief"),
         Ending(Reason.NO_OUTCOME, JobState.FAILED, Exit.FAILED, "a loop's job thread ended without an outcome"),
+        Ending(Reason.QUEUE_TIMEOUT, JobState.CANCELLED, Exit.NOT_DELIVERED, "a cap held the job queued past the wait"),
+        Ending(Reason.BUDGET_EXHAUSTED, JobState.CANCELLED, Exit.BUDGET, "a token budget is spent: refused at once"),
+        Ending(Reason.TOKEN_BUDGET, JobState.FAILED, Exit.BUDGET, "its measured usage passed --max-tokens"),
     )
 }
 

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from mam.jobs import record as rec
 from mam.jobs.ledger import owner_alive
 from mam.jobs.model import End, Input, Job, JobState, Tick, input_to_dict, step
-from mam.jobs.outcomes import Reason, ending
+from mam.jobs.outcomes import UNCLAIMED, Reason, ending
 from mam.notify import job_ended
 from mam.store import journal
 from mam.store.journal import Transition
@@ -28,7 +28,7 @@ def close_if_abandoned(ws: Workspace, registry: Registry, job_id: str, *, by: st
         return None
 
     def decide(job: Job, now: int) -> End | Tick:
-        if job.state is JobState.PENDING:
+        if job.state in UNCLAIMED:
             died = ending(Reason.WRAPPER_DIED)
             return End(
                 at=now,

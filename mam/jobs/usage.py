@@ -32,9 +32,24 @@ def reported_tokens(ws: Workspace, job_id: str) -> int | None:
     return None
 
 
-def measure(ws: Workspace, registry: Registry, ledger: Ledger) -> dict[str, Any] | None:
+def total(usage: Any) -> int | None:
+    """The tokens of a usage record: `total_tokens` when the agent gave only that, else the sum of its four counts."""
+    if not isinstance(usage, dict):
+        return None
+    given = usage.get("total_tokens")
+    if isinstance(given, int) and not isinstance(given, bool) and given >= 0:
+        return given
+    counts = [usage.get(k) for k in ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens")]
+    return sum(c for c in counts if isinstance(c, int) and not isinstance(c, bool) and c > 0)
+
+
+def measure(
+    ws: Workspace, registry: Registry, ledger: Ledger, *, until_ms: int | None = None, settle: bool = True
+) -> dict[str, Any] | None:
+    """The job's usage from the CLI's records between its injection and its end (`until_ms`: so far,
+    for a job still running; `settle=False` never waits for a record still being written)."""
     job = ledger.job
-    since, until = job.claimed_ms or job.delivered_ms, job.ended_ms
+    since, until = job.claimed_ms or job.delivered_ms, until_ms if until_ms is not None else job.ended_ms
     if since is None or until is None:
         return None
     row = registry.find_session(job.session)
@@ -50,8 +65,9 @@ def measure(ws: Workspace, registry: Registry, ledger: Ledger) -> dict[str, Any]
             env=row.agent_env,
             since_ms=since,
             until_ms=until,
+            settle=settle,
         )
-    if usage is None:
+    if usage is None and until_ms is None:
         tokens = reported_tokens(ws, job.id)
         if tokens is not None:
             usage = {"input_tokens": 0, "output_tokens": 0, "cache_read_tokens": 0, "cache_write_tokens": 0}

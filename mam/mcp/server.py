@@ -201,8 +201,11 @@ def build(service: Service, *, poll_s: float) -> MCPServer:
     @server.tool(
         description="Delegate a brief to a session (`mam job delegate`): returns {id, state, ...} as soon as the brief "
         f"is in the pane, or the job's outcome if it ended first "
-        f"(busy or missing session: exit_code {Exit.NOT_DELIVERED}). "
-        "wait: true waits for the end, like job_wait. Times in seconds."
+        f"(busy or missing session: exit_code {Exit.NOT_DELIVERED}; refused by a spent token budget: exit_code "
+        f"{Exit.BUDGET}). wait: true waits for the end, like job_wait. Times in seconds; max_tokens and "
+        "estimate_tokens as --max-tokens and --estimate-tokens (see budget_status). "
+        "idempotency_key (or dedup: true, the key from sha256 of target session and brief): if a job with that key "
+        "exists (MAM_IDEMPOTENCY_TTL_S), nothing is made or injected; the call attaches to it (attached: true)."
     )
     @guarded
     async def job_delegate(
@@ -215,6 +218,10 @@ def build(service: Service, *, poll_s: float) -> MCPServer:
         parent_job: str | None = None,
         job_id: str | None = None,
         dispatch_wait_s: float | None = None,
+        max_tokens: int | None = None,
+        estimate_tokens: int | None = None,
+        idempotency_key: str | None = None,
+        dedup: bool = False,
         wait: bool = False,
     ) -> CallToolResult:
         d = await thread(
@@ -227,6 +234,10 @@ def build(service: Service, *, poll_s: float) -> MCPServer:
             parent_job=parent_job,
             job_id=job_id,
             dispatch_wait_s=dispatch_wait_s,
+            max_tokens=max_tokens,
+            estimate_tokens=estimate_tokens,
+            idempotency_key=idempotency_key,
+            dedup=dedup,
         )
         while not d.delivered.is_set():
             await anyio.sleep(poll_s)
@@ -235,7 +246,7 @@ def build(service: Service, *, poll_s: float) -> MCPServer:
         if wait:
             await follow(d.job_id, float("inf"), ctx)
             return await finish(d)
-        view = await thread(service.job_status, id=d.job_id)
+        view = {**await thread(service.job_status, id=d.job_id), "attached": bool(d.attached_to)}
         return ok(view, f"job {view['id']}: {view['state']} on {view['session']}")
 
     @server.tool(
@@ -289,6 +300,16 @@ def build(service: Service, *, poll_s: float) -> MCPServer:
     ) -> CallToolResult:
         events = await thread(service.events_recent, job=job, session=session, since_seq=since_seq, limit=limit)
         return ok({"events": events}, f"{len(events)} event(s)")
+
+    @server.tool(
+        description="The running-job caps and token budgets (`mam budget --json`): each cap with limit, committed, "
+        "reserved, used and remaining; per session and per role; running and queued counts; tokens saved by dedup. "
+        "A job a budget refuses or stops ends with exit_code 6."
+    )
+    @guarded
+    async def budget_status() -> CallToolResult:
+        view = await thread(service.budget_status)
+        return ok(view, f"{view['running']} running, {view['queued']} queued")
 
     # -- loops ----------------------------------------------------------------------------------
     @server.tool(

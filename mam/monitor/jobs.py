@@ -9,7 +9,8 @@ from mam.errors import MamError
 from mam.jobs import record as rec
 from mam.jobs.intake import Intake
 from mam.jobs.ledger import Ledger, owner_alive
-from mam.jobs.model import Job, JobState, Tick
+from mam.jobs.model import Job, Tick
+from mam.jobs.outcomes import UNCLAIMED_STATES
 from mam.jobs.stale import close_if_abandoned
 from mam.store import jobs as jobs_table
 from mam.store import journal
@@ -60,7 +61,7 @@ class OrphanFollower:
                 if dropped is not None:
                     dropped.flush()
                 continue
-            if row.state == JobState.PENDING.value:
+            if row.state in UNCLAIMED_STATES:
                 ended = close_if_abandoned(self.ws, self.registry, row.id, by="monitor")
                 if ended is not None:
                     repairs.append((row.id, f"{ended.state.value} ({ended.reason}): its wrapper died before delivery"))

@@ -17,8 +17,8 @@ from mam.jobs.brief import MAX_BRIEF_BYTES, check_brief
 from mam.jobs.delivery import PaneDelivery
 from mam.jobs.emit import Emitter
 from mam.jobs.ledger import Ledger, new_owner
-from mam.jobs.model import Job, JobState
-from mam.jobs.outcomes import Reason
+from mam.jobs.model import Job
+from mam.jobs.outcomes import UNCLAIMED, Reason
 from mam.jobs.target import Target
 from mam.remote.dispatch import Dispatch
 from mam.settings import Settings
@@ -117,6 +117,6 @@ class RunnerJob:
         try:
             return self.attempt.run()
         finally:
-            if self.attempt.ledger.job.state is JobState.PENDING:
+            if self.attempt.ledger.job.state in UNCLAIMED:
                 self.attempt.refuse(Reason.RUNNER_STOPPED, "the runner stopped before delivering")
             self.registry.close()

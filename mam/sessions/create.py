@@ -35,6 +35,7 @@ class CreateRequest:
     ready_timeout: float = 20.0
     permissions: str = "report"  # ask | report | full
     trust: bool = True  # record cwd as trusted where the CLI keeps trust per folder (False: --no-trust)
+    token_budget: int = 0  # --token-budget: tokens its jobs may spend in all (0: none; mam.governor)
 
 
 def check_request(req: CreateRequest) -> None:
@@ -47,6 +48,8 @@ def check_request(req: CreateRequest) -> None:
         raise UsageError(f"unknown backend {req.backend!r}: use tmux or herdr")
     if req.permissions not in PERMISSION_MODES:
         raise UsageError(f"unknown permissions {req.permissions!r}: use {', '.join(PERMISSION_MODES)}")
+    if isinstance(req.token_budget, bool) or not isinstance(req.token_budget, int) or req.token_budget < 0:
+        raise UsageError(f"--token-budget must be a whole number of tokens, 0 or more (got {req.token_budget!r})")
     if req.server:
         check_name(req.server, "server name")
     if not Path(req.cwd).expanduser().is_dir():
@@ -79,6 +82,7 @@ def start_session(
     onboard_timeout: float | None = None,
     permissions: str = "report",
     trust: bool = True,
+    token_budget: int = 0,
 ) -> Created:
     """`mam session create` and the MCP tool `session_create`: check, create, onboard (optional).
 
@@ -96,6 +100,7 @@ def start_session(
         server=server or "",
         permissions=permissions,
         trust=trust,
+        token_budget=token_budget,
     )
     check_request(req)
     registry = registry_of()
@@ -131,6 +136,7 @@ def create_session(
         conversation_id=conversation_id,
         agent_env=adapter.agent_env(env),
         permissions=req.permissions,
+        token_budget=req.token_budget,
     )
     _reserve(registry, row)
     backend = open_backend(req.backend, server, settings=settings, ws=ws)

@@ -126,6 +126,39 @@ MIGRATIONS: list[list[str]] = [
         " FROM job_inputs",
         "DROP TABLE job_inputs",
     ],
+    [
+        # The governor (mam/governor): each job's hold on a running slot and its token reservation, made
+        # in one transaction with the check that it fits; `held` while the job may spend, then
+        # `committed` (its measured usage) or `released` (nothing spent). A held row counts as a
+        # running slot only while its job is open, so a dead wrapper's slot frees when its job ends.
+        """CREATE TABLE reservations (
+            job_id TEXT PRIMARY KEY,
+            qid INTEGER NOT NULL,
+            session TEXT NOT NULL,
+            role TEXT NOT NULL DEFAULT '',
+            reserved INTEGER NOT NULL,
+            status TEXT NOT NULL,
+            committed INTEGER NOT NULL DEFAULT 0,
+            source TEXT NOT NULL DEFAULT '',
+            reserved_at REAL NOT NULL,
+            settled_at REAL,
+            day TEXT NOT NULL DEFAULT ''
+        ) WITHOUT ROWID""",
+        "CREATE INDEX reservations_by_status ON reservations(status)",
+        # Once-only marks of the governor (e.g. the 80 % warning of one cap).
+        "CREATE TABLE governor_marks (key TEXT PRIMARY KEY, at REAL NOT NULL) WITHOUT ROWID",
+        # `mam session create --token-budget N` (0: none).
+        "ALTER TABLE sessions ADD COLUMN token_budget INTEGER NOT NULL DEFAULT 0",
+    ],
+    [
+        # Idempotency keys of `mam job delegate --idempotency-key K` / `--dedup` (mam/store/idempotency.py):
+        # the job each key names and when the key was claimed (it expires MAM_IDEMPOTENCY_TTL_S later).
+        """CREATE TABLE idempotency_keys (
+            key TEXT PRIMARY KEY,
+            job_id TEXT NOT NULL,
+            created_at REAL NOT NULL
+        ) WITHOUT ROWID""",
+    ],
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 MOUNTS = Path("/proc/mounts")

@@ -10,7 +10,9 @@ Only what the CLI recorded between the job's injection and its end counts:
   the injection.
 
 - opencode: its database's `step-finish` parts of the session (the step in flight at the end
-  included, as for codex).
+  included, as for codex);
+- demo (mam's demo agent): its conversation file: the `usage` of each of its turns, timestamped
+  within the job (the demo agent records a deterministic usage per job: see mam/demo/agent.py).
 
 Each reader returns `{input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, source}`
 or None (nothing recorded, or a CLI mam reads no usage of).
@@ -175,9 +177,30 @@ def opencode_db(db: Path, session_id: str, since_ms: int, until_ms: int) -> tupl
     return ({**total, "messages": steps, "source": "opencode-db"} if steps else None), settled
 
 
-def _settle(read: Any) -> dict[str, Any] | None:
-    """`read()` -> (usage, settled), again until settled or SETTLE_S passed."""
-    deadline = time.monotonic() + SETTLE_S
+def demo_conversation(path: Path, since_ms: int, until_ms: int) -> dict[str, Any] | None:
+    """The demo agent's conversation file: a JSON object whose `turns` each have a `ts` (seconds) and, for
+    the agent's model turns, a `usage` with the four counts."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    turns = data.get("turns") if isinstance(data, dict) else None
+    total = {k: 0 for k in KEYS}
+    messages = 0
+    for turn in turns if isinstance(turns, list) else []:
+        usage = turn.get("usage") if isinstance(turn, dict) else None
+        at = turn.get("ts") if isinstance(usage, dict) else None
+        if not isinstance(at, (int, float)) or not since_ms <= at * 1000 <= until_ms:
+            continue
+        for key in KEYS:
+            total[key] += _int(usage.get(key))  # type: ignore[union-attr]
+        messages += 1
+    return {**total, "messages": messages, "source": "demo-conversation"} if messages else None
+
+
+def _settle(read: Any, wait: bool = True) -> dict[str, Any] | None:
+    """`read()` -> (usage, settled), again until settled or SETTLE_S passed (`wait=False`: once)."""
+    deadline = time.monotonic() + (SETTLE_S if wait else 0.0)
     while True:
         usage, settled = read()
         if settled or time.monotonic() >= deadline:
@@ -194,8 +217,10 @@ def job_usage(
     env: Mapping[str, str],
     since_ms: int,
     until_ms: int,
+    settle: bool = True,
 ) -> dict[str, Any] | None:
-    """The job's usage from the session's CLI records (None when there are none)."""
+    """The job's usage from the session's CLI records (None when there are none); `settle=False` reads
+    what is there now, without waiting for the record of a response still in flight."""
     from mam.agents import get_adapter
 
     adapter = get_adapter(agent)
@@ -208,8 +233,11 @@ def job_usage(
         rollouts = [p for p in adapter.conversation_files(conversation_id, cwd=cwd, env=env) if p.suffix == ".jsonl"]
         if not rollouts:
             return None
-        return _settle(lambda: codex_rollout(rollouts[0], since_ms, until_ms))
+        return _settle(lambda: codex_rollout(rollouts[0], since_ms, until_ms), settle)
     if agent == "opencode" and conversation_id:
         db = adapter.db(env)  # type: ignore[attr-defined]
-        return _settle(lambda: opencode_db(db, conversation_id, since_ms, until_ms)) if db.is_file() else None
+        return _settle(lambda: opencode_db(db, conversation_id, since_ms, until_ms), settle) if db.is_file() else None
+    if agent == "demo" and conversation_id:
+        path = next((p for p in adapter.conversation_files(conversation_id, cwd=cwd, env=env) if p.is_file()), None)
+        return demo_conversation(path, since_ms, until_ms) if path is not None else None
     return None

@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from mam.jobs.outcomes import JobState
+from mam.jobs.outcomes import UNCLAIMED_STATES, JobState
 from mam.settings import Settings
 from mam.workspace import Workspace
 
@@ -160,7 +160,7 @@ def snapshot(ws: Workspace, settings: Settings, *, broker: str = "unknown") -> S
     for j in sorted(open_jobs, key=lambda j: j.get("created_ms") or 0):
         by_session.setdefault(j["session"], []).append(j)
     for row in rows:
-        current = next((j for j in by_session.get(row["name"], []) if j["state"] != JobState.PENDING.value), None)
+        current = next((j for j in by_session.get(row["name"], []) if j["state"] not in UNCLAIMED_STATES), None)
         current = current or next(iter(by_session.get(row["name"], [])), None)
         state, source = session_state(row, current)
         activity_at = row.get("activity_at")
@@ -182,7 +182,7 @@ def snapshot(ws: Workspace, settings: Settings, *, broker: str = "unknown") -> S
             )
         )
     for session, jobs in by_session.items():
-        waiting = [j for j in jobs if j["state"] == JobState.PENDING.value]
+        waiting = [j for j in jobs if j["state"] in UNCLAIMED_STATES]
         for j in jobs:
             waiting_info = j.get("waiting") if isinstance(j.get("waiting"), dict) else None
             message = (waiting_info or {}).get("message") or messages.get(j["id"], "")

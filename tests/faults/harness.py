@@ -5,7 +5,8 @@ Invariants (each violation is reported with the seed and the schedule step):
 - the job ended in exactly one terminal state, and replaying its audit log gives that state;
 - every event the wrapper accepted is in the store of the host where it was emitted;
   the registries pass integrity_check and their YAML mirrors match them;
-- no process of the run is left behind, and no stale lock blocks the next job on a session.
+- no process of the run is left behind, and no stale lock blocks the next job on a session;
+- with `governor=True` (tests/faults/governor.py): peak running <= the cap, no leaked slot or reservation.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from mam.jobs.record import read_audit
 from mam.store import mirror
 from mam.store import sessions as sessions_table
 from mam.util.poll import Timeout, wait_for
+from tests.faults import governor as gov
 from tests.faults.schedule import Step, make_schedule, waves
 from tests.faults.world import Host, World
 from tests.helpers.jobs import replayed_state
@@ -38,6 +40,7 @@ class Report:
     violations: list[str] = field(default_factory=list)
     outcomes: dict[str, str] = field(default_factory=dict)
     seconds: float = 0.0
+    governor: str = ""  # the governor variant's figures
 
     def violate(self, step: Step | None, text: str) -> None:
         where = step.describe() if step else "(run)"
@@ -50,20 +53,29 @@ class Report:
         text = ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))
         return (
             f"seed {self.seed}: {len(self.steps)} jobs in {self.seconds:.0f}s; {text}; "
-            f"{len(self.violations)} violation(s)"
+            f"{len(self.violations)} violation(s)" + (f"\n{self.governor}" if self.governor else "")
         )
 
 
-def run_schedule(root: Path, *, seed: int, jobs: int, width: int = 6) -> Report:
+def run_schedule(root: Path, *, seed: int, jobs: int, width: int = 6, governor: bool = False) -> Report:
     started = time.monotonic()
-    world = World.build(root)
+    world = World.build(root, extra_env=gov.env() if governor else None)
+    world.wrapper_args = gov.wrapper_args() if governor else []
     steps = make_schedule(seed, jobs, world.origin.sessions, world.remote.sessions)
     report = Report(seed, steps)
+    sampler = gov.Sampler(world.origin.ws.db_path) if governor else None
+    if sampler is not None:
+        sampler.start()
     try:
         for wave in waves(steps, width):
             _run_wave(world, wave, report)
         _final_checks(world, report)
+        if sampler is not None:
+            sampler.finish()
+            _governor_checks(world, sampler, report)
     finally:
+        if sampler is not None:
+            sampler.finish()
         world.shutdown()
         _no_leftovers(world, report)
         report.seconds = time.monotonic() - started
@@ -93,6 +105,7 @@ def _run_wave(world: World, wave: list[Step], report: Report) -> None:
             "--job-id",
             step.job_id,
             *WRAPPER_ARGS,
+            *world.wrapper_args,
             *extra,
         )
     pause = threading.Event()
@@ -347,6 +360,25 @@ def _final_checks(world: World, report: Report) -> None:
                 report.violate(None, f"{host.name} YAML mirror does not match the database")
         finally:
             reg.close()
+
+
+def _governor_checks(world: World, sampler: gov.Sampler, report: Report) -> None:
+    completed = gov.completed_jobs(world.origin.ws.db_path)
+    working = gov.agents_peak([world.origin.ws.root, world.remote.ws.root], completed)
+    figures = []
+    for host in (world.origin, world.remote):
+        slots, unsettled, committed = gov.leaks(host.ws.db_path)
+        figures.append(f"{host.name}: {slots} leaked slot(s), {unsettled} leaked reservation(s), {committed} committed")
+        if slots or unsettled:
+            report.violate(None, f"{host.name}: {slots} slot(s) and {unsettled} reservation(s) leaked")
+    if sampler.peak > gov.CAP:
+        report.violate(None, f"{sampler.peak} jobs held running slots at once; the cap is {gov.CAP}")
+    if working > gov.CAP:
+        report.violate(None, f"{working} agents worked on completed jobs at once; the cap is {gov.CAP}")
+    report.governor = (
+        f"governor: cap {gov.CAP}; peak running {sampler.peak} (registry, {sampler.samples} samples), "
+        f"{working} (agents' logs, {len(completed)} completed jobs); " + "; ".join(figures)
+    )
 
 
 def _no_leftovers(world: World, report: Report) -> None:

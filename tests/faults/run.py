@@ -1,6 +1,7 @@
 """Run the fault-injection schedule from the command line.
 
     .venv/bin/python -m tests.faults.run --jobs 200 --seed 1
+    .venv/bin/python -m tests.faults.run --jobs 200 --seed 1 --governor   # caps + a token budget on
 
 Prints every invariant violation with its seed and schedule step, then a summary; exits 1 if
 any invariant was violated. Re-run with the same --seed to replay the same schedule.
@@ -24,9 +25,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--width", type=int, default=6, help="jobs run at once (on distinct sessions)")
     parser.add_argument("--keep", action="store_true", help="keep the run's folder for inspection")
+    parser.add_argument(
+        "--governor",
+        action="store_true",
+        help="MAM_MAX_RUNNING_JOBS and MAM_TOKEN_BUDGET on: also check peak running <= cap and no leaked slot or "
+        "reservation (tests/faults/governor.py)",
+    )
     args = parser.parse_args(argv)
     root = Path(tempfile.mkdtemp(prefix=f"mam-faults-{args.seed}-"))
-    report = run_schedule(root, seed=args.seed, jobs=args.jobs, width=args.width)
+    report = run_schedule(root, seed=args.seed, jobs=args.jobs, width=args.width, governor=args.governor)
     for line in report.violations:
         print("VIOLATION", line)
     print(report.summary())

@@ -75,13 +75,17 @@ class World:
     monitor: subprocess.Popen[str] | None = None
     runner: subprocess.Popen[str] | None = None
     spawned: list[subprocess.Popen[str]] = field(default_factory=list)
+    wrapper_args: list[str] = field(default_factory=list)  # added to every job's `mam job delegate`
 
     @classmethod
-    def build(cls, root: Path, *, local_sessions: int = 6, remote_sessions: int = 2) -> World:
+    def build(
+        cls, root: Path, *, local_sessions: int = 6, remote_sessions: int = 2, extra_env: dict[str, str] | None = None
+    ) -> World:
         broker = brokers.start_mosquitto(_mkdir(root / "broker"))
         prefix = f"mam/faults-{uuid.uuid4().hex[:8]}"
-        origin = _host(root, "origin", broker, prefix, [f"a{i}" for i in range(local_sessions)])
-        remote = _host(root, "remote", broker, prefix, [f"b{i}" for i in range(remote_sessions)])
+        extra = extra_env or {}
+        origin = _host(root, "origin", broker, prefix, [f"a{i}" for i in range(local_sessions)], extra)
+        remote = _host(root, "remote", broker, prefix, [f"b{i}" for i in range(remote_sessions)], extra)
         world = cls(root, broker, origin, remote)
         for host in (origin, remote):
             for name in host.sessions:
@@ -157,7 +161,9 @@ def _mkdir(path: Path) -> Path:
     return path
 
 
-def _host(root: Path, name: str, broker: brokers.RunningBroker, prefix: str, sessions: list[str]) -> Host:
+def _host(
+    root: Path, name: str, broker: brokers.RunningBroker, prefix: str, sessions: list[str], extra: dict[str, str]
+) -> Host:
     ws_root = _mkdir(root / name / "ws")
     home = _mkdir(root / name / "home")
     tmux = private_tmux()
@@ -172,6 +178,7 @@ def _host(root: Path, name: str, broker: brokers.RunningBroker, prefix: str, ses
         "XDG_DATA_HOME": str(home / ".local/share"),
         "MAM_TOPIC_PREFIX": prefix,
         "MAM_DISPATCH_SECRET": SECRET,
+        **extra,
     }
     return Host(name, Workspace(ws_root), env, tmux, sessions)
 

@@ -45,7 +45,7 @@ def test_with_the_token_the_tools_work_and_two_clients_waiting_on_one_job_both_s
 
     async def main(url: str) -> str:
         async with http_session(url, TOKEN) as a, http_session(url, TOKEN) as b:
-            assert len((await a.list_tools()).tools) == 13
+            assert len((await a.list_tools()).tools) == 14
             sent = await call(a, "job_delegate", target="w", brief="demo-sleep: 3", heartbeat_s=2, start_deadline_s=30)
             assert not sent.error, sent.text
             job_id = sent.data["id"]

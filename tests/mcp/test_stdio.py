@@ -23,6 +23,7 @@ TOOLS = {
     "loop_start",
     "loop_status",
     "events_recent",
+    "budget_status",
 }
 QUICK = {"heartbeat_s": 2, "start_deadline_s": 30}  # K x N = 8 s of silence allowed: a loaded machine delays heartbeats
 
@@ -49,6 +50,8 @@ def test_tools_are_listed_and_looking_starts_nothing(workspace, tmux_server):
             assert not status.error and status.data == {"sessions": []} and status.text == "no sessions"
             assert (await call(s, "job_list")).data == {"jobs": []}
             assert (await call(s, "events_recent")).data == {"events": []}
+            budget = (await call(s, "budget_status")).data
+            assert budget["running"] == budget["queued"] == budget["tokens_saved_by_dedup"] == 0
             missing = await call(s, "job_status", id="job-0123456789abcdef")
             assert missing.error and missing.data["exit_code"] == 5 and "no job 'job-0123456789abcdef'" in missing.text
             loop = await call(s, "loop_status", id="loop-nope")

@@ -96,7 +96,7 @@ REQUIRED = (
 # Other CLIs a SKILL.md may quote outside its Options section (the agent side, job inspection).
 RELATED: dict[str, tuple[tuple[str, ...], ...]] = {
     "multi-agent-mux-mcp": (("job", "delegate"),),
-    "multi-agent-mux-status": (("job", "list"), ("job", "status")),
+    "multi-agent-mux-status": (("job", "list"), ("job", "status"), ("session", "create")),
     "multi-agent-mux-runner": (("job", "delegate"),),
     "multi-agent-mux-delegate-job": (
         ("event", "started"),
@@ -108,6 +108,7 @@ RELATED: dict[str, tuple[tuple[str, ...], ...]] = {
         ("job", "list"),
         ("job", "log"),
         ("job", "cancel"),
+        ("session", "create"),  # --token-budget, named where exit 6 is explained
     ),
 }
 # Documented by every skill: the script's own "mam not found".
@@ -289,7 +290,7 @@ def test_help_parsers_see_what_the_help_says():
         "--workspace",
     }
     assert help_exit_codes(("session", "create")) == {0, 1, 2, 44, 45}
-    assert help_exit_codes(("job", "delegate")) == {0, 1, 2, 3, 5}
+    assert help_exit_codes(("job", "delegate")) == {0, 1, 2, 3, 5, 6}
     assert help_exit_codes(("session", "onboard-orchestrator")) == {0}
 
 

@@ -44,7 +44,11 @@ REASON_VALUES = {r.value for r in Reason} | {r.value for r in Rejected} | {r.val
 def test_every_ending_is_terminal_and_exits_as_its_state_unless_the_contract_says_otherwise() -> None:
     for reason, row in ENDINGS.items():
         assert row.reason is reason and row.state in TERMINAL
-        special = {Reason.BROKER_UNAVAILABLE: Exit.BROKER_UNAVAILABLE}
+        special = {
+            Reason.BROKER_UNAVAILABLE: Exit.BROKER_UNAVAILABLE,
+            Reason.BUDGET_EXHAUSTED: Exit.BUDGET,
+            Reason.TOKEN_BUDGET: Exit.BUDGET,
+        }
         assert row.exit_code == special.get(reason, STATE_EXIT[row.state]), reason
     assert set(STATE_EXIT) == TERMINAL
     assert OPEN == frozenset(JobState) - TERMINAL and set(OPEN_STATES) == {s.value for s in OPEN}
@@ -53,7 +57,7 @@ def test_every_ending_is_terminal_and_exits_as_its_state_unless_the_contract_say
 def test_the_contract_exit_codes() -> None:
     # ARCHITECTURE.md and the SKILL.md files: these numbers are a contract.
     assert (Exit.OK, Exit.FAILED, Exit.USAGE, Exit.TIMED_OUT, Exit.BROKER_UNAVAILABLE) == (0, 1, 2, 2, 3)
-    assert (Exit.LOCK_BUSY, Exit.NOT_DELIVERED, Exit.NOT_FOUND, TAKEN_OVER_EXIT) == (4, 5, 5, 5)
+    assert (Exit.LOCK_BUSY, Exit.NOT_DELIVERED, Exit.NOT_FOUND, TAKEN_OVER_EXIT, Exit.BUDGET) == (4, 5, 5, 5, 6)
     assert (Exit.ONBOARD_FAILED, Exit.ONBOARD_LATE, Exit.NO_EXECUTABLE, Exit.INTERRUPTED) == (44, 45, 127, 130)
     assert {s: STATE_EXIT[s] for s in TERMINAL} == {
         JobState.COMPLETED: 0,
@@ -150,6 +154,7 @@ def _help(*words: str) -> str:
         ("doctor",),
         ("demo",),
         ("mcp",),
+        ("budget",),
     ],
 )
 def test_every_exit_code_a_help_text_names_is_in_the_table(words: tuple[str, ...]) -> None:

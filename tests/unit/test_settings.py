@@ -264,3 +264,14 @@ def test_every_key_has_a_typed_field_of_its_kind() -> None:
     assert s.mqtt_tls is True and s.poll_s == 0.5 and s.broker_host == "host"
     assert s.broker_port == 1883 and s.embedded_broker_port == 0 and s.heartbeat_k == 4.0
     assert s.with_overrides(MAM_POLL_S="2").poll_s == 2.0 and s.poll_s == 0.5
+
+
+def test_role_caps_are_a_family_of_names_typed_and_checked(tmp_path: Path) -> None:
+    env_file = write(tmp_path / ".mam.env", "MAM_MAX_RUNNING_JOBS_PLAN_WRITER=2\n")
+    s = load_settings(env_file=env_file, environ={"MAM_MAX_RUNNING_JOBS_REVIEWER": "1", "MAM_MAX_RUNNING_JOBS": "3"})
+    assert s.max_running_jobs == 3 and not s.warnings
+    assert s.max_running_for_role("reviewer") == 1 and s.max_running_for_role("plan-writer") == 2
+    assert s.max_running_for_role("dev") == 0
+    assert s.with_overrides(MAM_POLL_S="1").max_running_for_role("reviewer") == 1
+    with pytest.raises(ConfigError, match="MAM_MAX_RUNNING_JOBS_REVIEWER"):
+        load_settings(environ={"MAM_MAX_RUNNING_JOBS_REVIEWER": "-1"})

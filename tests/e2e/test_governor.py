@@ -1,0 +1,180 @@
+"""The governor end to end (issue 17): running-job caps and token budgets, real tmux, demo agents
+(judged from their own logs: the work turns of their conversation files), one real broker."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+from pathlib import Path
+
+import pytest
+
+from tests.helpers.jobs import FAST, capture, create_demo
+from tests.helpers.mamcli import mam, spawn_mam
+
+SHORT = ["--start-deadline", "10", "--heartbeat", "0.5"]
+
+
+@pytest.fixture
+def gov(workspace, mosquitto_broker, monkeypatch):
+    """A workspace on Mosquitto (one broker is enough here: the caps live in the registry)."""
+    for key, value in {**mosquitto_broker.env(), **FAST}.items():
+        monkeypatch.setenv(key, value)
+    return workspace
+
+
+def work_spans(ws, sessions: list[dict]) -> list[tuple[float, float, str]]:
+    """(begin, end, job) of every job the demo agents worked on, from their conversation files."""
+    spans = []
+    for s in sessions:
+        path = Path(ws.root) / ".mam" / "demo-agent" / "conversations" / f"{s['conversation_id']}.json"
+        begun: dict[str, float] = {}
+        for turn in json.loads(path.read_text())["turns"]:
+            if turn.get("work") == "begin":
+                begun[turn["job"]] = turn["ts"]
+            elif turn.get("work") in ("end", "interrupted"):
+                spans.append((begun.pop(turn["job"]), turn["ts"], turn["job"]))
+    return spans
+
+
+def queued_jobs(ws) -> list[str]:
+    from mam.jobs.queries import workspace_jobs
+
+    return [j["id"] for j in workspace_jobs(ws, state="queued")]
+
+
+def peak(spans: list[tuple[float, float, str]]) -> int:
+    marks = sorted([(b, 1) for b, _e, _j in spans] + [(e, -1) for _b, e, _j in spans])
+    level = top = 0
+    for _at, step in marks:
+        level += step
+        top = max(top, level)
+    return top
+
+
+def finish(procs) -> list[tuple[int, dict]]:
+    out = []
+    for p in procs:
+        stdout, stderr = p.communicate(timeout=120)
+        out.append((p.returncode, json.loads(stdout) if stdout.strip() else {"stderr": stderr}))
+    return out
+
+
+def log(job_id: str) -> list[dict]:
+    return json.loads(mam("job", "log", job_id, "--json", check=True).stdout)
+
+
+def kinds(job_id: str) -> list[str]:
+    return [line["kind"] for line in log(job_id)]
+
+
+def held_by(job_id: str) -> list[str]:
+    """What kept the job queued, from its audit log (its `queued` transitions)."""
+    return [
+        line["input"]["waiting_for"]
+        for line in log(job_id)
+        if line["kind"] == "input" and line["input"]["input"] == "queued"
+    ]
+
+
+def test_caps_hold_four_jobs_to_two_agents_at_once_and_reviewers_to_one_and_all_complete(gov, monkeypatch):
+    monkeypatch.setenv("MAM_MAX_RUNNING_JOBS", "2")
+    monkeypatch.setenv("MAM_MAX_RUNNING_JOBS_REVIEWER", "1")
+    sessions = [create_demo(f"r{i}", role="reviewer") for i in range(2)] + [create_demo(f"d{i}") for i in range(2)]
+    procs = [
+        spawn_mam("job", "delegate", "--json", "--target", s["name"], "--brief", "demo-sleep: 1", *SHORT)
+        for s in sessions
+    ]
+    results = finish(procs)
+    assert [code for code, _ in results] == [0, 0, 0, 0], results
+    spans = work_spans(gov, sessions)
+    assert len(spans) == 4 and peak(spans) <= 2, spans
+    assert peak(work_spans(gov, sessions[:2])) == 1  # the reviewers' own cap
+    holds = [held_by(r["id"]) for _c, r in results]
+    assert sum(1 for h in holds if h) >= 2, holds  # two waited for a slot
+    # Which reviewer waits for what depends on who claims first (the workspace slot or the role's): the
+    # reviewers' own peak above is the role cap's proof; a developer is never held by the reviewers' cap.
+    assert not any("role_slot" in h for h in holds[2:]), holds
+    view = json.loads(mam("budget", "--json", check=True).stdout)
+    assert view["running"] == 0 and view["queued"] == 0 and view["max_running_jobs"] == 2
+    assert {r["role"]: r["max_running_jobs"] for r in view["roles"]} == {"reviewer": 1, "dev": None}
+
+
+def test_a_queued_job_times_out_exit_5_untyped_and_a_sigkilled_wrappers_slot_frees(gov, monkeypatch, tmux_server, poll):
+    monkeypatch.setenv("MAM_MAX_RUNNING_JOBS", "1")
+    monkeypatch.setenv("MAM_TOKEN_BUDGET", "1000000")
+    create_demo("a")
+    b = create_demo("b")
+    holder = spawn_mam("job", "delegate", "--json", "--target", "a", "--brief", "demo-sleep: 60", *SHORT)
+    try:
+        poll(lambda: any(j["state"] == "running" for j in json.loads(mam("job", "list", "--json").stdout)), timeout=30)
+        second = spawn_mam(
+            "job", "delegate", "--json", "--target", "b", "--brief", "never", "--dispatch-wait", "8", *SHORT
+        )
+        queued = poll(lambda: queued_jobs(gov), timeout=20)  # read in-process: a CLI call per look is slow
+        listed = json.loads(mam("job", "list", "--json", check=True).stdout)
+        assert [(j["state"], j["queued_for"]) for j in listed if j["id"] == queued[0]] == [("queued", "slot")]
+        assert json.loads(mam("session", "status", "--json", check=True).stdout)[1]["queued"] == queued
+        ((code, record),) = finish([second])
+        assert code == 5 and record["state"] == "cancelled" and record["reason"] == "queue_timeout", record
+        assert record["nonce"] not in capture(tmux_server.name, b["pane_id"])
+        assert "injected" not in kinds(record["id"])
+    finally:
+        os.kill(holder.pid, signal.SIGKILL)  # the wrapper holding the only slot and a reservation dies
+        holder.communicate()
+    proc = mam(
+        "job", "delegate", "--json", "--target", "b", "--brief", "after the kill", "--dispatch-wait", "30", *SHORT
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    view = json.loads(mam("budget", "--json", check=True).stdout)
+    assert view["running"] == 0 and view["queued"] == 0
+    assert all(c["reserved"] == 0 for c in view["caps"]), view
+
+
+def test_token_budgets_stop_a_job_past_max_tokens_then_refuse_exit_6_untyped(gov, monkeypatch, tmux_server):
+    monkeypatch.setenv("MAM_TOKEN_BUDGET", "5000")
+    s = create_demo("w")
+    brief = "demo-tokens: 5000\ndemo-sleep: 30"
+    proc = mam(
+        "job",
+        "delegate",
+        "--json",
+        "--target",
+        "w",
+        "--brief",
+        brief,
+        "--max-tokens",
+        "1000",
+        "--estimate-tokens",
+        "10",
+        *SHORT,
+    )
+    stopped = json.loads(proc.stdout)
+    assert proc.returncode == 6 and stopped["state"] == "failed" and stopped["reason"] == "token_budget", stopped
+    assert "interrupted" in kinds(stopped["id"]) and "budget_warning" in kinds(stopped["id"])
+    spans = work_spans(gov, [s])
+    assert [j for _b, _e, j in spans] == [stopped["id"]]  # its agent stopped working on it (work: interrupted)
+    # Its measured usage (5000 and more) spent the lifetime budget: the next job is refused at once.
+    proc = mam("job", "delegate", "--json", "--target", "w", "--brief", "more", "--estimate-tokens", "10", *SHORT)
+    refused = json.loads(proc.stdout)
+    assert proc.returncode == 6 and refused["state"] == "cancelled" and refused["reason"] == "budget_exhausted"
+    assert refused["nonce"] not in capture(tmux_server.name, s["pane_id"])
+    lifetime = next(
+        c for c in json.loads(mam("budget", "--json", check=True).stdout)["caps"] if c["name"] == "lifetime"
+    )
+    assert lifetime["committed"] > 5000 and lifetime["reserved"] == 0 and lifetime["remaining"] == 0
+    # The session stays usable for its next job (here under no budget).
+    after = mam(
+        "job",
+        "delegate",
+        "--json",
+        "--target",
+        "w",
+        "--brief",
+        "demo-write: after.txt :: ok",
+        *SHORT,
+        env={"MAM_TOKEN_BUDGET": "0"},
+    )
+    assert after.returncode == 0, after.stdout + after.stderr
+    assert (Path(gov.root) / "after.txt").read_text() == "ok\n"
