@@ -12,8 +12,8 @@ from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from mam.jobs import activity
-from mam.jobs.outcomes import OPEN as OPEN  # the states live with the table of outcomes; re-exported here
 from mam.jobs.outcomes import ENDINGS, STATE_EXIT, TERMINAL, UNCLAIMED, Ignored, JobState, Reason
+from mam.jobs.outcomes import OPEN as OPEN  # the states live with the table of outcomes; re-exported here
 
 _OWN_CODE = frozenset({Reason.BUDGET_EXHAUSTED.value, Reason.TOKEN_BUDGET.value})
 # Which sender may send which event type.
