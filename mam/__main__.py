@@ -1,3 +1,3 @@
-from mam.cli import main
+from mam.entry import main
 
 main()

@@ -89,6 +89,13 @@ KEYS: tuple[Key, ...] = (
         "int",
     ),
     Key(
+        "MAM_IDEMPOTENCY_TTL_S",
+        "86400",
+        "How long an idempotency key (`--idempotency-key`, `--dedup`) keeps naming its job, in seconds from the "
+        "job's creation (never less than while the job is open); a later delegation with the key makes a new job.",
+        "float",
+    ),
+    Key(
         "MAM_MAX_RUNNING_JOBS",
         "0",
         "Jobs delivered and not yet ended, workspace-wide, at most (0: no cap); a job over it waits `queued`. "
@@ -180,6 +187,7 @@ class Settings:
     dispatch_wait_s: float
     remind_after_s: float
     reminders: int
+    idempotency_ttl_s: float
     dispatch_freshness_s: float
     poll_s: float
     monitor_interval_s: float

@@ -196,6 +196,18 @@ class MqttClient:
             except (RuntimeError, ValueError) as e:
                 raise BrokerError(f"publish failed: {e}") from e
 
+    def publish_nowait(self, topic: str, payload: bytes, *, qos: int = 1) -> None:
+        """Hand a message to paho without waiting for the broker's ack (a relay of what is safe on disk).
+
+        paho keeps a QoS 1 message until it is acknowledged and sends it again after a reconnect; one
+        handed over while disconnected goes out once the connection is back. Raises BrokerError only
+        when paho refuses the message outright."""
+        info = self._client.publish(topic, payload, qos=qos)
+        if info.rc not in (self._paho.MQTT_ERR_SUCCESS, self._paho.MQTT_ERR_NO_CONN):
+            raise BrokerError(
+                f"publish to {self.endpoint.host}:{self.endpoint.port} failed: {self._paho.error_string(info.rc)}"
+            )
+
     def subscribe(self, topic: str, handler: Handler, *, qos: int = 1, timeout: float = 5.0) -> None:
         with self._lock:
             self._subs[topic] = (qos, handler)

@@ -14,10 +14,13 @@ host meet with no shared setting; the dispatch tells the runner the job's prefix
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING
 
 from mam.errors import UsageError
-from mam.settings import Settings
-from mam.workspace import Workspace
+
+if TYPE_CHECKING:  # annotations only: `mam event` builds a topic without importing the settings
+    from mam.settings import Settings
+    from mam.workspace import Workspace
 
 DEFAULT_ROOT = "mam"
 _SEGMENT = re.compile(r"[A-Za-z0-9._-]{1,128}\Z")

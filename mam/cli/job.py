@@ -41,6 +41,11 @@ Exit codes:
 \b
 Caps (see `mam budget --help`): over MAM_MAX_RUNNING_JOBS or MAM_MAX_RUNNING_JOBS_<ROLE>, or while a
 token budget waits for reservations in flight, the job is `queued` and starts in order when it fits.
+
+\b
+With --idempotency-key K (or --dedup: K = sha256 of the target session and the brief), a job that
+already has K (made less than MAM_IDEMPOTENCY_TTL_S ago, or still open) is not made again and nothing
+is injected: this call attaches to it, waits for its end and exits with its exit code.
 """
 
 
@@ -73,6 +78,12 @@ def job() -> None:
 @click.option(
     "--job-id", default=None, help="Use this job id; if it exists, attach to it instead (never injects twice)."
 )
+@click.option(
+    "--idempotency-key",
+    default=None,
+    help="If a job with this key exists (MAM_IDEMPOTENCY_TTL_S), attach to it: wait for it, exit with its code.",
+)
+@click.option("--dedup", is_flag=True, help="Use sha256(target session, brief) as the idempotency key.")
 @click.option(
     "--dispatch-wait",
     type=float,
@@ -110,6 +121,8 @@ def delegate(
     heartbeat: float | None,
     parent_job: str | None,
     job_id: str | None,
+    idempotency_key: str | None,
+    dedup: bool,
     dispatch_wait: float | None,
     max_tokens: int | None,
     estimate_tokens: int | None,
@@ -133,6 +146,8 @@ def delegate(
         heartbeat_s=heartbeat,
         parent_job=parent_job,
         job_id=job_id,
+        idempotency_key=idempotency_key,
+        dedup=dedup,
         dispatch_wait_s=dispatch_wait,
         max_tokens=max_tokens,
         estimate_tokens=estimate_tokens,
@@ -145,6 +160,7 @@ def delegate(
         registry=open_registry(app),
         on_update=_printer() if follow else None,
         remote=ORIGIN,
+        on_attach=_attached,
     )
     if as_json:
         echo_json(out.as_dict())
@@ -155,6 +171,10 @@ def delegate(
     else:
         click.echo(f"job {out.job_id}: {out.state} ({out.reason}){': ' + out.detail if out.detail else ''}", err=True)
     return out.exit_code
+
+
+def _attached(job_id: str, still_open: bool) -> None:
+    click.echo(f"attached to job {job_id} (same idempotency key){': waiting' if still_open else ''}", err=True)
 
 
 def _read_brief(path: str) -> str:

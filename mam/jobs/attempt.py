@@ -57,6 +57,7 @@ class Outcome:
     report: str = ""
     record: dict[str, Any] = field(default_factory=dict)
     taken_over: bool = False
+    attached: bool = False  # this call attached to a job its idempotency key named (mam.jobs.attach)
 
     def as_dict(self) -> dict[str, Any]:
         """What `mam job delegate --json` prints (and the MCP tool returns): the final record, never the token."""
@@ -69,6 +70,7 @@ class Outcome:
             "detail": self.detail,
             "result": self.result,
             "taken_over": self.taken_over,
+            "attached": self.attached,
         }
 
 
@@ -248,6 +250,7 @@ class JobAttempt:
             self._settle_budget()
             if self.ledger.job.terminal:  # handed to a detached sender: never blocks the exit
                 job_ended(self.ledger.ws, self.settings, self.ledger.job.id)
+            self.intake.close()  # its wake socket: from here on `mam event` publishes by itself
             self.events.close(self.ledger)
         return self.outcome()
 

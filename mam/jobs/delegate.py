@@ -20,6 +20,7 @@ from mam.bus.topics import Topics, prefix_for, runners_prefix_for
 from mam.errors import UsageError
 from mam.ids import check_id, check_job_id
 from mam.jobs import record as rec
+from mam.jobs.attach import check_key, dedup_key, wait_attached
 from mam.jobs.attempt import BrokerEvents, JobAttempt, Outcome, outcome_from_row
 from mam.jobs.brief import check_brief, with_footer
 from mam.jobs.delivery import Delivery, PaneDelivery
@@ -46,6 +47,7 @@ class DelegateRequest:
     kind: str = "job"
     dispatch_wait_s: float | None = None
     allow_insecure_broker: bool = False
+    idempotency_key: str = ""  # checked; `--dedup` derives it (mam.jobs.attach.dedup_key)
     max_tokens: int | None = None  # stop the job once its measured usage passes this (mam.governor)
     estimate_tokens: int | None = None  # its reservation against the token budgets (else the role's median)
 
@@ -62,16 +64,38 @@ class RemoteOrigin(Protocol):
     ) -> Delivery: ...
 
 
-def delegate_request(*, target: str, brief: str | None, job_id: str | None = None, **options: Any) -> DelegateRequest:
-    """A checked request from a command's options: a brief is required unless attaching to an existing `job_id`."""
+def delegate_request(
+    *,
+    target: str,
+    brief: str | None,
+    job_id: str | None = None,
+    idempotency_key: str | None = None,
+    dedup: bool = False,
+    **options: Any,
+) -> DelegateRequest:
+    """A checked request from a command's options: a brief is required unless attaching to an existing `job_id`.
+    `dedup`: the idempotency key is derived from the target session and the brief."""
     if brief is None and not job_id:
         raise UsageError("give exactly one of --brief or --brief-file")
     if job_id:
         check_job_id(job_id)
     if options.get("parent_job"):
         check_id(options["parent_job"], "parent job id")
-    parse_target(target)
-    return DelegateRequest(target=target, brief=brief or "", job_id=job_id, **options)
+    parsed = parse_target(target)
+    key = ""
+    if idempotency_key is not None:
+        if dedup:
+            raise UsageError("give at most one of --idempotency-key and --dedup")
+        key = check_key(idempotency_key)
+    elif dedup:
+        if brief is None:
+            raise UsageError("--dedup needs the brief (--brief or --brief-file)")
+        key = dedup_key(_session_of(parsed), brief)
+    return DelegateRequest(target=target, brief=brief or "", job_id=job_id, idempotency_key=key, **options)
+
+
+def _session_of(target: Target) -> str:
+    return f"{target.runner}/{target.session}" if target.remote else target.session
 
 
 def delegate(
@@ -83,10 +107,15 @@ def delegate(
     on_update: Update | None = None,
     client: MqttClient | None = None,
     remote: RemoteOrigin | None = None,
+    on_attach: Callable[[str, bool], None] | None = None,
 ) -> Outcome:
     """Drive one job to its end. `client`: a connected MqttClient to share between the delegations of
     one process (it is left open); without it the wrapper connects and disconnects by itself.
-    `remote`: the origin side of remote jobs (required for a `remote:` target)."""
+    `remote`: the origin side of remote jobs (required for a `remote:` target).
+
+    With an idempotency key that still names a job, nothing is made or injected: the call attaches
+    to that job (`on_attach(its id, whether it is still open)`), waits for its end and returns its
+    outcome (`attached`)."""
     target = parse_target(req.target)
     for value in (req.job_id, req.parent_job):
         if value:
@@ -120,11 +149,26 @@ def delegate(
         "brief_sha256": hashlib.sha256(req.brief.encode("utf-8")).hexdigest(),
         "brief_bytes": len(req.brief.encode("utf-8")),
         "workspace": str(ws.root),
+        "idempotency_key": req.idempotency_key or None,
     }
     if key_nonce:
         meta["key_nonce"] = key_nonce
     meta.update(tokens)
-    ledger = Ledger.register(ws, registry, job, owner=new_owner(), meta=meta, token=token)
+    made = Ledger.register_keyed(
+        ws,
+        registry,
+        job,
+        owner=new_owner(),
+        meta=meta,
+        token=token,
+        key=req.idempotency_key,
+        key_ttl_s=settings.idempotency_ttl_s,
+    )
+    if not isinstance(made, Ledger):
+        if on_attach is not None:
+            on_attach(made.id, made.open)
+        return wait_attached(registry, made.id, poll_s=settings.poll_s)
+    ledger = made
     return _attempt(req, target, ledger, ws, settings, registry, on_update, client, remote).run()
 
 
@@ -184,7 +228,7 @@ def _new_job(req: DelegateRequest, target: Target, settings: Settings) -> Job:
 
     return Job(
         id=req.job_id or new_job_id(),
-        session=f"{target.runner}/{target.session}" if target.remote else target.session,
+        session=_session_of(target),
         nonce=secrets.token_hex(8),
         created_ms=rec.now_ms(),
         start_deadline_ms=int(pick(req.start_deadline_s, settings.start_deadline_s, "--start-deadline") * 1000),

@@ -1,38 +1,60 @@
-"""The agent side: sign an event with the job's token, record it in the local store, publish it.
+"""The agent side: sign an event with the job's token, record it in the local store, hand it on.
 
-The store write comes first and allocates `seq`; a per-job lock is held from the allocation
-until the broker acknowledged the publish, so events leave in `seq` order. When the broker
-is down the event stays on disk (the wrapper reads that path too) and is marked unpublished.
+The store write comes first and allocates `seq` under a per-job lock. For a local job the event
+then goes to the wrapper that waits for it: one datagram on its wake socket (mam/jobs/wake.py)
+makes it read the store and relay the signed event to MQTT, so this process opens no broker
+connection. Only when no wrapper listens does the emitter connect (paho is imported then) and
+publish itself, holding the lock until the broker acknowledged, so events leave in `seq` order.
+When the broker is down too, the event stays on disk (a wrapper that takes the job over reads it
+there) and the caller is told so. A remote job's events wait in the store for the runner's relay.
+This module imports neither paho nor click nor YAML: `mam event` runs once per agent event.
 """
 
 from __future__ import annotations
 
 import fcntl
-import logging
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from mam.bus.envelope import MAX_EVENT_BYTES, Envelope
-from mam.bus.mqtt import MqttClient
 from mam.bus.topics import Topics
 from mam.errors import BrokerError, EventTooLarge, JobError
+from mam.jobs import wake
 from mam.jobs.record import now_ms, read_record
 from mam.store import jobs as jobs_table
-from mam.store.registry import Registry
+from mam.store.db import Database
 from mam.workspace import Workspace
 
-log = logging.getLogger(__name__)
+if TYPE_CHECKING:
+    import sqlite3
+
+    from mam.bus.mqtt import MqttClient
+
 CUT_MARKER = "\n[mam: cut here to fit the 64 KiB event limit; the whole text is in the file at report_path]"
+
+
+# Where an emitted event went after the store: what `mam event` prints.
+TO_WRAPPER = "wrapper"  # the local wrapper was woken: it relays the event to MQTT
+TO_BROKER = "broker"  # published by this process (no wrapper listened), acknowledged
+TO_RUNNER = "runner"  # a remote job: this host's runner relays it
+ON_DISK = "disk"  # neither: on disk only, for a wrapper that takes the job over
 
 
 @dataclass(frozen=True)
 class Emitted:
     envelope: Envelope
-    published: bool
+    published: bool  # this process published it and the broker acknowledged
     warning: str = ""
     cut: bool = False  # the `fit` field was cut (with CUT_MARKER) so the signed envelope fits
+    via: str = ON_DISK
+
+
+class Store(Protocol):
+    """What the emitter writes through: the Registry, or a bare Database (`mam event`'s lean path)."""
+
+    def write(self) -> AbstractContextManager[sqlite3.Connection]: ...
 
 
 def fit(env: Envelope, field: str | None, *, limit: int = MAX_EVENT_BYTES) -> tuple[Envelope, bool]:
@@ -82,21 +104,27 @@ def relayed(record: Mapping[str, Any]) -> bool:
 
 
 class Emitter:
-    """Emits events for jobs of one workspace, over one (optional) MQTT client."""
+    """Emits events for jobs of one workspace: wakes their wrapper, else publishes over one MQTT client.
+
+    `client`: a connected client to publish with when no wrapper listens; `connect`: how to get one
+    then, only when needed (mam.bus.opener); with neither, such an event stays on disk only."""
 
     def __init__(
         self,
         ws: Workspace,
-        registry: Registry,
-        client: MqttClient | None,
+        registry: Store,
+        client: MqttClient | None = None,
         records: dict[str, dict[str, Any]] | None = None,
         *,
         publish_timeout: float = 5.0,
+        connect: Callable[[], MqttClient] | None = None,
     ) -> None:
         self.ws = ws
         self.publish_timeout = publish_timeout  # the job lock is held while waiting for the broker's ack
         self.registry = registry
         self.client = client
+        self.connect = connect
+        self.opened: MqttClient | None = None  # a client `connect` opened: the caller closes it (`close`)
         self._records: dict[str, dict[str, Any]] = dict(records or {})  # job records the caller already read
 
     def record(self, job_id: str) -> dict[str, Any]:
@@ -104,10 +132,18 @@ class Emitter:
             self._records[job_id] = read_record(self.ws, job_id)
         return self._records[job_id]
 
+    def close(self) -> None:
+        """Close the client this emitter opened itself, if any."""
+        if self.opened is not None:
+            self.opened.close()
+            if self.client is self.opened:
+                self.client = None
+            self.opened = None
+
     def emit(
         self, job_id: str, type: str, body: Mapping[str, Any], *, sender: str = "agent", fit_field: str | None = None
     ) -> Emitted:
-        """Sign, record and publish one event. `fit_field`: the body field that may be cut (see `fit`)
+        """Sign, record and hand on one event. `fit_field`: the body field that may be cut (see `fit`)
         so the event fits the wire; an event that cannot fit raises EventTooLarge, with nothing recorded."""
         record = self.record(job_id)
         token = record.get("token")
@@ -127,7 +163,7 @@ class Emitter:
                 env, cut = fit(env, fit_field)  # raising here rolls the seq back: nothing recorded
                 env = env.signed(token)
                 # `published` means "nothing left to relay": only a remote job's events wait for the runner's relay;
-                # a local job's wrapper reads them from this store, so they need no second write.
+                # a local job's wrapper reads them from this store (and relays them to MQTT).
                 jobs_table.add_event(
                     conn,
                     job_id=job_id,
@@ -138,14 +174,25 @@ class Emitter:
                     raw=env.encode().decode("utf-8"),
                     published=not relayed(record),
                 )
-            published, warning = self._publish(record, env)
-        return Emitted(env, published, warning, cut)
+            via, warning = self._hand_on(record, env)
+        return Emitted(env, via == TO_BROKER, warning, cut, via)
 
-    def _publish(self, record: Mapping[str, Any], env: Envelope) -> tuple[bool, str]:
+    def _hand_on(self, record: Mapping[str, Any], env: Envelope) -> tuple[str, str]:
         if relayed(record):
-            return False, ""  # a remote job: the runner relays this workspace's events in seq order
+            return TO_RUNNER, ""  # a remote job: the runner relays this workspace's events in seq order
+        absent = wake.send(str(self.ws.run_dir), env.job)
+        if not absent:
+            return TO_WRAPPER, ""
+        # No wrapper listens (it died, or the job is followed from elsewhere): publish it ourselves, so
+        # observers and a monitor taking the job over see it on MQTT.
+        if self.client is None and self.connect is not None:
+            try:
+                self.client = self.opened = self.connect()
+            except BrokerError as e:
+                self.connect = None  # one try per emitter: the next event must not wait for it again
+                return ON_DISK, f"{e}; the event is recorded on disk"
         if self.client is None:
-            return False, "no broker connection: the event is recorded on disk only"
+            return ON_DISK, "no broker connection: the event is recorded on disk only"
         try:
             self.client.publish(
                 Topics(str(record["topic_prefix"])).events(env.job),
@@ -155,5 +202,19 @@ class Emitter:
                 give_up_on_disconnect=True,
             )  # on disk already; the lock waits on this
         except BrokerError as e:
-            return False, f"{e}; the event is recorded on disk"
-        return True, ""
+            return ON_DISK, f"{e}; the event is recorded on disk"
+        return TO_BROKER, ""
+
+
+class DatabaseStore:
+    """A bare Database as the emitter's Store: no sessions, no YAML mirror (`mam event`, the heartbeater)."""
+
+    def __init__(self, ws: Workspace) -> None:
+        ws.ensure_state()
+        self.db = Database(ws.db_path)
+
+    def write(self) -> AbstractContextManager[sqlite3.Connection]:
+        return self.db.transaction()
+
+    def close(self) -> None:
+        self.db.close()

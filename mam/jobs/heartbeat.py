@@ -18,21 +18,17 @@ import sys
 import time
 from pathlib import Path
 
-from mam.bus.connect import open_client
+from mam.bus.opener import opener
 from mam.errors import BrokerError, JobError
-from mam.jobs.emit import Emitter, relayed
+from mam.jobs.emit import DatabaseStore, Emitter, relayed
 from mam.jobs.outcomes import Exit
 from mam.jobs.record import read_record
-from mam.settings import load_settings
-from mam.store.registry import Registry
+from mam.util.fork import AGENT_UNSEEN, PIDFILE, detached, record_pid
 from mam.util.proc import pid_alive, python_bin, spawn_detached, start_time
 from mam.workspace import Workspace
 
 log = logging.getLogger("mam.heartbeat")
-PIDFILE = "heartbeat.pid"
-# Why a heartbeater stops when the agent's process was never visible to it (a sandbox with its
-# own pid namespace, as codex's): it keeps its pid file, so the wrapper outside starts another.
-AGENT_UNSEEN = "agent_unseen"
+LOG = "heartbeat.log"
 
 
 def fork(ws: Workspace, job_id: str, interval_s: float, agent_pid: int) -> int:
@@ -41,45 +37,29 @@ def fork(ws: Workspace, job_id: str, interval_s: float, agent_pid: int) -> int:
     The caller must hold no threads and no open connections (fork copies only the calling thread).
     Returns the heartbeater's pid, also recorded in the job's log folder.
     """
-    folder = ws.job_log_dir(job_id)
-    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
-    agent_start = start_time(agent_pid)
-    read_end, write_end = os.pipe()
-    first = os.fork()
-    if first == 0:  # the intermediate child: start a new session, fork again, leave at once
-        os.close(read_end)
-        os.setsid()
-        if os.fork() != 0:
-            os._exit(Exit.OK)
-        _detach(folder / "heartbeat.log", keep=write_end)
-        os.write(write_end, str(os.getpid()).encode())
-        os.close(write_end)
-        code, why = Exit.OK, ""
-        try:
-            logging.basicConfig(level=logging.INFO, format="%(asctime)s heartbeat %(message)s", force=True)
-            why = run(ws, job_id, interval_s, agent_pid, agent_start)
-            log.info("stopped: %s", why)
-        except BaseException as e:  # the heartbeater must end here, never back in the caller's code
-            log.info("stopped: error: %s", e)
-            code = Exit.FAILED
-        finally:
-            if why != AGENT_UNSEEN:  # unseen: the pid file stays, for the wrapper to take over
-                try:
-                    (folder / PIDFILE).unlink()
-                except OSError:
-                    pass
-            os._exit(code)
-    os.close(write_end)
-    os.waitpid(first, 0)
-    with os.fdopen(read_end, "rb") as pipe:
-        pid = int(pipe.read() or b"0")
-    _record_pid(folder, pid)
-    return pid
+    folder = str(ws.job_log_dir(job_id))
+    return detached(folder, agent_pid, lambda start: beat_here(ws, job_id, interval_s, agent_pid, start), log_name=LOG)
 
 
-def _record_pid(folder: Path, pid: int) -> None:
-    # With its start time: in a sandbox with its own pid namespace the pid means another process outside.
-    (folder / PIDFILE).write_text(f"{pid} {start_time(pid) or 0}\n")
+def beat_here(
+    ws: Workspace, job_id: str, interval_s: float, agent_pid: int, agent_start: int | None, *, beaten: bool = False
+) -> None:
+    """The forked heartbeater's whole life (mam.util.fork.detached's body): beat, then end the process."""
+    code, why = Exit.OK, ""
+    try:
+        logging.basicConfig(level=logging.INFO, format="%(asctime)s heartbeat %(message)s", force=True)
+        why = run(ws, job_id, interval_s, agent_pid, agent_start, beaten=beaten)
+        log.info("stopped: %s", why)
+    except BaseException as e:  # the heartbeater must end here, never back in the caller's code
+        log.info("stopped: error: %s", e)
+        code = Exit.FAILED
+    finally:
+        if why != AGENT_UNSEEN:  # unseen: the pid file stays, for the wrapper to take over
+            try:
+                (ws.job_log_dir(job_id) / PIDFILE).unlink()
+            except OSError:
+                pass
+        os._exit(code)
 
 
 def spawn(
@@ -104,8 +84,8 @@ def spawn(
         "--agent-start",
         str(start_time(agent_pid) or 0),
     ]
-    proc = spawn_detached(argv, log=folder / "heartbeat.log")
-    _record_pid(folder, proc.pid)
+    proc = spawn_detached(argv, log=folder / LOG)
+    record_pid(str(folder), proc.pid)
     return proc
 
 
@@ -161,21 +141,6 @@ def main(argv: list[str]) -> int:
     return Exit.OK
 
 
-def _detach(log_path: Path, *, keep: int) -> None:
-    """stdin from /dev/null, stdout and stderr to the log, every other inherited descriptor closed
-    (a caller's pipes must see EOF when the caller exits, not when the heartbeater does)."""
-    null = os.open(os.devnull, os.O_RDONLY)
-    out = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-    os.dup2(null, 0)
-    os.dup2(out, 1)
-    os.dup2(out, 2)
-    for fd in (null, out):
-        if fd > 2:
-            os.close(fd)
-    os.closerange(3, keep)
-    os.closerange(keep + 1, 65536)
-
-
 def run(
     ws: Workspace,
     job_id: str,
@@ -184,11 +149,15 @@ def run(
     agent_start: int | None,
     *,
     max_beats: int | None = None,
+    beaten: bool = False,
 ) -> str:
-    """Beat until the job ends or the agent dies; return why it stopped."""
-    settings = load_settings(env_file=ws.env_file)
-    registry = Registry(ws)
-    client = None
+    """Beat until the job ends or the agent dies; return why it stopped. `beaten`: the first beat was
+    sent already (mam.fast_event sends it before this module is imported), so wait an interval first.
+
+    Each beat is committed to the store and wakes the job's wrapper (which relays it to MQTT), as
+    `mam event` does; only while no wrapper listens does the heartbeater connect (importing paho
+    then) and publish the beats itself."""
+    store = DatabaseStore(ws)
     beats = 0
     record = read_record(ws, job_id)
     # A remote job is supervised by this host's runner: without it nobody relays the beats.
@@ -198,27 +167,28 @@ def run(
         return pid_alive(agent_pid, agent_start) and (not supervisor[0] or pid_alive(supervisor[0], supervisor[1]))
 
     # A beat is on disk before it is published, so a slow broker must not hold the next beat back.
-    emitter = Emitter(ws, registry, None, records={job_id: record}, publish_timeout=max(0.2, min(interval_s, 5.0)))
+    connect = opener(ws, "heartbeater", timeout=min(interval_s, 3.0))
+    emitter = Emitter(
+        ws, store, records={job_id: record}, publish_timeout=max(0.2, min(interval_s, 5.0)), connect=connect
+    )
     if agent_start is None and not pid_alive(agent_pid):
-        registry.close()
+        store.close()
         return AGENT_UNSEEN
     try:
         while True:
             deadline = time.monotonic() + interval_s
             if not alive():
                 return "agent_gone"
-            if client is None and not relayed(record):
-                # Once connected, paho reconnects by itself; until then every beat tries again.
-                try:
-                    client = emitter.client = open_client(
-                        settings, ws, role="heartbeater", autostart=False, timeout=min(interval_s, 3.0)
-                    )
-                except BrokerError:
-                    pass  # the disk path still carries the beat
+            if emitter.client is None and emitter.connect is None and not relayed(record):
+                emitter.connect = connect  # once connected, paho reconnects by itself; until then every beat tries
             try:
-                emitter.emit(job_id, "heartbeat", {}, sender="heartbeater")
+                if not beaten:
+                    emitter.emit(job_id, "heartbeat", {}, sender="heartbeater")
+                beaten = False
             except JobError as e:
                 return f"job_ended: {e}"
+            except BrokerError:
+                pass  # the disk path still carries the beat
             beats += 1
             if max_beats is not None and beats >= max_beats:
                 return "max_beats"
@@ -227,9 +197,8 @@ def run(
                     return "agent_gone"
                 time.sleep(min(0.2, max(0.0, deadline - time.monotonic())))
     finally:
-        if client is not None:
-            client.close()
-        registry.close()
+        emitter.close()
+        store.close()
 
 
 if __name__ == "__main__":

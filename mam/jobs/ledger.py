@@ -74,6 +74,25 @@ class Ledger:
     def register(
         cls, ws: Workspace, registry: Registry, job: Job, *, owner: str, meta: dict[str, Any], token: str | None = None
     ) -> Ledger:
+        made = cls.register_keyed(ws, registry, job, owner=owner, meta=meta, token=token)
+        assert isinstance(made, Ledger)  # without a key a job is always made
+        return made
+
+    @classmethod
+    def register_keyed(
+        cls,
+        ws: Workspace,
+        registry: Registry,
+        job: Job,
+        *,
+        owner: str,
+        meta: dict[str, Any],
+        token: str | None = None,
+        key: str = "",
+        key_ttl_s: float = 0.0,
+    ) -> Ledger | JobRow:
+        """Register `job`; with an idempotency `key` that still names a job, register nothing and return
+        that job's row instead (its audit log gets an `attached` line, in the same transaction)."""
         token = token or secrets.token_hex(32)
         ledger = cls(ws, registry, job, owner, dict(meta), token)
         insert = {
@@ -87,7 +106,21 @@ class Ledger:
             "data": ledger._row_data(),
         }
         line = ("created", {"job": job.as_dict(), "meta": meta, "owner": owner})
-        done = journal.commit(registry, Transition(job.id, lines=[line], insert=insert, token=token))
+        attach = {"owner": owner, "target": meta.get("target"), "brief_sha256": meta.get("brief_sha256")}
+        done = journal.commit(
+            registry,
+            Transition(
+                job.id,
+                lines=[line],
+                insert=insert,
+                token=token,
+                idempotency_key=key,
+                key_ttl_s=key_ttl_s,
+                attach_fields=attach,
+            ),
+        )
+        if done.attached is not None:
+            return done.attached
         assert done.row is not None
         ledger.qid = done.row.qid
         return ledger

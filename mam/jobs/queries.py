@@ -34,6 +34,7 @@ def job_view(row: JobRow) -> dict[str, Any]:
         "created_at": row.created_at,
         "updated_at": row.updated_at,
         "ended_at": row.ended_at,
+        "idempotency_key": meta.get("idempotency_key"),
     }
 
 

@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from mam.errors import JobError, JobNotFound
-from mam.store.journal import AUDIT
-from mam.store.journal import now_ms as now_ms  # the clock of every job record and audit line
+from mam.store.common import AUDIT
+from mam.store.common import now_ms as now_ms  # the clock of every job record and audit line
 from mam.workspace import Workspace
 
 

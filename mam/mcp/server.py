@@ -203,7 +203,9 @@ def build(service: Service, *, poll_s: float) -> MCPServer:
         f"is in the pane, or the job's outcome if it ended first "
         f"(busy or missing session: exit_code {Exit.NOT_DELIVERED}; refused by a spent token budget: exit_code "
         f"{Exit.BUDGET}). wait: true waits for the end, like job_wait. Times in seconds; max_tokens and "
-        "estimate_tokens as --max-tokens and --estimate-tokens (see budget_status)."
+        "estimate_tokens as --max-tokens and --estimate-tokens (see budget_status). "
+        "idempotency_key (or dedup: true, the key from sha256 of target session and brief): if a job with that key "
+        "exists (MAM_IDEMPOTENCY_TTL_S), nothing is made or injected; the call attaches to it (attached: true)."
     )
     @guarded
     async def job_delegate(
@@ -218,6 +220,8 @@ def build(service: Service, *, poll_s: float) -> MCPServer:
         dispatch_wait_s: float | None = None,
         max_tokens: int | None = None,
         estimate_tokens: int | None = None,
+        idempotency_key: str | None = None,
+        dedup: bool = False,
         wait: bool = False,
     ) -> CallToolResult:
         d = await thread(
@@ -232,6 +236,8 @@ def build(service: Service, *, poll_s: float) -> MCPServer:
             dispatch_wait_s=dispatch_wait_s,
             max_tokens=max_tokens,
             estimate_tokens=estimate_tokens,
+            idempotency_key=idempotency_key,
+            dedup=dedup,
         )
         while not d.delivered.is_set():
             await anyio.sleep(poll_s)
@@ -240,7 +246,7 @@ def build(service: Service, *, poll_s: float) -> MCPServer:
         if wait:
             await follow(d.job_id, float("inf"), ctx)
             return await finish(d)
-        view = await thread(service.job_status, id=d.job_id)
+        view = {**await thread(service.job_status, id=d.job_id), "attached": bool(d.attached_to)}
         return ok(view, f"job {view['id']}: {view['state']} on {view['session']}")
 
     @server.tool(

@@ -59,10 +59,11 @@ class Delegation:
     outcome: Outcome | None = None
     error: BaseException | None = None
     thread: threading.Thread | None = None
+    attached_to: str = ""  # the job its idempotency key named: this delegation only waits for it
 
     @property
     def job_id(self) -> str:
-        return self.req.job_id or ""
+        return self.attached_to or self.req.job_id or ""
 
 
 class Service:
@@ -177,6 +178,8 @@ class Service:
         dispatch_wait_s: float | None = None,
         max_tokens: int | None = None,
         estimate_tokens: int | None = None,
+        idempotency_key: str | None = None,
+        dedup: bool = False,
     ) -> Delegation:
         """Start `mam job delegate`'s wrapper for this job in a thread of this process."""
 
@@ -193,6 +196,8 @@ class Service:
             dispatch_wait_s=dispatch_wait_s,
             max_tokens=max_tokens,
             estimate_tokens=estimate_tokens,
+            idempotency_key=idempotency_key,
+            dedup=dedup,
         )
         self.writer()
         d = Delegation(req)
@@ -200,6 +205,11 @@ class Service:
         def update(job: Any, _inp: Any) -> None:
             d.state = job.state.value
             if job.state.value not in EARLY and not job.terminal:  # an ended job is told once `done` is set
+                d.delivered.set()
+
+        def attached(job_id: str, still_open: bool) -> None:
+            d.attached_to = job_id
+            if still_open:  # an ended one is told once `done` is set, as its outcome
                 d.delivered.set()
 
         def run() -> None:
@@ -213,6 +223,7 @@ class Service:
                     on_update=update,
                     client=self._shared_client(),
                     remote=ORIGIN,
+                    on_attach=attached,
                 )
             except BaseException as e:  # handed to the caller, who reports it as the tool's error
                 d.error = e
@@ -223,7 +234,7 @@ class Service:
 
         d.thread = threading.Thread(target=run, name=f"mam-mcp-{d.job_id}", daemon=True)
         with self._lock:
-            self.delegations[d.job_id] = d
+            self.delegations[req.job_id or ""] = d
         d.thread.start()
         return d
 
@@ -325,7 +336,7 @@ class Service:
         for d in list(self.delegations.values()):
             if d.state == JobState.DELIVERING.value:
                 d.delivered.wait(PASTE_WAIT_S)  # never leave a paste half typed: let it reach the pane first
-            if d.done.is_set():
+            if d.done.is_set() or d.attached_to:  # an attached one drives nothing: its job's wrapper does
                 continue
             argv = [
                 sys.executable,

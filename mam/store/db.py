@@ -150,6 +150,15 @@ MIGRATIONS: list[list[str]] = [
         # `mam session create --token-budget N` (0: none).
         "ALTER TABLE sessions ADD COLUMN token_budget INTEGER NOT NULL DEFAULT 0",
     ],
+    [
+        # Idempotency keys of `mam job delegate --idempotency-key K` / `--dedup` (mam/store/idempotency.py):
+        # the job each key names and when the key was claimed (it expires MAM_IDEMPOTENCY_TTL_S later).
+        """CREATE TABLE idempotency_keys (
+            key TEXT PRIMARY KEY,
+            job_id TEXT NOT NULL,
+            created_at REAL NOT NULL
+        ) WITHOUT ROWID""",
+    ],
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 MOUNTS = Path("/proc/mounts")

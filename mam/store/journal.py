@@ -18,28 +18,26 @@ from __future__ import annotations
 import fcntl
 import json
 import os
-import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from mam.store import idempotency
 from mam.store import jobs as jobs_table
+from mam.store.common import AUDIT as AUDIT
+from mam.store.common import now_ms as now_ms
 from mam.store.jobs import JobRow
 from mam.store.registry import Registry
 from mam.util.fs import atomic_write_json
 from mam.workspace import Workspace
 
-AUDIT = "audit.jsonl"
+ATTACHED = "attached"  # the audit kind of one delegation that attached to a job by its idempotency key
 SECRET_FIELDS = ("token", "dispatch_secret")
 COUNTERS = ("last_seq", "last_event_ms")  # change without the state: in the registry, not in the record
 TAIL = 8192
 
 Line = tuple[str, Mapping[str, Any]]  # (kind, fields)
-
-
-def now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 @dataclass(frozen=True)
@@ -57,6 +55,11 @@ class Transition:
     expected_state: str | None = None
     insert: Mapping[str, Any] | None = None  # jobs_table.insert's fields
     token: str = ""  # for the record; else the token already in it
+    # With `insert`: the job's idempotency key and how long it lasts (mam.store.idempotency). If the key
+    # still names another job, nothing is inserted: that job gets an `attached` audit line instead.
+    idempotency_key: str = ""
+    key_ttl_s: float = 0.0
+    attach_fields: Mapping[str, Any] = field(default_factory=dict)  # what the `attached` line says
 
 
 @dataclass(frozen=True)
@@ -64,6 +67,7 @@ class Committed:
     ok: bool  # the changes applied
     row: JobRow | None  # the row as committed (read only when needed: a new row, a refused change, a new record)
     lines: list[tuple[int, str]]  # the audit lines written: (n, JSON line)
+    attached: JobRow | None = None  # the job an idempotency key still named (nothing was inserted)
 
 
 def commit(registry: Registry, t: Transition) -> Committed:
@@ -74,7 +78,17 @@ def commit(registry: Registry, t: Transition) -> Committed:
         write_record(ws, t.job_id, record_from(dict(t.insert["data"]), str(t.insert["owner"])), t.token)
     row: JobRow | None = None
     with registry.write() as conn:
-        if t.insert is not None:
+        holder = idempotency.claim(conn, t.idempotency_key, t.job_id, ttl_s=t.key_ttl_s) if t.idempotency_key else None
+        if holder is not None:
+            line = {
+                **stamp,
+                **_public(t.attach_fields),
+                "idempotency_key": t.idempotency_key,
+                "job_state": holder.state,  # open (single-flight) or ended (a recent result)
+                "kind": ATTACHED,
+            }
+            numbered = jobs_table.add_audit(conn, holder.id, [line])
+        elif t.insert is not None:
             row, ok, new_record = jobs_table.insert(conn, **t.insert), True, False
         elif t.changes:
             ok = jobs_table.update(
@@ -87,8 +101,13 @@ def commit(registry: Registry, t: Transition) -> Committed:
                 row = jobs_table.get(conn, t.job_id)
         else:
             ok, new_record = True, False
-        lines = [{**stamp, **_public(fields), "kind": kind} for kind, fields in t.lines if ok or kind != "input"]
-        numbered = jobs_table.add_audit(conn, t.job_id, lines)
+        if holder is None:
+            lines = [{**stamp, **_public(fields), "kind": kind} for kind, fields in t.lines if ok or kind != "input"]
+            numbered = jobs_table.add_audit(conn, t.job_id, lines)
+    if holder is not None:  # no job of that id: its record, written above, goes
+        ws.job_record(t.job_id).unlink(missing_ok=True)
+        export_audit(registry, holder.id, numbered)
+        return Committed(False, holder, numbered, attached=holder)
     if new_record and row is not None:
         write_record(ws, t.job_id, record_from(row.data, row.owner), t.token)
     export_audit(registry, t.job_id, numbered)

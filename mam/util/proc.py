@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+
+TYPE_CHECKING = False  # subprocess is imported where a helper is spawned: the heartbeater's fork needs none of it
+if TYPE_CHECKING:
+    import subprocess
 
 
 def start_time(pid: int) -> int | None:
@@ -66,6 +69,8 @@ def spawn_detached(
     cwd: Path | None = None,
 ) -> subprocess.Popen[bytes]:
     """Start a helper in its own session so it outlives the caller; output to `log` or /dev/null."""
+    import subprocess
+
     out = open(log, "ab") if log is not None else subprocess.DEVNULL
     try:
         return subprocess.Popen(

@@ -446,28 +446,36 @@ class Agent:
         self.lock = threading.Lock()  # the replay thread and the key loop both draw
         self.hooks = fake_hooks.Hooks(name, sys.argv[1:], os.getcwd())
         self.report_mode = ""
-        self._hook_queue: list[tuple[str, dict[str, object]]] = []
+        self._hook_queue: list[tuple[str, dict[str, object], threading.Event | None]] = []
         self._hook_ready = threading.Condition()
         threading.Thread(target=self._hook_worker, daemon=True).start()
 
-    # -- lifecycle hooks, called in order from one thread (the UI never waits on them) --------------
-    def hook(self, event: str, **fields: object) -> None:
+    # -- lifecycle hooks, called in order from one thread (the UI never waits on them, except a tool
+    # command on its PreToolUse: claude runs that hook before the tool, which it may block) ----------
+    def hook(self, event: str, *, wait: bool = False, **fields: object) -> None:
         if self.name != "claude" or not self.hooks.claude:
             return
         self.hooks.session_id = self.cid or ""
         if self.cid and hasattr(self.store, "path"):
             self.hooks.transcript = str(self.store.path(self.cid))
+        done = threading.Event() if wait else None
         with self._hook_ready:
-            self._hook_queue.append((event, fields))
+            self._hook_queue.append((event, fields, done))
             self._hook_ready.notify()
+        if done is not None:
+            done.wait(60)
 
     def _hook_worker(self) -> None:
         while True:
             with self._hook_ready:
                 while not self._hook_queue:
                     self._hook_ready.wait()
-                event, fields = self._hook_queue.pop(0)
-            self.hooks.fire(event, **fields)
+                event, fields, done = self._hook_queue.pop(0)
+            try:
+                self.hooks.fire(event, **fields)
+            finally:
+                if done is not None:
+                    done.set()
             log("hook", agent=self.name, hook=event)
 
     def turn_end(self, text: str, reply: str) -> None:
@@ -482,7 +490,9 @@ class Agent:
     def tool(self, argv: list[str]) -> int:
         """A tool command as the real CLI runs it, with claude's PreToolUse / PostToolUse around it."""
         command = shlex.join(argv)
-        self.hook("PreToolUse", tool_name="Bash", tool_input={"command": command}, tool_use_id=uuid.uuid4().hex)
+        self.hook(
+            "PreToolUse", wait=True, tool_name="Bash", tool_input={"command": command}, tool_use_id=uuid.uuid4().hex
+        )
         rc = self.sandbox.run(argv)
         self.hook("PostToolUse", tool_name="Bash", tool_input={"command": command}, tool_response={"rc": rc})
         return rc

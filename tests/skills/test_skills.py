@@ -96,7 +96,7 @@ REQUIRED = (
 # Other CLIs a SKILL.md may quote outside its Options section (the agent side, job inspection).
 RELATED: dict[str, tuple[tuple[str, ...], ...]] = {
     "multi-agent-mux-mcp": (("job", "delegate"),),
-    "multi-agent-mux-status": (("job", "list"), ("job", "status")),
+    "multi-agent-mux-status": (("job", "list"), ("job", "status"), ("session", "create")),
     "multi-agent-mux-runner": (("job", "delegate"),),
     "multi-agent-mux-delegate-job": (
         ("event", "started"),
@@ -108,6 +108,7 @@ RELATED: dict[str, tuple[tuple[str, ...], ...]] = {
         ("job", "list"),
         ("job", "log"),
         ("job", "cancel"),
+        ("session", "create"),  # --token-budget, named where exit 6 is explained
     ),
 }
 # Documented by every skill: the script's own "mam not found".

@@ -1,0 +1,58 @@
+"""A broker connection opened only when a caller first needs one.
+
+`mam event` and the heartbeater publish themselves only when no wrapper listens on the job's wake
+socket (mam/jobs/wake.py): the settings, paho and the broker's endpoint are imported here, on that
+path alone, so the usual path never pays for them.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from mam.errors import BrokerError
+from mam.workspace import Workspace
+
+if TYPE_CHECKING:
+    from mam.bus.mqtt import MqttClient
+
+Opener = Callable[[], "MqttClient"]  # raises BrokerError when no broker can be reached
+
+
+def opener(
+    ws: Workspace,
+    role: str,
+    *,
+    env_file: Path | None = None,
+    timeout: float = 3.0,
+    warn: bool = False,
+    reconnect: bool = True,
+) -> Opener:
+    """A function that connects to the configured or embedded broker (never starting one).
+
+    With `warn`, the settings' own warnings (an unknown key in .mam.env...) go to stderr, as every
+    mam command prints them."""
+
+    def connect() -> MqttClient:
+        from mam.broker.endpoint import resolve_endpoint
+        from mam.bus.connect import client_id
+        from mam.bus.mqtt import MqttClient
+        from mam.errors import ConfigError
+        from mam.settings import load_settings
+
+        try:
+            if env_file is not None:
+                settings = load_settings(env_file=env_file, required_env_file=True)
+            else:
+                settings = load_settings(env_file=ws.env_file)
+        except ConfigError as e:
+            raise BrokerError(f"cannot read the broker settings: {e}") from e
+        if warn:
+            for warning in settings.warnings:
+                print(f"mam: warning: {warning}", file=sys.stderr)
+        endpoint = resolve_endpoint(settings, ws, autostart=False)
+        return MqttClient(endpoint, client_id=client_id(settings, role), reconnect=reconnect).connect(timeout)
+
+    return connect

@@ -1,0 +1,84 @@
+"""The wake socket: how `mam event` tells the waiting wrapper of a local job that an event is on disk.
+
+The wrapper of a local job (its Intake, mam/jobs/intake.py) binds a Unix datagram socket
+`.mam/run/wake-<job>.sock` (mode 0600, in the 0700 folder `.mam/run/`); after committing an event
+to the store, the agent's `mam event` sends one datagram to it, and the wrapper reads the store
+(the disk path) and relays the signed event to MQTT. A datagram carries nothing but the wake-up:
+the wrapper trusts no byte of it (the event itself is read from the store and checked by the
+gate, signature first), so a forged wake costs one read.
+
+Either side refuses a socket or folder another user owns or may write (Guarantee 13): the sender
+then reports "no wrapper listens" and the caller falls back to publishing itself.
+"""
+
+from __future__ import annotations
+
+import _socket  # not `socket`: its enum set-up costs `mam event` a millisecond or two
+import os
+import stat
+
+from mam.ids import check_job_id
+
+MAX_PATH = 100  # sun_path holds 108 bytes; a longer path is reached through /proc/self/fd/<folder fd>
+ABSENT = "no wrapper listens"
+
+
+def path(run_dir: str, job_id: str) -> str:
+    """The wake socket of `job_id` in `run_dir` (the workspace's `.mam/run`)."""
+    return os.path.join(run_dir, f"wake-{check_job_id(job_id)}.sock")
+
+
+def private(st: os.stat_result) -> bool:
+    return st.st_uid == os.geteuid() and not stat.S_IMODE(st.st_mode) & 0o077
+
+
+def check_folder(folder: str) -> str:
+    """'' if `folder` is a real folder of this user that nobody else may enter or write, else why not."""
+    try:
+        st = os.lstat(folder)
+    except OSError as e:
+        return f"{folder}: {e.strerror}"
+    if not stat.S_ISDIR(st.st_mode) or not private(st):
+        return f"{folder} is not a private folder of this user (mode {stat.S_IMODE(st.st_mode):04o})"
+    return ""
+
+
+def address(sock_path: str) -> tuple[str, int]:
+    """An address for `sock_path` that fits sun_path, and a folder descriptor to close afterwards (-1: none)."""
+    if len(os.fsencode(sock_path)) <= MAX_PATH:
+        return sock_path, -1
+    folder, name = os.path.split(sock_path)
+    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    return f"/proc/self/fd/{fd}/{name}", fd
+
+
+def send(run_dir: str, job_id: str) -> str:
+    """Wake the wrapper waiting for `job_id`: '' if a wrapper's socket took the datagram, else why not."""
+    target = path(run_dir, job_id)
+    problem = check_folder(run_dir)
+    if problem:
+        return ABSENT if problem.endswith("No such file or directory") else problem
+    try:
+        st = os.lstat(target)
+    except FileNotFoundError:
+        return ABSENT
+    except OSError as e:
+        return f"{target}: {e.strerror}"
+    if not stat.S_ISSOCK(st.st_mode) or not private(st):
+        return f"refusing wake socket {target}: not a socket of this user with mode 0600"
+    sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_DGRAM | _socket.SOCK_NONBLOCK | _socket.SOCK_CLOEXEC)
+    fd = -1
+    try:
+        where, fd = address(target)
+        sock.sendto(b"w", where)
+    except BlockingIOError:
+        return ""  # its queue is full of wake-ups already: it reads the store before it sleeps again
+    except (ConnectionRefusedError, FileNotFoundError):
+        return ABSENT  # a socket file left by a wrapper that died
+    except OSError as e:
+        return f"cannot wake the wrapper: {e.strerror or e}"
+    finally:
+        sock.close()
+        if fd >= 0:
+            os.close(fd)
+    return ""
