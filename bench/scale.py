@@ -2,12 +2,16 @@
 delegated concurrently (one delegating thread per session), with a monitor running.
 
 Prints, per scale point: jobs per minute, dispatch-to-`started` latency p50/p99, events per
-second, the monitor's CPU, memory per session, lost or stuck jobs; with --plot writes a PNG of
-latency and throughput against sessions. Baseline for the ratios: the 10-session point.
+second, the monitor's CPU, memory per session, lost or stuck jobs, final states the orchestrator's
+shared connection still had unacked when it closed, and when an observer saw each final state;
+with --plot writes a PNG of latency and throughput against sessions. Baseline for the ratios: the
+first point.
 
     .venv/bin/python bench/scale.py                       # 10, 50, 100 sessions; 1,000 jobs at 100
     .venv/bin/python bench/scale.py --sessions 10,20 --jobs-per-session 3 --json
+    .venv/bin/python bench/scale.py --sessions 500 --jobs-per-session 5 --create-parallel 4   # 2,500 jobs
     .venv/bin/python bench/scale.py --plot docs/scale.png
+    .venv/bin/python bench/scale.py --replot rows.txt --plot docs/scale-500.png   # rows printed by earlier runs
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ import tempfile
 import threading
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +35,9 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from bench._support import kill_tmux  # noqa: E402
+from mam.bus.envelope import Envelope  # noqa: E402
+from mam.bus.topics import Topics  # noqa: E402
+from mam.errors import DecodeError  # noqa: E402
 from mam.jobs.delegate import DelegateRequest, delegate  # noqa: E402
 from mam.jobs.record import read_audit  # noqa: E402
 from mam.settings import load_settings  # noqa: E402
@@ -67,7 +75,9 @@ def pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
 
 
-def run_point(sessions: int, jobs_per_session: int, broker_env: dict[str, str], *, heartbeat: float) -> dict[str, Any]:
+def run_point(
+    sessions: int, jobs_per_session: int, broker_env: dict[str, str], *, heartbeat: float, create_parallel: int = 1
+) -> dict[str, Any]:
     root = Path(tempfile.mkdtemp(prefix=f"mam-scale-{sessions}-"))
     ws = Workspace(root)
     home = root / ".home"
@@ -89,7 +99,8 @@ def run_point(sessions: int, jobs_per_session: int, broker_env: dict[str, str], 
     monitor = None
     try:
         t0 = time.monotonic()
-        for name in names:
+
+        def create(name: str) -> None:
             done = subprocess.run(
                 [MAM, "session", "create", "--agent", "demo", "--role", "dev", "--session", name],
                 env=env,
@@ -98,6 +109,10 @@ def run_point(sessions: int, jobs_per_session: int, broker_env: dict[str, str], 
             )
             if done.returncode != 0:
                 raise RuntimeError(f"create {name}: {done.stderr}")
+
+        create(names[0])  # alone: it starts the tmux server
+        with ThreadPoolExecutor(max(1, create_parallel)) as pool:
+            list(pool.map(create, names[1:]))
         created_s = time.monotonic() - t0
         reg = Registry(ws)
         pane_pids = [r.pane_pid for r in reg.sessions() if r.pane_pid]
@@ -117,6 +132,20 @@ def run_point(sessions: int, jobs_per_session: int, broker_env: dict[str, str], 
         shared = open_client(
             settings, ws, role="scale-orchestrator", timeout=30
         )  # one connection for every wrapper thread
+        # An observer on its own connection, as a runner or `mam top` would be: when each job's
+        # retained final state reaches it, after the wrapper published it (the envelope's ts).
+        seen: dict[str, float] = {}
+        observer = open_client(settings, ws, role="scale-observer", timeout=30)
+
+        def on_state(topic: str, payload: bytes, retained: bool) -> None:
+            try:
+                env = Envelope.decode(payload)
+            except DecodeError:
+                return
+            with lock:
+                seen.setdefault(env.job, time.time() - env.ts / 1000)
+
+        observer.subscribe(Topics.of(settings, ws).all_states(), on_state, timeout=30)
 
         def worker(name: str) -> None:
             registry = Registry(ws)
@@ -155,7 +184,15 @@ def run_point(sessions: int, jobs_per_session: int, broker_env: dict[str, str], 
             t.join()
         wall = time.monotonic() - start
         wrapper_cpu = time.process_time() - wrapper_cpu0
+        flush_t0 = time.monotonic()
+        unacked = shared.flush(60)  # the final states' publishes are not waited for by the wrappers
+        flush_s = time.monotonic() - flush_t0
         shared.close()
+        deadline = time.monotonic() + 30
+        while len(seen) < len(outcomes) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        observer.close()
+        state_delays = list(seen.values())
         monitor_cpu = cpu_s(monitor.pid) - cpu0
         memory = [rss_kb(p) for p in pane_pids]
         latencies, events = [], 0
@@ -212,6 +249,12 @@ def run_point(sessions: int, jobs_per_session: int, broker_env: dict[str, str], 
             "wrappers_cpu_s": round(wrapper_cpu, 2),
             "wrappers_cpu_per_job_ms": round(1000 * wrapper_cpu / max(1, len(outcomes)), 1),
             "rss_per_session_mb": round(statistics.mean(memory) / 1024, 1) if memory else 0.0,
+            "state_unacked": unacked,
+            "state_flush_s": round(flush_s, 2),
+            "states_seen": len(seen),
+            "state_seen_p50_s": round(pct(state_delays, 0.5), 3),
+            "state_seen_p99_s": round(pct(state_delays, 0.99), 3),
+            "loadavg": " ".join(f"{x:.1f}" for x in os.getloadavg()),
         }
     finally:
         if monitor is not None and monitor.poll() is None:
@@ -257,6 +300,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--plot", type=Path, default=None, help="write a PNG of latency and throughput against sessions"
     )
+    parser.add_argument(
+        "--create-parallel", type=int, default=1, help="sessions created at once (set-up only; 4 makes 500 bearable)"
+    )
     parser.add_argument("--json", action="store_true")
     parser.add_argument(
         "--replot",
@@ -274,7 +320,9 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     try:
         for n in [int(x) for x in args.sessions.split(",")]:
-            row = run_point(n, args.jobs_per_session, broker.env(), heartbeat=args.heartbeat)
+            row = run_point(
+                n, args.jobs_per_session, broker.env(), heartbeat=args.heartbeat, create_parallel=args.create_parallel
+            )
             rows.append(row)
             if not args.json:
                 print(json.dumps(row), flush=True)
@@ -294,15 +342,20 @@ def main(argv: list[str] | None = None) -> int:
     else:
         print(
             f"{'sessions':>8} {'jobs':>5} {'lost':>4} {'stuck':>5} {'jobs/min':>8} {'p50 s':>6} {'p99 s':>6} "
-            f"{'ev/s':>6} {'mon cpu%':>8} {'MB/sess':>7}"
+            f"{'ev/s':>6} {'mon cpu%':>8} {'MB/sess':>7} {'unacked':>7} {'state p99':>9}"
         )
         for r in rows:
             print(
                 f"{r['sessions']:>8} {r['jobs']:>5} {r['lost']:>4} {r['stuck_open']:>5} {r['jobs_per_min']:>8} "
                 f"{r['started_p50_s']:>6} "
-                f"{r['started_p99_s']:>6} {r['events_per_s']:>6} {r['monitor_cpu_pct']:>8} {r['rss_per_session_mb']:>7}"
+                f"{r['started_p99_s']:>6} {r['events_per_s']:>6} {r['monitor_cpu_pct']:>8} "
+                f"{r['rss_per_session_mb']:>7} {r['state_unacked']:>7} {r['state_seen_p99_s']:>9}"
             )
-    return 0 if all(r["lost"] == 0 and r["stuck_open"] == 0 and r["wrapper_error_count"] == 0 for r in rows) else 1
+    ok = all(
+        r["lost"] == 0 and r["stuck_open"] == 0 and r["wrapper_error_count"] == 0 and r["state_unacked"] == 0
+        for r in rows
+    )
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":

@@ -15,9 +15,13 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from mam.broker.endpoint import BrokerEndpoint
 from mam.errors import BrokerError
+
+if TYPE_CHECKING:
+    from paho.mqtt.client import MQTTMessageInfo
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +61,7 @@ class MqttClient:
         self._connected = threading.Event()
         self._answered = threading.Event()  # a CONNACK came, accepting or refusing
         self._subs: dict[str, tuple[int, Handler]] = {}
+        self._wildcards: set[str] = set()  # the keys of _subs with + or #: only these need matching
         self._lock = threading.Lock()
         self._reconnect = reconnect
         self._closing = False
@@ -76,9 +81,16 @@ class MqttClient:
         self._client.on_message = self._on_message
         self._client.on_subscribe = self._on_subscribe
         self._client.on_unsubscribe = self._on_subscribe  # the same bookkeeping: the packet id is acked
-        self._acked: set[int] = set()  # packet ids of SUBACKs and UNSUBACKs nobody has waited for yet
+        # SUBACK / UNSUBACK bookkeeping by packet id. One Event per waiter, so an ack wakes only the
+        # thread waiting for it: with a Condition shared by every waiter, each ack woke all of them
+        # (a process driving 100 jobs on one connection), and the network thread queued behind them.
+        self._acks_lock = threading.Lock()
+        self._ack_waits: dict[int, threading.Event] = {}  # waited for now
+        self._acked: set[int] = set()  # acked before anyone waited
+        self._unwaited: set[int] = set()  # nobody will wait: drop the ack when it comes
         self._network_thread: int | None = None
-        self._acked_cond = threading.Condition()
+        self._pending_lock = threading.Lock()
+        self._pending: list[MQTTMessageInfo] = []  # publishes made with wait=False, until acked
 
     def _tls_set(self, ep: BrokerEndpoint) -> None:
         """Load the TLS files; a missing or unreadable one is a BrokerError naming the setting and its path."""
@@ -135,7 +147,17 @@ class MqttClient:
     def wait_connected(self, timeout: float) -> bool:
         return self._connected.wait(timeout)
 
-    def close(self) -> None:
+    def close(self, flush_s: float = 3.0) -> None:
+        """Disconnect, after waiting up to `flush_s` for the acks of publishes made with `wait=False`."""
+        unacked = self.flush(flush_s) if self._connected.is_set() else len(self._unacked())
+        if unacked:
+            log.warning(
+                "MQTT broker %s:%s did not acknowledge %d publish(es) within %gs before the connection closed",
+                self.endpoint.host,
+                self.endpoint.port,
+                unacked,
+                flush_s,
+            )
         self._closing = True
         try:
             # Always: paho's network thread keeps running while an unacked message waits for a
@@ -161,13 +183,15 @@ class MqttClient:
         retain: bool = False,
         timeout: float = 5.0,
         give_up_on_disconnect: bool = False,
+        wait: bool = True,
     ) -> None:
         """Publish and, for QoS > 0, wait for the broker's ack; raise BrokerError if it does not come.
 
         A BrokerError after the message left means "maybe sent": paho keeps an unacked message and
         sends it again after a reconnect. By default the wait goes on through a reconnect until
         `timeout`; `give_up_on_disconnect` stops it when the connection drops (for messages that
-        are safe on disk already, whose sender must not be held up).
+        are safe on disk already, whose sender must not be held up). `wait=False`: return once the
+        message is queued; `flush` (and `close`) wait for its ack.
         """
         if not self._connected.is_set():
             raise BrokerError(f"not connected to MQTT broker {self.endpoint.host}:{self.endpoint.port}")
@@ -176,6 +200,11 @@ class MqttClient:
             raise BrokerError(
                 f"publish to {self.endpoint.host}:{self.endpoint.port} failed: {self._paho.error_string(info.rc)}"
             )
+        if qos > 0 and not wait:
+            with self._pending_lock:
+                self._pending = [i for i in self._pending if not i.is_published()]
+                self._pending.append(info)
+            return
         if qos > 0:
             # With give_up_on_disconnect, wait in slices so that a lost connection ends the wait early.
             deadline = time.monotonic() + timeout
@@ -196,6 +225,24 @@ class MqttClient:
             except (RuntimeError, ValueError) as e:
                 raise BrokerError(f"publish failed: {e}") from e
 
+    def flush(self, timeout: float) -> int:
+        """Wait up to `timeout` for the acks of every publish made with `wait=False`; how many are still unacked."""
+        deadline = time.monotonic() + timeout
+        for info in self._unacked():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
+            try:
+                info.wait_for_publish(left)
+            except (RuntimeError, ValueError):
+                pass  # not queued at all: counted as unacked below
+        return len(self._unacked())
+
+    def _unacked(self) -> list[MQTTMessageInfo]:
+        with self._pending_lock:
+            self._pending = [i for i in self._pending if not i.is_published()]
+            return list(self._pending)
+
     def publish_nowait(self, topic: str, payload: bytes, *, qos: int = 1) -> None:
         """Hand a message to paho without waiting for the broker's ack (a relay of what is safe on disk).
 
@@ -207,37 +254,67 @@ class MqttClient:
             raise BrokerError(
                 f"publish to {self.endpoint.host}:{self.endpoint.port} failed: {self._paho.error_string(info.rc)}"
             )
+        if qos > 0:  # `flush` and `close` wait for it too
+            with self._pending_lock:
+                self._pending = [i for i in self._pending if not i.is_published()]
+                self._pending.append(info)
 
     def subscribe(self, topic: str, handler: Handler, *, qos: int = 1, timeout: float = 5.0) -> None:
         with self._lock:
             self._subs[topic] = (qos, handler)
+            if "+" in topic or "#" in topic:
+                self._wildcards.add(topic)
         if self._connected.is_set():
             rc, mid = self._client.subscribe(topic, qos=qos)
-            if rc != self._paho.MQTT_ERR_SUCCESS:
+            if rc != self._paho.MQTT_ERR_SUCCESS or mid is None:
                 raise BrokerError(f"subscribe to {topic} failed: {self._paho.error_string(rc)}")
             # Wait for the SUBACK: a caller that subscribes and then acts (injects a brief) must not
             # race the first message. (With MQTT 3.1.1 an ACL denial still acks: see FIELD_NOTES.)
-            with self._acked_cond:
-                if not self._acked_cond.wait_for(lambda: mid in self._acked or not self._connected.is_set(), timeout):
-                    raise BrokerError(
-                        f"MQTT broker {self.endpoint.host}:{self.endpoint.port} did not acknowledge a subscription "
-                        f"within {timeout:.0f}s"
-                    )
-                self._acked.discard(mid)
+            if not self._wait_ack(mid, timeout):
+                raise BrokerError(
+                    f"MQTT broker {self.endpoint.host}:{self.endpoint.port} did not acknowledge a subscription "
+                    f"within {timeout:.0f}s"
+                )
 
-    def unsubscribe(self, topic: str, *, timeout: float = 5.0) -> None:
+    def unsubscribe(self, topic: str, *, timeout: float = 5.0, wait: bool = True) -> None:
         """Stop receiving `topic`; waits (at most `timeout`, never failing) for the UNSUBACK, so that
         a close right after never leaves the broker's answer unread (closing a socket with unread
-        data resets the connection, and the broker may then drop our DISCONNECT and send our will)."""
+        data resets the connection, and the broker may then drop our DISCONNECT and send our will).
+        `wait=False`: do not wait (the connection stays open, as a shared one does)."""
         with self._lock:
             self._subs.pop(topic, None)
+            self._wildcards.discard(topic)
         if self._connected.is_set():
             rc, mid = self._client.unsubscribe(topic)
-            if rc != self._paho.MQTT_ERR_SUCCESS or threading.get_ident() == self._network_thread:
-                return  # (a handler on the network thread must not wait for what that thread reads)
-            with self._acked_cond:
-                if self._acked_cond.wait_for(lambda: mid in self._acked or not self._connected.is_set(), timeout):
-                    self._acked.discard(mid)
+            if rc != self._paho.MQTT_ERR_SUCCESS or mid is None:
+                return
+            if not wait or threading.get_ident() == self._network_thread:
+                self._forget_ack(mid)  # (a handler on the network thread must not wait for what that thread reads)
+                return
+            self._wait_ack(mid, timeout)
+
+    def _wait_ack(self, mid: int, timeout: float) -> bool:
+        """Wait for the SUBACK or UNSUBACK of packet `mid`: True once it came or the connection dropped
+        (on_connect subscribes again), False after `timeout`."""
+        with self._acks_lock:
+            if mid in self._acked:
+                self._acked.discard(mid)
+                return True
+            event = self._ack_waits[mid] = threading.Event()
+        try:
+            return event.wait(timeout) or not self._connected.is_set()
+        finally:
+            with self._acks_lock:
+                self._ack_waits.pop(mid, None)
+                if not event.is_set():
+                    self._unwaited.add(mid)  # a late ack must not satisfy a later wait for a reused id
+
+    def _forget_ack(self, mid: int) -> None:
+        with self._acks_lock:
+            if mid in self._acked:
+                self._acked.discard(mid)
+            else:
+                self._unwaited.add(mid)
 
     # -- paho callbacks (network thread) ------------------------------------------------------
     def _on_connect(self, client, _userdata, _flags, reason_code, _properties) -> None:  # type: ignore[no-untyped-def]
@@ -265,21 +342,30 @@ class MqttClient:
 
     def _on_disconnect(self, _client, _userdata, _flags, _reason_code, _properties) -> None:  # type: ignore[no-untyped-def]
         self._connected.clear()
-        with self._acked_cond:
-            self._acked_cond.notify_all()  # a subscriber waiting for its SUBACK stops waiting; on_connect resubscribes
+        with self._acks_lock:
+            for event in self._ack_waits.values():
+                event.set()  # a subscriber waiting for its SUBACK stops waiting; on_connect resubscribes
         if not self._closing and self.on_connection_change is not None:
             self.on_connection_change(False)
 
     def _on_subscribe(self, _client, _userdata, mid, _reason_codes, _properties) -> None:  # type: ignore[no-untyped-def]
-        with self._acked_cond:
-            self._acked.add(mid)
-            self._acked_cond.notify_all()
+        with self._acks_lock:
+            event = self._ack_waits.get(mid)
+            if event is not None:
+                event.set()
+            elif mid in self._unwaited:
+                self._unwaited.discard(mid)
+            else:
+                self._acked.add(mid)
 
     def _on_message(self, _client, _userdata, msg) -> None:  # type: ignore[no-untyped-def]
+        # A dict lookup for the exact topic and a match only against wildcard patterns: this runs on
+        # the network thread for every message, and a process driving many jobs on one connection
+        # has one subscription per job (paho's topic_matches_sub builds a matcher per call, ~12 us).
         with self._lock:
-            handlers = [
-                h for pattern, (_q, h) in self._subs.items() if self._paho.topic_matches_sub(pattern, msg.topic)
-            ]
+            exact = self._subs.get(msg.topic)
+            handlers = [exact[1]] if exact is not None else []
+            handlers += [self._subs[p][1] for p in self._wildcards if self._paho.topic_matches_sub(p, msg.topic)]
         for handler in handlers:
             try:
                 handler(msg.topic, msg.payload, bool(msg.retain))

@@ -88,7 +88,7 @@ def job() -> None:
     "--dispatch-wait",
     type=float,
     default=None,
-    help="Seconds to wait for the session's earlier jobs (default MAM_DISPATCH_WAIT_S).",
+    help="Seconds to wait for the session's earlier jobs and, queued, for a cap (default MAM_DISPATCH_WAIT_S).",
 )
 @click.option(
     "--max-tokens",

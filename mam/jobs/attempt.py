@@ -152,8 +152,8 @@ class BrokerEvents:
         self._publish_state(ledger)
         if self.owns_client:
             self.client.close()
-        else:
-            self.client.unsubscribe(self.topics.events(ledger.job.id))
+        else:  # the shared connection stays open: no UNSUBACK to wait for before a close
+            self.client.unsubscribe(self.topics.events(ledger.job.id), wait=False)
 
     def _publish_state(self, ledger: Ledger) -> None:
         job = ledger.job
@@ -168,8 +168,11 @@ class BrokerEvents:
             ts=rec.now_ms(),
             body={"state": job.state.value, "reason": job.reason, "exit_code": job.exit_code},
         ).signed(ledger.token)
+        # Not waited for here: the job's outcome is in the registry already, and on a connection shared
+        # by many jobs a wrapper waiting for this ack held its caller up behind every other job's
+        # traffic. The connection's close (this process's, or the shared one's owner's) waits for it.
         try:
-            self.client.publish(self.topics.state(job.id), env.encode(), qos=1, retain=True, timeout=3)
+            self.client.publish(self.topics.state(job.id), env.encode(), qos=1, retain=True, wait=False)
         except BrokerError as e:
             log.warning("could not publish the final state of %s: %s", job.id, e)
 

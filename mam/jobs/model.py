@@ -12,9 +12,10 @@ from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from mam.jobs import activity
+from mam.jobs.outcomes import ENDINGS, STATE_EXIT, TERMINAL, UNCLAIMED, Ignored, JobState, Reason
 from mam.jobs.outcomes import OPEN as OPEN  # the states live with the table of outcomes; re-exported here
-from mam.jobs.outcomes import STATE_EXIT, TERMINAL, UNCLAIMED, Ignored, JobState, Reason
 
+_OWN_CODE = frozenset({Reason.BUDGET_EXHAUSTED.value, Reason.TOKEN_BUDGET.value})
 # Which sender may send which event type.
 SENDER_TYPES: Mapping[str, frozenset[str]] = {
     "agent": frozenset({"started", "progress", "heartbeat", "completed", "error", "activity"}),
@@ -127,7 +128,10 @@ Input = Claim | Queued | Delivered | Event | Tick | End
 def _end(
     job: Job, at: int, state: JobState, reason: str, *, detail: str = "", exit_code: int | None = None, **extra: Any
 ) -> Job:
-    code = STATE_EXIT[state] if exit_code is None else exit_code
+    if exit_code is None:  # a runner's budget reason keeps its own code (exit 6); others exit as their state
+        row = ENDINGS[Reason(reason)] if reason in _OWN_CODE else None
+        exit_code = row.exit_code if row is not None and row.state is state else STATE_EXIT[state]
+    code = exit_code
     return replace(job, state=state, reason=reason, detail=detail, exit_code=code, ended_ms=at, waiting=None, **extra)
 
 

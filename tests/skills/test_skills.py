@@ -54,7 +54,7 @@ CONTRACT: dict[str, tuple[str, tuple[str, ...], set[str], set[int]]] = {
         "delegate_job.sh",
         ("job", "delegate"),
         {"--target", "--brief", "--brief-file", "--timeout", "--start-deadline", "--heartbeat", "--parent-job"},
-        {0, 1, 2, 3, 5},
+        {0, 1, 2, 3, 5, 6},
     ),
     "multi-agent-mux-loop": (
         "run_loop.sh",
@@ -358,6 +358,15 @@ def test_mam_bin_wins_and_arguments_pass_unchanged(skill: str, tmp_path: Path):
     out = json.loads(proc.stdout)
     assert out == {"who": "MAM_BIN", "argv": [*CONTRACT[skill][1], *NASTY_ARGS]}
     assert not list(tmp_path.glob("pwned*"))
+
+
+def test_delegate_job_passes_every_contract_exit_code_through(tmp_path: Path):
+    fake = tmp_path / "fake-mam"
+    fake.write_text('#!/bin/sh\nexit "$FAKE_EXIT"\n')
+    fake.chmod(0o755)
+    for code in sorted(CONTRACT["multi-agent-mux-delegate-job"][3]):  # 6 too: refused or stopped by a budget
+        env = {**os.environ, "MAM_BIN": str(fake), "PATH": bare_path(tmp_path), "FAKE_EXIT": str(code)}
+        assert run_script(script_of("multi-agent-mux-delegate-job"), [], env, tmp_path).returncode == code
 
 
 def test_lookup_order_in_an_installed_workspace(installed_copy: Path, tmp_path: Path):

@@ -110,6 +110,10 @@ def _running() -> Job:
             lambda: advance(_job(), Event(1, 1, "rejected", "runner", {"reason": "runner_stopped"})),
         ),
         (Reason.BRIEF_REFUSED, lambda: advance(_job(), Event(1, 1, "error", "runner", {"reason": "brief_refused"}))),
+        (
+            Reason.BUDGET_EXHAUSTED,
+            lambda: advance(_job(), Event(1, 1, "rejected", "runner", {"reason": "budget_exhausted"})),
+        ),
     ],
 )
 def test_the_model_ends_jobs_as_the_table_says(reason: Reason, make) -> None:  # type: ignore[no-untyped-def]
