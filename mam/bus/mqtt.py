@@ -36,6 +36,15 @@ class Will:
     retain: bool = True
 
 
+def _acked(info: MQTTMessageInfo) -> bool:
+    """True once the broker acknowledged the message. paho's `is_published` raises for a message handed
+    over while disconnected (it sends it after a reconnect) or refused: neither is known to be acked."""
+    try:
+        return info.is_published()
+    except (RuntimeError, ValueError):
+        return False
+
+
 class MqttClient:
     """One paho client with a background network thread. Use as a context manager."""
 
@@ -202,7 +211,7 @@ class MqttClient:
             )
         if qos > 0 and not wait:
             with self._pending_lock:
-                self._pending = [i for i in self._pending if not i.is_published()]
+                self._pending = [i for i in self._pending if not _acked(i)]
                 self._pending.append(info)
             return
         if qos > 0:
@@ -240,7 +249,7 @@ class MqttClient:
 
     def _unacked(self) -> list[MQTTMessageInfo]:
         with self._pending_lock:
-            self._pending = [i for i in self._pending if not i.is_published()]
+            self._pending = [i for i in self._pending if not _acked(i)]
             return list(self._pending)
 
     def publish_nowait(self, topic: str, payload: bytes, *, qos: int = 1) -> None:
@@ -256,7 +265,7 @@ class MqttClient:
             )
         if qos > 0:  # `flush` and `close` wait for it too
             with self._pending_lock:
-                self._pending = [i for i in self._pending if not i.is_published()]
+                self._pending = [i for i in self._pending if not _acked(i)]
                 self._pending.append(info)
 
     def subscribe(self, topic: str, handler: Handler, *, qos: int = 1, timeout: float = 5.0) -> None:
