@@ -30,6 +30,13 @@ RECENT = 20  # completed jobs of a role whose median usage is the estimate
 FOLLOWED = (JobState.DELIVERING, JobState.DELIVERED, JobState.RUNNING)
 
 
+def estimate_for(conn: Any, role: str, settings: Settings) -> int:
+    """A job's reservation without --estimate-tokens: the median measured usage of its role's last RECENT
+    completed jobs, else MAM_DEFAULT_ESTIMATE_TOKENS."""
+    recent = rs.recent_usage(conn, role, JobState.COMPLETED.value, RECENT) if role else []
+    return int(statistics.median(recent)) if recent else settings.default_estimate_tokens
+
+
 class Governor:
     """One attempt's dealings with the caps (see the module docstring)."""
 
@@ -97,8 +104,7 @@ class Governor:
         role = row.role if row is not None else ""
         estimate = meta.get("estimate_tokens")
         if not isinstance(estimate, int):
-            recent = rs.recent_usage(conn, role, JobState.COMPLETED.value, RECENT) if role else []
-            estimate = int(statistics.median(recent)) if recent else self.settings.default_estimate_tokens
+            estimate = estimate_for(conn, role, self.settings)
         cap = meta.get("max_tokens")
         tokens = min(estimate, cap) if isinstance(cap, int) and cap > 0 else estimate
         return Want(job_id=job.id, qid=self.ledger.qid, session=job.session, role=role, tokens=max(tokens, 0))
