@@ -22,6 +22,7 @@ from mam.jobs.queries import cancel
 from mam.settings import load_settings
 from mam.store.registry import Registry
 from mam.util import pokes as wake
+from mam.util.poll import wait_for
 from mam.workspace import Workspace
 
 HOUR = 3600.0
@@ -121,18 +122,11 @@ def start(
     return attempt, thread
 
 
-def wait_for(what, timeout: float = 10.0) -> None:  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    while not what():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.01)
-
-
 def test_an_idle_wrapper_sleeps_and_a_cancel_wakes_it(world: tuple[Workspace, Registry]) -> None:
     ws, registry = world
     ledger = register(ws, registry, "job-00000000000000a1", JobState.RUNNING)
     attempt, thread = start(ws, registry, ledger, QuietDelivery())
-    wait_for(lambda: attempt.waiter is not None and attempt.waiter._relay is not None)
+    wait_for(lambda: attempt.waiter is not None and attempt.waiter._relay is not None, timeout=10)
     before = attempt.wakes
     time.sleep(IDLE_WINDOW_S)  # the window measured: nothing happens in it
     idle = attempt.wakes - before
@@ -150,7 +144,7 @@ def test_the_turn_wait_is_woken_when_the_job_ahead_ends(world: tuple[Workspace, 
     mine = register(ws, registry, "job-00000000000000b2", JobState.PENDING)
     delivery = QuietDelivery()
     attempt, thread = start(ws, registry, mine, delivery)
-    wait_for(lambda: any(line.get("kind") == "waiting" for line in _audit(ws, mine.job.id)))
+    wait_for(lambda: any(line.get("kind") == "waiting" for line in _audit(ws, mine.job.id)), timeout=10)
     assert not delivery.injected.is_set()
     cancel(ws, Registry(ws), ahead.job.id)
     assert delivery.injected.wait(30), "the end of the job ahead did not wake the turn wait"
