@@ -1,7 +1,8 @@
 """The fast path of `mam event ...`: the usual event of a local job in about the cost of starting Python.
 
 An agent runs `mam event` once per event, so this module imports nothing slow: no click, no paho,
-no YAML, no dataclasses, no pathlib; only json, sqlite3, hmac and a socket. It does what the full
+no YAML, no dataclasses, no pathlib, no json package and no `re`; only sqlite3, sha256, the C JSON
+accelerators (mam.util.lean_json) and a socket. It does what the full
 path (mam.event_cli over mam.jobs.emit) does, in the same order and with the same result:
 
 1. find the workspace as mam.workspace does, and go on only if `.mam/` is a real folder of this
@@ -24,11 +25,9 @@ the constants below equal to the modules they mirror.
 from __future__ import annotations
 
 import fcntl
-import json
 import math
 import os
 import sqlite3
-import stat
 import sys
 import time
 
@@ -36,9 +35,11 @@ from mam.errors import UsageError
 from mam.ids import check_job_id
 from mam.jobs import wake
 from mam.jobs.outcomes import OPEN_STATES, Exit
+from mam.util import lean_json
+from mam.util.root import STATE_DIR, find_root
 
 # Mirrors of constants of modules too slow to import here (checked equal by the tests).
-STATE_DIR, ENV_FILE, DB_FILE = ".mam", ".mam.env", "agent-sessions.db"  # mam.workspace
+DB_FILE = "agent-sessions.db"  # mam.workspace
 VERSION = 2  # mam.bus.envelope.VERSION
 MAX_EVENT_BYTES = 64 * 1024  # mam.bus.envelope.MAX_EVENT_BYTES
 MAX_INT = 2**53  # mam.bus.envelope.MAX_INT
@@ -71,7 +72,7 @@ def run(argv: list[str]) -> int | None:
     job_id = str(opts["--job"])
     if not _is_id(job_id):
         return None
-    root = workspace(opts.get("--workspace"))
+    root = find_root(opts.get("--workspace"))
     if root is None:
         return None
     state = os.path.join(root, STATE_DIR)
@@ -89,6 +90,8 @@ def run(argv: list[str]) -> int | None:
         sys.stderr.write(f"mam: warning: {warning}\n")
     if opts.get("--json"):
         shown = {"job": job_id, "seq": seq, "type": command, "published": via == "broker", "via": via}
+        import json  # only for --json: it imports `re`
+
         sys.stdout.write(json.dumps(shown, indent=2, sort_keys=True, ensure_ascii=False) + "\n")
     else:
         sys.stdout.write(f"{command} recorded for {job_id} (seq {seq}, {WHERE[via]})\n")
@@ -138,50 +141,10 @@ def _is_id(value: str) -> bool:
     return True
 
 
-def workspace(explicit: str | bool | None) -> str | None:
-    """The workspace's root as mam.workspace.find_workspace finds it, if its files are plainly trusted."""
-    chosen = explicit if isinstance(explicit, str) else ""
-    chosen = chosen or os.environ.get("MAM_WORKSPACE") or ""
-    if chosen:
-        root = os.path.expanduser(chosen)
-        if not os.path.isdir(root):
-            return None
-        root = os.path.realpath(root)
-        return root if _trusted(root) else None
-    folder = os.path.realpath(os.getcwd())
-    while True:
-        state, env = os.path.join(folder, STATE_DIR), os.path.join(folder, ENV_FILE)
-        if os.path.isdir(state) or os.path.islink(state) or (os.path.lexists(env) and not os.path.isdir(env)):
-            return folder if _trusted(folder) else None
-        parent = os.path.dirname(folder)
-        if parent == folder:
-            return None
-        folder = parent
-
-
-def _trusted(root: str) -> bool:
-    """`.mam/` a real 0700 folder of this user; `.mam.env` absent or a regular file of this user that
-    nobody else may write. Anything else is for mam.util.trust to judge (and to refuse or tighten)."""
-    me = os.geteuid()
-    try:
-        st = os.lstat(os.path.join(root, STATE_DIR))
-    except OSError:
-        return False
-    if not stat.S_ISDIR(st.st_mode) or st.st_uid != me or stat.S_IMODE(st.st_mode) & 0o077:
-        return False
-    try:
-        st = os.lstat(os.path.join(root, ENV_FILE))
-    except FileNotFoundError:
-        return True
-    except OSError:
-        return False
-    return stat.S_ISREG(st.st_mode) and st.st_uid == me and not st.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
-
-
 def _record(state: str, job_id: str) -> dict[str, object] | None:
     try:
         with open(os.path.join(state, "jobs", f"{job_id}.json"), encoding="utf-8") as f:
-            data = json.load(f)
+            data = lean_json.loads(f.read())
     except (OSError, ValueError):
         return None
     if not isinstance(data, dict) or not isinstance(data.get("token"), str) or not data["token"]:
@@ -237,7 +200,7 @@ def hmac_sha256(key: bytes, data: bytes) -> str:
 
 def canonical(obj: dict[str, object]) -> bytes:
     """mam.bus.envelope.canonical for what this module builds (no floats, no deep nesting by construction)."""
-    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode("utf-8")
+    return lean_json.canonical(obj).encode("utf-8")
 
 
 def _emit(

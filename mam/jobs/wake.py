@@ -17,14 +17,14 @@ import _socket  # not `socket`: its enum set-up costs `mam event` a millisecond 
 import os
 import stat
 
-from mam.ids import check_job_id
-
 MAX_PATH = 100  # sun_path holds 108 bytes; a longer path is reached through /proc/self/fd/<folder fd>
 ABSENT = "no wrapper listens"
 
 
 def path(run_dir: str, job_id: str) -> str:
     """The wake socket of `job_id` in `run_dir` (the workspace's `.mam/run`)."""
+    from mam.ids import check_job_id  # here, not at the top: mam.forkserver.client imports this module
+
     return os.path.join(run_dir, f"wake-{check_job_id(job_id)}.sock")
 
 

@@ -202,8 +202,10 @@ def test_the_lean_path_gives_the_full_paths_bodies_and_mirrors_its_constants(job
         envelope.MAX_INT,
     )
     assert (fast_event.SCHEMA_VERSION, fast_event.BUSY_TIMEOUT_MS) == (db.SCHEMA_VERSION, db.BUSY_TIMEOUT_MS)
-    assert (fast_event.DB_FILE, fast_event.STATE_DIR) == (ws.db_path.name, ws.state.name)
-    assert fast_event.ENV_FILE == ws.env_file.name
+    from mam.util import root
+
+    assert (fast_event.DB_FILE, root.STATE_DIR) == (ws.db_path.name, ws.state.name)
+    assert root.ENV_FILE == ws.env_file.name
     cases = [
         ["started"],
         ["started", "--nonce", "n0nce"],
