@@ -112,6 +112,20 @@ KEYS: tuple[Key, ...] = (
     ),
     Key("MAM_NO_AUTOSTART", "0", "1: never start a broker, tmux or herdr server on demand.", "bool"),
     Key(
+        "MAM_FORKSERVER",
+        "1",
+        "1: `mam job delegate` starts in a warm per-workspace forkserver (mam/forkserver) instead of a fresh "
+        "Python; 0: always a fresh Python.",
+        "bool",
+    ),
+    Key(
+        "MAM_FORKSERVER_IDLE_S",
+        "30",
+        "The forkserver exits after this many seconds with no delegation running (and at once when the "
+        "workspace's tmux server or its socket is gone).",
+        "float",
+    ),
+    Key(
         "MAM_POLL_S",
         "0.25",
         "How often loops look at what no event announces (the store while the broker is down, a runner's), in seconds.",
@@ -203,6 +217,8 @@ class Settings:
     default_estimate_tokens: int
     # -- panes, helpers, the rest
     no_autostart: bool
+    forkserver: bool
+    forkserver_idle_s: float
     backend: str
     tmux_server: str
     herdr_session_name: str

@@ -79,6 +79,14 @@ class TmuxBackend:
             return False  # never let a probe start anything or leave a socket behind
         return self._exec("list-sessions").returncode == 0
 
+    def server_pid(self) -> int:
+        """The tmux server's pid; 0 if none runs (asking never starts one)."""
+        if not socket_path(self.server).exists():
+            return 0
+        done = self._exec("display-message", "-p", "#{pid}")
+        text = done.stdout.decode("ascii", "replace").strip()
+        return int(text) if done.returncode == 0 and text.isdigit() else 0
+
     def ensure_server(self) -> None:
         if self.server_running():
             return
