@@ -116,6 +116,7 @@ def label(pid: int, snap: dict[int, Proc]) -> str:
         ("mosquitto", "broker"),
         ("amqtt", "broker"),
         ("heartbeat", "heartbeater"),
+        ("mam.forkserver", "forkserver (+ the wrappers it forks)"),
     ):
         if needle in text:
             return name

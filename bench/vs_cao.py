@@ -2,7 +2,8 @@
 
 Usage:
     .venv/bin/python bench/vs_cao.py [--runs 30] [--quick] [--json] [--broker mosquitto|amqtt]
-                                     [--via skill|cli] [--cao-venv ~/.cache/mam/cao-venv]
+                                     [--via skill|cli] [--install user|dev]
+                                     [--cao-venv ~/.cache/mam/cao-venv]
 
 CAO must be installed in its own venv first (never into mam's):
     python3 -m venv ~/.cache/mam/cao-venv && ~/.cache/mam/cao-venv/bin/pip install cli-agent-orchestrator==2.5.4
@@ -199,6 +200,17 @@ class Cao:
             subprocess.run(["tmux", "-S", str(self.tmux_socket()), "kill-server"], capture_output=True, timeout=10)
 
 
+def _forkserver_pid(ws: Path) -> list[int]:
+    """The workspace's forkserver (mam/forkserver), whose children are the delegation wrappers: its pid
+    from its lock file, if that process is still the forkserver."""
+    try:
+        pid = int((ws / ".mam" / "run" / "forkserver.lock").read_text().split()[0])
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return [pid] if b"mam.forkserver.server" in f.read() else []
+    except (OSError, ValueError, IndexError):
+        return []
+
+
 def _tmux_server_pid(sock: list[str]) -> list[int]:
     out = subprocess.run(["tmux", *sock, "display-message", "-p", "#{pid}"], capture_output=True, text=True)
     return [int(out.stdout.strip())] if out.returncode == 0 and out.stdout.strip().isdigit() else []
@@ -208,12 +220,25 @@ def _tmux_server_pid(sock: list[str]) -> list[int]:
 class Mam:
     """A throw-away workspace with demo-agent sessions on a private tmux server and broker."""
 
-    def __init__(self, root: Path, broker_kind: str, via: str) -> None:
+    def __init__(self, root: Path, broker_kind: str, via: str, install: str = "user") -> None:
         self.root, self.via = root, via
         self.ws = root / "ws"
         home = root / "home"
         for d in (self.ws, home / ".config", home / ".local/share", home / ".cache"):
             d.mkdir(parents=True)
+        # "user": mam as a new user has it, `deploy/install.sh WS` (the workspace's own venv with a
+        # regular install, the skills copied into WS/.agents/skills); "dev": this clone's .venv
+        # (an editable install: each interpreter start pays setuptools' import finder, ~8 ms).
+        self.bin, self.skills = support.VENV_BIN, SKILLS
+        if install == "user":
+            base = support.clean_environ(HOME=str(home), XDG_CACHE_HOME=str(home / ".cache"))
+            base["PIP_CACHE_DIR"] = os.environ.get("PIP_CACHE_DIR", str(Path.home() / ".cache" / "pip"))
+            done = subprocess.run(
+                ["bash", str(REPO / "deploy" / "install.sh"), str(self.ws)], env=base, capture_output=True, text=True
+            )
+            if done.returncode != 0:
+                raise RuntimeError(f"deploy/install.sh exited {done.returncode}: {done.stderr[-800:]}")
+            self.bin, self.skills = self.ws / ".venv" / "bin", self.ws / ".agents" / "skills"
         self.broker = (support.start_amqtt if broker_kind == "amqtt" else support.start_mosquitto)(root)
         self.tmux = f"mam-vscao-{uuid.uuid4().hex[:8]}"
         self.env = support.clean_environ(
@@ -228,18 +253,19 @@ class Mam:
             XDG_CACHE_HOME=str(home / ".cache"),
             SHELL="/bin/sh",
             MAM_DEMO_BEHAVIOUR="ok",
-            PATH=os.pathsep.join([str(support.VENV_BIN), os.environ.get("PATH", os.defpath)]),
+            PATH=os.pathsep.join([str(self.bin), os.environ.get("PATH", os.defpath)]),
         )
 
     def _run(self, argv: list[str], timeout: float = 120) -> subprocess.CompletedProcess[str]:
         return subprocess.run(argv, env=self.env, cwd=self.ws, capture_output=True, text=True, timeout=timeout)
 
     def _mam(self, *args: str) -> list[str]:
-        return [str(support.VENV_BIN / "mam"), *args]
+        return [str(self.bin / "mam"), *args]
 
     def create(self, name: str) -> float:
         args = ["--workspace", str(self.ws), "--agent", "demo", "--role", "dev", "--session", name]
-        argv = ["bash", str(CREATE_SH), *args] if self.via == "skill" else self._mam("session", "create", *args)
+        script = self.skills / CREATE_SH.relative_to(SKILLS)
+        argv = ["bash", str(script), *args] if self.via == "skill" else self._mam("session", "create", *args)
         t0 = time.perf_counter()
         done = self._run(argv)
         took = time.perf_counter() - t0
@@ -253,7 +279,8 @@ class Mam:
     def job(self, name: str, text: str) -> float:
         brief = f"{text}\ndemo-sleep: {WORK_S:g}"
         args = ["--target", f"tmux:{name}", "--brief", brief, "--json"]
-        argv = ["bash", str(DELEGATE_SH), *args] if self.via == "skill" else self._mam("job", "delegate", *args)
+        script = self.skills / DELEGATE_SH.relative_to(SKILLS)
+        argv = ["bash", str(script), *args] if self.via == "skill" else self._mam("job", "delegate", *args)
         t0 = time.perf_counter()
         done = self._run(argv)
         took = time.perf_counter() - t0
@@ -281,7 +308,7 @@ class Mam:
         return {**{f"event {t}": n for t, n in rows}, **{f"job {s}": n for s, n in states}}
 
     def roots(self) -> list[int]:
-        return _tmux_server_pid(["-L", self.tmux]) + [self.broker.proc.pid]
+        return _tmux_server_pid(["-L", self.tmux]) + [self.broker.proc.pid] + _forkserver_pid(self.ws)
 
     def stop(self) -> None:
         support.kill_tmux(self.tmux)
@@ -318,7 +345,7 @@ class Window:
             name = cpu.label(pid, after)
             self.breakdown[name] = self.breakdown.get(name, 0.0) + used
         if isinstance(self.side, Mam):  # the `mam job delegate` processes this script ran and reaped
-            self.breakdown["mam job delegate (the wrappers)"] = cpu.own_children_cpu() - self.children0
+            self.breakdown["mam job delegate (the processes run)"] = cpu.own_children_cpu() - self.children0
         self.cpu = sum(self.breakdown.values())
 
 
@@ -368,7 +395,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         print("vs_cao: warning: cannot become a subreaper; daemons' CPU may be missed", file=sys.stderr)
     root = Path(tempfile.mkdtemp(prefix="mam-vscao-"))
     cao = Cao(root / "cao", args.cao_venv) if not args.only or args.only == "cao" else None
-    mam = Mam(root / "mam", args.broker, args.via) if not args.only or args.only == "mam" else None
+    mam = Mam(root / "mam", args.broker, args.via, args.install) if not args.only or args.only == "mam" else None
     sides: dict[str, Cao | Mam] = {k: v for k, v in (("cao", cao), ("mam", mam)) if v is not None}
     keep = [mam.broker.proc.pid] if mam else []
     result: dict[str, Any] = {"machine": support.machine(), "params": vars(args) | {"cao_venv": str(args.cao_venv)}}
@@ -463,7 +490,8 @@ def table(result: dict[str, Any]) -> str:
     lines.append("")
     lines.append(
         f"{m['date']}; {m['nproc']} cores ({m['cpu']}); Python {m['python']}; {m['tmux']}; "
-        f"broker {p['broker']}; mam via {p['via']}; CAO {CAO_VERSION}; runs {p['runs']}, "
+        f"broker {p['broker']}; mam via {p['via']} ({p.get('install', 'dev')} install); CAO {CAO_VERSION}; "
+        f"runs {p['runs']}, "
         f"{p['parallel_sessions']} x {p['parallel_jobs']} jobs, idle {p['idle_s']:g} s"
     )
     lines.append("load average (1/5/15 min) at start and after each phase: " + " | ".join(result["loadavg_during"]))
@@ -488,6 +516,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="5 runs, 5 x 6 parallel jobs, 10 s idle window")
     parser.add_argument("--broker", choices=("mosquitto", "amqtt"), default="mosquitto")
     parser.add_argument("--via", choices=("skill", "cli"), default="skill", help="skill scripts or the mam CLI")
+    parser.add_argument(
+        "--install",
+        choices=("user", "dev"),
+        default="user",
+        help="user: mam installed by deploy/install.sh into the bench workspace, as a new user has it "
+        "(default); dev: this clone's editable .venv",
+    )
     parser.add_argument("--cao-venv", type=Path, default=Path.home() / ".cache" / "mam" / "cao-venv")
     parser.add_argument("--only", choices=("cao", "mam"), help="measure one side only")
     parser.add_argument("--json", action="store_true")
