@@ -346,14 +346,16 @@ def _publish(root: str, prefix: str, job_id: str, raw: bytes) -> tuple[str, str]
 
 
 def _fork_heartbeater(root: str, job_id: str, interval_s: float) -> None:
-    """Fork the heartbeater; it imports what it needs (the emitter, the store...) after the fork, so this
-    command ends without paying for them."""
-    from mam.util.fork import AGENT_UNSEEN, detached, log_line
+    """Fork the heartbeater; it imports what it needs (the emitter, the store...) after the fork, and only
+    once the job outlives its first interval, so this command ends without paying for them and a short
+    job's heartbeater never does."""
+    from mam.util.fork import AGENT_UNSEEN, PIDFILE, detached, log_line
     from mam.util.proc import pid_alive
 
     sys.stdout.flush()  # the forked heartbeater must not write this process's buffered output again
     sys.stderr.flush()
     agent_pid = int(os.environ.get("MAM_AGENT_PID") or os.getppid())
+    folder = os.path.join(root, STATE_DIR, "delegate_job_logs", job_id)
 
     def unseen(agent_start: int | None) -> bool:
         if agent_start is None and not pid_alive(agent_pid):  # as mam.jobs.heartbeat.run, before any import
@@ -366,19 +368,91 @@ def _fork_heartbeater(root: str, job_id: str, interval_s: float) -> None:
         # while on a loaded machine, and the job's K x N deadline runs from `started`.
         state = os.path.join(root, STATE_DIR)
         record = _record(state, job_id)
-        beaten = False
+        beaten_at = None
         if record is not None:
             try:  # counts once on disk with the wrapper woken (or for the runner); else the heartbeater beats again
                 done = _emit(root, state, job_id, "heartbeat", {}, record, "heartbeater", publish=False)
-                beaten = done is not None and done[1] in ("wrapper", "runner")
+                if done is not None and done[1] in ("wrapper", "runner"):
+                    beaten_at = time.monotonic()
             except (OSError, sqlite3.Error):
-                beaten = False
+                pass
+        if record is not None and beaten_at is not None:
+            # Most jobs end within their first interval: wait it out here, still without the heavy imports.
+            try:
+                pid, start = int(str(record.get("supervisor_pid") or 0)), int(str(record.get("supervisor_start") or 0))
+                why = _first_interval(state, job_id, beaten_at + interval_s, agent_pid, agent_start, (pid, start))
+            except Exception:
+                why = ""  # the full heartbeater goes on from here (and says so if it fails too)
+            if why:  # stopped early: the traces mam.jobs.heartbeat.beat_here leaves
+                log_line(f"stopped: {why}")
+                try:
+                    os.unlink(os.path.join(folder, PIDFILE))
+                except OSError:
+                    pass
+                os._exit(Exit.OK)
         from pathlib import Path
 
         from mam.jobs.heartbeat import beat_here
         from mam.workspace import Workspace
 
-        beat_here(Workspace(Path(root)), job_id, interval_s, agent_pid, agent_start, beaten=beaten)
+        beat_here(Workspace(Path(root)), job_id, interval_s, agent_pid, agent_start, beaten_at=beaten_at)
 
-    folder = os.path.join(root, STATE_DIR, "delegate_job_logs", job_id)
     detached(folder, agent_pid, body, log_name="heartbeat.log", done_at_once=unseen)
+
+
+def _first_interval(
+    state: str, job_id: str, until: float, agent_pid: int, agent_start: int | None, supervisor: tuple[int, int]
+) -> str:
+    """The heartbeater's first wait, without importing mam.jobs.heartbeat: until `until` (time.monotonic),
+    the job's end or the death of the agent (or of the runner supervising a remote job). Returns why the
+    heartbeater stops, as mam.jobs.heartbeat.run words it; '' when the interval passed (or this lean
+    wait cannot be had: no pidfd, no FIFO, a registry it cannot read), for mam.jobs.heartbeat to go on.
+
+    It sleeps in one select on the processes' pidfds and a FIFO of mam.util.pokes listening to the job's
+    key (every commit that changes the job's row pokes it); a poke costs one look at the job's row."""
+    import select
+
+    from mam.util.pokefifo import Fifo
+    from mam.util.proc import pid_alive
+
+    pids = [(agent_pid, agent_start)] + ([(supervisor[0], supervisor[1] or None)] if supervisor[0] else [])
+    fds: list[int] = []
+    fifo: Fifo | None = None
+    conn: sqlite3.Connection | None = None
+    try:
+        try:  # opened before the first look at the processes: a pid reused after it cannot be the one watched
+            for pid, _start in pids:
+                fds.append(os.pidfd_open(pid))
+            fifo = Fifo(os.path.join(state, "run", "wake"), [f"job:{job_id}"])  # mam.util.pokes.job_key
+            conn = sqlite3.connect(os.path.join(state, DB_FILE), timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None)
+            if not _ready(conn):
+                return ""
+            conn.execute("PRAGMA query_only=ON")
+        except (AttributeError, OSError, sqlite3.Error):
+            return ""  # mam.jobs.heartbeat's own wait (Watch) knows what to do without them
+        while True:  # listening before each look: a change after it pokes the FIFO, none is missed
+            if not all(pid_alive(pid, start) for pid, start in pids):
+                return "agent_gone"
+            try:
+                row = conn.execute("SELECT state, reason FROM jobs WHERE id=?", (job_id,)).fetchone()
+            except sqlite3.Error:
+                return ""
+            if row is None:
+                return ""
+            if row[0] not in OPEN_STATES:  # worded as mam.jobs.emit's JobError
+                return f"job_ended: job {job_id} already ended: {row[0]} ({row[1] or 'no reason'})"
+            left = until - time.monotonic()
+            if left <= 0:
+                return ""
+            ready, _w, _x = select.select([fifo.fd, *fds], [], [], left)
+            if any(fd in ready for fd in fds):
+                return "agent_gone"
+            if ready:
+                fifo.drain()
+    finally:
+        if conn is not None:
+            conn.close()
+        if fifo is not None:
+            fifo.close()
+        for fd in fds:
+            os.close(fd)

@@ -44,13 +44,19 @@ def fork(ws: Workspace, job_id: str, interval_s: float, agent_pid: int) -> int:
 
 
 def beat_here(
-    ws: Workspace, job_id: str, interval_s: float, agent_pid: int, agent_start: int | None, *, beaten: bool = False
+    ws: Workspace,
+    job_id: str,
+    interval_s: float,
+    agent_pid: int,
+    agent_start: int | None,
+    *,
+    beaten_at: float | None = None,
 ) -> None:
     """The forked heartbeater's whole life (mam.util.fork.detached's body): beat, then end the process."""
     code, why = Exit.OK, ""
     try:
         logging.basicConfig(level=logging.INFO, format="%(asctime)s heartbeat %(message)s", force=True)
-        why = run(ws, job_id, interval_s, agent_pid, agent_start, beaten=beaten)
+        why = run(ws, job_id, interval_s, agent_pid, agent_start, beaten_at=beaten_at)
         log.info("stopped: %s", why)
     except BaseException as e:  # the heartbeater must end here, never back in the caller's code
         log.info("stopped: error: %s", e)
@@ -151,10 +157,11 @@ def run(
     agent_start: int | None,
     *,
     max_beats: int | None = None,
-    beaten: bool = False,
+    beaten_at: float | None = None,
 ) -> str:
-    """Beat until the job ends or the agent dies; return why it stopped. `beaten`: the first beat was
-    sent already (mam.fast_event sends it before this module is imported), so wait an interval first.
+    """Beat until the job ends or the agent dies; return why it stopped. `beaten_at` (time.monotonic):
+    when the first beat was sent already (mam.fast_event sends it before this module is imported, and
+    may have waited part of the interval since), so the next one is due an interval after it.
 
     Each beat is committed to the store and wakes the job's wrapper (which relays it to MQTT), as
     `mam event` does; only while no wrapper listens does the heartbeater connect (importing paho
@@ -182,15 +189,15 @@ def run(
         return AGENT_UNSEEN
     try:
         while True:
-            deadline = time.monotonic() + interval_s
+            deadline = (time.monotonic() if beaten_at is None else beaten_at) + interval_s
             if not alive():
                 return "agent_gone"
             if emitter.client is None and emitter.connect is None and not relayed(record):
                 emitter.connect = connect  # once connected, paho reconnects by itself; until then every beat tries
             try:
-                if not beaten:
+                if beaten_at is None:
                     emitter.emit(job_id, "heartbeat", {}, sender="heartbeater")
-                beaten = False
+                beaten_at = None
             except JobError as e:
                 return f"job_ended: {e}"
             except BrokerError:

@@ -34,8 +34,8 @@ def detached(
     if given, runs in the grandchild before this call returns: True ends the helper there (it has
     said why in its log), so the caller's exit cannot outrun it (a sandbox kills what a tool
     command leaves behind once it ends). The caller must hold no threads and no open connections
-    (fork copies only the calling thread). Returns the helper's pid, also recorded with its start
-    time in `folder/heartbeat.pid`.
+    (fork copies only the calling thread). Returns the helper's pid, which the helper recorded with
+    its start time in `folder/heartbeat.pid` before this call returns.
     """
     os.makedirs(folder, mode=0o700, exist_ok=True)
     agent_start = start_time(agent_pid)
@@ -49,7 +49,11 @@ def detached(
         detach(os.path.join(folder, log_name), keep=write_end)
         done = done_at_once is not None and done_at_once(agent_start)
         me = os.getpid()
-        os.write(write_end, f"{me} {start_time(me) or 0}".encode())  # its start time while it surely runs
+        try:  # by the helper itself, so it is there before the helper may stop and remove it
+            record_pid(folder, me, start_time(me) or 0)  # its start time while it surely runs
+        except OSError:
+            pass
+        os.write(write_end, f"{me}".encode())
         os.close(write_end)
         if done:
             os._exit(os.EX_OK)
@@ -60,10 +64,7 @@ def detached(
     os.close(write_end)
     os.waitpid(first, 0)
     with os.fdopen(read_end, "rb") as pipe:
-        fields = (pipe.read() or b"0 0").split()
-    pid, started = int(fields[0]), int(fields[1])
-    record_pid(folder, pid, started)
-    return pid
+        return int(pipe.read() or b"0")
 
 
 def log_line(text: str) -> None:

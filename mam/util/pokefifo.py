@@ -1,0 +1,110 @@
+"""The file protocol of mam.util.pokes (its docstring describes it) over plain paths and built-in
+modules only: no Workspace (dataclasses), no hashlib (OpenSSL), no secrets, no threading. The
+heartbeater that `mam event started` forks waits here for its job to end without paying for them;
+mam.util.pokes builds its Waiter and poke on it, so the protocol has one implementation.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import select
+import stat
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+try:
+    from _sha256 import sha256  # type: ignore[import-not-found,unused-ignore]  # Python 3.11
+except ImportError:  # Python 3.12 on
+    from _sha2 import sha256  # type: ignore[import-not-found,no-redef,unused-ignore]
+
+
+def stem(key: str) -> str:
+    """The first part of a FIFO's name for `key` (hashlib.sha256's hex digest, from the built-in module)."""
+    return str(sha256(key.encode("utf-8")).hexdigest())[:20]
+
+
+class Fifo:
+    """One FIFO in `folder` listening to `keys`; `wait(timeout)` returns when poked (True) or at the timeout (False)."""
+
+    def __init__(self, folder: str, keys: Iterable[str]) -> None:
+        os.makedirs(folder, mode=0o700, exist_ok=True)
+        self.folder = folder
+        tag = f"{os.getpid()}.{os.urandom(6).hex()}"
+        tmp = os.path.join(folder, f".new.{tag}")
+        os.mkfifo(tmp, 0o600)
+        # Open before it is visible under a key's name: a poker finding no reader removes the name.
+        self.fd = os.open(tmp, os.O_RDWR | os.O_NONBLOCK)
+        self.names: list[str] = []
+        try:
+            for key in dict.fromkeys(keys):
+                name = os.path.join(folder, f"{stem(key)}.{tag}")
+                os.link(tmp, name)
+                self.names.append(name)
+        except BaseException:
+            self.close()
+            raise
+        finally:
+            os.unlink(tmp)
+
+    def wait(self, timeout: float | None) -> bool:
+        """Block until a poke or `timeout` seconds (None: no limit); drain what is pending."""
+        ready, _w, _x = select.select([self.fd], [], [], None if timeout is None else max(0.0, timeout))
+        if not ready:
+            return False
+        self.drain()
+        return True
+
+    def drain(self) -> None:
+        try:
+            while os.read(self.fd, 512):
+                pass
+        except BlockingIOError:
+            pass
+
+    def close(self) -> None:
+        for name in self.names:
+            try:
+                os.unlink(name)
+            except OSError:
+                pass
+        self.names = []
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+
+def poke(folder: str, keys: Iterable[str]) -> int:
+    """Wake every FIFO in `folder` listening to one of `keys`; how many were poked. Never blocks, never raises."""
+    stems = {stem(k) for k in keys}
+    try:
+        entries = list(os.scandir(folder))
+    except OSError:
+        return 0
+    poked = 0
+    for entry in entries:
+        if entry.name.split(".", 1)[0] not in stems:
+            continue
+        try:
+            fd = os.open(entry.path, os.O_WRONLY | os.O_NONBLOCK | os.O_NOFOLLOW)
+        except OSError as e:
+            if e.errno == errno.ENXIO:  # nobody has it open: its waiter is gone
+                try:
+                    os.unlink(entry.path)
+                except OSError:
+                    pass
+            continue
+        try:
+            st = os.fstat(fd)
+            if stat.S_ISFIFO(st.st_mode) and st.st_uid == os.geteuid():  # never write into anything else
+                os.write(fd, b"\0")
+                poked += 1
+        except BlockingIOError:
+            poked += 1  # full: a wake-up is pending already
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
+    return poked

@@ -1,0 +1,154 @@
+"""The heartbeater `mam event started --heartbeat N` forks, through its first interval (mam/fast_event.py).
+
+It beats at once, then waits on the agent's pidfd and on a poke of the job's key (mam.util.pokes)
+without importing mam.jobs.heartbeat: a job that ends (or an agent that dies) within the first
+interval stops it at once, with the same traces as the full heartbeater (`stopped: ...` in
+heartbeat.log, its pid file removed). The full heartbeater, which sleeps a whole interval between
+two looks at the job, would stop only at its next beat: so a prompt stop with N = 600 s shows the
+lean wait did it. A job that outlives N still gets its beats every N, the second one N after the first.
+
+A real `mam event` process against a job registered in a temporary workspace, with the wrapper's
+wake socket listening (mam.jobs.intake.Listener), as in tests/integration/test_fast_event.py.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from mam.jobs import heartbeat
+from mam.jobs.intake import Listener
+from mam.jobs.ledger import Ledger, new_job_id, new_owner
+from mam.jobs.model import End, Job, JobState
+from mam.jobs.outcomes import Exit, Reason
+from mam.jobs.record import now_ms
+from mam.store.registry import Registry
+from mam.util import pokes
+from mam.util.poll import wait_for
+from mam.util.proc import pid_alive
+from mam.workspace import Workspace
+
+LONG_S = 600  # an interval no test waits for: a stop within seconds is the lean wait's
+
+
+class World:
+    def __init__(self, ws: Workspace, registry: Registry, ledger: Ledger, agent: subprocess.Popen[bytes]) -> None:
+        self.ws, self.registry, self.ledger, self.agent = ws, registry, ledger, agent
+        self.id = ledger.job.id
+
+    def started(self, interval_s: float) -> tuple[int, int | None]:
+        """`mam event started --heartbeat interval_s`, as the agent runs it; the heartbeater's (pid, start)."""
+        proc = subprocess.run(
+            [sys.executable, "-m", "mam", "event", "started", "--job", self.id, "--heartbeat", str(interval_s)],
+            cwd=self.ws.root,
+            env={**os.environ, "MAM_WORKSPACE": str(self.ws.root), "MAM_AGENT_PID": str(self.agent.pid)},
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert proc.returncode == 0 and "handed to the wrapper" in proc.stdout, proc.stdout + proc.stderr
+        found = heartbeat.recorded(self.ws, self.id)
+        assert found is not None, "no heartbeat.pid once `started` returned"
+        return found
+
+    def beats(self) -> list[float]:
+        """When each heartbeat of the heartbeater was recorded (time.time())."""
+        return [e.recorded_at for e in self.registry.events_after(self.id) if e.sender == "heartbeater"]
+
+    def log(self) -> str:
+        path = self.ws.job_log_dir(self.id) / heartbeat.LOG
+        return path.read_text() if path.exists() else ""
+
+    def end(self) -> None:
+        self.ledger.apply(
+            End(at=now_ms(), state=JobState.CANCELLED, reason=Reason.CANCELLED_BY_USER, exit_code=Exit.NOT_DELIVERED)
+        )
+
+    def fifos(self, pid: int) -> list[str]:
+        """The FIFOs of mam.util.pokes the process `pid` left under `.mam/run/wake/`."""
+        folder = pokes.folder(self.ws)
+        return [n for n in os.listdir(folder) if f".{pid}." in n] if folder.exists() else []
+
+
+@pytest.fixture
+def world(tmp_path: Path) -> Iterator[World]:
+    ws = Workspace((tmp_path / "ws").resolve())
+    ws.root.mkdir()
+    registry = Registry(ws)
+    now = now_ms()
+    job = Job(
+        id=new_job_id(),
+        session="worker",
+        nonce="n0nce",
+        created_ms=now,
+        start_deadline_ms=600_000,
+        heartbeat_ms=600_000,
+        heartbeat_k=4,
+        budget_ms=3_600_000,
+        state=JobState.DELIVERED,
+        claimed_ms=now,
+        delivered_ms=now,
+    )
+    ledger = Ledger.register(
+        ws, registry, job, owner=new_owner(), meta={"target": "worker", "kind": "job", "topic_prefix": "test/lean"}
+    )
+    listener = Listener(ws, job.id, lambda: None)  # the wrapper's wake socket: the beats count on disk
+    assert listener.start() == ""
+    agent = subprocess.Popen(["sleep", "600"])
+    w = World(ws, registry, ledger, agent)
+    try:
+        yield w
+    finally:
+        agent.kill()
+        agent.wait()
+        found = heartbeat.recorded(ws, job.id)
+        if found is not None:
+            wait_for(lambda: not pid_alive(*found), timeout=30)  # its agent is gone: it stops by itself
+        listener.close()
+        registry.close()
+
+
+def test_a_job_that_ends_within_the_first_interval_stops_its_heartbeater_at_once(world: World) -> None:
+    pid, start = world.started(LONG_S)
+    wait_for(lambda: len(world.beats()) == 1, timeout=10)  # the first beat, at once
+    assert pid_alive(pid, start) and "stopped" not in world.log()
+    assert world.fifos(pid), "the heartbeater does not listen for the job's pokes"
+    world.end()
+    wait_for(lambda: not pid_alive(pid, start), timeout=10)
+    assert f"stopped: job_ended: job {world.id} already ended: cancelled (cancelled_by_user)" in world.log()
+    assert world.log().count("stopped") == 1
+    assert heartbeat.recorded(world.ws, world.id) is None, "the pid file stays"
+    assert world.fifos(pid) == [], "the heartbeater's FIFO stays"
+    assert len(world.beats()) == 1
+
+
+def test_an_agent_that_dies_within_the_first_interval_stops_its_heartbeater_at_once(world: World) -> None:
+    pid, start = world.started(LONG_S)
+    wait_for(lambda: len(world.beats()) == 1, timeout=10)
+    world.agent.kill()
+    world.agent.wait()
+    wait_for(lambda: not pid_alive(pid, start), timeout=10)
+    assert "stopped: agent_gone" in world.log()
+    assert heartbeat.recorded(world.ws, world.id) is None and world.fifos(pid) == []
+
+
+def test_a_job_longer_than_the_interval_still_gets_a_beat_every_interval(world: World) -> None:
+    interval = 1.5
+    pid, start = world.started(interval)
+    wait_for(lambda: len(world.beats()) >= 3, timeout=30)
+    beats = world.beats()
+    gaps = [b - a for a, b in zip(beats, beats[1:], strict=False)]
+    # The second beat comes an interval after the first (the lean wait counts), not two: the full
+    # heartbeater, imported once the first interval passed, waits only for what is left of it.
+    assert interval * 0.9 <= gaps[0] < interval * 1.9, gaps
+    assert interval * 0.9 <= gaps[1] < interval * 1.9, gaps
+    assert pid_alive(pid, start) and "stopped" not in world.log()
+    world.end()  # the full heartbeater stops at its next beat
+    wait_for(lambda: not pid_alive(pid, start), timeout=interval * 4 + 10)
+    assert "stopped: job_ended:" in world.log() and heartbeat.recorded(world.ws, world.id) is None
+    assert world.log().count("stopped") == 1
