@@ -21,7 +21,7 @@ import marshal
 import os
 import sys
 
-from mam.jobs.wake import address, check_folder, private
+from mam.util.private import address, check_folder, private
 from mam.util.root import ENV_FILE, STATE_DIR, find_root
 
 SOCKET, LOCK, LOG = "forkserver.sock", "forkserver.lock", "forkserver.log"

@@ -29,7 +29,7 @@ from pathlib import Path
 
 from mam.forkserver.client import FORWARDED, SOCKET, Frames, frame, identity
 from mam.jobs.outcomes import Exit
-from mam.jobs.wake import address
+from mam.util.private import address
 
 PRELOAD = (
     "mam.cli",

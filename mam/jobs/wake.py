@@ -17,39 +17,17 @@ import _socket  # not `socket`: its enum set-up costs `mam event` a millisecond 
 import os
 import stat
 
-MAX_PATH = 100  # sun_path holds 108 bytes; a longer path is reached through /proc/self/fd/<folder fd>
+from mam.ids import check_job_id
+from mam.util.private import address, check_folder, private
+
+__all__ = ["ABSENT", "address", "check_folder", "path", "private", "send"]
+
 ABSENT = "no wrapper listens"
 
 
 def path(run_dir: str, job_id: str) -> str:
     """The wake socket of `job_id` in `run_dir` (the workspace's `.mam/run`)."""
-    from mam.ids import check_job_id  # here, not at the top: mam.forkserver.client imports this module
-
     return os.path.join(run_dir, f"wake-{check_job_id(job_id)}.sock")
-
-
-def private(st: os.stat_result) -> bool:
-    return st.st_uid == os.geteuid() and not stat.S_IMODE(st.st_mode) & 0o077
-
-
-def check_folder(folder: str) -> str:
-    """'' if `folder` is a real folder of this user that nobody else may enter or write, else why not."""
-    try:
-        st = os.lstat(folder)
-    except OSError as e:
-        return f"{folder}: {e.strerror}"
-    if not stat.S_ISDIR(st.st_mode) or not private(st):
-        return f"{folder} is not a private folder of this user (mode {stat.S_IMODE(st.st_mode):04o})"
-    return ""
-
-
-def address(sock_path: str) -> tuple[str, int]:
-    """An address for `sock_path` that fits sun_path, and a folder descriptor to close afterwards (-1: none)."""
-    if len(os.fsencode(sock_path)) <= MAX_PATH:
-        return sock_path, -1
-    folder, name = os.path.split(sock_path)
-    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    return f"/proc/self/fd/{fd}/{name}", fd
 
 
 def send(run_dir: str, job_id: str) -> str:

@@ -1,0 +1,198 @@
+"""The forkserver (mam/forkserver): `mam job delegate` served by a child of a warm per-workspace
+process behaves as the fresh process it replaces: same output and exit codes, the caller's stdin,
+signals passed on, killed with its caller; stale code, a foreign socket or MAM_FORKSERVER=0 make
+the command run in its own process; the forkserver ends with the workspace's tmux server."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from mam.util.poll import wait_for
+from mam.util.proc import pid_alive
+from mam.workspace import Workspace
+from tests.helpers.jobs import create_demo
+from tests.helpers.mamcli import MAM, mam, spawn_mam
+
+SHORT = ["--start-deadline", "10", "--heartbeat", "0.5"]
+
+
+def server_pid(ws: Workspace) -> int:
+    """The forkserver's pid (from its lock file) if it serves now (its socket is there), else 0."""
+    run = ws.state / "run"
+    try:
+        pid = int((run / "forkserver.lock").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 0
+    return pid if pid_alive(pid) and (run / "forkserver.sock").exists() else 0
+
+
+def start_server(ws: Workspace) -> int:
+    """Run one job through the full path (it starts the forkserver), then wait for it to serve."""
+    create_demo("w")
+    done = mam("job", "delegate", "--target", "w", "--brief", "warm up", "--json", *SHORT)
+    assert done.returncode == 0, done.stderr
+    return wait_for(lambda: server_pid(ws), timeout=30, message="no forkserver started")
+
+
+def parent_of(pid: int) -> int:
+    with open(f"/proc/{pid}/stat", "rb") as f:
+        return int(f.read().rsplit(b")", 1)[1].split()[1])
+
+
+def owner_pid(ws: Workspace, job_id: str) -> int:
+    record = json.loads(ws.job_record(job_id).read_text())
+    return int(str(record["owner"]).split(":")[1])
+
+
+def open_job(ws: Workspace) -> str:
+    from mam.store import jobs as jobs_table
+    from mam.store.registry import Registry
+
+    registry = Registry(ws)
+    try:
+
+        def running() -> str:
+            with registry.read() as conn:
+                rows = [r for r in jobs_table.open_jobs(conn) if r.state == "running"]
+            return rows[0].id if rows else ""
+
+        return wait_for(running, timeout=30, message="the job never ran")
+    finally:
+        registry.close()
+
+
+def test_a_delegation_is_served_by_a_forkserver_child_with_the_same_result(wired):
+    pid = start_server(wired)
+    done = mam("job", "delegate", "--target", "w", "--brief", "demo-write: out.txt :: served", "--json", *SHORT)
+    assert done.returncode == 0, done.stderr
+    record = json.loads(done.stdout)
+    assert record["state"] == "completed" and record["exit_code"] == 0
+    assert (wired.root / "out.txt").read_text() == "served\n"
+    log = (wired.state / "run" / "forkserver.log").read_text()
+    assert f"forkserver[{pid}] serving" in log
+    # The same command with the forkserver turned off gives the same kind of record.
+    off = mam("job", "delegate", "--target", "w", "--brief", "x", "--json", *SHORT, env={"MAM_FORKSERVER": "0"})
+    assert off.returncode == 0 and set(json.loads(off.stdout)) == set(record)
+
+
+def test_the_wrapper_is_a_child_of_the_forkserver_and_owns_the_job(wired):
+    pid = start_server(wired)
+    create_demo("s", behaviour="silent_after_start")
+    proc = spawn_mam("job", "delegate", "--target", "s", "--brief", "hold", "--heartbeat", "60", "--json")
+    try:
+        job = open_job(wired)
+        wrapper = owner_pid(wired, job)
+        assert wrapper != proc.pid and parent_of(wrapper) == pid
+    finally:
+        mam("job", "cancel", job)
+        out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 5, err  # cancelled: exit 5, passed through the caller
+    assert json.loads(out)["state"] == "cancelled"
+
+
+def test_killing_the_caller_kills_its_wrapper(wired):
+    start_server(wired)
+    create_demo("s", behaviour="silent_after_start")
+    proc = spawn_mam("job", "delegate", "--target", "s", "--brief", "hold", "--heartbeat", "60", "--json")
+    job = open_job(wired)
+    wrapper = owner_pid(wired, job)
+    assert pid_alive(wrapper)
+    proc.kill()
+    proc.communicate(timeout=10)
+    wait_for(lambda: not pid_alive(wrapper), timeout=10, message="the wrapper outlived its killed caller")
+
+
+@pytest.mark.parametrize(("sig", "want"), [(signal.SIGTERM, -signal.SIGTERM), (signal.SIGINT, 130)])
+def test_signals_reach_the_wrapper_and_the_caller_ends_as_it_did(wired, sig, want):
+    start_server(wired)
+    create_demo("s", behaviour="silent_after_start")
+    proc = spawn_mam("job", "delegate", "--target", "s", "--brief", "hold", "--heartbeat", "60", "--json")
+    job = open_job(wired)
+    wrapper = owner_pid(wired, job)
+    proc.send_signal(sig)
+    _out, err = proc.communicate(timeout=30)
+    assert proc.returncode == want, err
+    wait_for(lambda: not pid_alive(wrapper), timeout=10, message="the wrapper outlived the signal")
+
+
+def test_stdin_and_usage_errors_pass_through(wired):
+    start_server(wired)
+    done = mam(
+        "job", "delegate", "--target", "w", "--brief-file", "-", "--json", *SHORT, input="demo-write: in.txt :: piped"
+    )
+    assert done.returncode == 0, done.stderr
+    assert (wired.root / "in.txt").read_text() == "piped\n"
+    bad = mam("job", "delegate", "--target", "w", "--brief", "x", "--timeout", "nan")
+    plain = mam("job", "delegate", "--target", "w", "--brief", "x", "--timeout", "nan", env={"MAM_FORKSERVER": "0"})
+    assert bad.returncode == plain.returncode == 2
+    assert bad.stderr == plain.stderr and bad.stdout == plain.stdout
+
+
+def test_changed_code_is_never_served(wired):
+    pid = start_server(wired)
+    import mam.jobs.attempt as loaded
+
+    path = Path(loaded.__file__)
+    st = path.stat()
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000))
+    try:
+        done = mam("job", "delegate", "--target", "w", "--brief", "after the change", "--json", *SHORT)
+        assert done.returncode == 0, done.stderr
+        wait_for(lambda: not pid_alive(pid), timeout=10, message="a forkserver with stale code kept running")
+        assert "changed on disk" in (wired.state / "run" / "forkserver.log").read_text()
+    finally:
+        os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+
+
+def test_turned_off_it_never_starts(wired):
+    create_demo("w")
+    for _ in range(2):
+        done = mam("job", "delegate", "--target", "w", "--brief", "x", "--json", *SHORT, env={"MAM_FORKSERVER": "0"})
+        assert done.returncode == 0, done.stderr
+    assert not (wired.state / "run" / "forkserver.lock").exists()
+    assert server_pid(wired) == 0
+
+
+def ran_where(*args: str, env: dict[str, str] | None = None) -> tuple[int, int]:
+    """(the caller's pid, the pid that owned its job) for one delegation."""
+    proc = spawn_mam("job", "delegate", *args, "--json", env=env)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    return proc.pid, owner_pid(Workspace(Path(os.environ["MAM_WORKSPACE"])), json.loads(out)["id"])
+
+
+def test_a_served_job_is_owned_by_another_process_than_the_caller(wired):
+    start_server(wired)
+    caller, owner = ran_where("--target", "w", "--brief", "x", *SHORT)
+    assert caller != owner
+
+
+def test_a_socket_others_may_use_is_not_trusted(wired):
+    start_server(wired)
+    os.chmod(wired.state / "run" / "forkserver.sock", 0o666)
+    caller, owner = ran_where("--target", "w", "--brief", "x", *SHORT)
+    assert caller == owner  # it ran in the caller's own process
+
+
+def test_it_ends_with_the_workspace_tmux_server(wired, tmux_server):
+    pid = start_server(wired)
+    subprocess.run(["tmux", "-L", tmux_server.name, "kill-server"], capture_output=True)
+    wait_for(lambda: not pid_alive(pid), timeout=10, message="the forkserver outlived the tmux server")
+    assert not (wired.state / "run" / "forkserver.sock").exists()
+
+
+def test_it_ends_when_idle(wired, monkeypatch):
+    monkeypatch.setenv("MAM_FORKSERVER_IDLE_S", "0.5")
+    pid = start_server(wired)
+    wait_for(lambda: not pid_alive(pid), timeout=15, message="the forkserver did not end when idle")
+    assert "idle for 0.5 s" in (wired.state / "run" / "forkserver.log").read_text()
+
+
+def test_the_mam_script_needs_no_re():
+    assert "import re" not in Path(MAM).read_text()
