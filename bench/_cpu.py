@@ -140,6 +140,16 @@ def orphan_zombies(snap: dict[int, Proc], keep: Iterable[int] = ()) -> list[int]
     return [p.pid for p in snap.values() if p.ppid == me and p.state == "Z" and p.pid not in owned]
 
 
+def reap_exact(pid: int) -> float | None:
+    """Reap the exited child `pid` and return its CPU-seconds from its rusage (microseconds, where
+    /proc's stat has clock ticks); None if it is not an exited child of this process."""
+    try:
+        got, _status, usage = os.wait4(pid, os.WNOHANG)
+    except ChildProcessError:
+        return None
+    return usage.ru_utime + usage.ru_stime if got == pid else None
+
+
 def reap_orphans(keep: Iterable[int] = ()) -> int:
     """Reap adopted orphans that have exited (their CPU moves into own_children_cpu); how many."""
     n = 0

@@ -321,8 +321,8 @@ class Mam:
 # -- measuring ------------------------------------------------------------------------------------
 class Window:
     """CPU of one side's process trees over a window (see the module docstring). Adopted orphans
-    that exit inside the window are counted from their zombies' stat; reap them (`settle`) only
-    between windows, since reaping moves their CPU into this process's RUSAGE_CHILDREN."""
+    that exit inside the window are reaped at its end and counted from their rusage; those of
+    earlier windows are reaped (`settle`) between windows."""
 
     def __init__(self, side: Cao | Mam, keep: list[int]) -> None:
         self.side, self.keep = side, keep
@@ -340,12 +340,22 @@ class Window:
         me = os.getpid()
         adopted = [p for p, proc in after.items() if proc.ppid == me and p not in self.before and p not in self.keep]
         each = cpu.per_process(self.before, after, self.roots + adopted)
+        # An adopted orphan that has exited (a heartbeater): its stat holds whole clock ticks, which
+        # would round a 5 ms process to 0; reaping it gives its rusage to the microsecond instead
+        # (and adds it to RUSAGE_CHILDREN, taken out again below).
+        reaped = 0.0
+        for pid in adopted:
+            if after[pid].state == "Z":
+                precise = cpu.reap_exact(pid)
+                if precise is not None:
+                    each[pid] = precise
+                    reaped += precise
         self.breakdown: dict[str, float] = {}
         for pid, used in each.items():
             name = cpu.label(pid, after)
             self.breakdown[name] = self.breakdown.get(name, 0.0) + used
         if isinstance(self.side, Mam):  # the `mam job delegate` processes this script ran and reaped
-            self.breakdown["mam job delegate (the processes run)"] = cpu.own_children_cpu() - self.children0
+            self.breakdown["mam job delegate (the processes run)"] = cpu.own_children_cpu() - self.children0 - reaped
         self.cpu = sum(self.breakdown.values())
 
 
