@@ -59,12 +59,29 @@ def rss_kb(pid: int) -> int:
     return 0
 
 
-def cpu_s(pid: int) -> float:
+def cpu_s(pid: int, *, children: bool = False) -> float:
+    """utime + stime of `pid` (with `children`: plus what it reaped) in seconds; 0 if it is gone."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as f:
             fields = f.read().rsplit(b")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        ticks = sum(int(x) for x in fields[11 : 15 if children else 13])
+        return ticks / os.sysconf("SC_CLK_TCK")
     except (OSError, IndexError, ValueError):
+        return 0.0
+
+
+def children_cpu_s() -> float:
+    import resource
+
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+def forkserver_cpu_s(ws: Workspace) -> float:
+    """The workspace's forkserver with the wrappers it forked and reaped (0: none runs)."""
+    try:
+        return cpu_s(int((ws.state / "run" / "forkserver.lock").read_text().split()[0]), children=True)
+    except (OSError, ValueError, IndexError):
         return 0.0
 
 
@@ -76,7 +93,14 @@ def pct(values: list[float], q: float) -> float:
 
 
 def run_point(
-    sessions: int, jobs_per_session: int, broker_env: dict[str, str], *, heartbeat: float, create_parallel: int = 1
+    sessions: int,
+    jobs_per_session: int,
+    broker_env: dict[str, str],
+    *,
+    heartbeat: float,
+    create_parallel: int = 1,
+    dump: list[dict[str, Any]] | None = None,
+    via: str = "library",
 ) -> dict[str, Any]:
     root = Path(tempfile.mkdtemp(prefix=f"mam-scale-{sessions}-"))
     ws = Workspace(root)
@@ -147,7 +171,24 @@ def run_point(
 
         observer.subscribe(Topics.of(settings, ws).all_states(), on_state, timeout=30)
 
+        def cli_worker(name: str) -> None:
+            for j in range(jobs_per_session):
+                argv = [MAM, "job", "delegate", "--target", f"tmux:{name}", "--brief", f"scale job {j}", "--json"]
+                argv += ["--start-deadline", "120", "--heartbeat", str(heartbeat), "--timeout", "600"]
+                done = subprocess.run([*argv, "--dispatch-wait", "600"], env=env, capture_output=True, text=True)
+                try:
+                    out = json.loads(done.stdout)
+                except ValueError:
+                    with lock:
+                        errors.append(f"{name} job {j}: exit {done.returncode}: {done.stderr.strip()[-300:]}")
+                    continue
+                with lock:
+                    outcomes.append((str(out["id"]), str(out["state"]), int(out["exit_code"])))
+
         def worker(name: str) -> None:
+            if via == "cli":
+                cli_worker(name)
+                return
             registry = Registry(ws)
             try:
                 for j in range(jobs_per_session):
@@ -176,6 +217,16 @@ def run_point(
                 registry.close()
 
         threads = [threading.Thread(target=worker, args=(n,)) for n in names]
+        warmup = 0
+        if via == "cli":  # the first delegations start the forkserver: let it serve the run
+            cli_worker(names[0])
+            warmup = len(outcomes)
+            outcomes.clear()
+            fs_deadline = time.monotonic() + 20
+            while time.monotonic() < fs_deadline and not (ws.state / "run" / "forkserver.sock").exists():
+                time.sleep(0.05)
+        fs0 = forkserver_cpu_s(ws)
+        children0 = children_cpu_s()
         wrapper_cpu0 = time.process_time()
         start = time.monotonic()
         for t in threads:
@@ -184,6 +235,8 @@ def run_point(
             t.join()
         wall = time.monotonic() - start
         wrapper_cpu = time.process_time() - wrapper_cpu0
+        if via == "cli":  # the `mam job delegate` processes, and the forkserver's children (the wrappers)
+            wrapper_cpu = children_cpu_s() - children0 + forkserver_cpu_s(ws) - fs0
         flush_t0 = time.monotonic()
         unacked = shared.flush(60)  # the final states' publishes are not waited for by the wrappers
         flush_s = time.monotonic() - flush_t0
@@ -217,6 +270,19 @@ def run_point(
             events += sum(1 for line in lines if line["kind"] == "input" and line["input"]["input"] == "event")
             if claim is not None and started is not None:
                 latencies.append((started - claim) / 1000)
+                if dump is not None:
+                    injected = next((line["ts_ms"] for line in lines if line["kind"] == "injected"), None)
+                    signed = next(
+                        (
+                            line["input"].get("ts")
+                            for line in lines
+                            if line["kind"] == "input" and line["input"].get("type") == "started"
+                        ),
+                        None,
+                    )
+                    dump.append(
+                        {"job": job_id, "claim": claim, "injected": injected, "signed": signed, "started": started}
+                    )
         reg = Registry(ws)
         with reg.read() as conn:
             stuck = conn.execute(
@@ -236,7 +302,7 @@ def run_point(
             "registered": registered,
             "wrapper_errors": errors[:5],
             "wrapper_error_count": len(errors),
-            "lost": sessions * jobs_per_session - registered,
+            "lost": sessions * jobs_per_session - (registered - warmup),
             "stuck_open": stuck,
             "wall_s": round(wall, 2),
             "create_s": round(created_s, 2),
@@ -305,6 +371,19 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--json", action="store_true")
     parser.add_argument(
+        "--via",
+        choices=("library", "cli"),
+        default="library",
+        help="library: every job a delegate() call in this process, on one shared MQTT connection (default); "
+        "cli: every job a `mam job delegate` process, as skill scripts run it (served by the forkserver)",
+    )
+    parser.add_argument(
+        "--dump",
+        type=Path,
+        default=None,
+        help="write each job's claim, injected, signed-started and taken-started times (ms) here, a JSON line each",
+    )
+    parser.add_argument(
         "--replot",
         type=Path,
         default=None,
@@ -320,9 +399,19 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     try:
         for n in [int(x) for x in args.sessions.split(",")]:
+            dumped: list[dict[str, Any]] | None = [] if args.dump else None
             row = run_point(
-                n, args.jobs_per_session, broker.env(), heartbeat=args.heartbeat, create_parallel=args.create_parallel
+                n,
+                args.jobs_per_session,
+                broker.env(),
+                heartbeat=args.heartbeat,
+                create_parallel=args.create_parallel,
+                dump=dumped,
+                via=args.via,
             )
+            if args.dump and dumped is not None:
+                with open(args.dump, "a", encoding="utf-8") as f:
+                    f.writelines(json.dumps({"sessions": n, **d}) + "\n" for d in dumped)
             rows.append(row)
             if not args.json:
                 print(json.dumps(row), flush=True)

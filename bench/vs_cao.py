@@ -16,7 +16,10 @@ Both sides get the same agent work: 50 ms per job.
   A terminal is made with `POST /sessions` (it returns once the agent is idle: create -> ready);
   a delegation is `POST /terminals/run-step` with `reuse_terminal_id`, the substrate behind CAO's
   `handoff` (input, wait for COMPLETED, extract the reply), checked to return our own text.
-- mam: demo-agent sessions made with the skill script `create_session.sh` (which returns once the
+- mam: installed as a new user installs it (`--install user`, the default: `deploy/install.sh WS`
+  makes the workspace's venv with a regular pip install and copies the skills into
+  WS/.agents/skills; `--install dev` uses this clone's editable .venv and skills instead), then
+  demo-agent sessions made with the skill script `create_session.sh` (which returns once the
   agent is ready), jobs delegated with `delegate_job.sh` (`mam job delegate`) with the directive
   `demo-sleep: 0.05`: the demo agent runs the footer's `mam event started`, works 50 ms, runs
   `mam event progress` and `mam event completed` (three fresh processes, and the heartbeater that
@@ -30,7 +33,8 @@ CPU-seconds per job), and idle CPU with 5 agents (both sides idle in the same wi
 
 CPU counts every process of a side, from /proc: CAO's server and everything under it, and its tmux
 server with the shells and agents under it; mam's `mam job delegate` processes (reaped by this
-script: RUSAGE_CHILDREN), its tmux server with the demo agents and their `mam event` processes,
+script: RUSAGE_CHILDREN), the workspace's forkserver with the wrappers it forks and reaps (its
+utime+stime+cutime+cstime), its tmux server with the demo agents and their `mam event` processes,
 the heartbeaters (double-forked daemons: this script is made their subreaper so they can be
 counted) and the broker. This script's own threads (the HTTP calls to CAO, the subprocess calls)
 are not counted on either side.

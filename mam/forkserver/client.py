@@ -189,15 +189,18 @@ def _handed(sock: _socket.socket, argv: list[str]) -> int | None:
         return None  # the forkserver went away before it read a thing
     frames = Frames()
     pid = 0
+    heard = False  # once anything came back, a child may run: never run the command here as well
     while True:
         try:
             data = sock.recv(65536)
         except InterruptedError:
             continue
-        except OSError:
-            data = b""
+        except OSError as e:
+            sys.stderr.write(f"mam: error: lost the forkserver's connection: {e}\n")
+            return 1
         if not data:
             break
+        heard = True
         for msg in frames.feed(data):
             if "refused" in msg and not pid:
                 return None
@@ -208,9 +211,9 @@ def _handed(sock: _socket.socket, argv: list[str]) -> int | None:
                 return int(msg["exit"])  # type: ignore[call-overload]
             elif "signal" in msg:
                 _die_of(int(msg["signal"]))  # type: ignore[call-overload]
-    if not pid:
-        return None  # it ended the connection before a child ran: nothing was started
-    sys.stderr.write(f"mam: error: the forkserver's child {pid} ended without an exit status\n")
+    if not heard:
+        return None  # it ended the connection before it forked: nothing was started
+    sys.stderr.write(f"mam: error: the forkserver's child {pid or '?'} ended without an exit status\n")
     return 1
 
 
