@@ -408,10 +408,9 @@ def _first_interval(
     heartbeater stops, as mam.jobs.heartbeat.run words it; '' when the interval passed (or this lean
     wait cannot be had: no pidfd, no FIFO, a registry it cannot read), for mam.jobs.heartbeat to go on.
 
-    It sleeps in one select on the processes' pidfds and a FIFO of mam.util.pokes listening to the job's
+    It sleeps in one poll on the processes' pidfds and a FIFO of mam.util.pokes listening to the job's
     key (every commit that changes the job's row pokes it); a poke costs one look at the job's row."""
-    import select
-
+    from mam.util.fdwait import readable
     from mam.util.pokefifo import Fifo
     from mam.util.proc import pid_alive
 
@@ -444,7 +443,7 @@ def _first_interval(
             left = until - time.monotonic()
             if left <= 0:
                 return ""
-            ready, _w, _x = select.select([fifo.fd, *fds], [], [], left)
+            ready = readable([fifo.fd, *fds], left)
             if any(fd in ready for fd in fds):
                 return "agent_gone"
             if ready:

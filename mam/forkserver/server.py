@@ -17,7 +17,6 @@ import errno
 import gc
 import importlib
 import os
-import select
 import signal
 import socket
 import struct
@@ -29,6 +28,7 @@ from pathlib import Path
 
 from mam.forkserver.client import FORWARDED, SOCKET, Frames, frame, identity
 from mam.jobs.outcomes import Exit
+from mam.util.fdwait import readable
 from mam.util.private import address
 
 PRELOAD = (
@@ -149,7 +149,7 @@ class Server:
             timeout = CHECK_S
             if not self.children:
                 timeout = min(timeout, max(0.0, idle_since + self.idle_s - time.monotonic()))
-            ready, _w, _x = select.select(watched, [], [], timeout)
+            ready = readable(watched, timeout)
             self._reap()
             if self.children:
                 idle_since = time.monotonic()

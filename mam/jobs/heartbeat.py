@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-import select
 import signal
 import subprocess
 import sys
@@ -25,6 +24,7 @@ from mam.errors import BrokerError, JobError
 from mam.jobs.emit import DatabaseStore, Emitter, relayed
 from mam.jobs.outcomes import Exit
 from mam.jobs.record import read_record
+from mam.util.fdwait import readable
 from mam.util.fork import AGENT_UNSEEN, PIDFILE, detached, record_pid
 from mam.util.proc import pid_alive, python_bin, spawn_detached, start_time
 from mam.workspace import Workspace
@@ -242,7 +242,7 @@ class Watch:
             if self.polling or not self.fds:
                 time.sleep(min(self.POLL_S, left))
                 continue
-            ready, _w, _x = select.select(self.fds, [], [], left)
+            ready = readable(self.fds, left)
             if ready:
                 return True
 

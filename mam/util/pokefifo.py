@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import errno
 import os
-import select
 import stat
+
+from mam.util.fdwait import readable
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -51,7 +52,7 @@ class Fifo:
 
     def wait(self, timeout: float | None) -> bool:
         """Block until a poke or `timeout` seconds (None: no limit); drain what is pending."""
-        ready, _w, _x = select.select([self.fd], [], [], None if timeout is None else max(0.0, timeout))
+        ready = readable([self.fd], timeout)
         if not ready:
             return False
         self.drain()

@@ -22,12 +22,12 @@ files themselves are handled in mam.util.pokefifo, lean enough for the forked he
 from __future__ import annotations
 
 import os
-import select
 import threading
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from mam.util import pokefifo
+from mam.util.fdwait import readable
 from mam.workspace import Workspace
 
 ENDED = "ended"
@@ -65,7 +65,7 @@ class Waiter(pokefifo.Fifo):
 
         def run() -> None:
             while True:
-                select.select([self.fd], [], [])
+                readable([self.fd], None)
                 self.drain()
                 if self._closing:
                     return
