@@ -40,6 +40,7 @@ from mam.util.root import STATE_DIR, find_root
 
 # Mirrors of constants of modules too slow to import here (checked equal by the tests).
 DB_FILE = "agent-sessions.db"  # mam.workspace
+WRITE_LOCK = "agent-sessions-write.lock"  # mam.store.db.write_lock_path(the registry).name
 VERSION = 2  # mam.bus.envelope.VERSION
 MAX_EVENT_BYTES = 64 * 1024  # mam.bus.envelope.MAX_EVENT_BYTES
 MAX_INT = 2**53  # mam.bus.envelope.MAX_INT
@@ -233,7 +234,12 @@ def _emit(
             return None
         with lock:
             fcntl.flock(lock.fileno(), fcntl.LOCK_EX)  # released when closed
-            stored = _store(conn, job_id, type, body, str(record["token"]), relayed, sender)
+            queue = _write_queue(locks)  # the writers' turn (mam.store.db.write_lock_path), as the full path
+            try:
+                stored = _store(conn, job_id, type, body, str(record["token"]), relayed, sender)
+            finally:
+                if queue >= 0:
+                    os.close(queue)  # closing it unlocks it
             if stored is None:
                 return None
             # Committed: from here on nothing may return None (the full path would record it again).
@@ -248,6 +254,16 @@ def _emit(
             return seq, via, warning
     finally:
         conn.close()
+
+
+def _write_queue(locks: str) -> int:
+    """Take the registry writers' flock (mam.store.db.write_lock_path); its descriptor, -1 if it cannot be had."""
+    try:
+        fd = os.open(os.path.join(locks, WRITE_LOCK), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
+    except OSError:
+        return -1
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    return fd
 
 
 def _ready(conn: sqlite3.Connection) -> bool:

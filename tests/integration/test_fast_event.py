@@ -206,6 +206,7 @@ def test_the_lean_path_gives_the_full_paths_bodies_and_mirrors_its_constants(job
 
     assert (fast_event.DB_FILE, root.STATE_DIR) == (ws.db_path.name, ws.state.name)
     assert root.ENV_FILE == ws.env_file.name
+    assert db.write_lock_path(ws.db_path) == ws.locks_dir / fast_event.WRITE_LOCK
     cases = [
         ["started"],
         ["started", "--nonce", "n0nce"],
