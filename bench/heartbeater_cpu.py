@@ -36,33 +36,19 @@ sys.path.append(str(Path(__file__).resolve().parents[1]))  # for `bench._cpu`
 from bench import _cpu as cpu  # noqa: E402
 from mam.jobs import heartbeat  # noqa: E402
 from mam.jobs.intake import Listener  # noqa: E402
-from mam.jobs.ledger import Ledger, new_job_id, new_owner  # noqa: E402
-from mam.jobs.model import End, Job, JobState  # noqa: E402
+from mam.jobs.model import End, JobState  # noqa: E402
 from mam.jobs.outcomes import Exit, Reason  # noqa: E402
 from mam.jobs.record import now_ms  # noqa: E402
 from mam.store.registry import Registry  # noqa: E402
 from mam.workspace import Workspace  # noqa: E402
+from tests.helpers.jobs import register_delivered  # noqa: E402
 
 STOP_WAIT_S = 2.0
 
 
 def one_job(ws: Workspace, registry: Registry, env: dict[str, str], interval_s: float, work_s: float) -> dict[str, Any]:
-    now = now_ms()
-    job = Job(
-        id=new_job_id(),
-        session="worker",
-        nonce="n0nce",
-        created_ms=now,
-        start_deadline_ms=600_000,
-        heartbeat_ms=int(interval_s * 1000),
-        heartbeat_k=4,
-        budget_ms=3_600_000,
-        state=JobState.DELIVERED,
-        claimed_ms=now,
-        delivered_ms=now,
-    )
-    meta = {"target": "worker", "kind": "job", "topic_prefix": "bench/heartbeater"}
-    ledger = Ledger.register(ws, registry, job, owner=new_owner(), meta=meta)
+    ledger = register_delivered(ws, registry, topic_prefix="bench/heartbeater", heartbeat_ms=int(interval_s * 1000))
+    job = ledger.job
     listener = Listener(ws, job.id, lambda: None)
     if listener.start():
         raise RuntimeError("cannot listen on the job's wake socket")

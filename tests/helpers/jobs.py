@@ -7,12 +7,38 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from mam.jobs.model import Job
-from mam.jobs.record import read_audit
+from mam.jobs.ledger import Ledger, new_job_id, new_owner
+from mam.jobs.model import Job, JobState
+from mam.jobs.record import now_ms, read_audit
+from mam.store.registry import Registry
 from mam.workspace import Workspace
 from tests.helpers.mamcli import mam
 
 FAST = {"MAM_POLL_S": "0.05", "MAM_HEARTBEAT_K": "4"}
+
+
+def register_delivered(
+    ws: Workspace, registry: Registry, *, topic_prefix: str, heartbeat_ms: int = 600_000, started: bool = False
+) -> Ledger:
+    """A job of session `worker` registered as its wrapper has it once the brief is in the pane
+    (`started`: and once the agent acknowledged it), without a pane or a broker."""
+    now = now_ms()
+    job = Job(
+        id=new_job_id(),
+        session="worker",
+        nonce="n0nce",
+        created_ms=now,
+        start_deadline_ms=600_000,
+        heartbeat_ms=heartbeat_ms,
+        heartbeat_k=4,
+        budget_ms=3_600_000,
+        state=JobState.RUNNING if started else JobState.DELIVERED,
+        claimed_ms=now,
+        delivered_ms=now,
+        started_ms=now if started else None,
+    )
+    meta = {"target": "worker", "kind": "job", "topic_prefix": topic_prefix}
+    return Ledger.register(ws, registry, job, owner=new_owner(), meta=meta)
 
 
 def create_demo(

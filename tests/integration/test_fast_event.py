@@ -26,14 +26,13 @@ from mam.bus.mqtt import MqttClient
 from mam.bus.topics import Topics
 from mam.jobs import wake
 from mam.jobs.intake import Intake, Listener
-from mam.jobs.ledger import Ledger, new_job_id, new_owner
-from mam.jobs.model import Job, JobState
-from mam.jobs.record import now_ms
+from mam.jobs.ledger import Ledger
 from mam.store import jobs as jobs_table
 from mam.store.registry import Registry
 from mam.util.poll import wait_for
 from mam.workspace import Workspace
 from tests.helpers.brokers import RunningBroker
+from tests.helpers.jobs import register_delivered
 
 PREFIX = "test/fast-event"
 MAM = [sys.executable, "-m", "mam"]
@@ -41,24 +40,7 @@ MAM = [sys.executable, "-m", "mam"]
 
 def register(ws: Workspace, registry: Registry) -> Ledger:
     """A running job, as its wrapper has it after `started`."""
-    now = now_ms()
-    job = Job(
-        id=new_job_id(),
-        session="worker",
-        nonce="n0nce",
-        created_ms=now,
-        start_deadline_ms=600_000,
-        heartbeat_ms=600_000,
-        heartbeat_k=4,
-        budget_ms=3_600_000,
-        state=JobState.RUNNING,
-        claimed_ms=now,
-        delivered_ms=now,
-        started_ms=now,
-    )
-    return Ledger.register(
-        ws, registry, job, owner=new_owner(), meta={"target": "worker", "kind": "job", "topic_prefix": PREFIX}
-    )
+    return register_delivered(ws, registry, topic_prefix=PREFIX, started=True)
 
 
 @pytest.fixture

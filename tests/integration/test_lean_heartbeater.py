@@ -23,8 +23,8 @@ import pytest
 
 from mam.jobs import heartbeat
 from mam.jobs.intake import Listener
-from mam.jobs.ledger import Ledger, new_job_id, new_owner
-from mam.jobs.model import End, Job, JobState
+from mam.jobs.ledger import Ledger
+from mam.jobs.model import End, JobState
 from mam.jobs.outcomes import Exit, Reason
 from mam.jobs.record import now_ms
 from mam.store.registry import Registry
@@ -32,6 +32,7 @@ from mam.util import pokes
 from mam.util.poll import wait_for
 from mam.util.proc import pid_alive
 from mam.workspace import Workspace
+from tests.helpers.jobs import register_delivered
 
 LONG_S = 600  # an interval no test waits for: a stop within seconds is the lean wait's
 
@@ -80,23 +81,8 @@ def world(tmp_path: Path) -> Iterator[World]:
     ws = Workspace((tmp_path / "ws").resolve())
     ws.root.mkdir()
     registry = Registry(ws)
-    now = now_ms()
-    job = Job(
-        id=new_job_id(),
-        session="worker",
-        nonce="n0nce",
-        created_ms=now,
-        start_deadline_ms=600_000,
-        heartbeat_ms=600_000,
-        heartbeat_k=4,
-        budget_ms=3_600_000,
-        state=JobState.DELIVERED,
-        claimed_ms=now,
-        delivered_ms=now,
-    )
-    ledger = Ledger.register(
-        ws, registry, job, owner=new_owner(), meta={"target": "worker", "kind": "job", "topic_prefix": "test/lean"}
-    )
+    ledger = register_delivered(ws, registry, topic_prefix="test/lean")
+    job = ledger.job
     listener = Listener(ws, job.id, lambda: None)  # the wrapper's wake socket: the beats count on disk
     assert listener.start() == ""
     agent = subprocess.Popen(["sleep", "600"])
