@@ -25,6 +25,7 @@ import threading
 import time
 import traceback
 from pathlib import Path
+from typing import Any
 
 from mam.forkserver.client import FORWARDED, SOCKET, Frames, frame, identity
 from mam.jobs.outcomes import Exit
@@ -339,17 +340,22 @@ def _streams(spec: object) -> None:
     import io
 
     given = spec if isinstance(spec, list) and len(spec) == 3 else [("utf-8", "strict")] * 3
+    unbuffered = bool(os.environ.get("PYTHONUNBUFFERED"))  # the caller's environment by now
     made = []
     for fd, (encoding, errors) in enumerate(given):
         tty = os.isatty(fd)
         raw = io.FileIO(fd, "r" if fd == 0 else "w", closefd=False)
-        buffered = io.BufferedReader(raw) if fd == 0 else io.BufferedWriter(raw)
+        if fd == 0:
+            buffered: Any = io.BufferedReader(raw)
+        else:  # as `python -u` (PYTHONUNBUFFERED) has them: the raw file, written through
+            buffered = raw if unbuffered else io.BufferedWriter(raw)
         made.append(
             io.TextIOWrapper(
-                buffered,  # type: ignore[arg-type]
+                buffered,
                 encoding=str(encoding),
                 errors="backslashreplace" if fd == 2 else str(errors),
                 line_buffering=tty or fd == 2,
+                write_through=unbuffered and fd > 0,
             )
         )
     sys.stdin, sys.stdout, sys.stderr = made
