@@ -26,6 +26,7 @@ from mam.util.root import ENV_FILE, STATE_DIR, find_root
 
 SOCKET, LOCK, LOG = "forkserver.sock", "forkserver.lock", "forkserver.log"
 SERVER_MODULE = "mam.forkserver.server"
+SERVER_START = f"import sys; del sys.path[0]; from {SERVER_MODULE} import main; sys.exit(main())"
 FORWARDED = (_signal.SIGINT, _signal.SIGTERM, _signal.SIGHUP)
 HEADER = 4
 MAX_FRAME = 64 << 20  # a brief is at most a few MB (mam.jobs.brief); an environment a few hundred KB
@@ -59,12 +60,34 @@ class Frames:
 
 
 def identity() -> dict[str, str]:
-    """What must match between a client and the forkserver that serves it: the interpreter and the mam tree."""
+    """What must match between a client and the forkserver that serves it: the interpreter, the mam
+    tree, and the process's confinement (namespaces, cgroup, seccomp and no_new_privs), so that a
+    forkserver started inside a sandbox never serves a caller outside it, nor the other way round."""
     return {
         "executable": sys.executable,
         "mam": os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
         "pythonpath": os.environ.get("PYTHONPATH", ""),
+        "confinement": _confinement(),
     }
+
+
+def _confinement() -> str:
+    parts = []
+    for ns in ("cgroup", "ipc", "mnt", "net", "pid", "user", "uts"):
+        try:
+            parts.append(os.readlink(f"/proc/self/ns/{ns}"))
+        except OSError:
+            parts.append(f"{ns}:?")
+    for path in ("/proc/self/cgroup", "/proc/self/status"):
+        try:
+            with open(path, encoding="utf-8", errors="replace") as f:
+                text = f.read()
+        except OSError:
+            text = "?"
+        if path.endswith("status"):
+            text = " ".join(line for line in text.splitlines() if line.startswith(("Seccomp:", "NoNewPrivs:")))
+        parts.append(text.strip())
+    return "|".join(parts)
 
 
 def served(argv: list[str]) -> bool:
@@ -128,6 +151,11 @@ def _env_file_value(path: str, key: str) -> str | None:
 def run(argv: list[str]) -> int | None:
     """Run `mam <argv>` in a forkserver child and return its exit code; None: not served here (run it
     in this process). May start a forkserver for the next call."""
+    for fd in (0, 1, 2):  # a closed one would be taken by the socket and handed over as the child's stdio
+        try:
+            os.fstat(fd)
+        except OSError:
+            return None
     root = find_root(_workspace_arg(argv))
     if root is None or not enabled(root):
         return None
@@ -177,6 +205,8 @@ def _handed(sock: _socket.socket, argv: list[str]) -> int | None:
         "cwd": os.getcwd(),
         "umask": mask,
         "streams": [_stream(s) for s in (sys.stdin, sys.stdout, sys.stderr)],
+        "ignored": [n for n in FORWARDED if _signal.getsignal(n) == _signal.SIG_IGN],
+        "blocked": sorted(int(n) for n in _signal.pthread_sigmask(_signal.SIG_BLOCK, ())),
         **identity(),
     }
     fds = b"".join(fd.to_bytes(4, sys.byteorder, signed=True) for fd in (0, 1, 2))
@@ -196,6 +226,8 @@ def _handed(sock: _socket.socket, argv: list[str]) -> int | None:
         except InterruptedError:
             continue
         except OSError as e:
+            if not heard:
+                return None  # reset before it answered (it was ending): the child sends its pid before all else
             sys.stderr.write(f"mam: error: lost the forkserver's connection: {e}\n")
             return 1
         if not data:
@@ -230,7 +262,8 @@ def _forward_signals(sock: _socket.socket) -> None:
 
     for signum in FORWARDED:
         try:
-            _signal.signal(signum, forward)
+            if _signal.getsignal(signum) != _signal.SIG_IGN:  # ignored (nohup, a background job) stays ignored
+                _signal.signal(signum, forward)
         except (OSError, ValueError):
             pass
 
@@ -264,7 +297,8 @@ def start_server(root: str, run_dir: str) -> None:
             return  # one runs, or is starting
         os.set_inheritable(fd, True)  # the lock passes to the server with this descriptor
         log = os.path.join(run_dir, LOG)
-        argv = [sys.executable, "-m", SERVER_MODULE, "--workspace", root, "--lock-fd", str(fd)]
+        # Not `-m`: that puts the caller's working folder first on sys.path, for every child to import from.
+        argv = [sys.executable, "-c", SERVER_START, "--workspace", root, "--lock-fd", str(fd)]
         actions = [
             (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
             (os.POSIX_SPAWN_OPEN, 1, log, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o600),

@@ -171,6 +171,17 @@ class Server:
                 self._end(f"idle for {self.idle_s:g} s")
         return self.ending
 
+    def drain(self) -> None:
+        """After the end: wait for the children still running, to report the ones killed by a signal."""
+        while self.children:
+            try:
+                pid, status = os.waitpid(-1, 0)
+            except ChildProcessError:
+                return
+            conn = self.children.pop(pid, None)
+            if conn is not None:
+                self._report(conn, status)
+
     def _end(self, why: str) -> None:
         self.ending = self.ending or why
 
@@ -189,14 +200,17 @@ class Server:
             if pid == 0:
                 return
             conn = self.children.pop(pid, None)
-            if conn is None:
-                continue
-            if os.WIFSIGNALED(status):  # it could not say so itself
-                try:
-                    conn.sendall(frame({"signal": os.WTERMSIG(status)}))
-                except OSError:
-                    pass
-            conn.close()
+            if conn is not None:
+                self._report(conn, status)
+
+    @staticmethod
+    def _report(conn: socket.socket, status: int) -> None:
+        if os.WIFSIGNALED(status):  # it could not say so itself
+            try:
+                conn.sendall(frame({"signal": os.WTERMSIG(status)}))
+            except OSError:
+                pass
+        conn.close()
 
     def _accept_all(self) -> None:
         while not self.ending:
@@ -229,8 +243,11 @@ class Server:
                 return
             pid = os.fork()
             if pid == 0:
-                self._drop_all()
-                _become(conn, request, fds)  # never returns
+                try:
+                    self._drop_all()
+                    _become(conn, request, fds)  # ends the process
+                finally:
+                    os._exit(Exit.FAILED)  # whatever escaped it: never back into the server's loop
             self.children[pid] = conn
         finally:
             for fd in fds:
@@ -281,9 +298,7 @@ def _become(conn: socket.socket, request: dict[str, object], fds: list[int]) -> 
     code: int = Exit.FAILED
     try:
         signal.set_wakeup_fd(-1)
-        for signum in (signal.SIGCHLD, signal.SIGTERM, signal.SIGHUP):
-            signal.signal(signum, signal.SIG_DFL)
-        signal.signal(signal.SIGINT, signal.default_int_handler)
+        _signals(request)
         for target, fd in enumerate(fds):
             os.dup2(fd, target)
         for fd in fds:
@@ -294,6 +309,13 @@ def _become(conn: socket.socket, request: dict[str, object], fds: list[int]) -> 
         os.environ.update({str(k): str(v) for k, v in env.items()})
         os.chdir(str(request["cwd"]))
         os.umask(int(request["umask"]))  # type: ignore[call-overload]
+        time.tzset()  # TZ, as a fresh interpreter reads it
+        try:
+            import locale
+
+            locale.setlocale(locale.LC_CTYPE, "")  # as the interpreter does at its start
+        except (ImportError, locale.Error):
+            pass
         _streams(request.get("streams"))
         argv = [str(a) for a in request["argv"]]  # type: ignore[attr-defined]
         sys.argv = argv
@@ -302,11 +324,29 @@ def _become(conn: socket.socket, request: dict[str, object], fds: list[int]) -> 
         code = _run(argv[1:])
     except BaseException:  # the child must never return into the server's loop
         traceback.print_exc()
+    signal.pthread_sigmask(signal.SIG_BLOCK, FORWARDED)  # a late ^C must not stop the report
     try:
         conn.sendall(frame({"exit": code}))
     except OSError:
         pass
     os._exit(code)
+
+
+def _signals(request: dict[str, object]) -> None:
+    """The caller's dispositions of the signals it forwards (ignored stays ignored: nohup, a background
+    job), Python's defaults for the rest, and the caller's blocked set."""
+    ignored = request.get("ignored")
+    ignored = set(ignored) if isinstance(ignored, list) else set()
+    for signum in (signal.SIGCHLD, signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
+        if signum in ignored:
+            signal.signal(signum, signal.SIG_IGN)
+        elif signum == signal.SIGINT:
+            signal.signal(signum, signal.default_int_handler)
+        else:
+            signal.signal(signum, signal.SIG_DFL)
+    blocked = request.get("blocked")
+    if isinstance(blocked, list):
+        signal.pthread_sigmask(signal.SIG_SETMASK, [int(n) for n in blocked])
 
 
 def _run(args: list[str]) -> int:
@@ -354,6 +394,7 @@ def _streams(spec: object) -> None:
                 buffered,
                 encoding=str(encoding),
                 errors="backslashreplace" if fd == 2 else str(errors),
+                newline="\n",  # as the interpreter opens its standard streams on POSIX: no translation
                 line_buffering=tty or fd == 2,
                 write_through=unbuffered and fd > 0,
             )
@@ -396,6 +437,7 @@ def main(argv: list[str] | None = None) -> int:
     os.closerange(3, args.lock_fd)  # nothing of the caller's but the lock
     os.closerange(args.lock_fd + 1, 1 << 16)
     root = Path(args.workspace)
+    os.chdir("/")  # hold no caller's folder (each child goes to its own caller's)
     try:
         os.ftruncate(args.lock_fd, 0)
         os.pwrite(args.lock_fd, f"{os.getpid()}\n".encode(), 0)
@@ -424,7 +466,10 @@ def main(argv: list[str] | None = None) -> int:
             except OSError as e:
                 if e.errno != errno.ENOENT:
                     raise
+        server.sock.close()
+        os.close(args.lock_fd)  # a new forkserver may start while the children here finish
     log(f"exiting: {why}")
+    server.drain()
     return Exit.OK
 
 

@@ -5,6 +5,7 @@ the command run in its own process; the forkserver ends with the workspace's tmu
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import signal
@@ -132,6 +133,43 @@ def test_stdin_and_usage_errors_pass_through(wired):
     plain = mam("job", "delegate", "--target", "w", "--brief", "x", "--timeout", "nan", env={"MAM_FORKSERVER": "0"})
     assert bad.returncode == plain.returncode == 2
     assert bad.stderr == plain.stderr and bad.stdout == plain.stdout
+
+
+def test_stdin_is_read_untranslated_as_a_fresh_process_reads_it(wired):
+    start_server(wired)
+    brief = "first line\r\nsecond\rthird\n"
+    shas = []
+    for env in ({}, {"MAM_FORKSERVER": "0"}):
+        proc = subprocess.run(
+            [MAM, "job", "delegate", "--target", "w", "--brief-file", "-", "--json", *SHORT],
+            input=brief.encode(),
+            capture_output=True,
+            env={**os.environ, **env},
+        )
+        assert proc.returncode == 0, proc.stderr
+        record = json.loads(wired.job_record(json.loads(proc.stdout)["id"]).read_text())
+        shas.append(record.get("brief_sha256") or record.get("meta", {}).get("brief_sha256"))
+    assert shas[0] == shas[1] == hashlib.sha256(brief.encode()).hexdigest()
+
+
+def test_an_ignored_hangup_stays_ignored(wired):
+    start_server(wired)
+    create_demo("s", behaviour="silent_after_start")
+    proc = subprocess.Popen(
+        [MAM, "job", "delegate", "--target", "s", "--brief", "hold", "--heartbeat", "60", "--json"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_IGN),  # as nohup starts it
+    )
+    job = open_job(wired)
+    wrapper = owner_pid(wired, job)
+    proc.send_signal(signal.SIGHUP)
+    mam("job", "status", job, check=True)  # a round trip of our own after the signal
+    assert proc.poll() is None and pid_alive(wrapper)
+    mam("job", "cancel", job)
+    _out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 5, err
 
 
 def test_changed_code_is_never_served(wired):
