@@ -14,10 +14,11 @@ killed too, so killing the command an orchestrator ran still kills its wrapper.
 
 Where the forkserver cannot serve (none runs yet, `MAM_FORKSERVER=0`, another interpreter, mam
 tree or confinement, mam's code changed on disk since it started, a folder or socket that is not
-plainly this user's, a closed stdin/stdout/stderr), the client runs the command in its own
-process as before: the forkserver only changes how fast a wrapper starts, never what it does. The first delegation of a workspace starts one in
-the background. It lives in `.mam/run/` (socket `forkserver.sock`, 0600, peers checked by uid;
-lock `forkserver.lock`, holding its pid; log `forkserver.log`) and exits once no delegation has
-run for `MAM_FORKSERVER_IDLE_S` seconds, or at once when its socket or the workspace's tmux server
-is gone (then it lives on, without socket or lock, only until its running children end).
+plainly this user's, a closed stdin/stdout/stderr), the client runs the command in its own process
+as before: the forkserver only changes how fast a wrapper starts, never what it does. The first
+delegation of a workspace starts one in the background. It lives in `.mam/run/` (socket
+`forkserver.sock`, 0600, peers checked by uid; lock `forkserver.lock`, holding its pid; log
+`forkserver.log`) and exits once no delegation has run for `MAM_FORKSERVER_IDLE_S` seconds, or at
+once when its socket or the workspace's tmux server is gone (then it lives on, without socket or
+lock, only until its running children end).
 """
