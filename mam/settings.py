@@ -110,7 +110,12 @@ KEYS: tuple[Key, ...] = (
         "Tokens reserved for a job with no --estimate-tokens while its role has no completed job to go by.",
         "int",
     ),
-    Key("MAM_NO_AUTOSTART", "0", "1: never start a broker, tmux or herdr server on demand.", "bool"),
+    Key(
+        "MAM_NO_AUTOSTART",
+        "0",
+        "1: never start a broker, tmux or herdr server, or a forkserver, on demand.",
+        "bool",
+    ),
     Key(
         "MAM_FORKSERVER",
         "1",

@@ -121,12 +121,24 @@ def _workspace_arg(argv: list[str]) -> str | None:
     return found
 
 
-def enabled(root: str) -> bool:
-    """MAM_FORKSERVER from the environment, else from the workspace's .mam.env, else on."""
-    value = os.environ.get("MAM_FORKSERVER")
+def _setting(root: str, key: str) -> str | None:
+    """A boolean setting's raw value: the environment, else the workspace's .mam.env, else None."""
+    value = os.environ.get(key)
     if value is None:
-        value = _env_file_value(os.path.join(root, ENV_FILE), "MAM_FORKSERVER")
-    return value is None or value.strip().strip("'\"").lower() not in _OFF
+        value = _env_file_value(os.path.join(root, ENV_FILE), key)
+    return None if value is None else value.strip().strip("'\"").lower()
+
+
+def enabled(root: str) -> bool:
+    """MAM_FORKSERVER, on unless set off."""
+    value = _setting(root, "MAM_FORKSERVER")
+    return value is None or value not in _OFF
+
+
+def may_start(root: str) -> bool:
+    """MAM_NO_AUTOSTART=1 starts nothing on demand: a running forkserver serves, none is started."""
+    value = _setting(root, "MAM_NO_AUTOSTART")
+    return value is None or value in _OFF
 
 
 def _env_file_value(path: str, key: str) -> str | None:
@@ -164,7 +176,8 @@ def run(argv: list[str]) -> int | None:
         return None  # no private run folder (yet): the full path makes it, or refuses
     sock = _connect(os.path.join(run_dir, SOCKET))
     if sock is None:
-        start_server(root, run_dir)
+        if may_start(root):
+            start_server(root, run_dir)
         return None
     try:
         return _handed(sock, argv)

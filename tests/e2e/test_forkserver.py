@@ -211,6 +211,14 @@ def test_a_served_job_is_owned_by_another_process_than_the_caller(wired):
     assert caller != owner
 
 
+def test_no_autostart_starts_none(wired):
+    create_demo("w")
+    for _ in range(2):
+        done = mam("job", "delegate", "--target", "w", "--brief", "x", "--json", *SHORT, env={"MAM_NO_AUTOSTART": "1"})
+        assert done.returncode == 0, done.stderr
+    assert not (wired.state / "run" / "forkserver.lock").exists()
+
+
 def test_a_socket_others_may_use_is_not_trusted(wired):
     start_server(wired)
     os.chmod(wired.state / "run" / "forkserver.sock", 0o666)
