@@ -188,10 +188,11 @@ def test_changed_code_is_never_served(wired):
         os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
 
 
-def test_turned_off_it_never_starts(wired):
+@pytest.mark.parametrize("setting", [{"MAM_FORKSERVER": "0"}, {"MAM_NO_AUTOSTART": "1"}])
+def test_turned_off_or_no_autostart_it_never_starts(wired, setting):
     create_demo("w")
     for _ in range(2):
-        done = mam("job", "delegate", "--target", "w", "--brief", "x", "--json", *SHORT, env={"MAM_FORKSERVER": "0"})
+        done = mam("job", "delegate", "--target", "w", "--brief", "x", "--json", *SHORT, env=setting)
         assert done.returncode == 0, done.stderr
     assert not (wired.state / "run" / "forkserver.lock").exists()
     assert server_pid(wired) == 0
@@ -209,14 +210,6 @@ def test_a_served_job_is_owned_by_another_process_than_the_caller(wired):
     start_server(wired)
     caller, owner = ran_where("--target", "w", "--brief", "x", *SHORT)
     assert caller != owner
-
-
-def test_no_autostart_starts_none(wired):
-    create_demo("w")
-    for _ in range(2):
-        done = mam("job", "delegate", "--target", "w", "--brief", "x", "--json", *SHORT, env={"MAM_NO_AUTOSTART": "1"})
-        assert done.returncode == 0, done.stderr
-    assert not (wired.state / "run" / "forkserver.lock").exists()
 
 
 def test_a_socket_others_may_use_is_not_trusted(wired):
