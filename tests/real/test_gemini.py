@@ -17,11 +17,13 @@ from pathlib import Path
 
 import pytest
 
+from mam.util.poll import wait_for
 from tests.helpers import brokers
 from tests.real import _scenario as sc
 from tests.real.clis import BY_NAME
 from tests.real.conftest import REAL_CLI_B, Rig, skip_module_without
 from tests.real.gemini_server import GeminiModel, user_texts
+from tests.real.openai_server import FINAL_TEXT
 
 skip_module_without("gemini")
 pytestmark = [pytest.mark.timeout(900), REAL_CLI_B]
@@ -73,6 +75,20 @@ def prompts(rig: Rig, conversation_id: str) -> list[str]:
     return out
 
 
+def wait_turn_saved(rig: Rig, turns: int) -> None:
+    """Until gemini has written the model's final answer of `turns` turns to its transcripts. The job
+    ends with the agent's `mam event completed`, a tool call inside the turn; the turn itself ends
+    when the model's answer to that call is in, and gemini saves it then. `session stop` presses C-c
+    first: sent earlier, it cuts the turn off, and a resumed gemini leaves a cut-off turn out of the
+    history it sends (the flake this test had: the resumed model saw no earlier prompt)."""
+
+    def saved() -> bool:
+        files = (rig.home / ".gemini" / "tmp").glob("*/chats/session-*.jsonl")
+        return sum(f.read_text(encoding="utf-8").count(FINAL_TEXT) for f in files) >= turns
+
+    wait_for(saved, timeout=JOB_S, message=f"gemini never saved the final answer of turn {turns}")
+
+
 def trusted(rig: Rig) -> dict[str, str]:
     path = rig.home / ".gemini" / "trustedFolders.json"
     return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
@@ -100,6 +116,7 @@ def test_delegate_then_stop_and_resume_the_same_conversation(rig: Rig) -> None:
     sc.assert_footer_events(rig, first)
     assert [c.split()[2] for c in first.commands(rig)] == ["started", "progress", "completed"]
 
+    wait_turn_saved(rig, 1)  # stop an idle gemini, not one still finishing its turn (see wait_turn_saved)
     conversation = sc.stop_keeping_conversation(rig, session)
     seen_prompts = prompts(rig, conversation)
     if not seen_prompts:
