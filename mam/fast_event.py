@@ -35,12 +35,12 @@ from mam.errors import UsageError
 from mam.ids import check_job_id
 from mam.jobs import wake
 from mam.jobs.outcomes import OPEN_STATES, Exit
+from mam.store import write_queue
 from mam.util import lean_json
 from mam.util.root import STATE_DIR, find_root
 
 # Mirrors of constants of modules too slow to import here (checked equal by the tests).
 DB_FILE = "agent-sessions.db"  # mam.workspace
-WRITE_LOCK = "agent-sessions-write.lock"  # mam.store.db.write_lock_path(the registry).name
 VERSION = 2  # mam.bus.envelope.VERSION
 MAX_EVENT_BYTES = 64 * 1024  # mam.bus.envelope.MAX_EVENT_BYTES
 MAX_INT = 2**53  # mam.bus.envelope.MAX_INT
@@ -234,8 +234,9 @@ def _emit(
             return None
         with lock:
             fcntl.flock(lock.fileno(), fcntl.LOCK_EX)  # released when closed
-            queue = _write_queue(locks)  # the writers' turn (mam.store.db.write_lock_path), as the full path
+            queue = write_queue.open_lock(os.path.join(state, DB_FILE))  # the writers' turn, as the full path
             try:
+                write_queue.take(queue)
                 stored = _store(conn, job_id, type, body, str(record["token"]), relayed, sender)
             finally:
                 if queue >= 0:
@@ -254,16 +255,6 @@ def _emit(
             return seq, via, warning
     finally:
         conn.close()
-
-
-def _write_queue(locks: str) -> int:
-    """Take the registry writers' flock (mam.store.db.write_lock_path); its descriptor, -1 if it cannot be had."""
-    try:
-        fd = os.open(os.path.join(locks, WRITE_LOCK), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
-    except OSError:
-        return -1
-    fcntl.flock(fd, fcntl.LOCK_EX)
-    return fd
 
 
 def _ready(conn: sqlite3.Connection) -> bool:
@@ -427,7 +418,7 @@ def _first_interval(
     It sleeps in one poll on the processes' pidfds and a FIFO of mam.util.pokes listening to the job's
     key (every commit that changes the job's row pokes it); a poke costs one look at the job's row."""
     from mam.util.fdwait import readable
-    from mam.util.pokefifo import Fifo
+    from mam.util.pokefifo import Fifo, job_key
     from mam.util.proc import pid_alive
 
     pids = [(agent_pid, agent_start)] + ([(supervisor[0], supervisor[1] or None)] if supervisor[0] else [])
@@ -438,7 +429,7 @@ def _first_interval(
         try:  # opened before the first look at the processes: a pid reused after it cannot be the one watched
             for pid, _start in pids:
                 fds.append(os.pidfd_open(pid))
-            fifo = Fifo(os.path.join(state, "run", "wake"), [f"job:{job_id}"])  # mam.util.pokes.job_key
+            fifo = Fifo(os.path.join(state, "run", "wake"), [job_key(job_id)])
             conn = sqlite3.connect(os.path.join(state, DB_FILE), timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None)
             if not _ready(conn):
                 return ""

@@ -8,7 +8,6 @@ journal on network filesystems (where WAL's shared memory is unsafe).
 from __future__ import annotations
 
 import errno
-import fcntl
 import logging
 import os
 import secrets
@@ -20,6 +19,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from mam.errors import RegistryDamaged, StoreError
+from mam.store import write_queue
 
 log = logging.getLogger(__name__)
 
@@ -262,27 +262,13 @@ def _create(path: Path) -> None:
         Path(f"{tmp}-journal").unlink(missing_ok=True)
 
 
-def write_lock_path(db: Path) -> Path:
-    """The flock every writer of `db` takes around its write transaction (mam.fast_event too).
-
-    SQLite's own busy handler waits by sleeping, up to 100 ms a time, and serves nobody in order:
-    with hundreds of writers (500 sessions' wrappers and `mam event` commands) some waited out the
-    whole busy timeout ("database is locked"). A blocked flock is woken the moment its holder
-    unlocks, so writers take turns; SQLite's lock then never has to wait. Transactions are short
-    and wait on nothing inside, and a holder that dies releases it."""
-    return db.parent / "locks" / f"{db.stem}-write.lock"
-
-
 @contextmanager
 def _queued(fd: int) -> Iterator[None]:
-    if fd < 0:
-        yield
-        return
-    fcntl.flock(fd, fcntl.LOCK_EX)
+    write_queue.take(fd)
     try:
         yield
     finally:
-        fcntl.flock(fd, fcntl.LOCK_UN)
+        write_queue.give(fd)
 
 
 class Database:
@@ -367,20 +353,15 @@ class Database:
             conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
 
     def _write_lock(self) -> int:
-        """The descriptor of the writers' queue (write_lock_path), opened once; -1 where it cannot be had."""
+        """The descriptor of the writers' queue (mam.store.write_queue), opened once; -1 where it cannot be had."""
         if self._write_fd < 0:
-            lock = write_lock_path(self.path)
-            try:
-                lock.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-                self._write_fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
-            except OSError as e:
-                log.debug("no write lock %s: %s", lock, e)
+            self._write_fd = write_queue.open_lock(str(self.path))
         return self._write_fd
 
     @contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
         """BEGIN IMMEDIATE ... COMMIT; any exception rolls back and propagates. Writers of all processes
-        queue on one flock first (see write_lock_path)."""
+        queue on one flock first (mam.store.write_queue)."""
         with self._lock, _queued(self._write_lock()):
             try:
                 self.conn.execute("BEGIN IMMEDIATE")

@@ -22,6 +22,11 @@ except ImportError:  # Python 3.12 on
     from _sha2 import sha256  # type: ignore[import-not-found,no-redef,unused-ignore]
 
 
+def job_key(job_id: str) -> str:
+    """The key whose FIFOs are poked when the job's row changes (the other keys are in mam.util.pokes)."""
+    return f"job:{job_id}"
+
+
 def stem(key: str) -> str:
     """The first part of a FIFO's name for `key` (hashlib.sha256's hex digest, from the built-in module)."""
     return str(sha256(key.encode("utf-8")).hexdigest())[:20]

@@ -28,17 +28,16 @@ from pathlib import Path
 
 from mam.util import pokefifo
 from mam.util.fdwait import readable
+from mam.util.pokefifo import job_key
 from mam.workspace import Workspace
+
+__all__ = ["ENDED", "Waiter", "folder", "job_key", "parent_key", "poke", "session_key"]
 
 ENDED = "ended"
 
 
 def folder(ws: Workspace) -> Path:
     return ws.run_dir / "wake"
-
-
-def job_key(job_id: str) -> str:
-    return f"job:{job_id}"
 
 
 def session_key(name: str) -> str:

@@ -188,7 +188,9 @@ def test_the_lean_path_gives_the_full_paths_bodies_and_mirrors_its_constants(job
 
     assert (fast_event.DB_FILE, root.STATE_DIR) == (ws.db_path.name, ws.state.name)
     assert root.ENV_FILE == ws.env_file.name
-    assert db.write_lock_path(ws.db_path) == ws.locks_dir / fast_event.WRITE_LOCK
+    from mam.store import write_queue  # the queue both paths take: one file, inside .mam/locks/
+
+    assert write_queue.lock_path(str(ws.db_path)) == str(ws.locks_dir / "agent-sessions-write.lock")
     cases = [
         ["started"],
         ["started", "--nonce", "n0nce"],
