@@ -174,6 +174,33 @@ def wait_heartbeaters_gone(ws: Any, timeout: float = 15) -> None:
             time.sleep(0.05)
 
 
+def forkserver_pid(root: Path) -> int:
+    """The pid of workspace `root`'s forkserver (mam/forkserver: its children are the delegation
+    wrappers), from its lock file, if that process still is the forkserver; else 0."""
+    try:
+        pid = int((root / ".mam" / "run" / "forkserver.lock").read_text().split()[0])
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return pid if b"mam.forkserver.server" in f.read() else 0
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+def forkserver_cpu_s(root: Path) -> float:
+    """CPU-seconds of the forkserver and the wrappers it forked and reaped (0: none runs)."""
+    from bench import _cpu as cpu
+
+    pid = forkserver_pid(root)
+    proc = cpu.read_proc(pid) if pid else None
+    return proc.total if proc is not None else 0.0
+
+
+def wait_forkserver(root: Path, timeout: float = 20) -> None:
+    """After a workspace's first delegation: until the forkserver it started serves (or `timeout`)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and not (root / ".mam" / "run" / "forkserver.sock").exists():
+        time.sleep(0.05)
+
+
 @dataclass
 class DemoBench:
     root: Path

@@ -34,7 +34,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from bench._support import kill_tmux  # noqa: E402
+from bench._support import forkserver_cpu_s, kill_tmux, wait_forkserver  # noqa: E402
 from mam.bus.envelope import Envelope  # noqa: E402
 from mam.bus.topics import Topics  # noqa: E402
 from mam.errors import DecodeError  # noqa: E402
@@ -59,13 +59,11 @@ def rss_kb(pid: int) -> int:
     return 0
 
 
-def cpu_s(pid: int, *, children: bool = False) -> float:
-    """utime + stime of `pid` (with `children`: plus what it reaped) in seconds; 0 if it is gone."""
+def cpu_s(pid: int) -> float:
     try:
         with open(f"/proc/{pid}/stat", "rb") as f:
             fields = f.read().rsplit(b")", 1)[1].split()
-        ticks = sum(int(x) for x in fields[11 : 15 if children else 13])
-        return ticks / os.sysconf("SC_CLK_TCK")
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
     except (OSError, IndexError, ValueError):
         return 0.0
 
@@ -75,14 +73,6 @@ def children_cpu_s() -> float:
 
     r = resource.getrusage(resource.RUSAGE_CHILDREN)
     return r.ru_utime + r.ru_stime
-
-
-def forkserver_cpu_s(ws: Workspace) -> float:
-    """The workspace's forkserver with the wrappers it forked and reaped (0: none runs)."""
-    try:
-        return cpu_s(int((ws.state / "run" / "forkserver.lock").read_text().split()[0]), children=True)
-    except (OSError, ValueError, IndexError):
-        return 0.0
 
 
 def pct(values: list[float], q: float) -> float:
@@ -222,10 +212,8 @@ def run_point(
             cli_worker(names[0])
             warmup = len(outcomes)
             outcomes.clear()
-            fs_deadline = time.monotonic() + 20
-            while time.monotonic() < fs_deadline and not (ws.state / "run" / "forkserver.sock").exists():
-                time.sleep(0.05)
-        fs0 = forkserver_cpu_s(ws)
+            wait_forkserver(ws.root)
+        fs0 = forkserver_cpu_s(ws.root)
         children0 = children_cpu_s()
         wrapper_cpu0 = time.process_time()
         start = time.monotonic()
@@ -236,7 +224,7 @@ def run_point(
         wall = time.monotonic() - start
         wrapper_cpu = time.process_time() - wrapper_cpu0
         if via == "cli":  # the `mam job delegate` processes, and the forkserver's children (the wrappers)
-            wrapper_cpu = children_cpu_s() - children0 + forkserver_cpu_s(ws) - fs0
+            wrapper_cpu = children_cpu_s() - children0 + forkserver_cpu_s(ws.root) - fs0
         flush_t0 = time.monotonic()
         unacked = shared.flush(60)  # the final states' publishes are not waited for by the wrappers
         flush_s = time.monotonic() - flush_t0

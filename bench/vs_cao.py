@@ -204,17 +204,6 @@ class Cao:
             subprocess.run(["tmux", "-S", str(self.tmux_socket()), "kill-server"], capture_output=True, timeout=10)
 
 
-def _forkserver_pid(ws: Path) -> list[int]:
-    """The workspace's forkserver (mam/forkserver), whose children are the delegation wrappers: its pid
-    from its lock file, if that process is still the forkserver."""
-    try:
-        pid = int((ws / ".mam" / "run" / "forkserver.lock").read_text().split()[0])
-        with open(f"/proc/{pid}/cmdline", "rb") as f:
-            return [pid] if b"mam.forkserver.server" in f.read() else []
-    except (OSError, ValueError, IndexError):
-        return []
-
-
 def _tmux_server_pid(sock: list[str]) -> list[int]:
     out = subprocess.run(["tmux", *sock, "display-message", "-p", "#{pid}"], capture_output=True, text=True)
     return [int(out.stdout.strip())] if out.returncode == 0 and out.stdout.strip().isdigit() else []
@@ -312,7 +301,11 @@ class Mam:
         return {**{f"event {t}": n for t, n in rows}, **{f"job {s}": n for s, n in states}}
 
     def roots(self) -> list[int]:
-        return _tmux_server_pid(["-L", self.tmux]) + [self.broker.proc.pid] + _forkserver_pid(self.ws)
+        return (
+            _tmux_server_pid(["-L", self.tmux])
+            + [self.broker.proc.pid]
+            + [p for p in [support.forkserver_pid(self.ws)] if p]
+        )
 
     def stop(self) -> None:
         support.kill_tmux(self.tmux)

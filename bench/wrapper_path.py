@@ -87,25 +87,6 @@ def _owner(ws: Any, job_id: str) -> int:
     return int(str(json.loads(ws.job_record(job_id).read_text())["owner"]).split(":")[1])
 
 
-def _forkserver_cpu(ws: Any) -> float:
-    """CPU-seconds of the workspace's forkserver and the wrappers it forked and reaped (0: none runs)."""
-    from bench import _cpu as cpu
-
-    try:
-        pid = int((ws.state / "run" / "forkserver.lock").read_text().split()[0])
-    except (OSError, ValueError, IndexError):
-        return 0.0
-    proc = cpu.read_proc(pid)
-    return proc.total if proc is not None else 0.0
-
-
-def _wait_forkserver(ws: Any) -> None:
-    """After the warm-up job: wait until its forkserver serves (unless the tree has none)."""
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline and not (ws.state / "run" / "forkserver.sock").exists():
-        time.sleep(0.05)
-
-
 def _switches(pid: int) -> tuple[int, int]:
     """(voluntary context switches of the main thread, of all threads) of a process."""
     main = total = 0
@@ -168,9 +149,9 @@ def side(name: str, pythonpath: str, jobs: int, broker: str, idle_s: float, quie
             env = {**bench.env, "MAM_BIN": str(support.VENV_BIN / "mam")}
             one_job(0, env, bench.ws)  # warm-up (it starts the forkserver, where the tree has one)
             if not pythonpath:
-                _wait_forkserver(bench.ws)
+                support.wait_forkserver(bench.ws.root)
             rows = []
-            served0 = _forkserver_cpu(bench.ws)
+            served0 = support.forkserver_cpu_s(bench.ws.root)
             for i in range(1, jobs + 1):
                 rows.append(one_job(i, env, bench.ws))
                 if not quiet:
@@ -180,7 +161,7 @@ def side(name: str, pythonpath: str, jobs: int, broker: str, idle_s: float, quie
                         f"caller CPU {r['cpu_ms']:6.1f} ms",
                         flush=True,
                     )
-            served = (_forkserver_cpu(bench.ws) - served0) * 1000 / max(1, jobs)
+            served = (support.forkserver_cpu_s(bench.ws.root) - served0) * 1000 / max(1, jobs)
             idle = idle_job(env, bench.ws, idle_s)
     finally:
         if saved is None:
