@@ -51,6 +51,7 @@ PRELOAD = (
     "mam.remote.origin",
 )
 READ_TIMEOUT_S = 10.0  # for a request's bytes once connected (the client sends them at once)
+LOAD_SLACK_NS = 1_000_000_000  # file times may lag the clock (coarse or whole-second timestamps)
 CHECK_S = 60.0  # a look at the socket file while idle: the workspace may have been removed
 
 
@@ -447,15 +448,22 @@ def main(argv: list[str] | None = None) -> int:
         settings = load_settings(env_file=Workspace(root).env_file)
         if not settings.forkserver:
             return Exit.OK
+        loading = time.time_ns() - LOAD_SLACK_NS
         _preload()
         server = Server(root, args.lock_fd, settings.forkserver_idle_s)
+        # Stamped before the socket appears: a change after it is seen by the next request. A file
+        # written while we loaded it may be loaded old and stamped new, so such a file ends us here.
+        server.stamp = _stamp()
+        fresh = [path for path, (mtime, _size) in server.stamp.items() if mtime >= loading]
+        if fresh:
+            log(f"not started: {fresh[0]} changed while it was loaded")
+            return Exit.OK
         server.bind()
     except Exception as e:
         log(f"not started: {e}")
         return Exit.FAILED
     gc.collect()
     gc.freeze()  # the children then share these pages instead of copying each one the collector touches
-    server.stamp = _stamp()
     log(f"serving {root} (pid {os.getpid()})")
     try:
         why = server.serve()

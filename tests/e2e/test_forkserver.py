@@ -188,6 +188,28 @@ def test_changed_code_is_never_served(wired):
         os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
 
 
+def test_code_written_while_it_loads_is_never_served(wired, tmp_path):
+    extra = tmp_path / "extra"
+    extra.mkdir()
+    module = extra / "sitecustomize.py"  # loaded by every interpreter on this PYTHONPATH, the forkserver too
+    module.write_text("")
+    later = os.stat(module).st_mtime_ns + 60 * 1_000_000_000
+    os.utime(module, ns=(later, later))  # as if written after the forkserver began loading it
+    env = {"PYTHONPATH": str(extra)}
+    create_demo("w")
+    done = mam("job", "delegate", "--target", "w", "--brief", "x", "--json", *SHORT, env=env)
+    assert done.returncode == 0, done.stderr
+    log = wired.state / "run" / "forkserver.log"
+    wait_for(
+        lambda: log.exists() and "changed while it was loaded" in log.read_text(),
+        timeout=30,
+        message="a forkserver started on a module written while it loaded",
+    )
+    assert server_pid(wired) == 0
+    again = mam("job", "delegate", "--target", "w", "--brief", "y", "--json", *SHORT, env=env)
+    assert again.returncode == 0, again.stderr
+
+
 @pytest.mark.parametrize("setting", [{"MAM_FORKSERVER": "0"}, {"MAM_NO_AUTOSTART": "1"}])
 def test_turned_off_or_no_autostart_it_never_starts(wired, setting):
     create_demo("w")
