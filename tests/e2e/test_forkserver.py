@@ -10,6 +10,7 @@ import json
 import os
 import signal
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -172,32 +173,41 @@ def test_an_ignored_hangup_stays_ignored(wired):
     assert proc.returncode == 5, err
 
 
-def test_changed_code_is_never_served(wired):
-    pid = start_server(wired)
-    import mam.jobs.attempt as loaded
-
-    path = Path(loaded.__file__)
-    st = path.stat()
-    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000))
-    try:
-        done = mam("job", "delegate", "--target", "w", "--brief", "after the change", "--json", *SHORT)
-        assert done.returncode == 0, done.stderr
-        wait_for(lambda: not pid_alive(pid), timeout=10, message="a forkserver with stale code kept running")
-        assert "changed on disk" in (wired.state / "run" / "forkserver.log").read_text()
-    finally:
-        os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
-
-
-def test_code_written_while_it_loads_is_never_served(wired, tmp_path):
+def loaded_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A module every interpreter of this test loads, the forkserver too (on a PYTHONPATH of its own):
+    it stands for mam's code, whose files the tests running in parallel share."""
     extra = tmp_path / "extra"
     extra.mkdir()
-    module = extra / "sitecustomize.py"  # loaded by every interpreter on this PYTHONPATH, the forkserver too
+    module = extra / "sitecustomize.py"
     module.write_text("")
-    later = os.stat(module).st_mtime_ns + 60 * 1_000_000_000
+    earlier = module.stat().st_mtime_ns - 10 * 1_000_000_000  # not written just now: a forkserver may start
+    os.utime(module, ns=(earlier, earlier))
+    monkeypatch.setenv("PYTHONPATH", str(extra))
+    return module
+
+
+def test_changed_code_is_never_served(wired, tmp_path, monkeypatch):
+    module = loaded_module(tmp_path, monkeypatch)
+    pid = start_server(wired)
+    st = module.stat()
+    os.utime(module, ns=(st.st_atime_ns, st.st_mtime_ns - 1_000_000))
+    done = mam("job", "delegate", "--target", "w", "--brief", "after the change", "--json", *SHORT)
+    assert done.returncode == 0, done.stderr
+    log = wired.state / "run" / "forkserver.log"
+    wait_for(
+        lambda: not pid_alive(pid),
+        timeout=10,
+        message=lambda: f"a forkserver with stale code kept running; its log:\n{log.read_text()}",
+    )
+    assert "changed on disk" in log.read_text()
+
+
+def test_code_written_while_it_loads_is_never_served(wired, tmp_path, monkeypatch):
+    module = loaded_module(tmp_path, monkeypatch)
+    later = time.time_ns() + 60 * 1_000_000_000
     os.utime(module, ns=(later, later))  # as if written after the forkserver began loading it
-    env = {"PYTHONPATH": str(extra)}
     create_demo("w")
-    done = mam("job", "delegate", "--target", "w", "--brief", "x", "--json", *SHORT, env=env)
+    done = mam("job", "delegate", "--target", "w", "--brief", "x", "--json", *SHORT)
     assert done.returncode == 0, done.stderr
     log = wired.state / "run" / "forkserver.log"
     wait_for(
@@ -206,7 +216,7 @@ def test_code_written_while_it_loads_is_never_served(wired, tmp_path):
         message="a forkserver started on a module written while it loaded",
     )
     assert server_pid(wired) == 0
-    again = mam("job", "delegate", "--target", "w", "--brief", "y", "--json", *SHORT, env=env)
+    again = mam("job", "delegate", "--target", "w", "--brief", "y", "--json", *SHORT)
     assert again.returncode == 0, again.stderr
 
 
