@@ -5,11 +5,15 @@ Prints, per scale point: jobs per minute, dispatch-to-`started` latency p50/p99,
 second, the monitor's CPU, memory per session, lost or stuck jobs, final states the orchestrator's
 shared connection still had unacked when it closed, and when an observer saw each final state;
 with --plot writes a PNG of latency and throughput against sessions. Baseline for the ratios: the
-first point.
+first point. By default each session takes its next job as soon as its last one ends (closed loop:
+every session busy, the machine saturated, so the latency is mostly the wait for a core); with
+--rate the jobs are offered at a fixed rate instead (open loop), which measures the latency of a
+machine that keeps up.
 
     .venv/bin/python bench/scale.py                       # 10, 50, 100 sessions; 1,000 jobs at 100
     .venv/bin/python bench/scale.py --sessions 10,20 --jobs-per-session 3 --json
     .venv/bin/python bench/scale.py --sessions 500 --jobs-per-session 5 --create-parallel 4   # 2,500 jobs
+    .venv/bin/python bench/scale.py --sessions 100 --rate 8   # open loop: 8 jobs/s offered, round robin
     .venv/bin/python bench/scale.py --plot docs/scale.png
     .venv/bin/python bench/scale.py --replot rows.txt --plot docs/scale-500.png   # rows printed by earlier runs
 """
@@ -91,6 +95,7 @@ def run_point(
     create_parallel: int = 1,
     dump: list[dict[str, Any]] | None = None,
     via: str = "library",
+    rate: float = 0.0,
 ) -> dict[str, Any]:
     root = Path(tempfile.mkdtemp(prefix=f"mam-scale-{sessions}-"))
     ws = Workspace(root)
@@ -160,9 +165,25 @@ def run_point(
                 seen.setdefault(env.job, time.time() - env.ts / 1000)
 
         observer.subscribe(Topics.of(settings, ws).all_states(), on_state, timeout=30)
+        start = time.monotonic()  # set again when the threads start; read by pace()
+        behind: list[float] = []  # with a rate: how late each job was dispatched after its turn
+        index = {name: i for i, name in enumerate(names)}
 
-        def cli_worker(name: str) -> None:
+        def pace(name: str, j: int) -> None:
+            """With a rate, wait for this job's turn: the k-th job of the run is offered k/rate seconds in."""
+            if rate <= 0:
+                return
+            due = start + (j * sessions + index[name]) / rate
+            wait = due - time.monotonic()
+            if wait > 0:
+                time.sleep(wait)
+            with lock:
+                behind.append(max(0.0, -wait))
+
+        def cli_worker(name: str, paced: bool = True) -> None:
             for j in range(jobs_per_session):
+                if paced:
+                    pace(name, j)
                 argv = [MAM, "job", "delegate", "--target", f"tmux:{name}", "--brief", f"scale job {j}", "--json"]
                 argv += ["--start-deadline", "120", "--heartbeat", str(heartbeat), "--timeout", "600"]
                 done = subprocess.run([*argv, "--dispatch-wait", "600"], env=env, capture_output=True, text=True)
@@ -182,6 +203,7 @@ def run_point(
             registry = Registry(ws)
             try:
                 for j in range(jobs_per_session):
+                    pace(name, j)
                     try:
                         out = delegate(
                             DelegateRequest(
@@ -209,14 +231,14 @@ def run_point(
         threads = [threading.Thread(target=worker, args=(n,)) for n in names]
         warmup = 0
         if via == "cli":  # the first delegations start the forkserver: let it serve the run
-            cli_worker(names[0])
+            cli_worker(names[0], paced=False)
             warmup = len(outcomes)
             outcomes.clear()
             wait_forkserver(ws.root)
         fs0 = forkserver_cpu_s(ws.root)
         children0 = children_cpu_s()
         wrapper_cpu0 = time.process_time()
-        start = time.monotonic()
+        start = time.monotonic()  # read by pace() in the threads
         for t in threads:
             t.start()
         for t in threads:
@@ -295,6 +317,8 @@ def run_point(
             "wall_s": round(wall, 2),
             "create_s": round(created_s, 2),
             "jobs_per_min": round(len(outcomes) / wall * 60, 1),
+            "offered_per_s": rate or None,
+            "dispatch_behind_p99_s": round(pct(behind, 0.99), 3) if behind else None,
             "started_p50_s": round(pct(latencies, 0.5), 3),
             "started_p99_s": round(pct(latencies, 0.99), 3),
             "events_per_s": round(events / wall, 1),
@@ -357,6 +381,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--create-parallel", type=int, default=1, help="sessions created at once (set-up only; 4 makes 500 bearable)"
     )
+    parser.add_argument(
+        "--rate",
+        type=float,
+        default=0.0,
+        help="offer jobs at this many per second in all (open loop, round robin over the sessions) instead of "
+        "each session taking its next job as soon as the last one ends (closed loop, the default)",
+    )
     parser.add_argument("--json", action="store_true")
     parser.add_argument(
         "--via",
@@ -396,6 +427,7 @@ def main(argv: list[str] | None = None) -> int:
                 create_parallel=args.create_parallel,
                 dump=dumped,
                 via=args.via,
+                rate=args.rate,
             )
             if args.dump and dumped is not None:
                 with open(args.dump, "a", encoding="utf-8") as f:
