@@ -103,7 +103,7 @@ def test_a_command_outside_the_allow_rules_leaves_the_prompt_and_the_job_ends_wi
     rig.create(session, cwd=cwd)
     marker = cwd / f"asked-{uuid.uuid4().hex[:8]}"
     d = sc.delegate(
-        rig, session, f"Touch a file. {{tag}}\nRUN: touch {marker}", timeout=120, start_deadline=120, heartbeat=3
+        rig, session, f"Touch a file. {{tag}}\nRUN: touch {marker}", timeout=60, start_deadline=60, heartbeat=3
     )
     pane, screen = sc.left_waiting(rig, session, d)  # it reported, then waited for a person
     assert oc.PROMPT_TEXT in screen, rig.shown(pane)
