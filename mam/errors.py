@@ -31,6 +31,10 @@ class UsageError(ConfigError):
     """Raised when a command's input is malformed (a bad name, an empty brief...)."""
 
 
+class NotAWorkspace(UsageError):
+    """Raised when no `--workspace`, no `MAM_WORKSPACE` and no `.mam/` or `.mam.env` here or above names one."""
+
+
 class UntrustedFile(ConfigError):
     """Raised when `.mam.env`, `.mam/` or a pid file belongs to another user or others may write it."""
 

@@ -12,12 +12,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from mam.errors import UsageError, WorkspaceError
+from mam.errors import NotAWorkspace, UsageError, WorkspaceError
 from mam.ids import check_job_id
 from mam.util import trust
 
 STATE_DIR = ".mam"
 ENV_FILE = ".mam.env"
+NOT_A_WORKSPACE = (
+    "not a mam workspace (no .mam/ or .mam.env here or above): run deploy/install.sh DIR, or pass --workspace"
+)
 
 
 @dataclass(frozen=True)
@@ -111,7 +114,9 @@ def workspace_slug(root: Path) -> str:
 def find_workspace(
     explicit: str | None = None, *, environ: Mapping[str, str] | None = None, cwd: Path | None = None
 ) -> Workspace:
-    """`--workspace`, else `MAM_WORKSPACE`, else the nearest folder up from cwd with `.mam/` or `.mam.env`, else cwd.
+    """`--workspace`, else `MAM_WORKSPACE`, else the nearest folder up from cwd with `.mam/` or `.mam.env`.
+
+    None of these: NotAWorkspace (exit 2), so a command run in the wrong folder creates nothing there.
 
     The workspace found is checked (`Workspace.check_trusted`): a `.mam/` or `.mam.env` planted
     by another user, e.g. in /tmp above the folder mam runs in, is refused, never used.
@@ -134,4 +139,4 @@ def find_workspace(
             ws = Workspace(folder)
             ws.check_trusted()
             return ws
-    return Workspace(here)
+    raise NotAWorkspace(NOT_A_WORKSPACE)

@@ -25,6 +25,7 @@ COMMANDS = {
     ),
     "config": ("mam.cli.config", "config", "Print every setting, its value (secrets redacted) and where it came from."),
     "session": ("mam.cli.session", "session", "Create, stop, resume and inspect agent sessions."),
+    "status": ("mam.cli.session", "status", "Short for `mam session status` (same options)."),
     "job": ("mam.cli.job", "job", "Delegate jobs to sessions and inspect them."),
     "event": ("mam.cli.event", "event", "Agent side: publish a signed event about the job you are working on."),
     "hook": ("mam.cli.hook", "hook", "Agent CLI side: turn one lifecycle hook call into activity (always exits 0)."),
@@ -61,6 +62,18 @@ class LazyGroup(click.Group):
         module = importlib.import_module(spec[0])
         return getattr(module, spec[1])  # type: ignore[no-any-return]
 
+    def resolve_command(
+        self, ctx: click.Context, args: list[str]
+    ) -> tuple[str | None, click.Command | None, list[str]]:
+        name = click.utils.make_str(args[0]) if args else ""
+        if args and name not in COMMANDS and not name.startswith("-"):
+            import difflib
+
+            close = difflib.get_close_matches(name, COMMANDS, n=1, cutoff=0.6)
+            hint = f" Did you mean {close[0]!r}?" if close else ""
+            ctx.fail(f"No such command {name!r}.{hint}")
+        return super().resolve_command(ctx, args)
+
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         # Short help from the table above, so `mam --help` imports no command module.
         rows = [(name, COMMANDS[name][2]) for name in sorted(COMMANDS)]
@@ -75,7 +88,7 @@ class LazyGroup(click.Group):
     "-w",
     metavar="DIR",
     help="Workspace folder (default: $MAM_WORKSPACE, else the nearest folder up with .mam/ or .mam.env, "
-    "else the current one).",
+    "else an error: run deploy/install.sh DIR first).",
 )
 @click.option("--env-file", metavar="PATH", help="Settings file to read instead of <workspace>/.mam.env.")
 @click.pass_context
