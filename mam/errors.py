@@ -69,6 +69,16 @@ class AgentError(MamError):
     """Raised when an agent CLI cannot be launched, found, stopped or resumed."""
 
 
+class AgentNotInstalled(AgentError):
+    """Raised when an agent's program is not on the pane's PATH (checked before anything starts)."""
+
+    exit_code: int = Exit.USAGE
+
+
+class AgentExited(AgentError):
+    """Raised when an agent's program ended while its session was starting."""
+
+
 class AgentDialog(AgentError):
     """Raised when the agent shows a dialog or permission prompt where mam would type: a person must answer it."""
 

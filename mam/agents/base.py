@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import ClassVar
 
 from mam.agents import convo
-from mam.errors import AgentError
+from mam.errors import AgentError, AgentNotInstalled
 
 # A keystroke step: ("text", "/exit") types literal text; ("key", "Enter") presses a named key;
 # ("pause", "0.3") waits that many seconds, for a CLI that reads keys close together as one chord.
@@ -63,6 +63,7 @@ class Dialog:
 class AgentAdapter:
     name: ClassVar[str] = ""
     command: ClassVar[str] = ""  # the executable, looked up on the pane's PATH
+    install_hint: ClassVar[str] = ""  # how a person installs it (said when it is not on PATH)
     id_at_launch: ClassVar[bool] = False  # True: mam chooses the conversation id and passes it at launch
     exit_keys: ClassVar[tuple[KeyStep, ...]] = (("key", "C-d"),)
     # What stops the agent's turn under way and leaves it at its prompt, ready for the next brief (never
@@ -111,6 +112,18 @@ class AgentAdapter:
         if conversation_id and self.id_at_launch:
             argv += [a.replace("{id}", conversation_id) for a in self.launch_id_args]
         return argv
+
+    def check_installed(self, env: Mapping[str, str]) -> str:
+        """The executable the pane will run (found on the pane's PATH), else AgentNotInstalled (exit 2)."""
+        found = shutil.which(self.command, path=env.get("PATH", os.defpath))
+        if found is None:
+            how = f"install it ({self.install_hint})" if self.install_hint else "install it"
+            raise AgentNotInstalled(
+                f"{self.name}: the program {self.command!r} is not on PATH: {how}, or put it on PATH; "
+                "nothing was started",
+                program=self.command,
+            )
+        return found
 
     def resume_argv(self, conversation_id: str) -> list[str]:
         if not self.resume_args:

@@ -18,6 +18,7 @@ from mam.agents.base import REPORT_COMMAND, AgentAdapter, LaunchContext, Session
 class ClaudeAdapter(AgentAdapter):
     name = "claude"
     command = "claude"
+    install_hint = "npm install -g @anthropic-ai/claude-code"
     id_at_launch = True
     launch_id_args = ("--session-id", "{id}")
     resume_args = ("--resume", "{id}")

@@ -19,6 +19,7 @@ from mam.agents.base import AgentAdapter, LaunchContext, SessionOptions
 class CodexAdapter(AgentAdapter):
     name = "codex"
     command = "codex"
+    install_hint = "npm install -g @openai/codex"
     resume_args = ("resume", "{id}")
     delete_args = ("delete", "--force", "{id}")
     # Measured on 0.171.0: mid-turn the composer queues "/exit" instead of running it, so

@@ -37,6 +37,7 @@ priority = 900
 class GeminiAdapter(AgentAdapter):
     name = "gemini"
     command = "gemini"
+    install_hint = "npm install -g @google/gemini-cli"
     id_at_launch = True
     launch_id_args = ("--session-id", "{id}")
     resume_args = ("--resume", "{id}")

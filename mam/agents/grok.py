@@ -17,6 +17,7 @@ from mam.agents.base import REPORT_COMMAND, AgentAdapter
 class GrokAdapter(AgentAdapter):
     name = "grok"
     command = "grok"
+    install_hint = "pipx install grok-cli-bin"
     id_at_launch = True
     launch_id_args = ("--session-id", "{id}")
     resume_args = ("--resume", "{id}")

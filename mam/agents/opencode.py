@@ -22,6 +22,7 @@ from mam.errors import AgentError
 class OpencodeAdapter(AgentAdapter):
     name = "opencode"
     command = "opencode"
+    install_hint = "npm install -g opencode-ai"
     resume_args = ("--session", "{id}")
     delete_args = ("session", "delete", "{id}")
     # The default app_exit binding `<leader>q` (leader ctrl+x): the /exit command is missing

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from mam.bus.topics import Topics, prefix_for, runners_prefix_for
-from mam.errors import UsageError
+from mam.errors import SessionNotFound, UsageError
 from mam.ids import check_id, check_job_id
 from mam.jobs import record as rec
 from mam.jobs.attach import check_key, dedup_key, wait_attached
@@ -138,6 +138,8 @@ def delegate(
             ledger = Ledger.take_over(ws, registry, existing.id)
             return _attempt(req, target, ledger, ws, settings, registry, on_update, client, remote).run()
     check_brief(req.brief)
+    if not target.remote:
+        check_known_session(registry, target.session)  # a wrong name leaves no job record behind
     if req.dispatch_wait_s is not None and not (math.isfinite(req.dispatch_wait_s) and req.dispatch_wait_s >= 0):
         raise UsageError(f"--dispatch-wait must be a finite number of seconds, 0 or more (got {req.dispatch_wait_s})")
     job = _new_job(req, target, settings)  # checks the deadlines before anything is written
@@ -177,6 +179,24 @@ def delegate(
         return wait_attached(registry, made.id, poll_s=settings.poll_s)
     ledger = made
     return _attempt(req, target, ledger, ws, settings, registry, on_update, client, remote).run()
+
+
+def check_known_session(registry: Registry, name: str) -> None:
+    """SessionNotFound (exit 5) naming the sessions there are, and the closest one, if `name` is not one."""
+    if registry.find_session(name) is not None:
+        return
+    import difflib
+
+    names = sorted(row.name for row in registry.sessions())
+    if not names:
+        raise SessionNotFound(
+            f"no session named {name!r} in this workspace (it has none: create one with `mam session create`)",
+            session=name,
+        )
+    close = difflib.get_close_matches(name, names, n=1, cutoff=0.5)
+    shown = ", ".join(names[:20]) + (f" and {len(names) - 20} more" if len(names) > 20 else "")
+    hint = f"; did you mean {close[0]}?" if close else ""
+    raise SessionNotFound(f"no session named {name!r} in this workspace (sessions: {shown}){hint}", session=name)
 
 
 def _attempt(

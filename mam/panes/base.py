@@ -58,6 +58,10 @@ class PaneBackend(Protocol):
         """Every pane of the server ([] when it is not running)."""
         ...
 
+    def exit_status(self, pane_id: str) -> int | None:
+        """The exit status of a dead pane's program (None: alive, gone, or the backend does not keep it)."""
+        ...
+
     def paste(self, pane_id: str, text: str) -> None:
         """Deliver `text` byte-exact as one paste (bracketed if the program asked for it); no Enter."""
         ...

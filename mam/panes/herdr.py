@@ -209,6 +209,9 @@ class HerdrBackend:
         if text:
             self._pane_call("pane.send_text", {"pane_id": pane_id, "text": text})
 
+    def exit_status(self, pane_id: str) -> int | None:
+        return None  # herdr removes a pane whose program exited: no status is kept
+
     def capture(self, pane_id: str, lines: int = 200) -> str:
         if not self._live():
             return ""

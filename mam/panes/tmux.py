@@ -161,6 +161,13 @@ class TmuxBackend:
         # Anything else is not an answer about the pane: never report a live pane as gone.
         raise PaneError(f"tmux display-message failed on server {self.server!r}: {err}", server=self.server)
 
+    def exit_status(self, pane_id: str) -> int | None:
+        if not pane_id.startswith("%") or not socket_path(self.server).exists():
+            return None
+        out = self._exec("display-message", "-p", "-t", pane_id, "#{pane_dead}\t#{pane_dead_status}")
+        dead, _, status = out.stdout.decode("utf-8", "replace").strip().partition("\t")
+        return int(status) if out.returncode == 0 and dead == "1" and status.lstrip("-").isdigit() else None
+
     def panes(self) -> list[PaneInfo]:
         if not self.server_running():
             return []

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
@@ -10,7 +11,7 @@ from typing import Any
 
 from mam.agents import get_adapter, known_agents
 from mam.agents.base import PERMISSION_MODES, AgentAdapter, LaunchContext, SessionOptions
-from mam.errors import AgentDialog, SessionError, UsageError
+from mam.errors import AgentDialog, AgentExited, SessionError, UsageError
 from mam.jobs.outcomes import Exit
 from mam.panes import BACKENDS, default_server, open_backend
 from mam.panes.lock import placement_lock
@@ -21,6 +22,8 @@ from mam.store.registry import Registry
 from mam.store.sessions import SessionRow, SessionStatus
 from mam.util.poll import Timeout, wait_for
 from mam.workspace import Workspace
+
+_CONTROL = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|[\x00-\x08\x0b-\x1f\x7f]")  # CSI sequences, C0 controls
 
 
 @dataclass(frozen=True)
@@ -103,6 +106,7 @@ def start_session(
         token_budget=token_budget,
     )
     check_request(req)
+    get_adapter(req.agent).check_installed(pane_env(ws, req.name, environ))  # before anything is written
     registry = registry_of()
     try:
         row = create_session(req, ws=ws, settings=settings, registry=registry, environ=environ)
@@ -124,6 +128,7 @@ def create_session(
     cwd = Path(req.cwd).expanduser().resolve()
     server = req.server or default_server(req.backend, settings, ws)
     env = pane_env(ws, req.name, environ)
+    adapter.check_installed(env)
     conversation_id = adapter.new_conversation_id()
     row = SessionRow(
         name=req.name,
@@ -167,6 +172,10 @@ def create_session(
     except BaseException:
         _undo(backend, info.pane_id, registry, req.name)
         raise
+    ended = exited(backend, info.pane_id, adapter)
+    if ended is not None:
+        _undo(backend, info.pane_id, registry, req.name)
+        raise ended
     if ready:
         ready_at = time.time()
     else:
@@ -223,6 +232,24 @@ def dialog_message(error: AgentDialog, *, cwd: str, trust: bool) -> str:
             f"the agent asks whether to trust {cwd}; mam never answers that for you: {how}. The session was not created"
         )
     return f"{error}; the session was not created"
+
+
+def exited(backend, pane_id: str, adapter: AgentAdapter, *, lines: int = 8) -> AgentExited | None:  # type: ignore[no-untyped-def]
+    """An AgentExited (exit status and the pane's last lines) if the agent's pane is dead or gone, else None."""
+    info = backend.pane(pane_id)
+    if info is not None and not info.dead:
+        return None
+    status = backend.exit_status(pane_id) if info is not None else None
+    screen = backend.capture(pane_id, lines=200) if info is not None else ""
+    last = [_CONTROL.sub("", line).rstrip() for line in screen.splitlines()]
+    last = [line for line in last if line and not line.startswith("Pane is dead")][-lines:]
+    said = f" with status {status}" if status is not None else ""
+    shown = ("; its last lines:\n  " + "\n  ".join(last)) if last else "; it printed nothing"
+    return AgentExited(
+        f"{adapter.name} ({adapter.command}) exited{said} while the session was starting; "
+        f"the session was not created{shown}",
+        status=status,
+    )
 
 
 def _undo(backend, pane_id: str, registry: Registry, name: str) -> None:  # type: ignore[no-untyped-def]

@@ -93,10 +93,20 @@ def test_broker_unreachable_exits_3(workspace, monkeypatch):
     assert record["reason"] == "broker_unavailable"
 
 
-def test_unknown_target_exits_5(wired):
-    code, record, _ = delegate("--target", "tmux:nobody", "--brief", "do it", *SHORT)
-    assert code == 5
-    assert record["state"] == "cancelled" and record["reason"] == "target_not_found"
+def test_unknown_target_exits_5_names_the_sessions_and_leaves_no_job(wired):
+    code, record, proc = delegate("--target", "tmux:nobody", "--brief", "do it", *SHORT)
+    assert code == 5 and record == {}
+    assert "no session named 'nobody' in this workspace (it has none: create one with `mam session create`)" in (
+        proc.stderr
+    )
+    create_demo("dev-1")
+    code, record, proc = delegate("--target", "dev-2", "--brief", "do it", *SHORT)
+    assert code == 5 and record == {}
+    assert proc.stderr.strip() == (
+        "mam: error: no session named 'dev-2' in this workspace (sessions: dev-1); did you mean dev-1?"
+    )
+    assert json.loads(mam("job", "list", "--json", check=True).stdout) == []
+    assert not list(wired.jobs_dir.glob("*.json"))
 
 
 def test_an_unknown_parent_job_is_a_usage_error_and_registers_nothing(wired):
