@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import json
 import sys
+import time
 from pathlib import Path
 
 import click
@@ -46,6 +46,15 @@ token budget waits for reservations in flight, the job is `queued` and starts in
 With --idempotency-key K (or --dedup: K = sha256 of the target session and the brief), a job that
 already has K (made less than MAM_IDEMPOTENCY_TTL_S ago, or still open) is not made again and nothing
 is injected: this call attaches to it, waits for its end and exits with its exit code.
+
+\b
+What is printed where:
+  stderr  first the job id, one line, as soon as the job is registered; then, on a terminal, a
+          live status line (state, last event, deadlines) that is cleared at the end (--quiet:
+          none; --follow: every transition and progress message, one a line instead); at the
+          end, for a job that did not complete, `job ID: STATE (REASON): DETAIL`
+  stdout  only the outcome: the agent's result (and report) when it completed, or with --json
+          the final job record, whatever the end
 """
 
 
@@ -108,7 +117,12 @@ def job() -> None:
     is_flag=True,
     help="Allow remote: dispatch on a broker with neither TLS nor authentication.",
 )
-@click.option("--follow/--quiet", default=False, help="Print each transition and progress message to stderr.")
+@click.option(
+    "--follow/--quiet",
+    default=None,
+    help="--follow: print each transition and progress message to stderr, one a line. --quiet: print only "
+    "the job id there (default: on a terminal, a live status line that is cleared at the end).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the final job record as JSON.")
 @click.pass_obj
 def delegate(
@@ -127,7 +141,7 @@ def delegate(
     max_tokens: int | None,
     estimate_tokens: int | None,
     allow_insecure_broker: bool,
-    follow: bool,
+    follow: bool | None,
     as_json: bool,
 ) -> int:
 
@@ -158,15 +172,31 @@ def delegate(
         from mam.remote.origin import ORIGIN
 
         remote = ORIGIN
-    out = run_delegate(
-        req,
-        ws=app.ws,
-        settings=app.settings,
-        registry=open_registry(app),
-        on_update=_printer() if follow else None,
-        remote=remote,
-        on_attach=_attached,
-    )
+    live = None
+    if follow is None and sys.stderr.isatty():
+        from mam.cli.live import LiveLine
+
+        live = LiveLine()
+
+    def started(job) -> None:  # type: ignore[no-untyped-def]
+        click.echo(job.id, err=True)  # first, one line: whatever happens next, the job can be found
+        if live is not None:
+            live.start(job)
+
+    try:
+        out = run_delegate(
+            req,
+            ws=app.ws,
+            settings=app.settings,
+            registry=open_registry(app),
+            on_update=_printer() if follow else live.update if live is not None else None,
+            remote=remote,
+            on_attach=_attached,
+            on_job=started,
+        )
+    finally:
+        if live is not None:
+            live.stop()
     if as_json:
         echo_json(out.as_dict())
     elif out.state == JobState.COMPLETED:
@@ -235,16 +265,24 @@ def status(app: App, job_id: str, as_json: bool) -> None:
 def list_(
     app: App, session: str | None, state: str | None, parent_job: str | None, open_only: bool, limit: int, as_json: bool
 ) -> None:
-    """List recent jobs, newest first."""
+    """List recent jobs, newest first: id, state, reason, session and age (--json: every field)."""
 
     rows = workspace_jobs(app.ws, session=session, state=state, parent=parent_job, open_only=open_only, limit=limit)
     if as_json:
         echo_json(rows)
         return
-    for r in rows:
-        click.echo(f"{r['id']}  {r['state']:<10} {r['reason'] or '-':<20} {r['session']}")
     if not rows:
         click.echo("no jobs")
+        return
+    from mam.cli.tables import age, table
+
+    now = time.time()
+    click.echo(
+        table(
+            ("ID", "STATE", "REASON", "SESSION", "AGE"),
+            [(r["id"], r["state"], r["reason"] or "-", r["session"], age(now - r["created_ms"] / 1000)) for r in rows],
+        )
+    )
 
 
 @job.command("log")
@@ -253,15 +291,19 @@ def list_(
 @click.option("--json", "as_json", is_flag=True, help="Print the audit log as a JSON list.")
 @click.pass_obj
 def log_(app: App, job_id: str, as_json: bool) -> None:
-    """Print a job's audit log: every transition and every event received or rejected."""
+    """Print a job's audit log: every transition and every event received or rejected.
+
+    One line each: the local time (ISO 8601), the kind, what came in (an event's type, sender and
+    seq), the state it left the job in, and the other fields as key=value. --json: the log as stored.
+    """
 
     lines = log(app.ws, existing_registry(app, job_id), job_id)
     if as_json:
         echo_json(lines)
         return
-    for line in lines:
-        rest = {k: v for k, v in line.items() if k not in ("ts_ms", "kind", "pid")}
-        click.echo(f"{line.get('ts_ms')} {line.get('kind')} {json.dumps(rest, sort_keys=True, ensure_ascii=False)}")
+    from mam.cli.tables import log_rows, table
+
+    click.echo(table(("TIME", "KIND", "WHAT", "STATE", "FIELDS"), log_rows(lines)))
 
 
 @job.command("cancel")

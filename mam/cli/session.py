@@ -105,7 +105,77 @@ def create(
     dialog or a permission prompt; nothing is left behind); 2 bad options.
     """
 
-    made = start_session(
+    import sys
+
+    live = None
+    if onboard and not as_json and sys.stderr.isatty():
+        from mam.cli.live import LiveLine
+
+        live = LiveLine()
+
+    def onboarding(job) -> None:  # type: ignore[no-untyped-def]
+        click.echo(
+            f"session {name}: started; onboarding job {job.id}: waiting for the agent to report "
+            f"(up to {job.budget_ms / 1000:g} s)",
+            err=True,
+        )
+        if live is not None:
+            live.start(job)
+
+    try:
+        made = _start(
+            app,
+            name,
+            agent,
+            role,
+            backend,
+            server,
+            herdr_session,
+            cwd,
+            permissions,
+            no_trust,
+            token_budget,
+            onboard,
+            onboard_timeout,
+            onboarding,
+            live.update if live is not None else None,
+        )
+    finally:
+        if live is not None:
+            live.stop()
+    row, code = made.row, made.exit_code
+    if made.onboarding is not None and not as_json:
+        o = made.onboarding
+        said = o["state"] + (f" ({o['reason']})" if o["reason"] and o["reason"] != o["state"] else "")
+        click.echo(f"onboarding job {o['job_id']}: {said}{': ' + o['detail'] if o.get('detail') else ''}")
+    if as_json:
+        echo_json(row.as_dict())
+    else:
+        click.echo(
+            f"session {row.name}: {row.agent} ({row.role}) running in {row.backend}:{row.server} pane {row.pane_id}, "
+            f"cwd {row.cwd}"
+        )
+    return code
+
+
+def _start(
+    app: App,
+    name: str,
+    agent: str,
+    role: str,
+    backend: str | None,
+    server: str | None,
+    herdr_session: str | None,
+    cwd: str | None,
+    permissions: str,
+    no_trust: bool,
+    token_budget: int,
+    onboard: bool,
+    onboard_timeout: float | None,
+    on_onboarding: Any,
+    on_update: Any,
+) -> Any:
+    return start_session(
         name=name,
         agent=agent,
         role=role,
@@ -122,19 +192,9 @@ def create(
         trust=not no_trust,
         onboard_timeout=onboard_timeout,
         token_budget=token_budget,
+        on_onboarding=on_onboarding,
+        on_onboarding_update=on_update,
     )
-    row, code = made.row, made.exit_code
-    if made.onboarding is not None and not as_json:
-        o = made.onboarding
-        click.echo(f"onboarding job {o['job_id']}: {o['state']} {o['reason']}".rstrip())
-    if as_json:
-        echo_json(row.as_dict())
-    else:
-        click.echo(
-            f"session {row.name}: {row.agent} ({row.role}) running in {row.backend}:{row.server} pane {row.pane_id}, "
-            f"cwd {row.cwd}"
-        )
-    return code
 
 
 @session.command("stop")

@@ -115,6 +115,7 @@ def delegate(
     client: MqttClient | None = None,
     remote: RemoteOrigin | None = None,
     on_attach: Callable[[str, bool], None] | None = None,
+    on_job: Callable[[Job], None] | None = None,
 ) -> Outcome:
     """Drive one job to its end. `client`: a connected MqttClient to share between the delegations of
     one process (it is left open); without it the wrapper connects and disconnects by itself.
@@ -122,7 +123,8 @@ def delegate(
 
     With an idempotency key that still names a job, nothing is made or injected: the call attaches
     to that job (`on_attach(its id, whether it is still open)`), waits for its end and returns its
-    outcome (`attached`)."""
+    outcome (`attached`). `on_job(job)`: once the job this call drives is registered (or taken over),
+    before anything is delivered."""
     target = parse_target(req.target)
     for value in (req.job_id, req.parent_job):
         if value:
@@ -136,16 +138,18 @@ def delegate(
                 return outcome_from_row(registry, existing.id)
             # An open one is taken over, never injected again.
             ledger = Ledger.take_over(ws, registry, existing.id)
+            if on_job is not None:
+                on_job(ledger.job)
             return _attempt(req, target, ledger, ws, settings, registry, on_update, client, remote).run()
     check_brief(req.brief)
-    if not target.remote:
-        check_known_session(registry, target.session)  # a wrong name leaves no job record behind
     if req.dispatch_wait_s is not None and not (math.isfinite(req.dispatch_wait_s) and req.dispatch_wait_s >= 0):
         raise UsageError(f"--dispatch-wait must be a finite number of seconds, 0 or more (got {req.dispatch_wait_s})")
     job = _new_job(req, target, settings)  # checks the deadlines before anything is written
     if req.parent_job and registry.find_job(req.parent_job) is None:
         raise UsageError(f"--parent-job {req.parent_job!r}: no such job in workspace {ws.root}")
     tokens = _token_options(req)
+    if not target.remote:
+        check_known_session(registry, target.session)  # a wrong name leaves no job record behind
     token, key_nonce = None, ""
     if remote is not None and target.remote:  # the runner derives the token too: it never goes on the wire
         token, key_nonce = remote.job_key(settings, ws, job.id, allow_insecure=req.allow_insecure_broker)
@@ -178,6 +182,8 @@ def delegate(
             on_attach(made.id, made.open)
         return wait_attached(registry, made.id, poll_s=settings.poll_s)
     ledger = made
+    if on_job is not None:
+        on_job(ledger.job)
     return _attempt(req, target, ledger, ws, settings, registry, on_update, client, remote).run()
 
 

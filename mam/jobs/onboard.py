@@ -3,9 +3,11 @@ same machinery as any job (it counts as the session's open job while it runs).""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
-from mam.jobs.delegate import DelegateRequest, delegate
+from mam.jobs.delegate import DelegateRequest, Update, delegate
+from mam.jobs.model import Job
 from mam.jobs.outcomes import onboard_exit_code
 from mam.settings import Settings
 from mam.store.registry import Registry
@@ -19,6 +21,7 @@ class OnboardOutcome:
     state: str
     reason: str
     exit_code: int
+    detail: str = ""
 
 
 def onboarding_brief(row: SessionRow, ws: Workspace) -> str:
@@ -33,9 +36,17 @@ def onboarding_brief(row: SessionRow, ws: Workspace) -> str:
 
 
 def onboard_session(
-    row: SessionRow, *, ws: Workspace, settings: Settings, registry: Registry, timeout: float | None = None
+    row: SessionRow,
+    *,
+    ws: Workspace,
+    settings: Settings,
+    registry: Registry,
+    timeout: float | None = None,
+    on_job: Callable[[Job], None] | None = None,
+    on_update: Update | None = None,
 ) -> OnboardOutcome:
-    """Delegate the onboarding job and wait for it; 0 done, 44 failed, 45 not ended in time (the session is kept)."""
+    """Delegate the onboarding job and wait for it; 0 done, 44 failed, 45 not ended in time (the session is kept).
+    `on_job` / `on_update`: as for mam.jobs.delegate.delegate (its progress, for a person watching)."""
     budget = timeout if timeout is not None else settings.start_deadline_s
     req = DelegateRequest(
         target=f"{row.backend}:{row.name}",
@@ -44,7 +55,11 @@ def onboard_session(
         kind="onboard",
         start_deadline_s=min(budget, settings.start_deadline_s),
     )
-    out = delegate(req, ws=ws, settings=settings, registry=registry)
+    out = delegate(req, ws=ws, settings=settings, registry=registry, on_job=on_job, on_update=on_update)
     return OnboardOutcome(
-        job_id=out.job_id, state=out.state, reason=out.reason, exit_code=onboard_exit_code(out.state, out.reason)
+        job_id=out.job_id,
+        state=out.state,
+        reason=out.reason,
+        exit_code=onboard_exit_code(out.state, out.reason),
+        detail=out.detail or "",
     )

@@ -86,11 +86,14 @@ def start_session(
     permissions: str = "report",
     trust: bool = True,
     token_budget: int = 0,
+    on_onboarding: Callable[[Any], None] | None = None,
+    on_onboarding_update: Callable[[Any, Any], None] | None = None,
 ) -> Created:
     """`mam session create` and the MCP tool `session_create`: check, create, onboard (optional).
 
     `registry_of` opens the registry only once the request passed its checks (a refused request
-    leaves no trace); the registry is closed on the way out.
+    leaves no trace); the registry is closed on the way out. `on_onboarding(job)` and
+    `on_onboarding_update(job, input)`: the onboarding job's start and progress, for a person watching.
     """
     if herdr_session:
         backend, server = "herdr", herdr_session
@@ -114,7 +117,15 @@ def start_session(
             return Created(row)
         from mam.jobs.onboard import onboard_session  # jobs.onboard imports the sessions package: a cycle
 
-        outcome = onboard_session(row, ws=ws, settings=settings, registry=registry, timeout=onboard_timeout)
+        outcome = onboard_session(
+            row,
+            ws=ws,
+            settings=settings,
+            registry=registry,
+            timeout=onboard_timeout,
+            on_job=on_onboarding,
+            on_update=on_onboarding_update,
+        )
         return Created(registry.session(name), outcome.exit_code, asdict(outcome))
     finally:
         registry.close()

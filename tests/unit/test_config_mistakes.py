@@ -115,9 +115,26 @@ def test_a_missing_tls_ca_file_is_named_not_a_traceback(tmp_path: Path):
         "MQTT_TLS": "1",
         "MQTT_TLS_CA": str(tmp_path / "no-such-ca.pem"),
     }
-    proc = mam(
-        "--workspace", str(tmp_path), "job", "delegate", "--target", "tmux:nobody-here", "--brief", "hi", env=env
-    )
+    from mam.store.registry import Registry
+    from mam.store.sessions import SessionRow, SessionStatus
+    from mam.workspace import Workspace
+
+    registry = Registry(Workspace(tmp_path))  # a session to deliver to: the broker is what fails
+    try:
+        registry.add_session(
+            SessionRow(
+                name="w",
+                agent="demo",
+                role="dev",
+                backend="tmux",
+                server="s",
+                cwd=str(tmp_path),
+                status=SessionStatus.RUNNING,
+            )
+        )
+    finally:
+        registry.close()
+    proc = mam("--workspace", str(tmp_path), "job", "delegate", "--target", "tmux:w", "--brief", "hi", env=env)
     assert "Traceback" not in proc.stderr
     assert proc.returncode == 3, proc.stderr
     assert f"MQTT_TLS_CA file {tmp_path / 'no-such-ca.pem'} does not exist" in proc.stderr
