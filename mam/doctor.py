@@ -8,10 +8,16 @@ registry is moved aside, never deleted.
 from __future__ import annotations
 
 import os
+import re
+import shutil
+import socket
 import sqlite3
 import stat
+import subprocess
+import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
@@ -53,8 +59,9 @@ class Report:
         return {"workspace": str(self.workspace), "ok": self.ok, "checks": [c.as_dict() for c in self.checks]}
 
 
-def check(ws: Workspace, *, load_settings: Callable[[], Any]) -> Report:
-    """Run every check; never raises for what it finds (each finding is a Check)."""
+def check(ws: Workspace, *, load_settings: Callable[[], Any], environ: Mapping[str, str] | None = None) -> Report:
+    """Run every check; never raises for what it finds (each finding is a Check). `environ`: whose PATH
+    the agent CLIs are looked up on (default: this process's, with the workspace's venv first, as panes get it)."""
     checks = [_owned(ws.env_file, "settings file"), _owned(ws.state, "state folder", private=True)]
     checks.append(_settings(load_settings))
     db = _registry(ws)
@@ -62,7 +69,97 @@ def check(ws: Workspace, *, load_settings: Callable[[], Any]) -> Report:
     checks.append(_mirror(ws, db.sessions))
     checks.append(_records(ws))
     checks.append(_broker(ws, load_settings))
+    settings = _settings_or_none(load_settings)
+    checks.append(_tmux(settings))
+    checks.extend(_agents(ws, db.sessions or {}, os.environ if environ is None else environ))
+    if settings is not None:
+        checks.extend(_panes(ws, settings, db.sessions or {}))
     return Report(ws.root, checks)
+
+
+def _settings_or_none(load_settings: Callable[[], Any]) -> Any:
+    try:
+        return load_settings()
+    except MamError:
+        return None
+
+
+_CONTROL = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|[\x00-\x1f\x7f]")
+
+
+def _version(argv: list[str], timeout: float = 15.0) -> str:
+    """The first line a program prints for `argv` (its version), control characters removed; "" if none."""
+    try:
+        done = subprocess.run(argv, capture_output=True, stdin=subprocess.DEVNULL, timeout=timeout, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+    text = (done.stdout or done.stderr).decode("utf-8", "replace").strip()
+    return _CONTROL.sub("", text.splitlines()[0]).strip()[:120] if text else ""
+
+
+def _tmux(settings: Any) -> Check:
+    found = shutil.which("tmux")
+    needed = settings is None or settings.backend == "tmux"
+    if found is None:
+        how = "install it (e.g. apt-get install tmux)"
+        return Check("tmux", FAIL if needed else WARN, f"not on PATH: {how}; mam runs agents in tmux panes")
+    version = _version([found, "-V"])
+    return Check("tmux", OK if version else WARN, f"{version or 'version unknown'} ({found})")
+
+
+def _agents(ws: Workspace, sessions: dict[str, dict[str, Any]], environ: Mapping[str, str]) -> list[Check]:
+    """Each agent CLI: where it is on the panes' PATH and its version, or missing (a failure only when a
+    live or resumable session of the workspace runs it)."""
+    from mam.agents import get_adapter, known_agents
+
+    first = ws.venv_bin if (ws.venv_bin / "mam").exists() else Path(sys.executable).parent
+    path = os.pathsep.join([str(first), environ.get("PATH", os.defpath)])
+    used = {row.get("agent") for row in sessions.values() if row.get("status") in ("running", "starting", "stopped")}
+    adapters = [get_adapter(name) for name in known_agents() if name != "demo"]
+    found = {a.name: shutil.which(a.command, path=path) for a in adapters}
+    with ThreadPoolExecutor(max_workers=4) as pool:  # each CLI may take a second to say its version
+        versions = dict(
+            zip(found, pool.map(lambda where: _version([where, "--version"]) if where else "", found.values()))
+        )
+    checks = []
+    for a in adapters:
+        name = f"agent {a.name}"
+        where = found[a.name]
+        if where is None:
+            how = f"install it ({a.install_hint})" if a.install_hint else "install it"
+            status = FAIL if a.name in used else WARN
+            checks.append(Check(name, status, f"{a.command} not on PATH: {how}"))
+        else:
+            checks.append(Check(name, OK, f"{versions[a.name] or 'version unknown'} ({where})"))
+    return checks
+
+
+def _panes(ws: Workspace, settings: Any, sessions: dict[str, dict[str, Any]]) -> list[Check]:
+    """Every session the registry says is running: is its agent alive in its pane? (Looks only.)"""
+    from mam.panes import open_backend
+
+    checks = []
+    for name, row in sorted(sessions.items()):
+        if row.get("status") not in ("running", "starting"):
+            continue
+        what = f"session {name}"
+        pane_id = row.get("pane_id") or ""
+        try:
+            backend = open_backend(str(row.get("backend")), str(row.get("server")), settings=settings, ws=ws)
+            info = backend.pane(pane_id) if pane_id else None
+            status = backend.exit_status(pane_id) if info is not None and info.dead else None
+        except MamError as e:
+            checks.append(Check(what, WARN, f"cannot look at its pane: {e}"))
+            continue
+        fix = f"resume it (`mam session resume --session {name}`) or stop it"
+        if info is None:
+            checks.append(Check(what, FAIL, f"{row.get('agent')}: pane {pane_id or '-'} is gone; {fix}"))
+        elif info.dead:
+            said = f" with status {status}" if status is not None else ""
+            checks.append(Check(what, FAIL, f"{row.get('agent')} exited{said} (pane {pane_id} is dead); {fix}"))
+        else:
+            checks.append(Check(what, OK, f"{row.get('agent')} alive in pane {pane_id} (pid {info.pid})"))
+    return checks
 
 
 def _owned(path: Path, what: str, *, private: bool = False) -> Check:
@@ -239,7 +336,12 @@ def _broker(ws: Workspace, load_settings: Callable[[], Any]) -> Check:
     except MamError:
         host = ""
     if host:
-        return Check("broker", OK, f"configured broker {host} (MQTT_BROKER; not contacted by doctor)")
+        port = load_settings().broker_port
+        try:
+            socket.create_connection((host, port), timeout=3).close()
+        except OSError as e:
+            return Check("broker", FAIL, f"configured broker {host}:{port} (MQTT_BROKER): cannot connect: {e}")
+        return Check("broker", OK, f"configured broker {host}:{port} (MQTT_BROKER) accepts connections")
     try:
         st = embedded.status(ws)
     except MamError as e:

@@ -112,7 +112,11 @@ def workspace_slug(root: Path) -> str:
 
 
 def find_workspace(
-    explicit: str | None = None, *, environ: Mapping[str, str] | None = None, cwd: Path | None = None
+    explicit: str | None = None,
+    *,
+    environ: Mapping[str, str] | None = None,
+    cwd: Path | None = None,
+    check: bool = True,
 ) -> Workspace:
     """`--workspace`, else `MAM_WORKSPACE`, else the nearest folder up from cwd with `.mam/` or `.mam.env`.
 
@@ -120,6 +124,7 @@ def find_workspace(
 
     The workspace found is checked (`Workspace.check_trusted`): a `.mam/` or `.mam.env` planted
     by another user, e.g. in /tmp above the folder mam runs in, is refused, never used.
+    `check=False` (for `mam doctor`, which only looks and reports): found, not judged.
     """
     environ = os.environ if environ is None else environ
     chosen = explicit or environ.get("MAM_WORKSPACE") or ""
@@ -129,7 +134,8 @@ def find_workspace(
             source = "--workspace" if explicit else "MAM_WORKSPACE"
             raise UsageError(f"workspace folder does not exist: {root} (from {source})")
         ws = Workspace(root.resolve())
-        ws.check_trusted()
+        if check:
+            ws.check_trusted()
         return ws
     here = (cwd or Path.cwd()).resolve()
     for folder in (here, *here.parents):
@@ -137,6 +143,7 @@ def find_workspace(
         state, env = folder / STATE_DIR, folder / ENV_FILE
         if state.is_dir() or state.is_symlink() or (os.path.lexists(env) and not env.is_dir()):
             ws = Workspace(folder)
-            ws.check_trusted()
+            if check:
+                ws.check_trusted()
             return ws
     raise NotAWorkspace(NOT_A_WORKSPACE)

@@ -21,7 +21,7 @@ from mam.errors import AgentError
 class AgyAdapter(AgentAdapter):
     name = "agy"
     command = "agy"
-    install_hint = "see https://antigravity.google for the Antigravity CLI"
+    install_hint = "see Google Antigravity's install instructions"
     resume_args = ("--conversation", "{id}")
     exit_keys = (("text", "/exit"), ("key", "Enter"))
     env_keys = ("HOME", "ANTIGRAVITY_CLI_HOME")

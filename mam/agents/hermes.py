@@ -26,7 +26,7 @@ _PROFILE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
 class HermesAdapter(AgentAdapter):
     name = "hermes"
     command = "hermes"
-    install_hint = "pipx install hermes-agent (Python 3.12)"
+    install_hint = "pipx install --python python3.12 hermes-agent"
     resume_args = ("--resume", "{id}")
     delete_args = ("sessions", "delete", "--yes", "{id}")
     exit_keys = (("text", "/quit"), ("key", "Enter"))

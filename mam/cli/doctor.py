@@ -28,7 +28,10 @@ from mam.settings import load_settings
 @click.pass_obj
 def doctor(app: App, restore: bool, yes: bool, as_json: bool) -> int:
     """Check this workspace: owners and modes of .mam.env and .mam/, the settings, the registry's
-    integrity, the YAML mirror's agreement with it, the job records and the embedded broker.
+    integrity, the YAML mirror's agreement with it, the job records, the broker (the embedded one's
+    state, or a configured one's port), tmux and its version, each agent CLI on the panes' PATH (its
+    version, or missing: a failure when a session of the workspace runs it), and each running
+    session's pane (a dead or gone agent fails).
 
     Reads only, unless --restore-from-mirror: that moves a damaged registry aside (kept as
     agent-sessions.db.broken-<time>) and rebuilds its sessions from the mirror; the job history
@@ -40,7 +43,10 @@ def doctor(app: App, restore: bool, yes: bool, as_json: bool) -> int:
 
     if yes and not restore:
         raise UsageError("--yes goes with --restore-from-mirror")
-    ws = app.ws
+    from mam.workspace import find_workspace
+
+    # Looking, a file others may write is a failed check, not a refusal; restoring writes, so it is refused.
+    ws = find_workspace(app.workspace_arg, check=restore)
     env_file = Path(app.env_file_arg) if app.env_file_arg else ws.env_file
 
     def settings():  # type: ignore[no-untyped-def]
