@@ -12,6 +12,7 @@ registered, so `mam job delegate` registers its job without paying for them firs
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import math
 import secrets
@@ -191,8 +192,6 @@ def check_known_session(registry: Registry, name: str) -> None:
     """SessionNotFound (exit 5) naming the sessions there are, and the closest one, if `name` is not one."""
     if registry.find_session(name) is not None:
         return
-    import difflib
-
     names = sorted(row.name for row in registry.sessions())
     if not names:
         raise SessionNotFound(
