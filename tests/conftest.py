@@ -12,10 +12,11 @@ from pathlib import Path
 
 import pytest
 
+from mam.panes.tmux import socket_path
 from mam.util.poll import wait_for
 from mam.workspace import Workspace
 from tests.helpers import brokers, home_guard
-from tests.helpers.tmux import PrivateTmux, private_tmux
+from tests.helpers.tmux import PrivateTmux, private_tmux, private_tmux_named
 
 REAL_HOME = Path(os.path.expanduser("~"))
 FAKES_BIN = Path(__file__).parent / "fakes" / "bin"
@@ -61,13 +62,22 @@ def tmux_server() -> Iterator[PrivateTmux]:
 
 
 @pytest.fixture
-def workspace(tmp_path: Path, tmux_server: PrivateTmux, monkeypatch: pytest.MonkeyPatch) -> Workspace:
-    """An empty workspace folder whose tmux server is this test's private one."""
+def workspace(tmp_path: Path, tmux_server: PrivateTmux, monkeypatch: pytest.MonkeyPatch) -> Iterator[Workspace]:
+    """An empty workspace folder whose tmux server is this test's private one.
+
+    Afterwards the server mam would have chosen by itself (`mam-<slug>`, used when a command ran
+    without MAM_TMUX_SERVER) must not exist: if a test started one, it is killed and the test fails,
+    so no run leaves a tmux server and its agents behind."""
     root = tmp_path / "ws"
     root.mkdir()
     monkeypatch.setenv("MAM_TMUX_SERVER", tmux_server.name)
     monkeypatch.setenv("MAM_WORKSPACE", str(root))
-    return Workspace(root)
+    ws = Workspace(root)
+    yield ws
+    stray = private_tmux_named(f"mam-{ws.slug}")
+    if stray.running() or socket_path(stray.name).exists():
+        stray.kill()
+        pytest.fail(f"the test started tmux server {stray.name} outside its private one (MAM_TMUX_SERVER lost)")
 
 
 @pytest.fixture

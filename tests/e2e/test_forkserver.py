@@ -118,7 +118,12 @@ def test_signals_reach_the_wrapper_and_the_caller_ends_as_it_did(wired, sig, wan
     job = open_job(wired)
     wrapper = owner_pid(wired, job)
     proc.send_signal(sig)
-    _out, err = proc.communicate(timeout=30)
+    try:
+        _out, err = proc.communicate(timeout=30)
+    except subprocess.TimeoutExpired:
+        proc.kill()  # never left running behind a failed test
+        proc.communicate()
+        raise
     assert proc.returncode == want, err
     wait_for(lambda: not pid_alive(wrapper), timeout=10, message="the wrapper outlived the signal")
 

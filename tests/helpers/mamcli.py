@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -29,7 +30,30 @@ def mam_json(*args: str, env: dict[str, str] | None = None, timeout: float = 90)
     return json.loads(proc.stdout)
 
 
+def default_sigint() -> None:
+    """preexec_fn for a child a test will interrupt: SIGINT's default disposition back. A suite started in
+    the background (`pytest ... &`) has SIGINT ignored, every child inherits that, and Python then
+    installs no KeyboardInterrupt handler: the test's Ctrl-C would do nothing."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def spawn_mam(*args: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
     return subprocess.Popen(
-        [MAM, *args], env={**os.environ, **(env or {})}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        [MAM, *args],
+        env={**os.environ, **(env or {})},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=default_sigint,
     )
+
+
+def interrupt(proc: subprocess.Popen[str], timeout: float = 30) -> int:
+    """Ctrl-C, then its exit code; killed (and the test failed) if it does not end within `timeout`."""
+    proc.send_signal(signal.SIGINT)
+    try:
+        return proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+        raise AssertionError(f"{proc.args} did not end within {timeout} s of SIGINT; killed") from None

@@ -28,5 +28,9 @@ class PrivateTmux:
 
 
 def private_tmux() -> PrivateTmux:
-    name = f"mamtest-{uuid.uuid4().hex[:10]}"
+    return private_tmux_named(f"mamtest-{uuid.uuid4().hex[:10]}")
+
+
+def private_tmux_named(name: str) -> PrivateTmux:
+    """A handle on the tmux server of that socket name (nothing is started)."""
     return PrivateTmux(name, libtmux.Server(socket_name=name))

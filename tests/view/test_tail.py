@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from tests.helpers.jobs import FAST, create_demo
-from tests.helpers.mamcli import mam, spawn_mam
+from tests.helpers.mamcli import interrupt, mam, spawn_mam
 
 SHORT = ["--start-deadline", "10", "--heartbeat", "0.5"]
 
@@ -44,13 +44,10 @@ class Reader:
 
 
 def stop(proc: subprocess.Popen[str]) -> tuple[int, str]:
-    """Ctrl-C, then the exit code and stderr (stdout is left to whoever reads it)."""
-    import signal
-
-    proc.send_signal(signal.SIGINT)
-    proc.wait(timeout=30)
+    """Ctrl-C, then the exit code and stderr (stdout is left to whoever reads it); killed if it lingers."""
+    code = interrupt(proc)
     assert proc.stderr is not None
-    return proc.returncode, proc.stderr.read()
+    return code, proc.stderr.read()
 
 
 def test_tail_json_follows_a_demo_job_in_order_with_matching_seqs(workspace, broker, monkeypatch):  # type: ignore[no-untyped-def]
