@@ -17,6 +17,7 @@ from mam.jobs.outcomes import JobState
 from mam.jobs.queries import cancel as cancel_job
 from mam.jobs.queries import log, workspace_jobs
 from mam.jobs.queries import status as job_status
+from mam.jobs.result import ended_line
 from mam.jobs.target import parse_target
 
 DELEGATE_HELP = """Delegate a brief to a session and wait for the job to end.
@@ -52,7 +53,7 @@ What is printed where:
   stderr  first the job id, one line, as soon as the job is registered; then, on a terminal, a
           live status line (state, last event, deadlines) that is cleared at the end (--quiet:
           none; --follow: every transition and progress message, one a line instead); at the
-          end, for a job that did not complete, `job ID: STATE (REASON): DETAIL`
+          end, for a job that did not complete, one line: its id, state, reason and detail
   stdout  only the outcome: the agent's result (and report) when it completed, or with --json
           the final job record, whatever the end
 """
@@ -204,7 +205,7 @@ def delegate(
         if out.report:
             click.echo(out.report)
     else:
-        click.echo(f"job {out.job_id}: {out.state} ({out.reason}){': ' + out.detail if out.detail else ''}", err=True)
+        click.echo(ended_line(out.as_dict()), err=True)
     return out.exit_code
 
 

@@ -18,6 +18,7 @@ from mam.jobs.model import Job
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 CLEAR = "\r\x1b[2K"
+COLUMNS = 100  # when the terminal does not say how wide it is
 
 
 def _secs(ms: float) -> str:
@@ -97,9 +98,9 @@ class LiveLine:
 
     def _columns(self) -> int:
         try:
-            return os.get_terminal_size(self.out.fileno()).columns or 100
+            return os.get_terminal_size(self.out.fileno()).columns or COLUMNS
         except (OSError, ValueError, AttributeError):
-            return 100
+            return COLUMNS
 
     def _write(self, text: str) -> None:
         try:

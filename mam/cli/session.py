@@ -145,9 +145,9 @@ def create(
             live.stop()
     row, code = made.row, made.exit_code
     if made.onboarding is not None and not as_json:
-        o = made.onboarding
-        said = o["state"] + (f" ({o['reason']})" if o["reason"] and o["reason"] != o["state"] else "")
-        click.echo(f"onboarding job {o['job_id']}: {said}{': ' + o['detail'] if o.get('detail') else ''}")
+        from mam.jobs.onboard import onboarding_line
+
+        click.echo(onboarding_line(made.onboarding))
     if as_json:
         echo_json(row.as_dict())
     else:

@@ -24,6 +24,13 @@ class OnboardOutcome:
     detail: str = ""
 
 
+def onboarding_line(o: dict[str, object]) -> str:
+    """How an onboarding job's end is told, the same by the CLI and MCP: `onboarding job ID: STATE (REASON): DETAIL`."""
+    state, reason = str(o.get("state") or ""), str(o.get("reason") or "")
+    said = state + (f" ({reason})" if reason and reason != state else "")
+    return f"onboarding job {o.get('job_id')}: {said}" + (f": {o['detail']}" if o.get("detail") else "")
+
+
 def onboarding_brief(row: SessionRow, ws: Workspace) -> str:
     return (
         f"You are {row.name}, a {row.agent} session with the role '{row.role}', managed by mam in the workspace "

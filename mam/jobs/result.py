@@ -41,6 +41,13 @@ class Outcome:
         }
 
 
+def ended_line(job: dict[str, Any]) -> str:
+    """How a job that did not complete is told to a person, the same from the CLI (stderr) and MCP
+    (the tool error's text): `job ID: STATE (REASON): DETAIL`."""
+    detail = f": {job['detail']}" if job.get("detail") else ""
+    return f"job {job['id']}: {job['state']} ({job.get('reason') or '-'}){detail}"
+
+
 def outcome_from_row(registry: Registry, job_id: str) -> Outcome:
     row = registry.job(job_id)
     job = Job.from_dict(row.data.get("job", {}))

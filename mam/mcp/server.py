@@ -20,9 +20,11 @@ import anyio
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.types import CallToolResult, TextContent
 
+from mam import __version__
 from mam.errors import MamError
 from mam.jobs.model import TERMINAL
 from mam.jobs.outcomes import Exit
+from mam.jobs.result import ended_line
 from mam.mcp.service import Delegation, Service
 
 log = logging.getLogger(__name__)
@@ -43,18 +45,23 @@ def ok(data: dict[str, Any], summary: str) -> CallToolResult:
     return CallToolResult(content=[TextContent(type="text", text=summary)], structured_content=data)
 
 
-def failed(message: str, exit_code: int, data: dict[str, Any] | None = None) -> CallToolResult:
+def failed(message: str, exit_code: int, data: dict[str, Any] | None = None, *, text: str = "") -> CallToolResult:
+    """A tool error whose text is what the CLI prints on stderr: `mam: error: MESSAGE` (or `text`)."""
     body = {**(data or {}), "error": message, "exit_code": exit_code}
     return CallToolResult(
-        content=[TextContent(type="text", text=f"mam: error: {message}")], structured_content=body, is_error=True
+        content=[TextContent(type="text", text=text or f"mam: error: {message}")],
+        structured_content=body,
+        is_error=True,
     )
 
 
 def outcome_result(out: dict[str, Any]) -> CallToolResult:
-    """A finished delegation, as `mam job delegate --json` prints it; an error when its exit code is not 0."""
-    line = f"job {out['id']}: {_state(out)}, exit {out['exit_code']}"
+    """A finished delegation, as `mam job delegate --json` prints it; an error when its exit code is not 0,
+    whose text is the line `mam job delegate` prints on stderr for it."""
     if out["exit_code"] != Exit.OK:
-        return failed(line + (f": {out['detail']}" if out.get("detail") else ""), int(out["exit_code"]), out)
+        line = ended_line(out)
+        return failed(line, int(out["exit_code"]), out, text=line)
+    line = f"job {out['id']}: {_state(out)}, exit {out['exit_code']}"
     return ok(out, line + (f": {out['result']}" if out.get("result") else ""))
 
 
@@ -91,7 +98,7 @@ async def progress(ctx: Context | None, count: int, message: str) -> None:
 
 def build(service: Service, *, poll_s: float) -> MCPServer:
     """The MCPServer with every mam tool registered."""
-    server: MCPServer = MCPServer("mam", instructions=INSTRUCTIONS, log_level="WARNING")
+    server: MCPServer = MCPServer("mam", version=__version__, instructions=INSTRUCTIONS, log_level="WARNING")
 
     async def thread(fn: Callable[..., Any], /, **kwargs: Any) -> Any:
         return await anyio.to_thread.run_sync(functools.partial(fn, **kwargs))
@@ -163,8 +170,10 @@ def build(service: Service, *, poll_s: float) -> MCPServer:
             f"in {data['backend']}:{data['server']} pane {data['pane_id']}"
         )
         if code:
-            o = data.get("onboarding") or {}
-            return failed(f"{line}; onboarding job {o.get('job_id')}: {o.get('state')} {o.get('reason')}", code, data)
+            from mam.jobs.onboard import onboarding_line
+
+            said = onboarding_line(data.get("onboarding") or {})
+            return failed(f"{line}; {said}", code, data, text=f"{said}\n{line}")
         return ok(data, line)
 
     @server.tool(
