@@ -37,7 +37,8 @@ def top(app: App, snapshot: bool, width: int | None) -> int:
     Loops: round and each reviewer's verdict so far.
 
     \b
-    Keys: Enter attaches to the selected session's pane (as `mam session attach NAME`),
+    Keys: Enter attaches to the selected session's pane (as `mam session attach NAME`;
+    detach with the tmux prefix, then d, to come back to top),
     c cancels the selected job, s stops the selected session (each asks first),
     / filters, Esc clears the filter, Tab moves between tables, q quits.
 

@@ -57,12 +57,28 @@ def attach_argv(
 
 def attach(name: str, *, ws: Workspace, settings: Settings) -> None:
     """Run the commands; the last replaces this process (it returns only on error)."""
+    steps = attach_argv(name, ws=ws, settings=settings)
+    last = _prepare(steps)
+    os.execvpe(last[0], last, _attach_env(last))
+
+
+def run_attach(steps: list[list[str]]) -> int:
+    """Run the commands (as attach_argv gives them) and wait: the last one returns when the person
+    detaches (`mam top` then shows itself again). Its exit status."""
     import subprocess
 
-    steps = attach_argv(name, ws=ws, settings=settings)
+    last = _prepare(steps)
+    return subprocess.run(last, env=_attach_env(last), check=False).returncode
+
+
+def _prepare(steps: list[list[str]]) -> list[str]:
+    import subprocess
+
     for argv in steps[:-1]:
         subprocess.run(argv, check=False, capture_output=True)
-    last = steps[-1]
+    return steps[-1]
+
+
+def _attach_env(last: list[str]) -> dict[str, str]:
     # attach-session from inside another tmux server's client: tmux refuses unless TMUX is unset.
-    env = dict(os.environ) if "switch-client" in last else {k: v for k, v in os.environ.items() if k != "TMUX"}
-    os.execvpe(last[0], last, env)
+    return dict(os.environ) if "switch-client" in last else {k: v for k, v in os.environ.items() if k != "TMUX"}

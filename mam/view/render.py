@@ -68,6 +68,34 @@ def loop_cells(loop: LoopView) -> tuple[str, ...]:
     return (loop.id, loop.state, str(loop.rounds), loop.creator or "-", verdicts)
 
 
+def fit(
+    headers: tuple[str, ...], rows: list[tuple[str, ...]], width: int, *, keep: int = -1, keep_min: int = 20
+) -> list[tuple[str, ...]]:
+    """Cut cells so the table fits `width` columns (2 of padding per column, 2 for a scroll bar): the
+    widest columns shrink first, none below its header, and column `keep` (e.g. the message) not
+    below `keep_min`; a cut cell ends with an ellipsis."""
+    n = len(headers)
+    keep = keep % n
+    natural = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(headers)]
+    floor = [min(natural[i], max(len(h), 3)) for i, h in enumerate(headers)]
+    floor[keep] = min(natural[keep], max(keep_min, len(headers[keep])))
+    widths = natural[:]
+    excess = sum(widths) - (width - 2 * n - 2)
+    while excess > 0:
+        shrinkable = [i for i in range(n) if widths[i] > floor[i]]
+        if not shrinkable:
+            break
+        i = max(shrinkable, key=lambda i: widths[i] - floor[i])
+        step = min(excess, widths[i] - floor[i], max(1, (widths[i] - floor[i]) // 2))
+        widths[i] -= step
+        excess -= step
+    return [tuple(cut(cell, widths[i]) for i, cell in enumerate(row)) for row in rows]
+
+
+def cut(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: max(0, width - 1)] + "…"
+
+
 def header(snap: Snapshot) -> str:
     broker = {"up": "broker up", "down": "broker DOWN (reading the registry)"}.get(snap.broker, "broker ?")
     clock = time.strftime("%H:%M:%S", time.localtime(snap.taken_ms / 1000))

@@ -66,7 +66,9 @@ class Confirm(ModalScreen[bool]):
     BINDINGS = [Binding("y", "answer(True)", "yes"), Binding("n,escape", "answer(False)", "no")]
     DEFAULT_CSS = """
     Confirm { align: center middle; }
-    Confirm > Vertical { width: 70; height: auto; border: thick $warning; padding: 1 2; background: $surface; }
+    Confirm > Vertical { width: 90%; max-width: 100; height: auto; border: thick $warning; padding: 1 2;
+                         background: $surface; }
+    Confirm #question { width: 100%; }
     Confirm Horizontal { height: auto; margin-top: 1; }
     Confirm Button { margin-right: 2; }
     """
@@ -252,29 +254,36 @@ class TopApp(App[tuple[str, str] | None]):
         self.snap = snap
         now = snap.taken_ms
         self._show_head()
+        width = self.size.width or 120  # every column on screen: the widest shrink, text cut with an ellipsis
         sessions = [s for s in snap.sessions if self._match(s.name, s.agent, s.role, s.job, s.state)]
+        cells = render.fit(render.SESSION_COLUMNS, [render.session_cells(s, now) for s in sessions], width, keep=6)
         self._fill(
             "#sessions",
             [
                 (
                     s.name,
-                    (
-                        Text(c, style=render.COLOURS.get(s.state, "")) if i in (0, 4) else c
-                        for i, c in enumerate(render.session_cells(s, now))
-                    ),
+                    (Text(c, style=render.COLOURS.get(s.state, "")) if i in (0, 4) else c for i, c in enumerate(row)),
                 )
-                for s in sessions
+                for s, row in zip(sessions, cells)
             ],
         )
         jobs = [j for j in snap.jobs if self._match(j.id, j.session, j.state)]
-        self._fill("#jobs", [(j.id, render.job_cells(j, now)) for j in jobs])
+        rows = render.fit(render.JOB_COLUMNS, [render.job_cells(j, now) for j in jobs], width, keep=-1)
+        self._fill("#jobs", [(j.id, row) for j, row in zip(jobs, rows)])
         loops = [x for x in snap.loops if self._match(x.id, x.creator, *(r for r, _ in x.verdicts))]
-        self._fill("#loops", [(x.id, render.loop_cells(x)) for x in loops])
+        rows = render.fit(render.LOOP_COLUMNS, [render.loop_cells(x) for x in loops], width, keep=-1)
+        self._fill("#loops", [(x.id, row) for x, row in zip(loops, rows)])
+
+    def on_resize(self, _event: Any) -> None:
+        if self.snap is not None:
+            self.show(self.snap)
 
     def _fill(self, selector: str, rows: list[tuple[str, Any]]) -> None:
         table = self.query_one(selector, DataTable)
         selected = self._selected_key(table)
-        table.clear()
+        headers = [str(c.label) for c in table.ordered_columns]
+        table.clear(columns=True)  # the columns too: their widths follow the cells, which fit the screen now
+        table.add_columns(*headers)
         for key, cells in rows:
             table.add_row(*cells, key=key)
         keys = [k for k, _ in rows]
@@ -315,7 +324,28 @@ class TopApp(App[tuple[str, str] | None]):
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
         if event.data_table.id == "sessions" and event.row_key.value:
-            self.exit(("attach", str(event.row_key.value)))
+            self.attach(str(event.row_key.value))
+
+    def attach(self, name: str) -> None:
+        """Put this terminal on the session's pane; back here when the person detaches. Where the
+        terminal cannot be handed over (no real terminal), end and let `mam top` attach instead."""
+        from textual.app import SuspendNotSupported
+
+        from mam.errors import MamError
+        from mam.sessions.attach import attach_argv, run_attach
+
+        try:
+            steps = attach_argv(name, ws=self.ws, settings=self.settings)
+        except MamError as e:
+            self.notify(str(e), severity="error")
+            return
+        try:
+            with self.suspend():
+                run_attach(steps)
+        except SuspendNotSupported:
+            self.exit(("attach", name))
+            return
+        self.reload()
 
     def action_cancel_job(self) -> None:
         job = self._selected_key(self.query_one("#jobs", DataTable))

@@ -304,3 +304,100 @@ def test_top_shows_the_broker_going_away_and_keeps_reading(workspace, own_broker
 
     head = asyncio.run(drive())
     assert "broker DOWN" in head
+
+
+def test_at_80_columns_the_message_column_stays_and_the_cancel_question_is_whole(busy_workspace):  # type: ignore[no-untyped-def]
+    from textual.geometry import Region
+    from textual.widgets import DataTable, Label
+
+    from mam.settings import load_settings
+    from mam.view.top import Confirm, TopApp
+
+    ws, jobs = busy_workspace
+    app = TopApp(ws, load_settings(env_file=ws.env_file))
+
+    async def drive() -> tuple[list[str], str, str]:
+        async with app.run_test(size=(80, 30)) as pilot:
+
+            async def until(check, what: str) -> None:  # type: ignore[no-untyped-def]
+                for _ in range(600):
+                    if check():
+                        return
+                    await pilot.pause(0.05)
+                raise AssertionError(f"never: {what}")
+
+            table = app.query_one("#jobs", DataTable)
+            await until(lambda: table.row_count == 2, "2 open jobs")
+            await until(
+                lambda: "working" in str(table.get_row(jobs["busy"])[-1]), "busy's progress message in the table"
+            )
+            await pilot.pause(0.2)
+            shown = [str(c) for c in table.get_row(jobs["busy"])]
+            assert table.virtual_size.width <= table.size.width, "the jobs table scrolls sideways at 80 columns"
+            table.focus()
+            keys = [str(table.coordinate_to_cell_key((r, 0)).row_key.value) for r in range(table.row_count)]
+            table.move_cursor(row=keys.index(jobs["busy"]))
+            await pilot.press("c")
+            await until(lambda: isinstance(app.screen, Confirm), "the confirmation")
+            await pilot.pause(0.2)
+            label = app.screen.query_one("#question", Label)
+            lines = label.render_lines(Region(0, 0, label.size.width, label.size.height))
+            text = " ".join(strip.text.strip() for strip in lines)
+            assert label.region.right <= 80
+            question = app.screen.question
+            await pilot.press("n")
+            return shown, text, question
+
+    shown, text, question = asyncio.run(drive())
+    message = shown[-1]
+    assert message.startswith("working"), shown  # the MESSAGE column is there, not pushed off the screen
+    assert sum(len(c) + 2 for c in shown) <= 80
+    assert " ".join(text.split()) == " ".join(question.split()), (text, question)  # the whole question
+
+
+def test_enter_attaches_and_detaching_comes_back_to_top(workspace, tmux_server, broker, monkeypatch):  # type: ignore[no-untyped-def]
+    for key, value in {**broker.env(), **FAST}.items():
+        monkeypatch.setenv(key, value)
+    create_demo("quiet")
+    viewer = private_tmux()
+    try:
+        env = [f"{k}={v}" for k, v in os.environ.items() if k.startswith(("MQTT_", "MAM_", "PATH", "HOME"))]
+        subprocess.run(["tmux", "-L", viewer.name, "new-session", "-d", "-x", "160", "-y", "40", "-s", "v"], check=True)
+        subprocess.run(
+            [
+                "tmux",
+                "-L",
+                viewer.name,
+                "respawn-pane",
+                "-k",
+                "-t",
+                "v",
+                "env",
+                *env,
+                "TERM=xterm-256color",
+                MAM,
+                "top",
+            ],
+            check=True,
+        )
+
+        def screen() -> str:
+            return subprocess.run(
+                ["tmux", "-L", viewer.name, "capture-pane", "-p", "-t", "v"], capture_output=True, text=True
+            ).stdout
+
+        def clients() -> str:
+            return subprocess.run(
+                ["tmux", "-L", tmux_server.name, "list-clients"], capture_output=True, text=True
+            ).stdout.strip()
+
+        wait_for(lambda: "quiet" in screen() and "SESSIONS" in screen(), timeout=90, message=lambda: screen())
+        subprocess.run(["tmux", "-L", viewer.name, "send-keys", "-t", "v", "Enter"], check=True)
+        wait_for(lambda: clients() != "", timeout=30, message=lambda: f"no client on the session's server: {screen()}")
+        wait_for(lambda: "demo agent ready" in screen(), timeout=30, message=lambda: screen())
+        subprocess.run(["tmux", "-L", viewer.name, "send-keys", "-t", "v", "C-b", "d"], check=True)
+        wait_for(lambda: clients() == "", timeout=30, message="the client never detached")
+        wait_for(lambda: "SESSIONS" in screen() and "quiet" in screen(), timeout=30, message=lambda: screen())
+        assert tmux_format(viewer.name, "#{pane_dead}") == "0"  # top itself is still the pane's program
+    finally:
+        viewer.kill()
