@@ -65,6 +65,7 @@ _.CSS
 _.compose
 _.on_mount
 _.on_unmount
+_.on_resize
 _.on_button_pressed
 _.action_answer
 _.action_filter

@@ -46,7 +46,10 @@ find_python() {
 }
 
 # check_prerequisites: Python (as above) and tmux are required; herdr is optional.
+PREREQUISITES_CHECKED=0
 check_prerequisites() {
+    [[ "$PREREQUISITES_CHECKED" -eq 0 ]] || return 0  # once per run: every note is said once
+    PREREQUISITES_CHECKED=1
     find_python
     if ! command -v tmux >/dev/null 2>&1; then
         MISSING+=("tmux was not found on PATH; mam runs agents in tmux panes. Install it (Debian/Ubuntu: sudo apt-get install tmux; Fedora: sudo dnf install tmux; macOS: brew install tmux) and run again.")

@@ -85,12 +85,14 @@ created_now=0
 if [[ -e "$VENV" ]]; then
     venv_state="${recorded_venv:-existing}"
 else
-    say "creating $VENV with $PY"
+    say "creating $VENV with $PY (usually 3-10 s)"
     created_now=1
+    started=$SECONDS
     if ! "$PY" -m venv -- "$VENV"; then
         rm -rf -- "$VENV"
         die "could not create the venv $VENV with $PY"
     fi
+    say "venv created in $((SECONDS - started)) s"
     venv_state="created"
 fi
 
@@ -114,11 +116,17 @@ else
     stage="$(mktemp -d "${TMPDIR:-/tmp}/mam-src.XXXXXX")"
     trap 'rm -rf -- "$stage"' EXIT
     run_helper stage "$SRC" "$stage/mam" >/dev/null
-    say "pip-installing mam into $VENV (this takes a few seconds)"
-    pip_args=(install --quiet --disable-pip-version-check)
+    say "pip-installing mam and its dependencies into $VENV (usually 15-60 s; longer with a cold pip cache)"
+    pip_args=(install --disable-pip-version-check)
+    if [[ -t 1 ]]; then
+        pip_args+=(--progress-bar on)  # a terminal: pip's own progress
+    else
+        pip_args+=(--quiet)
+    fi
     if [[ "$UPDATE" -eq 1 ]]; then
         pip_args+=(--upgrade)
     fi
+    started=$SECONDS
     if ! "$VENV/bin/python" -I -m pip "${pip_args[@]}" "$stage/mam"; then
         if [[ "$created_now" -eq 1 ]]; then
             rm -rf -- "$VENV"  # a half-made venv of ours: the next run starts clean
@@ -126,6 +134,7 @@ else
         die "pip could not install mam into $VENV (see pip's message above)"
     fi
     printf '%s\n' "$hash" >"$STAMP"
+    say "pip-installed in $((SECONDS - started)) s"
 fi
 
 # 3. .mam.env: never overwritten; a legacy .env is carried over when there is no .mam.env.
@@ -146,4 +155,6 @@ run_helper apply "$SRC" "$WS" --venv "$venv_state" --source-hash "$hash" --env-f
 
 version="$("$VENV/bin/mam" --version 2>/dev/null)" || die "$VENV/bin/mam does not run; try deploy/update.sh $WS"
 say "done: $version in $VENV"
-say "next: $VENV/bin/mam --help   (or add $VENV/bin to PATH)"
+say "to run this workspace's mam as \`mam\`, add this line to your shell's startup file (~/.bashrc, ~/.zshrc):"
+printf '    export PATH=%q:"$PATH"\n' "$VENV/bin"
+say "next: mam --help"

@@ -4,7 +4,7 @@ set -euo pipefail
 
 usage() {
     cat <<'USAGE'
-Usage: deploy/remove.sh [--purge] [WORKSPACE]
+Usage: deploy/remove.sh [--purge] [--force] [WORKSPACE]
 
 Remove from WORKSPACE (default: the current folder) what deploy/install.sh added, as recorded
 in WORKSPACE/.mam/install-manifest.json:
@@ -17,16 +17,21 @@ in WORKSPACE/.mam/install-manifest.json:
   .gitignore            the lines install added are taken out (the file is deleted only if
                         install created it and nothing else is left in it)
 
-The workspace's embedded broker is stopped first (it runs from the venv). WORKSPACE/.mam/
-(sessions, jobs, logs) is kept unless --purge is given. Your own files are never touched.
+Sessions whose agents still run are listed and the removal refused (their agents run mam
+from the venv); with --force they are stopped first (`mam session stop`, conversations kept).
+The workspace's embedded broker is stopped too (it runs from the venv). WORKSPACE/.mam/
+(sessions, jobs, logs) is kept unless --purge is given; `remove.sh --purge` after a plain
+remove.sh deletes it then. Your own files are never touched.
 
 Options:
   --purge      also delete WORKSPACE/.mam/ (the session registry, job records and logs)
+  --force      stop running sessions instead of refusing
   -h, --help   show this help
 Environment:
   PYTHON       the Python used by the deploy helper (default: python3, else the venv's)
 
-Exit codes: 0 removed; 1 nothing recorded to remove, or a step failed; 2 bad usage.
+Exit codes: 0 removed; 1 nothing recorded to remove, sessions still running (no --force), or a
+step failed; 2 bad usage.
 USAGE
 }
 
@@ -35,11 +40,13 @@ PROG=remove.sh
 source "$(dirname "${BASH_SOURCE[0]}")/_common.sh"
 
 PURGE=0
+FORCE=0
 ARGS=()
 while [[ $# -gt 0 ]]; do
     case "$1" in
         -h | --help) usage; exit 0 ;;
         --purge) PURGE=1 ;;
+        --force) FORCE=1 ;;
         --) shift; ARGS+=("$@"); break ;;
         -*) usage_error "unknown option: $1" ;;
         *) ARGS+=("$1") ;;
@@ -51,7 +58,15 @@ resolve_workspace "${ARGS[0]:-$PWD}"
 
 VENV="$WS/.venv"
 MANIFEST="$WS/$MAM_MANIFEST_REL"
-[[ -f "$MANIFEST" ]] || die "nothing to remove: $MANIFEST not found (was mam installed here with deploy/install.sh?)"
+if [[ ! -f "$MANIFEST" ]]; then
+    if [[ "$PURGE" -eq 1 && -d "$WS/.mam" && ! -e "$VENV/bin/mam" ]]; then
+        # A plain remove.sh ran before: only the state it kept is left to delete.
+        rm -rf -- "$WS/.mam"
+        say "removed $WS/.mam (--purge; mam itself was already removed)"
+        exit 0
+    fi
+    die "nothing to remove: $MANIFEST not found (was mam installed here with deploy/install.sh?)"
+fi
 
 find_python
 if [[ -z "$PY" ]]; then
@@ -62,6 +77,32 @@ if [[ -z "$PY" ]]; then
     fi
 fi
 say "removing mam from $WS"
+
+# Agents of running sessions run mam from the venv about to go: list them, refuse, or stop them (--force).
+if [[ -x "$VENV/bin/mam" && -f "$WS/.mam/agent-sessions.db" ]]; then
+    running="$("$VENV/bin/mam" --workspace "$WS" session status --json 2>/dev/null |
+        "$PY" -I -c 'import json, sys
+for r in json.load(sys.stdin):
+    if r["status"] in ("running", "starting") and r.get("pane_alive"):
+        print(r["name"], r["agent"], sep="\t")' 2>/dev/null)" || running=""
+    if [[ -n "$running" ]]; then
+        if [[ "$FORCE" -eq 0 ]]; then
+            printf '%s: error: sessions still running in %s:\n' "$PROG" "$WS" >&2
+            while IFS=$'\t' read -r name agent; do
+                printf '  %s (%s)\n' "$name" "$agent" >&2
+            done <<<"$running"
+            printf 'Stop them first (mam session stop --session NAME), or run again with --force to stop them.\n' >&2
+            exit 1
+        fi
+        while IFS=$'\t' read -r name agent; do
+            if "$VENV/bin/mam" --workspace "$WS" session stop --session "$name" >/dev/null; then
+                say "stopped session $name ($agent); its conversation is kept"
+            else
+                warn "could not stop session $name; its agent may still be running"
+            fi
+        done <<<"$running"
+    fi
+fi
 
 # The embedded broker runs from the venv about to go: stop it while its mam is still there.
 if [[ -x "$VENV/bin/mam" && -f "$WS/.mam/broker/broker.json" ]]; then

@@ -523,3 +523,75 @@ def test_every_script_has_help_and_rejects_unknown_options(name: str, tmp_path: 
     assert r.returncode == 2 and "unknown option" in r.stderr
     text = script.read_text()
     assert text.startswith("#!/usr/bin/env bash\n") and "set -euo pipefail" in text
+
+
+# -- the first hour: what install and remove say and do ---------------------------------------------------
+
+
+def test_install_says_how_long_and_prints_the_path_line_to_paste(installed: Installed, tmp_path: Path):
+    out = str(installed.first["out"])
+    assert "(usually 3-10 s)" in out and "venv created in " in out
+    assert "(usually 15-60 s" in out and "pip-installed in " in out
+    venv_bin = installed.ws / ".venv" / "bin"
+    line = next(x for x in out.splitlines() if x.strip().startswith("export PATH="))
+    assert line == f'    export PATH={venv_bin}:"$PATH"'
+    # Pasted into a shell, `mam` is the workspace's (the script changed no file of the user's).
+    r = subprocess.run(
+        ["bash", "--norc", "--noprofile", "-c", f"{line}; command -v mam; mam --version"],
+        env=installed.env(PATH="/usr/bin:/bin"),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert r.stdout.splitlines() == [str(venv_bin / "mam"), f"mam, version {mam.__version__}"], r.stderr
+    assert not (installed.home / ".bashrc").exists() and not (installed.home / ".profile").exists()
+
+
+def test_herdr_not_found_is_said_once_even_for_a_new_folder(installed: Installed, tmp_path: Path):
+    if shutil.which("herdr") is not None:
+        pytest.skip("herdr is installed here")
+    # A Python whose venv step fails: the run stops right after the second look at the prerequisites.
+    fake = tmp_path / "python3"
+    fake.write_text(f'#!/bin/sh\n[ "$1" = -m ] && [ "$2" = venv ] && exit 1\nexec {BASE_PYTHON} "$@"\n')
+    fake.chmod(0o755)
+    r = run(installed.script("install.sh"), str(tmp_path / "new-ws"), env=installed.env(PYTHON=str(fake)))
+    assert r.returncode == 1 and "could not create the venv" in r.stderr
+    assert "created the workspace folder" in r.stdout
+    assert r.stdout.count("herdr not found") == 1, r.stdout
+
+
+def test_remove_refuses_while_sessions_run_stops_them_with_force_and_purges_after(
+    installed: Installed, ws_copy: Path, tmux_server
+):
+    env = installed.env(MAM_TMUX_SERVER=tmux_server.name)
+    mam_bin = str(ws_copy / ".venv" / "bin" / "mam")
+    made = subprocess.run(
+        [mam_bin, "--workspace", str(ws_copy), "session", "create", "--agent", "demo", "--role", "dev",
+         "--session", "dev-1", "--json"],
+        env=env, capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert made.returncode == 0, made.stderr
+    pane = json.loads(made.stdout)["pane_id"]
+
+    refused = run(installed.script("remove.sh"), str(ws_copy), env=env)
+    assert refused.returncode == 1
+    assert "sessions still running" in refused.stderr and "  dev-1 (demo)" in refused.stderr
+    assert "--force" in refused.stderr
+    assert (ws_copy / ".venv" / "bin" / "mam").exists() and (ws_copy / ".mam/install-manifest.json").exists()
+
+    forced = run(installed.script("remove.sh"), "--force", str(ws_copy), env=env)
+    assert forced.returncode == 0, forced.stderr
+    assert "stopped session dev-1 (demo)" in forced.stdout
+    assert not (ws_copy / ".venv").exists()
+    alive = subprocess.run(
+        ["tmux", "-L", tmux_server.name, "display-message", "-p", "-t", pane, "#{pane_dead}"],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert alive.returncode != 0 or alive.stdout.strip() == "1"  # the agent exited (pane gone or dead)
+
+    purged = run(installed.script("remove.sh"), "--purge", str(ws_copy), env=env)
+    assert purged.returncode == 0, purged.stderr
+    assert not (ws_copy / ".mam").exists()
+    again = run(installed.script("remove.sh"), "--purge", str(ws_copy), env=env)
+    assert again.returncode == 1 and "nothing to remove" in again.stderr
