@@ -12,8 +12,10 @@ import time
 from typing import Protocol
 
 from mam.agents import get_adapter
-from mam.errors import AgentDialog
+from mam.errors import AgentDialog, JobError
 from mam.jobs import heartbeat
+from mam.jobs.activity import body_of
+from mam.jobs.emit import Emitter
 from mam.jobs.ledger import Ledger
 from mam.jobs.model import JobState
 from mam.jobs.target import Target
@@ -74,6 +76,7 @@ class PaneDelivery:
         self._hb_restarts = 0
         self._next_hb_check = 0.0
         self._reaps: bool | None = None  # the agent's CLI kills what its tool commands leave behind
+        self._dialog_told = False  # a dialog on the screen was recorded as the job's `waiting`
 
     def find_target(self) -> str:
         row = self.registry.find_session(self.target.session)
@@ -131,7 +134,10 @@ class PaneDelivery:
                     note="the agent never showed it was ready; pasting anyway",
                 )
         # Never type into a dialog or a permission prompt: look right before the paste and the Enter.
-        check_no_dialog(adapter, backend.capture(self.row.pane_id, lines=200), self.row.pane_id)
+        try:
+            check_no_dialog(adapter, backend.capture(self.row.pane_id, lines=200), self.row.pane_id)
+        except AgentDialog as e:
+            raise AgentDialog(f"{e}: `mam session attach {row.name}`", **e.context) from None
         after = backend.paste_and_capture(self.row.pane_id, text, lines=200)
         try:
             check_no_dialog(adapter, after, self.row.pane_id)
@@ -165,7 +171,11 @@ class PaneDelivery:
 
     def due(self, ledger: Ledger) -> float | None:
         state = ledger.job.state
-        if state is JobState.DELIVERED and self._next_nudge is not None and self._nudges < MAX_NUDGES:
+        if (
+            state is JobState.DELIVERED
+            and self._next_nudge is not None
+            and (self._nudges < MAX_NUDGES or not self._dialog_told)
+        ):
             return self._next_nudge
         if state is JobState.RUNNING and self._watches_heartbeater():
             return self._next_hb_check
@@ -207,11 +217,13 @@ class PaneDelivery:
         )
 
     def nudge(self, ledger: Ledger) -> None:
-        """Press Enter again if the brief still sits unsubmitted in the input box (never paste again)."""
+        """Press Enter again if the brief still sits unsubmitted in the input box (never paste again);
+        a dialog or prompt on the screen instead is told once, as the job's `waiting` (its detail if
+        the start deadline passes)."""
         if (
             self.row is None
             or self._next_nudge is None
-            or self._nudges >= MAX_NUDGES
+            or (self._nudges >= MAX_NUDGES and self._dialog_told)
             or time.monotonic() < self._next_nudge
         ):
             return
@@ -219,12 +231,33 @@ class PaneDelivery:
         backend = backend_for(self.row, settings=self.settings, ws=self.ws)
         screen = backend.capture(self.row.pane_id or "", lines=60)
         adapter = get_adapter(self.row.agent)
-        if adapter.dialog(screen) is not None:
-            return  # never press Enter on a dialog or a permission prompt
+        shown = adapter.dialog(screen)
+        if shown is not None:  # never press Enter on a dialog or a permission prompt: say it is there
+            if not self._dialog_told and not (ledger.job.waiting or {}).get("tool"):
+                self._dialog_told = True
+                self._tell_dialog(ledger, shown.marker)
+            return
+        if self._nudges >= MAX_NUDGES:
+            return
         if adapter.input_pending(screen, ledger.job.nonce):
             self._nudges += 1
             backend.send_keys(self.row.pane_id or "", "Enter")
             ledger.note("nudge", pane=self.row.pane_id, count=self._nudges)
+
+    def _tell_dialog(self, ledger: Ledger, marker: str) -> None:
+        """Record `waiting` (as a hook would: an `activity` event) naming what the screen shows."""
+        assert self.row is not None
+        message = (
+            f"{self.row.agent} shows a dialog or prompt ({marker.strip()!r}) in pane {self.row.pane_id}; "
+            f"answer it with `mam session attach {self.row.name}`"
+        )
+        ledger.note("dialog", pane=self.row.pane_id, marker=marker)
+        try:
+            Emitter(self.ws, self.registry, None).emit(
+                ledger.job.id, "activity", body_of("waiting", source="screen", message=message)
+            )
+        except JobError:
+            pass  # the job ended meanwhile
 
 
 def interrupt(delivery: Delivery, ledger: Ledger) -> None:

@@ -216,3 +216,33 @@ def test_mam_hook_gives_up_on_an_input_that_never_ends(hooked: Workspace) -> Non
             proc.kill()
         assert proc.stdin is not None
         proc.stdin.close()
+
+
+def test_a_prompt_no_hook_reports_is_read_off_the_screen_into_waiting_and_the_detail(hooked: Workspace) -> None:
+    # Codex tells mam nothing while it asks (its only hook is the turn's end): the wrapper, which never
+    # presses Enter on a dialog, says what the screen shows instead of ending with an empty detail.
+    create("codex", "cx")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "mam", "job", "delegate", "--target", "tmux:cx", "--brief",
+         "please fake-ask-permission", "--job-id", "job-screen-perm", "--start-deadline", "6", "--json"],
+        stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+
+    def waiting() -> dict[str, Any] | None:
+        view = json.loads(mam("job", "status", "job-screen-perm", "--json").stdout or "{}")
+        return view if view.get("waiting") else None
+
+    try:
+        view = wait_for(waiting, timeout=20, message="the job never showed waiting")
+        message = view["waiting"]["message"]
+        assert message.startswith("codex shows a dialog or prompt (") and "mam session attach cx" in message, view
+        assert view["state"] == "delivered", view
+        out, _ = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    record = json.loads(out)
+    assert proc.returncode == 1 and record["reason"] == "agent_blocked", record
+    assert record["detail"] == f"waiting for input: {message}", record
+    assert "dialog" in [line["kind"] for line in read_audit(hooked, "job-screen-perm")]
