@@ -9,6 +9,7 @@ starts panes itself: sessions do that with the argv the adapter returns.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import uuid
 from collections.abc import Mapping, Sequence
@@ -58,6 +59,30 @@ class Dialog:
 
     kind: str  # "trust" or "prompt"
     marker: str  # the text that gave it away
+    title: str = ""  # its first line (under the rule or frame above it), else the marker's line
+
+    @property
+    def named(self) -> str:
+        """How a person recognises it: its title, or the marker."""
+        return self.title or self.marker.strip()
+
+
+_RULE = re.compile(r"^\s*[╭┌]?[─━═]{8,}")
+_FRAME = "│┃╭╮╰╯┌┐└┘ \t"
+
+
+def dialog_title(lines: Sequence[str], marker: str) -> str:
+    """The first line of the dialog holding `marker`: the first text under the last rule or frame top
+    above the marker's line (the marker's own line when there is none), frame characters taken off."""
+    at = next((i for i in range(len(lines) - 1, -1, -1) if marker in lines[i]), None)
+    if at is None:
+        return ""
+    start = next((i + 1 for i in range(at, -1, -1) if _RULE.match(lines[i])), at)
+    for line in lines[start : at + 1]:
+        text = line.strip(_FRAME)
+        if text and not _RULE.match(text):
+            return text[:160]
+    return ""
 
 
 class AgentAdapter:
@@ -175,11 +200,12 @@ class AgentAdapter:
 
     def dialog(self, screen: str) -> Dialog | None:
         """The dialog or permission prompt the screen shows, if any (never answered by mam)."""
-        bottom = "\n".join(screen.rstrip().splitlines()[-self.dialog_lines :])
+        lines = screen.rstrip().splitlines()[-self.dialog_lines :]
+        bottom = "\n".join(lines)
         for kind, markers in (("trust", self.trust_markers), ("prompt", self.prompt_markers)):
             for marker in markers:
                 if marker in bottom:
-                    return Dialog(kind, marker)
+                    return Dialog(kind, marker, dialog_title(lines, marker))
         return None
 
     # -- conversations ------------------------------------------------------------------------

@@ -235,7 +235,7 @@ class PaneDelivery:
         if shown is not None:  # never press Enter on a dialog or a permission prompt: say it is there
             if not self._dialog_told and not (ledger.job.waiting or {}).get("tool"):
                 self._dialog_told = True
-                self._tell_dialog(ledger, shown.marker)
+                self._tell_dialog(ledger, shown.named)
             return
         if self._nudges >= MAX_NUDGES:
             return
@@ -251,7 +251,7 @@ class PaneDelivery:
             f"{self.row.agent} shows a dialog or prompt ({marker.strip()!r}) in pane {self.row.pane_id}; "
             f"answer it with `mam session attach {self.row.name}`"
         )
-        ledger.note("dialog", pane=self.row.pane_id, marker=marker)
+        ledger.note("dialog", pane=self.row.pane_id, shows=marker)
         try:
             Emitter(self.ws, self.registry, None).emit(
                 ledger.job.id, "activity", body_of("waiting", source="screen", message=message)

@@ -242,7 +242,10 @@ def dialog_message(error: AgentDialog, *, cwd: str, trust: bool) -> str:
         return (
             f"the agent asks whether to trust {cwd}; mam never answers that for you: {how}. The session was not created"
         )
-    return f"{error}; the session was not created"
+    return (
+        f"{error}; the session was not created: answer it once in that CLI yourself (mam never answers a "
+        "dialog; it is not asked again once answered), then create the session again"
+    )
 
 
 def exited(backend, pane_id: str, adapter: AgentAdapter, *, lines: int = 8) -> AgentExited | None:  # type: ignore[no-untyped-def]
@@ -332,7 +335,8 @@ def check_no_dialog(adapter: AgentAdapter, screen: str, pane_id: str) -> None:
     if shown is not None:
         what = "a trust dialog" if shown.kind == "trust" else "a dialog or permission prompt"
         raise AgentDialog(
-            f"{adapter.name} shows {what} in pane {pane_id} ({shown.marker!r}): a person must answer it",
+            f"{adapter.name} shows {what} in pane {pane_id}: {shown.named!r}: a person must answer it",
             pane_id=pane_id,
             kind=shown.kind,
+            title=shown.named,
         )

@@ -85,3 +85,22 @@ def test_the_placeholder_in_the_box_is_one_the_adapter_knows(folder: str) -> Non
     box = adapter.input_box((SCREENS / folder / "brief-unsubmitted.txt").read_text(encoding="utf-8"))
     assert NONCE not in box  # a long paste shows as a placeholder, never as its text
     assert any(p in box for p in adapter.paste_placeholders), box
+
+
+# What a person is told a dialog is (its first line), read off the real screens.
+TITLES = {
+    ("claude-2.1.332", "auto-mode-check-dialog"): "Auto mode can't check actions in this session",
+    ("claude-2.1.332", "bypass-permissions-dialog"): "WARNING: Claude Code running in Bypass Permissions mode",
+    ("claude-2.1.332", "permission-prompt"): "Bash command",
+    ("claude-2.1.332", "trust-dialog"): "Accessing workspace:",
+    ("codex-0.171.0", "permission-prompt"): "Would you like to run the following command?",
+    ("gemini-0.61.0", "trust-dialog"): "Do you trust the files in this folder?",
+    ("opencode-1.18.33", "permission-prompt"): "△ Permission required",
+}
+
+
+@pytest.mark.parametrize(("folder", "capture"), sorted(TITLES), ids=lambda v: str(v))
+def test_a_dialog_is_named_by_its_first_line(folder: str, capture: str) -> None:
+    adapter = get_adapter(folder.split("-")[0])
+    shown = adapter.dialog((SCREENS / folder / f"{capture}.txt").read_text())
+    assert shown is not None and shown.named == TITLES[(folder, capture)]
