@@ -100,9 +100,15 @@ def create(
     """Start AGENT in a new pane and register it as session NAME.
 
     \b
+    The agent's program must be on PATH (checked before anything starts). With --onboard,
+    the onboarding job's progress is shown on stderr (a live line on a terminal) and its
+    outcome printed once.
+
+    \b
     Exit codes: 0 created; 44 onboarding failed; 45 onboarding did not end in time
-    (the session is kept in both cases); 1 creation failed (also: the agent showed a trust
-    dialog or a permission prompt; nothing is left behind); 2 bad options.
+    (the session is kept in both cases); 1 creation failed (also: the agent exited while
+    starting, or showed a trust dialog or a permission prompt; nothing is left behind);
+    2 bad options, or the agent's program is not on PATH.
     """
 
     import sys
