@@ -86,3 +86,25 @@ def audit_kinds(ws: Workspace, job_id: str) -> list[dict[str, Any]]:
 
 def record(ws: Workspace, job_id: str) -> dict[str, Any]:
     return json.loads(Path(ws.job_record(job_id)).read_text())
+
+
+def registered_session(root: Path, name: str = "w") -> None:
+    """A running session row in the registry of the workspace at `root` (no pane: for a test whose
+    delegation must get past the target check and fail later, e.g. at the broker)."""
+    from mam.store.sessions import SessionRow, SessionStatus
+
+    registry = Registry(Workspace(root))
+    try:
+        registry.add_session(
+            SessionRow(
+                name=name,
+                agent="demo",
+                role="dev",
+                backend="tmux",
+                server="none",
+                cwd=str(root),
+                status=SessionStatus.RUNNING,
+            )
+        )
+    finally:
+        registry.close()

@@ -28,6 +28,7 @@ from mam.bus.mqtt import MqttClient, Will
 from mam.bus.topics import Topics
 from mam.errors import BrokerError
 from mam.util.poll import wait_for
+from tests.helpers.jobs import registered_session
 from tests.helpers.secure_broker import SecureBroker, start_secure_broker
 
 QUIET_S = 0.5  # how long a denied message gets to show up after its positive control did
@@ -388,11 +389,12 @@ def test_job_delegate_with_a_refused_login_exits_3_and_prints_no_password(
     secure_broker: SecureBroker, ws: Path
 ) -> None:
     wrong = f"pw-wrong-{uuid.uuid4().hex}"
+    registered_session(ws, "w")  # a target that exists: the broker is what refuses
     r = run_mam(
         "job",
         "delegate",
         "--target",
-        "tmux:nobody",
+        "tmux:w",
         "--brief",
         "hello",
         "--json",

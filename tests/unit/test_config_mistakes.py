@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from mam.settings import load_settings
+from tests.helpers.jobs import registered_session
 from tests.helpers.mamcli import mam
 
 PASSWORD = "hunter2=="
@@ -115,25 +116,7 @@ def test_a_missing_tls_ca_file_is_named_not_a_traceback(tmp_path: Path):
         "MQTT_TLS": "1",
         "MQTT_TLS_CA": str(tmp_path / "no-such-ca.pem"),
     }
-    from mam.store.registry import Registry
-    from mam.store.sessions import SessionRow, SessionStatus
-    from mam.workspace import Workspace
-
-    registry = Registry(Workspace(tmp_path))  # a session to deliver to: the broker is what fails
-    try:
-        registry.add_session(
-            SessionRow(
-                name="w",
-                agent="demo",
-                role="dev",
-                backend="tmux",
-                server="s",
-                cwd=str(tmp_path),
-                status=SessionStatus.RUNNING,
-            )
-        )
-    finally:
-        registry.close()
+    registered_session(tmp_path, "w")  # a session to deliver to: the broker is what fails
     proc = mam("--workspace", str(tmp_path), "job", "delegate", "--target", "tmux:w", "--brief", "hi", env=env)
     assert "Traceback" not in proc.stderr
     assert proc.returncode == 3, proc.stderr
