@@ -595,3 +595,49 @@ def test_remove_refuses_while_sessions_run_stops_them_with_force_and_purges_afte
     assert not (ws_copy / ".mam").exists()
     again = run(installed.script("remove.sh"), "--purge", str(ws_copy), env=env)
     assert again.returncode == 1 and "nothing to remove" in again.stderr
+
+
+FAKE_VENV_PYTHON = """#!/bin/sh
+# A venv-making Python whose venv's python only records how pip was called.
+if [ "$1" = -m ] && [ "$2" = venv ]; then
+    mkdir -p "$4/bin"
+    printf '#!/bin/sh\\necho "$*" >> %s\\n' "{log}" > "$4/bin/python"
+    chmod +x "$4/bin/python"
+    exit 0
+fi
+exec {python} "$@"
+"""
+
+
+def _pip_args(installed: Installed, tmp_path: Path, *, terminal: bool) -> str:
+    import pty
+
+    log = tmp_path / f"pip-{terminal}.log"
+    fake = tmp_path / f"python3-{terminal}"
+    fake.write_text(FAKE_VENV_PYTHON.format(log=log, python=BASE_PYTHON))
+    fake.chmod(0o755)
+    argv = ["bash", str(installed.script("install.sh")), str(tmp_path / f"ws-{terminal}")]
+    env = installed.env(PYTHON=str(fake))
+    if terminal:
+        master, slave = pty.openpty()
+        try:
+            proc = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=slave, stderr=slave)
+            os.close(slave)
+            while True:  # drain the terminal until every writer closed it
+                try:
+                    if not os.read(master, 4096):
+                        break
+                except OSError:
+                    break
+            proc.wait(timeout=120)
+        finally:
+            os.close(master)
+    else:
+        run(installed.script("install.sh"), argv[2], env=env)
+    return next(line for line in log.read_text().splitlines() if " -m pip install " in f" {line} ")
+
+
+def test_pip_shows_its_progress_on_a_terminal_only(installed: Installed, tmp_path: Path):
+    on_terminal, piped = _pip_args(installed, tmp_path, terminal=True), _pip_args(installed, tmp_path, terminal=False)
+    assert "--progress-bar on" in on_terminal and "--quiet" not in on_terminal, on_terminal
+    assert "--quiet" in piped and "--progress-bar" not in piped, piped
