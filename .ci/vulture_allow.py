@@ -47,6 +47,8 @@ __getattr__  # mam/loop/__init__.py
 
 # dataclass fields read through dataclasses.asdict (JSON output)
 forced  # mam/loop/worktree.py Removed.forced, in `mam worktree remove --json`
+worktree_removed  # mam/sessions/worktree.py Released, in `mam session remove --json`
+branch_deleted  # mam/sessions/worktree.py Released, in `mam session remove --json`
 started_ms  # mam/jobs/model.py Job.started_ms, in the job record
 activity_ms  # mam/jobs/model.py Job.activity_ms (when the agent's hooks last spoke), in the job record
 

@@ -79,6 +79,12 @@ class SessionNotFound(SessionError):
     exit_code: int = Exit.NOT_FOUND
 
 
+class SessionRefused(SessionError):
+    """Raised when a session's state refuses the request (remove while running, resume with its worktree gone)."""
+
+    exit_code: int = Exit.REFUSED
+
+
 class JobError(MamError):
     """Raised when a job cannot be registered, found or driven."""
 

@@ -132,7 +132,8 @@ def build(service: Service, *, poll_s: float) -> MCPServer:
     @server.tool(
         description="Start AGENT (claude, codex, opencode, gemini, hermes, grok, agy, demo) in a new pane as session "
         "NAME "
-        "(`mam session create`; permissions ask|report|full, default report; no_trust: fail on a trust dialog). "
+        "(`mam session create`; permissions ask|report|full, default report; no_trust: fail on a trust dialog; "
+        "worktree: its own git worktree .mam/worktrees/NAME/ on branch (default mam/NAME) from base (default HEAD)). "
         f"With onboard: wait for the onboarding job (exit_code {Exit.ONBOARD_FAILED} failed, "
         f"{Exit.ONBOARD_LATE} not ended in time)."
     )
@@ -146,6 +147,9 @@ def build(service: Service, *, poll_s: float) -> MCPServer:
         onboard: bool = False,
         permissions: str = "report",
         no_trust: bool = False,
+        worktree: bool = False,
+        branch: str | None = None,
+        base: str | None = None,
     ) -> CallToolResult:
         data, code = await thread(
             service.session_create,
@@ -157,6 +161,9 @@ def build(service: Service, *, poll_s: float) -> MCPServer:
             onboard=onboard,
             permissions=permissions,
             no_trust=no_trust,
+            worktree=worktree,
+            branch=branch,
+            base=base,
         )
         line = (
             f"session {data['name']}: {data['agent']} ({data['role']}) {data['status']} "
@@ -175,6 +182,17 @@ def build(service: Service, *, poll_s: float) -> MCPServer:
     async def session_stop(name: str, purge_conversation: bool = False) -> CallToolResult:
         data = await thread(service.session_stop, name=name, purge_conversation=purge_conversation)
         return ok(data, f"session {data['name']}: {data['status']}, conversation {data['conversation_id'] or '-'}")
+
+    @server.tool(
+        description="Remove a stopped or terminated session so its name is free (`mam session remove`); its jobs are "
+        "kept. A running one is refused (exit_code 5) unless force, which stops it first. Its worktree goes only when "
+        "clean (force: anyway); a branch with unmerged commits is always kept. purge_conversation is the confirmation."
+    )
+    @guarded
+    async def session_remove(name: str, force: bool = False, purge_conversation: bool = False) -> CallToolResult:
+        data = await thread(service.session_remove, name=name, force=force, purge_conversation=purge_conversation)
+        said = data["worktree"]["message"] if data["worktree"] else ""
+        return ok(data, f"session {data['name']}: removed" + (f"; {said}" if said else ""))
 
     @server.tool(description="Relaunch a stopped session's conversation (`mam session resume`).")
     @guarded

@@ -35,6 +35,7 @@ from mam.loop.files import new_loop_id
 from mam.loop.status import loop_status
 from mam.remote.origin import ORIGIN
 from mam.sessions.create import start_session
+from mam.sessions.remove import remove_session
 from mam.sessions.resume import resume_session
 from mam.sessions.status import session_status
 from mam.sessions.stop import stop_session
@@ -113,6 +114,9 @@ class Service:
         onboard: bool = False,
         permissions: str = "report",
         no_trust: bool = False,
+        worktree: bool = False,
+        branch: str | None = None,
+        base: str | None = None,
     ) -> tuple[dict[str, Any], int]:
 
         made = start_session(
@@ -128,6 +132,9 @@ class Service:
             onboard=onboard,
             permissions=permissions,
             trust=not no_trust,
+            worktree=worktree,
+            branch=branch,
+            base=base,
         )
         data = made.row.as_dict()
         if made.onboarding is not None:
@@ -146,6 +153,20 @@ class Service:
             yes=purge_conversation,
         )
         return row.as_dict()
+
+    def session_remove(self, *, name: str, force: bool = False, purge_conversation: bool = False) -> dict[str, Any]:
+
+        # As with session_stop, purge_conversation is itself the confirmation.
+        return remove_session(
+            check_name(name),
+            ws=self.ws,
+            settings=self.settings,
+            registry=self.writer(),
+            environ=self.environ,
+            force=force,
+            purge_conversation=purge_conversation,
+            yes=purge_conversation,
+        ).as_dict()
 
     def session_resume(self, *, name: str) -> dict[str, Any]:
 

@@ -87,6 +87,11 @@ def session_status(*, ws: Workspace, settings: Settings) -> list[dict[str, Any]]
                 "note": row.note,
                 "permissions": row.permissions,
                 "token_budget": row.token_budget,
+                "worktree": row.worktree or None,
+                "branch": row.branch or None,
+                "base": row.base or None,
+                "base_commit": row.base_commit or None,
+                "host": row.host or None,
                 **extras(ws, row),
             }
         )

@@ -160,6 +160,15 @@ MIGRATIONS: list[list[str]] = [
             created_at REAL NOT NULL
         ) WITHOUT ROWID""",
     ],
+    [
+        # `mam session create --worktree`: the session's own git worktree, its branch, the base it was made
+        # from (as given and as a commit), and the host it runs on ('' for sessions made before).
+        "ALTER TABLE sessions ADD COLUMN worktree TEXT NOT NULL DEFAULT ''",
+        "ALTER TABLE sessions ADD COLUMN branch TEXT NOT NULL DEFAULT ''",
+        "ALTER TABLE sessions ADD COLUMN base TEXT NOT NULL DEFAULT ''",
+        "ALTER TABLE sessions ADD COLUMN base_commit TEXT NOT NULL DEFAULT ''",
+        "ALTER TABLE sessions ADD COLUMN host TEXT NOT NULL DEFAULT ''",
+    ],
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 MOUNTS = Path("/proc/mounts")
