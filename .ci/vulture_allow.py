@@ -37,6 +37,8 @@ log_  # mam/cli/job.py
 mcp  # mam/cli/mcp.py
 monitor  # mam/cli/monitor.py
 create  # mam/cli/session.py
+approve_cmd  # mam/cli/loop.py (`mam loop approve`)
+reject_cmd  # mam/cli/loop.py (`mam loop reject`)
 
 # the MCP SDK registers tools by their decorator
 job_delegate  # mam/mcp/server.py

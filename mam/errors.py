@@ -117,6 +117,12 @@ class LoopNotFound(LoopError):
     exit_code: int = Exit.NOT_FOUND
 
 
+class ApprovalRefused(LoopError):
+    """Raised when a loop cannot be approved or rejected as asked (not waiting, or its branch moved since review)."""
+
+    exit_code: int = Exit.REFUSED
+
+
 class LockBusy(MamError):
     """Raised when a single-instance lock (loop, monitor, runner) is already held."""
 

@@ -332,7 +332,8 @@ def build(service: Service, *, poll_s: float) -> MCPServer:
     # -- loops ----------------------------------------------------------------------------------
     @server.tool(
         description="Start a review loop (the options of run_loop.sh / `mam loop`; reviewer is 'A,B') as a detached "
-        "`mam loop` process; returns its id at once. Follow it with loop_status."
+        "`mam loop` process; returns its id at once. Follow it with loop_status. approve: when every reviewer "
+        "passes, the loop waits in state needs_approval for loop_approve / loop_reject."
     )
     @guarded
     async def loop_start(
@@ -355,6 +356,7 @@ def build(service: Service, *, poll_s: float) -> MCPServer:
         subjob_wait_s: float | None = None,
         max_repeats: int | None = None,
         slug: str | None = None,
+        approve: bool = False,
     ) -> CallToolResult:
         options = dict(
             creator=creator,
@@ -376,6 +378,7 @@ def build(service: Service, *, poll_s: float) -> MCPServer:
             subjob_wait_s=subjob_wait_s,
             max_repeats=max_repeats,
             slug=slug,
+            approve=approve,
         )
         proc, loop_id, errors = await thread(service.loop_start, options=options)
         try:
@@ -404,8 +407,8 @@ def build(service: Service, *, poll_s: float) -> MCPServer:
             errors.unlink(missing_ok=True)
 
     @server.tool(
-        description="A loop's rounds, each reviewer's verdict, the outcome (running, passed, not_passed, failed) and "
-        "report paths."
+        description="A loop's rounds, each reviewer's verdict, the outcome (running, needs_approval, approved, passed, "
+        "not_passed, failed), the approval gate (reviewed identity, decision) and report paths."
     )
     @guarded
     async def loop_status(id: str) -> CallToolResult:
@@ -415,6 +418,25 @@ def build(service: Service, *, poll_s: float) -> MCPServer:
             f"loop {id}: {data['state']} after {data['rounds']} round(s)"
             + (f": {data['reason']}" if data["reason"] else ""),
         )
+
+    @server.tool(
+        description="Approve a loop waiting in needs_approval (`mam loop approve`): merge its reviewed head into the "
+        "base branch (merge: ff, merge or squash) only if the branch still holds the reviewed tree; otherwise "
+        "exit_code 5 naming what changed, and the loop reviews again."
+    )
+    @guarded
+    async def loop_approve(id: str, merge: str = "ff") -> CallToolResult:
+        gate = await thread(service.loop_approve, id=id, merge=merge)
+        return ok(gate, f"loop {id}: approved by {gate['decision']['by']}; {gate['decision']['message']}")
+
+    @server.tool(
+        description="Reject a loop waiting in needs_approval (`mam loop reject`): the creator gets the note in a fix "
+        "brief and another round runs."
+    )
+    @guarded
+    async def loop_reject(id: str, note: str) -> CallToolResult:
+        gate = await thread(service.loop_reject, id=id, note=note)
+        return ok(gate, f"loop {id}: rejected by {gate['decision']['by']}")
 
     return server
 

@@ -31,6 +31,8 @@ from mam.jobs.model import JobState
 from mam.jobs.queries import cancel, list_jobs, status
 from mam.jobs.queries import log as job_log
 from mam.jobs.watch import JobWatch, recent_events
+from mam.loop.approval import approve as approve_loop
+from mam.loop.approval import reject as reject_loop
 from mam.loop.files import new_loop_id
 from mam.loop.status import loop_status
 from mam.remote.origin import ORIGIN
@@ -341,6 +343,14 @@ class Service:
         proc = spawn_detached(argv, log=Path(name), env=self.environ, cwd=self.ws.root)
         self.loops[loop_id] = proc
         return proc, loop_id, Path(name)
+
+    def loop_approve(self, *, id: str, merge: str = "ff") -> dict[str, Any]:
+
+        return approve_loop(self.ws, id, mode=merge, via="mcp", environ=self.environ)
+
+    def loop_reject(self, *, id: str, note: str) -> dict[str, Any]:
+
+        return reject_loop(self.ws, id, note=note, via="mcp")
 
     def loop_status(self, *, id: str) -> dict[str, Any]:
 

@@ -23,6 +23,8 @@ TOOLS = {
     "job_cancel",
     "loop_start",
     "loop_status",
+    "loop_approve",
+    "loop_reject",
     "events_recent",
     "budget_status",
 }
@@ -135,6 +137,8 @@ def test_bad_input_and_unknown_names_are_tool_errors_with_the_cli_exit_codes(mcp
                 ("job_delegate", {"target": "nobody", "brief": "x", **QUICK}, 5, "nobody"),
                 ("session_stop", {"name": "nobody"}, 5, "nobody"),
                 ("session_remove", {"name": "nobody"}, 5, "nobody"),
+                ("loop_approve", {"id": "loop-nope"}, 5, "no loop"),
+                ("loop_reject", {"id": "loop-nope", "note": "x"}, 5, "no loop"),
                 ("session_status", {"name": "nobody"}, 5, "nobody"),
                 ("session_create", {"agent": "nope", "role": "dev", "name": "x"}, 2, "unknown agent"),
                 ("job_log", {"id": "../../etc/passwd"}, 2, "invalid job id"),
