@@ -19,13 +19,14 @@ from mam.sessions.worktree import Released, refuse_dirty, release
 from mam.settings import Settings
 from mam.store import sessions as sessions_table
 from mam.store.registry import Registry
-from mam.store.sessions import LIVE, SessionRow
+from mam.store.sessions import LIVE, SessionRow, SessionStatus
 from mam.workspace import Workspace
 
 
 @dataclass(frozen=True)
 class Removed:
     row: SessionRow  # as it was when it was removed
+    was: SessionStatus  # its status when the remove began
     stopped: bool  # --force stopped its running agent first
     purged: bool
     worktree: Released | None
@@ -34,7 +35,7 @@ class Removed:
         return {
             "name": self.row.name,
             "removed": True,
-            "status": self.row.status.value,
+            "status": self.was.value,
             "stopped": self.stopped,
             "purged": self.purged,
             "conversation_id": self.row.conversation_id,
@@ -65,6 +66,7 @@ def remove_session(
     """`mam session remove NAME`: refuse a running session unless `force`, then drop its row."""
     check_request(name, purge_conversation=purge_conversation, yes=yes)
     row = registry.session(check_name(name))
+    was = row.status
     stopped = False
     if row.status in LIVE:
         if not force:
@@ -87,4 +89,4 @@ def remove_session(
         if current is not None and current.status in LIVE:
             raise SessionRefused(f"session {name!r} was started again while it was being removed", session=name)
         sessions_table.delete(conn, name)
-    return Removed(row=row, stopped=stopped, purged=purge_conversation, worktree=released)
+    return Removed(row=row, was=was, stopped=stopped, purged=purge_conversation, worktree=released)

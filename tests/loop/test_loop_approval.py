@@ -8,6 +8,8 @@ test acts as the person through the CLI, as a person would from another terminal
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -15,7 +17,7 @@ from typing import Any
 
 from mam.util.poll import wait_for
 from tests.helpers.jobs import create_demo
-from tests.helpers.mamcli import mam, spawn_mam
+from tests.helpers.mamcli import MAM, mam, spawn_mam
 from tests.loop.gitrepo import git
 from tests.loop.helpers import FAST_JOB, events, log_events
 
@@ -27,9 +29,22 @@ with open(sys.argv[1], "a") as f:
 """
 
 
-def start_loop(loop_id: str, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
-    return spawn_mam(
-        "loop", "--json", *FAST_JOB, "--loop-id", loop_id, "--creator", "creator", "--approve", *args, env=env
+RUN_LOOP = Path(__file__).resolve().parents[2] / "skills" / "multi-agent-mux-loop" / "scripts" / "run_loop.sh"
+
+
+def start_loop(
+    loop_id: str, *args: str, env: dict[str, str] | None = None, script: bool = False
+) -> subprocess.Popen[str]:
+    """`mam loop --approve ...` in the background (`script`: through the skill's run_loop.sh, as installed)."""
+    argv = ["--json", *FAST_JOB, "--loop-id", loop_id, "--creator", "creator", "--approve", *args]
+    if not script:
+        return spawn_mam("loop", *argv, env=env)
+    return subprocess.Popen(
+        ["bash", str(RUN_LOOP), *argv],
+        env={**os.environ, "MAM_BIN": MAM, **(env or {})},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
 
 
@@ -76,7 +91,13 @@ def test_approve_merges_exactly_the_reviewed_tree_of_the_creators_worktree(loop_
     create_demo("rev", role="reviewer")
     tree_dir = ws.state / "worktrees" / "creator"
     loop = start_loop(
-        "loop-appr-1", "--reviewer", "rev", "--task", TASK, env={"MAM_NOTIFY": f"{sys.executable} {catcher} {caught}"}
+        "loop-appr-1",
+        "--reviewer",
+        "rev",
+        "--task",
+        TASK,
+        env={"MAM_NOTIFY": f"{sys.executable} {catcher} {caught}"},
+        script=True,
     )
     try:
         row = wait_gate(loop, "loop-appr-1", 1)
@@ -182,6 +203,26 @@ def test_a_branch_moved_after_review_is_refused_and_reviewed_again_then_rejected
     log = log_events(ws, "loop-appr-2")
     assert len(events(log, "approval-refused")) == 1 and len(events(log, "rejected")) == 2
     assert status("loop-appr-2")["state"] == "not_passed"
+
+
+def test_the_gate_outlives_the_waiting_process(loop_ws):
+    """The waiting `mam loop` is killed: the gate is still on disk, and an approval still merges."""
+    ws = loop_ws
+    create_demo("creator", extra=("--worktree",))
+    loop = start_loop("loop-appr-3", "--task", TASK)
+    try:
+        identity = wait_gate(loop, "loop-appr-3", 1)["approval"]["identity"]
+    finally:
+        loop.send_signal(signal.SIGKILL)
+        loop.communicate(timeout=30)
+    assert status("loop-appr-3")["state"] == "needs_approval"
+    proc = mam("loop", "approve", "loop-appr-3", "--merge", "merge")
+    assert proc.returncode == 0, proc.stderr
+    row = status("loop-appr-3")
+    assert row["state"] == "approved" and row["approval"]["decision"]["mode"] == "merge"
+    merged = row["approval"]["decision"]["merged"]
+    assert git(ws.root, "rev-parse", "main") == merged and git(ws.root, "rev-parse", "main^2") == identity["head"]
+    assert git(ws.root, "rev-parse", "main^{tree}") == identity["tree"]
 
 
 def test_approve_refuses_what_is_not_waiting_and_bad_requests(loop_ws):

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
 
 from tests.helpers.jobs import FAST, create_demo
 from tests.helpers.mamcli import mam, mam_json
@@ -54,6 +55,8 @@ def test_two_worktree_sessions_change_one_file_apart_and_remove_keeps_unmerged_w
     assert done["worktree"]["branch_deleted"] is False and done["worktree"]["unmerged"] == 1
     assert not path_a.exists() and git(ws.root, "log", "-1", "--format=%s", "mam/wt-a") == "a's readme"
     assert "wt-a" not in ws.mirror_path.read_text()
+    kept = mam_json("job", "list", "--session", "wt-a")
+    assert len(kept) == 1 and kept[0]["state"] == "completed"  # its job history stays
     assert all(r["name"] != "wt-a" for r in mam_json("session", "status"))
     proc = mam("session", "remove", "wt-a")
     assert proc.returncode == 5  # gone
@@ -126,3 +129,26 @@ def test_bad_worktree_requests_write_nothing(loop_ws):
     assert git(ws.root, "branch", "--list") == "* main"
     proc = mam("session", "remove", "nobody", "--purge-conversation")
     assert proc.returncode == 2 and "--yes" in proc.stderr
+
+
+def test_remove_a_plain_session_stopped_or_terminated_frees_its_name(loop_ws):
+    made = create_demo("plain")
+    mam("session", "stop", "--session", "plain", check=True)
+    proc = mam("session", "remove", "plain")
+    assert proc.returncode == 0 and proc.stdout.strip() == "session plain: removed", proc.stderr
+    assert all(r["name"] != "plain" for r in mam_json("session", "status"))
+    again = create_demo("plain")
+    assert again["conversation_id"] != made["conversation_id"] and again["status"] == "running"  # a new session
+    # Its agent dies: the session is terminated; remove needs no --force then.
+    # The pane is killed through tmux's own CLI, on the workspace's private server.
+    kill = subprocess.run(["tmux", "-L", again["server"], "kill-pane", "-t", again["pane_id"]], capture_output=True)
+    assert kill.returncode == 0, kill.stderr
+    assert mam("monitor", "--once").returncode == 0
+    assert status_of("plain")["status"] == "terminated"
+    conversation = loop_ws.state / "demo-agent" / "conversations" / f"{again['conversation_id']}.json"
+    assert conversation.is_file()
+    proc = mam("session", "remove", "plain", "--purge-conversation", "--yes", "--json")
+    assert proc.returncode == 0, proc.stderr
+    done = json.loads(proc.stdout)
+    assert done["status"] == "terminated" and done["purged"] is True and done["worktree"] is None
+    assert not conversation.exists()  # purged as `session stop --purge-conversation --yes` does
