@@ -11,6 +11,7 @@ import json
 from typing import Any
 
 from mam.errors import LoopNotFound
+from mam.ids import is_name
 from mam.loop.approval import NEEDS_APPROVAL, read_gate
 from mam.loop.files import loop_folder
 from mam.loop.model import LoopState
@@ -80,5 +81,8 @@ def all_loops(ws: Workspace) -> list[dict[str, Any]]:
     folder = ws.state / "loops"
     if not folder.is_dir():
         return []
-    found = [loop_status(ws, p.name) for p in folder.iterdir() if (p / "loop.jsonl").is_file()]
+    found = []
+    for path in folder.iterdir():
+        if path.is_dir() and is_name(path.name) and (path / "loop.jsonl").is_file():
+            found.append(loop_status(ws, path.name))
     return sorted(found, key=lambda r: (r.get("started") or 0, r["id"]))

@@ -129,6 +129,7 @@ def test_approve_merges_exactly_the_reviewed_tree_of_the_creators_worktree(loop_
             loop.kill()
             loop.communicate()
     assert code == 0, err
+    assert "waiting for approval of mam/creator into main" in err and "approved by" in err
     assert decision["merged"] == head and decision["mode"] == "ff" and decision["by"]
     # main now holds exactly the reviewed tree, and the main checkout followed.
     assert git(ws.root, "rev-parse", "main") == head
