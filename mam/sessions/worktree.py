@@ -51,7 +51,8 @@ def plan(
         raise UsageError(f"--worktree needs a git checkout, and the workspace {ws.root} is not in one")
     repo = Path(top)
     name = branch or default_branch_name(session)
-    if maybe(["check-ref-format", "--branch", name], cwd=repo, env=env) is None or name.startswith("-"):
+    # `--branch` would expand `@{-1}` and the like: a name holding "@{" is refused before git sees it.
+    if name.startswith("-") or "@{" in name or maybe(["check-ref-format", "--branch", name], cwd=repo, env=env) != name:
         raise UsageError(f"--branch {name!r} is not a valid branch name")
     if maybe(["rev-parse", "--verify", "--quiet", f"refs/heads/{name}"], cwd=repo, env=env):
         raise UsageError(f"branch {name!r} already exists in {repo}; choose another --branch or delete that branch")
