@@ -119,6 +119,8 @@ def test_bad_worktree_requests_write_nothing(loop_ws):
     for args, says in (
         (("--branch", "x"), "--branch and --base go with --worktree"),
         (("--worktree", "--branch", "bad..name"), "not a valid branch name"),
+        (("--worktree", "--branch", "@{-1}"), "not a valid branch name"),
+        (("--worktree", "--branch", "-x"), "not a valid branch name"),
         (("--worktree", "--branch", "main"), "already exists"),
         (("--worktree", "--base", "no-such-ref"), "is not a commit"),
         (("--worktree", "--cwd", str(ws.root)), "do not go together"),
