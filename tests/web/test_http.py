@@ -207,3 +207,35 @@ def test_ctrl_c_ends_it(workspace):  # type: ignore[no-untyped-def]
     server = start_web()
     server.stop()  # SIGINT, then a kill (-9) only if it has not ended 20 s later
     assert server.proc.returncode in (0, 130), server.proc.returncode
+
+
+def test_tls_serves_https_and_marks_the_cookie_secure(workspace, tmp_path):  # type: ignore[no-untyped-def]
+    import ssl
+
+    from tests.helpers.secure_broker import make_pki
+
+    pki = make_pki(tmp_path / "pki")
+    server = start_web("--tls-cert", str(pki.server_cert), "--tls-key", str(pki.server_key))
+    try:
+        assert server.base.startswith("https://127.0.0.1:")
+        context = ssl.create_default_context(cafile=str(pki.ca))
+        conn = http.client.HTTPSConnection("127.0.0.1", server.port, timeout=30, context=context)
+        try:
+            conn.request("GET", f"/login?token={server.token}", headers={"Host": f"127.0.0.1:{server.port}"})
+            resp = conn.getresponse()
+            resp.read()
+            assert resp.status == 303
+            attrs = [a.strip() for a in resp.getheader("set-cookie", "").split(";")]
+            assert "Secure" in attrs and "HttpOnly" in attrs and "SameSite=Strict" in attrs
+        finally:
+            conn.close()
+        plain = http.client.HTTPConnection("127.0.0.1", server.port, timeout=30)
+        try:  # no clear-text answer on the TLS port
+            plain.request("GET", "/api/state", headers={"Authorization": f"Bearer {server.token}"})
+            assert plain.getresponse().status != 200
+        except (http.client.HTTPException, OSError):
+            pass
+        finally:
+            plain.close()
+    finally:
+        server.stop()
