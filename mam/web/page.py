@@ -161,7 +161,7 @@ function fill(id, rows) {
 }
 
 function render(s) {
-  $("#head").textContent = s.header;
+  $("#head").textContent = s.header.replace(/^mam top/, "mam web");
   $("#broker").hidden = s.broker !== "down";
   $("#live").textContent = s.broker === "up" ? "live" : s.broker === "down" ? "broker down" : "…";
   fill("sessions", s.sessions.map((x) => {
