@@ -238,7 +238,14 @@ events.addEventListener("state", (e) => render(JSON.parse(e.data)));
 events.addEventListener("line", (e) => addLine(lineText(JSON.parse(e.data))));
 events.addEventListener("note", (e) => addLine(`mam: ${JSON.parse(e.data).message}`));
 events.onopen = () => { $("#offline").hidden = true; };
-events.onerror = () => { $("#offline").hidden = false; $("#live").textContent = "offline"; };
+events.onerror = () => {
+  // CONNECTING: the browser retries by itself; CLOSED: the server refused the stream (401: the cookie is gone).
+  $("#offline").textContent = events.readyState === EventSource.CLOSED
+    ? "The server refused this page: open the link `mam web` printed again."
+    : "The page lost the server; retrying…";
+  $("#offline").hidden = false;
+  $("#live").textContent = "offline";
+};
 """
 
 
