@@ -78,11 +78,16 @@ dialog { width: min(100em, 96vw); max-height: 90vh; padding:0; border:1px solid 
 dialog header { position:sticky; top:0; background:var(--bg); }
 dialog pre { margin:0; padding:.6em; font-size:12px; overflow:auto; max-height: 80vh; }
 @media (max-width: 700px) {
+  /* a row becomes a card: its cells wrap like words; the id, the bars and the message take a line each */
   thead { display:none; }
-  table, tbody, tr, td { display:block; width:100%; }
-  tr { padding:.4em 0; border-top:1px solid var(--line); } tr + tr td { border-top:none; }
-  td { padding:.1em 0; } td:empty { display:none; }
-  td[data-label]::before { content: attr(data-label) ": "; color:var(--mute); font-size:12px; }
+  table, tbody { display:block; width:100%; }
+  tr { display:flex; flex-wrap:wrap; align-items:baseline; gap:.15em .9em; padding:.5em 0;
+    border-top:1px solid var(--line); }
+  tr + tr td { border-top:none; }
+  td { display:block; padding:0; } td:empty { display:none; }
+  td.name { font-weight:bold; font-size:14px; } td.id, td.bars, td.message { flex-basis:100%; }
+  td[data-label]::before { content: attr(data-label) " "; color:var(--mute); font-size:11px; }
+  td:last-child { margin-left:auto; }
 }
 """
 

@@ -16,6 +16,7 @@ from playwright import sync_api as playwright_api  # the test extra (never `play
 
 from mam.util.poll import wait_for
 from tests.helpers.brokers import free_port
+from tests.helpers.jobs import create_demo
 from tests.helpers.mamcli import mam_json
 from tests.web.conftest import WebServer, job_state, start_web
 
@@ -193,3 +194,23 @@ def test_the_page_says_when_the_broker_is_unreachable(browser, workspace):  # ty
     finally:
         context.close()
         server.stop()
+
+
+def test_on_a_phone_screen_nothing_scrolls_sideways_and_a_new_session_shows_up(browser, web, delegate):  # type: ignore[no-untyped-def]
+    job = delegate("busy", "job-web-phone")
+    context = browser.new_context(viewport={"width": 390, "height": 844}, is_mobile=True, has_touch=True)
+    try:
+        pg = context.new_page()
+        pg.set_default_timeout(30_000)
+        open_page(pg, web)
+        button = pg.locator(f"#jobs tr[data-job='{job}'] button[data-action='cancel']")
+        button.wait_for()
+        pg.wait_for_function("document.documentElement.scrollWidth <= window.innerWidth", timeout=10_000)
+        box = button.bounding_box()
+        assert box is not None and box["x"] >= 0 and box["x"] + box["width"] <= 390 and box["height"] >= 30
+        pg.evaluate("window.__same_page = true")
+        create_demo("late")  # no job moves: the registry changing is what tells the page
+        pg.wait_for_selector("#sessions tr[data-session='late']")
+        assert pg.evaluate("window.__same_page") is True
+    finally:
+        context.close()
