@@ -15,7 +15,12 @@ from mam.store.registry import Registry
 from mam.workspace import Workspace
 
 # CSI / OSC / other ESC sequences, then any C0 or C1 control left except newline and tab.
-_SEQUENCES = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b[@-_]|\x9b[0-?]*[ -/]*[@-~]")
+_SEQUENCES = re.compile(
+    r"\x1b\[[0-?]*[ -/]*[@-~]"  # CSI
+    r"|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?"  # OSC, ended by BEL or ST
+    r"|\x1b[ -/]*[0-~]"  # any other ESC sequence (charset, RIS, DECSC...)
+    r"|\x9b[0-?]*[ -/]*[@-~]"  # C1 CSI
+)
 _CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 
