@@ -15,7 +15,7 @@ import pytest
 from playwright import sync_api as playwright_api  # the test extra (never `playwright install`: the system's Chromium)
 
 from mam.util.poll import wait_for
-from tests.helpers.brokers import free_port
+from tests.helpers.brokers import free_port, mosquitto_bin, mosquitto_required, start_mosquitto
 from tests.helpers.jobs import create_demo
 from tests.helpers.mamcli import mam_json
 from tests.web.conftest import WebServer, job_state, start_web
@@ -183,17 +183,30 @@ def test_401_without_the_token_and_a_rebinding_host_refused(browser, web):  # ty
         context.close()
 
 
-def test_the_page_says_when_the_broker_is_unreachable(browser, workspace):  # type: ignore[no-untyped-def]
-    server = start_web(env={"MQTT_BROKER": "127.0.0.1", "MQTT_PORT": str(free_port())})
+def test_the_page_says_when_the_broker_is_unreachable_and_when_it_is_back(browser, workspace, tmp_path):  # type: ignore[no-untyped-def]
+    if mosquitto_bin() is None:
+        if mosquitto_required():
+            pytest.fail("mosquitto is not installed and CI=true: install it (apt-get install -y mosquitto)")
+        pytest.skip("mosquitto is not installed")
+    port = free_port()
+    server = start_web(env={"MQTT_BROKER": "127.0.0.1", "MQTT_PORT": str(port)})
     context = browser.new_context()
+    broker = None
     try:
         pg = context.new_page()
         pg.goto(server.login)
         pg.wait_for_selector("#broker", state="visible", timeout=30_000)
         assert "unreachable" in pg.inner_text("#broker")
+        (tmp_path / "late-broker").mkdir()
+        broker = start_mosquitto(tmp_path / "late-broker", port=port)  # tried again every 10 s
+        pg.wait_for_selector("#broker", state="hidden", timeout=60_000)
+        assert pg.inner_text("#live") == "live"
+        assert "the broker is back" in pg.inner_text("#lines")
     finally:
         context.close()
         server.stop()
+        if broker is not None:
+            broker.stop()
 
 
 def test_on_a_phone_screen_nothing_scrolls_sideways_and_a_new_session_shows_up(browser, web, delegate):  # type: ignore[no-untyped-def]
