@@ -163,6 +163,12 @@ KEYS: tuple[Key, ...] = (
         secret=True,
     ),
     Key(
+        "MAM_WEB_TOKEN",
+        "",
+        "Bearer token of the `mam web` page. Empty: generated once into .mam/web-token (0600).",
+        secret=True,
+    ),
+    Key(
         "MAM_NOTIFY",
         "",
         "Where to tell a person about ended jobs, loops and sessions: an http(s):// URL (POST of JSON) "
@@ -231,6 +237,7 @@ class Settings:
     herdr_config_dir: str
     agent_python_bin: str
     mcp_token: str = field(repr=False)
+    web_token: str = field(repr=False)
     notify: str = field(repr=False)  # MAM_NOTIFY: a webhook URL may hold a key
     log_level: str
 

@@ -40,6 +40,11 @@ COMMANDS = {
     "demo": ("mam.cli.demo", "demo", "Run a self-contained demo: demo agents, jobs and a review loop."),
     "tail": ("mam.cli.tail", "tail", "Follow every job transition, event and loop step, live (never starts anything)."),
     "top": ("mam.cli.top", "top", "A live full-screen view of sessions, open jobs and loops (--snapshot: print one)."),
+    "web": (
+        "mam.cli.web",
+        "web",
+        "Serve a live page of sessions, jobs and loops to a browser (loopback; a token link; cancel a job).",
+    ),
     "mcp": (
         "mam.cli.mcp",
         "mcp",

@@ -31,7 +31,8 @@ def tail(app: App, as_json: bool, job_id: str | None, session: str | None, since
     last event applied before them, so a job's lines read in order.
 
     It follows the broker and reads what happened from the registry. With the broker
-    down it says so (on stderr) and follows the registry alone. It never starts a
+    down it says so (on stderr) and follows the registry alone, trying the broker again
+    every 10 s. It never starts a
     broker, a pane or a session. Ctrl-C ends it with exit 0.
 
     \b
