@@ -46,6 +46,7 @@ class SessionRow:
     ready_at: float | None = None  # the agent of the current launch showed it was ready (None: not seen yet)
     permissions: str = "report"  # ask / report / full: what the agent may do without a prompt (kept on resume)
     token_budget: int = 0  # --token-budget: tokens its jobs may spend in all (0: no budget of its own)
+    board: bool = False  # --board: the agent may also run `mam board ...` without a prompt (kept on resume)
 
     def __post_init__(self) -> None:
         self.status = SessionStatus(self.status)  # a row read back from SQL or a mirror holds the plain string
@@ -61,6 +62,7 @@ class SessionRow:
     def from_sql(cls, row: sqlite3.Row) -> SessionRow:
         data = dict(row)
         data["resumable"] = bool(data["resumable"])
+        data["board"] = bool(data.get("board", 0))
         data["agent_env"] = json.loads(data["agent_env"] or "{}")
         return cls(**data)
 

@@ -1,0 +1,47 @@
+"""What a board key and value may be, checked before anything is read or written."""
+
+from __future__ import annotations
+
+import re
+
+from mam.errors import UsageError
+
+KEY_MAX = 200
+VALUE_MAX_BYTES = 64 * 1024
+_KEY = re.compile(r"[a-z0-9._/-]{1,%d}\Z" % KEY_MAX)
+_PREFIX = re.compile(r"[a-z0-9._/-]{0,%d}\Z" % KEY_MAX)
+# What a terminal must not receive from a value (ESC, other C0/C1 controls); tab and newline stay.
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def check_key(key: object) -> str:
+    if not isinstance(key, str) or not _KEY.match(key):
+        raise UsageError(
+            f"invalid board key {key!r}: 1 to {KEY_MAX} characters of a-z, 0-9, '.', '_', '/' or '-'"
+        )
+    return key
+
+
+def check_prefix(prefix: object) -> str:
+    if not isinstance(prefix, str) or not _PREFIX.match(prefix):
+        raise UsageError(f"invalid board prefix {prefix!r}: a-z, 0-9, '.', '_', '/' or '-' only")
+    return prefix
+
+
+def check_value(value: object) -> str:
+    if not isinstance(value, str):
+        raise UsageError("a board value is text")
+    try:
+        size = len(value.encode("utf-8"))
+    except UnicodeEncodeError as e:
+        raise UsageError("the board value is not valid text (a lone surrogate)") from e
+    if size > VALUE_MAX_BYTES:
+        raise UsageError(f"the board value is {size} bytes; the limit is {VALUE_MAX_BYTES} (64 KiB)")
+    if "\x00" in value:
+        raise UsageError("the board value holds a NUL character")
+    return value
+
+
+def printable(text: str) -> str:
+    """Text safe to print on a terminal: control characters (ESC above all) become '?'."""
+    return _CONTROL.sub("?", text)
