@@ -8,17 +8,15 @@ from mam.errors import UsageError
 
 KEY_MAX = 200
 VALUE_MAX_BYTES = 64 * 1024
-_KEY = re.compile(r"[a-z0-9._/-]{1,%d}\Z" % KEY_MAX)
-_PREFIX = re.compile(r"[a-z0-9._/-]{0,%d}\Z" % KEY_MAX)
+_KEY = re.compile(rf"[a-z0-9._/-]{{1,{KEY_MAX}}}\Z")
+_PREFIX = re.compile(rf"[a-z0-9._/-]{{0,{KEY_MAX}}}\Z")
 # What a terminal must not receive from a value (ESC, other C0/C1 controls); tab and newline stay.
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 
 def check_key(key: object) -> str:
     if not isinstance(key, str) or not _KEY.match(key):
-        raise UsageError(
-            f"invalid board key {key!r}: 1 to {KEY_MAX} characters of a-z, 0-9, '.', '_', '/' or '-'"
-        )
+        raise UsageError(f"invalid board key {key!r}: 1 to {KEY_MAX} characters of a-z, 0-9, '.', '_', '/' or '-'")
     return key
 
 

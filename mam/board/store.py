@@ -18,10 +18,10 @@ from mam.board.message import BoardMessage, board_secret
 from mam.bus.mqtt import MqttClient
 from mam.bus.topics import Topics
 from mam.errors import BoardKeyNotFound, BrokerError, StaleVersion, UsageError
+from mam.settings import Settings
 from mam.store import board as table
 from mam.store.common import now_ms
 from mam.store.registry import Registry
-from mam.settings import Settings
 from mam.workspace import Workspace
 
 log = logging.getLogger(__name__)
@@ -39,11 +39,12 @@ class Written:
 
 
 def check_writer(registry: Registry, session: str) -> None:
-    """A session's agent may use the board only if the session was created with --board."""
+    """A session's agent may use the board only if the session was created with --board (or may run
+    anything: --permissions full). A writer that is no session of this workspace is a person."""
     if not session:
         return
     row = registry.find_session(session)
-    if row is not None and not row.board:
+    if row is not None and not row.board and row.permissions != "full":
         raise UsageError(f"session {session!r} may not use the board (create it with `mam session create ... --board`)")
 
 
@@ -113,7 +114,9 @@ def write(
 def _publish(client: MqttClient, topics: Topics, ws: Workspace, entry: table.Entry, secret: str) -> str:
     msg = BoardMessage(ws.slug, entry.key, entry.value, entry.version, entry.writer, entry.ts, entry.deleted)
     try:
-        client.publish(topics.board(ws.slug, entry.key), msg.encode(secret), qos=1, retain=True, timeout=PUBLISH_TIMEOUT_S)
+        client.publish(
+            topics.board(ws.slug, entry.key), msg.encode(secret), qos=1, retain=True, timeout=PUBLISH_TIMEOUT_S
+        )
     except BrokerError as e:
         log.debug("board write %s v%d not published: %s", entry.key, entry.version, e)
         return str(e)

@@ -132,7 +132,8 @@ def build(service: Service, *, poll_s: float) -> MCPServer:
     @server.tool(
         description="Start AGENT (claude, codex, opencode, gemini, hermes, grok, agy, demo) in a new pane as session "
         "NAME "
-        "(`mam session create`; permissions ask|report|full, default report; no_trust: fail on a trust dialog). "
+        "(`mam session create`; permissions ask|report|full, default report; board: also allow `mam board`; "
+        "no_trust: fail on a trust dialog). "
         f"With onboard: wait for the onboarding job (exit_code {Exit.ONBOARD_FAILED} failed, "
         f"{Exit.ONBOARD_LATE} not ended in time)."
     )
@@ -146,6 +147,7 @@ def build(service: Service, *, poll_s: float) -> MCPServer:
         onboard: bool = False,
         permissions: str = "report",
         no_trust: bool = False,
+        board: bool = False,
     ) -> CallToolResult:
         data, code = await thread(
             service.session_create,
@@ -157,6 +159,7 @@ def build(service: Service, *, poll_s: float) -> MCPServer:
             onboard=onboard,
             permissions=permissions,
             no_trust=no_trust,
+            board=board,
         )
         line = (
             f"session {data['name']}: {data['agent']} ({data['role']}) {data['status']} "

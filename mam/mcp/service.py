@@ -113,6 +113,7 @@ class Service:
         onboard: bool = False,
         permissions: str = "report",
         no_trust: bool = False,
+        board: bool = False,
     ) -> tuple[dict[str, Any], int]:
 
         made = start_session(
@@ -128,6 +129,7 @@ class Service:
             onboard=onboard,
             permissions=permissions,
             trust=not no_trust,
+            board=board,
         )
         data = made.row.as_dict()
         if made.onboarding is not None:

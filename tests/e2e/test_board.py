@@ -79,7 +79,10 @@ def test_twenty_concurrent_compare_and_set_increments_lose_no_update(tmp_path, b
     assert json.loads(first.stdout)["version"] == 1
     procs = [
         subprocess.Popen(
-            [sys.executable, "-c", WORKER, str(ws.root), str(i)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+            [sys.executable, "-c", WORKER, str(ws.root), str(i)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
         )
         for i in range(WORKERS)
     ]
@@ -184,3 +187,21 @@ def test_watcher_in_another_workspace_sees_every_write_and_rejects_a_forgery(tmp
         assert [r["reason"] for r in logged] == ["bad_signature"]
     # The other workspace's watch wrote nothing to its own board.
     assert json.loads(mam("-w", str(other.root), "board", "list", "--json", check=True).stdout) == []
+
+
+def test_only_a_session_created_with_board_may_use_it(workspace, board_env, poll):
+    w = ["-w", str(workspace.root)]
+    for name, extra in (("scribe", ["--board"]), ("plain", [])):
+        mam(*w, "session", "create", "--agent", "demo", "--role", "worker", "--session", name, *extra, check=True)
+    try:
+        rows = {r["name"]: r for r in json.loads(mam(*w, "session", "status", "--json", check=True).stdout)}
+        assert (rows["scribe"]["board"], rows["plain"]["board"]) == (True, False)
+        as_scribe = mam(*w, "board", "set", "k", "v", "--json", env={"MAM_SESSION": "scribe"}, check=True)
+        assert json.loads(as_scribe.stdout)["writer"] == "scribe"
+        refused = mam(*w, "board", "get", "k", env={"MAM_SESSION": "plain"})
+        assert refused.returncode == 2 and "--board" in refused.stderr
+        assert mam(*w, "board", "set", "k", "w", env={"MAM_SESSION": "plain"}).returncode == 2
+        assert json.loads(mam(*w, "board", "get", "k", "--json", check=True).stdout)["version"] == 1
+    finally:
+        for name in ("scribe", "plain"):
+            mam(*w, "session", "stop", "--session", name)
