@@ -10,8 +10,6 @@ KEY_MAX = 200
 VALUE_MAX_BYTES = 64 * 1024
 _KEY = re.compile(rf"[a-z0-9._/-]{{1,{KEY_MAX}}}\Z")
 _PREFIX = re.compile(rf"[a-z0-9._/-]{{0,{KEY_MAX}}}\Z")
-# What a terminal must not receive from a value (ESC, other C0/C1 controls); tab and newline stay.
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 
 def check_key(key: object) -> str:
@@ -38,8 +36,3 @@ def check_value(value: object) -> str:
     if "\x00" in value:
         raise UsageError("the board value holds a NUL character")
     return value
-
-
-def printable(text: str) -> str:
-    """Text safe to print on a terminal: control characters (ESC above all) become '?'."""
-    return _CONTROL.sub("?", text)

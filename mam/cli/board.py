@@ -98,8 +98,9 @@ def _report(out, as_json: bool) -> None:  # type: ignore[no-untyped-def]
 @click.pass_obj
 def get(app: App, key: str, as_json: bool) -> None:
     """Print KEY's value (exit 5 if there is no such key)."""
-    from mam.board.keys import check_key, printable
+    from mam.board.keys import check_key
     from mam.board.store import get as get_entry
+    from mam.util.text import printable
 
     check_key(key)
     entry = get_entry(_open(app), key)
@@ -116,8 +117,9 @@ def get(app: App, key: str, as_json: bool) -> None:
 @click.pass_obj
 def list_(app: App, prefix: str, as_json: bool) -> None:
     """List the board's keys, in key order."""
-    from mam.board.keys import check_prefix, printable
+    from mam.board.keys import check_prefix
     from mam.board.store import list_keys
+    from mam.util.text import printable
 
     check_prefix(prefix)
     entries = list_keys(_open(app), prefix)
@@ -146,9 +148,10 @@ def watch(app: App, prefix: str, count: int | None, timeout: float | None, as_js
     those of every workspace sharing the broker and MAM_TOPIC_PREFIX. The latest write of each key
     is shown first. A message whose signature does not check is rejected: reported on stderr and in
     .mam/board-rejected.log, never shown. Never starts a broker (exit 3 if none is running)."""
-    from mam.board.keys import check_prefix, printable
+    from mam.board.keys import check_prefix
     from mam.board.watch import watch as follow
     from mam.bus.connect import open_client
+    from mam.util.text import printable
 
     check_prefix(prefix)
     _open(app).close()
