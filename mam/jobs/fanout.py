@@ -19,9 +19,10 @@ from collections import Counter
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from mam.bus.connect import open_client
 from mam.errors import JobError, JobNotFound, UsageError
 from mam.jobs.brief import check_brief
-from mam.jobs.delegate import delegate, delegate_request
+from mam.jobs.delegate import RemoteOrigin, delegate, delegate_request
 from mam.jobs.ledger import new_job_id
 from mam.jobs.outcomes import Exit, JobState
 from mam.jobs.queries import cancel
@@ -113,6 +114,7 @@ def fanout(
     ws: Workspace,
     settings: Settings,
     client: Any = None,
+    remote: RemoteOrigin | None = None,
     timeout_s: float | None = None,
     start_deadline_s: float | None = None,
 ) -> Fanout:
@@ -130,8 +132,6 @@ def fanout(
     ]
     own_client = client is None
     if own_client:
-        from mam.bus.connect import open_client
-
         client = open_client(settings, ws, role="fanout", timeout=30)
     changed = threading.Condition()
     done: list[int] = []  # the branches whose delegation returned, in that order
@@ -139,7 +139,7 @@ def fanout(
     def run(i: int) -> None:
         registry = Registry(ws)  # a connection of its own per thread
         try:
-            out = delegate(requests[i], ws=ws, settings=settings, registry=registry, client=client)
+            out = delegate(requests[i], ws=ws, settings=settings, registry=registry, client=client, remote=remote)
             _settle(branches[i], out)
         except Exception as e:  # recorded in the provenance; the other jobs go on
             branches[i].error = str(e)
