@@ -48,7 +48,12 @@ def test_vote_over_three_sessions_answering_a_a_b_reports_a_with_every_provenanc
         )  # fmt: skip
         assert proc.returncode == 0, proc.stdout + proc.stderr
         out = json.loads(proc.stdout)
-        assert (out["decided"], out["outcome"], out["winner"], out["votes"]) == (True, "majority", "A", {"A": 2, "B": 1})
+        assert (out["decided"], out["outcome"], out["winner"], out["votes"]) == (
+            True,
+            "majority",
+            "A",
+            {"A": 2, "B": 1},
+        )
         jobs = {j["target"]: j for j in out["jobs"]}
         assert set(jobs) == {"v1", "v2", "v3"}
         for name, env in answers.items():
