@@ -54,11 +54,10 @@ WORKER = textwrap.dedent(
 )
 
 
-@pytest.fixture
-def board_env(mosquitto_broker, monkeypatch):
+def _board_env(broker, monkeypatch) -> dict[str, str]:
     """Settings shared by every workspace of the test: the broker, one topic prefix, one secret."""
     env = {
-        **mosquitto_broker.env(),
+        **broker.env(),
         "MAM_TOPIC_PREFIX": f"t-{uuid.uuid4().hex[:10]}",
         "MAM_DISPATCH_SECRET": "board-secret-" + uuid.uuid4().hex,
     }
@@ -67,14 +66,28 @@ def board_env(mosquitto_broker, monkeypatch):
     return env
 
 
+@pytest.fixture
+def board_env(mosquitto_broker, monkeypatch):
+    return _board_env(mosquitto_broker, monkeypatch)
+
+
+@pytest.fixture
+def shared_broker_env(broker, monkeypatch):
+    """The same, on the embedded amqtt broker and on Mosquitto."""
+    return _board_env(broker, monkeypatch)
+
+
 def _workspace(tmp_path: Path, name: str) -> Workspace:
     root = tmp_path / name
     root.mkdir()
     return Workspace(root)
 
 
-def test_twenty_concurrent_compare_and_set_increments_lose_no_update(tmp_path, board_env):
+def test_twenty_concurrent_compare_and_set_increments_lose_no_update(tmp_path, board_env, poll):
     ws = _workspace(tmp_path, "ws")
+    mam("-w", str(ws.root), "board", "list", check=True)
+    watcher, watched, watch_err = _spawn_watch(ws, tmp_path, "watch", WORKERS + 1)
+    poll(lambda: "watching" in watch_err.read_text(), timeout=30, message=watch_err.read_text)
     first = mam("-w", str(ws.root), "board", "set", "counter", "0", "--json", check=True)
     assert json.loads(first.stdout)["version"] == 1
     procs = [
@@ -108,6 +121,15 @@ def test_twenty_concurrent_compare_and_set_increments_lose_no_update(tmp_path, b
     registry.close()
     assert [(a["version"], a["value"]) for a in audit] == [(v, str(v - 1)) for v in range(1, WORKERS + 2)]
     assert {a["writer"] for a in audit[1:]} == {f"worker-{i}" for i in range(WORKERS)}
+    # The watcher saw every write, in version order (writers publish under the board lock).
+    try:
+        assert watcher.wait(60) == 0, watch_err.read_text()
+    finally:
+        if watcher.poll() is None:
+            watcher.kill()
+            watcher.wait()
+    seen = [json.loads(line) for line in watched.read_text().splitlines()]
+    assert [(m["version"], m["value"]) for m in seen] == [(v, str(v - 1)) for v in range(1, WORKERS + 2)]
 
 
 def test_stale_version_exits_5_and_writes_nothing(tmp_path, board_env):
@@ -147,7 +169,8 @@ def _spawn_watch(ws: Workspace, tmp_path: Path, name: str, count: int) -> tuple[
     return proc, out, err
 
 
-def test_watcher_in_another_workspace_sees_every_write_and_rejects_a_forgery(tmp_path, board_env, poll):
+def test_watcher_in_another_workspace_sees_every_write_and_rejects_a_forgery(tmp_path, shared_broker_env, poll):
+    board_env = shared_broker_env
     origin, other = _workspace(tmp_path, "origin"), _workspace(tmp_path, "other")
     mam("-w", str(origin.root), "board", "list", check=True)  # both registries exist before the watchers start
     mam("-w", str(other.root), "board", "list", check=True)
