@@ -93,6 +93,12 @@ class JobNotFound(JobError):
     exit_code: int = Exit.NOT_FOUND
 
 
+class FanoutInterrupted(JobError):
+    """Raised when `mam job fanout` is interrupted: its jobs stay open, each to be re-attached by its id."""
+
+    exit_code: int = Exit.INTERRUPTED
+
+
 class DecodeError(MamError):
     """Raised when a wire message is not a well-formed, signed mam envelope."""
 

@@ -20,7 +20,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from mam.bus.connect import open_client
-from mam.errors import JobError, JobNotFound, UsageError
+from mam.errors import FanoutInterrupted, JobError, JobNotFound, UsageError
 from mam.jobs.brief import check_brief
 from mam.jobs.delegate import RemoteOrigin, delegate, delegate_request
 from mam.jobs.ledger import new_job_id
@@ -150,7 +150,12 @@ def fanout(
                 done.append(i)
                 changed.notify_all()
 
-    threads = [threading.Thread(target=run, args=(i,), name=f"mam-fanout-{b.job_id}") for i, b in enumerate(branches)]
+    # Daemon threads: on Ctrl-C the process may end while they wait; their jobs stay open, as a
+    # `mam job delegate` interrupted leaves its job (a retry with --job-id, or the monitor, takes it over).
+    threads = [
+        threading.Thread(target=run, args=(i,), name=f"mam-fanout-{b.job_id}", daemon=True)
+        for i, b in enumerate(branches)
+    ]
     try:
         for t in threads:
             t.start()
@@ -158,6 +163,12 @@ def fanout(
             _first_then_cancel(ws, branches, changed, done)
         for t in threads:
             t.join()
+    except KeyboardInterrupt:
+        jobs = ", ".join(f"{b.job_id} ({b.target})" for b in branches)
+        raise FanoutInterrupted(
+            f"interrupted: the jobs stay open ({jobs}); re-attach to one with `mam job delegate --job-id ID`, "
+            "or follow it with `mam job status ID`"
+        ) from None
     finally:
         if own_client:
             client.close()

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import json
+import signal
 
 import pytest
 
 from tests.helpers.jobs import FAST
-from tests.helpers.mamcli import mam
+from tests.helpers.mamcli import mam, spawn_mam
 
 
 @pytest.fixture
@@ -108,3 +109,29 @@ def test_bad_fanout_options_exit_2_and_delegate_nothing(on_mosquitto):
         proc = mam("-w", str(ws.root), "job", "fanout", *args)
         assert proc.returncode == 2, (args, proc.stderr)
     assert json.loads(mam("-w", str(ws.root), "job", "list", "--json", check=True).stdout) == []
+
+
+def test_interrupted_fanout_exits_130_and_leaves_its_jobs_open(on_mosquitto, poll):
+    ws = on_mosquitto
+    sessions = {"long1": {"MAM_DEMO_BEHAVIOUR": "slow", "MAM_DEMO_SLEEP_S": "120"}}
+    _sessions(ws, sessions)
+    proc = spawn_mam("-w", str(ws.root), "job", "fanout", "--targets", "long1", "--brief", "Take your time.")
+    try:
+
+        def running() -> list[dict]:
+            jobs = json.loads(mam("-w", str(ws.root), "job", "list", "--json", check=True).stdout)
+            return [j for j in jobs if j["state"] == "running"]
+
+        job = poll(running, timeout=60, message="the fan-out's job never ran")[0]
+        proc.send_signal(signal.SIGINT)
+        _out, err = proc.communicate(timeout=60)
+        assert proc.returncode == 130, err
+        assert job["id"] in err and "--job-id" in err
+        status = json.loads(mam("-w", str(ws.root), "job", "status", job["id"], "--json", check=True).stdout)
+        assert status["state"] == "running"  # not ended by the interrupt
+        mam("-w", str(ws.root), "job", "cancel", job["id"], check=True)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        _stop(ws, sessions)
