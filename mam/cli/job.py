@@ -351,11 +351,8 @@ def fanout(
         echo_json(out.as_dict())
         return out.exit_code
     for b in out.branches:
-        first = printable(
-            (b.result or b.error or b.reason).strip().splitlines()[0]
-            if (b.result or b.error or b.reason).strip()
-            else ""
-        )
+        said = (b.result or b.error or b.reason).strip()
+        first = printable(said.splitlines()[0]) if said else ""
         vote = f" vote {printable(b.vote)!r}" if b.vote is not None else ""
         click.echo(f"{b.target}  {b.job_id}  {b.state}{vote}  {first}")
     winner = f": {printable(out.winner)}" if out.winner else ""

@@ -73,6 +73,12 @@ def test_vote_over_three_sessions_answering_a_a_b_reports_a_with_every_provenanc
         tie = json.loads(proc.stdout)
         assert (tie["decided"], tie["outcome"], tie["winner"]) == (False, "tie", None)
         assert len(tie["jobs"]) == 2 and all(j["job_id"] and j["state"] == "completed" for j in tie["jobs"])
+        # Text: one line per target (its job id, state, vote, first line of its result), then the aggregate.
+        proc = mam("-w", str(ws.root), "job", "fanout", "--targets", "v2,v3", "--brief", "Once more.", timeout=180)
+        assert proc.returncode == 0, proc.stderr
+        lines = proc.stdout.splitlines()
+        assert [line.split()[0] for line in lines] == ["v2", "v3", "all:"] and lines[-1] == "all: completed"
+        assert "vote 'A'" in lines[0] and "vote 'B'" in lines[1] and all(" job-" in line for line in lines[:2])
     finally:
         _stop(ws, answers)
 
