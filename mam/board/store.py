@@ -104,15 +104,16 @@ def write(
                         f"board key {key!r} is at version {e.current}, not {if_version}: nothing written", key=key
                     ) from e
             if client is not None:
-                detail = _publish(client, topics, ws, entry, secret)
+                origin = "" if settings.dispatch_secret else str(ws.root)  # where a same-user watcher finds the key
+                detail = _publish(client, topics, ws, entry, secret, origin)
     finally:
         if own and client is not None:
             client.close()
     return Written(entry, published=not detail, detail=detail)
 
 
-def _publish(client: MqttClient, topics: Topics, ws: Workspace, entry: table.Entry, secret: str) -> str:
-    msg = BoardMessage(ws.slug, entry.key, entry.value, entry.version, entry.writer, entry.ts, entry.deleted)
+def _publish(client: MqttClient, topics: Topics, ws: Workspace, entry: table.Entry, secret: str, origin: str) -> str:
+    msg = BoardMessage(ws.slug, entry.key, entry.value, entry.version, entry.writer, entry.ts, entry.deleted, origin)
     try:
         client.publish(
             topics.board(ws.slug, entry.key), msg.encode(secret), qos=1, retain=True, timeout=PUBLISH_TIMEOUT_S

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from mam.board.keys import check_prefix
-from mam.board.message import BoardMessage, board_secret
+from mam.board.message import BoardMessage, Keys
 from mam.bus.mqtt import MqttClient
 from mam.bus.topics import Topics
 from mam.errors import DecodeError
@@ -50,7 +50,7 @@ def watch(
     """Call `on_write(message, remote)` for every new write whose key starts with `prefix`, until
     `count` writes were shown or `timeout_s` passed (None: forever); returns how many were shown."""
     check_prefix(prefix)
-    secret = board_secret(settings, ws)
+    keys = Keys(settings)
     topics = Topics.of(settings, ws)
     inbox: queue.Queue[BoardMessage | Rejection] = queue.Queue()
 
@@ -58,7 +58,7 @@ def watch(
         if not payload:  # a cleared retained message
             return
         try:
-            inbox.put(BoardMessage.open(topic, payload, secret=secret, topics=topics))
+            inbox.put(BoardMessage.open(topic, payload, keys=keys, topics=topics))
         except DecodeError as e:
             inbox.put(Rejection(topic, str(e.reason), str(e)))
 

@@ -158,10 +158,12 @@ def test_stale_version_exits_5_and_writes_nothing(tmp_path, board_env):
     assert [e["key"] for e in listed] == ["plan/step"]
 
 
-def _spawn_watch(ws: Workspace, tmp_path: Path, name: str, count: int) -> tuple[subprocess.Popen[bytes], Path, Path]:
+def _spawn_watch(
+    ws: Workspace, tmp_path: Path, name: str, count: int, *extra: str
+) -> tuple[subprocess.Popen[bytes], Path, Path]:
     out, err = tmp_path / f"{name}.out", tmp_path / f"{name}.err"
     proc = subprocess.Popen(
-        [MAM, "-w", str(ws.root), "board", "watch", "--json", "--count", str(count), "--timeout", "120"],
+        [MAM, "-w", str(ws.root), "board", "watch", "--json", "--count", str(count), "--timeout", "120", *extra],
         stdout=out.open("wb"),
         stderr=err.open("wb"),
         env=os.environ.copy(),
@@ -228,3 +230,48 @@ def test_only_a_session_created_with_board_may_use_it(workspace, board_env, poll
     finally:
         for name in ("scribe", "plain"):
             mam(*w, "session", "stop", "--session", name)
+
+
+def test_workspaces_of_one_user_check_each_other_without_a_shared_secret(tmp_path, mosquitto_broker, poll, monkeypatch):
+    """No MAM_DISPATCH_SECRET: each workspace signs with its own 0600 key, which a watcher of the
+    same user reads from the writing workspace's folder; a key no one else could have planted."""
+    prefix = f"t-{uuid.uuid4().hex[:10]}"
+    for key, value in {**mosquitto_broker.env(), "MAM_TOPIC_PREFIX": prefix}.items():
+        monkeypatch.setenv(key, value)
+    origin, other, planted = (_workspace(tmp_path, name) for name in ("origin", "other", "planted"))
+    mam("-w", str(other.root), "board", "list", check=True)
+    watcher, out, err = _spawn_watch(other, tmp_path, "there", 2, "--prefix", "k")
+    try:
+        poll(lambda: "watching" in err.read_text(), timeout=30, message=err.read_text)
+        mam("-w", str(origin.root), "board", "set", "k", "one", check=True)
+        own_key = (origin.state / "board-secret").read_text().strip()
+        assert (origin.state / "board-secret").stat().st_mode & 0o777 == 0o600
+        assert not (other.state / "board-secret").exists()  # watching made no key
+        # A key of this user in another folder (its slug is not the board's), and one others may read.
+        mam("-w", str(planted.root), "board", "set", "x", "y", check=True)
+        planted_key = (planted.state / "board-secret").read_text().strip()
+        topics, topic = Topics(prefix), Topics(prefix).board(origin.slug, "k")
+        forgeries = [
+            BoardMessage(origin.slug, "k", "wrong key", 7, "m", 1, origin=str(origin.root)).encode("x" * 64),
+            BoardMessage(origin.slug, "k", "other slug", 8, "m", 1, origin=str(planted.root)).encode(planted_key),
+            BoardMessage(origin.slug, "k", "relative", 9, "m", 1, origin="origin").encode(own_key),
+        ]
+        endpoint = BrokerEndpoint(host=mosquitto_broker.host, port=mosquitto_broker.port)
+        with MqttClient(endpoint, client_id=f"forger-{uuid.uuid4().hex[:6]}").connect(5) as client:
+            for payload in forgeries:
+                client.publish(topic, payload, qos=1)
+            assert topics.board(origin.slug, "k") == topic
+        poll(lambda: err.read_text().count("rejected") == 3, timeout=30, message=err.read_text)
+        mam("-w", str(origin.root), "board", "set", "k", "two", check=True)
+        assert watcher.wait(60) == 0, err.read_text()
+    finally:
+        if watcher.poll() is None:
+            watcher.kill()
+            watcher.wait()
+    seen = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [(m["key"], m["value"], m["version"], m["remote"]) for m in seen] == [
+        ("k", "one", 1, True),
+        ("k", "two", 2, True),
+    ]
+    rejected = [json.loads(line)["reason"] for line in (other.state / "board-rejected.log").read_text().splitlines()]
+    assert rejected == ["bad_signature"] * 3
