@@ -48,8 +48,11 @@ def check_writer(registry: Registry, session: str) -> None:
         raise UsageError(f"session {session!r} may not use the board (create it with `mam session create ... --board`)")
 
 
-def get(registry: Registry, key: str) -> table.Entry:
+def get(registry: Registry | None, key: str) -> table.Entry:
+    """The key's entry; BoardKeyNotFound if it was never written, is deleted, or there is no registry."""
     check_key(key)
+    if registry is None:
+        raise BoardKeyNotFound(f"no board key {key!r}", key=key)
     with registry.read() as conn:
         entry = table.find(conn, key)
     if entry is None or entry.deleted:
@@ -57,8 +60,10 @@ def get(registry: Registry, key: str) -> table.Entry:
     return entry
 
 
-def list_keys(registry: Registry, prefix: str = "") -> list[table.Entry]:
+def list_keys(registry: Registry | None, prefix: str = "") -> list[table.Entry]:
     check_prefix(prefix)
+    if registry is None:
+        return []
     with registry.read() as conn:
         return table.list_live(conn, prefix)
 

@@ -35,10 +35,22 @@ def _writer() -> str:
 
 
 def _open(app: App):  # type: ignore[no-untyped-def]
+    """The registry, for a write (made if the workspace has none yet)."""
     from mam.board.store import check_writer
 
     registry = open_registry(app)
     check_writer(registry, os.environ.get("MAM_SESSION", ""))
+    return registry
+
+
+def _look(app: App):  # type: ignore[no-untyped-def]
+    """The registry if the workspace has one, for a read (looking creates nothing); else None."""
+    from mam.board.store import check_writer
+    from mam.store.registry import Registry
+
+    registry = Registry.open_existing(app.ws)
+    if registry is not None:
+        check_writer(registry, os.environ.get("MAM_SESSION", ""))
     return registry
 
 
@@ -103,7 +115,7 @@ def get(app: App, key: str, as_json: bool) -> None:
     from mam.util.text import printable
 
     check_key(key)
-    entry = get_entry(_open(app), key)
+    entry = get_entry(_look(app), key)
     if as_json:
         echo_json(entry.as_dict())
     else:
@@ -122,7 +134,7 @@ def list_(app: App, prefix: str, as_json: bool) -> None:
     from mam.util.text import printable
 
     check_prefix(prefix)
-    entries = list_keys(_open(app), prefix)
+    entries = list_keys(_look(app), prefix)
     if as_json:
         echo_json([e.as_dict() for e in entries])
         return
@@ -154,7 +166,9 @@ def watch(app: App, prefix: str, count: int | None, timeout: float | None, as_js
     from mam.util.text import printable
 
     check_prefix(prefix)
-    _open(app).close()
+    registry = _look(app)
+    if registry is not None:
+        registry.close()
     client = open_client(app.settings, app.ws, role="board-watch", autostart=False)
 
     def shown(msg, remote: bool) -> None:  # type: ignore[no-untyped-def]

@@ -296,30 +296,33 @@ class Service:
         return out.as_dict()
 
     # -- the board ------------------------------------------------------------------------------
-    def _board_registry(self) -> Registry:
+    def _board_reader(self) -> Registry | None:
+        """The registry for a board read (looking makes none); refuses a session not allowed the board."""
         from mam.board.store import check_writer
 
-        registry = self.writer()
-        check_writer(registry, self.environ.get("MAM_SESSION", ""))
+        registry = self.reader()
+        if registry is not None:
+            check_writer(registry, self.environ.get("MAM_SESSION", ""))
         return registry
 
     def board_read(self, *, key: str) -> dict[str, Any]:
         from mam.board.store import get
 
-        return get(self._board_registry(), key).as_dict()
+        return get(self._board_reader(), key).as_dict()
 
     def board_list(self, *, prefix: str = "") -> list[dict[str, Any]]:
         from mam.board.store import list_keys
 
-        return [e.as_dict() for e in list_keys(self._board_registry(), prefix)]
+        return [e.as_dict() for e in list_keys(self._board_reader(), prefix)]
 
     def board_write(self, *, key: str, value: str | None, if_version: int | None = None) -> dict[str, Any]:
         import getpass
 
-        from mam.board.store import write
+        from mam.board.store import check_writer, write
 
         writer = self.environ.get("MAM_SESSION", "") or getpass.getuser()
-        registry = self._board_registry()
+        registry = self.writer()
+        check_writer(registry, self.environ.get("MAM_SESSION", ""))
         out = write(
             self.ws, self.settings, registry, key, value, writer=writer, if_version=if_version,
             client=self._shared_client(),

@@ -135,6 +135,10 @@ def test_twenty_concurrent_compare_and_set_increments_lose_no_update(tmp_path, b
 def test_stale_version_exits_5_and_writes_nothing(tmp_path, board_env):
     ws = _workspace(tmp_path, "ws")
     w = ["-w", str(ws.root), "board"]
+    # Looking at a workspace with no board creates nothing.
+    assert mam(*w, "get", "plan/step").returncode == 5
+    assert mam(*w, "list", "--json", check=True).stdout.strip() == "[]"
+    assert not ws.state.exists()
     mam(*w, "set", "plan/step", "one", check=True)
     mam(*w, "set", "plan/step", "two", "--if-version", "1", check=True)
     stale = mam(*w, "set", "plan/step", "three", "--if-version", "1")

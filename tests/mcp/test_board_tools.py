@@ -11,6 +11,10 @@ from tests.mcp.client import call, stdio_session
 def test_board_tools_write_read_list_and_refuse_a_stale_version(mcp_ws):
     async def main() -> None:
         async with stdio_session(mcp_ws.root) as s:
+            assert (await call(s, "board_list")).data == {"keys": []}
+            nothing = await call(s, "board_read", key="plan/next")
+            assert nothing.error and nothing.data["exit_code"] == 5
+            assert not mcp_ws.state.exists()  # looking made nothing
             made = await call(s, "board_write", key="plan/next", value="step 1")
             assert not made.error and (made.data["version"], made.data["published"]) == (1, True), made.text
             cas = await call(s, "board_write", key="plan/next", value="step 2", if_version=1)
