@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import json
-import sys
-from pathlib import Path
 
 import click
 
-from mam.cli.common import App, echo_json, existing_registry, open_registry, workspace_option
+from mam.cli.common import App, echo_json, existing_registry, open_registry, read_brief, workspace_option
+from mam.cli.fanout import fanout
+from mam.cli.replay import replay
 from mam.errors import UsageError
 from mam.ids import check_job_id
 from mam.jobs.delegate import RemoteOrigin, delegate_request
@@ -137,7 +137,7 @@ def delegate(
             check_job_id(value)
     if brief is not None and brief_file is not None:
         raise UsageError("give exactly one of --brief or --brief-file")
-    text = brief if brief is not None else _read_brief(brief_file) if brief_file else None
+    text = brief if brief is not None else read_brief(brief_file) if brief_file else None
     req = delegate_request(
         target=target,
         brief=text,
@@ -180,16 +180,6 @@ def delegate(
 
 def _attached(job_id: str, still_open: bool) -> None:
     click.echo(f"attached to job {job_id} (same idempotency key){': waiting' if still_open else ''}", err=True)
-
-
-def _read_brief(path: str) -> str:
-
-    if path == "-":
-        return sys.stdin.read()
-    try:
-        return Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as e:
-        raise UsageError(f"cannot read the brief file {path}: {e}") from e
 
 
 def _printer():  # type: ignore[no-untyped-def]
@@ -279,126 +269,6 @@ def cancel(app: App, job_id: str, as_json: bool) -> None:
         click.echo(f"{job_id}: cancelled")
 
 
-FANOUT_HELP = """Delegate the same brief to every target at once and aggregate their results.
-
-\b
-Each target gets a job of its own (under the caps and budgets, as `mam job delegate`):
-  all    wait for every job and report each result (decided: every job completed)
-  first  take the first job to complete and cancel the others
-  vote   take the last non-empty line of each completed result as its vote; decided when one
-         vote has more than half of the targets (a tie or no majority is reported as such)
-The output always names each target's job id, state, result and vote (the provenance).
-
-\b
-Exit codes: 0 the aggregate is decided; 1 it is not (a job failed for `all`, none completed for
-`first`, a tie or no majority for `vote`); 2 bad options (nothing delegated); 3 no broker;
-130 interrupted (Ctrl-C): the jobs stay open and are named, to re-attach with
-`mam job delegate --job-id ID`.
-"""
-
-
-@job.command("fanout", help=FANOUT_HELP)
-@workspace_option
-@click.option("--targets", required=True, help="Comma-separated targets: NAME, tmux:NAME, herdr:NAME, remote:R/NAME.")
-@click.option("--brief", default=None, help="The brief text.")
-@click.option(
-    "--brief-file",
-    type=click.Path(dir_okay=False, allow_dash=True),
-    default=None,
-    help="Read the brief from a file ('-': stdin).",
-)
-@click.option(
-    "--aggregate", type=click.Choice(["all", "first", "vote"]), default="all", show_default=True, help="How to decide."
-)
-@click.option("--timeout", type=float, default=None, help="Each job's wall-clock budget (default MAM_JOB_TIMEOUT_S).")
-@click.option("--start-deadline", type=float, default=None, help="Seconds each job waits for `started`.")
-@click.option("--json", "as_json", is_flag=True, help="Print the aggregate and every job's provenance as JSON.")
-@click.pass_obj
-def fanout(
-    app: App,
-    targets: str,
-    brief: str | None,
-    brief_file: str | None,
-    aggregate: str,
-    timeout: float | None,
-    start_deadline: float | None,
-    as_json: bool,
-) -> int:
-    from mam.jobs.fanout import check_targets
-    from mam.jobs.fanout import fanout as run_fanout
-    from mam.util.text import printable
-
-    if (brief is None) == (brief_file is None):
-        raise UsageError("give exactly one of --brief or --brief-file")
-    names = check_targets(targets.split(","))
-    text = brief if brief is not None else _read_brief(brief_file or "-")
-    remote: RemoteOrigin | None = None
-    if any(parse_target(t).remote for t in names):
-        from mam.remote.origin import ORIGIN
-
-        remote = ORIGIN
-    out = run_fanout(
-        names,
-        text,
-        aggregate=aggregate,
-        ws=app.ws,
-        settings=app.settings,
-        timeout_s=timeout,
-        start_deadline_s=start_deadline,
-        remote=remote,
-    )
-    if as_json:
-        echo_json(out.as_dict())
-        return out.exit_code
-    for b in out.branches:
-        said = (b.result or b.error or b.reason).strip()
-        first = printable(said.splitlines()[0]) if said else ""
-        vote = f" vote {printable(b.vote)!r}" if b.vote is not None else ""
-        click.echo(f"{b.target}  {b.job_id}  {b.state}{vote}  {first}")
-    winner = f": {printable(out.winner)}" if out.winner else ""
-    click.echo(f"{aggregate}: {out.outcome}{winner}")
-    return out.exit_code
-
-
-REPLAY_HELP = """Re-derive a job's state from its audit log and compare it with the recorded state.
-
-\b
-Folds .mam/delegate_job_logs/<id>/audit.jsonl (the created job, then every transition in order)
-through the pure job model and prints the state it derives; --verbose prints each step. It never
-types, publishes or writes anything.
-
-\b
-Exit codes: 0 the replay equals the recorded state; 1 they diverge (the first step that disagrees
-with its audit line, and every differing field, are printed); 5 no such job.
-"""
-
-
-@job.command("replay", help=REPLAY_HELP)
-@workspace_option
-@click.argument("job_id")
-@click.option("--verbose", "-v", is_flag=True, help="Print every step: the input and the state it gives.")
-@click.option("--json", "as_json", is_flag=True, help="Print {id, equal, derived, recorded, differences, ...}.")
-@click.pass_obj
-def replay(app: App, job_id: str, verbose: bool, as_json: bool) -> int:
-    from mam.jobs.audit_log import check
-    from mam.jobs.outcomes import Exit
-
-    out = check(app.ws, existing_registry(app, job_id), job_id)
-    if as_json:
-        echo_json(out.as_dict(verbose=verbose))
-        return Exit.OK if out.equal else Exit.FAILED
-    if verbose:
-        for i, s in enumerate(out.steps):
-            mark = "" if s.agrees else f"  <- the audit line recorded {s.logged}"
-            what = s.input.get("input", "?") + (f" {s.input['type']}" if "type" in s.input else "")
-            click.echo(f"{i + 1:>3} n={s.n} {what}: {s.derived['state']} {s.derived['reason'] or ''}".rstrip() + mark)
-    d = out.derived
-    click.echo(f"{job_id}: derived {d['state']}{' (' + d['reason'] + ')' if d['reason'] else ''} exit {d['exit_code']}")
-    if out.equal:
-        click.echo("equal to the recorded state")
-        return Exit.OK
-    if out.first_divergence is not None:
-        click.echo(f"diverges at step {out.first_divergence + 1}", err=True)
-    for name, pair in out.differences.items():
-        click.echo(f"  {name}: derived {pair['derived']!r}, recorded {pair['recorded']!r}", err=True)
-    return Exit.FAILED
+# `mam job fanout` and `mam job replay` live in modules of their own.
+job.add_command(fanout)
+job.add_command(replay)
