@@ -37,6 +37,8 @@ log_  # mam/cli/job.py
 mcp  # mam/cli/mcp.py
 monitor  # mam/cli/monitor.py
 create  # mam/cli/session.py
+approve_cmd  # mam/cli/loop.py (`mam loop approve`)
+reject_cmd  # mam/cli/loop.py (`mam loop reject`)
 
 # the MCP SDK registers tools by their decorator
 job_delegate  # mam/mcp/server.py
@@ -47,6 +49,8 @@ __getattr__  # mam/loop/__init__.py
 
 # dataclass fields read through dataclasses.asdict (JSON output)
 forced  # mam/loop/worktree.py Removed.forced, in `mam worktree remove --json`
+worktree_removed  # mam/sessions/worktree.py Released, in `mam session remove --json`
+branch_deleted  # mam/sessions/worktree.py Released, in `mam session remove --json`
 started_ms  # mam/jobs/model.py Job.started_ms, in the job record
 activity_ms  # mam/jobs/model.py Job.activity_ms (when the agent's hooks last spoke), in the job record
 

@@ -79,6 +79,12 @@ class SessionNotFound(SessionError):
     exit_code: int = Exit.NOT_FOUND
 
 
+class SessionRefused(SessionError):
+    """Raised when a session's state refuses the request (remove while running, resume with its worktree gone)."""
+
+    exit_code: int = Exit.REFUSED
+
+
 class JobError(MamError):
     """Raised when a job cannot be registered, found or driven."""
 
@@ -115,6 +121,12 @@ class LoopNotFound(LoopError):
     """Raised when no loop of that id was started in this workspace."""
 
     exit_code: int = Exit.NOT_FOUND
+
+
+class ApprovalRefused(LoopError):
+    """Raised when a loop cannot be approved or rejected as asked (not waiting, or its branch moved since review)."""
+
+    exit_code: int = Exit.REFUSED
 
 
 class LockBusy(MamError):

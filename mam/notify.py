@@ -14,7 +14,8 @@ exits right after the job ends; the message must outlive it.
 The payload holds only the fields in `FIELDS` (job, session, kind, state, reason, message, ...):
 never a token, password or the dispatch secret.
 
-Kinds: `job_ended`, `session_terminated`, `loop_ended`, `waiting` (an agent waits for a person:
+Kinds: `job_ended`, `session_terminated`, `loop_ended`, `needs_approval` (a loop run with `--approve`
+passed and waits for `mam loop approve|reject`; once per loop and round), `waiting` (an agent waits for a person:
 sent by `mam hook` when that lands), `budget` (80 % of a budget, later).
 """
 
@@ -193,6 +194,24 @@ def loop_ended(ws: Workspace, settings: Settings | None, loop_id: str, fields: M
             "exit_code": fields.get("exit_code"),
             "rounds": fields.get("rounds"),
             "message": fields.get("summary") or fields.get("message"),
+        },
+    )
+
+
+def needs_approval(
+    ws: Workspace, settings: Settings | None, loop_id: str, round_number: int, fields: Mapping[str, Any]
+) -> bool:
+    return send(
+        ws,
+        settings,
+        kind="needs_approval",
+        subject=f"{loop_id}/round-{round_number}",
+        payload={
+            "loop": loop_id,
+            "session": fields.get("creator"),
+            "state": "needs_approval",
+            "rounds": round_number,
+            "message": fields.get("message"),
         },
     )
 

@@ -11,10 +11,13 @@ from typing import Any
 import click
 
 from mam.cli.common import App, echo_json, open_registry, workspace_option
+from mam.errors import UsageError
 from mam.ids import check_name
 from mam.jobs.outcomes import Exit
 from mam.sessions.create import start_session
 from mam.sessions.orchestrator import onboard_orchestrator as record
+from mam.sessions.remove import check_request as check_remove
+from mam.sessions.remove import remove_session
 from mam.sessions.resume import resume_session
 from mam.sessions.status import session_status
 from mam.sessions.stop import stop_session
@@ -85,6 +88,14 @@ def session() -> None:
     default=None,
     help="Seconds the onboarding job may take (default MAM_START_DEADLINE_S).",
 )
+@click.option(
+    "--worktree",
+    "worktree",
+    is_flag=True,
+    help="Start the agent in a new git worktree .mam/worktrees/NAME/ on its own branch (see --branch, --base).",
+)
+@click.option("--branch", default=None, help="With --worktree: the new branch (default mam/NAME).")
+@click.option("--base", default=None, metavar="REF", help="With --worktree: the commit the branch starts from (HEAD).")
 @click.option("--json", "as_json", is_flag=True, help="Print the session row as JSON.")
 @click.pass_obj
 def create(
@@ -102,14 +113,22 @@ def create(
     token_budget: int,
     onboard: bool,
     onboard_timeout: float | None,
+    worktree: bool,
+    branch: str | None,
+    base: str | None,
     as_json: bool,
 ) -> int:
     """Start AGENT in a new pane and register it as session NAME.
 
+    With --worktree the agent works in its own git worktree, .mam/worktrees/NAME/, on a new
+    branch (--branch, default mam/NAME) made from --base (default HEAD); the row records
+    worktree, branch, base and base_commit. `mam session remove` gives them back.
+
     \b
     Exit codes: 0 created; 44 onboarding failed; 45 onboarding did not end in time
     (the session is kept in both cases); 1 creation failed (also: the agent showed a trust
-    dialog or a permission prompt; nothing is left behind); 2 bad options.
+    dialog or a permission prompt; nothing is left behind); 2 bad options (also: --worktree
+    outside git, a branch that exists, a base that is not a commit).
     """
 
     made = start_session(
@@ -130,6 +149,9 @@ def create(
         onboard_timeout=onboard_timeout,
         token_budget=token_budget,
         board=board,
+        worktree=worktree,
+        branch=branch,
+        base=base,
     )
     row, code = made.row, made.exit_code
     if made.onboarding is not None and not as_json:
@@ -138,9 +160,10 @@ def create(
     if as_json:
         echo_json(row.as_dict())
     else:
+        branch = f", branch {row.branch} from {row.base} ({row.base_commit[:12]})" if row.worktree else ""
         click.echo(
             f"session {row.name}: {row.agent} ({row.role}) running in {row.backend}:{row.server} pane {row.pane_id}, "
-            f"cwd {row.cwd}"
+            f"cwd {row.cwd}{branch}"
         )
     return code
 
@@ -172,6 +195,55 @@ def stop(app: App, name: str, purge_conversation: bool, yes: bool, as_json: bool
         )
 
 
+@session.command("remove")
+@workspace_option
+@click.argument("name", required=False)
+@click.option("--session", "session_opt", default=None, help="The session (instead of NAME).")
+@click.option("--force", is_flag=True, help="Stop a running session first; remove a worktree with uncommitted changes.")
+@click.option("--purge-conversation", is_flag=True, help="Also delete the conversation's files (needs --yes).")
+@click.option("--yes", is_flag=True, help="Confirm --purge-conversation.")
+@click.option("--json", "as_json", is_flag=True, help="Print what was removed as JSON.")
+@click.pass_obj
+def remove(
+    app: App, name: str | None, session_opt: str | None, force: bool, purge_conversation: bool, yes: bool, as_json: bool
+) -> None:
+    """Remove session NAME from the registry and its mirror, so the name is free for `session create`.
+
+    A stopped or terminated session is removed; its jobs and their logs are kept. A running
+    one is refused unless --force, which stops it first. A session made with --worktree:
+    its worktree is removed only when clean (--force removes it anyway, the changes are lost);
+    its branch is deleted only when every commit on it is in its base, else it is kept and
+    the output says so (even with --force).
+
+    \b
+    Exit codes: 0 removed; 5 unknown session, or refused: it is running (without --force),
+    or its worktree has uncommitted changes (without --force); 2 bad options
+    (--purge-conversation without --yes); 1 the pane backend, git or the registry failed.
+    """
+    if (name is None) == (session_opt is None):
+        raise UsageError("give the session's name once: `mam session remove NAME`")
+    name = name or session_opt or ""
+    check_remove(name, purge_conversation=purge_conversation, yes=yes)  # before registry_of creates anything
+    with registry_of(app) as registry:
+        done = remove_session(
+            name,
+            ws=app.ws,
+            settings=app.settings,
+            registry=registry,
+            environ=os.environ,
+            force=force,
+            purge_conversation=purge_conversation,
+            yes=yes,
+        )
+    if as_json:
+        echo_json(done.as_dict())
+        return
+    what = "stopped and removed" if done.stopped else "removed"
+    click.echo(f"session {name}: {what}" + (f"; conversation {done.row.conversation_id} purged" if done.purged else ""))
+    if done.worktree is not None:
+        click.echo(f"  {done.worktree.message}")
+
+
 @session.command("resume")
 @workspace_option
 @click.option("--session", "name", required=True, help="Session to resume.")
@@ -180,7 +252,8 @@ def stop(app: App, name: str, purge_conversation: bool, yes: bool, as_json: bool
 def resume(app: App, name: str, as_json: bool) -> None:
     """Relaunch a stopped session's conversation in the folder it ran in.
 
-    Exit codes: 0 resumed; 1 already running, or the conversation is gone; 5 unknown session.
+    Exit codes: 0 resumed; 1 already running, or the conversation is gone; 5 unknown session,
+    or its worktree (--worktree) is gone or on another branch.
     """
 
     check_name(name)  # before registry_of creates anything

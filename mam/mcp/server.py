@@ -133,7 +133,8 @@ def build(service: Service, *, poll_s: float) -> MCPServer:
         description="Start AGENT (claude, codex, opencode, gemini, hermes, grok, agy, demo) in a new pane as session "
         "NAME "
         "(`mam session create`; permissions ask|report|full, default report; board: also allow `mam board`; "
-        "no_trust: fail on a trust dialog). "
+        "no_trust: fail on a trust dialog; "
+        "worktree: its own git worktree .mam/worktrees/NAME/ on branch (default mam/NAME) from base (default HEAD)). "
         f"With onboard: wait for the onboarding job (exit_code {Exit.ONBOARD_FAILED} failed, "
         f"{Exit.ONBOARD_LATE} not ended in time)."
     )
@@ -148,6 +149,9 @@ def build(service: Service, *, poll_s: float) -> MCPServer:
         permissions: str = "report",
         no_trust: bool = False,
         board: bool = False,
+        worktree: bool = False,
+        branch: str | None = None,
+        base: str | None = None,
     ) -> CallToolResult:
         data, code = await thread(
             service.session_create,
@@ -160,6 +164,9 @@ def build(service: Service, *, poll_s: float) -> MCPServer:
             permissions=permissions,
             no_trust=no_trust,
             board=board,
+            worktree=worktree,
+            branch=branch,
+            base=base,
         )
         line = (
             f"session {data['name']}: {data['agent']} ({data['role']}) {data['status']} "
@@ -178,6 +185,17 @@ def build(service: Service, *, poll_s: float) -> MCPServer:
     async def session_stop(name: str, purge_conversation: bool = False) -> CallToolResult:
         data = await thread(service.session_stop, name=name, purge_conversation=purge_conversation)
         return ok(data, f"session {data['name']}: {data['status']}, conversation {data['conversation_id'] or '-'}")
+
+    @server.tool(
+        description="Remove a stopped or terminated session so its name is free (`mam session remove`); its jobs are "
+        "kept. A running one is refused (exit_code 5) unless force, which stops it first. Its worktree goes only when "
+        "clean (force: anyway); a branch with unmerged commits is always kept. purge_conversation is the confirmation."
+    )
+    @guarded
+    async def session_remove(name: str, force: bool = False, purge_conversation: bool = False) -> CallToolResult:
+        data = await thread(service.session_remove, name=name, force=force, purge_conversation=purge_conversation)
+        said = data["worktree"]["message"] if data["worktree"] else ""
+        return ok(data, f"session {data['name']}: removed" + (f"; {said}" if said else ""))
 
     @server.tool(description="Relaunch a stopped session's conversation (`mam session resume`).")
     @guarded
@@ -354,7 +372,8 @@ def build(service: Service, *, poll_s: float) -> MCPServer:
     # -- loops ----------------------------------------------------------------------------------
     @server.tool(
         description="Start a review loop (the options of run_loop.sh / `mam loop`; reviewer is 'A,B') as a detached "
-        "`mam loop` process; returns its id at once. Follow it with loop_status."
+        "`mam loop` process; returns its id at once. Follow it with loop_status. approve: when every reviewer "
+        "passes, the loop waits in state needs_approval for loop_approve / loop_reject."
     )
     @guarded
     async def loop_start(
@@ -377,6 +396,7 @@ def build(service: Service, *, poll_s: float) -> MCPServer:
         subjob_wait_s: float | None = None,
         max_repeats: int | None = None,
         slug: str | None = None,
+        approve: bool = False,
     ) -> CallToolResult:
         options = dict(
             creator=creator,
@@ -398,6 +418,7 @@ def build(service: Service, *, poll_s: float) -> MCPServer:
             subjob_wait_s=subjob_wait_s,
             max_repeats=max_repeats,
             slug=slug,
+            approve=approve,
         )
         proc, loop_id, errors = await thread(service.loop_start, options=options)
         try:
@@ -426,8 +447,8 @@ def build(service: Service, *, poll_s: float) -> MCPServer:
             errors.unlink(missing_ok=True)
 
     @server.tool(
-        description="A loop's rounds, each reviewer's verdict, the outcome (running, passed, not_passed, failed) and "
-        "report paths."
+        description="A loop's rounds, each reviewer's verdict, the outcome (running, needs_approval, approved, passed, "
+        "not_passed, failed), the approval gate (reviewed identity, decision) and report paths."
     )
     @guarded
     async def loop_status(id: str) -> CallToolResult:
@@ -437,6 +458,25 @@ def build(service: Service, *, poll_s: float) -> MCPServer:
             f"loop {id}: {data['state']} after {data['rounds']} round(s)"
             + (f": {data['reason']}" if data["reason"] else ""),
         )
+
+    @server.tool(
+        description="Approve a loop waiting in needs_approval (`mam loop approve`): merge its reviewed head into the "
+        "base branch (merge: ff, merge or squash) only if the branch still holds the reviewed tree; otherwise "
+        "exit_code 5 naming what changed, and the loop reviews again."
+    )
+    @guarded
+    async def loop_approve(id: str, merge: str = "ff") -> CallToolResult:
+        gate = await thread(service.loop_approve, id=id, merge=merge)
+        return ok(gate, f"loop {id}: approved by {gate['decision']['by']}; {gate['decision']['message']}")
+
+    @server.tool(
+        description="Reject a loop waiting in needs_approval (`mam loop reject`): the creator gets the note in a fix "
+        "brief and another round runs."
+    )
+    @guarded
+    async def loop_reject(id: str, note: str) -> CallToolResult:
+        gate = await thread(service.loop_reject, id=id, note=note)
+        return ok(gate, f"loop {id}: rejected by {gate['decision']['by']}")
 
     return server
 

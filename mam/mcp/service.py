@@ -31,10 +31,13 @@ from mam.jobs.model import JobState
 from mam.jobs.queries import cancel, list_jobs, status
 from mam.jobs.queries import log as job_log
 from mam.jobs.watch import JobWatch, recent_events
+from mam.loop.approval import approve as approve_loop
+from mam.loop.approval import reject as reject_loop
 from mam.loop.files import new_loop_id
 from mam.loop.status import loop_status
 from mam.remote.origin import ORIGIN
 from mam.sessions.create import start_session
+from mam.sessions.remove import remove_session
 from mam.sessions.resume import resume_session
 from mam.sessions.status import session_status
 from mam.sessions.stop import stop_session
@@ -114,6 +117,9 @@ class Service:
         permissions: str = "report",
         no_trust: bool = False,
         board: bool = False,
+        worktree: bool = False,
+        branch: str | None = None,
+        base: str | None = None,
     ) -> tuple[dict[str, Any], int]:
 
         made = start_session(
@@ -130,6 +136,9 @@ class Service:
             permissions=permissions,
             trust=not no_trust,
             board=board,
+            worktree=worktree,
+            branch=branch,
+            base=base,
         )
         data = made.row.as_dict()
         if made.onboarding is not None:
@@ -148,6 +157,20 @@ class Service:
             yes=purge_conversation,
         )
         return row.as_dict()
+
+    def session_remove(self, *, name: str, force: bool = False, purge_conversation: bool = False) -> dict[str, Any]:
+
+        # As with session_stop, purge_conversation is itself the confirmation.
+        return remove_session(
+            check_name(name),
+            ws=self.ws,
+            settings=self.settings,
+            registry=self.writer(),
+            environ=self.environ,
+            force=force,
+            purge_conversation=purge_conversation,
+            yes=purge_conversation,
+        ).as_dict()
 
     def session_resume(self, *, name: str) -> dict[str, Any]:
 
@@ -370,6 +393,14 @@ class Service:
         proc = spawn_detached(argv, log=Path(name), env=self.environ, cwd=self.ws.root)
         self.loops[loop_id] = proc
         return proc, loop_id, Path(name)
+
+    def loop_approve(self, *, id: str, merge: str = "ff") -> dict[str, Any]:
+
+        return approve_loop(self.ws, id, mode=merge, via="mcp", environ=self.environ)
+
+    def loop_reject(self, *, id: str, note: str) -> dict[str, Any]:
+
+        return reject_loop(self.ws, id, note=note, via="mcp")
 
     def loop_status(self, *, id: str) -> dict[str, Any]:
 

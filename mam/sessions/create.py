@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
@@ -14,6 +15,7 @@ from mam.errors import AgentDialog, SessionError, UsageError
 from mam.jobs.outcomes import Exit
 from mam.panes import BACKENDS, default_server, open_backend
 from mam.panes.lock import placement_lock
+from mam.sessions import worktree as session_worktree
 from mam.sessions.common import check_name, pane_env
 from mam.settings import Settings
 from mam.store import sessions as sessions_table
@@ -85,12 +87,20 @@ def start_session(
     trust: bool = True,
     token_budget: int = 0,
     board: bool = False,
+    worktree: bool = False,
+    branch: str | None = None,
+    base: str | None = None,
 ) -> Created:
     """`mam session create` and the MCP tool `session_create`: check, create, onboard (optional).
 
     `registry_of` opens the registry only once the request passed its checks (a refused request
-    leaves no trace); the registry is closed on the way out.
+    leaves no trace); the registry is closed on the way out. With `worktree` the agent starts in a
+    new git worktree `.mam/worktrees/<name>/` on `branch` (default `mam/<name>`) from `base` (HEAD).
     """
+    if not worktree and (branch is not None or base is not None):
+        raise UsageError("--branch and --base go with --worktree")
+    if worktree and cwd:
+        raise UsageError("--cwd and --worktree do not go together: the agent works in its new worktree")
     if herdr_session:
         backend, server = "herdr", herdr_session
     req = CreateRequest(
@@ -106,9 +116,17 @@ def start_session(
         board=board,
     )
     check_request(req)
+    tree = session_worktree.plan(ws, name, branch=branch, base=base, environ=environ) if worktree else None
     registry = registry_of()
     try:
-        row = create_session(req, ws=ws, settings=settings, registry=registry, environ=environ)
+        if tree is not None:
+            session_worktree.make(tree, environ)
+        try:
+            row = create_session(req, ws=ws, settings=settings, registry=registry, environ=environ, worktree=tree)
+        except BaseException:
+            if tree is not None:
+                session_worktree.undo(tree, environ)  # the session did not start: leave nothing behind
+            raise
         if not onboard:
             return Created(row)
         from mam.jobs.onboard import onboard_session  # jobs.onboard imports the sessions package: a cycle
@@ -120,11 +138,17 @@ def start_session(
 
 
 def create_session(
-    req: CreateRequest, *, ws: Workspace, settings: Settings, registry: Registry, environ: Mapping[str, str]
+    req: CreateRequest,
+    *,
+    ws: Workspace,
+    settings: Settings,
+    registry: Registry,
+    environ: Mapping[str, str],
+    worktree: session_worktree.Plan | None = None,
 ) -> SessionRow:
     check_request(req)
     adapter = get_adapter(req.agent)
-    cwd = Path(req.cwd).expanduser().resolve()
+    cwd = worktree.path.resolve() if worktree is not None else Path(req.cwd).expanduser().resolve()
     server = req.server or default_server(req.backend, settings, ws)
     env = pane_env(ws, req.name, environ)
     conversation_id = adapter.new_conversation_id()
@@ -141,7 +165,15 @@ def create_session(
         permissions=req.permissions,
         token_budget=req.token_budget,
         board=req.board,
+        host=socket.gethostname(),
     )
+    if worktree is not None:
+        row.worktree, row.branch, row.base, row.base_commit = (
+            str(worktree.path),
+            worktree.branch,
+            worktree.base,
+            worktree.base_commit,
+        )
     _reserve(registry, row)
     backend = open_backend(req.backend, server, settings=settings, ws=ws)
     launched = time.time()

@@ -88,6 +88,11 @@ def session_status(*, ws: Workspace, settings: Settings) -> list[dict[str, Any]]
                 "permissions": row.permissions,
                 "board": row.board,
                 "token_budget": row.token_budget,
+                "worktree": row.worktree or None,
+                "branch": row.branch or None,
+                "base": row.base or None,
+                "base_commit": row.base_commit or None,
+                "host": row.host or None,
                 **extras(ws, row),
             }
         )

@@ -161,6 +161,15 @@ MIGRATIONS: list[list[str]] = [
         ) WITHOUT ROWID""",
     ],
     [
+        # `mam session create --worktree`: the session's own git worktree, its branch, the base it was made
+        # from (as given and as a commit), and the host it runs on ('' for sessions made before).
+        "ALTER TABLE sessions ADD COLUMN worktree TEXT NOT NULL DEFAULT ''",
+        "ALTER TABLE sessions ADD COLUMN branch TEXT NOT NULL DEFAULT ''",
+        "ALTER TABLE sessions ADD COLUMN base TEXT NOT NULL DEFAULT ''",
+        "ALTER TABLE sessions ADD COLUMN base_commit TEXT NOT NULL DEFAULT ''",
+        "ALTER TABLE sessions ADD COLUMN host TEXT NOT NULL DEFAULT ''",
+    ],
+    [
         # The workspace's blackboard (mam/board): one row per key, its version raised by every write; a
         # deleted key keeps its row (deleted = 1) so its version never goes back and a watcher can tell
         # an old message from a new one.
