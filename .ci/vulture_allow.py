@@ -89,3 +89,8 @@ _.wakes  # JobAttempt.wakes: tests/unit/test_idle_wakeups.py counts an idle wrap
 
 # the context manager protocol's arguments (vulture saw this name used only through libtmux.exc before)
 exc  # MqttClient.__exit__(*exc), mam/bus/mqtt.py
+
+# `mam board set`: a click command registered by its decorator (issue 31)
+set_  # mam/cli/board.py
+# the board's audit rows (the registry's record of every write), read by tests/e2e/test_board.py
+audit  # mam/store/board.py

@@ -99,6 +99,12 @@ class JobNotFound(JobError):
     exit_code: int = Exit.NOT_FOUND
 
 
+class FanoutInterrupted(JobError):
+    """Raised when `mam job fanout` is interrupted: its jobs stay open, each to be re-attached by its id."""
+
+    exit_code: int = Exit.INTERRUPTED
+
+
 class DecodeError(MamError):
     """Raised when a wire message is not a well-formed, signed mam envelope."""
 
@@ -127,3 +133,19 @@ class LockBusy(MamError):
     """Raised when a single-instance lock (loop, monitor, runner) is already held."""
 
     exit_code: int = Exit.LOCK_BUSY
+
+
+class BoardError(MamError):
+    """Raised when the board cannot read, write or publish a key."""
+
+
+class BoardKeyNotFound(BoardError):
+    """Raised when a board key was never written or has been deleted."""
+
+    exit_code: int = Exit.NOT_FOUND
+
+
+class StaleVersion(BoardError):
+    """Raised when a board compare-and-set (`--if-version N`) names a version other than the key's current one."""
+
+    exit_code: int = Exit.STALE_VERSION

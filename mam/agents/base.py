@@ -29,6 +29,8 @@ PERMISSION_MODES = ("ask", "report", "full")
 DEFAULT_PERMISSIONS = "report"
 # What `report` allows: the command prefix of every footer line.
 REPORT_COMMAND = "mam event"
+# What `mam session create --board` adds to that allow rule.
+BOARD_COMMAND = "mam board"
 
 
 @dataclass(frozen=True)
@@ -42,6 +44,12 @@ class LaunchContext:
     permissions: str = DEFAULT_PERMISSIONS
     mam_dir: Path | None = None  # the workspace's .mam/, which `mam event` writes to
     trust: bool = True  # False: --no-trust (no trust_args, no trust_folder)
+    board: bool = False  # --board: `mam board ...` is allowed beside `mam event ...`
+
+    @property
+    def allowed_commands(self) -> tuple[str, ...]:
+        """The command prefixes `report` lets the agent run without a prompt."""
+        return (REPORT_COMMAND, BOARD_COMMAND) if self.board else (REPORT_COMMAND,)
 
 
 @dataclass(frozen=True)
@@ -140,7 +148,8 @@ class AgentAdapter:
         return SessionOptions()
 
     def report_options(self, ctx: LaunchContext) -> SessionOptions:
-        """What lets the agent run `mam event ...` without a prompt, and nothing more."""
+        """What lets the agent run `mam event ...` (and with --board `mam board ...`) without a prompt, and
+        nothing more."""
         return SessionOptions(args=self.report_args)
 
     def reaps_tool_processes(self, permissions: str) -> bool:

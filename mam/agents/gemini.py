@@ -22,11 +22,12 @@ from datetime import datetime
 from pathlib import Path
 
 from mam.agents import convo, trust
-from mam.agents.base import REPORT_COMMAND, AgentAdapter, LaunchContext, SessionOptions
+from mam.agents.base import AgentAdapter, LaunchContext, SessionOptions
 from mam.errors import AgentError
 
 _POLICY = """# Written by mam for session {session}: let the agent report on its job without a prompt.
-[[rule]]
+"""
+_RULE = """[[rule]]
 toolName = "run_shell_command"
 commandPrefix = "{command}"
 decision = "allow"
@@ -107,7 +108,8 @@ class GeminiAdapter(AgentAdapter):
         """A policy file of this session's own that allows `mam event ...` in the shell tool."""
         ctx.state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
         path = ctx.state_dir / "gemini-policy.toml"
-        convo.write_private(path, _POLICY.format(session=ctx.session, command=REPORT_COMMAND))
+        rules = "\n".join(_RULE.format(command=c) for c in ctx.allowed_commands)
+        convo.write_private(path, _POLICY.format(session=ctx.session) + rules)
         return SessionOptions(args=("--policy", str(path)))
 
     def trust_folder(self, cwd: str, env: Mapping[str, str]) -> Path | None:

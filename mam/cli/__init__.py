@@ -18,6 +18,11 @@ from mam.cli.common import App, run_cli
 
 COMMANDS = {
     "broker": ("mam.cli.broker", "broker", "Start, stop or inspect the workspace's embedded MQTT broker."),
+    "board": (
+        "mam.cli.board",
+        "board",
+        "The workspace's blackboard: versioned keys shared and watched over the broker (set, get, list, watch).",
+    ),
     "budget": (
         "mam.cli.budget",
         "budget",

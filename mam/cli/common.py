@@ -11,7 +11,7 @@ from typing import Any
 
 import click
 
-from mam.errors import MamError
+from mam.errors import MamError, UsageError
 from mam.jobs.outcomes import Exit
 
 
@@ -123,3 +123,13 @@ def existing_registry(app: App, job_id: str):  # type: ignore[no-untyped-def]
 
     check_job_id(job_id)
     return find(app.ws, job_id)
+
+
+def read_brief(path: str) -> str:
+    """`--brief-file PATH`'s text ('-': stdin); UsageError if it cannot be read."""
+    if path == "-":
+        return sys.stdin.read()
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise UsageError(f"cannot read the brief file {path}: {e}") from e

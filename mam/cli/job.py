@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import json
-import sys
-from pathlib import Path
 
 import click
 
-from mam.cli.common import App, echo_json, existing_registry, open_registry, workspace_option
+from mam.cli.common import App, echo_json, existing_registry, open_registry, read_brief, workspace_option
+from mam.cli.fanout import fanout
+from mam.cli.replay import replay
 from mam.errors import UsageError
 from mam.ids import check_job_id
 from mam.jobs.delegate import RemoteOrigin, delegate_request
@@ -137,7 +137,7 @@ def delegate(
             check_job_id(value)
     if brief is not None and brief_file is not None:
         raise UsageError("give exactly one of --brief or --brief-file")
-    text = brief if brief is not None else _read_brief(brief_file) if brief_file else None
+    text = brief if brief is not None else read_brief(brief_file) if brief_file else None
     req = delegate_request(
         target=target,
         brief=text,
@@ -180,16 +180,6 @@ def delegate(
 
 def _attached(job_id: str, still_open: bool) -> None:
     click.echo(f"attached to job {job_id} (same idempotency key){': waiting' if still_open else ''}", err=True)
-
-
-def _read_brief(path: str) -> str:
-
-    if path == "-":
-        return sys.stdin.read()
-    try:
-        return Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as e:
-        raise UsageError(f"cannot read the brief file {path}: {e}") from e
 
 
 def _printer():  # type: ignore[no-untyped-def]
@@ -277,3 +267,8 @@ def cancel(app: App, job_id: str, as_json: bool) -> None:
         echo_json(view)
     else:
         click.echo(f"{job_id}: cancelled")
+
+
+# `mam job fanout` and `mam job replay` live in modules of their own.
+job.add_command(fanout)
+job.add_command(replay)

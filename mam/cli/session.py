@@ -59,6 +59,12 @@ def session() -> None:
     "skip-every-approval flag; ask: no permission option passed (the CLI asks for each tool call).",
 )
 @click.option(
+    "--board",
+    is_flag=True,
+    help="Also let the agent run `mam board ...` without a prompt (adds it to the allow rule of --permissions "
+    "report; `mam board` refuses a session created without it).",
+)
+@click.option(
     "--no-trust",
     is_flag=True,
     help="Do not record the folder as trusted for the CLI; if the agent then asks "
@@ -102,6 +108,7 @@ def create(
     herdr_session: str | None,
     cwd: str | None,
     permissions: str,
+    board: bool,
     no_trust: bool,
     token_budget: int,
     onboard: bool,
@@ -141,6 +148,7 @@ def create(
         trust=not no_trust,
         onboard_timeout=onboard_timeout,
         token_budget=token_budget,
+        board=board,
         worktree=worktree,
         branch=branch,
         base=base,

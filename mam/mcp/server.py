@@ -132,7 +132,8 @@ def build(service: Service, *, poll_s: float) -> MCPServer:
     @server.tool(
         description="Start AGENT (claude, codex, opencode, gemini, hermes, grok, agy, demo) in a new pane as session "
         "NAME "
-        "(`mam session create`; permissions ask|report|full, default report; no_trust: fail on a trust dialog; "
+        "(`mam session create`; permissions ask|report|full, default report; board: also allow `mam board`; "
+        "no_trust: fail on a trust dialog; "
         "worktree: its own git worktree .mam/worktrees/NAME/ on branch (default mam/NAME) from base (default HEAD)). "
         f"With onboard: wait for the onboarding job (exit_code {Exit.ONBOARD_FAILED} failed, "
         f"{Exit.ONBOARD_LATE} not ended in time)."
@@ -147,6 +148,7 @@ def build(service: Service, *, poll_s: float) -> MCPServer:
         onboard: bool = False,
         permissions: str = "report",
         no_trust: bool = False,
+        board: bool = False,
         worktree: bool = False,
         branch: str | None = None,
         base: str | None = None,
@@ -161,6 +163,7 @@ def build(service: Service, *, poll_s: float) -> MCPServer:
             onboard=onboard,
             permissions=permissions,
             no_trust=no_trust,
+            board=board,
             worktree=worktree,
             branch=branch,
             base=base,
@@ -328,6 +331,43 @@ def build(service: Service, *, poll_s: float) -> MCPServer:
     async def budget_status() -> CallToolResult:
         view = await thread(service.budget_status)
         return ok(view, f"{view['running']} running, {view['queued']} queued")
+
+    @server.tool(
+        description="Delegate the same brief to every target at once (`mam job fanout --json`; targets 'A,B,C'), "
+        "each its own job under the caps and budgets, and aggregate: all (every job completed), first (the "
+        "first completed; the others cancelled), vote (each completed result's last non-empty line; a "
+        "majority of the targets wins; a tie or no majority is named). Returns every job's id, state, result "
+        "and vote. exit_code 0 when decided, 1 otherwise."
+    )
+    @guarded
+    async def job_fanout(targets: str, brief: str, aggregate: str = "all") -> CallToolResult:
+        out = await thread(service.job_fanout, targets=targets, brief=brief, aggregate=aggregate)
+        line = f"fanout {aggregate}: {out['outcome']}" + (f" ({out['winner']})" if out["winner"] else "")
+        return ok(out, line) if out["decided"] else failed(line, int(out["exit_code"]), out)
+
+    # -- the board ------------------------------------------------------------------------------
+    @server.tool(description="Read a board key (`mam board get KEY --json`): {key, value, version, writer, ts}.")
+    @guarded
+    async def board_read(key: str) -> CallToolResult:
+        entry = await thread(service.board_read, key=key)
+        return ok(entry, f"{entry['key']} v{entry['version']}")
+
+    @server.tool(
+        description="Write a board key (`mam board set`; delete: true is `mam board delete`). if_version makes it a "
+        "compare-and-set: a stale version writes nothing (exit_code 5). Published retained and signed to watchers."
+    )
+    @guarded
+    async def board_write(
+        key: str, value: str = "", if_version: int | None = None, delete: bool = False
+    ) -> CallToolResult:
+        out = await thread(service.board_write, key=key, value=None if delete else value, if_version=if_version)
+        return ok(out, f"{out['key']}: {'deleted' if out['deleted'] else 'set'}, version {out['version']}")
+
+    @server.tool(description="List the board's keys (`mam board list --json`), optionally under a prefix.")
+    @guarded
+    async def board_list(prefix: str = "") -> CallToolResult:
+        entries = await thread(service.board_list, prefix=prefix)
+        return ok({"keys": entries}, f"{len(entries)} keys")
 
     # -- loops ----------------------------------------------------------------------------------
     @server.tool(

@@ -116,6 +116,7 @@ class Service:
         onboard: bool = False,
         permissions: str = "report",
         no_trust: bool = False,
+        board: bool = False,
         worktree: bool = False,
         branch: str | None = None,
         base: str | None = None,
@@ -134,6 +135,7 @@ class Service:
             onboard=onboard,
             permissions=permissions,
             trust=not no_trust,
+            board=board,
             worktree=worktree,
             branch=branch,
             base=base,
@@ -301,6 +303,54 @@ class Service:
     def budget_status(self) -> dict[str, Any]:
         registry = self.reader()
         return empty_status(self.settings) if registry is None else budget_status(registry, self.settings)
+
+    def job_fanout(self, *, targets: str, brief: str, aggregate: str = "all") -> dict[str, Any]:
+        """`mam job fanout --json`: every target's job driven here, each on this process's shared connection."""
+        from mam.jobs.fanout import check_targets, fanout
+
+        names = check_targets(targets.split(","))
+        self.writer()
+        client = self._shared_client()
+        if client is None:
+            raise BrokerError("no MQTT broker answers: nothing was delegated")
+        out = fanout(
+            names, brief, aggregate=aggregate, ws=self.ws, settings=self.settings, client=client, remote=ORIGIN
+        )
+        return out.as_dict()
+
+    # -- the board ------------------------------------------------------------------------------
+    def _board_reader(self) -> Registry | None:
+        """The registry for a board read (looking makes none); refuses a session not allowed the board."""
+        from mam.board.store import check_writer
+
+        registry = self.reader()
+        if registry is not None:
+            check_writer(registry, self.environ.get("MAM_SESSION", ""))
+        return registry
+
+    def board_read(self, *, key: str) -> dict[str, Any]:
+        from mam.board.store import get
+
+        return get(self._board_reader(), key).as_dict()
+
+    def board_list(self, *, prefix: str = "") -> list[dict[str, Any]]:
+        from mam.board.store import list_keys
+
+        return [e.as_dict() for e in list_keys(self._board_reader(), prefix)]
+
+    def board_write(self, *, key: str, value: str | None, if_version: int | None = None) -> dict[str, Any]:
+        import getpass
+
+        from mam.board.store import check_writer, write
+
+        writer = self.environ.get("MAM_SESSION", "") or getpass.getuser()
+        registry = self.writer()
+        check_writer(registry, self.environ.get("MAM_SESSION", ""))
+        out = write(
+            self.ws, self.settings, registry, key, value, writer=writer, if_version=if_version,
+            client=self._shared_client(),
+        )  # fmt: skip
+        return {**out.as_dict(), "detail": out.detail}
 
     def _existing(self, job_id: str) -> Registry:
         """The registry for a job lookup, as the CLI's read-only job commands find it (creates nothing)."""

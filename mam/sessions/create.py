@@ -38,6 +38,7 @@ class CreateRequest:
     permissions: str = "report"  # ask | report | full
     trust: bool = True  # record cwd as trusted where the CLI keeps trust per folder (False: --no-trust)
     token_budget: int = 0  # --token-budget: tokens its jobs may spend in all (0: none; mam.governor)
+    board: bool = False  # --board: the agent may also run `mam board ...` without a prompt
 
 
 def check_request(req: CreateRequest) -> None:
@@ -85,6 +86,7 @@ def start_session(
     permissions: str = "report",
     trust: bool = True,
     token_budget: int = 0,
+    board: bool = False,
     worktree: bool = False,
     branch: str | None = None,
     base: str | None = None,
@@ -111,6 +113,7 @@ def start_session(
         permissions=permissions,
         trust=trust,
         token_budget=token_budget,
+        board=board,
     )
     check_request(req)
     tree = session_worktree.plan(ws, name, branch=branch, base=base, environ=environ) if worktree else None
@@ -161,6 +164,7 @@ def create_session(
         agent_env=adapter.agent_env(env),
         permissions=req.permissions,
         token_budget=req.token_budget,
+        board=req.board,
         host=socket.gethostname(),
     )
     if worktree is not None:
@@ -175,7 +179,14 @@ def create_session(
     launched = time.time()
     try:
         options = launch_options(
-            adapter, ws=ws, name=req.name, cwd=str(cwd), env=env, permissions=req.permissions, trust=req.trust
+            adapter,
+            ws=ws,
+            name=req.name,
+            cwd=str(cwd),
+            env=env,
+            permissions=req.permissions,
+            trust=req.trust,
+            board=req.board,
         )
         env = adapter.pane_env({**env, **options.env})
         if req.trust:
@@ -226,6 +237,7 @@ def launch_options(
     env: Mapping[str, str],
     permissions: str,
     trust: bool = True,
+    board: bool = False,
 ) -> SessionOptions:
     """The session's own launch options (permissions, per-session files under .mam/sessions/<name>/)."""
     ctx = LaunchContext(
@@ -236,6 +248,7 @@ def launch_options(
         permissions=permissions,
         mam_dir=ws.state,
         trust=trust,
+        board=board,
     )
     return adapter.session_options(ctx)
 

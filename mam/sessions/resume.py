@@ -36,7 +36,9 @@ def resume_session(
     _claim(registry, row)
     try:
         env = pane_env(ws, name, environ)
-        options = launch_options(adapter, ws=ws, name=name, cwd=row.cwd, env=env, permissions=row.permissions)
+        options = launch_options(
+            adapter, ws=ws, name=name, cwd=row.cwd, env=env, permissions=row.permissions, board=row.board
+        )
         env = adapter.pane_env({**env, **options.env})
         backend.ensure_server()
         launched = time.time()

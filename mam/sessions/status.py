@@ -86,6 +86,7 @@ def session_status(*, ws: Workspace, settings: Settings) -> list[dict[str, Any]]
                 "pane_pid": pane.pid if pane else None,
                 "note": row.note,
                 "permissions": row.permissions,
+                "board": row.board,
                 "token_budget": row.token_budget,
                 "worktree": row.worktree or None,
                 "branch": row.branch or None,

@@ -27,6 +27,10 @@ TOOLS = {
     "loop_reject",
     "events_recent",
     "budget_status",
+    "board_read",
+    "board_write",
+    "board_list",
+    "job_fanout",
 }
 QUICK = {"heartbeat_s": 2, "start_deadline_s": 30}  # K x N = 8 s of silence allowed: a loaded machine delays heartbeats
 

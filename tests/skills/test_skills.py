@@ -111,6 +111,8 @@ RELATED: dict[str, tuple[tuple[str, ...], ...]] = {
         ("job", "log"),
         ("job", "cancel"),
         ("session", "create"),  # --token-budget, named where exit 6 is explained
+        ("job", "fanout"),  # fanout_job.sh
+        ("job", "replay"),
     ),
 }
 # Documented by every skill: the script's own "mam not found".
