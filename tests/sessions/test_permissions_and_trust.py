@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from mam.util.proc import RUN_MODULE
 from mam.workspace import Workspace
 from tests.helpers.jobs import FAST
 from tests.helpers.mamcli import mam, spawn_mam
@@ -99,7 +100,7 @@ def hook_options(agent: str, ws: Workspace, session: str) -> list[str]:
     """What mam adds after the permission options: the session's own lifecycle hooks (mam.hooks.config)."""
     if agent == "claude":
         return ["--settings", str(ws.session_dir(session) / "claude-settings.json")]
-    argv = ["PYTHON", "-m", "mam", "hook", "codex", "--session", session, "--workspace", str(ws.root)]
+    argv = ["PYTHON", "-c", RUN_MODULE, "mam", "hook", "codex", "--session", session, "--workspace", str(ws.root)]
     return ["-c", "notify=[" + ",".join(json.dumps(a) for a in argv) + "]"]
 
 
