@@ -81,7 +81,8 @@ def job() -> None:
 @click.option(
     "--idempotency-key",
     default=None,
-    help="If a job with this key exists (MAM_IDEMPOTENCY_TTL_S), attach to it: wait for it, exit with its code.",
+    help="If a job with this key exists (MAM_IDEMPOTENCY_TTL_S), attach to it: wait for it, exit with its code. "
+    "Only for the same target and brief: else exit 2 naming the key's job.",
 )
 @click.option("--dedup", is_flag=True, help="Use sha256(target session, brief) as the idempotency key.")
 @click.option(

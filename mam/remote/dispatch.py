@@ -9,6 +9,7 @@ still carries the brief, hence it is refused on an insecure broker connection.
 from __future__ import annotations
 
 import threading
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -132,7 +133,7 @@ INTS = ("start_deadline_ms", "heartbeat_ms", "heartbeat_k_milli", "budget_ms")
 ORIGIN_MAX = 4096
 
 
-def _check_shape(b: dict[str, Any]) -> None:
+def _check_shape(b: Mapping[str, Any]) -> None:
     """Every field that can reach a pane (the nonce, typed by a reminder), a log line or a terminal
     (origin) has its shape checked before the dispatch is taken: DecodeError `bad_shape` otherwise.
     The brief itself gets `check_brief` (a signed job ends `brief_refused`)."""
