@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from mam.cli.common import App, echo_json
+from mam.cli.common import App, echo, echo_json
 from mam.settings import example_env_text
 
 
@@ -25,7 +25,7 @@ def config(app: App, as_json: bool, example: bool) -> None:
     """
 
     if example:
-        click.echo(example_env_text(), nl=False)
+        echo(example_env_text(), nl=False)
         return
     settings = app.settings
     rows = settings.describe()
@@ -39,8 +39,8 @@ def config(app: App, as_json: bool, example: bool) -> None:
             }
         )
         return
-    click.echo(f"workspace: {app.ws.root}")
-    click.echo(f"env file:  {settings.env_file or '(none)'}")
+    echo(f"workspace: {app.ws.root}")
+    echo(f"env file:  {settings.env_file or '(none)'}")
     width = max(len(r["key"]) for r in rows)
     for r in rows:
-        click.echo(f"{r['key']:<{width}}  {r['value']!s:<24}  {r['source']}")
+        echo(f"{r['key']:<{width}}  {r['value']!s:<24}  {r['source']}")

@@ -9,7 +9,7 @@ from typing import Any
 
 import click
 
-from mam.cli.common import App, echo_json, open_registry, workspace_option
+from mam.cli.common import App, echo, echo_json, open_registry, workspace_option
 from mam.errors import UsageError
 from mam.jobs.outcomes import Exit
 from mam.loop import LoopRequest, run_loop
@@ -196,7 +196,7 @@ def _progress(event: dict[str, Any]) -> None:
 
     text = describe(event)
     if text and event["event"] != "end":
-        click.echo(f"loop: {text}", err=True)
+        echo(f"loop: {text}", err=True)
 
 
 def _summary(result: Any) -> None:
@@ -207,15 +207,15 @@ def _summary(result: Any) -> None:
         LoopState.NOT_PASSED: f"NOT PASSED after {result.rounds} round(s)",
         LoopState.FAILED: "FAILED",
     }[result.state]
-    click.echo(f"loop {result.loop_id}: {head}: {result.reason}")
+    echo(f"loop {result.loop_id}: {head}: {result.reason}")
     for review in result.final:
         why = f" ({review['reason']})" if review["verdict"] != "PASS" else ""
-        click.echo(f"  {review['reviewer']}: {review['verdict']}{why}  {review['report']}")
+        echo(f"  {review['reviewer']}: {review['verdict']}{why}  {review['report']}")
     snap = result.snapshot
     if snap:
-        click.echo(f"  reviewed: base {snap['base']} head {snap['head']} tree {snap['tree']}")
+        echo(f"  reviewed: base {snap['base']} head {snap['head']} tree {snap['tree']}")
     for path in result.promoted:
-        click.echo(f"  promoted: {path}")
+        echo(f"  promoted: {path}")
     if result.rebuts_used:
-        click.echo(f"  rebuttals used: {result.rebuts_used}")
-    click.echo(f"  log: {result.log}")
+        echo(f"  rebuttals used: {result.rebuts_used}")
+    echo(f"  log: {result.log}")

@@ -6,7 +6,7 @@ import os
 
 import click
 
-from mam.cli.common import App, workspace_option
+from mam.cli.common import App, echo, workspace_option
 from mam.jobs.outcomes import Exit
 from mam.mcp.run import LOOPBACK, serve_http, serve_stdio
 from mam.mcp.service import Service
@@ -48,7 +48,7 @@ def mcp(app: App, http: bool, host: str, port: int) -> int:
 
     token, source = server_token(ws, settings)
     if host not in LOOPBACK:
-        click.echo(
+        echo(
             f"mam: warning: serving on {host}, not loopback: anyone who can reach it and holds the token drives your "
             "agents",
             err=True,
@@ -59,6 +59,6 @@ def mcp(app: App, http: bool, host: str, port: int) -> int:
         port=port,
         token=token,
         poll_s=settings.poll_s,
-        announce=lambda url: click.echo(f"mam: mcp: serving {url} (bearer token from {source})", err=True),
+        announce=lambda url: echo(f"mam: mcp: serving {url} (bearer token from {source})", err=True),
     )
     return Exit.OK

@@ -10,7 +10,7 @@ from typing import Any
 
 import click
 
-from mam.cli.common import App, echo_json, open_registry, workspace_option
+from mam.cli.common import App, echo, echo_json, open_registry, workspace_option
 from mam.ids import check_name
 from mam.jobs.outcomes import Exit
 from mam.sessions.create import start_session
@@ -126,11 +126,11 @@ def create(
     row, code = made.row, made.exit_code
     if made.onboarding is not None and not as_json:
         o = made.onboarding
-        click.echo(f"onboarding job {o['job_id']}: {o['state']} {o['reason']}".rstrip())
+        echo(f"onboarding job {o['job_id']}: {o['state']} {o['reason']}".rstrip())
     if as_json:
         echo_json(row.as_dict())
     else:
-        click.echo(
+        echo(
             f"session {row.name}: {row.agent} ({row.role}) running in {row.backend}:{row.server} pane {row.pane_id}, "
             f"cwd {row.cwd}"
         )
@@ -158,7 +158,7 @@ def stop(app: App, name: str, purge_conversation: bool, yes: bool, as_json: bool
     if as_json:
         echo_json(row.as_dict())
     else:
-        click.echo(
+        echo(
             f"session {row.name}: stopped, conversation {row.conversation_id or '-'}, resumable "
             f"{str(row.resumable).lower()}"
         )
@@ -181,9 +181,7 @@ def resume(app: App, name: str, as_json: bool) -> None:
     if as_json:
         echo_json(row.as_dict())
     else:
-        click.echo(
-            f"session {row.name}: resumed conversation {row.conversation_id} in pane {row.pane_id}, cwd {row.cwd}"
-        )
+        echo(f"session {row.name}: resumed conversation {row.conversation_id} in pane {row.pane_id}, cwd {row.cwd}")
 
 
 @session.command("status")
@@ -201,7 +199,7 @@ def status(app: App, as_json: bool) -> None:
         echo_json(rows)
         return
     if not rows:
-        click.echo("no sessions")
+        echo("no sessions")
         return
     header = ("NAME", "AGENT", "ROLE", "STATUS", "PANE", "ALIVE", "CONVERSATION", "DRIFT")
     table = [header] + [
@@ -219,7 +217,7 @@ def status(app: App, as_json: bool) -> None:
     ]
     widths = [max(len(str(line[i])) for line in table) for i in range(len(header) - 1)]
     for line in table:
-        click.echo("  ".join(str(v).ljust(w) for v, w in zip(line, widths)) + "  " + str(line[-1]))
+        echo("  ".join(str(v).ljust(w) for v, w in zip(line, widths)) + "  " + str(line[-1]))
 
 
 @session.command("onboard-orchestrator")
@@ -249,7 +247,7 @@ def onboard_orchestrator(
     if as_json:
         echo_json(asdict(row))
     else:
-        click.echo(f"orchestrator pane recorded: {row.key}")
+        echo(f"orchestrator pane recorded: {row.key}")
 
 
 @session.command("attach")
@@ -273,6 +271,6 @@ def attach(app: App, name: str, print_only: bool) -> None:
 
     if print_only:
         for argv in attach_argv(name, ws=app.ws, settings=app.settings):
-            click.echo(shlex.join(argv))
+            echo(shlex.join(argv))
         return
     run(name, ws=app.ws, settings=app.settings)

@@ -94,3 +94,44 @@ def test_attacks_are_rejected_logged_and_change_nothing(wired, broker, poll):
         for p in (job, other):
             if p.poll() is None:
                 p.kill()
+
+
+# OSC 52 sets the clipboard, OSC 0 the window title, CSI 2J clears the screen; 0x9b is the 8-bit CSI.
+HOSTILE = "done\x1b]52;c;cHduZWQ=\x07 \x1b]0;owned\x1b\\\x1b[2J\x9b31m\r\x08\x7f ok"
+SEEN = "done  ok"
+
+
+def no_controls(text: str) -> bool:
+    return not any(ord(c) < 32 and c not in "\n\t" or 0x7F <= ord(c) <= 0x9F for c in text)
+
+
+def test_an_agents_result_report_and_progress_reach_no_terminal_with_control_sequences(wired, tmp_path, poll):
+    """Issue 25, item 4: an OSC 52 in `mam event completed --message` reached `mam job delegate`'s stdout."""
+    create_demo("w", behaviour="never_start")
+    job = spawn_mam("job", "delegate", "--target", "w", "--brief", "real work", "--job-id", "job-osc")
+    # The test is the agent here: it reports what a hostile agent would.
+    status = poll(
+        lambda: (
+            (s := json.loads(mam("job", "status", "job-osc", "--json").stdout or "{}")).get("state") == "delivered"
+            and s
+        ),
+        timeout=30,
+    )
+    mam("event", "started", "--job", "job-osc", "--nonce", status["nonce"], check=True)
+    mam("event", "progress", "--job", "job-osc", "--message", "step\x1b]0;title\x07 one", check=True)
+    snapshot = mam("top", "--snapshot", "--width", "200", check=True).stdout
+    assert "step one" in snapshot and no_controls(snapshot), repr(snapshot)
+    report = tmp_path / "report.md"
+    report.write_text("# Report\n\tfine\x1b[8m hidden\x1b[0m\n\x1b]8;;http://evil/\x07link\x1b]8;;\x07\n")
+    mam("event", "completed", "--job", "job-osc", "--message", HOSTILE, "--report", str(report), check=True)
+    out, err = job.communicate(timeout=60)
+    assert job.returncode == 0, err
+    assert SEEN in out and "# Report\n\tfine hidden\nlink\n" in out, repr(out)
+    assert no_controls(out) and no_controls(err), (repr(out), repr(err))
+    for args in (("job", "status", "job-osc"), ("job", "log", "job-osc"), ("job", "list")):
+        shown = mam(*args, check=True).stdout
+        assert no_controls(shown), (args, repr(shown))
+    as_json = mam("job", "status", "job-osc", "--json", check=True).stdout
+    assert no_controls(as_json) and json.loads(as_json)["result"] == HOSTILE  # escaped, not lost
+    logged = mam("job", "log", "job-osc", "--json", check=True).stdout
+    assert no_controls(logged) and "\\u001b]52;c;cHduZWQ=\\u0007" in logged, logged
