@@ -20,7 +20,9 @@ from mam.settings import example_env_text
 def config(app: App, as_json: bool, example: bool) -> None:
     """Print every setting with its value and its source (environment, a .mam.env line, or default).
 
-    Secrets (MQTT_PASSWORD, MAM_DISPATCH_SECRET) are shown as *** when set. An unknown key in
+    Secrets (MQTT_PASSWORD, MAM_DISPATCH_SECRET) are shown as *** when set. A running-job cap or a
+    token budget set in .mam.env can only be lowered by the environment: its source says so when the
+    environment's value was ignored, and each MAM_MAX_RUNNING_JOBS_<ROLE> is listed too. An unknown key in
     .mam.env is a warning on stderr (and in --json) naming the closest known key.
     """
 
