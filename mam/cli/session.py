@@ -59,7 +59,8 @@ def session() -> None:
     "--no-trust",
     is_flag=True,
     help="Do not record the folder as trusted for the CLI; if the agent then asks "
-    "whether to trust it, the create fails (mam never answers a dialog).",
+    "whether to trust it, the create fails (mam never answers a dialog). A folder you marked untrusted in the "
+    "CLI's own file is left so, and the create fails saying so.",
 )
 @click.option(
     "--token-budget",
