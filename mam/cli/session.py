@@ -52,8 +52,11 @@ def session() -> None:
     type=click.Choice(["ask", "report", "full"]),
     default="report",
     show_default=True,
-    help="report: the agent may run `mam event ...` without a prompt, nothing more; full: the CLI's own "
-    "skip-every-approval flag; ask: no permission option passed (the CLI asks for each tool call).",
+    help="report: the agent may run `mam event ...` without a prompt, nothing more, except codex: it has no "
+    "per-command rule, so every command in its sandbox may use the network and write under .mam/ (job records "
+    "with their tokens), as `session status --json` says (`beyond_reporting`); full: the CLI's own "
+    "skip-every-approval flag; ask: no permission option passed (the CLI asks for each tool call; for codex, "
+    "the narrower mode).",
 )
 @click.option(
     "--no-trust",

@@ -217,3 +217,18 @@ def test_no_brief_and_no_enter_go_to_a_pane_that_shows_a_permission_prompt(
         if first.poll() is None:
             first.kill()
             first.communicate()
+
+
+def test_status_says_plainly_what_a_session_may_do_beyond_reporting(workspace, fake_agents_on_path) -> None:
+    """Issue 25, item 12: codex's `--permissions report` gives every sandboxed command network access and
+    write access to `.mam/`, not only `mam event`: `session status --json` says so; `ask` grants neither."""
+    for agent, mode, name in (("codex", "report", "cr"), ("codex", "ask", "ca"), ("claude", "report", "lr")):
+        mam(
+            "session", "create", "--agent", agent, "--role", "dev", "--session", name, "--permissions", mode, check=True
+        )
+    granted = status("cr")["beyond_reporting"]
+    assert len(granted) == 2 and "network" in granted[0] and str(workspace.state) in granted[1], granted
+    assert "--permissions ask" in granted[1]
+    assert status("ca")["beyond_reporting"] == [] and status("lr")["beyond_reporting"] == []
+    text = mam("session", "create", "--help", check=True).stdout
+    assert "codex" in text and "beyond_reporting" in text
