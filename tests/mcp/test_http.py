@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import ssl
 import stat
 import subprocess
 
@@ -168,7 +169,13 @@ def test_with_tls_it_serves_https_off_loopback(mcp_ws, tmp_path):
     with http_server(mcp_ws.root, TOKEN, args=args, scheme="https") as server:
         headers = {**HEADERS, "Authorization": f"Bearer {TOKEN}"}
         body = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": INIT}
-        r = httpx2.post(server.url, headers=headers, content=json.dumps(body), timeout=30, verify=str(pki.ca))
+        r = httpx2.post(
+            server.url,
+            headers=headers,
+            content=json.dumps(body),
+            timeout=30,
+            verify=ssl.create_default_context(cafile=str(pki.ca)),
+        )
         assert r.status_code == 200, r.text
         assert "mam" in r.text
         assert "https://0.0.0.0:" in server.log.read_text()
