@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from mam.settings import Settings
+from mam.util.proc import module_argv
 from mam.workspace import Workspace
 
 log = logging.getLogger(__name__)
@@ -107,7 +108,7 @@ def send(ws: Workspace, settings: Settings | None, *, kind: str, subject: str, p
             "log": str(folder(ws) / "notify.log"),
         }
         proc = subprocess.Popen(
-            [sys.executable, "-m", "mam.notify"],
+            module_argv(sys.executable, "mam.notify"),
             stdin=subprocess.PIPE,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,

@@ -152,6 +152,13 @@ class AgentAdapter:
         nothing more."""
         return SessionOptions(args=self.report_args)
 
+    def beyond_reporting(self, permissions: str, mam_dir: Path | None) -> tuple[str, ...]:
+        """What a session with these permissions may do without a prompt besides running `mam event`,
+        in plain words (`session status --json`: `beyond_reporting`); empty: nothing more."""
+        if permissions == "full":
+            return ("runs every command and edit without asking (the CLI's skip-every-approval flag)",)
+        return ()
+
     def reaps_tool_processes(self, permissions: str) -> bool:
         """True when the CLI kills whatever a tool command leaves running once that command returns
         (a sandbox), so a heartbeater that `mam event started --heartbeat N` forks dies at once and

@@ -115,7 +115,7 @@ class GeminiAdapter(AgentAdapter):
     def trust_folder(self, cwd: str, env: Mapping[str, str]) -> Path | None:
         """Record cwd in trustedFolders.json (what gemini's own "Trust folder" answer writes)."""
         path = self.root(env) / "trustedFolders.json"
-        with trust.folder_lock(path.parent):  # two creates in one HOME never lose each other's folder
+        with trust.folder_lock(trust.resolved(path).parent):  # two creates in one HOME never lose each other's folder
             return _trust(path, cwd)
 
     # -- conversations ------------------------------------------------------------------------
@@ -213,8 +213,10 @@ def _trust(path: Path, cwd: str) -> Path | None:
         raise AgentError(f"gemini: {path} is not a JSON object; not touching it")
     if folders.get(cwd) == "TRUST_FOLDER":
         return None
+    if folders.get(cwd) == "DO_NOT_TRUST":
+        raise trust.distrusted("gemini", path, cwd)
     folders[cwd] = "TRUST_FOLDER"
-    convo.write_private(path, json.dumps(folders, indent=2))  # 0600, as gemini writes it
+    trust.write_atomically(path, json.dumps(folders, indent=2), mode=0o600)  # 0600, as gemini writes it
     return path
 
 

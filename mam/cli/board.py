@@ -8,7 +8,7 @@ import os
 
 import click
 
-from mam.cli.common import App, echo_json, open_registry, workspace_option
+from mam.cli.common import App, echo, echo_json, open_registry, workspace_option
 
 BOARD_HELP = """The workspace's blackboard: versioned text values that agents and people share.
 
@@ -98,9 +98,9 @@ def _report(out, as_json: bool) -> None:  # type: ignore[no-untyped-def]
         echo_json(out.as_dict())
     else:
         what = "deleted" if out.entry.deleted else "set"
-        click.echo(f"{out.entry.key}: {what}, version {out.entry.version}")
+        echo(f"{out.entry.key}: {what}, version {out.entry.version}")
     if not out.published:
-        click.echo(f"mam: warning: written but not published (watchers did not see it): {out.detail}", err=True)
+        echo(f"mam: warning: written but not published (watchers did not see it): {out.detail}", err=True)
 
 
 @board.command("get")
@@ -112,14 +112,14 @@ def get(app: App, key: str, as_json: bool) -> None:
     """Print KEY's value (exit 5 if there is no such key)."""
     from mam.board.keys import check_key
     from mam.board.store import get as get_entry
-    from mam.util.text import printable
+    from mam.util.text import for_terminal
 
     check_key(key)
     entry = get_entry(_look(app), key)
     if as_json:
         echo_json(entry.as_dict())
     else:
-        click.echo(printable(entry.value))
+        echo(for_terminal(entry.value))
 
 
 @board.command("list")
@@ -131,7 +131,7 @@ def list_(app: App, prefix: str, as_json: bool) -> None:
     """List the board's keys, in key order."""
     from mam.board.keys import check_prefix
     from mam.board.store import list_keys
-    from mam.util.text import printable
+    from mam.util.text import for_terminal
 
     check_prefix(prefix)
     entries = list_keys(_look(app), prefix)
@@ -139,8 +139,8 @@ def list_(app: App, prefix: str, as_json: bool) -> None:
         echo_json([e.as_dict() for e in entries])
         return
     for e in entries:
-        first = printable(e.value.splitlines()[0] if e.value else "")
-        click.echo(f"{e.key}  v{e.version}  {printable(e.writer)}  {first}")
+        first = for_terminal(e.value.splitlines()[0] if e.value else "")
+        echo(f"{e.key}  v{e.version}  {for_terminal(e.writer)}  {first}")
 
 
 @board.command("watch")
@@ -163,7 +163,7 @@ def watch(app: App, prefix: str, count: int | None, timeout: float | None, as_js
     from mam.board.keys import check_prefix
     from mam.board.watch import watch as follow
     from mam.bus.connect import open_client
-    from mam.util.text import printable
+    from mam.util.text import for_terminal
 
     check_prefix(prefix)
     registry = _look(app)
@@ -173,17 +173,17 @@ def watch(app: App, prefix: str, count: int | None, timeout: float | None, as_js
 
     def shown(msg, remote: bool) -> None:  # type: ignore[no-untyped-def]
         if as_json:
-            click.echo(json.dumps({**msg.as_dict(), "remote": remote}, sort_keys=True, ensure_ascii=False))
+            echo(json.dumps({**msg.as_dict(), "remote": remote}, sort_keys=True, ensure_ascii=False))
         else:
             where = f"{msg.board}:" if remote else ""
-            value = "(deleted)" if msg.deleted else printable(msg.value)
-            click.echo(f"{where}{msg.key} v{msg.version} {printable(msg.writer)}: {value}")
+            value = "(deleted)" if msg.deleted else for_terminal(msg.value)
+            echo(f"{where}{msg.key} v{msg.version} {for_terminal(msg.writer)}: {value}")
 
     def rejected(r) -> None:  # type: ignore[no-untyped-def]
-        click.echo(f"mam: board: rejected a message on {printable(r.topic)} ({r.reason})", err=True)
+        echo(f"mam: board: rejected a message on {for_terminal(r.topic)} ({r.reason})", err=True)
 
     def ready(topic: str) -> None:
-        click.echo(f"mam: board: watching {printable(topic)}", err=True)
+        echo(f"mam: board: watching {for_terminal(topic)}", err=True)
 
     try:
         follow(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from mam.cli.common import App, echo_json, read_brief, workspace_option
+from mam.cli.common import App, echo, echo_json, read_brief, workspace_option
 from mam.errors import UsageError
 from mam.jobs.delegate import RemoteOrigin
 from mam.jobs.target import parse_target
@@ -56,7 +56,7 @@ def fanout(
 ) -> int:
     from mam.jobs.fanout import check_targets
     from mam.jobs.fanout import fanout as run_fanout
-    from mam.util.text import printable
+    from mam.util.text import for_terminal
 
     if (brief is None) == (brief_file is None):
         raise UsageError("give exactly one of --brief or --brief-file")
@@ -82,9 +82,9 @@ def fanout(
         return out.exit_code
     for b in out.branches:
         said = (b.result or b.error or b.reason).strip()
-        first = printable(said.splitlines()[0]) if said else ""
-        vote = f" vote {printable(b.vote)!r}" if b.vote is not None else ""
-        click.echo(f"{b.target}  {b.job_id}  {b.state}{vote}  {first}")
-    winner = f": {printable(out.winner)}" if out.winner else ""
-    click.echo(f"{aggregate}: {out.outcome}{winner}")
+        first = for_terminal(said.splitlines()[0]) if said else ""
+        vote = f" vote {for_terminal(b.vote)!r}" if b.vote is not None else ""
+        echo(f"{b.target}  {b.job_id}  {b.state}{vote}  {first}")
+    winner = f": {for_terminal(out.winner)}" if out.winner else ""
+    echo(f"{aggregate}: {out.outcome}{winner}")
     return out.exit_code

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import json
-
 import click
 
-from mam.cli.common import App, echo_json, existing_registry, open_registry, read_brief, workspace_option
+from mam.cli.common import App, echo, echo_json, existing_registry, open_registry, read_brief, workspace_option
 from mam.cli.fanout import fanout
 from mam.cli.replay import replay
 from mam.errors import UsageError
@@ -18,6 +16,7 @@ from mam.jobs.queries import cancel as cancel_job
 from mam.jobs.queries import log, workspace_jobs
 from mam.jobs.queries import status as job_status
 from mam.jobs.target import parse_target
+from mam.util.text import json_text
 
 DELEGATE_HELP = """Delegate a brief to a session and wait for the job to end.
 
@@ -81,7 +80,8 @@ def job() -> None:
 @click.option(
     "--idempotency-key",
     default=None,
-    help="If a job with this key exists (MAM_IDEMPOTENCY_TTL_S), attach to it: wait for it, exit with its code.",
+    help="If a job with this key exists (MAM_IDEMPOTENCY_TTL_S), attach to it: wait for it, exit with its code. "
+    "Only for the same target and brief: else exit 2 naming the key's job.",
 )
 @click.option("--dedup", is_flag=True, help="Use sha256(target session, brief) as the idempotency key.")
 @click.option(
@@ -170,16 +170,16 @@ def delegate(
     if as_json:
         echo_json(out.as_dict())
     elif out.state == JobState.COMPLETED:
-        click.echo(out.result or "(completed)")
+        echo(out.result or "(completed)")
         if out.report:
-            click.echo(out.report)
+            echo(out.report)
     else:
-        click.echo(f"job {out.job_id}: {out.state} ({out.reason}){': ' + out.detail if out.detail else ''}", err=True)
+        echo(f"job {out.job_id}: {out.state} ({out.reason}){': ' + out.detail if out.detail else ''}", err=True)
     return out.exit_code
 
 
 def _attached(job_id: str, still_open: bool) -> None:
-    click.echo(f"attached to job {job_id} (same idempotency key){': waiting' if still_open else ''}", err=True)
+    echo(f"attached to job {job_id} (same idempotency key){': waiting' if still_open else ''}", err=True)
 
 
 def _printer():  # type: ignore[no-untyped-def]
@@ -188,7 +188,7 @@ def _printer():  # type: ignore[no-untyped-def]
         extra = f": {body['message']}" if body.get("message") else ""
         reason = f" {job.reason}" if job.reason else ""
         what = type(inp).__name__.lower() + (f" {inp.type}" if hasattr(inp, "type") else "")
-        click.echo(f"[{job.id}] {job.state.value}{reason} ({what}){extra}", err=True)
+        echo(f"[{job.id}] {job.state.value}{reason} ({what}){extra}", err=True)
 
     return show
 
@@ -205,12 +205,12 @@ def status(app: App, job_id: str, as_json: bool) -> None:
     if as_json:
         echo_json(view)
         return
-    click.echo(
+    echo(
         f"{view['id']}: {view['state']}{' (' + view['reason'] + ')' if view['reason'] else ''} session "
         f"{view['session']} exit {view['exit_code']}"
     )
     for child in view["children"]:
-        click.echo(f"  sub-job {child['id']}: {child['state']} {child['reason']}")
+        echo(f"  sub-job {child['id']}: {child['state']} {child['reason']}")
 
 
 @job.command("list")
@@ -232,9 +232,9 @@ def list_(
         echo_json(rows)
         return
     for r in rows:
-        click.echo(f"{r['id']}  {r['state']:<10} {r['reason'] or '-':<20} {r['session']}")
+        echo(f"{r['id']}  {r['state']:<10} {r['reason'] or '-':<20} {r['session']}")
     if not rows:
-        click.echo("no jobs")
+        echo("no jobs")
 
 
 @job.command("log")
@@ -251,7 +251,7 @@ def log_(app: App, job_id: str, as_json: bool) -> None:
         return
     for line in lines:
         rest = {k: v for k, v in line.items() if k not in ("ts_ms", "kind", "pid")}
-        click.echo(f"{line.get('ts_ms')} {line.get('kind')} {json.dumps(rest, sort_keys=True, ensure_ascii=False)}")
+        echo(f"{line.get('ts_ms')} {line.get('kind')} {json_text(rest)}")
 
 
 @job.command("cancel")
@@ -266,7 +266,7 @@ def cancel(app: App, job_id: str, as_json: bool) -> None:
     if as_json:
         echo_json(view)
     else:
-        click.echo(f"{job_id}: cancelled")
+        echo(f"{job_id}: cancelled")
 
 
 # `mam job fanout` and `mam job replay` live in modules of their own.

@@ -10,7 +10,7 @@ from typing import Any
 
 import click
 
-from mam.cli.common import App, echo_json, open_registry, workspace_option
+from mam.cli.common import App, echo, echo_json, open_registry, workspace_option
 from mam.errors import UsageError
 from mam.jobs.outcomes import Exit
 from mam.loop import LoopRequest, run_loop
@@ -225,7 +225,7 @@ def _progress(event: dict[str, Any]) -> None:
 
     text = describe(event)
     if text and event["event"] != "end":
-        click.echo(f"loop: {text}", err=True)
+        echo(f"loop: {text}", err=True)
 
 
 def _summary(result: Any) -> None:
@@ -237,21 +237,21 @@ def _summary(result: Any) -> None:
         LoopState.FAILED: "FAILED",
         LoopState.APPROVED: f"APPROVED after round {result.rounds}",
     }[result.state]
-    click.echo(f"loop {result.loop_id}: {head}: {result.reason}")
+    echo(f"loop {result.loop_id}: {head}: {result.reason}")
     for review in result.final:
         why = f" ({review['reason']})" if review["verdict"] != "PASS" else ""
-        click.echo(f"  {review['reviewer']}: {review['verdict']}{why}  {review['report']}")
+        echo(f"  {review['reviewer']}: {review['verdict']}{why}  {review['report']}")
     snap = result.snapshot
     if snap:
-        click.echo(f"  reviewed: base {snap['base']} head {snap['head']} tree {snap['tree']}")
+        echo(f"  reviewed: base {snap['base']} head {snap['head']} tree {snap['tree']}")
     for path in result.promoted:
-        click.echo(f"  promoted: {path}")
+        echo(f"  promoted: {path}")
     if result.approval and result.approval.get("merged"):
         a = result.approval
-        click.echo(f"  approved by {a['by']} at {a['when']}: merged {a['merged']} into {a['base_branch']}")
+        echo(f"  approved by {a['by']} at {a['when']}: merged {a['merged']} into {a['base_branch']}")
     if result.rebuts_used:
-        click.echo(f"  rebuttals used: {result.rebuts_used}")
-    click.echo(f"  log: {result.log}")
+        echo(f"  rebuttals used: {result.rebuts_used}")
+    echo(f"  log: {result.log}")
 
 
 @loop.command("status")
@@ -282,7 +282,7 @@ def status(app: App, loop_id: str | None, as_json: bool) -> None:
         echo_json(rows)
         return
     if not rows:
-        click.echo("no loops")
+        echo("no loops")
     for row in rows:
         _status_lines(row, detail=False)
 
@@ -290,22 +290,22 @@ def status(app: App, loop_id: str | None, as_json: bool) -> None:
 def _status_lines(row: dict[str, Any], *, detail: bool) -> None:
     first = str(row.get("task") or "").splitlines()[0] if row.get("task") else ""
     task = re.sub(r"[\x00-\x1f\x7f-\x9f]", "?", first)[:60]  # agent-written text: no control sequences
-    click.echo(f"{row['id']}  {row['state']}  round {row['rounds']}  creator {row['creator']}  {task}")
+    echo(f"{row['id']}  {row['state']}  round {row['rounds']}  creator {row['creator']}  {task}")
     gate = row.get("approval") or {}
     identity = gate.get("identity") or {}
     if row["state"] == "needs_approval" and identity:
-        click.echo(
+        echo(
             f"  waiting for approval: {gate.get('branch')} into {gate.get('base_branch')}; "
             f"base {identity.get('base')} head {identity.get('head')} tree {identity.get('tree')}"
         )
-        click.echo(f"  approve: mam loop approve {row['id']}   reject: mam loop reject {row['id']} --note TEXT")
+        echo(f"  approve: mam loop approve {row['id']}   reject: mam loop reject {row['id']} --note TEXT")
     decision = gate.get("decision") or {}
     if decision.get("merged"):
-        click.echo(f"  approved by {decision['by']} at {decision.get('when')}: merged {decision['merged']}")
+        echo(f"  approved by {decision['by']} at {decision.get('when')}: merged {decision['merged']}")
     if detail:
         for review in row.get("final") or []:
-            click.echo(f"  {review['reviewer']}: {review['verdict']}  {review.get('report') or ''}")
-        click.echo(f"  log: {row['log']}")
+            echo(f"  {review['reviewer']}: {review['verdict']}  {review.get('report') or ''}")
+        echo(f"  log: {row['log']}")
 
 
 @loop.command("approve")
@@ -341,7 +341,7 @@ def approve_cmd(app: App, loop_id: str, mode: str, as_json: bool) -> None:
         echo_json(gate)
         return
     d = gate["decision"]
-    click.echo(f"loop {loop_id}: approved by {d['by']}; {d['message']}")
+    echo(f"loop {loop_id}: approved by {d['by']}; {d['message']}")
 
 
 @loop.command("reject")
@@ -363,4 +363,4 @@ def reject_cmd(app: App, loop_id: str, note: str, as_json: bool) -> None:
     if as_json:
         echo_json(gate)
         return
-    click.echo(f"loop {loop_id}: rejected by {gate['decision']['by']}; the creator gets the note in a fix brief")
+    echo(f"loop {loop_id}: rejected by {gate['decision']['by']}; the creator gets the note in a fix brief")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from mam.cli.common import App, echo_json, existing_registry, workspace_option
+from mam.cli.common import App, echo, echo_json, existing_registry, workspace_option
 
 REPLAY_HELP = """Re-derive a job's state from its audit log and compare it with the recorded state.
 
@@ -37,14 +37,14 @@ def replay(app: App, job_id: str, verbose: bool, as_json: bool) -> int:
         for i, s in enumerate(out.steps):
             mark = "" if s.agrees else f"  <- the audit line recorded {s.logged}"
             what = s.input.get("input", "?") + (f" {s.input['type']}" if "type" in s.input else "")
-            click.echo(f"{i + 1:>3} n={s.n} {what}: {s.derived['state']} {s.derived['reason'] or ''}".rstrip() + mark)
+            echo(f"{i + 1:>3} n={s.n} {what}: {s.derived['state']} {s.derived['reason'] or ''}".rstrip() + mark)
     d = out.derived
-    click.echo(f"{job_id}: derived {d['state']}{' (' + d['reason'] + ')' if d['reason'] else ''} exit {d['exit_code']}")
+    echo(f"{job_id}: derived {d['state']}{' (' + d['reason'] + ')' if d['reason'] else ''} exit {d['exit_code']}")
     if out.equal:
-        click.echo("equal to the recorded state")
+        echo("equal to the recorded state")
         return Exit.OK
     if out.first_divergence is not None:
-        click.echo(f"diverges at step {out.first_divergence + 1}", err=True)
+        echo(f"diverges at step {out.first_divergence + 1}", err=True)
     for name, pair in out.differences.items():
-        click.echo(f"  {name}: derived {pair['derived']!r}, recorded {pair['recorded']!r}", err=True)
+        echo(f"  {name}: derived {pair['derived']!r}, recorded {pair['recorded']!r}", err=True)
     return Exit.FAILED

@@ -10,7 +10,7 @@ from typing import Any
 
 import click
 
-from mam.cli.common import App, echo_json, open_registry, workspace_option
+from mam.cli.common import App, echo, echo_json, open_registry, workspace_option
 from mam.errors import UsageError
 from mam.ids import check_name
 from mam.jobs.outcomes import Exit
@@ -55,8 +55,11 @@ def session() -> None:
     type=click.Choice(["ask", "report", "full"]),
     default="report",
     show_default=True,
-    help="report: the agent may run `mam event ...` without a prompt, nothing more; full: the CLI's own "
-    "skip-every-approval flag; ask: no permission option passed (the CLI asks for each tool call).",
+    help="report: the agent may run `mam event ...` without a prompt, nothing more, except codex: it has no "
+    "per-command rule, so every command in its sandbox may use the network and write under .mam/ (job records "
+    "with their tokens), as `session status --json` says (`beyond_reporting`); full: the CLI's own "
+    "skip-every-approval flag; ask: no permission option passed (the CLI asks for each tool call; for codex, "
+    "the narrower mode).",
 )
 @click.option(
     "--board",
@@ -68,7 +71,8 @@ def session() -> None:
     "--no-trust",
     is_flag=True,
     help="Do not record the folder as trusted for the CLI; if the agent then asks "
-    "whether to trust it, the create fails (mam never answers a dialog).",
+    "whether to trust it, the create fails (mam never answers a dialog). A folder you marked untrusted in the "
+    "CLI's own file is left so, and the create fails saying so.",
 )
 @click.option(
     "--token-budget",
@@ -156,12 +160,12 @@ def create(
     row, code = made.row, made.exit_code
     if made.onboarding is not None and not as_json:
         o = made.onboarding
-        click.echo(f"onboarding job {o['job_id']}: {o['state']} {o['reason']}".rstrip())
+        echo(f"onboarding job {o['job_id']}: {o['state']} {o['reason']}".rstrip())
     if as_json:
         echo_json(row.as_dict())
     else:
         branch = f", branch {row.branch} from {row.base} ({row.base_commit[:12]})" if row.worktree else ""
-        click.echo(
+        echo(
             f"session {row.name}: {row.agent} ({row.role}) running in {row.backend}:{row.server} pane {row.pane_id}, "
             f"cwd {row.cwd}{branch}"
         )
@@ -189,7 +193,7 @@ def stop(app: App, name: str, purge_conversation: bool, yes: bool, as_json: bool
     if as_json:
         echo_json(row.as_dict())
     else:
-        click.echo(
+        echo(
             f"session {row.name}: stopped, conversation {row.conversation_id or '-'}, resumable "
             f"{str(row.resumable).lower()}"
         )
@@ -239,9 +243,9 @@ def remove(
         echo_json(done.as_dict())
         return
     what = "stopped and removed" if done.stopped else "removed"
-    click.echo(f"session {name}: {what}" + (f"; conversation {done.row.conversation_id} purged" if done.purged else ""))
+    echo(f"session {name}: {what}" + (f"; conversation {done.row.conversation_id} purged" if done.purged else ""))
     if done.worktree is not None:
-        click.echo(f"  {done.worktree.message}")
+        echo(f"  {done.worktree.message}")
 
 
 @session.command("resume")
@@ -262,9 +266,7 @@ def resume(app: App, name: str, as_json: bool) -> None:
     if as_json:
         echo_json(row.as_dict())
     else:
-        click.echo(
-            f"session {row.name}: resumed conversation {row.conversation_id} in pane {row.pane_id}, cwd {row.cwd}"
-        )
+        echo(f"session {row.name}: resumed conversation {row.conversation_id} in pane {row.pane_id}, cwd {row.cwd}")
 
 
 @session.command("status")
@@ -282,7 +284,7 @@ def status(app: App, as_json: bool) -> None:
         echo_json(rows)
         return
     if not rows:
-        click.echo("no sessions")
+        echo("no sessions")
         return
     header = ("NAME", "AGENT", "ROLE", "STATUS", "PANE", "ALIVE", "CONVERSATION", "DRIFT")
     table = [header] + [
@@ -300,7 +302,7 @@ def status(app: App, as_json: bool) -> None:
     ]
     widths = [max(len(str(line[i])) for line in table) for i in range(len(header) - 1)]
     for line in table:
-        click.echo("  ".join(str(v).ljust(w) for v, w in zip(line, widths)) + "  " + str(line[-1]))
+        echo("  ".join(str(v).ljust(w) for v, w in zip(line, widths)) + "  " + str(line[-1]))
 
 
 @session.command("onboard-orchestrator")
@@ -330,7 +332,7 @@ def onboard_orchestrator(
     if as_json:
         echo_json(asdict(row))
     else:
-        click.echo(f"orchestrator pane recorded: {row.key}")
+        echo(f"orchestrator pane recorded: {row.key}")
 
 
 @session.command("attach")
@@ -354,6 +356,6 @@ def attach(app: App, name: str, print_only: bool) -> None:
 
     if print_only:
         for argv in attach_argv(name, ws=app.ws, settings=app.settings):
-            click.echo(shlex.join(argv))
+            echo(shlex.join(argv))
         return
     run(name, ws=app.ws, settings=app.settings)

@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from mam.cli.common import App, workspace_option
+from mam.cli.common import App, echo, workspace_option
 from mam.jobs.outcomes import Exit
 from mam.web.serve import DEFAULT_PORT, Served, serve
 
@@ -59,9 +59,9 @@ Examples:
 def web(app: App, host: str, port: int, tls_cert: str | None, tls_key: str | None) -> int:
 
     def announce(served: Served) -> None:
-        click.echo(f"mam web: serving {served.url} (token from {served.token_source})")
-        click.echo("open this link once (it sets a cookie, then drops the token from the address):")
-        click.echo(f"  {served.login}")
+        echo(f"mam web: serving {served.url} (token from {served.token_source})")
+        echo("open this link once (it sets a cookie, then drops the token from the address):")
+        echo(f"  {served.login}")
         sys.stdout.flush()
 
     serve(app.ws, app.settings, host=host, port=port, tls_cert=tls_cert, tls_key=tls_key, announce=announce)

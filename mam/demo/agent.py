@@ -396,7 +396,9 @@ class DemoAgent:
         return "plan written"
 
     def event(self, kind: str, job: str, *args: str) -> None:
-        argv = ([self.mam] if self.mam else [sys.executable, "-m", "mam"]) + ["event", kind, "--job", job, *args]
+        from mam.util.proc import module_argv
+
+        argv = ([self.mam] if self.mam else module_argv(sys.executable, "mam")) + ["event", kind, "--job", job, *args]
         proc = subprocess.run(argv, capture_output=True, text=True)
         if proc.returncode != 0:
             self.say(f"mam event {kind} failed ({proc.returncode}): {proc.stderr.strip()[:300]}")

@@ -43,7 +43,7 @@ from mam.sessions.status import session_status
 from mam.sessions.stop import stop_session
 from mam.settings import Settings
 from mam.store.registry import Registry
-from mam.util.proc import spawn_detached
+from mam.util.proc import module_argv, spawn_detached
 from mam.workspace import Workspace
 
 log = logging.getLogger(__name__)
@@ -371,16 +371,15 @@ class Service:
             if name:
                 check_name(name, "reviewer")
         loop_id = new_loop_id()
-        argv = [
+        argv = module_argv(
             sys.executable,
-            "-m",
             "mam",
             "--workspace",
             str(self.ws.root),
             "loop",
             f"--loop-id={loop_id}",
             "--quiet",
-        ]
+        )
         for key, value in options.items():
             if value is None or value is False:
                 continue
@@ -419,9 +418,8 @@ class Service:
                 d.delivered.wait(PASTE_WAIT_S)  # never leave a paste half typed: let it reach the pane first
             if d.done.is_set() or d.attached_to:  # an attached one drives nothing: its job's wrapper does
                 continue
-            argv = [
+            argv = module_argv(
                 sys.executable,
-                "-m",
                 "mam",
                 "--workspace",
                 str(self.ws.root),
@@ -430,7 +428,7 @@ class Service:
                 f"--target={d.req.target}",
                 f"--job-id={d.job_id}",
                 "--quiet",
-            ]
+            )
             try:
                 spawn_detached(argv, env=self.environ, cwd=self.ws.root)
                 handed.append(d.job_id)
