@@ -37,6 +37,8 @@ log_  # mam/cli/job.py
 mcp  # mam/cli/mcp.py
 monitor  # mam/cli/monitor.py
 create  # mam/cli/session.py
+approve_cmd  # mam/cli/loop.py (`mam loop approve`)
+reject_cmd  # mam/cli/loop.py (`mam loop reject`)
 
 # the MCP SDK registers tools by their decorator
 job_delegate  # mam/mcp/server.py
@@ -47,6 +49,8 @@ __getattr__  # mam/loop/__init__.py
 
 # dataclass fields read through dataclasses.asdict (JSON output)
 forced  # mam/loop/worktree.py Removed.forced, in `mam worktree remove --json`
+worktree_removed  # mam/sessions/worktree.py Released, in `mam session remove --json`
+branch_deleted  # mam/sessions/worktree.py Released, in `mam session remove --json`
 started_ms  # mam/jobs/model.py Job.started_ms, in the job record
 activity_ms  # mam/jobs/model.py Job.activity_ms (when the agent's hooks last spoke), in the job record
 
@@ -86,3 +90,8 @@ _.wakes  # JobAttempt.wakes: tests/unit/test_idle_wakeups.py counts an idle wrap
 
 # the context manager protocol's arguments (vulture saw this name used only through libtmux.exc before)
 exc  # MqttClient.__exit__(*exc), mam/bus/mqtt.py
+
+# `mam board set`: a click command registered by its decorator (issue 31)
+set_  # mam/cli/board.py
+# the board's audit rows (the registry's record of every write), read by tests/e2e/test_board.py
+audit  # mam/store/board.py

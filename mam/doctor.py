@@ -27,6 +27,7 @@ from filelock import FileLock
 
 from mam.broker import embedded
 from mam.errors import MamError, StoreError, UsageError
+from mam.sessions.worktree import strays
 from mam.store import sessions as sessions_table
 from mam.store.registry import Registry
 from mam.store.sessions import SessionRow
@@ -68,6 +69,7 @@ def check(ws: Workspace, *, load_settings: Callable[[], Any], environ: Mapping[s
     checks.append(db.check)
     checks.append(_mirror(ws, db.sessions))
     checks.append(_records(ws))
+    checks.append(_worktrees(ws, db.sessions))
     checks.append(_broker(ws, load_settings))
     settings = _settings_or_none(load_settings)
     checks.append(_tmux(settings))
@@ -237,6 +239,14 @@ def _registry(ws: Workspace) -> _Db:
     if problems != ["ok"]:
         return _Db(Check(name, FAIL, f"{path} failed its integrity check: {'; '.join(problems)}"), None)
     return _Db(Check(name, OK, f"{path}: integrity ok, schema {version}, {len(sessions or {})} sessions"), sessions)
+
+
+def _worktrees(ws: Workspace, sessions: dict[str, dict[str, Any]] | None) -> Check:
+    """Worktrees under .mam/worktrees/ without a session, and sessions whose worktree is gone, with sizes."""
+    found = strays(ws, (sessions or {}).values())
+    if not found:
+        return Check("worktrees", OK, "every session worktree has its session and every session its worktree")
+    return Check("worktrees", WARN, "; ".join(s.describe() for s in found))
 
 
 def _read_sessions(path: Path) -> dict[str, dict[str, Any]] | None:

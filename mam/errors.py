@@ -93,6 +93,12 @@ class SessionNotFound(SessionError):
     exit_code: int = Exit.NOT_FOUND
 
 
+class SessionRefused(SessionError):
+    """Raised when a session's state refuses the request (remove while running, resume with its worktree gone)."""
+
+    exit_code: int = Exit.REFUSED
+
+
 class JobError(MamError):
     """Raised when a job cannot be registered, found or driven."""
 
@@ -105,6 +111,12 @@ class JobNotFound(JobError):
     """Raised when no job of that id exists in this workspace."""
 
     exit_code: int = Exit.NOT_FOUND
+
+
+class FanoutInterrupted(JobError):
+    """Raised when `mam job fanout` is interrupted: its jobs stay open, each to be re-attached by its id."""
+
+    exit_code: int = Exit.INTERRUPTED
 
 
 class DecodeError(MamError):
@@ -125,7 +137,29 @@ class LoopNotFound(LoopError):
     exit_code: int = Exit.NOT_FOUND
 
 
+class ApprovalRefused(LoopError):
+    """Raised when a loop cannot be approved or rejected as asked (not waiting, or its branch moved since review)."""
+
+    exit_code: int = Exit.REFUSED
+
+
 class LockBusy(MamError):
     """Raised when a single-instance lock (loop, monitor, runner) is already held."""
 
     exit_code: int = Exit.LOCK_BUSY
+
+
+class BoardError(MamError):
+    """Raised when the board cannot read, write or publish a key."""
+
+
+class BoardKeyNotFound(BoardError):
+    """Raised when a board key was never written or has been deleted."""
+
+    exit_code: int = Exit.NOT_FOUND
+
+
+class StaleVersion(BoardError):
+    """Raised when a board compare-and-set (`--if-version N`) names a version other than the key's current one."""
+
+    exit_code: int = Exit.STALE_VERSION

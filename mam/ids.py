@@ -48,3 +48,14 @@ def check_name(value: object, what: str = "session name") -> str:
 
 def check_loop_id(value: object) -> str:
     return check_id(value, "loop id")
+
+
+NONCE_MAX = 64
+_ALNUM = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789")
+
+
+def check_nonce(value: object) -> str:
+    """A brief's nonce (typed back by the agent and by a reminder): 1-64 letters and digits."""
+    if isinstance(value, str) and 0 < len(value) <= NONCE_MAX and _ALNUM.issuperset(value):
+        return value
+    raise UsageError(f"invalid nonce {str(value)[:SHOWN]!r}: use 1-{NONCE_MAX} letters or digits")

@@ -14,7 +14,8 @@ exits right after the job ends; the message must outlive it.
 The payload holds only the fields in `FIELDS` (job, session, kind, state, reason, message, ...):
 never a token, password or the dispatch secret.
 
-Kinds: `job_ended`, `session_terminated`, `loop_ended`, `waiting` (an agent waits for a person:
+Kinds: `job_ended`, `session_terminated`, `loop_ended`, `needs_approval` (a loop run with `--approve`
+passed and waits for `mam loop approve|reject`; once per loop and round), `waiting` (an agent waits for a person:
 sent by `mam hook` when that lands), `budget` (80 % of a budget, later).
 """
 
@@ -32,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from mam.settings import Settings
+from mam.util.proc import module_argv
 from mam.workspace import Workspace
 
 log = logging.getLogger(__name__)
@@ -106,7 +108,7 @@ def send(ws: Workspace, settings: Settings | None, *, kind: str, subject: str, p
             "log": str(folder(ws) / "notify.log"),
         }
         proc = subprocess.Popen(
-            [sys.executable, "-m", "mam.notify"],
+            module_argv(sys.executable, "mam.notify"),
             stdin=subprocess.PIPE,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
@@ -193,6 +195,24 @@ def loop_ended(ws: Workspace, settings: Settings | None, loop_id: str, fields: M
             "exit_code": fields.get("exit_code"),
             "rounds": fields.get("rounds"),
             "message": fields.get("summary") or fields.get("message"),
+        },
+    )
+
+
+def needs_approval(
+    ws: Workspace, settings: Settings | None, loop_id: str, round_number: int, fields: Mapping[str, Any]
+) -> bool:
+    return send(
+        ws,
+        settings,
+        kind="needs_approval",
+        subject=f"{loop_id}/round-{round_number}",
+        payload={
+            "loop": loop_id,
+            "session": fields.get("creator"),
+            "state": "needs_approval",
+            "rounds": round_number,
+            "message": fields.get("message"),
         },
     )
 

@@ -163,6 +163,12 @@ KEYS: tuple[Key, ...] = (
         secret=True,
     ),
     Key(
+        "MAM_WEB_TOKEN",
+        "",
+        "Bearer token of the `mam web` page. Empty: generated once into .mam/web-token (0600).",
+        secret=True,
+    ),
+    Key(
         "MAM_NOTIFY",
         "",
         "Where to tell a person about ended jobs, loops and sessions: an http(s):// URL (POST of JSON) "
@@ -189,6 +195,7 @@ class Settings:
     warnings: tuple[str, ...] = ()  # e.g. an unknown key in .mam.env; the CLI prints them on stderr
     # MAM_MAX_RUNNING_JOBS_<ROLE>: the cap of each role (keyed by role_key(role)); not in KEYS, a family of names
     max_running_jobs_by_role: Mapping[str, int] = field(default_factory=dict)
+    role_cap_sources: Mapping[str, str] = field(default_factory=dict)  # MAM_MAX_RUNNING_JOBS_<ROLE> -> its source
 
     # -- the broker
     broker_host: str  # MQTT_BROKER, stripped ("": the embedded broker)
@@ -231,6 +238,7 @@ class Settings:
     herdr_config_dir: str
     agent_python_bin: str
     mcp_token: str = field(repr=False)
+    web_token: str = field(repr=False)
     notify: str = field(repr=False)  # MAM_NOTIFY: a webhook URL may hold a key
     log_level: str
 
@@ -245,12 +253,21 @@ class Settings:
             values[name] = value
             sources[name] = "override"
         roles = {ROLE_CAP_PREFIX + k: str(v) for k, v in self.max_running_jobs_by_role.items()}
-        roles.update({k: v for k, v in overrides.items() if k.startswith(ROLE_CAP_PREFIX)})
+        role_sources = dict(self.role_cap_sources)
+        for k, v in overrides.items():
+            if k.startswith(ROLE_CAP_PREFIX):
+                roles[k], role_sources[k] = v, "override"
         for name in roles:
             values.pop(name, None)
             sources.pop(name, None)
         return _build(
-            values, sources, env_file=self.env_file, extra_env=self.extra_env, warnings=self.warnings, role_caps=roles
+            values,
+            sources,
+            env_file=self.env_file,
+            extra_env=self.extra_env,
+            warnings=self.warnings,
+            role_caps=roles,
+            role_sources=role_sources,
         )
 
     def max_running_for_role(self, role: str) -> int:
@@ -264,6 +281,9 @@ class Settings:
             value = self.values[key.name]
             shown = redact(value) if key.secret else value
             rows.append({"key": key.name, "value": shown, "source": self.sources[key.name], "doc": key.doc})
+        for name, source in sorted(self.role_cap_sources.items()):
+            cap = self.max_running_jobs_by_role.get(role_key(name.removeprefix(ROLE_CAP_PREFIX)), 0)
+            rows.append({"key": name, "value": str(cap), "source": source, "doc": "Running jobs of one role, at most."})
         return rows
 
 
@@ -301,6 +321,7 @@ def load_settings(
     sources = {k.name: "default" for k in KEYS}
     extra: dict[str, str] = {}
     roles: dict[str, str] = {}
+    role_sources: dict[str, str] = {}
     warnings: list[str] = []
     used_file: Path | None = None
     if env_file is not None and (required_env_file or os.path.lexists(env_file)):
@@ -312,15 +333,53 @@ def load_settings(
                 sources[entry.key] = f"{env_file}:{entry.line}"
             elif entry.key.startswith(ROLE_CAP_PREFIX):
                 roles[entry.key] = entry.value
+                role_sources[entry.key] = f"{env_file}:{entry.line}"
             else:
                 extra[entry.key] = entry.value
                 warnings.append(unknown_key_warning(entry.key, f"{env_file}:{entry.line}"))
     for key in KEYS:
         if key.name in environ:
-            values[key.name] = environ[key.name]
-            sources[key.name] = "environment"
-    roles.update({k: v for k, v in environ.items() if k.startswith(ROLE_CAP_PREFIX) and len(k) > len(ROLE_CAP_PREFIX)})
-    return _build(values, sources, env_file=used_file, extra_env=extra, warnings=tuple(warnings), role_caps=roles)
+            if key.name in CAP_KEYS and sources[key.name] != "default":
+                values[key.name], sources[key.name] = lowered_only(
+                    values[key.name], sources[key.name], environ[key.name]
+                )
+            else:
+                values[key.name], sources[key.name] = environ[key.name], "environment"
+    for name, value in environ.items():
+        if name.startswith(ROLE_CAP_PREFIX) and len(name) > len(ROLE_CAP_PREFIX):
+            if name in roles:
+                roles[name], role_sources[name] = lowered_only(roles[name], role_sources[name], value)
+            else:
+                roles[name], role_sources[name] = value, "environment"
+    return _build(
+        values,
+        sources,
+        env_file=used_file,
+        extra_env=extra,
+        warnings=tuple(warnings),
+        role_caps=roles,
+        role_sources=role_sources,
+    )
+
+
+# The workspace's caps and budgets (0: none). Set in `.mam.env`, they are the workspace's: a caller's
+# environment may lower them for its own jobs, never raise or remove them (MAM_MAX_RUNNING_JOBS_<ROLE>
+# too). Unset in `.mam.env`, the environment sets them as any other key.
+CAP_KEYS = frozenset({"MAM_MAX_RUNNING_JOBS", "MAM_TOKEN_BUDGET", "MAM_TOKEN_BUDGET_DAILY"})
+
+
+def lowered_only(workspace: str, source: str, environment: str) -> tuple[str, str]:
+    """The cap that holds when `.mam.env` says `workspace` (from `source`) and the environment says
+    `environment`: the environment's if it is lower (0 is no cap, so never lower), else the workspace's."""
+    try:
+        mine, theirs = int(workspace.strip()), int(environment.strip())
+    except ValueError:
+        return environment, "environment"  # not a number: validation names it
+    if mine == 0 or theirs < 0 or (theirs > 0 and theirs < mine):
+        return environment, f"environment (lowers {source})" if mine else "environment"
+    if theirs == mine:
+        return workspace, source
+    return workspace, f"{source} (the environment's {environment.strip()} ignored: a workspace cap can only be lowered)"
 
 
 def _build(
@@ -331,6 +390,7 @@ def _build(
     extra_env: Mapping[str, str],
     warnings: tuple[str, ...],
     role_caps: Mapping[str, str] | None = None,
+    role_sources: Mapping[str, str] | None = None,
 ) -> Settings:
     """The one place Settings are made: validate every value, then give each key its typed field."""
     _validate(values, sources)
@@ -351,6 +411,7 @@ def _build(
         extra_env=extra_env,
         warnings=warnings,
         max_running_jobs_by_role=by_role,
+        role_cap_sources=dict(role_sources or {}),
         **typed,
     )
 

@@ -30,6 +30,8 @@ PERMISSION_MODES = ("ask", "report", "full")
 DEFAULT_PERMISSIONS = "report"
 # What `report` allows: the command prefix of every footer line.
 REPORT_COMMAND = "mam event"
+# What `mam session create --board` adds to that allow rule.
+BOARD_COMMAND = "mam board"
 
 
 @dataclass(frozen=True)
@@ -43,6 +45,12 @@ class LaunchContext:
     permissions: str = DEFAULT_PERMISSIONS
     mam_dir: Path | None = None  # the workspace's .mam/, which `mam event` writes to
     trust: bool = True  # False: --no-trust (no trust_args, no trust_folder)
+    board: bool = False  # --board: `mam board ...` is allowed beside `mam event ...`
+
+    @property
+    def allowed_commands(self) -> tuple[str, ...]:
+        """The command prefixes `report` lets the agent run without a prompt."""
+        return (REPORT_COMMAND, BOARD_COMMAND) if self.board else (REPORT_COMMAND,)
 
 
 @dataclass(frozen=True)
@@ -178,8 +186,16 @@ class AgentAdapter:
         return SessionOptions()
 
     def report_options(self, ctx: LaunchContext) -> SessionOptions:
-        """What lets the agent run `mam event ...` without a prompt, and nothing more."""
+        """What lets the agent run `mam event ...` (and with --board `mam board ...`) without a prompt, and
+        nothing more."""
         return SessionOptions(args=self.report_args)
+
+    def beyond_reporting(self, permissions: str, mam_dir: Path | None) -> tuple[str, ...]:
+        """What a session with these permissions may do without a prompt besides running `mam event`,
+        in plain words (`session status --json`: `beyond_reporting`); empty: nothing more."""
+        if permissions == "full":
+            return ("runs every command and edit without asking (the CLI's skip-every-approval flag)",)
+        return ()
 
     def reaps_tool_processes(self, permissions: str) -> bool:
         """True when the CLI kills whatever a tool command leaves running once that command returns

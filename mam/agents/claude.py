@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from mam.agents import convo, trust
-from mam.agents.base import REPORT_COMMAND, AgentAdapter, LaunchContext, SessionOptions
+from mam.agents.base import AgentAdapter, LaunchContext, SessionOptions
 
 
 class ClaudeAdapter(AgentAdapter):
@@ -27,12 +27,15 @@ class ClaudeAdapter(AgentAdapter):
     paste_placeholders = ("[Pasted text #",)
     # Launch options (verified with 2.1.332, docs/agents.md): an allow rule for the footer's commands;
     # full also pre-accepts the bypass-mode warning, which would otherwise stop the launch with "No, exit".
-    report_args = ("--allowedTools", f"Bash({REPORT_COMMAND}:*)")
     # (The bypass warning's pre-accept goes into the session's settings file with the hooks: hook_options.)
     full_args = ("--dangerously-skip-permissions",)
     trust_markers = ("Yes, I trust this folder", "Is this a project you created or one you trust?")
     # Every Claude dialog (permission prompt, auto-mode check, bypass warning) ends "... Esc to cancel".
     prompt_markers = ("Do you want to proceed?", "Enter to stay in auto mode", "Yes, I accept", "Esc to cancel")
+
+    def report_options(self, ctx: LaunchContext) -> SessionOptions:
+        """One `Bash(<command>:*)` allow rule per allowed command (`--allowedTools` takes several)."""
+        return SessionOptions(args=("--allowedTools", *(f"Bash({c}:*)" for c in ctx.allowed_commands)))
 
     def hook_options(self, ctx: LaunchContext) -> SessionOptions:
         """`--settings .mam/sessions/<name>/claude-settings.json`: mam's hooks (docs/agents.md, Lifecycle hooks)."""

@@ -48,6 +48,18 @@ class CodexAdapter(AgentAdapter):
             args += ["-c", f"sandbox_workspace_write.writable_roots=[{trust.toml_string(str(ctx.mam_dir))}]"]
         return SessionOptions(args=tuple(args))
 
+    def beyond_reporting(self, permissions: str, mam_dir: Path | None) -> tuple[str, ...]:
+        """`report` cannot be narrowed to `mam event` alone (no per-command sandbox rule): the grant
+        is the sandbox's, for every command the agent runs in it."""
+        if permissions != "report":
+            return super().beyond_reporting(permissions, mam_dir)
+        folder = str(mam_dir) if mam_dir is not None else "the workspace's .mam/"
+        return (
+            "every sandboxed command, not only `mam event`, may open network connections",
+            f"every sandboxed command may write under {folder} (job records holding job tokens, the registry); "
+            "--permissions ask grants neither (codex then asks before `mam event` leaves its sandbox)",
+        )
+
     def hook_options(self, ctx: LaunchContext) -> SessionOptions:
         """`-c notify=[...]`: codex runs `mam hook codex` when a turn completes (its only lifecycle hook)."""
         from mam.hooks.config import codex_notify

@@ -22,11 +22,12 @@ from datetime import datetime
 from pathlib import Path
 
 from mam.agents import convo, trust
-from mam.agents.base import REPORT_COMMAND, AgentAdapter, LaunchContext, SessionOptions
+from mam.agents.base import AgentAdapter, LaunchContext, SessionOptions
 from mam.errors import AgentError
 
 _POLICY = """# Written by mam for session {session}: let the agent report on its job without a prompt.
-[[rule]]
+"""
+_RULE = """[[rule]]
 toolName = "run_shell_command"
 commandPrefix = "{command}"
 decision = "allow"
@@ -108,13 +109,14 @@ class GeminiAdapter(AgentAdapter):
         """A policy file of this session's own that allows `mam event ...` in the shell tool."""
         ctx.state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
         path = ctx.state_dir / "gemini-policy.toml"
-        convo.write_private(path, _POLICY.format(session=ctx.session, command=REPORT_COMMAND))
+        rules = "\n".join(_RULE.format(command=c) for c in ctx.allowed_commands)
+        convo.write_private(path, _POLICY.format(session=ctx.session) + rules)
         return SessionOptions(args=("--policy", str(path)))
 
     def trust_folder(self, cwd: str, env: Mapping[str, str]) -> Path | None:
         """Record cwd in trustedFolders.json (what gemini's own "Trust folder" answer writes)."""
         path = self.root(env) / "trustedFolders.json"
-        with trust.folder_lock(path.parent):  # two creates in one HOME never lose each other's folder
+        with trust.folder_lock(trust.resolved(path).parent):  # two creates in one HOME never lose each other's folder
             return _trust(path, cwd)
 
     # -- conversations ------------------------------------------------------------------------
@@ -212,8 +214,10 @@ def _trust(path: Path, cwd: str) -> Path | None:
         raise AgentError(f"gemini: {path} is not a JSON object; not touching it")
     if folders.get(cwd) == "TRUST_FOLDER":
         return None
+    if folders.get(cwd) == "DO_NOT_TRUST":
+        raise trust.distrusted("gemini", path, cwd)
     folders[cwd] = "TRUST_FOLDER"
-    convo.write_private(path, json.dumps(folders, indent=2))  # 0600, as gemini writes it
+    trust.write_atomically(path, json.dumps(folders, indent=2), mode=0o600)  # 0600, as gemini writes it
     return path
 
 

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from mam.agents import convo
-from mam.agents.base import REPORT_COMMAND, AgentAdapter
+from mam.agents.base import AgentAdapter, LaunchContext, SessionOptions
 
 
 class GrokAdapter(AgentAdapter):
@@ -24,12 +24,13 @@ class GrokAdapter(AgentAdapter):
     exit_keys = (("text", "/quit"), ("key", "Enter"))
     env_keys = ("HOME", "GROK_HOME")
     paste_placeholders = ("[Pasted: ",)
-    report_args = (
-        "--allow",
-        f"Bash({REPORT_COMMAND}:*)",
-    )  # its Claude-style rules; `Bash` also names run_terminal_command
     full_args = ("--always-approve",)
     prompt_markers = ("Allow once", "Always allow on all sessions")
+
+    def report_options(self, ctx: LaunchContext) -> SessionOptions:
+        """One `--allow Bash(<command>:*)` per allowed command (its Claude-style rules; `Bash` also names
+        run_terminal_command)."""
+        return SessionOptions(args=tuple(a for c in ctx.allowed_commands for a in ("--allow", f"Bash({c}:*)")))
 
     def input_box(self, screen: str) -> str:
         """The last rounded frame (`╭` ... `╰`) on the screen; a paste preview frame sits above it."""

@@ -1,5 +1,5 @@
-"""The pane launcher: `python -m mam.agents.launch SPEC.json` reads a 0600 spec file, deletes it,
-sets exactly the environment it holds, changes to its folder and execs the agent.
+"""The pane launcher: `python -c RUN_MODULE mam.agents.launch SPEC.json` (mam.util.proc) reads a 0600
+spec file, deletes it, sets exactly the environment it holds, changes to its folder and execs the agent.
 
 Backends start this instead of the agent so that argv and environment never pass through a
 shell or a tmux command line, and so the pane's process *is* the agent (same pid after exec).
@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from mam.jobs.outcomes import Exit
+from mam.util.proc import module_argv
 
 INHERITED_PREFIXES = ("TMUX", "HERDR")
 
@@ -30,7 +31,7 @@ def write_spec(folder: Path, *, argv: Sequence[str], cwd: str, env: Mapping[str,
 
 
 def launcher_argv(python: str, spec: Path) -> list[str]:
-    return [python, "-m", "mam.agents.launch", str(spec)]
+    return module_argv(python, "mam.agents.launch", str(spec))
 
 
 def main(argv: list[str]) -> int:

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from mam.agents import convo
-from mam.agents.base import REPORT_COMMAND, AgentAdapter, LaunchContext, SessionOptions
+from mam.agents.base import AgentAdapter, LaunchContext, SessionOptions
 from mam.errors import AgentError
 
 
@@ -47,8 +47,9 @@ class OpencodeAdapter(AgentAdapter):
         if current is None:
             return SessionOptions()
         bash = {"*": current} if isinstance(current, str) else dict(current)
-        bash.pop(f"{REPORT_COMMAND} *", None)
-        bash[f"{REPORT_COMMAND} *"] = "allow"  # last: the most specific rule is the one that matches
+        for command in ctx.allowed_commands:
+            bash.pop(f"{command} *", None)
+            bash[f"{command} *"] = "allow"  # last: the most specific rule is the one that matches
         # The user's own OPENCODE_CONFIG_CONTENT, if any, is kept: the rule goes into it.
         layer = json.loads(ctx.env.get("OPENCODE_CONFIG_CONTENT") or "{}")
         layer.setdefault("permission", {})["bash"] = bash

@@ -2,6 +2,9 @@
 other key kept, the file replaced atomically (a reader sees the old file or the new one).
 
 Only the session's own cwd is ever recorded, and only when the create was not given --no-trust.
+A config file that is a symbolic link (a dotfiles repository) stays one: the file it names is
+replaced, atomically, beside itself. A folder the user marked untrusted (codex `trust_level =
+"untrusted"`, gemini `DO_NOT_TRUST`) is left so, and the create fails saying why (`distrusted`).
 """
 
 from __future__ import annotations
@@ -25,12 +28,28 @@ else:
     import tomli as tomllib
 
 
-def write_atomically(path: Path, text: str) -> None:
-    """Replace `path` with `text`, keeping its mode (0600 for a new file)."""
-    try:
-        mode = path.stat().st_mode & 0o777
-    except FileNotFoundError:
-        mode = 0o600
+def resolved(path: Path) -> Path:
+    """The file `path` names once every symbolic link is followed: what a trust record replaces."""
+    return Path(os.path.realpath(path))
+
+
+def distrusted(agent: str, path: Path, cwd: str) -> AgentError:
+    return AgentError(
+        f"{agent}: {path} marks {cwd} as untrusted, and mam leaves that as you set it: trust the folder in "
+        f"{agent} yourself, or create the session with --no-trust (the agent then asks)",
+        agent=agent,
+    )
+
+
+def write_atomically(path: Path, text: str, *, mode: int | None = None) -> None:
+    """Replace `path` with `text`, with `mode` (default: its own, 0600 for a new file). A symbolic link
+    stays: the file it names is replaced, by a temporary file beside that file."""
+    path = resolved(path)
+    if mode is None:
+        try:
+            mode = path.stat().st_mode & 0o777
+        except FileNotFoundError:
+            mode = 0o600
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".mam-tmp", dir=path.parent)
     try:
@@ -63,7 +82,7 @@ def folder_lock(folder: Path) -> Iterator[None]:
 
 def trust_in_json(path: Path, cwd: str, *, agent: str) -> Path | None:
     """Set `projects.<cwd>.hasTrustDialogAccepted = true` in Claude's `.claude.json`; None if it already was."""
-    with folder_lock(path.parent):
+    with folder_lock(resolved(path).parent):
         return _trust_in_json(path, cwd, agent=agent)
 
 
@@ -123,7 +142,7 @@ def _header_key(line: str) -> str | None:
 
 def trust_in_toml(path: Path, cwd: str, *, agent: str) -> Path | None:
     """Set `[projects."<cwd>"] trust_level = "trusted"` in Codex's config.toml, keeping every other line."""
-    with folder_lock(path.parent):
+    with folder_lock(resolved(path).parent):
         return _trust_in_toml(path, cwd, agent=agent)
 
 
@@ -146,6 +165,8 @@ def _trust_in_toml(path: Path, cwd: str, *, agent: str) -> Path | None:
         current = next((i for i, line in enumerate(body) if _TRUST_LINE.match(line)), None)
         if current is not None and re.match(r'^\s*trust_level\s*=\s*"trusted"\s*(#.*)?$', body[current]):
             return None
+        if current is not None and re.match(r'^\s*trust_level\s*=\s*"untrusted"\s*(#.*)?$', body[current]):
+            raise distrusted(agent, path, cwd)
         if current is None:
             body.insert(0, 'trust_level = "trusted"')
         else:

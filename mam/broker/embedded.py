@@ -157,9 +157,8 @@ def start(ws: Workspace, settings: Settings, *, timeout: float = 15.0) -> Broker
         if not _port_free(port):
             raise BrokerError(f"port {port} on 127.0.0.1 is taken; set MAM_BROKER_PORT to a free port (or 0)")
         state_file, pid_file, log = _paths(ws)
-        argv = [
+        argv = proc.module_argv(
             proc.python_bin(settings.agent_python_bin),
-            "-m",
             SERVE_MODULE,
             "--port",
             str(port),
@@ -167,7 +166,7 @@ def start(ws: Workspace, settings: Settings, *, timeout: float = 15.0) -> Broker
             login.username,
             "--password-file",
             str(login.path),
-        ]
+        )
         child = proc.spawn_detached(argv, log=log, cwd=ws.root)
         started = None
         for _ in range(50):

@@ -23,7 +23,8 @@ MAX_EVENT_BYTES = 64 * 1024
 MAX_DISPATCH_BYTES = 1024 * 1024
 MAX_DEPTH = 32  # JSON nesting, counting the envelope object as level 1 and `body` as level 2
 MAX_INT = 2**53  # integers stay below this in magnitude: exact in every JSON reader, and in SQLite's 64 bits
-KINDS = ("event", "state", "dispatch", "presence")
+MAX_BOARD_BYTES = 1024 * 1024  # a board value is at most 64 KiB of text; escaped JSON may be several times that
+KINDS = ("event", "state", "dispatch", "presence", "board")
 _FIELDS = {"v", "kind", "job", "seq", "type", "sender", "ts", "body", "sig"}
 
 

@@ -5,6 +5,7 @@
     <runners prefix>/runners/<runner>/presence       a runner's presence (retained; last will says offline)
     <runners prefix>/runners/<runner>/dispatch/<job> a remote dispatch (retained until the runner takes it)
     <runners prefix>/runners/<runner>/probe/<tag>    a starting runner's echo to itself (name check)
+    <prefix>/board/<board>/<key>                     a board key's latest write (retained, signed)
 
 Both prefixes are MAM_TOPIC_PREFIX when it is set. When it is not, a workspace's jobs live
 under `mam/<workspace slug>` and runners under `mam`, so an origin and a runner on another
@@ -98,6 +99,13 @@ class Topics:
 
     def dispatch_all(self, runner: str) -> str:
         return f"{self.runners_prefix}/runners/{segment(runner, 'runner name')}/dispatch/+"
+
+    def board(self, board: str, key: str) -> str:
+        """Where a board key's writes are published; `key` is checked by mam.board.keys (it may hold '/')."""
+        return f"{self.prefix}/board/{segment(board, 'board name')}/{key}"
+
+    def all_board(self) -> str:
+        return f"{self.prefix}/board/#"
 
     def job_of(self, topic: str) -> str | None:
         """The job id in an events/state topic, or None."""

@@ -18,6 +18,11 @@ from mam.cli.common import App, run_cli
 
 COMMANDS = {
     "broker": ("mam.cli.broker", "broker", "Start, stop or inspect the workspace's embedded MQTT broker."),
+    "board": (
+        "mam.cli.board",
+        "board",
+        "The workspace's blackboard: versioned keys shared and watched over the broker (set, get, list, watch).",
+    ),
     "budget": (
         "mam.cli.budget",
         "budget",
@@ -41,6 +46,11 @@ COMMANDS = {
     "demo": ("mam.cli.demo", "demo", "Run a self-contained demo: demo agents, jobs and a review loop."),
     "tail": ("mam.cli.tail", "tail", "Follow every job transition, event and loop step, live (never starts anything)."),
     "top": ("mam.cli.top", "top", "A live full-screen view of sessions, open jobs and loops (--snapshot: print one)."),
+    "web": (
+        "mam.cli.web",
+        "web",
+        "Serve a live page of sessions, jobs and loops to a browser (loopback; a token link; cancel a job).",
+    ),
     "mcp": (
         "mam.cli.mcp",
         "mcp",

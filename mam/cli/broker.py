@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from mam.broker import embedded
-from mam.cli.common import App, echo_json
+from mam.cli.common import App, echo, echo_json
 
 
 @click.group("broker")
@@ -25,7 +25,7 @@ def start(app: App, as_json: bool) -> None:
     """Start the embedded broker, detached (harmless when it already runs)."""
 
     if app.settings.broker_host:
-        click.echo(
+        echo(
             f"note: MQTT_BROKER={app.settings.broker_host} is configured; mam will use it, not the embedded broker",
             err=True,
         )
@@ -42,7 +42,7 @@ def stop(app: App, as_json: bool) -> None:
     before = embedded.status(app.ws)
     after = embedded.stop(app.ws)
     if before.running and not as_json:
-        click.echo(f"embedded broker stopped (was pid {before.pid}, 127.0.0.1:{before.port})")
+        echo(f"embedded broker stopped (was pid {before.pid}, 127.0.0.1:{before.port})")
     else:
         _show(after, as_json)
 
@@ -60,16 +60,16 @@ def _show(st, as_json: bool) -> None:  # type: ignore[no-untyped-def]
     if as_json:
         echo_json(st.as_dict())
     elif st.running and not st.authenticated:
-        click.echo(
+        echo(
             f"embedded broker running: pid {st.pid}, 127.0.0.1:{st.port}, started by an older mam: it lets every "
             "local user in; "
             f"restart it with `mam broker stop && mam broker start` (log {st.log})"
         )
     elif st.running:
-        click.echo(
+        echo(
             f"embedded broker running: pid {st.pid}, 127.0.0.1:{st.port}, user {st.username}, password in "
             f"{st.password_file} "
             f"(log {st.log})"
         )
     else:
-        click.echo("embedded broker not running" + (" (removed a stale pid record)" if st.stale else ""))
+        echo("embedded broker not running" + (" (removed a stale pid record)" if st.stale else ""))

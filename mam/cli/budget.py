@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from mam.cli.common import App, echo_json, workspace_option
+from mam.cli.common import App, echo, echo_json, workspace_option
 
 BUDGET_HELP = """Show the running-job caps and token budgets, and what each holds now.
 
@@ -53,4 +53,4 @@ def budget(app: App, as_json: bool) -> None:
     if as_json:
         echo_json(view)
     else:
-        click.echo(render(view))
+        echo(render(view))

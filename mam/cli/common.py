@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from dataclasses import dataclass, field
@@ -11,8 +10,9 @@ from typing import Any
 
 import click
 
-from mam.errors import MamError
+from mam.errors import MamError, UsageError
 from mam.jobs.outcomes import Exit
+from mam.util.text import for_terminal, json_text
 
 
 @dataclass
@@ -43,7 +43,7 @@ class App:
                 self._settings = load_settings(env_file=self.ws.env_file)
             _configure_logging(self._settings.log_level)
             for warning in self._settings.warnings:
-                click.echo(f"mam: warning: {warning}", err=True)
+                echo(f"mam: warning: {warning}", err=True)
         return self._settings
 
 
@@ -56,7 +56,14 @@ def _configure_logging(level: str) -> None:
 
 
 def echo_json(obj: Any) -> None:
-    click.echo(json.dumps(obj, indent=2, sort_keys=True, ensure_ascii=False, default=str))
+    """`--json` output: a control character in a string value (an agent's text) only as an escape."""
+    click.echo(json_text(obj, indent=2))
+
+
+def echo(text: object = "", *, err: bool = False, nl: bool = True) -> None:
+    """How every command prints text: it may hold what an agent wrote (a result, a report, progress,
+    an error), so escape sequences and control characters other than newline and tab are removed."""
+    click.echo(for_terminal(text), err=err, nl=nl)
 
 
 def run_cli(group: click.Group, argv: list[str] | None) -> int:
@@ -64,10 +71,10 @@ def run_cli(group: click.Group, argv: list[str] | None) -> int:
     try:
         rv = group.main(args=argv, prog_name="mam", standalone_mode=False)
     except MamError as e:
-        click.echo(f"mam: error: {e}", err=True)
+        echo(f"mam: error: {e}", err=True)
         return e.exit_code
     except click.exceptions.Abort:
-        click.echo("mam: aborted", err=True)
+        echo("mam: aborted", err=True)
         return Exit.INTERRUPTED
     except click.ClickException as e:
         e.show()
@@ -75,7 +82,7 @@ def run_cli(group: click.Group, argv: list[str] | None) -> int:
     except click.exceptions.Exit as e:
         return e.exit_code
     except KeyboardInterrupt:
-        click.echo("mam: interrupted", err=True)
+        echo("mam: interrupted", err=True)
         return Exit.INTERRUPTED
     except BrokenPipeError:
         # Output closed early (e.g. `mam ... | head`): not an error of ours.
@@ -86,7 +93,7 @@ def run_cli(group: click.Group, argv: list[str] | None) -> int:
         # The last net for a file mam could not write (disk full, read-only .mam/...): one line, no traceback.
         from mam.util.fs import describe_os_error
 
-        click.echo(f"mam: error: {describe_os_error(e)}", err=True)
+        echo(f"mam: error: {describe_os_error(e)}", err=True)
         return Exit.FAILED
     return rv if isinstance(rv, int) else Exit.OK
 
@@ -123,3 +130,13 @@ def existing_registry(app: App, job_id: str):  # type: ignore[no-untyped-def]
 
     check_job_id(job_id)
     return find(app.ws, job_id)
+
+
+def read_brief(path: str) -> str:
+    """`--brief-file PATH`'s text ('-': stdin); UsageError if it cannot be read."""
+    if path == "-":
+        return sys.stdin.read()
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise UsageError(f"cannot read the brief file {path}: {e}") from e

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from mam.cli.common import App, echo_json
+from mam.cli.common import App, echo, echo_json
 from mam.settings import example_env_text
 
 
@@ -20,12 +20,14 @@ from mam.settings import example_env_text
 def config(app: App, as_json: bool, example: bool) -> None:
     """Print every setting with its value and its source (environment, a .mam.env line, or default).
 
-    Secrets (MQTT_PASSWORD, MAM_DISPATCH_SECRET) are shown as *** when set. An unknown key in
+    Secrets (MQTT_PASSWORD, MAM_DISPATCH_SECRET) are shown as *** when set. A running-job cap or a
+    token budget set in .mam.env can only be lowered by the environment: its source says so when the
+    environment's value was ignored, and each MAM_MAX_RUNNING_JOBS_<ROLE> is listed too. An unknown key in
     .mam.env is a warning on stderr (and in --json) naming the closest known key.
     """
 
     if example:
-        click.echo(example_env_text(), nl=False)
+        echo(example_env_text(), nl=False)
         return
     settings = app.settings
     rows = settings.describe()
@@ -39,8 +41,8 @@ def config(app: App, as_json: bool, example: bool) -> None:
             }
         )
         return
-    click.echo(f"workspace: {app.ws.root}")
-    click.echo(f"env file:  {settings.env_file or '(none)'}")
+    echo(f"workspace: {app.ws.root}")
+    echo(f"env file:  {settings.env_file or '(none)'}")
     width = max(len(r["key"]) for r in rows)
     for r in rows:
-        click.echo(f"{r['key']:<{width}}  {r['value']!s:<24}  {r['source']}")
+        echo(f"{r['key']:<{width}}  {r['value']!s:<24}  {r['source']}")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from mam.cli.common import echo
 from mam.demo.tour import run_demo, summary_lines
 from mam.jobs.outcomes import Exit
 
@@ -22,7 +23,7 @@ def demo(app: object, keep: bool, no_loop: bool) -> int:
     Exit codes: 0 everything ended as expected; 1 otherwise.
     """
 
-    result = run_demo(echo=click.echo, keep=keep, loop=not no_loop)
+    result = run_demo(echo=echo, keep=keep, loop=not no_loop)
     for line in summary_lines(result):
-        click.echo(line)
+        echo(line)
     return Exit.OK if result.ok else Exit.FAILED

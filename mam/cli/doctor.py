@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from mam import doctor as lib
-from mam.cli.common import App, echo_json, workspace_option
+from mam.cli.common import App, echo, echo_json, workspace_option
 from mam.errors import UsageError
 from mam.jobs.outcomes import Exit
 from mam.settings import load_settings
@@ -59,15 +59,15 @@ def doctor(app: App, restore: bool, yes: bool, as_json: bool) -> int:
             f"The damaged file is kept as {plan.aside}; its job history is not restored."
         )
         if not yes and not click.confirm(question, default=False, err=True):
-            click.echo("mam: nothing changed", err=True)
+            echo("mam: nothing changed", err=True)
             return Exit.FAILED
         count = lib.restore(ws, plan)
-        click.echo(f"restored {count} sessions from {plan.mirror}; the damaged registry is {plan.aside}", err=True)
+        echo(f"restored {count} sessions from {plan.mirror}; the damaged registry is {plan.aside}", err=True)
     report = lib.check(ws, load_settings=settings)
     if as_json:
         echo_json(report.as_dict())
     else:
-        click.echo(f"workspace: {report.workspace}")
+        echo(f"workspace: {report.workspace}")
         for c in report.checks:
-            click.echo(f"{c.status:<4}  {c.name}: {c.detail}")
+            echo(f"{c.status:<4}  {c.name}: {c.detail}")
     return Exit.OK if report.ok else Exit.FAILED

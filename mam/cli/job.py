@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import sys
 import time
-from pathlib import Path
 
 import click
 
-from mam.cli.common import App, echo_json, existing_registry, open_registry, workspace_option
+from mam.cli.common import App, echo, echo_json, existing_registry, open_registry, read_brief, workspace_option
+from mam.cli.fanout import fanout
+from mam.cli.replay import replay
 from mam.errors import UsageError
 from mam.ids import check_job_id
 from mam.jobs.delegate import RemoteOrigin, delegate_request
@@ -91,7 +92,8 @@ def job() -> None:
 @click.option(
     "--idempotency-key",
     default=None,
-    help="If a job with this key exists (MAM_IDEMPOTENCY_TTL_S), attach to it: wait for it, exit with its code.",
+    help="If a job with this key exists (MAM_IDEMPOTENCY_TTL_S), attach to it: wait for it, exit with its code. "
+    "Only for the same target and brief: else exit 2 naming the key's job.",
 )
 @click.option("--dedup", is_flag=True, help="Use sha256(target session, brief) as the idempotency key.")
 @click.option(
@@ -152,7 +154,7 @@ def delegate(
             check_job_id(value)
     if brief is not None and brief_file is not None:
         raise UsageError("give exactly one of --brief or --brief-file")
-    text = brief if brief is not None else _read_brief(brief_file) if brief_file else None
+    text = brief if brief is not None else read_brief(brief_file) if brief_file else None
     req = delegate_request(
         target=target,
         brief=text,
@@ -201,26 +203,16 @@ def delegate(
     if as_json:
         echo_json(out.as_dict())
     elif out.state == JobState.COMPLETED:
-        click.echo(out.result or "(completed)")
+        echo(out.result or "(completed)")
         if out.report:
-            click.echo(out.report)
+            echo(out.report)
     else:
-        click.echo(ended_line(out.as_dict()), err=True)
+        echo(ended_line(out.as_dict()), err=True)
     return out.exit_code
 
 
 def _attached(job_id: str, still_open: bool) -> None:
-    click.echo(f"attached to job {job_id} (same idempotency key){': waiting' if still_open else ''}", err=True)
-
-
-def _read_brief(path: str) -> str:
-
-    if path == "-":
-        return sys.stdin.read()
-    try:
-        return Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as e:
-        raise UsageError(f"cannot read the brief file {path}: {e}") from e
+    echo(f"attached to job {job_id} (same idempotency key){': waiting' if still_open else ''}", err=True)
 
 
 def _printer():  # type: ignore[no-untyped-def]
@@ -229,7 +221,7 @@ def _printer():  # type: ignore[no-untyped-def]
         extra = f": {body['message']}" if body.get("message") else ""
         reason = f" {job.reason}" if job.reason else ""
         what = type(inp).__name__.lower() + (f" {inp.type}" if hasattr(inp, "type") else "")
-        click.echo(f"[{job.id}] {job.state.value}{reason} ({what}){extra}", err=True)
+        echo(f"[{job.id}] {job.state.value}{reason} ({what}){extra}", err=True)
 
     return show
 
@@ -246,12 +238,12 @@ def status(app: App, job_id: str, as_json: bool) -> None:
     if as_json:
         echo_json(view)
         return
-    click.echo(
+    echo(
         f"{view['id']}: {view['state']}{' (' + view['reason'] + ')' if view['reason'] else ''} session "
         f"{view['session']} exit {view['exit_code']}"
     )
     for child in view["children"]:
-        click.echo(f"  sub-job {child['id']}: {child['state']} {child['reason']}")
+        echo(f"  sub-job {child['id']}: {child['state']} {child['reason']}")
 
 
 @job.command("list")
@@ -273,12 +265,12 @@ def list_(
         echo_json(rows)
         return
     if not rows:
-        click.echo("no jobs")
+        echo("no jobs")
         return
     from mam.cli.tables import age, table
 
     now = time.time()
-    click.echo(
+    echo(
         table(
             ("ID", "STATE", "REASON", "SESSION", "AGE"),
             [(r["id"], r["state"], r["reason"] or "-", r["session"], age(now - r["created_ms"] / 1000)) for r in rows],
@@ -304,7 +296,7 @@ def log_(app: App, job_id: str, as_json: bool) -> None:
         return
     from mam.cli.tables import log_rows, table
 
-    click.echo(table(("TIME", "KIND", "WHAT", "STATE", "FIELDS"), log_rows(lines)))
+    echo(table(("TIME", "KIND", "WHAT", "STATE", "FIELDS"), log_rows(lines)))
 
 
 @job.command("cancel")
@@ -319,4 +311,9 @@ def cancel(app: App, job_id: str, as_json: bool) -> None:
     if as_json:
         echo_json(view)
     else:
-        click.echo(f"{job_id}: cancelled")
+        echo(f"{job_id}: cancelled")
+
+
+# `mam job fanout` and `mam job replay` live in modules of their own.
+job.add_command(fanout)
+job.add_command(replay)

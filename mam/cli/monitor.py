@@ -6,7 +6,7 @@ import signal
 
 import click
 
-from mam.cli.common import App, echo_json, workspace_option
+from mam.cli.common import App, echo, echo_json, workspace_option
 from mam.monitor.main import Monitor
 
 
@@ -34,7 +34,7 @@ def monitor(app: App, subscribe: bool, once: bool, interval: float | None, as_js
         app.settings,
         subscribe=subscribe,
         interval=interval,
-        echo=None if as_json else lambda s: click.echo(s, err=not once),
+        echo=None if as_json else lambda s: echo(s, err=not once),
     )
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: m.stop())
@@ -42,4 +42,4 @@ def monitor(app: App, subscribe: bool, once: bool, interval: float | None, as_js
     if as_json:
         echo_json(repairs)
     elif once and not repairs:
-        click.echo("no drift")
+        echo("no drift")

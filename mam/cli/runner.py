@@ -6,7 +6,7 @@ import signal
 
 import click
 
-from mam.cli.common import App, workspace_option
+from mam.cli.common import App, echo, workspace_option
 from mam.remote.runner import Runner
 from mam.sessions.common import check_name
 
@@ -38,5 +38,5 @@ def runner(
     r = Runner(check_name(name, "runner name"), ws=app.ws, settings=app.settings, allow_insecure=allow_insecure_broker)
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: r.stop())
-    click.echo(f"runner {name} serving workspace {app.ws.root}", err=True)
+    echo(f"runner {name} serving workspace {app.ws.root}", err=True)
     r.run(once=once, max_jobs=max_jobs, idle_exit_s=idle_exit)

@@ -10,11 +10,14 @@ from typing import Any
 
 import click
 
-from mam.cli.common import App, echo_json, open_registry, workspace_option
+from mam.cli.common import App, echo, echo_json, open_registry, workspace_option
+from mam.errors import UsageError
 from mam.ids import check_name
 from mam.jobs.outcomes import Exit
 from mam.sessions.create import start_session
 from mam.sessions.orchestrator import onboard_orchestrator as record
+from mam.sessions.remove import check_request as check_remove
+from mam.sessions.remove import remove_session
 from mam.sessions.resume import resume_session
 from mam.sessions.status import session_status
 from mam.sessions.stop import stop_session
@@ -52,14 +55,24 @@ def session() -> None:
     type=click.Choice(["ask", "report", "full"]),
     default="report",
     show_default=True,
-    help="report: the agent may run `mam event ...` without a prompt, nothing more; full: the CLI's own "
-    "skip-every-approval flag; ask: no permission option passed (the CLI asks for each tool call).",
+    help="report: the agent may run `mam event ...` without a prompt, nothing more, except codex: it has no "
+    "per-command rule, so every command in its sandbox may use the network and write under .mam/ (job records "
+    "with their tokens), as `session status --json` says (`beyond_reporting`); full: the CLI's own "
+    "skip-every-approval flag; ask: no permission option passed (the CLI asks for each tool call; for codex, "
+    "the narrower mode).",
+)
+@click.option(
+    "--board",
+    is_flag=True,
+    help="Also let the agent run `mam board ...` without a prompt (adds it to the allow rule of --permissions "
+    "report; `mam board` refuses a session created without it).",
 )
 @click.option(
     "--no-trust",
     is_flag=True,
     help="Do not record the folder as trusted for the CLI; if the agent then asks "
-    "whether to trust it, the create fails (mam never answers a dialog).",
+    "whether to trust it, the create fails (mam never answers a dialog). A folder you marked untrusted in the "
+    "CLI's own file is left so, and the create fails saying so.",
 )
 @click.option(
     "--token-budget",
@@ -79,6 +92,14 @@ def session() -> None:
     default=None,
     help="Seconds the onboarding job may take (default MAM_START_DEADLINE_S).",
 )
+@click.option(
+    "--worktree",
+    "worktree",
+    is_flag=True,
+    help="Start the agent in a new git worktree .mam/worktrees/NAME/ on its own branch (see --branch, --base).",
+)
+@click.option("--branch", default=None, help="With --worktree: the new branch (default mam/NAME).")
+@click.option("--base", default=None, metavar="REF", help="With --worktree: the commit the branch starts from (HEAD).")
 @click.option("--json", "as_json", is_flag=True, help="Print the session row as JSON.")
 @click.pass_obj
 def create(
@@ -91,13 +112,21 @@ def create(
     herdr_session: str | None,
     cwd: str | None,
     permissions: str,
+    board: bool,
     no_trust: bool,
     token_budget: int,
     onboard: bool,
     onboard_timeout: float | None,
+    worktree: bool,
+    branch: str | None,
+    base: str | None,
     as_json: bool,
 ) -> int:
     """Start AGENT in a new pane and register it as session NAME.
+
+    With --worktree the agent works in its own git worktree, .mam/worktrees/NAME/, on a new
+    branch (--branch, default mam/NAME) made from --base (default HEAD); the row records
+    worktree, branch, base and base_commit. `mam session remove` gives them back.
 
     \b
     The agent's program must be on PATH (checked before anything starts). With --onboard,
@@ -108,7 +137,8 @@ def create(
     Exit codes: 0 created; 44 onboarding failed; 45 onboarding did not end in time
     (the session is kept in both cases); 1 creation failed (also: the agent exited while
     starting, or showed a trust dialog or a permission prompt; nothing is left behind);
-    2 bad options, or the agent's program is not on PATH.
+    2 bad options (also: --worktree outside git, a branch that exists, a base that is not a
+    commit), or the agent's program is not on PATH.
     """
 
     import sys
@@ -120,7 +150,7 @@ def create(
         live = LiveLine()
 
     def onboarding(job) -> None:  # type: ignore[no-untyped-def]
-        click.echo(
+        echo(
             f"session {name}: started; onboarding job {job.id}: waiting for the agent to report "
             f"(up to {job.budget_ms / 1000:g} s)",
             err=True,
@@ -129,22 +159,29 @@ def create(
             live.start(job)
 
     try:
-        made = _start(
-            app,
-            name,
-            agent,
-            role,
-            backend,
-            server,
-            herdr_session,
-            cwd,
-            permissions,
-            no_trust,
-            token_budget,
-            onboard,
-            onboard_timeout,
-            onboarding,
-            live.update if live is not None else None,
+        made = start_session(
+            name=name,
+            agent=agent,
+            role=role,
+            ws=app.ws,
+            settings=app.settings,
+            registry_of=lambda: open_registry(app),
+            environ=os.environ,
+            backend=backend,
+            server=server,
+            herdr_session=herdr_session,
+            cwd=cwd,
+            onboard=onboard,
+            permissions=permissions,
+            trust=not no_trust,
+            onboard_timeout=onboard_timeout,
+            token_budget=token_budget,
+            board=board,
+            worktree=worktree,
+            branch=branch,
+            base=base,
+            on_onboarding=onboarding,
+            on_onboarding_update=live.update if live is not None else None,
         )
     finally:
         if live is not None:
@@ -153,54 +190,16 @@ def create(
     if made.onboarding is not None and not as_json:
         from mam.jobs.onboard import onboarding_line
 
-        click.echo(onboarding_line(made.onboarding))
+        echo(onboarding_line(made.onboarding))
     if as_json:
         echo_json(row.as_dict())
     else:
-        click.echo(
+        branch = f", branch {row.branch} from {row.base} ({row.base_commit[:12]})" if row.worktree else ""
+        echo(
             f"session {row.name}: {row.agent} ({row.role}) running in {row.backend}:{row.server} pane {row.pane_id}, "
-            f"cwd {row.cwd}"
+            f"cwd {row.cwd}{branch}"
         )
     return code
-
-
-def _start(
-    app: App,
-    name: str,
-    agent: str,
-    role: str,
-    backend: str | None,
-    server: str | None,
-    herdr_session: str | None,
-    cwd: str | None,
-    permissions: str,
-    no_trust: bool,
-    token_budget: int,
-    onboard: bool,
-    onboard_timeout: float | None,
-    on_onboarding: Any,
-    on_update: Any,
-) -> Any:
-    return start_session(
-        name=name,
-        agent=agent,
-        role=role,
-        ws=app.ws,
-        settings=app.settings,
-        registry_of=lambda: open_registry(app),
-        environ=os.environ,
-        backend=backend,
-        server=server,
-        herdr_session=herdr_session,
-        cwd=cwd,
-        onboard=onboard,
-        permissions=permissions,
-        trust=not no_trust,
-        onboard_timeout=onboard_timeout,
-        token_budget=token_budget,
-        on_onboarding=on_onboarding,
-        on_onboarding_update=on_update,
-    )
 
 
 @session.command("stop")
@@ -224,10 +223,59 @@ def stop(app: App, name: str, purge_conversation: bool, yes: bool, as_json: bool
     if as_json:
         echo_json(row.as_dict())
     else:
-        click.echo(
+        echo(
             f"session {row.name}: stopped, conversation {row.conversation_id or '-'}, resumable "
             f"{str(row.resumable).lower()}"
         )
+
+
+@session.command("remove")
+@workspace_option
+@click.argument("name", required=False)
+@click.option("--session", "session_opt", default=None, help="The session (instead of NAME).")
+@click.option("--force", is_flag=True, help="Stop a running session first; remove a worktree with uncommitted changes.")
+@click.option("--purge-conversation", is_flag=True, help="Also delete the conversation's files (needs --yes).")
+@click.option("--yes", is_flag=True, help="Confirm --purge-conversation.")
+@click.option("--json", "as_json", is_flag=True, help="Print what was removed as JSON.")
+@click.pass_obj
+def remove(
+    app: App, name: str | None, session_opt: str | None, force: bool, purge_conversation: bool, yes: bool, as_json: bool
+) -> None:
+    """Remove session NAME from the registry and its mirror, so the name is free for `session create`.
+
+    A stopped or terminated session is removed; its jobs and their logs are kept. A running
+    one is refused unless --force, which stops it first. A session made with --worktree:
+    its worktree is removed only when clean (--force removes it anyway, the changes are lost);
+    its branch is deleted only when every commit on it is in its base, else it is kept and
+    the output says so (even with --force).
+
+    \b
+    Exit codes: 0 removed; 5 unknown session, or refused: it is running (without --force),
+    or its worktree has uncommitted changes (without --force); 2 bad options
+    (--purge-conversation without --yes); 1 the pane backend, git or the registry failed.
+    """
+    if (name is None) == (session_opt is None):
+        raise UsageError("give the session's name once: `mam session remove NAME`")
+    name = name or session_opt or ""
+    check_remove(name, purge_conversation=purge_conversation, yes=yes)  # before registry_of creates anything
+    with registry_of(app) as registry:
+        done = remove_session(
+            name,
+            ws=app.ws,
+            settings=app.settings,
+            registry=registry,
+            environ=os.environ,
+            force=force,
+            purge_conversation=purge_conversation,
+            yes=yes,
+        )
+    if as_json:
+        echo_json(done.as_dict())
+        return
+    what = "stopped and removed" if done.stopped else "removed"
+    echo(f"session {name}: {what}" + (f"; conversation {done.row.conversation_id} purged" if done.purged else ""))
+    if done.worktree is not None:
+        echo(f"  {done.worktree.message}")
 
 
 @session.command("resume")
@@ -238,7 +286,8 @@ def stop(app: App, name: str, purge_conversation: bool, yes: bool, as_json: bool
 def resume(app: App, name: str, as_json: bool) -> None:
     """Relaunch a stopped session's conversation in the folder it ran in.
 
-    Exit codes: 0 resumed; 1 already running, or the conversation is gone; 5 unknown session.
+    Exit codes: 0 resumed; 1 already running, or the conversation is gone; 5 unknown session,
+    or its worktree (--worktree) is gone or on another branch.
     """
 
     check_name(name)  # before registry_of creates anything
@@ -247,9 +296,7 @@ def resume(app: App, name: str, as_json: bool) -> None:
     if as_json:
         echo_json(row.as_dict())
     else:
-        click.echo(
-            f"session {row.name}: resumed conversation {row.conversation_id} in pane {row.pane_id}, cwd {row.cwd}"
-        )
+        echo(f"session {row.name}: resumed conversation {row.conversation_id} in pane {row.pane_id}, cwd {row.cwd}")
 
 
 @session.command("status")
@@ -267,7 +314,7 @@ def status(app: App, as_json: bool) -> None:
         echo_json(rows)
         return
     if not rows:
-        click.echo("no sessions")
+        echo("no sessions")
         return
     header = ("NAME", "AGENT", "ROLE", "STATUS", "PANE", "ALIVE", "CONVERSATION", "DRIFT")
     table = [header] + [
@@ -285,7 +332,7 @@ def status(app: App, as_json: bool) -> None:
     ]
     widths = [max(len(str(line[i])) for line in table) for i in range(len(header) - 1)]
     for line in table:
-        click.echo("  ".join(str(v).ljust(w) for v, w in zip(line, widths)) + "  " + str(line[-1]))
+        echo("  ".join(str(v).ljust(w) for v, w in zip(line, widths)) + "  " + str(line[-1]))
 
 
 @session.command("onboard-orchestrator")
@@ -315,7 +362,7 @@ def onboard_orchestrator(
     if as_json:
         echo_json(asdict(row))
     else:
-        click.echo(f"orchestrator pane recorded: {row.key}")
+        echo(f"orchestrator pane recorded: {row.key}")
 
 
 @session.command("attach")
@@ -339,6 +386,6 @@ def attach(app: App, name: str, print_only: bool) -> None:
 
     if print_only:
         for argv in attach_argv(name, ws=app.ws, settings=app.settings):
-            click.echo(shlex.join(argv))
+            echo(shlex.join(argv))
         return
     run(name, ws=app.ws, settings=app.settings)

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import json
 import sys
 
 import click
 
-from mam.cli.common import App, workspace_option
+from mam.cli.common import App, echo, workspace_option
 from mam.jobs.outcomes import Exit
+from mam.util.text import json_text
 
 
 @click.command("tail")
@@ -31,7 +31,8 @@ def tail(app: App, as_json: bool, job_id: str | None, session: str | None, since
     last event applied before them, so a job's lines read in order.
 
     It follows the broker and reads what happened from the registry. With the broker
-    down it says so (on stderr) and follows the registry alone. It never starts a
+    down it says so (on stderr) and follows the registry alone, trying the broker again
+    every 10 s. It never starts a
     broker, a pane or a session. Ctrl-C ends it with exit 0.
 
     \b
@@ -50,11 +51,11 @@ def tail(app: App, as_json: bool, job_id: str | None, session: str | None, since
 
     def sink(item: object) -> None:
         if isinstance(item, Note):
-            click.echo(f"mam: {item.message}", err=True)
+            echo(f"mam: {item.message}", err=True)
         elif as_json:
-            click.echo(json.dumps(item.as_json(), sort_keys=True, ensure_ascii=False))  # type: ignore[attr-defined]
+            click.echo(json_text(item.as_json()))  # type: ignore[attr-defined]
         else:
-            click.echo(item.text())  # type: ignore[attr-defined]
+            echo(item.text())  # type: ignore[attr-defined]
         sys.stdout.flush()
 
     follower = Tail(app.ws, app.settings, sink, job=job_id, session=session, since=since, everything=everything)

@@ -7,7 +7,7 @@ import sys
 
 import click
 
-from mam.cli.common import App, workspace_option
+from mam.cli.common import App, echo, workspace_option
 from mam.jobs.outcomes import Exit
 
 
@@ -58,7 +58,7 @@ def top(app: App, snapshot: bool, width: int | None) -> int:
         from mam.view.model import snapshot as take
         from mam.view.render import plain
 
-        click.echo(
+        echo(
             plain(
                 take(app.ws, app.settings, broker=_broker_state(app)),
                 width or shutil.get_terminal_size((120, 40)).columns,

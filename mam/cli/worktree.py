@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from mam.cli.common import App, echo_json, workspace_option
+from mam.cli.common import App, echo, echo_json, workspace_option
 from mam.errors import UsageError
 from mam.loop.worktree import prepare as prepare_worktree
 from mam.loop.worktree import remove as remove_worktree
@@ -57,7 +57,7 @@ def prepare(
     if as_json:
         echo_json(asdict(done))
     else:
-        click.echo(f"worktree {done.path} on new branch {done.branch} from {done.base}")
+        echo(f"worktree {done.path} on new branch {done.branch} from {done.base}")
 
 
 @worktree.command(
@@ -80,8 +80,8 @@ def remove(app: App, path: str | None, name: str | None, repo: str | None, force
     if as_json:
         echo_json(asdict(done))
         return
-    click.echo(f"removed worktree {done.path}" + (f" (branch {done.branch} kept)" if done.branch else ""))
+    echo(f"removed worktree {done.path}" + (f" (branch {done.branch} kept)" if done.branch else ""))
     if done.dirty:
-        click.echo(f"  --force discarded {len(done.dirty)} change(s):", err=True)
+        echo(f"  --force discarded {len(done.dirty)} change(s):", err=True)
         for line in done.dirty:
-            click.echo(f"    {line}", err=True)
+            echo(f"    {line}", err=True)

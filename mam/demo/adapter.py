@@ -14,6 +14,7 @@ from typing import ClassVar
 
 from mam.agents.base import AgentAdapter, KeyStep
 from mam.demo.agent import conversation_paths
+from mam.util.proc import module_argv
 
 
 class DemoAdapter(AgentAdapter):
@@ -26,10 +27,10 @@ class DemoAdapter(AgentAdapter):
     env_keys = ("HOME", "MAM_WORKSPACE")
 
     def launch_argv(self, conversation_id: str | None) -> list[str]:
-        return [sys.executable, "-m", "mam.agents.demo_agent", "--session-id", conversation_id or ""]
+        return module_argv(sys.executable, "mam.agents.demo_agent", "--session-id", conversation_id or "")
 
     def resume_argv(self, conversation_id: str) -> list[str]:
-        return [sys.executable, "-m", "mam.agents.demo_agent", "--resume", conversation_id]
+        return module_argv(sys.executable, "mam.agents.demo_agent", "--resume", conversation_id)
 
     def conversation_files(self, conversation_id: str, *, cwd: str, env: Mapping[str, str]) -> list[Path]:
         return conversation_paths(env, conversation_id)

@@ -17,7 +17,9 @@ A brief holding a line `Report file: PATH` is a review: the agent writes a repor
 that ends with its verdict line. A brief holding `Plan file: PATH` asks for a plan: the agent
 writes one there (or adds a revision to it). A brief holding `[mam-loop: challenge]` asks a
 creator to challenge a plan: it answers with a challenge for its first MAM_DEMO_CHALLENGES
-(default 1) such briefs, then with `[PLAN OK]`. Behaviours (MAM_DEMO_BEHAVIOUR or --behaviour): ok,
+(default 1) such briefs, then with `[PLAN OK]`. MAM_DEMO_ANSWER, when set, is the last line
+of every result (a session's vote in `mam job fanout --aggregate vote`). Behaviours
+(MAM_DEMO_BEHAVIOUR or --behaviour): ok,
 never_start, crash_after_start, silent_after_start, error, slow, unsubmitted.
 
 Usage: like a real CLI's transcript, the conversation file records the tokens of each model turn
@@ -328,7 +330,8 @@ class DemoAgent:
         plan = PLAN_FILE.search(text)
         if plan:
             return self._plan(Path(plan.group("path"))), None
-        return ("; ".join(done) or "done"), None
+        answer = os.environ.get("MAM_DEMO_ANSWER", "")  # a fixed last line: this session's vote in a fan-out
+        return ("; ".join(done) or "done") + (f"\n{answer}" if answer else ""), None
 
     def _sleep(self, job: str, seconds: float) -> None:
         end = time.monotonic() + seconds
@@ -393,7 +396,9 @@ class DemoAgent:
         return "plan written"
 
     def event(self, kind: str, job: str, *args: str) -> None:
-        argv = ([self.mam] if self.mam else [sys.executable, "-m", "mam"]) + ["event", kind, "--job", job, *args]
+        from mam.util.proc import module_argv
+
+        argv = ([self.mam] if self.mam else module_argv(sys.executable, "mam")) + ["event", kind, "--job", job, *args]
         proc = subprocess.run(argv, capture_output=True, text=True)
         if proc.returncode != 0:
             self.say(f"mam event {kind} failed ({proc.returncode}): {proc.stderr.strip()[:300]}")

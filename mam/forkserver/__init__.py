@@ -13,7 +13,8 @@ the child's exit code (or dies of the signal the child died of), and if it is ki
 killed too, so killing the command an orchestrator ran still kills its wrapper.
 
 Where the forkserver cannot serve (none runs yet, `MAM_FORKSERVER=0`, another interpreter, mam
-tree or confinement, mam's code changed on disk since it started, a folder or socket that is not
+tree, loader or interpreter environment (`LD_*`, `PYTHON*`: client.loader_env) or confinement, a
+relative PYTHONPATH entry, mam's code changed on disk since it started, a folder or socket that is not
 plainly this user's, a closed stdin/stdout/stderr), the client runs the command in its own process
 as before: the forkserver only changes how fast a wrapper starts, never what it does. The first
 delegation of a workspace starts one in the background. It lives in `.mam/run/` (socket

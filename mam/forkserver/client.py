@@ -59,14 +59,39 @@ class Frames:
         return out
 
 
-def identity() -> dict[str, str]:
+# The dynamic loader's and the interpreter's variables that change what code a process runs (LD_PRELOAD,
+# LD_LIBRARY_PATH, LD_AUDIT..., PYTHONPATH, PYTHONHOME, PYTHONSTARTUP...): a forkserver child runs what
+# the forkserver loaded, so these must be the caller's exactly. PYTHONUNBUFFERED the child applies itself.
+LOADER_PREFIXES = ("LD_", "PYTHON", "GCONV_PATH")
+CHILD_APPLIES = frozenset({"PYTHONUNBUFFERED"})
+
+
+def loader_env(environ: dict[str, str] | None = None) -> list[tuple[str, str]]:
+    environ = dict(os.environ) if environ is None else environ
+    return sorted((k, v) for k, v in environ.items() if k.startswith(LOADER_PREFIXES) and k not in CHILD_APPLIES)
+
+
+def relative_paths(environ: dict[str, str] | None = None) -> bool:
+    """True if PYTHONPATH (or LD_LIBRARY_PATH) names a folder by a relative path (`.`, `''`, `src`):
+    the same string means another folder in another working folder, so such a caller is never served
+    and never starts a forkserver (whose start would import from the caller's folder)."""
+    environ = dict(os.environ) if environ is None else environ
+    for key in ("PYTHONPATH", "LD_LIBRARY_PATH"):
+        value = environ.get(key)
+        if value and any(not part.startswith("/") for part in value.split(":")):
+            return True
+    return False
+
+
+def identity() -> dict[str, object]:
     """What must match between a client and the forkserver that serves it: the interpreter, the mam
-    tree, and the process's confinement (namespaces, cgroup, seccomp and no_new_privs), so that a
-    forkserver started inside a sandbox never serves a caller outside it, nor the other way round."""
+    tree, the loader's and the interpreter's variables (`loader_env`), and the process's confinement
+    (namespaces, cgroup, seccomp and no_new_privs), so that a forkserver started inside a sandbox never
+    serves a caller outside it, nor the other way round."""
     return {
         "executable": sys.executable,
         "mam": os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
-        "pythonpath": os.environ.get("PYTHONPATH", ""),
+        "loader_env": loader_env(),
         "confinement": _confinement(),
     }
 
@@ -168,6 +193,8 @@ def run(argv: list[str]) -> int | None:
             os.fstat(fd)
         except OSError:
             return None
+    if relative_paths():
+        return None
     root = find_root(_workspace_arg(argv))
     if root is None or not enabled(root):
         return None

@@ -50,7 +50,8 @@ PRELOAD = (
     "mam.usage",
     "mam.remote.origin",
 )
-READ_TIMEOUT_S = 10.0  # for a request's bytes once connected (the client sends them at once)
+READ_TIMEOUT_S = 10.0  # for a request's bytes once connected, in all (the client sends them at once)
+MAX_PENDING = 64  # connections whose request is still arriving; past it the oldest is dropped
 LOAD_SLACK_NS = 1_000_000_000  # file times may lag the clock (coarse or whole-second timestamps)
 CHECK_S = 60.0  # a look at the socket file while idle: the workspace may have been removed
 
@@ -102,12 +103,44 @@ def _tmux_pid(root: Path) -> int:
         return 0
 
 
+class Pending:
+    """A connection whose request is still arriving. It is read as its bytes come, beside every other
+    one (a slow caller stalls nobody), until READ_TIMEOUT_S after it was accepted; the descriptors it
+    passed are the server's to close however it ends."""
+
+    def __init__(self, conn: socket.socket) -> None:
+        self.conn, self.frames = conn, Frames()
+        self.fds: list[int] = []
+        self.deadline = time.monotonic() + READ_TIMEOUT_S
+
+    def read(self) -> dict[str, object] | None:
+        """What arrived so far: the request once whole, else None. Raises on an ended or malformed one."""
+        data, fds, _flags, _addr = socket.recv_fds(self.conn, 1 << 20, 3)
+        self.fds += fds
+        if not data:
+            raise ValueError("the request ended early")
+        if len(self.fds) > 3:
+            raise ValueError(f"{len(self.fds)} descriptors passed")
+        got = self.frames.feed(data)  # ValueError, EOFError or TypeError on bytes that are not a frame
+        return got[0] if got else None
+
+    def close(self) -> None:
+        for fd in self.fds:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        self.fds = []
+        self.conn.close()
+
+
 class Server:
     def __init__(self, root: Path, lock_fd: int, idle_s: float) -> None:
         self.root, self.lock_fd, self.idle_s = root, lock_fd, idle_s
         self.run_dir = root / ".mam" / "run"
         self.path = str(self.run_dir / SOCKET)
         self.children: dict[int, socket.socket] = {}
+        self.pending: dict[int, Pending] = {}  # by descriptor
         self.me = identity()
         self.stamp: dict[str, tuple[int, int]] = {}
         self.ending = ""
@@ -151,8 +184,14 @@ class Server:
             timeout = CHECK_S
             if not self.children:
                 timeout = min(timeout, max(0.0, idle_since + self.idle_s - time.monotonic()))
-            ready = readable(watched, timeout)
+            if self.pending:
+                first = min(p.deadline for p in self.pending.values())
+                timeout = min(timeout, max(0.0, first - time.monotonic()))
+            ready = readable([*watched, *self.pending], timeout)
             self._reap()
+            self._read_pending(ready)
+            if self.pending:
+                idle_since = time.monotonic()
             if self.children:
                 idle_since = time.monotonic()
             if wake_r in ready:
@@ -171,6 +210,39 @@ class Server:
             elif not self.children and time.monotonic() >= idle_since + self.idle_s:
                 self._end(f"idle for {self.idle_s:g} s")
         return self.ending
+
+    def _read_pending(self, ready: list[int]) -> None:
+        """Read what came on each pending connection; serve the whole requests, drop the late or bad ones."""
+        now = time.monotonic()
+        for fd in [fd for fd in self.pending if fd in ready or self.pending[fd].deadline <= now]:
+            pending = self.pending[fd]
+            try:
+                if fd not in ready:
+                    raise TimeoutError(f"no whole request within {READ_TIMEOUT_S:g} s")
+                request = pending.read()
+            except BlockingIOError:
+                continue
+            except Exception as e:  # one bad request must not end the server, nor keep what it passed
+                log(f"request refused: {e}")
+                del self.pending[fd]
+                pending.close()
+                continue
+            if request is None:
+                continue
+            del self.pending[fd]
+            fds, pending.fds = pending.fds, []
+            try:
+                pending.conn.setblocking(True)
+                self._take(pending.conn, request, fds)
+            except Exception as e:
+                log(f"request refused: {e}")
+                pending.conn.close()
+            finally:
+                for passed in fds:
+                    try:
+                        os.close(passed)
+                    except OSError:
+                        pass
 
     def drain(self) -> None:
         """After the end: wait for the children still running, to report the ones killed by a signal."""
@@ -223,42 +295,45 @@ class Server:
                 log(f"accept: {e}")
                 return
             try:
-                self._take(conn)
-            except Exception as e:  # one bad request must not end the server
-                log(f"request refused: {e}")
+                _pid, uid, _gid = struct.unpack("3i", conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12))
+            except OSError as e:
+                log(f"accept: {e}")
                 conn.close()
+                continue
+            if uid != os.geteuid():
+                log(f"refused a peer of uid {uid}")
+                conn.close()
+                continue
+            conn.setblocking(False)
+            if len(self.pending) >= MAX_PENDING:  # the oldest goes: descriptors are finite
+                oldest = min(self.pending, key=lambda fd: self.pending[fd].deadline)
+                log("request refused: too many requests arriving at once")
+                self.pending.pop(oldest).close()
+            self.pending[conn.fileno()] = Pending(conn)
 
-    def _take(self, conn: socket.socket) -> None:
-        conn.setblocking(True)
-        _pid, uid, _gid = struct.unpack("3i", conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12))
-        if uid != os.geteuid():
-            log(f"refused a peer of uid {uid}")
+    def _take(self, conn: socket.socket, request: dict[str, object], fds: list[int]) -> None:
+        """Serve a whole request: fork its child, or say why not. The caller closes `fds` after."""
+        why = self._refusal(request, fds)
+        if why:
+            conn.sendall(frame({"refused": why}))
             conn.close()
             return
-        request, fds = _read_request(conn)
-        try:
-            why = self._refusal(request, fds)
-            if why:
-                conn.sendall(frame({"refused": why}))
-                conn.close()
-                return
-            pid = os.fork()
-            if pid == 0:
-                try:
-                    self._drop_all()
-                    _become(conn, request, fds)  # ends the process
-                finally:
-                    os._exit(Exit.FAILED)  # whatever escaped it: never back into the server's loop
-            self.children[pid] = conn
-        finally:
-            for fd in fds:
-                os.close(fd)
+        pid = os.fork()
+        if pid == 0:
+            try:
+                self._drop_all()
+                _become(conn, request, fds)  # ends the process
+            finally:
+                os._exit(Exit.FAILED)  # whatever escaped it: never back into the server's loop
+        self.children[pid] = conn
 
     def _drop_all(self) -> None:
         """In a new child: close what only the server may hold (the lock, its socket, the others' callers)."""
         self.sock.close()
         for other in self.children.values():
             other.close()
+        for waiting in self.pending.values():  # requests still arriving: their caller is not this child's
+            waiting.close()
         for fd in (self.lock_fd, *self.private_fds):
             try:
                 os.close(fd)
@@ -276,22 +351,6 @@ class Server:
             self._end(f"{changed} changed on disk")
             return "mam's code changed on disk"
         return ""
-
-
-def _read_request(conn: socket.socket) -> tuple[dict[str, object], list[int]]:
-    conn.settimeout(READ_TIMEOUT_S)
-    data, fds, _flags, _addr = socket.recv_fds(conn, 1 << 20, 3)
-    frames = Frames()
-    got = frames.feed(data)
-    while not got:
-        more = conn.recv(1 << 20)
-        if not more:
-            for fd in fds:
-                os.close(fd)
-            raise ValueError("the request ended early")
-        got = frames.feed(more)
-    conn.settimeout(None)
-    return got[0], fds
 
 
 def _become(conn: socket.socket, request: dict[str, object], fds: list[int]) -> None:

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from mam.agents.base import LaunchContext
+from mam.util.proc import module_argv
 
 # Claude Code's hook events mam listens to (all carry session_id, transcript_path, hook_event_name).
 CLAUDE_EVENTS = (
@@ -33,10 +34,11 @@ HOOK_TIMEOUT_S = 10  # what a CLI allows the hook; `mam hook` itself gives up we
 
 
 def hook_argv(ctx: LaunchContext, agent: str) -> list[str]:
-    """`<python> -m mam hook AGENT --session NAME --workspace ROOT`: mam's own interpreter, so the
-    hook runs whatever PATH the agent's tools see."""
+    """`<python> -c RUN_MODULE mam hook AGENT --session NAME --workspace ROOT`: mam's own interpreter,
+    so the hook runs whatever PATH the agent's tools see, importing nothing from the agent's folder
+    (mam.util.proc.module_argv)."""
     root = ctx.mam_dir.parent if ctx.mam_dir is not None else Path(ctx.cwd)
-    return [sys.executable, "-m", "mam", "hook", agent, "--session", ctx.session, "--workspace", str(root)]
+    return module_argv(sys.executable, "mam", "hook", agent, "--session", ctx.session, "--workspace", str(root))
 
 
 def _write(ctx: LaunchContext, name: str, text: str) -> Path:

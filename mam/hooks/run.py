@@ -37,7 +37,9 @@ def main(agent: str, session: str, workspace: str, payload: str | None) -> int:
     signal.setitimer(signal.ITIMER_REAL, HOOK_BUDGET_S)
     ws: Workspace | None = None
     try:
-        ws = Workspace(root=_root(workspace))
+        found = Workspace(root=_root(workspace))
+        found.check_trusted()  # as every command: another user's `.mam/` gets nothing written, not even an error
+        ws = found
         raw = payload if payload is not None else sys.stdin.read(MAX_INPUT)
         _trace(agent, raw)
         hook = json.loads(raw) if raw.strip() else {}
@@ -54,7 +56,7 @@ def _trace(agent: str, raw: str) -> None:
     """MAM_HOOK_TRACE=FILE (tests, and checking what a CLI sends): append each call's raw JSON."""
     target = os.environ.get("MAM_HOOK_TRACE")
     if target:
-        fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o600)
         with os.fdopen(fd, "a", encoding="utf-8") as f:
             f.write(json.dumps({"agent": agent, "ts": time.time(), "raw": raw}) + "\n")
 
@@ -196,7 +198,7 @@ def _log_error(ws: Workspace | None, session: str, error: BaseException) -> None
         folder.mkdir(mode=0o700, parents=True, exist_ok=True)
         line = f"{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())} {type(error).__name__}: {error}\n"
         tb = "".join(traceback.format_exception(error)[-3:])
-        fd = os.open(folder / "hook-errors.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        fd = os.open(folder / "hook-errors.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o600)
         with os.fdopen(fd, "a", encoding="utf-8") as f:
             f.write(line + tb)
     except OSError:

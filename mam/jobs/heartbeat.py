@@ -26,7 +26,7 @@ from mam.jobs.outcomes import Exit
 from mam.jobs.record import read_record
 from mam.util.fdwait import readable
 from mam.util.fork import AGENT_UNSEEN, PIDFILE, detached, record_pid
-from mam.util.proc import pid_alive, python_bin, spawn_detached, start_time
+from mam.util.proc import module_argv, pid_alive, python_bin, spawn_detached, start_time
 from mam.workspace import Workspace
 
 log = logging.getLogger("mam.heartbeat")
@@ -77,9 +77,8 @@ def spawn(
     where fork is unsafe). The caller keeps the handle: it reaps the process and may stop it."""
     folder = ws.job_log_dir(job_id)
     folder.mkdir(mode=0o700, parents=True, exist_ok=True)
-    argv = [
+    argv = module_argv(
         python_bin(python),
-        "-m",
         "mam.jobs.heartbeat",
         "--workspace",
         str(ws.root),
@@ -91,7 +90,7 @@ def spawn(
         str(agent_pid),
         "--agent-start",
         str(start_time(agent_pid) or 0),
-    ]
+    )
     proc = spawn_detached(argv, log=folder / LOG)
     record_pid(str(folder), proc.pid)
     return proc

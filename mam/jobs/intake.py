@@ -19,13 +19,14 @@ from dataclasses import dataclass, field
 
 from mam.bus.envelope import Envelope
 from mam.bus.mqtt import MqttClient
-from mam.errors import BrokerError
+from mam.errors import BrokerError, DecodeError
 from mam.jobs import record as rec
 from mam.jobs import wake
 from mam.jobs.flood import RejectionLimiter, clip
-from mam.jobs.gate import EventGate
+from mam.jobs.gate import Admission, EventGate
 from mam.jobs.ledger import Ledger
 from mam.jobs.model import Event
+from mam.jobs.outcomes import Rejected
 from mam.store import jobs as jobs_table
 from mam.store.registry import Registry
 from mam.workspace import Workspace
@@ -123,6 +124,7 @@ class Intake:
     disk_seq: int = 0
     _queue: queue.Queue[bytes] = field(default_factory=queue.Queue)
     _unstored: list[tuple[Envelope, str]] = field(default_factory=list)
+    _refused_rows: set[int] = field(default_factory=set)  # disk rows the gate refused: never read again
     limiter: RejectionLimiter = field(init=False)
     listener: Listener | None = None  # a local job's wake socket, listening from `attach` to `close`
     _relay: tuple[MqttClient, str] | None = None  # where events accepted from the disk path are relayed
@@ -205,11 +207,41 @@ class Intake:
                 self.limiter.tick()
 
     def _drain_disk(self) -> None:
+        """Read the job's rows after the last one verified. A row's `seq` column is only a hint: the
+        disk path moves on past a row only once its envelope passed the gate (signature, then seq)
+        and carries that same seq. Any other row is rejected once and remembered, never trusted: a
+        row with a high seq written into the registry cannot make the real events below it unread."""
         for row in self.registry.events_after(self.ledger.job.id, self.disk_seq):
-            self.disk_seq = row.seq
-            self._take(row.raw.encode("utf-8"), "disk")
+            if row.seq in self._refused_rows:
+                continue
+            raw = row.raw.encode("utf-8")
+            try:
+                claimed = Envelope.decode(raw, max_bytes=self.gate.max_bytes).seq
+            except DecodeError as e:
+                self._refused_rows.add(row.seq)
+                self._reject(e.reason, "disk", str(e), raw)
+                continue
+            if claimed != row.seq:
+                self._refused_rows.add(row.seq)
+                self._reject(Rejected.BAD_SHAPE, "disk", f"row seq {row.seq} holds an envelope of seq {claimed}", raw)
+                continue
+            verdict = self._take(raw, "disk")
+            if verdict.accepted or verdict.silent:  # silent: the same signed event, already taken over MQTT
+                self.disk_seq = max(self.disk_seq, row.seq)
+            else:
+                self._refused_rows.add(row.seq)
 
-    def _take(self, raw: bytes, path: str) -> None:
+    def _reject(self, reason: str, path: str, detail: str, raw: bytes) -> None:
+        if self.limiter.allow(reason):
+            self.ledger.note(
+                "rejected",
+                reason=reason,
+                path=path,
+                detail=clip(detail),
+                excerpt=raw[:EXCERPT].decode("utf-8", "replace"),
+            )
+
+    def _take(self, raw: bytes, path: str) -> Admission:
         verdict = self.gate.check(raw, path)
         if not verdict.accepted:
             if not verdict.silent and self.limiter.allow(verdict.reason):
@@ -220,7 +252,7 @@ class Intake:
                     detail=clip(verdict.detail),
                     excerpt=raw[:EXCERPT].decode("utf-8", "replace"),
                 )
-            return
+            return verdict
         env = verdict.envelope
         assert env is not None
         if verdict.gap:
@@ -236,6 +268,7 @@ class Intake:
         )
         if why:  # accepted events are logged by the ledger as inputs
             self.ledger.note("ignored", reason=why, path=path, seq=env.seq, type=env.type, sender=env.sender)
+        return verdict
 
     def _relay_out(self, raw: bytes) -> None:
         """Publish an event accepted from the store (its agent woke us instead of publishing it), in seq order."""

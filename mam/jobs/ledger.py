@@ -117,6 +117,12 @@ class Ledger:
                 idempotency_key=key,
                 key_ttl_s=key_ttl_s,
                 attach_fields=attach,
+                attach_requires={
+                    "session": job.session,
+                    "runner": meta.get("runner"),
+                    "target": meta.get("target"),
+                    "brief_sha256": meta.get("brief_sha256"),
+                },
             ),
         )
         if done.attached is not None:

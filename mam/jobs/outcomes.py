@@ -49,7 +49,10 @@ class Exit:
     BROKER_UNAVAILABLE: Final = 3
     LOCK_BUSY: Final = 4  # a single-instance lock (loop, monitor, runner) is held
     NOT_DELIVERED: Final = 5  # a job cancelled (never delivered, cancelled), or taken over by another attempt
-    NOT_FOUND: Final = 5  # no such session, job or loop
+    NOT_FOUND: Final = 5  # no such session, job, loop or board key
+    STALE_VERSION: Final = 5  # `mam board set|delete --if-version N`: the key is at another version; nothing written
+    REFUSED: Final = 5  # the thing is not in a state that allows it (a running session's remove without --force,
+    # a resume whose worktree is gone or on another branch, an approval whose branch moved)
     BUDGET: Final = 6  # refused by a token budget (never delivered), or stopped by its --max-tokens
     ONBOARD_FAILED: Final = 44
     ONBOARD_LATE: Final = 45  # the onboarding job did not end in time

@@ -18,6 +18,7 @@ from collections.abc import Callable
 from typing import Any
 
 from mam.agents import get_adapter
+from mam.ids import check_job_id, check_nonce
 from mam.jobs import record as rec
 from mam.jobs.delivery import PaneDelivery
 from mam.jobs.ledger import Ledger
@@ -30,7 +31,10 @@ RETRY_S = 0.5  # the box was not empty or a dialog showed: look again this soon
 
 
 def reminder_text(job_id: str, nonce: str, *, started: bool) -> str:
-    """The reminder: every indented line is a command that runs exactly as printed."""
+    """The reminder: every indented line is a command that runs exactly as printed. Only checked text
+    is typed: the id and the nonce are checked again here (UsageError), whatever set them."""
+    check_job_id(job_id)
+    check_nonce(nonce)
     head = f"mam job {job_id} is still open: you have not reported on it.\n"
     if not started:
         head += f"First acknowledge it with this command:\n  mam event started --job {job_id} --nonce {nonce}\nThen end"

@@ -212,3 +212,37 @@ def refusal_note(round_number: int, text: str) -> str:
 
 def fixed_note(round_number: int, result: str) -> str:
     return f"The creator says it fixed the findings of round {round_number}:\n\n{quote(result or '(no summary)')}"
+
+
+def rejected_brief(loop_id: str, round_number: int, task: str, note: str, by: str, workdir: str) -> str:
+    """The creator's fix brief after a person rejected a change every reviewer had passed."""
+    return "\n".join(
+        [
+            *_head("fix", loop_id, f"round {round_number}"),
+            f"Every reviewer passed round {round_number} of your work on this task (quoted), but the person asked "
+            f"to approve it ({by}) rejected it:",
+            "",
+            quote(task),
+            "",
+            f"----- note of {by} -----",
+            clean(note),
+            f"----- end of the note of {by} -----",
+            "",
+            f"Make the change the note asks for in {workdir} and commit, then complete the job with a one-line "
+            "summary of what you changed.",
+        ]
+    )
+
+
+def rejected_note(round_number: int, note: str, result: str) -> str:
+    return (
+        f"A person rejected the change after round {round_number} with this note:\n\n{quote(note)}\n\n"
+        f"The creator says it made the change:\n\n{quote(result or '(no summary)')}"
+    )
+
+
+def review_again_note(round_number: int, why: str) -> str:
+    return (
+        f"Round {round_number} passed, but an approval found the branch changed since that review ({why}). "
+        "Review the source as it is now."
+    )

@@ -51,6 +51,11 @@ _LINES: dict[str, Callable[[dict[str, Any]], str]] = {
         if e["state"] != JobState.COMPLETED
         else ""
     ),
+    "needs_approval": lambda e: (
+        f"round {e['round']}: waiting for approval of {e['branch']} into {e['base_branch']} "
+        f"(tree {_short((e.get('identity') or {}).get('tree'), 12)}): {e['message']}"
+    ),
+    "decision": lambda e: f"round {e['round']}: {e['state']} by {e['by']}",
     "end": lambda e: f"{e['loop']} ended: {e['state']} ({e['reason']})",
 }
 

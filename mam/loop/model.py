@@ -46,6 +46,7 @@ class LoopRequest:
     loop_id: str | None = (
         None  # chosen by the caller (the MCP server names the loop before it starts); default: a new one
     )
+    approve: bool = False  # --approve: when every reviewer passes, wait for a person (mam.loop.approval)
 
 
 class LoopState(str, Enum):
@@ -53,6 +54,8 @@ class LoopState(str, Enum):
     PASSED = "passed"
     NOT_PASSED = "not_passed"
     FAILED = "failed"
+    NEEDS_APPROVAL = "needs_approval"  # --approve: every reviewer passed; waiting for `mam loop approve|reject`
+    APPROVED = "approved"  # --approve: approved and merged into the base branch
 
     def __str__(self) -> str:
         return self.value
@@ -74,9 +77,11 @@ class LoopResult:
     log: str
     history: list[dict[str, Any]] = field(default_factory=list)
 
+    approval: dict[str, Any] | None = None  # --approve: the gate's last decision (by, at, merged...)
+
     @property
     def passed(self) -> bool:
-        return self.state is LoopState.PASSED
+        return self.state in (LoopState.PASSED, LoopState.APPROVED)
 
     def as_dict(self) -> dict[str, Any]:
         return {**asdict(self), "passed": self.passed}
@@ -104,6 +109,8 @@ class LoopRun:
     base: str | None
     no_identity: str  # why there is no snapshot identity ('' when there is one)
     reviewers: list[str]
+    branch: str = ""  # --approve: the reviewed branch
+    base_branch: str = ""  # --approve: the branch an approval merges into
     creator_jobs: list[str] = field(default_factory=list)
 
     def send(self, brief: Brief) -> Outcome:

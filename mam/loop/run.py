@@ -10,12 +10,13 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from mam.errors import UsageError
 from mam.jobs.delegate import Outcome
-from mam.loop import briefs
+from mam.loop import approval, briefs
 from mam.loop.files import LoopFiles, LoopLog, OnEvent, loop_folder, new_loop_id, task_slug
-from mam.loop.git import git_env, toplevel
+from mam.loop.git import git_env, maybe, toplevel
 from mam.loop.jobs import Brief, JobOptions, JobSender, failed
 from mam.loop.lock import loop_lock
 from mam.loop.model import EXIT_NOT_PASSED, EXIT_PASSED, LoopFailed, LoopRequest, LoopResult, LoopRun, LoopState
@@ -23,11 +24,12 @@ from mam.loop.plan import make_plan
 from mam.loop.reports import Review, promote
 from mam.loop.roles import choose_reviewers, usable
 from mam.loop.rounds import RoundOutcome, review_round
-from mam.loop.snapshot import resolve_base
-from mam.notify import loop_ended
+from mam.loop.snapshot import default_branch, resolve_base
+from mam.notify import loop_ended, needs_approval
 from mam.sessions.common import check_name
 from mam.settings import Settings
 from mam.store.registry import Registry
+from mam.store.sessions import SessionRow
 from mam.workspace import Workspace
 
 _SLUG = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
@@ -50,7 +52,8 @@ def run_loop(
         usable(registry, req.planner, "planner")
     reviewers, how = choose_reviewers(registry, req.creator, req.reviewers, req.all_reviewer)
     workdir, repo, no_identity = _locate(req, Path(creator.cwd), ws, environ)
-    base, base_how = resolve_base(repo, req.base, environ) if repo else (None, "")
+    base, base_how = _base(req, creator, workdir, repo, environ) if repo else (None, "")
+    branch, base_branch = _approval_branches(req, creator, repo, environ) if req.approve else ("", "")
     loop_id = req.loop_id or new_loop_id()
     with loop_lock(ws, repo or workdir, loop_id=loop_id, task=req.task):
         files = LoopFiles(ws, loop_id)
@@ -71,6 +74,8 @@ def run_loop(
             base=base,
             no_identity=no_identity,
             reviewers=reviewers,
+            branch=branch,
+            base_branch=base_branch,
         )
         log(
             "start",
@@ -88,6 +93,9 @@ def run_loop(
             max_loop=req.max_loop,
             max_rebut=req.max_rebut,
             review_only=req.review_only,
+            approve=req.approve or None,
+            branch=branch or None,
+            base_branch=base_branch or None,
             folder=str(files.root),
         )
         history: list[RoundOutcome] = []
@@ -147,6 +155,56 @@ def _locate(
     return creator_cwd, None, f"neither the creator's folder {creator_cwd} nor the workspace is a git checkout"
 
 
+def _base(
+    req: LoopRequest, creator: SessionRow, workdir: Path, repo: Path, environ: Mapping[str, str] | None
+) -> tuple[str, str]:
+    """The base commit: --base; else, for a creator in its own worktree (`session create --worktree`), the
+    merge-base of HEAD with the ref its branch was made from; else resolve_base's default."""
+    if req.base or not creator.worktree or Path(creator.cwd) != workdir:
+        return resolve_base(repo, req.base, environ)
+    env = git_env(environ)
+    merge_base = maybe(["merge-base", "HEAD", creator.base_commit], cwd=repo, env=env) if creator.base_commit else None
+    if creator.base != "HEAD" and maybe(
+        ["rev-parse", "--verify", "--quiet", f"refs/heads/{creator.base}"], cwd=repo, env=env
+    ):
+        merge_base = maybe(["merge-base", "HEAD", f"refs/heads/{creator.base}"], cwd=repo, env=env) or merge_base
+    if not merge_base:
+        return resolve_base(repo, None, environ)
+    return merge_base, f"merge-base of HEAD and the base of {creator.name}'s worktree ({creator.base})"
+
+
+def _approval_branches(
+    req: LoopRequest, creator: SessionRow, repo: Path | None, environ: Mapping[str, str] | None
+) -> tuple[str, str]:
+    """(the reviewed branch, the branch an approval merges into); UsageError when --approve cannot work."""
+    if repo is None:
+        raise UsageError("--approve needs a git checkout to merge in, and the loop has none")
+    env = git_env(environ)
+    branch = maybe(["symbolic-ref", "--quiet", "--short", "HEAD"], cwd=repo, env=env)
+    if not branch:
+        raise UsageError(f"--approve: {repo} is not on a branch (a detached HEAD): nothing to merge")
+
+    def local(name: str | None) -> str:
+        if name and maybe(["rev-parse", "--verify", "--quiet", f"refs/heads/{name}"], cwd=repo, env=env):
+            return name
+        return ""
+
+    default = default_branch(repo, env) or ""
+    base_branch = (
+        local(req.base)
+        or local(creator.base if creator.worktree else None)
+        or local(default.removeprefix("refs/heads/") if default.startswith("refs/heads/") else None)
+    )
+    if not base_branch:
+        raise UsageError("--approve needs a base branch to merge into: pass --base BRANCH")
+    if base_branch == branch:
+        raise UsageError(
+            f"--approve: the reviewed checkout {repo} is on the base branch {branch} itself; let the creator work on "
+            f"a branch of its own (`mam session create ... --worktree`)"
+        )
+    return branch, base_branch
+
+
 def _drive(ctx: LoopRun, history: list[RoundOutcome], state: dict[str, int]) -> LoopResult:
     req = ctx.req
     plan = make_plan(ctx) if (req.plan or req.planner) else ""
@@ -162,7 +220,9 @@ def _drive(ctx: LoopRun, history: list[RoundOutcome], state: dict[str, int]) -> 
         _creator_ok(ctx, out, "implementation")
         ctx.log("created", job=out.job_id, result=out.result[:1000])
     notes: list[str] = []
-    for number in range(1, req.max_loop + 1):
+    number = 0
+    while True:
+        number += 1
         outcome = review_round(ctx, number, notes)
         history.append(outcome)
         failing = [r for r in outcome.reviews if not r.passed]
@@ -176,19 +236,49 @@ def _drive(ctx: LoopRun, history: list[RoundOutcome], state: dict[str, int]) -> 
                 loop_id=ctx.loop_id,
             )
             ctx.log("passed", round=number, promoted=promoted)
-            return _result(
-                ctx,
-                history,
-                LoopState.PASSED,
-                EXIT_PASSED,
-                f"every reviewer passed in round {number}",
-                state["rebuts"],
-                promoted,
-            )
+            if not req.approve:
+                return _result(
+                    ctx,
+                    history,
+                    LoopState.PASSED,
+                    EXIT_PASSED,
+                    f"every reviewer passed in round {number}",
+                    state["rebuts"],
+                    promoted,
+                )
+            gate = _await_approval(ctx, outcome, number, promoted)
+            decision = gate.get("decision") or {}
+            if gate["state"] == approval.APPROVED:
+                return _result(
+                    ctx,
+                    history,
+                    LoopState.APPROVED,
+                    EXIT_PASSED,
+                    f"every reviewer passed in round {number}; approved by {decision['by']}: {decision['message']}",
+                    state["rebuts"],
+                    promoted,
+                    decision=decision,
+                )
+            if gate["state"] == approval.REVIEW:
+                notes = [briefs.review_again_note(number, decision.get("refused", ""))]
+                continue
+            if number >= req.max_loop:
+                return _result(
+                    ctx,
+                    history,
+                    LoopState.NOT_PASSED,
+                    EXIT_NOT_PASSED,
+                    f"rejected by {decision.get('by')} after round {number}, the last of --max-loop {req.max_loop}",
+                    state["rebuts"],
+                    [],
+                    decision=decision,
+                )
+            notes = _fix_rejected(ctx, number, decision)
+            continue
         ctx.log(
             "not-passed", round=number, failing=[{"reviewer": r.reviewer, "reason": r.verdict.reason} for r in failing]
         )
-        if number == req.max_loop:
+        if number >= req.max_loop:
             break
         notes = _fix(ctx, number, failing, state)
     return _result(
@@ -244,6 +334,62 @@ def _fix(ctx: LoopRun, number: int, failing: list[Review], state: dict[str, int]
     return [briefs.refusal_note(number, text)]
 
 
+def _await_approval(ctx: LoopRun, outcome: RoundOutcome, number: int, promoted: list[str]) -> dict[str, Any]:
+    """Open the approval gate for this round's identity, tell a person, and wait for their decision."""
+    identity = outcome.snapshot.identity() if outcome.snapshot else None
+    reports = [r.as_dict() for r in outcome.reviews]
+    approval.open_gate(
+        ctx.ws,
+        ctx.loop_id,
+        {
+            "loop": ctx.loop_id,
+            "round": number,
+            "identity": identity,
+            "reports": reports,
+            "promoted": promoted,
+            "repo": str(ctx.repo),
+            "branch": ctx.branch,
+            "base_branch": ctx.base_branch,
+            "creator": ctx.req.creator,
+        },
+    )
+    message = (
+        f"every reviewer passed round {number}; approve with `mam loop approve {ctx.loop_id}` "
+        f"or reject with `mam loop reject {ctx.loop_id} --note TEXT`"
+    )
+    ctx.log(
+        "needs_approval",
+        round=number,
+        identity=identity,
+        branch=ctx.branch,
+        base_branch=ctx.base_branch,
+        reports=[{"reviewer": r["reviewer"], "verdict": r["verdict"], "report": r["report"]} for r in reports],
+        promoted=promoted,
+        message=message,
+    )
+    needs_approval(ctx.ws, ctx.settings, ctx.loop_id, number, {"creator": ctx.req.creator, "message": message})
+    gate = approval.wait_decision(ctx.ws, ctx.loop_id)
+    ctx.log("decision", round=number, state=gate["state"], by=(gate.get("decision") or {}).get("by"))
+    return gate
+
+
+def _fix_rejected(ctx: LoopRun, number: int, decision: dict[str, Any]) -> list[str]:
+    """A person rejected the passed change: the creator gets their note in a fix brief."""
+    req = ctx.req
+    note, by = str(decision.get("note", "")), str(decision.get("by", ""))
+    out = ctx.send(
+        Brief(
+            req.creator,
+            briefs.rejected_brief(ctx.loop_id, number, req.task, note, by, str(ctx.workdir)),
+            "loop-fix",
+            copy_to=ctx.files.brief(number, req.creator, "fix"),
+        )
+    )
+    _creator_ok(ctx, out, f"fix after the rejection of round {number}")
+    ctx.log("fixed", round=number, job=out.job_id, result=out.result[:1000], after="rejected")
+    return [briefs.rejected_note(number, note, out.result)]
+
+
 def _creator_ok(ctx: LoopRun, out: Outcome, what: str) -> None:
     if out.job_id:
         ctx.creator_jobs.append(out.job_id)
@@ -260,6 +406,7 @@ def _result(
     reason: str,
     rebuts: int,
     promoted: list[str],
+    decision: dict[str, Any] | None = None,
 ) -> LoopResult:
     last = history[-1] if history else None
     return LoopResult(
@@ -276,4 +423,5 @@ def _result(
         folder=str(ctx.files.root),
         log=str(ctx.files.log),
         history=[h.summary() for h in history],
+        approval=decision,
     )

@@ -21,6 +21,67 @@ Scope = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
 Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
 LOOPBACK = ("127.0.0.1", "::1", "localhost")
+WILDCARD = ("0.0.0.0", "::", "")
+
+
+def is_loopback(host: str) -> bool:
+    """`localhost` or a loopback address (127.0.0.0/8, ::1)."""
+    import ipaddress
+
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def allowed_hosts(host: str, port: int) -> frozenset[bytes]:
+    """The `Host` header values that name the address served (DNS rebinding: a page of another site
+    whose name now resolves to this address sends its own name). A loopback or wildcard bind also
+    answers to the loopback names; a wildcard bind to this machine's own names."""
+    import socket
+
+    names = {host}
+    if is_loopback(host) or host in WILDCARD:
+        names.update(LOOPBACK)
+    if host in WILDCARD:
+        names.update({socket.gethostname(), socket.getfqdn()})
+    out = set()
+    for name in names - set(WILDCARD):
+        shown = f"[{name}]" if ":" in name else name
+        out.add(f"{shown}:{port}".lower().encode("utf-8"))
+    return frozenset(out)
+
+
+class HostCheck:
+    """ASGI middleware: a request whose `Host` header does not name the served address gets 421 and
+    reaches nothing (not even the token check)."""
+
+    def __init__(self, app: Any, allowed: frozenset[bytes]) -> None:
+        self.app, self.allowed = app, allowed
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] in ("http", "websocket"):
+            given = dict(scope.get("headers") or []).get(b"host", b"").lower()
+            if given not in self.allowed:
+                if scope["type"] == "websocket":
+                    await send({"type": "websocket.close", "code": 1008})
+                    return
+                body = b'{"error":"misdirected: the Host header does not name the address this server serves"}'
+                await send(
+                    {
+                        "type": "http.response.start",
+                        "status": 421,
+                        "headers": [
+                            (b"content-type", b"application/json"),
+                            (b"content-length", str(len(body)).encode()),
+                        ],
+                    }
+                )
+                await send({"type": "http.response.body", "body": body})
+                return
+        await self.app(scope, receive, send)
 
 
 class BearerAuth:
@@ -74,18 +135,36 @@ def serve_stdio(service: Service, *, poll_s: float) -> None:
 
 
 def serve_http(
-    service: Service, *, host: str, port: int, token: str, poll_s: float, announce: Callable[[str], None]
+    service: Service,
+    *,
+    host: str,
+    port: int,
+    token: str,
+    poll_s: float,
+    announce: Callable[[str], None],
+    tls: tuple[str, str] | None = None,
 ) -> None:
+    """Serve on host:port; `tls` (cert file, key file) makes it HTTPS. The caller has checked that a
+    non-loopback host has TLS (mam.cli.mcp)."""
     import anyio
     import uvicorn
 
     from mam.mcp.server import build
 
     server = build(service, poll_s=poll_s)
-    app = BearerAuth(server.streamable_http_app(host=host), token)
-    config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on")
+    app = HostCheck(BearerAuth(server.streamable_http_app(host=host), token), allowed_hosts(host, port))
+    config = uvicorn.Config(
+        app,
+        host=host,
+        port=port,
+        log_level="warning",
+        lifespan="on",
+        ssl_certfile=tls[0] if tls else None,
+        ssl_keyfile=tls[1] if tls else None,
+    )
     web = uvicorn.Server(config)
-    announce(f"http://{host if ':' not in host else '[' + host + ']'}:{port}/mcp")
+    scheme = "https" if tls else "http"
+    announce(f"{scheme}://{host if ':' not in host else '[' + host + ']'}:{port}/mcp")
     # uvicorn stops on SIGINT/SIGTERM, then raises the signal again under the handler it found:
     # ours, so the open jobs are handed over before the process ends.
     _exit_on_sigterm()

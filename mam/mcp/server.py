@@ -139,7 +139,9 @@ def build(service: Service, *, poll_s: float) -> MCPServer:
     @server.tool(
         description="Start AGENT (claude, codex, opencode, gemini, hermes, grok, agy, demo) in a new pane as session "
         "NAME "
-        "(`mam session create`; permissions ask|report|full, default report; no_trust: fail on a trust dialog). "
+        "(`mam session create`; permissions ask|report|full, default report; board: also allow `mam board`; "
+        "no_trust: fail on a trust dialog; "
+        "worktree: its own git worktree .mam/worktrees/NAME/ on branch (default mam/NAME) from base (default HEAD)). "
         f"With onboard: wait for the onboarding job (exit_code {Exit.ONBOARD_FAILED} failed, "
         f"{Exit.ONBOARD_LATE} not ended in time)."
     )
@@ -153,6 +155,10 @@ def build(service: Service, *, poll_s: float) -> MCPServer:
         onboard: bool = False,
         permissions: str = "report",
         no_trust: bool = False,
+        board: bool = False,
+        worktree: bool = False,
+        branch: str | None = None,
+        base: str | None = None,
     ) -> CallToolResult:
         data, code = await thread(
             service.session_create,
@@ -164,6 +170,10 @@ def build(service: Service, *, poll_s: float) -> MCPServer:
             onboard=onboard,
             permissions=permissions,
             no_trust=no_trust,
+            board=board,
+            worktree=worktree,
+            branch=branch,
+            base=base,
         )
         line = (
             f"session {data['name']}: {data['agent']} ({data['role']}) {data['status']} "
@@ -184,6 +194,17 @@ def build(service: Service, *, poll_s: float) -> MCPServer:
     async def session_stop(name: str, purge_conversation: bool = False) -> CallToolResult:
         data = await thread(service.session_stop, name=name, purge_conversation=purge_conversation)
         return ok(data, f"session {data['name']}: {data['status']}, conversation {data['conversation_id'] or '-'}")
+
+    @server.tool(
+        description="Remove a stopped or terminated session so its name is free (`mam session remove`); its jobs are "
+        "kept. A running one is refused (exit_code 5) unless force, which stops it first. Its worktree goes only when "
+        "clean (force: anyway); a branch with unmerged commits is always kept. purge_conversation is the confirmation."
+    )
+    @guarded
+    async def session_remove(name: str, force: bool = False, purge_conversation: bool = False) -> CallToolResult:
+        data = await thread(service.session_remove, name=name, force=force, purge_conversation=purge_conversation)
+        said = data["worktree"]["message"] if data["worktree"] else ""
+        return ok(data, f"session {data['name']}: removed" + (f"; {said}" if said else ""))
 
     @server.tool(description="Relaunch a stopped session's conversation (`mam session resume`).")
     @guarded
@@ -320,10 +341,48 @@ def build(service: Service, *, poll_s: float) -> MCPServer:
         view = await thread(service.budget_status)
         return ok(view, f"{view['running']} running, {view['queued']} queued")
 
+    @server.tool(
+        description="Delegate the same brief to every target at once (`mam job fanout --json`; targets 'A,B,C'), "
+        "each its own job under the caps and budgets, and aggregate: all (every job completed), first (the "
+        "first completed; the others cancelled), vote (each completed result's last non-empty line; a "
+        "majority of the targets wins; a tie or no majority is named). Returns every job's id, state, result "
+        "and vote. exit_code 0 when decided, 1 otherwise."
+    )
+    @guarded
+    async def job_fanout(targets: str, brief: str, aggregate: str = "all") -> CallToolResult:
+        out = await thread(service.job_fanout, targets=targets, brief=brief, aggregate=aggregate)
+        line = f"fanout {aggregate}: {out['outcome']}" + (f" ({out['winner']})" if out["winner"] else "")
+        return ok(out, line) if out["decided"] else failed(line, int(out["exit_code"]), out)
+
+    # -- the board ------------------------------------------------------------------------------
+    @server.tool(description="Read a board key (`mam board get KEY --json`): {key, value, version, writer, ts}.")
+    @guarded
+    async def board_read(key: str) -> CallToolResult:
+        entry = await thread(service.board_read, key=key)
+        return ok(entry, f"{entry['key']} v{entry['version']}")
+
+    @server.tool(
+        description="Write a board key (`mam board set`; delete: true is `mam board delete`). if_version makes it a "
+        "compare-and-set: a stale version writes nothing (exit_code 5). Published retained and signed to watchers."
+    )
+    @guarded
+    async def board_write(
+        key: str, value: str = "", if_version: int | None = None, delete: bool = False
+    ) -> CallToolResult:
+        out = await thread(service.board_write, key=key, value=None if delete else value, if_version=if_version)
+        return ok(out, f"{out['key']}: {'deleted' if out['deleted'] else 'set'}, version {out['version']}")
+
+    @server.tool(description="List the board's keys (`mam board list --json`), optionally under a prefix.")
+    @guarded
+    async def board_list(prefix: str = "") -> CallToolResult:
+        entries = await thread(service.board_list, prefix=prefix)
+        return ok({"keys": entries}, f"{len(entries)} keys")
+
     # -- loops ----------------------------------------------------------------------------------
     @server.tool(
         description="Start a review loop (the options of run_loop.sh / `mam loop`; reviewer is 'A,B') as a detached "
-        "`mam loop` process; returns its id at once. Follow it with loop_status."
+        "`mam loop` process; returns its id at once. Follow it with loop_status. approve: when every reviewer "
+        "passes, the loop waits in state needs_approval for loop_approve / loop_reject."
     )
     @guarded
     async def loop_start(
@@ -346,6 +405,7 @@ def build(service: Service, *, poll_s: float) -> MCPServer:
         subjob_wait_s: float | None = None,
         max_repeats: int | None = None,
         slug: str | None = None,
+        approve: bool = False,
     ) -> CallToolResult:
         options = dict(
             creator=creator,
@@ -367,6 +427,7 @@ def build(service: Service, *, poll_s: float) -> MCPServer:
             subjob_wait_s=subjob_wait_s,
             max_repeats=max_repeats,
             slug=slug,
+            approve=approve,
         )
         proc, loop_id, errors = await thread(service.loop_start, options=options)
         try:
@@ -395,8 +456,8 @@ def build(service: Service, *, poll_s: float) -> MCPServer:
             errors.unlink(missing_ok=True)
 
     @server.tool(
-        description="A loop's rounds, each reviewer's verdict, the outcome (running, passed, not_passed, failed) and "
-        "report paths."
+        description="A loop's rounds, each reviewer's verdict, the outcome (running, needs_approval, approved, passed, "
+        "not_passed, failed), the approval gate (reviewed identity, decision) and report paths."
     )
     @guarded
     async def loop_status(id: str) -> CallToolResult:
@@ -406,6 +467,25 @@ def build(service: Service, *, poll_s: float) -> MCPServer:
             f"loop {id}: {data['state']} after {data['rounds']} round(s)"
             + (f": {data['reason']}" if data["reason"] else ""),
         )
+
+    @server.tool(
+        description="Approve a loop waiting in needs_approval (`mam loop approve`): merge its reviewed head into the "
+        "base branch (merge: ff, merge or squash) only if the branch still holds the reviewed tree; otherwise "
+        "exit_code 5 naming what changed, and the loop reviews again."
+    )
+    @guarded
+    async def loop_approve(id: str, merge: str = "ff") -> CallToolResult:
+        gate = await thread(service.loop_approve, id=id, merge=merge)
+        return ok(gate, f"loop {id}: approved by {gate['decision']['by']}; {gate['decision']['message']}")
+
+    @server.tool(
+        description="Reject a loop waiting in needs_approval (`mam loop reject`): the creator gets the note in a fix "
+        "brief and another round runs."
+    )
+    @guarded
+    async def loop_reject(id: str, note: str) -> CallToolResult:
+        gate = await thread(service.loop_reject, id=id, note=note)
+        return ok(gate, f"loop {id}: rejected by {gate['decision']['by']}")
 
     return server
 

@@ -31,16 +31,19 @@ from mam.jobs.model import JobState
 from mam.jobs.queries import cancel, list_jobs, status
 from mam.jobs.queries import log as job_log
 from mam.jobs.watch import JobWatch, recent_events
+from mam.loop.approval import approve as approve_loop
+from mam.loop.approval import reject as reject_loop
 from mam.loop.files import new_loop_id
 from mam.loop.status import loop_status
 from mam.remote.origin import ORIGIN
 from mam.sessions.create import start_session
+from mam.sessions.remove import remove_session
 from mam.sessions.resume import resume_session
 from mam.sessions.status import session_status
 from mam.sessions.stop import stop_session
 from mam.settings import Settings
 from mam.store.registry import Registry
-from mam.util.proc import spawn_detached
+from mam.util.proc import module_argv, spawn_detached
 from mam.workspace import Workspace
 
 log = logging.getLogger(__name__)
@@ -113,6 +116,10 @@ class Service:
         onboard: bool = False,
         permissions: str = "report",
         no_trust: bool = False,
+        board: bool = False,
+        worktree: bool = False,
+        branch: str | None = None,
+        base: str | None = None,
     ) -> tuple[dict[str, Any], int]:
 
         made = start_session(
@@ -128,6 +135,10 @@ class Service:
             onboard=onboard,
             permissions=permissions,
             trust=not no_trust,
+            board=board,
+            worktree=worktree,
+            branch=branch,
+            base=base,
         )
         data = made.row.as_dict()
         if made.onboarding is not None:
@@ -146,6 +157,20 @@ class Service:
             yes=purge_conversation,
         )
         return row.as_dict()
+
+    def session_remove(self, *, name: str, force: bool = False, purge_conversation: bool = False) -> dict[str, Any]:
+
+        # As with session_stop, purge_conversation is itself the confirmation.
+        return remove_session(
+            check_name(name),
+            ws=self.ws,
+            settings=self.settings,
+            registry=self.writer(),
+            environ=self.environ,
+            force=force,
+            purge_conversation=purge_conversation,
+            yes=purge_conversation,
+        ).as_dict()
 
     def session_resume(self, *, name: str) -> dict[str, Any]:
 
@@ -279,6 +304,54 @@ class Service:
         registry = self.reader()
         return empty_status(self.settings) if registry is None else budget_status(registry, self.settings)
 
+    def job_fanout(self, *, targets: str, brief: str, aggregate: str = "all") -> dict[str, Any]:
+        """`mam job fanout --json`: every target's job driven here, each on this process's shared connection."""
+        from mam.jobs.fanout import check_targets, fanout
+
+        names = check_targets(targets.split(","))
+        self.writer()
+        client = self._shared_client()
+        if client is None:
+            raise BrokerError("no MQTT broker answers: nothing was delegated")
+        out = fanout(
+            names, brief, aggregate=aggregate, ws=self.ws, settings=self.settings, client=client, remote=ORIGIN
+        )
+        return out.as_dict()
+
+    # -- the board ------------------------------------------------------------------------------
+    def _board_reader(self) -> Registry | None:
+        """The registry for a board read (looking makes none); refuses a session not allowed the board."""
+        from mam.board.store import check_writer
+
+        registry = self.reader()
+        if registry is not None:
+            check_writer(registry, self.environ.get("MAM_SESSION", ""))
+        return registry
+
+    def board_read(self, *, key: str) -> dict[str, Any]:
+        from mam.board.store import get
+
+        return get(self._board_reader(), key).as_dict()
+
+    def board_list(self, *, prefix: str = "") -> list[dict[str, Any]]:
+        from mam.board.store import list_keys
+
+        return [e.as_dict() for e in list_keys(self._board_reader(), prefix)]
+
+    def board_write(self, *, key: str, value: str | None, if_version: int | None = None) -> dict[str, Any]:
+        import getpass
+
+        from mam.board.store import check_writer, write
+
+        writer = self.environ.get("MAM_SESSION", "") or getpass.getuser()
+        registry = self.writer()
+        check_writer(registry, self.environ.get("MAM_SESSION", ""))
+        out = write(
+            self.ws, self.settings, registry, key, value, writer=writer, if_version=if_version,
+            client=self._shared_client(),
+        )  # fmt: skip
+        return {**out.as_dict(), "detail": out.detail}
+
     def _existing(self, job_id: str) -> Registry:
         """The registry for a job lookup, as the CLI's read-only job commands find it (creates nothing)."""
         check_job_id(job_id)
@@ -298,16 +371,15 @@ class Service:
             if name:
                 check_name(name, "reviewer")
         loop_id = new_loop_id()
-        argv = [
+        argv = module_argv(
             sys.executable,
-            "-m",
             "mam",
             "--workspace",
             str(self.ws.root),
             "loop",
             f"--loop-id={loop_id}",
             "--quiet",
-        ]
+        )
         for key, value in options.items():
             if value is None or value is False:
                 continue
@@ -320,6 +392,14 @@ class Service:
         proc = spawn_detached(argv, log=Path(name), env=self.environ, cwd=self.ws.root)
         self.loops[loop_id] = proc
         return proc, loop_id, Path(name)
+
+    def loop_approve(self, *, id: str, merge: str = "ff") -> dict[str, Any]:
+
+        return approve_loop(self.ws, id, mode=merge, via="mcp", environ=self.environ)
+
+    def loop_reject(self, *, id: str, note: str) -> dict[str, Any]:
+
+        return reject_loop(self.ws, id, note=note, via="mcp")
 
     def loop_status(self, *, id: str) -> dict[str, Any]:
 
@@ -338,9 +418,8 @@ class Service:
                 d.delivered.wait(PASTE_WAIT_S)  # never leave a paste half typed: let it reach the pane first
             if d.done.is_set() or d.attached_to:  # an attached one drives nothing: its job's wrapper does
                 continue
-            argv = [
+            argv = module_argv(
                 sys.executable,
-                "-m",
                 "mam",
                 "--workspace",
                 str(self.ws.root),
@@ -349,7 +428,7 @@ class Service:
                 f"--target={d.req.target}",
                 f"--job-id={d.job_id}",
                 "--quiet",
-            ]
+            )
             try:
                 spawn_detached(argv, env=self.environ, cwd=self.ws.root)
                 handed.append(d.job_id)

@@ -9,6 +9,7 @@ still carries the brief, hence it is refused on an insecure broker connection.
 from __future__ import annotations
 
 import threading
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,7 +18,7 @@ from mam.bus.envelope import MAX_DISPATCH_BYTES, Envelope
 from mam.bus.mqtt import MqttClient
 from mam.bus.topics import Topics, check_prefix
 from mam.errors import BrokerError, DecodeError, JobError, UsageError
-from mam.ids import check_job_id, check_name
+from mam.ids import check_job_id, check_name, check_nonce
 from mam.jobs import record as rec
 from mam.jobs.ledger import Ledger
 from mam.jobs.outcomes import Rejected
@@ -105,6 +106,7 @@ class Dispatch:
             check_name(b.get("session"))
         except UsageError as e:
             raise DecodeError(f"dispatch refused: {e}", reason=Rejected.BAD_ID) from e
+        _check_shape(b)
         if not isinstance(b.get("key_nonce"), str) or not KEY_NONCE.match(b["key_nonce"]):
             raise DecodeError("dispatch has no key_nonce of 32 lower-case hex digits", reason=Rejected.BAD_SHAPE)
         try:
@@ -125,6 +127,32 @@ class Dispatch:
             )
         except (KeyError, TypeError, ValueError, UsageError) as e:
             raise DecodeError(f"dispatch body is malformed: {e}", reason=Rejected.BAD_SHAPE) from e
+
+
+INTS = ("start_deadline_ms", "heartbeat_ms", "heartbeat_k_milli", "budget_ms")
+ORIGIN_MAX = 4096
+
+
+def _check_shape(b: Mapping[str, Any]) -> None:
+    """Every field that can reach a pane (the nonce, typed by a reminder), a log line or a terminal
+    (origin) has its shape checked before the dispatch is taken: DecodeError `bad_shape` otherwise.
+    The brief itself gets `check_brief` (a signed job ends `brief_refused`)."""
+    try:
+        check_nonce(b.get("nonce"))
+    except UsageError as e:
+        raise DecodeError(f"dispatch refused: {e}", reason=Rejected.BAD_SHAPE) from e
+    origin = b.get("origin", "")
+    if not isinstance(origin, str) or len(origin) > ORIGIN_MAX or not origin.isprintable():
+        raise DecodeError(
+            f"dispatch refused: origin must be printable text of at most {ORIGIN_MAX} characters",
+            reason=Rejected.BAD_SHAPE,
+        )
+    if not isinstance(b.get("text"), str):
+        raise DecodeError("dispatch refused: text is not a string", reason=Rejected.BAD_SHAPE)
+    for key in INTS:
+        value = b.get(key)
+        if type(value) is not int or not 0 <= value < 2**53:
+            raise DecodeError(f"dispatch refused: {key} is not a whole number below 2^53", reason=Rejected.BAD_SHAPE)
 
 
 class RemoteDelivery:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import socket
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
@@ -15,6 +16,7 @@ from mam.errors import AgentDialog, AgentExited, SessionError, UsageError
 from mam.jobs.outcomes import Exit
 from mam.panes import BACKENDS, default_server, open_backend
 from mam.panes.lock import placement_lock
+from mam.sessions import worktree as session_worktree
 from mam.sessions.common import check_name, pane_env
 from mam.settings import Settings
 from mam.store import sessions as sessions_table
@@ -39,6 +41,7 @@ class CreateRequest:
     permissions: str = "report"  # ask | report | full
     trust: bool = True  # record cwd as trusted where the CLI keeps trust per folder (False: --no-trust)
     token_budget: int = 0  # --token-budget: tokens its jobs may spend in all (0: none; mam.governor)
+    board: bool = False  # --board: the agent may also run `mam board ...` without a prompt
 
 
 def check_request(req: CreateRequest) -> None:
@@ -86,15 +89,25 @@ def start_session(
     permissions: str = "report",
     trust: bool = True,
     token_budget: int = 0,
+    board: bool = False,
+    worktree: bool = False,
+    branch: str | None = None,
+    base: str | None = None,
     on_onboarding: Callable[[Any], None] | None = None,
     on_onboarding_update: Callable[[Any, Any], None] | None = None,
 ) -> Created:
     """`mam session create` and the MCP tool `session_create`: check, create, onboard (optional).
 
     `registry_of` opens the registry only once the request passed its checks (a refused request
-    leaves no trace); the registry is closed on the way out. `on_onboarding(job)` and
-    `on_onboarding_update(job, input)`: the onboarding job's start and progress, for a person watching.
+    leaves no trace); the registry is closed on the way out. With `worktree` the agent starts in a
+    new git worktree `.mam/worktrees/<name>/` on `branch` (default `mam/<name>`) from `base` (HEAD).
+    `on_onboarding(job)` and `on_onboarding_update(job, input)`: the onboarding job's start and
+    progress, for a person watching.
     """
+    if not worktree and (branch is not None or base is not None):
+        raise UsageError("--branch and --base go with --worktree")
+    if worktree and cwd:
+        raise UsageError("--cwd and --worktree do not go together: the agent works in its new worktree")
     if herdr_session:
         backend, server = "herdr", herdr_session
     req = CreateRequest(
@@ -107,12 +120,21 @@ def start_session(
         permissions=permissions,
         trust=trust,
         token_budget=token_budget,
+        board=board,
     )
     check_request(req)
     get_adapter(req.agent).check_installed(pane_env(ws, req.name, environ))  # before anything is written
+    tree = session_worktree.plan(ws, name, branch=branch, base=base, environ=environ) if worktree else None
     registry = registry_of()
     try:
-        row = create_session(req, ws=ws, settings=settings, registry=registry, environ=environ)
+        if tree is not None:
+            session_worktree.make(tree, environ)
+        try:
+            row = create_session(req, ws=ws, settings=settings, registry=registry, environ=environ, worktree=tree)
+        except BaseException:
+            if tree is not None:
+                session_worktree.undo(tree, environ)  # the session did not start: leave nothing behind
+            raise
         if not onboard:
             return Created(row)
         from mam.jobs.onboard import onboard_session  # jobs.onboard imports the sessions package: a cycle
@@ -132,11 +154,17 @@ def start_session(
 
 
 def create_session(
-    req: CreateRequest, *, ws: Workspace, settings: Settings, registry: Registry, environ: Mapping[str, str]
+    req: CreateRequest,
+    *,
+    ws: Workspace,
+    settings: Settings,
+    registry: Registry,
+    environ: Mapping[str, str],
+    worktree: session_worktree.Plan | None = None,
 ) -> SessionRow:
     check_request(req)
     adapter = get_adapter(req.agent)
-    cwd = Path(req.cwd).expanduser().resolve()
+    cwd = worktree.path.resolve() if worktree is not None else Path(req.cwd).expanduser().resolve()
     server = req.server or default_server(req.backend, settings, ws)
     env = pane_env(ws, req.name, environ)
     adapter.check_installed(env)
@@ -153,13 +181,29 @@ def create_session(
         agent_env=adapter.agent_env(env),
         permissions=req.permissions,
         token_budget=req.token_budget,
+        board=req.board,
+        host=socket.gethostname(),
     )
+    if worktree is not None:
+        row.worktree, row.branch, row.base, row.base_commit = (
+            str(worktree.path),
+            worktree.branch,
+            worktree.base,
+            worktree.base_commit,
+        )
     _reserve(registry, row)
     backend = open_backend(req.backend, server, settings=settings, ws=ws)
     launched = time.time()
     try:
         options = launch_options(
-            adapter, ws=ws, name=req.name, cwd=str(cwd), env=env, permissions=req.permissions, trust=req.trust
+            adapter,
+            ws=ws,
+            name=req.name,
+            cwd=str(cwd),
+            env=env,
+            permissions=req.permissions,
+            trust=req.trust,
+            board=req.board,
         )
         env = adapter.pane_env({**env, **options.env})
         if req.trust:
@@ -214,6 +258,7 @@ def launch_options(
     env: Mapping[str, str],
     permissions: str,
     trust: bool = True,
+    board: bool = False,
 ) -> SessionOptions:
     """The session's own launch options (permissions, per-session files under .mam/sessions/<name>/)."""
     ctx = LaunchContext(
@@ -224,6 +269,7 @@ def launch_options(
         permissions=permissions,
         mam_dir=ws.state,
         trust=trust,
+        board=board,
     )
     return adapter.session_options(ctx)
 

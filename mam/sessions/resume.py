@@ -11,6 +11,7 @@ from mam.ids import check_name
 from mam.panes.lock import placement_lock
 from mam.sessions.common import backend_for, pane_env
 from mam.sessions.create import launch_options, wait_ready
+from mam.sessions.worktree import check_resumable
 from mam.settings import Settings
 from mam.store import sessions as sessions_table
 from mam.store.registry import Registry
@@ -30,11 +31,14 @@ def resume_session(
         info = backend.pane(row.pane_id)
         if info is not None and not info.dead:
             raise SessionError(f"session {name!r} is already running (pane {row.pane_id}); stop it first", session=name)
+    check_resumable(row, environ)
     adapter.check_resumable(row.conversation_id or "", cwd=row.cwd, env=row.agent_env)
     _claim(registry, row)
     try:
         env = pane_env(ws, name, environ)
-        options = launch_options(adapter, ws=ws, name=name, cwd=row.cwd, env=env, permissions=row.permissions)
+        options = launch_options(
+            adapter, ws=ws, name=name, cwd=row.cwd, env=env, permissions=row.permissions, board=row.board
+        )
         env = adapter.pane_env({**env, **options.env})
         backend.ensure_server()
         launched = time.time()

@@ -53,6 +53,17 @@ def drift_of(row: SessionRow, panes: dict[str, PaneInfo] | None) -> tuple[PaneIn
     return pane, ""
 
 
+def _beyond_reporting(row: SessionRow, ws: Workspace) -> tuple[str, ...]:
+    """What the session's permissions let its agent do without a prompt besides `mam event`."""
+    from mam.agents import get_adapter
+
+    try:
+        adapter = get_adapter(row.agent)
+    except MamError:
+        return ()
+    return adapter.beyond_reporting(row.permissions, ws.state)
+
+
 def session_status(*, ws: Workspace, settings: Settings) -> list[dict[str, Any]]:
     registry = Registry.open_existing(ws)
     if registry is None:
@@ -86,7 +97,14 @@ def session_status(*, ws: Workspace, settings: Settings) -> list[dict[str, Any]]
                 "pane_pid": pane.pid if pane else None,
                 "note": row.note,
                 "permissions": row.permissions,
+                "board": row.board,
+                "beyond_reporting": list(_beyond_reporting(row, ws)),
                 "token_budget": row.token_budget,
+                "worktree": row.worktree or None,
+                "branch": row.branch or None,
+                "base": row.base or None,
+                "base_commit": row.base_commit or None,
+                "host": row.host or None,
                 **extras(ws, row),
             }
         )

@@ -160,6 +160,40 @@ MIGRATIONS: list[list[str]] = [
             created_at REAL NOT NULL
         ) WITHOUT ROWID""",
     ],
+    [
+        # `mam session create --worktree`: the session's own git worktree, its branch, the base it was made
+        # from (as given and as a commit), and the host it runs on ('' for sessions made before).
+        "ALTER TABLE sessions ADD COLUMN worktree TEXT NOT NULL DEFAULT ''",
+        "ALTER TABLE sessions ADD COLUMN branch TEXT NOT NULL DEFAULT ''",
+        "ALTER TABLE sessions ADD COLUMN base TEXT NOT NULL DEFAULT ''",
+        "ALTER TABLE sessions ADD COLUMN base_commit TEXT NOT NULL DEFAULT ''",
+        "ALTER TABLE sessions ADD COLUMN host TEXT NOT NULL DEFAULT ''",
+    ],
+    [
+        # The workspace's blackboard (mam/board): one row per key, its version raised by every write; a
+        # deleted key keeps its row (deleted = 1) so its version never goes back and a watcher can tell
+        # an old message from a new one.
+        """CREATE TABLE board (
+            key TEXT PRIMARY KEY,
+            value TEXT NOT NULL,
+            version INTEGER NOT NULL,
+            writer TEXT NOT NULL,
+            ts INTEGER NOT NULL,
+            deleted INTEGER NOT NULL DEFAULT 0
+        ) WITHOUT ROWID""",
+        # Every write of the board (set or delete), committed with it: who, when, what.
+        """CREATE TABLE board_audit (
+            n INTEGER PRIMARY KEY AUTOINCREMENT,
+            key TEXT NOT NULL,
+            op TEXT NOT NULL,
+            value TEXT NOT NULL,
+            version INTEGER NOT NULL,
+            writer TEXT NOT NULL,
+            ts INTEGER NOT NULL
+        )""",
+        # `mam session create --board`: the agent may run `mam board ...` without a prompt.
+        "ALTER TABLE sessions ADD COLUMN board INTEGER NOT NULL DEFAULT 0",
+    ],
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 MOUNTS = Path("/proc/mounts")

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from mam.errors import UsageError
 from mam.store import idempotency
 from mam.store import jobs as jobs_table
 from mam.store.common import AUDIT as AUDIT
@@ -61,6 +62,9 @@ class Transition:
     idempotency_key: str = ""
     key_ttl_s: float = 0.0
     attach_fields: Mapping[str, Any] = field(default_factory=dict)  # what the `attached` line says
+    # Attaching needs the same session, runner and brief (its sha256) as the job the key names: else
+    # KeyConflict (exit 2) and nothing is written. Empty: no condition.
+    attach_requires: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -77,10 +81,20 @@ def commit(registry: Registry, t: Transition) -> Committed:
     stamp = {"ts_ms": now_ms(), "pid": os.getpid()}
     if t.insert is not None:
         write_record(ws, t.job_id, record_from(dict(t.insert["data"]), str(t.insert["owner"])), t.token)
+    try:
+        return _commit(registry, t, stamp)
+    except KeyConflict:
+        ws.job_record(t.job_id).unlink(missing_ok=True)  # written above for a job that was not made
+        raise
+
+
+def _commit(registry: Registry, t: Transition, stamp: dict[str, Any]) -> Committed:
+    ws = registry.ws
     row: JobRow | None = None
     with registry.write() as conn:
         holder = idempotency.claim(conn, t.idempotency_key, t.job_id, ttl_s=t.key_ttl_s) if t.idempotency_key else None
         if holder is not None:
+            _check_attach(t, holder)  # raises inside the transaction: it rolls back
             line = {
                 **stamp,
                 **_public(t.attach_fields),
@@ -115,6 +129,28 @@ def commit(registry: Registry, t: Transition) -> Committed:
     if ok and t.changes:
         _poke(ws, t.job_id, row if new_record else None)
     return Committed(ok, row, numbered)
+
+
+class KeyConflict(UsageError):
+    """An idempotency key names a job for another session or another brief: never attach to it."""
+
+
+def _check_attach(t: Transition, holder: JobRow) -> None:
+    want = t.attach_requires
+    if not want:
+        return
+    meta = holder.data.get("meta", {}) if isinstance(holder.data, dict) else {}
+    differs = []
+    if want.get("session") != holder.session or (want.get("runner") or None) != (meta.get("runner") or None):
+        differs.append(f"it was made for target {holder.target!r}, not {want.get('target')!r}")
+    if want.get("brief_sha256") != meta.get("brief_sha256"):
+        differs.append("the brief differs")
+    if differs:
+        raise KeyConflict(
+            f"idempotency key {t.idempotency_key!r} names job {holder.id} of session {holder.session!r} "
+            f"({holder.state}): {' and '.join(differs)}; nothing was made: use another key",
+            job_id=holder.id,
+        )
 
 
 def _poke(ws: Workspace, job_id: str, row: JobRow | None) -> None:

@@ -46,6 +46,12 @@ class SessionRow:
     ready_at: float | None = None  # the agent of the current launch showed it was ready (None: not seen yet)
     permissions: str = "report"  # ask / report / full: what the agent may do without a prompt (kept on resume)
     token_budget: int = 0  # --token-budget: tokens its jobs may spend in all (0: no budget of its own)
+    board: bool = False  # --board: the agent may also run `mam board ...` without a prompt (kept on resume)
+    worktree: str = ""  # --worktree: the session's own git worktree ('' : none)
+    branch: str = ""  # the worktree's branch
+    base: str = ""  # the ref the branch was made from, as given (--base, default HEAD)
+    base_commit: str = ""  # that ref as a commit, when the branch was made
+    host: str = ""  # the host the session's agent runs on
 
     def __post_init__(self) -> None:
         self.status = SessionStatus(self.status)  # a row read back from SQL or a mirror holds the plain string
@@ -61,6 +67,7 @@ class SessionRow:
     def from_sql(cls, row: sqlite3.Row) -> SessionRow:
         data = dict(row)
         data["resumable"] = bool(data["resumable"])
+        data["board"] = bool(data.get("board", 0))
         data["agent_env"] = json.loads(data["agent_env"] or "{}")
         return cls(**data)
 

@@ -36,9 +36,10 @@ def atomic_write_json(path: Path, obj: Any, *, mode: int = 0o644, fsync: bool = 
 
 
 def append_line(path: Path, line: str, *, mode: int = 0o600) -> None:
-    """Append one line with O_APPEND (one write call), so concurrent appenders never interleave."""
+    """Append one line with O_APPEND (one write call), so concurrent appenders never interleave; never
+    through a symbolic link (O_NOFOLLOW)."""
     data = (line.rstrip("\n") + "\n").encode("utf-8")
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, mode)
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, mode)
     try:
         os.write(fd, data)
     finally:

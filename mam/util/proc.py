@@ -56,6 +56,24 @@ def children(pid: int) -> list[int]:
         return []
 
 
+# How every mam process starts another Python of mam's: `python -c RUN_MODULE MODULE ARGS...`. Never
+# `python -m MODULE`, which (like `-c` itself) puts the working folder first on sys.path, so a
+# `json.py` or `mam/` another user planted in a session's or caller's folder would run as this user.
+# `-P` would do it, but Python 3.10 (still supported) lacks it, and `-I` also drops the user's
+# site-packages and PYTHONPATH. The first statement removes the working folder ('' for `-c`) before
+# anything is imported; `sys` is built in. The module name stays in argv: the monitor knows the demo
+# agent by it.
+RUN_MODULE = (
+    "import sys; sys.path[:1] = [p for p in sys.path[:1] if p]; import runpy; "
+    "runpy.run_module(sys.argv.pop(1), run_name='__main__', alter_sys=True)"
+)
+
+
+def module_argv(python: str, module: str, *args: str) -> list[str]:
+    """`python` running `module` as `__main__` with `args`, importing nothing from the working folder."""
+    return [python, "-c", RUN_MODULE, module, *args]
+
+
 def python_bin(agent_python: str = "") -> str:
     """AGENT_PYTHON_BIN if set, else the interpreter running mam now."""
     return agent_python or sys.executable

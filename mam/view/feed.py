@@ -21,6 +21,7 @@ from typing import Any
 
 from mam.store import jobs as jobs_table
 from mam.store.registry import Registry
+from mam.util.text import for_terminal
 from mam.workspace import Workspace
 
 
@@ -52,6 +53,10 @@ def iso(ts_ms: int) -> str:
 
 
 def event_message(type_: str, body: dict[str, Any]) -> str:
+    return for_terminal(_event_message(type_, body))
+
+
+def _event_message(type_: str, body: dict[str, Any]) -> str:
     if type_ == "error":
         return str(body.get("reason", ""))
     if type_ == "started":

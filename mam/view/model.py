@@ -17,6 +17,7 @@ from typing import Any
 
 from mam.jobs.outcomes import UNCLAIMED_STATES, JobState
 from mam.settings import Settings
+from mam.util.text import for_terminal
 from mam.workspace import Workspace
 
 HOOK_STATES = ("working", "waiting", "idle")
@@ -194,7 +195,7 @@ def snapshot(ws: Workspace, settings: Settings, *, broker: str = "unknown") -> S
                     created_ms=int(j.get("created_ms") or now),
                     last_event_ms=j.get("last_event_ms"),
                     bars=bars_of(j, now),
-                    message=str(message),
+                    message=for_terminal(message),
                     queued=waiting.index(j) + 1 if j in waiting else None,
                     waiting=waiting_info,
                 )

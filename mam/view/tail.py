@@ -5,7 +5,9 @@ The broker says when something happened (a message on `<prefix>/jobs/+/events` o
 transitions that no message announces (its creation, the paste, a deadline) are picked up by the
 next message about it, by the job's final state, or by a sweep of recently changed jobs every
 `SWEEP_S`. With no broker (or when it goes away) the sweep runs every `DOWN_SWEEP_S` instead, and a
-note says so. It never starts a broker, a pane or a session, and never creates a registry.
+note says so; a broker that was down at the start is tried again every `RECONNECT_S` (a note says
+when it is back; once connected, the client reconnects by itself). It never starts a broker, a
+pane or a session, and never creates a registry.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from mam.workspace import Workspace
 
 SWEEP_S = 5.0
 DOWN_SWEEP_S = 1.0
+RECONNECT_S = 10.0
 FOLLOW_UPS_S = (0.15, 0.5, 1.5)  # after a message: re-read the job for the transition its wrapper writes next
 DEFAULT_LINES = 10
 RECENT_JOBS = 20
@@ -68,14 +71,16 @@ class Tail:
         self.broker_up = False
 
     # -- the broker ---------------------------------------------------------------------------
-    def connect(self) -> bool:
+    def connect(self, *, again: bool = False) -> bool:
+        """Follow the broker; False (and a note, unless `again`: a retry says only when it worked) if it is down."""
         from mam.bus.connect import open_client
         from mam.bus.topics import Topics
 
         try:
             client = open_client(self.settings, self.ws, role="tail", autostart=False, timeout=2)
         except BrokerError as e:
-            self.sink(Note(f"the broker is down ({e}); following the registry instead, lines may lag a second"))
+            if not again:
+                self.sink(Note(f"the broker is down ({e}); following the registry instead, lines may lag a second"))
             return False
         topics = Topics.of(self.settings, self.ws)
 
@@ -96,10 +101,14 @@ class Tail:
             client.subscribe(topics.all_states(), on_message)
         except BrokerError as e:
             client.close()
-            self.sink(Note(f"the broker is down ({e}); following the registry instead"))
+            if not again:
+                self.sink(Note(f"the broker is down ({e}); following the registry instead"))
             return False
         client.on_connection_change = on_change
         self.client, self.broker_up = client, True
+        if again:
+            self.sink(Note("the broker is back; following it"))
+            self.wakeups.put(None)
         return True
 
     def close(self) -> None:
@@ -117,9 +126,13 @@ class Tail:
         for line in backlog(self.feed, everything=self.everything, since=self.since):
             self.sink(line)
         last_sweep = time.time()
+        last_try = time.monotonic()
         follow_ups: list[tuple[float, str]] = []
         while not self.stop.is_set():
             now = time.monotonic()
+            if self.client is None and now - last_try >= RECONNECT_S:
+                last_try = now
+                self.connect(again=True)
             next_due = min([t for t, _ in follow_ups], default=now + (SWEEP_S if self.broker_up else DOWN_SWEEP_S))
             try:
                 job = self.wakeups.get(timeout=max(0.0, next_due - now))

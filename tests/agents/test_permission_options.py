@@ -90,3 +90,46 @@ def test_only_a_sandboxed_codex_reaps_what_its_tool_commands_leave(agent: str, p
     # codex 0.171's sandbox kills a tool command's leftovers; `full` turns the sandbox off
     expected = agent == "codex" and permissions != "full"
     assert get_adapter(agent).reaps_tool_processes(permissions) is expected
+
+
+def _board(tmp_path: Path, permissions: str = "report") -> LaunchContext:
+    base = ctx(tmp_path, permissions)
+    return LaunchContext(
+        session=base.session,
+        cwd=base.cwd,
+        state_dir=base.state_dir,
+        permissions=permissions,
+        env=base.env,
+        mam_dir=base.mam_dir,
+        board=True,
+    )
+
+
+def test_report_allows_mam_event_only_and_board_adds_mam_board(tmp_path: Path) -> None:
+    claude, grok = get_adapter("claude"), get_adapter("grok")
+    assert claude.report_options(ctx(tmp_path)).args == ("--allowedTools", "Bash(mam event:*)")
+    assert claude.report_options(_board(tmp_path)).args == ("--allowedTools", "Bash(mam event:*)", "Bash(mam board:*)")
+    assert grok.report_options(ctx(tmp_path)).args == ("--allow", "Bash(mam event:*)")
+    assert grok.report_options(_board(tmp_path)).args == (
+        "--allow",
+        "Bash(mam event:*)",
+        "--allow",
+        "Bash(mam board:*)",
+    )
+    rule = get_adapter("opencode").session_options(_board(tmp_path)).env["OPENCODE_CONFIG_CONTENT"]
+    assert json.loads(rule)["permission"]["bash"] == {"*": "allow", "mam event *": "allow", "mam board *": "allow"}
+    assert (
+        "mam board *"
+        not in json.loads(get_adapter("opencode").session_options(ctx(tmp_path)).env["OPENCODE_CONFIG_CONTENT"])[
+            "permission"
+        ]["bash"]
+    )
+    get_adapter("gemini").report_options(_board(tmp_path))
+    policy = (tmp_path / "state" / "gemini-policy.toml").read_text()
+    assert policy.count("[[rule]]") == 2 and 'commandPrefix = "mam board"' in policy
+    get_adapter("gemini").report_options(ctx(tmp_path))
+    policy = (tmp_path / "state" / "gemini-policy.toml").read_text()
+    assert policy.count("[[rule]]") == 1 and "mam board" not in policy
+    # --board gives nothing beyond report's rule where there is no rule (ask) or no limit (full).
+    assert claude.session_options(_board(tmp_path, "ask")).args == claude.session_options(ctx(tmp_path, "ask")).args
+    assert claude.session_options(_board(tmp_path, "full")).args == claude.session_options(ctx(tmp_path, "full")).args

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -63,7 +64,6 @@ base_url = "http://127.0.0.1:1/v1"
 trust_level = "trusted"
 
 [projects."/p"]
-trust_level = "untrusted" # asked before
 note = "kept"
 
 [tui]
@@ -93,7 +93,7 @@ def test_codex_trust_adds_a_table_for_a_new_folder_with_a_quoted_path(tmp_path: 
     get_adapter("codex").trust_folder(odd, {"HOME": str(tmp_path), "CODEX_HOME": str(config.parent)})
     parsed = tomllib.loads(config.read_text())
     assert parsed["projects"][odd] == {"trust_level": "trusted"}
-    assert parsed["projects"]["/p"]["trust_level"] == "untrusted"  # only the session's own folder changes
+    assert parsed["projects"]["/p"] == {"note": "kept"}  # only the session's own folder changes
 
 
 def test_codex_trust_creates_the_file_when_there_is_none(tmp_path: Path) -> None:
@@ -156,3 +156,66 @@ def test_gemini_trust_adds_one_folder_and_keeps_the_others(tmp_path: Path) -> No
     path.write_text("[1, 2]")
     with pytest.raises(AgentError, match="not a JSON object"):
         gemini.trust_folder("/q", {"HOME": str(tmp_path)})
+
+
+TRUST_FILES = {  # agent -> (its file under HOME, its content with /other recorded)
+    "claude": (".claude.json", json.dumps({"projects": {"/other": {"hasTrustDialogAccepted": True}}})),
+    "codex": (".codex/config.toml", '[projects."/other"]\ntrust_level = "trusted"\n'),
+    "gemini": (".gemini/trustedFolders.json", json.dumps({"/other": "TRUST_FOLDER"})),
+}
+
+
+@pytest.mark.parametrize("agent", sorted(TRUST_FILES))
+def test_a_symlinked_config_file_stays_a_link_and_its_target_gets_the_record(agent: str, tmp_path: Path) -> None:
+    """Issue 25, item 11: recording trust replaced a symlinked ~/.claude.json (a dotfiles repo) with a plain file."""
+    home, dotfiles = tmp_path / "agent-home", tmp_path / "dotfiles"
+    name, text = TRUST_FILES[agent]
+    link = home / name
+    link.parent.mkdir(parents=True)
+    dotfiles.mkdir()
+    target = dotfiles / Path(name).name
+    target.write_text(text)
+    target.chmod(0o600)
+    link.symlink_to(target)
+    get_adapter(agent).trust_folder("/p", {"HOME": str(home)})
+    assert link.is_symlink() and link.resolve() == target
+    written = target.read_text()
+    assert "/other" in written and "/p" in written, written
+    assert sorted(p.name for p in dotfiles.iterdir()) == [target.name]  # no temporary file left
+    assert sorted(p.name for p in link.parent.iterdir()) == [link.name]
+
+
+@pytest.mark.parametrize(
+    ("agent", "text"),
+    [
+        ("codex", '[projects."/p"]\ntrust_level = "untrusted"\n'),
+        ("gemini", json.dumps({"/p": "DO_NOT_TRUST"})),
+    ],
+)
+def test_a_folder_the_user_marked_untrusted_is_left_so_and_the_trust_fails_saying_why(
+    agent: str, text: str, tmp_path: Path
+) -> None:
+    """Issue 25, item 11: recording trust overrode a folder the user had explicitly marked untrusted."""
+    path = tmp_path / TRUST_FILES[agent][0]
+    path.parent.mkdir(parents=True)
+    path.write_text(text)
+    with pytest.raises(AgentError, match="marks /p as untrusted") as e:
+        get_adapter(agent).trust_folder("/p", {"HOME": str(tmp_path)})
+    assert "\n" not in str(e.value) and "--no-trust" in str(e.value)
+    assert path.read_text() == text
+
+
+def test_session_create_in_a_folder_codex_distrusts_fails_with_one_line(
+    workspace, fake_agents_on_path, tmp_path: Path
+) -> None:
+    from tests.helpers.mamcli import mam
+
+    config = Path(os.environ["HOME"]) / ".codex" / "config.toml"
+    config.parent.mkdir(parents=True)
+    text = f'[projects."{workspace.root}"]\ntrust_level = "untrusted"\n'
+    config.write_text(text)
+    proc = mam("session", "create", "--agent", "codex", "--role", "dev", "--session", "c", "--cwd", str(workspace.root))
+    assert proc.returncode != 0 and proc.stdout == "", proc.stdout
+    assert len(proc.stderr.strip().splitlines()) == 1 and "untrusted" in proc.stderr, proc.stderr
+    assert config.read_text() == text
+    assert "c" not in mam("session", "status").stdout.split()

@@ -282,3 +282,112 @@ def test_it_ends_when_idle(wired, monkeypatch):
 
 def test_the_mam_script_needs_no_re():
     assert "import re" not in Path(MAM).read_text()
+
+
+# -- issue 25, items 6-8: callers whose environment changes what runs, slow callers, malformed requests --
+def test_a_forkserver_started_with_ld_preload_never_serves_a_caller_without_it(wired, monkeypatch):
+    """Item 6: the first caller's LD_PRELOAD was applied to a clean caller's delegation."""
+    monkeypatch.setenv("LD_PRELOAD", "libm.so.6")  # a real library, harmless: what matters is that it differs
+    pid = start_server(wired)
+    with open(f"/proc/{pid}/environ", "rb") as f:
+        assert b"LD_PRELOAD=libm.so.6" in f.read().split(b"\0")
+    caller, owner = ran_where("--target", "w", "--brief", "x", *SHORT)
+    assert caller != owner  # the same LD_PRELOAD: served
+    monkeypatch.delenv("LD_PRELOAD")
+    for env in ({}, {"LD_LIBRARY_PATH": "/nonexistent"}, {"PYTHONPATH": "/nonexistent"}):
+        caller, owner = ran_where("--target", "w", "--brief", "x", *SHORT, env=env)
+        assert caller == owner, env  # another loader or interpreter environment: it ran in its own process
+    assert server_pid(wired) == pid
+
+
+def test_a_relative_pythonpath_is_never_served_nor_starts_a_forkserver(wired, tmp_path):
+    """Item 6: `PYTHONPATH=.` matched as a string, and ran another folder's sitecustomize.py."""
+    create_demo("w")
+    ran = tmp_path / "sitecustomize-ran"
+    folders = []
+    for name in ("a", "b"):
+        folder = tmp_path / name
+        folder.mkdir()
+        (folder / "sitecustomize.py").write_text(f"open({str(ran)!r}, 'a').write({name!r} + '\\n')\n")
+        folders.append(folder)
+    for folder in (*folders, folders[0]):
+        proc = subprocess.Popen(
+            [MAM, "job", "delegate", "--target", "w", "--brief", "x", "--json", *SHORT],
+            cwd=folder,
+            env={**os.environ, "PYTHONPATH": "."},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        out, err = proc.communicate(timeout=60)
+        assert proc.returncode == 0, err
+        assert owner_pid(wired, json.loads(out)["id"]) == proc.pid  # it ran in the caller's own process
+    assert ran.read_text().split() == ["a", "b", "a"]  # each caller's own folder, once each: no server loaded one
+    assert not (wired.state / "run" / "forkserver.lock").exists() and server_pid(wired) == 0
+
+
+def test_a_slow_caller_stalls_no_other_delegation_and_is_dropped(wired):
+    """Item 7: one same-user connection that trickles a request never finished stalled every delegation."""
+    import socket
+    import threading
+
+    pid = start_server(wired)
+    slow = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    slow.connect(str(wired.state / "run" / "forkserver.sock"))
+    slow.sendall((1 << 20).to_bytes(4, "big"))  # a frame of 1 MiB announced, and never sent whole
+    stop = threading.Event()
+    dropped = threading.Event()
+
+    def trickle() -> None:
+        while not stop.wait(0.5):
+            try:
+                slow.sendall(b"x")
+            except OSError:
+                dropped.set()
+                return
+
+    thread = threading.Thread(target=trickle, daemon=True)
+    thread.start()
+    try:
+        caller, owner = ran_where("--target", "w", "--brief", "demo-sleep: 0.3", *SHORT)
+        assert caller != owner  # served by a forkserver child meanwhile
+        assert not dropped.is_set()
+        wait_for(dropped.is_set, timeout=30, message="the forkserver kept a request that never came whole")
+    finally:
+        stop.set()
+        thread.join(5)
+        slow.close()
+    assert server_pid(wired) == pid
+    assert "no whole request within" in (wired.state / "run" / "forkserver.log").read_text()
+
+
+def test_malformed_requests_leak_no_descriptor(wired):
+    """Item 8: the forkserver kept the descriptors of every malformed request (8 -> 158 after 50)."""
+    import array
+    import socket
+
+    pid = start_server(wired)
+    path = str(wired.state / "run" / "forkserver.sock")
+    log = wired.state / "run" / "forkserver.log"
+
+    def open_fds() -> int:
+        return len(os.listdir(f"/proc/{pid}/fd"))
+
+    def refused() -> int:
+        return log.read_text().count("request refused:")
+
+    before, refused_before = open_fds(), refused()
+    payloads = [
+        (8).to_bytes(4, "big") + b"\xffnot-marshal",  # not a marshal'd value
+        (1 << 30).to_bytes(4, "big"),  # a frame over the limit
+        b"\x00\x00",  # ended early
+    ]
+    for i in range(50):
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+            sock.connect(path)
+            fds = array.array("i", [0, 1, 2])
+            sock.sendmsg([payloads[i % len(payloads)]], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, fds)])
+    wait_for(lambda: refused() == refused_before + 50, timeout=30, message=lambda: log.read_text()[-2000:])
+    assert open_fds() == before, f"{open_fds()} descriptors open after 50 malformed requests, {before} before"
+    caller, owner = ran_where("--target", "w", "--brief", "x", *SHORT)
+    assert caller != owner  # and it still serves

@@ -185,3 +185,39 @@ def test_token_budgets_stop_a_job_past_max_tokens_then_refuse_exit_6_untyped(gov
     )
     assert after.returncode == 0, after.stdout + after.stderr
     assert (Path(gov.root) / "after.txt").read_text() == "ok\n"
+
+
+def test_a_callers_environment_cannot_raise_or_remove_the_workspaces_cap(gov, poll):
+    """Issue 25, item 10: a caller with MAM_MAX_RUNNING_JOBS=0 in its environment bypassed a workspace cap
+    of 1 set in .mam.env. The environment may lower a workspace cap, never raise or remove it."""
+    env_file = gov.root / ".mam.env"
+    env_file.write_text("MAM_MAX_RUNNING_JOBS=1\nMAM_TOKEN_BUDGET=5000000\nMAM_MAX_RUNNING_JOBS_DEV=2\n")
+    env_file.chmod(0o600)
+    sessions = [create_demo("a", behaviour="slow", env={"MAM_DEMO_SLEEP_S": "2"}), create_demo("b")]
+    first = spawn_mam("job", "delegate", "--target", "a", "--brief", "one", "--job-id", "job-first", *SHORT, "--json")
+    poll(lambda: mam("job", "status", "job-first", "--json").returncode == 0, timeout=30)
+    poll(lambda: json.loads(mam("job", "status", "job-first", "--json").stdout)["state"] == "running", timeout=30)
+    uncapped = {"MAM_MAX_RUNNING_JOBS": "0", "MAM_TOKEN_BUDGET": "0", "MAM_MAX_RUNNING_JOBS_DEV": "9"}
+    second = spawn_mam(
+        "job", "delegate", "--target", "b", "--brief", "two", "--job-id", "job-second", *SHORT, "--json", env=uncapped
+    )
+    poll(lambda: "job-second" in queued_jobs(gov), timeout=30, message="the second job was not held by the cap")
+    results = finish([first, second])
+    assert [(rc, r["state"]) for rc, r in results] == [(0, "completed"), (0, "completed")], results
+    assert held_by("job-second")[:1] == ["slot"]
+    assert peak(work_spans(gov, sessions)) == 1
+
+    shown = {r["key"]: r for r in json.loads(mam("config", "--json", env=uncapped, check=True).stdout)["settings"]}
+    for key, value in (
+        ("MAM_MAX_RUNNING_JOBS", "1"),
+        ("MAM_TOKEN_BUDGET", "5000000"),
+        ("MAM_MAX_RUNNING_JOBS_DEV", "2"),
+    ):
+        assert shown[key]["value"] == value, shown[key]
+        assert str(env_file) in shown[key]["source"] and "can only be lowered" in shown[key]["source"], shown[key]
+    lowered = {
+        r["key"]: r for r in json.loads(mam("config", "--json", env={"MAM_TOKEN_BUDGET": "10"}).stdout)["settings"]
+    }
+    assert (
+        lowered["MAM_TOKEN_BUDGET"]["value"] == "10" and "environment (lowers" in lowered["MAM_TOKEN_BUDGET"]["source"]
+    )

@@ -105,3 +105,28 @@ def test_a_bad_key_is_refused_before_anything_is_written(workspace, flags, said)
     proc = mam("job", "delegate", "--target", "w", "--brief", "b", *flags)
     assert proc.returncode == 2 and said in proc.stderr, proc.stderr
     assert not workspace.state.exists()
+
+
+def test_a_key_never_attaches_to_another_sessions_job_or_another_brief(wired, tmp_path):
+    """Issue 25, item 3: a reused key with another target and brief returned the first job's result, exit 0."""
+    w = create_demo("w")
+    v = create_demo("v")
+    first = json.loads(
+        mam("job", "delegate", "--json", "--target", "w", "--idempotency-key", "K", "--brief", "one").stdout
+    )
+    assert first["state"] == "completed" and first["session"] == "w", first
+    for target, brief, why in (("v", "two", "brief differs"), ("v", "one", "target"), ("w", "two", "brief differs")):
+        before = sorted(p.name for p in (wired.root / ".mam" / "jobs").iterdir())
+        other = mam("job", "delegate", "--target", target, "--idempotency-key", "K", "--brief", brief, *SHORT)
+        assert other.returncode == 2, (other.stdout, other.stderr)
+        assert other.stdout == "" and len(other.stderr.strip().splitlines()) == 1, other.stderr
+        assert first["id"] in other.stderr and "session 'w'" in other.stderr and why in other.stderr, other.stderr
+        assert sorted(p.name for p in (wired.root / ".mam" / "jobs").iterdir()) == before
+    assert [j["id"] for j in jobs(wired)] == [first["id"]]
+    assert attached_rows(wired, first["id"]) == 0
+    assert user_turns(wired, v, "mam job") == 0  # the other session never got a brief
+    same = json.loads(
+        mam("job", "delegate", "--json", "--target", "w", "--idempotency-key", "K", "--brief", "one").stdout
+    )
+    assert (same["attached"], same["id"], same["session"]) == (True, first["id"], "w"), same
+    assert user_turns(wired, w, first["id"]) == 1

@@ -2,7 +2,8 @@
 
 Invariants (each violation is reported with the seed and the schedule step):
 - the brief was injected at most once (audit and the pane itself);
-- the job ended in exactly one terminal state, and replaying its audit log gives that state;
+- the job ended in exactly one terminal state, and replaying its audit log gives that state (every
+  field of the record, as `mam job replay` checks it);
 - every event the wrapper accepted is in the store of the host where it was emitted;
   the registries pass integrity_check and their YAML mirrors match them;
 - no process of the run is left behind, and no stale lock blocks the next job on a session;
@@ -20,6 +21,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from mam.jobs.audit_log import check as check_replay
 from mam.jobs.model import TERMINAL, JobState
 from mam.jobs.record import read_audit
 from mam.store import mirror
@@ -235,14 +237,23 @@ def _check_job(world: World, step: Step, row, report: Report) -> None:
         # A process killed between its commit and its export leaves the file behind until the next
         # export of the job (the monitor exports dead owners' jobs within one monitor interval).
         replayed = replayed_state(ws, step.job_id)
-        return (replayed.state.value, replayed.reason) == (row.state, row.reason)
+        return (replayed.state.value, replayed.reason) == (row.state, row.reason) and replay_check().equal
+
+    def replay_check():  # `mam job replay`'s check: every field of the record, and every step's logged state
+        reg = world.origin.registry()
+        try:
+            return check_replay(ws, reg, step.job_id)
+        finally:
+            reg.close()
 
     try:
         wait_for(replay_matches, timeout=10, interval=0.2)
     except Timeout:
         replayed = replayed_state(ws, step.job_id)
         report.violate(
-            step, f"audit replay gives {replayed.state.value}/{replayed.reason}, registry says {row.state}/{row.reason}"
+            step,
+            f"audit replay gives {replayed.state.value}/{replayed.reason}, registry says {row.state}/{row.reason}; "
+            f"differences {replay_check().differences}, first divergent step {replay_check().first_divergence}",
         )
     accepted = [
         line["input"]["seq"] for line in lines if line["kind"] == "input" and line["input"].get("input") == "event"

@@ -81,18 +81,20 @@ class HttpServer:
 
 
 @contextmanager
-def http_server(ws: Path, token: str, env: dict[str, str] | None = None) -> Iterator[HttpServer]:
+def http_server(
+    ws: Path, token: str, env: dict[str, str] | None = None, args: tuple[str, ...] = (), scheme: str = "http"
+) -> Iterator[HttpServer]:
     port = free_port()
     log = ws.parent / f"mcp-http-{port}.log"
     with open(log, "wb") as out:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "mam", "mcp", "--workspace", str(ws), "--http", "--port", str(port)],
+            [sys.executable, "-m", "mam", "mcp", "--workspace", str(ws), "--http", "--port", str(port), *args],
             env={**os.environ, "MAM_MCP_TOKEN": token, **(env or {})},
             stdin=subprocess.DEVNULL,
             stdout=out,
             stderr=out,
         )
-    server = HttpServer(f"http://127.0.0.1:{port}/mcp", token, proc, log)
+    server = HttpServer(f"{scheme}://127.0.0.1:{port}/mcp", token, proc, log)
     try:
         wait_for(
             lambda: port_accepts(port) or (proc.poll() is not None and _died(log)),

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 import os
+import ssl
 import stat
+import subprocess
 
 import anyio
 import httpx2
@@ -15,6 +17,7 @@ from mam.mcp.token import server_token
 from mam.settings import load_settings
 from mam.util.poll import wait_for
 from tests.helpers.jobs import create_demo
+from tests.helpers.mamcli import MAM
 from tests.mcp.client import call, http_server, http_session, job_state
 
 TOKEN = "test-token-0123456789abcdef"
@@ -24,6 +27,7 @@ CREATE = {
     "method": "tools/call",
     "params": {"name": "session_create", "arguments": {"agent": "demo", "role": "dev", "name": "intruder"}},
 }
+INIT = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}
 HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
 
 
@@ -120,3 +124,58 @@ def test_a_stopped_http_server_hands_its_open_jobs_over(mcp_ws):
     )
     assert (mcp_ws.root / "late.txt").read_text() == "ok\n"
     assert "taken_over" in [line["kind"] for line in read_audit(mcp_ws, job_id)]
+
+
+def test_a_non_loopback_host_without_tls_is_refused_with_exit_2_and_nothing_listens(mcp_ws):
+    """Issue 25, item 13: `mam mcp --http` served plain HTTP on any address after a warning."""
+    from tests.mcp.client import free_port, port_accepts
+
+    port = free_port()
+    for extra in (["--host", "0.0.0.0"], ["--host", "192.0.2.7"], ["--host", "0.0.0.0", "--tls-cert", "x.pem"]):
+        proc = subprocess.run(
+            [MAM, "mcp", "--workspace", str(mcp_ws.root), "--http", "--port", str(port), *extra],
+            env={**os.environ, "MAM_MCP_TOKEN": TOKEN},
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert proc.returncode == 2, (extra, proc.stderr)
+        assert len(proc.stderr.strip().splitlines()) == 1 and "--tls-" in proc.stderr, proc.stderr
+    assert not port_accepts(port)
+
+
+@pytest.mark.parametrize("host", ["evil.example", "evil.example:{port}", "127.0.0.1:1", "127.0.0.1.nip.io:{port}"])
+def test_a_request_whose_host_header_names_another_address_gets_421_and_no_tool_runs(mcp_ws, host):
+    """Issue 25, item 13: DNS rebinding: a page of another site whose name resolves to 127.0.0.1."""
+    with http_server(mcp_ws.root, TOKEN) as server:
+        port = server.url.split(":")[2].split("/")[0]
+        headers = {**HEADERS, "Authorization": f"Bearer {TOKEN}", "Host": host.format(port=port)}
+        r = httpx2.post(server.url, headers=headers, content=json.dumps(CREATE), timeout=30)
+        assert r.status_code == 421, r.text
+        for name in ("127.0.0.1", "localhost"):
+            good = {**headers, "Host": f"{name}:{port}"}
+            body = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": INIT}
+            assert httpx2.post(server.url, headers=good, content=json.dumps(body), timeout=30).status_code == 200
+    assert not (mcp_ws.state / "agent-sessions.db").exists()  # session_create never ran
+
+
+def test_with_tls_it_serves_https_off_loopback(mcp_ws, tmp_path):
+    from tests.helpers import secure_broker as sb
+
+    if sb.missing_tools():
+        pytest.skip("openssl is not installed")
+    pki = sb.make_pki(tmp_path / "pki")
+    args = ("--host", "0.0.0.0", "--tls-cert", str(pki.server_cert), "--tls-key", str(pki.server_key))
+    with http_server(mcp_ws.root, TOKEN, args=args, scheme="https") as server:
+        headers = {**HEADERS, "Authorization": f"Bearer {TOKEN}"}
+        body = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": INIT}
+        r = httpx2.post(
+            server.url,
+            headers=headers,
+            content=json.dumps(body),
+            timeout=30,
+            verify=ssl.create_default_context(cafile=str(pki.ca)),
+        )
+        assert r.status_code == 200, r.text
+        assert "mam" in r.text
+        assert "https://0.0.0.0:" in server.log.read_text()

@@ -12,6 +12,7 @@ from tests.mcp.client import call, job_state, stdio_session
 TOOLS = {
     "session_create",
     "session_stop",
+    "session_remove",
     "session_resume",
     "session_status",
     "job_delegate",
@@ -22,8 +23,14 @@ TOOLS = {
     "job_cancel",
     "loop_start",
     "loop_status",
+    "loop_approve",
+    "loop_reject",
     "events_recent",
     "budget_status",
+    "board_read",
+    "board_write",
+    "board_list",
+    "job_fanout",
 }
 QUICK = {"heartbeat_s": 2, "start_deadline_s": 30}  # K x N = 8 s of silence allowed: a loaded machine delays heartbeats
 
@@ -133,6 +140,9 @@ def test_bad_input_and_unknown_names_are_tool_errors_with_the_cli_exit_codes(mcp
                 ("job_delegate", {"target": "w", "brief": "x", "job_id": "a b"}, 2, "invalid job id"),
                 ("job_delegate", {"target": "nobody", "brief": "x", **QUICK}, 5, "nobody"),
                 ("session_stop", {"name": "nobody"}, 5, "nobody"),
+                ("session_remove", {"name": "nobody"}, 5, "nobody"),
+                ("loop_approve", {"id": "loop-nope"}, 5, "no loop"),
+                ("loop_reject", {"id": "loop-nope", "note": "x"}, 5, "no loop"),
                 ("session_status", {"name": "nobody"}, 5, "nobody"),
                 ("session_create", {"agent": "nope", "role": "dev", "name": "x"}, 2, "unknown agent"),
                 ("job_log", {"id": "../../etc/passwd"}, 2, "invalid job id"),

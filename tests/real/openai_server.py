@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -53,8 +53,9 @@ class Step:
     escalate: bool = False  # ask to run outside the CLI's sandbox
 
 
-def script_for(text: str) -> list[Step]:
-    """The commands the scripted model runs for a user turn, in order."""
+def script_for(text: str, more: Callable[[str], list[Step]] | None = None) -> list[Step]:
+    """The commands the scripted model runs for a user turn, in order (`more`: a test's own steps
+    for the turn, run after `started`, like RUN lines)."""
     found: dict[str, str] = {}
     extra: list[Step] = []
     for line in text.splitlines():
@@ -64,14 +65,16 @@ def script_for(text: str) -> list[Step]:
         r = RUN_LINE.match(line)
         if r:
             extra.append(Step(r.group(2), escalate=bool(r.group(1))))
+    if more is not None:
+        extra += more(text)
     if "started" not in found:
         return extra
     return [Step(found["started"]), *extra, *(Step(found[k]) for k in ("progress", "completed") if k in found)]
 
 
-def next_step(user_text: str, done: int) -> Step | None:
+def next_step(user_text: str, done: int, more: Callable[[str], list[Step]] | None = None) -> Step | None:
     """The command to run after `done` tool results, or None when it is time for the final text."""
-    plan = script_for(user_text)
+    plan = script_for(user_text, more)
     return plan[done] if done < len(plan) else None
 
 
@@ -174,9 +177,16 @@ def shell_call(tools: list[Any], step: Step) -> tuple[str, dict[str, Any]]:
 class ScriptedModel(LoopbackServer[Recorded]):
     """The server: `start()`, then point a CLI at `base_url`; read `requests` afterwards."""
 
-    def __init__(self, *, model: str = "scripted-model", log_path: str | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        model: str = "scripted-model",
+        log_path: str | None = None,
+        more: Callable[[str], list[Step]] | None = None,
+    ) -> None:
         super().__init__(log_path=log_path)  # if set, every request is appended there as a JSON line
         self.model = model
+        self.more = more  # a test's own steps for a user turn (see script_for)
         self._counter = 0
 
     def _handler_class(self) -> type[_Handler]:
@@ -218,7 +228,7 @@ class ScriptedModel(LoopbackServer[Recorded]):
         text, done = responses_turn(items if isinstance(items, list) else [])
         fmt = (body.get("text") or {}).get("format") or {}
         side = fmt.get("type") == "json_schema" or not body.get("tools")
-        step = None if side else next_step(text, done)
+        step = None if side else next_step(text, done, self.more)
         in_tok, out_tok = self._usage(body)
         usage = {"input_tokens": in_tok, "output_tokens": out_tok}
         self._record(
@@ -293,7 +303,7 @@ class ScriptedModel(LoopbackServer[Recorded]):
         msgs = body.get("messages", [])
         text, done = chat_turn(msgs if isinstance(msgs, list) else [])
         side = not body.get("tools")
-        step = None if side else next_step(text, done)
+        step = None if side else next_step(text, done, self.more)
         in_tok, out_tok = self._usage(body)
         usage = {"input_tokens": in_tok, "output_tokens": out_tok}
         self._record(

@@ -139,3 +139,59 @@ def test_a_signed_dispatch_whose_brief_ends_the_paste_is_refused_on_both_sides(t
     assert remote_record["state"] == "failed" and remote_record["reason"] == "brief_refused"
     assert runner.poll() is None, "the runner died"
     a_real_job_completes(origin, remote, "after-escape.txt")
+
+
+def test_signed_dispatches_whose_nonce_origin_or_numbers_are_not_of_their_shape_are_refused_bad_shape(
+    two_hosts, mosquitto_broker, poll, tmp_path
+):
+    """Issue 25, item 2: a nonce ends up typed by a reminder; `ESC[201~ ^C ^C /exit CR` in it ended the agent."""
+    origin, remote = two_hosts(mosquitto_broker.env())
+    created = json.loads(
+        remote.mam("session", "create", "--agent", "demo", "--role", "dev", "--session", "d1", "--json").stdout
+    )
+    runner = start_runner(remote)
+    runner_started(remote, poll)
+    body = {
+        "runner": "rb",
+        "session": "d1",
+        "text": "hi",
+        "key_nonce": "0" * 32,
+        "nonce": "n0nce",
+        "start_deadline_ms": 10_000,
+        "heartbeat_ms": 5_000,
+        "heartbeat_k_milli": 4000,
+        "budget_ms": 50_000,
+        "origin": "/some/where",
+    }
+    hostile = {
+        "shape-nonce": {"nonce": "x\x1b[201~\x03\x03/exit\r"},
+        "shape-origin": {"origin": "/w\x1b]52;c;cHduZWQ=\x07"},
+        "shape-number": {"budget_ms": "50000"},
+    }
+    for job_id, change in hostile.items():
+        payload = (
+            Envelope(
+                kind="dispatch",
+                job=job_id,
+                seq=0,
+                type="dispatch",
+                sender="origin",
+                ts=now_ms(),
+                body={**body, **change},
+            )
+            .signed(SECRET)
+            .encode()
+        )
+        publish(mosquitto_broker, Topics(origin.env["MAM_TOPIC_PREFIX"]).dispatch("rb", job_id), payload)
+
+    def refused() -> dict[str, str]:
+        rejected = [e for e in remote.runner_log("rb") if e["kind"] == "rejected"]
+        by_job = {str(e.get("topic", "")).rsplit("/", 1)[-1]: e["reason"] for e in rejected}
+        return {job: reason for job, reason in by_job.items() if job in hostile}
+
+    poll(lambda: len(refused()) == 3, timeout=20, message=lambda: str(remote.runner_log("rb"))[-2000:])
+    assert refused() == dict.fromkeys(hostile, "bad_shape")
+    assert runner.poll() is None, "the runner died"
+    assert not any((remote.root / ".mam" / "jobs" / f"{j}.json").exists() for j in hostile)
+    assert "/exit" not in capture(remote.tmux.name, created["pane_id"])
+    a_real_job_completes(origin, remote, "after-shape.txt")

@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from mam.util.proc import RUN_MODULE
 from mam.workspace import Workspace
 from tests.helpers.jobs import FAST
 from tests.helpers.mamcli import mam, spawn_mam
@@ -99,7 +100,7 @@ def hook_options(agent: str, ws: Workspace, session: str) -> list[str]:
     """What mam adds after the permission options: the session's own lifecycle hooks (mam.hooks.config)."""
     if agent == "claude":
         return ["--settings", str(ws.session_dir(session) / "claude-settings.json")]
-    argv = ["PYTHON", "-m", "mam", "hook", "codex", "--session", session, "--workspace", str(ws.root)]
+    argv = ["PYTHON", "-c", RUN_MODULE, "mam", "hook", "codex", "--session", session, "--workspace", str(ws.root)]
     return ["-c", "notify=[" + ",".join(json.dumps(a) for a in argv) + "]"]
 
 
@@ -216,3 +217,18 @@ def test_no_brief_and_no_enter_go_to_a_pane_that_shows_a_permission_prompt(
         if first.poll() is None:
             first.kill()
             first.communicate()
+
+
+def test_status_says_plainly_what_a_session_may_do_beyond_reporting(workspace, fake_agents_on_path) -> None:
+    """Issue 25, item 12: codex's `--permissions report` gives every sandboxed command network access and
+    write access to `.mam/`, not only `mam event`: `session status --json` says so; `ask` grants neither."""
+    for agent, mode, name in (("codex", "report", "cr"), ("codex", "ask", "ca"), ("claude", "report", "lr")):
+        mam(
+            "session", "create", "--agent", agent, "--role", "dev", "--session", name, "--permissions", mode, check=True
+        )
+    granted = status("cr")["beyond_reporting"]
+    assert len(granted) == 2 and "network" in granted[0] and str(workspace.state) in granted[1], granted
+    assert "--permissions ask" in granted[1]
+    assert status("ca")["beyond_reporting"] == [] and status("lr")["beyond_reporting"] == []
+    text = mam("session", "create", "--help", check=True).stdout
+    assert "codex" in text and "beyond_reporting" in text

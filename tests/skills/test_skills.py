@@ -95,7 +95,9 @@ REQUIRED = (
 )
 # Other CLIs a SKILL.md may quote outside its Options section (the agent side, job inspection).
 RELATED: dict[str, tuple[tuple[str, ...], ...]] = {
+    "multi-agent-mux-stop": (("session", "remove"), ("session", "create")),  # remove_session.sh; --worktree
     "multi-agent-mux-mcp": (("job", "delegate"),),
+    "multi-agent-mux-loop": (("loop", "approve"), ("loop", "reject"), ("loop", "status"), ("session", "create")),
     "multi-agent-mux-status": (("job", "list"), ("job", "status"), ("session", "create")),
     "multi-agent-mux-runner": (("job", "delegate"),),
     "multi-agent-mux-delegate-job": (
@@ -109,6 +111,8 @@ RELATED: dict[str, tuple[tuple[str, ...], ...]] = {
         ("job", "log"),
         ("job", "cancel"),
         ("session", "create"),  # --token-budget, named where exit 6 is explained
+        ("job", "fanout"),  # fanout_job.sh
+        ("job", "replay"),
     ),
 }
 # Documented by every skill: the script's own "mam not found".

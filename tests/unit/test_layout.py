@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from mam.agents import ADAPTERS, get_adapter, known_agents
+from mam.util.proc import RUN_MODULE
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -28,7 +29,7 @@ def test_the_adapter_table_lists_every_adapter_module_and_only_those() -> None:
 
 def test_the_demo_agent_starts_from_the_command_line_panes_run() -> None:
     argv = get_adapter("demo").launch_argv("some-id")
-    assert argv[1:3] == ["-m", "mam.agents.demo_agent"]
+    assert argv[1:4] == ["-c", RUN_MODULE, "mam.agents.demo_agent"]
     r = subprocess.run(
         [sys.executable, "-m", "mam.agents.demo_agent", "--help"], capture_output=True, text=True, timeout=60
     )

@@ -179,3 +179,60 @@ def test_a_broker_pid_file_naming_another_users_process_is_refused_and_never_sig
     doctor = mam("--workspace", str(ws), "doctor", "--json")
     broker = next(c for c in json.loads(doctor.stdout)["checks"] if c["name"] == "broker")
     assert doctor.returncode == 1 and broker["status"] == "fail" and str(pid) in broker["detail"]
+
+
+def hook_links(ws: Path, session: str, victims: Path) -> dict[str, Path]:
+    """`.mam/sessions/<session>/activity.json` and `hook-errors.log` as links to files outside it."""
+    folder = ws / ".mam" / "sessions" / session
+    folder.mkdir(parents=True)
+    links = {}
+    for name in ("activity.json", "hook-errors.log"):
+        victim = victims / f"victim-{name}"
+        victim.write_text("the victim's own text\n")
+        (folder / name).symlink_to(victim)
+        links[name] = victim
+    return links
+
+
+def hook_call(ws: Path, session: str, payload: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [MAM, "hook", "claude", "--session", session, "--workspace", str(ws)],
+        input=payload,
+        env={k: v for k, v in os.environ.items() if k != "MAM_WORKSPACE"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+@needs_root
+def test_mam_hook_writes_nothing_into_another_users_workspace(tmp_path: Path):
+    """Issue 25, item 5: `mam hook` skipped the ownership check and wrote through links in another user's `.mam/`."""
+    ws = tmp_path / "theirs"
+    victims = tmp_path / "victims"
+    victims.mkdir()
+    links = hook_links(ws, "s", victims)
+    for path in [ws / ".mam", *(ws / ".mam").rglob("*")]:
+        os.lchown(path, OTHER, OTHER)
+    before = sorted((str(p), os.readlink(p) if p.is_symlink() else "") for p in (ws / ".mam").rglob("*"))
+
+    for payload in ('{"hook_event_name": "UserPromptSubmit", "session_id": "x"}', "{not json"):
+        proc = hook_call(ws, "s", payload)
+        assert (proc.returncode, proc.stdout) == (0, ""), proc.stderr
+
+    after = sorted((str(p), os.readlink(p) if p.is_symlink() else "") for p in (ws / ".mam").rglob("*"))
+    assert after == before, "mam hook wrote into another user's .mam/"
+    assert all(v.read_text() == "the victim's own text\n" for v in links.values())
+
+
+def test_mam_hook_never_writes_through_a_link_in_its_own_workspace(tmp_path: Path):
+    """Issue 25, item 5: the hook's files are opened with O_NOFOLLOW (a link is not followed)."""
+    ws = tmp_path / "mine"
+    victims = tmp_path / "victims"
+    victims.mkdir()
+    (ws / ".mam").mkdir(parents=True, mode=0o700)
+    links = hook_links(ws, "s", victims)
+    proc = hook_call(ws, "s", "{not json")  # an error: the hook logs it to hook-errors.log
+    assert (proc.returncode, proc.stdout) == (0, ""), proc.stderr
+    assert links["hook-errors.log"].read_text() == "the victim's own text\n"
+    assert (ws / ".mam" / "sessions" / "s" / "hook-errors.log").is_symlink()

@@ -1,0 +1,98 @@
+"""Follow board writes on the broker: this workspace's and those of every workspace sharing the broker
+and MAM_TOPIC_PREFIX (read-only copies), each checked against its signature.
+
+A message that fails the check (forged, tampered, on the wrong topic) is never shown as a write: it
+is reported to `on_reject` and appended to `.mam/board-rejected.log` (0600). A message older than
+what was already shown for its key (a retained copy after a reconnect) is skipped. Never writes the
+registry and never starts a broker.
+"""
+
+from __future__ import annotations
+
+import json
+import queue
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from mam.board.keys import check_prefix
+from mam.board.message import BoardMessage, Keys
+from mam.bus.mqtt import MqttClient
+from mam.bus.topics import Topics
+from mam.errors import DecodeError
+from mam.settings import Settings
+from mam.store.common import now_ms
+from mam.util.fs import append_line
+from mam.workspace import Workspace
+
+REJECTED_LOG = "board-rejected.log"
+
+
+@dataclass(frozen=True)
+class Rejection:
+    topic: str
+    reason: str
+    detail: str
+
+
+def watch(
+    ws: Workspace,
+    settings: Settings,
+    client: MqttClient,
+    *,
+    prefix: str = "",
+    on_write: Callable[[BoardMessage, bool], None],
+    on_reject: Callable[[Rejection], None],
+    on_ready: Callable[[str], None] | None = None,
+    count: int | None = None,
+    timeout_s: float | None = None,
+) -> int:
+    """Call `on_write(message, remote)` for every new write whose key starts with `prefix`, until
+    `count` writes were shown or `timeout_s` passed (None: forever); returns how many were shown."""
+    check_prefix(prefix)
+    keys = Keys(settings)
+    topics = Topics.of(settings, ws)
+    inbox: queue.Queue[BoardMessage | Rejection] = queue.Queue()
+
+    def received(topic: str, payload: bytes, _retained: bool) -> None:
+        if not payload:  # a cleared retained message
+            return
+        try:
+            inbox.put(BoardMessage.open(topic, payload, keys=keys, topics=topics))
+        except DecodeError as e:
+            inbox.put(Rejection(topic, str(e.reason), str(e)))
+
+    topic = topics.all_board()
+    client.subscribe(topic, received)
+    if on_ready is not None:
+        on_ready(topic)
+    seen: dict[tuple[str, str], int] = {}
+    shown = 0
+    deadline = None if timeout_s is None else time.monotonic() + timeout_s
+    try:
+        while count is None or shown < count:
+            wait = None if deadline is None else deadline - time.monotonic()
+            if wait is not None and wait <= 0:
+                break
+            try:
+                item = inbox.get(timeout=0.5 if wait is None else min(wait, 0.5))
+            except queue.Empty:
+                continue
+            if isinstance(item, Rejection):
+                _log_rejection(ws, item)
+                on_reject(item)
+                continue
+            if not item.key.startswith(prefix) or seen.get((item.board, item.key), 0) >= item.version:
+                continue
+            seen[(item.board, item.key)] = item.version
+            on_write(item, item.board != ws.slug)
+            shown += 1
+    finally:
+        client.unsubscribe(topic)
+    return shown
+
+
+def _log_rejection(ws: Workspace, rejection: Rejection) -> None:
+    ws.state.mkdir(mode=0o700, parents=True, exist_ok=True)
+    line = {"ts_ms": now_ms(), "topic": rejection.topic, "reason": rejection.reason, "detail": rejection.detail}
+    append_line(ws.state / REJECTED_LOG, json.dumps(line, sort_keys=True, ensure_ascii=False))

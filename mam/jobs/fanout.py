@@ -1,0 +1,225 @@
+"""`mam job fanout`: the same brief delegated to several targets at once, and their results aggregated.
+
+Each target gets a job of its own, driven by the one delegation library (mam.jobs.delegate) in a
+thread of this process, as the MCP server drives its jobs; each goes through the caps and budgets
+like any job. Aggregates:
+
+    all    wait for every job; decided when every one completed
+    first  the first job to complete wins; the others are cancelled (`mam job cancel`)
+    vote   wait for every job; each completed result's last non-empty line is its vote; decided
+           when one vote has more than half of the targets (a tie or no majority is named as such)
+
+The outcome always carries the provenance: each target's job id, state, result and vote.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from mam.bus.connect import open_client
+from mam.errors import FanoutInterrupted, JobError, JobNotFound, UsageError
+from mam.jobs.brief import check_brief
+from mam.jobs.delegate import RemoteOrigin, delegate, delegate_request
+from mam.jobs.ledger import new_job_id
+from mam.jobs.outcomes import Exit, JobState
+from mam.jobs.queries import cancel
+from mam.jobs.result import Outcome
+from mam.jobs.target import parse_target
+from mam.settings import Settings
+from mam.store.registry import Registry
+from mam.workspace import Workspace
+
+AGGREGATES = ("all", "first", "vote")
+CANCEL_POLL_S = 0.1
+
+
+@dataclass
+class Branch:
+    """One target's job and what it gave."""
+
+    target: str
+    job_id: str
+    state: str = JobState.PENDING.value
+    reason: str = ""
+    exit_code: int | None = None
+    result: str = ""
+    vote: str | None = None  # the last non-empty line of a completed result
+    error: str = ""  # the delegation itself failed (e.g. no broker)
+
+
+@dataclass
+class Fanout:
+    aggregate: str
+    decided: bool
+    outcome: str  # all: completed / not_all_completed; first: first_completed / none_completed;
+    # vote: majority / tie / no_majority / no_votes
+    winner: str | None  # the winning vote, or the first completed job's id
+    result: str | None  # the aggregate's result: the majority vote, the first job's result
+    branches: list[Branch] = field(default_factory=list)
+
+    @property
+    def exit_code(self) -> int:
+        return Exit.OK if self.decided else Exit.FAILED
+
+    def as_dict(self) -> dict[str, Any]:
+        tally = Counter(b.vote for b in self.branches if b.vote is not None)
+        return {
+            "aggregate": self.aggregate,
+            "decided": self.decided,
+            "outcome": self.outcome,
+            "winner": self.winner,
+            "result": self.result,
+            "exit_code": self.exit_code,
+            "votes": dict(tally) if self.aggregate == "vote" else {},
+            "jobs": [asdict(b) for b in self.branches],
+        }
+
+
+def vote_of(result: str) -> str | None:
+    """The last non-empty line of a result (None: an empty result casts no vote)."""
+    lines = [line.strip() for line in result.splitlines() if line.strip()]
+    return lines[-1] if lines else None
+
+
+def tally(branches: list[Branch]) -> tuple[str, str | None]:
+    """(outcome, winner) of a vote over `branches`: a majority needs more than half of all targets."""
+    counts = Counter(b.vote for b in branches if b.vote is not None).most_common()
+    if not counts:
+        return "no_votes", None
+    if len(counts) > 1 and counts[0][1] == counts[1][1]:
+        return "tie", None
+    if counts[0][1] * 2 > len(branches):
+        return "majority", counts[0][0]
+    return "no_majority", None
+
+
+def check_targets(targets: list[str]) -> list[str]:
+    names = [t.strip() for t in targets if t.strip()]
+    if len(names) < 1:
+        raise UsageError("--targets names no target")
+    sessions = [parse_target(t).session for t in names]  # checks each target's names
+    if len(set(sessions)) != len(sessions):
+        raise UsageError("--targets names a session twice (a session runs one job at a time)")
+    return names
+
+
+def fanout(
+    targets: list[str],
+    brief: str,
+    *,
+    aggregate: str,
+    ws: Workspace,
+    settings: Settings,
+    client: Any = None,
+    remote: RemoteOrigin | None = None,
+    timeout_s: float | None = None,
+    start_deadline_s: float | None = None,
+) -> Fanout:
+    """Delegate `brief` to every target at once and aggregate the jobs' results."""
+    if aggregate not in AGGREGATES:
+        raise UsageError(f"unknown --aggregate {aggregate!r}: use {', '.join(AGGREGATES)}")
+    names = check_targets(targets)
+    check_brief(brief)
+    branches = [Branch(target=t, job_id=new_job_id()) for t in names]
+    requests = [
+        delegate_request(
+            target=b.target, brief=brief, job_id=b.job_id, timeout_s=timeout_s, start_deadline_s=start_deadline_s
+        )
+        for b in branches
+    ]
+    own_client = client is None
+    if own_client:
+        client = open_client(settings, ws, role="fanout", timeout=30)
+    changed = threading.Condition()
+    done: list[int] = []  # the branches whose delegation returned, in that order
+
+    def run(i: int) -> None:
+        registry = Registry(ws)  # a connection of its own per thread
+        try:
+            out = delegate(requests[i], ws=ws, settings=settings, registry=registry, client=client, remote=remote)
+            _settle(branches[i], out)
+        except Exception as e:  # recorded in the provenance; the other jobs go on
+            branches[i].error = str(e)
+            branches[i].state = "error"
+        finally:
+            registry.close()
+            with changed:
+                done.append(i)
+                changed.notify_all()
+
+    # Daemon threads: on Ctrl-C the process may end while they wait; their jobs stay open, as a
+    # `mam job delegate` interrupted leaves its job (a retry with --job-id, or the monitor, takes it over).
+    threads = [
+        threading.Thread(target=run, args=(i,), name=f"mam-fanout-{b.job_id}", daemon=True)
+        for i, b in enumerate(branches)
+    ]
+    try:
+        for t in threads:
+            t.start()
+        if aggregate == "first":
+            _first_then_cancel(ws, branches, changed, done)
+        for t in threads:
+            t.join()
+    except KeyboardInterrupt:
+        jobs = ", ".join(f"{b.job_id} ({b.target})" for b in branches)
+        raise FanoutInterrupted(
+            f"interrupted: the jobs stay open ({jobs}); re-attach to one with `mam job delegate --job-id ID`, "
+            "or follow it with `mam job status ID`"
+        ) from None
+    finally:
+        if own_client:
+            client.close()
+    return _aggregate(aggregate, branches, ended=[branches[i] for i in done])
+
+
+def _settle(branch: Branch, out: Outcome) -> None:
+    branch.state, branch.reason, branch.exit_code, branch.result = out.state, out.reason, out.exit_code, out.result
+    if out.state == JobState.COMPLETED.value:
+        branch.vote = vote_of(out.result)
+
+
+def _first_then_cancel(ws: Workspace, branches: list[Branch], changed: threading.Condition, done: list[int]) -> None:
+    """Wait for the first completed job, then cancel every job still open (retrying one not yet registered)."""
+    with changed:
+        while not any(branches[i].state == JobState.COMPLETED.value for i in done) and len(done) < len(branches):
+            changed.wait()
+    if not any(b.state == JobState.COMPLETED.value for b in branches):
+        return
+    registry = Registry(ws)
+    try:
+        cancelled: set[int] = set()
+        while True:
+            with changed:
+                left = [i for i in range(len(branches)) if i not in done and i not in cancelled]
+            if not left:
+                return
+            for i in left:
+                try:
+                    cancel(ws, registry, branches[i].job_id)
+                    cancelled.add(i)
+                except JobNotFound:
+                    pass  # not registered yet: try again on the next round
+                except JobError:
+                    cancelled.add(i)  # it ended on its own meanwhile
+            with changed:
+                changed.wait(CANCEL_POLL_S)
+    finally:
+        registry.close()
+
+
+def _aggregate(aggregate: str, branches: list[Branch], *, ended: list[Branch]) -> Fanout:
+    """The outcome over `branches` (in target order); `ended`: the same, in the order their jobs ended."""
+    completed = [b for b in ended if b.state == JobState.COMPLETED.value]
+    if aggregate == "all":
+        decided = len(completed) == len(branches)
+        return Fanout(aggregate, decided, "completed" if decided else "not_all_completed", None, None, branches)
+    if aggregate == "first":
+        if not completed:
+            return Fanout(aggregate, False, "none_completed", None, None, branches)
+        first = completed[0]
+        return Fanout(aggregate, True, "first_completed", first.job_id, first.result, branches)
+    outcome, winner = tally(branches)
+    return Fanout(aggregate, outcome == "majority", outcome, winner, winner, branches)

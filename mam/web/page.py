@@ -1,0 +1,258 @@
+"""The page itself: one HTML document, its style and its script, served as they are (no build step, no CDN).
+
+The script draws what `/api/state` says (and each `state` event after it) with textContent only,
+so no agent text is ever read as HTML; it draws a button for each action a row offers, asks the
+action's question first and sends the page's CSRF token with it.
+"""
+
+from __future__ import annotations
+
+import html as _html
+
+HTML = """<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<meta name="mam-csrf" content="{csrf}">
+<title>mam</title>
+<link rel="stylesheet" href="/app.css">
+</head>
+<body>
+<header><span id="head">mam: connecting…</span><span id="live" class="pill">…</span></header>
+<div id="offline" class="banner" hidden>The page lost the server; retrying…</div>
+<div id="broker" class="banner" hidden>The broker is unreachable: reading the registry instead
+(changes may lag a second).</div>
+<div id="toast" class="toast" hidden></div>
+<main>
+<section><h2>Sessions <small id="n-sessions"></small></h2>
+<table id="sessions"><thead><tr><th></th><th>session</th><th>agent</th><th>role</th><th>state</th><th>from</th>
+<th>job</th><th>last</th><th></th></tr></thead><tbody></tbody></table></section>
+<section><h2>Open jobs <small id="n-jobs"></small></h2>
+<table id="jobs"><thead><tr><th>job</th><th>session</th><th>state</th><th>age</th><th>quiet</th><th>deadlines</th>
+<th>message</th><th></th></tr></thead><tbody></tbody></table></section>
+<section><h2>Loops <small id="n-loops"></small></h2>
+<table id="loops"><thead><tr><th>loop</th><th>state</th><th>round</th><th>creator</th><th>verdicts</th></tr></thead>
+<tbody></tbody></table></section>
+<section><h2>Activity</h2><ol id="lines"></ol></section>
+</main>
+<dialog id="screen"><header><b id="screen-name"></b> <button id="screen-refresh">refresh</button>
+<button id="screen-close">close</button></header><pre id="screen-text"></pre></dialog>
+<script src="/app.js"></script>
+</body>
+</html>
+"""
+
+STYLE = """
+:root { color-scheme: light dark; --fg:#1d1f21; --bg:#fafafa; --mute:#777; --line:#ddd; --bar:#e3e3e3; }
+@media (prefers-color-scheme: dark) { :root { --fg:#e6e6e6; --bg:#16181a; --mute:#999; --line:#333; --bar:#333; } }
+* { box-sizing: border-box; }
+body { margin:0; font: 14px/1.4 system-ui, sans-serif; color:var(--fg); background:var(--bg); }
+header { display:flex; gap:.5em; align-items:center; justify-content:space-between; padding:.5em .8em;
+  border-bottom:1px solid var(--line); font-family: ui-monospace, monospace; font-size:12px; }
+main { padding: 0 .8em 2em; }
+h2 { font-size: 15px; margin: 1.2em 0 .4em; } small { color:var(--mute); font-weight:normal; }
+table { border-collapse: collapse; width:100%; }
+th { text-align:left; color:var(--mute); font-weight:normal; font-size:12px; border-bottom:1px solid var(--line); }
+td, th { padding:.3em .4em; vertical-align:top; }
+tr + tr td { border-top:1px solid var(--line); }
+td.mono, .mono { font-family: ui-monospace, monospace; font-size:12px; word-break: break-all; }
+.dot { font-size:16px; }
+.working { color:#2a9d3a; } .waiting { color:#c89500; font-weight:bold; } .idle { color:#1f8fb3; }
+.starting { color:#3b6fd8; } .stopped { color:#888; } .terminated { color:#d33; }
+.bars { min-width: 9em; } .bar { display:flex; align-items:center; gap:.3em; font-size:11px; color:var(--mute); }
+.bar span.track { flex:1; height:6px; background:var(--bar); border-radius:3px; overflow:hidden; min-width:4em; }
+.bar span.fill { display:block; height:100%; background:#2a9d3a; }
+.bar.late span.fill { background:#d33; } .bar.near span.fill { background:#c89500; }
+button { font:inherit; padding:.35em .8em; border-radius:6px; border:1px solid var(--line); background:transparent;
+  color:inherit; cursor:pointer; min-height:2.2em; }
+button.danger { border-color:#d33; color:#d33; }
+.banner { padding:.5em .8em; background:#c89500; color:#000; }
+.toast { position:fixed; bottom:1em; left:1em; right:1em; padding:.6em .8em; background:#333; color:#fff;
+  border-radius:6px; max-width:40em; }
+.pill { padding:0 .5em; border-radius:1em; border:1px solid var(--line); }
+#lines { font-family: ui-monospace, monospace; font-size:12px; padding-left:1.5em; margin:0; }
+#lines li { white-space: pre-wrap; word-break: break-word; }
+dialog { width: min(100em, 96vw); max-height: 90vh; padding:0; border:1px solid var(--line);
+  background:var(--bg); color:var(--fg); }
+dialog header { position:sticky; top:0; background:var(--bg); }
+dialog pre { margin:0; padding:.6em; font-size:12px; overflow:auto; max-height: 80vh; }
+@media (max-width: 700px) {
+  /* a row becomes a card: its cells wrap like words; the id, the bars and the message take a line each */
+  thead { display:none; }
+  table, tbody { display:block; width:100%; }
+  tr { display:flex; flex-wrap:wrap; align-items:baseline; gap:.15em .9em; padding:.5em 0;
+    border-top:1px solid var(--line); }
+  tr + tr td { border-top:none; }
+  td { display:block; padding:0; } td:empty { display:none; }
+  td.name { font-weight:bold; font-size:14px; } td.id, td.bars, td.message { flex-basis:100%; }
+  td[data-label]::before { content: attr(data-label) " "; color:var(--mute); font-size:11px; }
+  td:last-child { margin-left:auto; }
+}
+"""
+
+SCRIPT = r"""
+"use strict";
+const CSRF = document.querySelector('meta[name="mam-csrf"]').content;
+const $ = (sel) => document.querySelector(sel);
+const LINES_KEPT = 50;
+
+function cell(text, cls, label) {
+  const td = document.createElement("td");
+  td.textContent = text == null ? "" : String(text);
+  if (cls) td.className = cls;
+  if (label) td.dataset.label = label;
+  return td;
+}
+
+function toast(text) {
+  const t = $("#toast");
+  t.textContent = text;
+  t.hidden = false;
+  clearTimeout(toast.timer);
+  toast.timer = setTimeout(() => { t.hidden = true; }, 6000);
+}
+
+function actionButtons(subject, id, actions) {
+  const td = document.createElement("td");
+  for (const a of actions || []) {
+    const b = document.createElement("button");
+    b.textContent = a.label;
+    b.className = "danger";
+    b.dataset.action = a.name;
+    b.addEventListener("click", () => act(subject, id, a));
+    td.appendChild(b);
+  }
+  return td;
+}
+
+async function act(subject, id, action) {
+  if (!window.confirm(action.question)) return;
+  try {
+    const r = await fetch(`/api/${subject}/${encodeURIComponent(id)}/${action.name}`, {
+      method: "POST", credentials: "same-origin", headers: { "X-CSRF-Token": CSRF },
+    });
+    const body = await r.json();
+    toast(r.ok ? `${subject} ${id}: ${action.name}: done` : `${subject} ${id}: ${body.error || r.status}`);
+  } catch (e) {
+    toast(`${subject} ${id}: ${e}`);
+  }
+}
+
+function bar(b) {
+  const div = document.createElement("div");
+  div.className = "bar";
+  div.dataset.bar = b.label;
+  if (b.fraction == null) { div.hidden = true; return div; }
+  if (b.fraction >= 1) div.classList.add("late"); else if (b.fraction >= 0.75) div.classList.add("near");
+  const name = document.createElement("span");
+  name.textContent = b.label;
+  const track = document.createElement("span");
+  track.className = "track";
+  const fill = document.createElement("span");
+  fill.className = "fill";
+  fill.style.width = `${Math.max(0, Math.min(1, b.fraction)) * 100}%`;
+  track.appendChild(fill);
+  const pct = document.createElement("span");
+  pct.textContent = `${Math.round(Math.min(b.fraction, 9.99) * 100)}%`;
+  div.append(name, track, pct);
+  return div;
+}
+
+function fill(id, rows) {
+  const body = $(`#${id} tbody`);
+  body.replaceChildren(...rows);
+  $(`#n-${id}`).textContent = `(${rows.length})`;
+}
+
+function render(s) {
+  $("#head").textContent = s.header.replace(/^mam top/, "mam web");
+  $("#broker").hidden = s.broker !== "down";
+  $("#live").textContent = s.broker === "up" ? "live" : s.broker === "down" ? "broker down" : "…";
+  fill("sessions", s.sessions.map((x) => {
+    const tr = document.createElement("tr");
+    tr.dataset.session = x.name;
+    tr.dataset.state = x.state;
+    tr.append(cell(x.dot, `dot ${x.state}`), cell(x.name, "name mono"), cell(x.agent, "agent", "agent"),
+      cell(x.role, "role", "role"), cell(x.state, `state ${x.state}`, "state"), cell(x.source, "source", "from"),
+      cell(x.job || "-", "job mono", "job"), cell(x.last, "last", "last"));
+    const td = document.createElement("td");
+    const b = document.createElement("button");
+    b.textContent = "Screen";
+    b.dataset.action = "screen";
+    b.addEventListener("click", () => openScreen(x.name));
+    td.appendChild(b);
+    tr.appendChild(td);
+    return tr;
+  }));
+  fill("jobs", s.jobs.map((j) => {
+    const tr = document.createElement("tr");
+    tr.dataset.job = j.id;
+    tr.dataset.state = j.state;
+    const bars = document.createElement("td");
+    bars.className = "bars";
+    bars.append(...j.bars.map(bar));
+    tr.append(cell(j.id, "id mono"), cell(j.session, "session", "session"), cell(j.cells.STATE, "state", "state"),
+      cell(j.cells.AGE, "age", "age"), cell(j.cells.QUIET, "quiet", "quiet"), bars,
+      cell(j.cells.MESSAGE, "message"), actionButtons("job", j.id, j.actions));
+    return tr;
+  }));
+  fill("loops", s.loops.map((l) => {
+    const tr = document.createElement("tr");
+    tr.dataset.loop = l.id;
+    tr.append(cell(l.id, "id mono"), cell(l.state, "state", "state"), cell(l.rounds, "round", "round"),
+      cell(l.creator || "-", "creator", "creator"),
+      cell(l.verdicts.map((v) => `${v.reviewer}: ${v.verdict}`).join(", ") || "-", "verdicts", "verdicts"));
+    return tr;
+  }));
+}
+
+function addLine(text) {
+  const li = document.createElement("li");
+  li.textContent = text;
+  const list = $("#lines");
+  list.prepend(li);
+  while (list.children.length > LINES_KEPT) list.lastChild.remove();
+}
+
+function lineText(l) {
+  const clock = l.ts.slice(11, 19);
+  const what = l.kind === "transition" ? `-> ${l.type}` : l.kind === "loop" ? `loop ${l.type}` : l.type;
+  return `${clock} ${l.session || "-"} ${l.job || l.loop} ${what} #${l.seq} ${l.message}`.trimEnd();
+}
+
+async function openScreen(name) {
+  const dlg = $("#screen");
+  $("#screen-name").textContent = name;
+  $("#screen-text").textContent = "reading…";
+  dlg.dataset.session = name;
+  if (!dlg.open) dlg.showModal();
+  try {
+    const r = await fetch(`/api/sessions/${encodeURIComponent(name)}/screen`, { credentials: "same-origin" });
+    const body = await r.json();
+    $("#screen-text").textContent = r.ok ? body.screen : body.error;
+  } catch (e) {
+    $("#screen-text").textContent = String(e);
+  }
+}
+$("#screen-close").addEventListener("click", () => $("#screen").close());
+$("#screen-refresh").addEventListener("click", () => openScreen($("#screen").dataset.session));
+
+const events = new EventSource("/api/events");
+events.addEventListener("state", (e) => render(JSON.parse(e.data)));
+events.addEventListener("line", (e) => addLine(lineText(JSON.parse(e.data))));
+events.addEventListener("note", (e) => addLine(`mam: ${JSON.parse(e.data).message}`));
+events.onopen = () => { $("#offline").hidden = true; };
+events.onerror = () => {
+  // CONNECTING: the browser retries by itself; CLOSED: the server refused the stream (401: the cookie is gone).
+  $("#offline").textContent = events.readyState === EventSource.CLOSED
+    ? "The server refused this page: open the link `mam web` printed again."
+    : "The page lost the server; retrying…";
+  $("#offline").hidden = false;
+  $("#live").textContent = "offline";
+};
+"""
+
+
+def html(*, csrf: str) -> str:
+    return HTML.replace("{csrf}", _html.escape(csrf, quote=True))

@@ -1,0 +1,229 @@
+"""`mam web` in a real browser: Debian's Chromium, headless, driven by Playwright (never `playwright install`).
+
+Skipped, with the reason, only when /usr/bin/chromium is missing (.ci/run installs it; Playwright is in the
+test extra).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from playwright import sync_api as playwright_api  # the test extra (never `playwright install`: the system's Chromium)
+
+from mam.util.poll import wait_for
+from tests.helpers.brokers import free_port, mosquitto_bin, mosquitto_required, start_mosquitto
+from tests.helpers.jobs import create_demo
+from tests.helpers.mamcli import mam_json
+from tests.web.conftest import WebServer, job_state, start_web
+
+CHROMIUM = "/usr/bin/chromium"
+ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    # A rebinding attacker's name that resolves to this machine, as DNS rebinding makes it.
+    "--host-resolver-rules=MAP evil.example 127.0.0.1",
+]
+
+if shutil.which(CHROMIUM) is None:
+    pytest.skip(f"{CHROMIUM} is missing (apt-get install -y chromium; .ci/run does it)", allow_module_level=True)
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    with playwright_api.sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        try:
+            yield b
+        finally:
+            b.close()
+
+
+@pytest.fixture
+def page(browser, web):  # type: ignore[no-untyped-def]
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    pg = context.new_page()
+    pg.set_default_timeout(30_000)
+    try:
+        yield pg
+    finally:
+        context.close()
+
+
+def open_page(page: Any, web: WebServer) -> None:
+    page.goto(web.login)
+    assert page.url == f"{web.base}/", page.url  # the token left the address bar
+    page.wait_for_selector("#sessions tbody tr[data-session]")
+
+
+def dom_sessions(page: Any) -> list[tuple[str, str, str]]:
+    return [
+        tuple(row)
+        for row in page.eval_on_selector_all(
+            "#sessions tbody tr",
+            "rows => rows.map(r => [r.dataset.session, r.dataset.state, r.querySelector('td.job').textContent])",
+        )
+    ]
+
+
+def dom_jobs(page: Any) -> list[tuple[str, str]]:
+    return [
+        tuple(row)
+        for row in page.eval_on_selector_all(
+            "#jobs tbody tr", "rows => rows.map(r => [r.dataset.job, r.dataset.state])"
+        )
+    ]
+
+
+def test_the_page_shows_sessions_and_a_jobs_progress_live(page, web, delegate):  # type: ignore[no-untyped-def]
+    open_page(page, web)
+    wait_for(lambda: [s for s, *_ in dom_sessions(page)] == ["busy", "quiet", "gone"], timeout=30, message="3 rows")
+    page.evaluate("window.__same_page = true")  # gone if the page reloaded
+    job = delegate("busy", "job-web-live")
+    row = f"#jobs tr[data-job='{job}']"
+    page.wait_for_selector(f"{row}[data-state='running']")
+    first = page.wait_for_function(
+        f'() => {{ const m = document.querySelector("{row} td.message"); '
+        "return m && m.textContent.startsWith('working (') && m.textContent; }"
+    ).json_value()
+    later = page.wait_for_function(
+        f'() => {{ const m = document.querySelector("{row} td.message"); '
+        "return m && m.textContent.startsWith('working (') "
+        f"&& m.textContent !== {json.dumps(first)} && m.textContent; }}"
+    ).json_value()
+    assert later != first
+    assert page.is_visible(f"{row} .bar[data-bar='wall']") and page.is_visible(f"{row} .bar[data-bar='liveness']")
+    assert ("busy", "working", job) in dom_sessions(page)
+    assert page.evaluate("window.__same_page") is True
+    assert page.locator("#lines li").count() > 0  # mam tail's lines
+
+
+def test_the_dom_and_the_state_equal_mam_status_and_mam_job_status(page, web, delegate):  # type: ignore[no-untyped-def]
+    job = delegate("busy", "job-web-dom")
+    open_page(page, web)
+    page.wait_for_selector(f"#jobs tr[data-job='{job}'][data-state='running']")
+    for _ in range(20):  # read again until nothing moved around the CLI's reads: the same moment
+        state, dom = web.state(), (dom_sessions(page), dom_jobs(page))
+        sessions = mam_json("session", "status")
+        jobs = {j: mam_json("job", "status", j)["state"] for j, _ in dom[1]}
+        if (dom_sessions(page), dom_jobs(page)) == dom and _dom_of(web.state()) == _dom_of(state):
+            break
+    else:
+        raise AssertionError("the page never held still")
+    assert dom == _dom_of(state)
+    assert [s for s, *_ in dom[0]] == [r["name"] for r in sessions]
+    assert {r["name"]: r["status"] for r in sessions} == {s["name"]: s["status"] for s in state["sessions"]}
+    assert dom[1] == [(job, "running")] and jobs == {job: "running"}
+
+
+def _dom_of(state: dict[str, Any]) -> tuple[list[tuple[str, str, str]], list[tuple[str, str]]]:
+    return (
+        [(s["name"], s["state"], s["job"] or "-") for s in state["sessions"]],
+        [(j["id"], j["state"]) for j in state["jobs"]],
+    )
+
+
+def test_cancel_from_the_page_after_a_confirmation(page, web, delegate):  # type: ignore[no-untyped-def]
+    job = delegate("busy", "job-web-cancel")
+    open_page(page, web)
+    button = f"#jobs tr[data-job='{job}'] button[data-action='cancel']"
+    page.wait_for_selector(button)
+    posts: list[str] = []
+    page.on("request", lambda r: posts.append(r.url) if r.method == "POST" else None)
+    questions: list[str] = []
+
+    def dismiss(dialog: Any) -> None:
+        questions.append(dialog.message)
+        dialog.dismiss()
+
+    page.once("dialog", dismiss)
+    page.click(button)
+    wait_for(lambda: questions, timeout=10, message="the question")
+    assert job in questions[0] and posts == [] and job_state(job) == "running"
+
+    page.once("dialog", lambda dialog: dialog.accept())
+    with page.expect_response(lambda r: r.url.endswith(f"/api/job/{job}/cancel")) as answer:
+        page.click(button)
+    assert answer.value.status == 200
+    assert job_state(job) == "cancelled"
+    page.wait_for_selector(f"#jobs tr[data-job='{job}']", state="detached")
+    assert mam_json("job", "status", job)["reason"] == answer.value.json()["result"]["reason"]
+
+
+def test_a_sessions_screen_opens_read_only(page, web):  # type: ignore[no-untyped-def]
+    open_page(page, web)
+    page.click("#sessions tr[data-session='busy'] button[data-action='screen']")
+    page.wait_for_function("() => document.querySelector('#screen-text').textContent.includes('demo agent ready')")
+    assert page.is_visible("#screen") and page.locator("#screen textarea, #screen input").count() == 0
+
+
+def test_401_without_the_token_and_a_rebinding_host_refused(browser, web):  # type: ignore[no-untyped-def]
+    context = browser.new_context()
+    try:
+        pg = context.new_page()
+        response = pg.goto(f"{web.base}/")
+        assert response.status == 401 and "busy" not in pg.content()
+        response = pg.goto(f"{web.base}/login?token=wrong-token-entirely")
+        assert response.status == 401 and context.cookies() == []
+        # The rebinding page: its own name, resolving here. Even the login link is refused.
+        response = pg.goto(f"http://evil.example:{web.port}/login?token={web.token}")
+        assert response.status == 421 and context.cookies() == []
+        response = pg.goto(f"http://evil.example:{web.port}/api/state")
+        assert response.status == 421 and "busy" not in pg.content()
+    finally:
+        context.close()
+
+
+def test_the_page_says_when_the_broker_is_unreachable_and_when_it_is_back(browser, workspace, tmp_path):  # type: ignore[no-untyped-def]
+    if mosquitto_bin() is None:
+        if mosquitto_required():
+            pytest.fail("mosquitto is not installed and CI=true: install it (apt-get install -y mosquitto)")
+        pytest.skip("mosquitto is not installed")
+    port = free_port()
+    server = start_web(env={"MQTT_BROKER": "127.0.0.1", "MQTT_PORT": str(port)})
+    context = browser.new_context()
+    broker = None
+    try:
+        pg = context.new_page()
+        pg.goto(server.login)
+        pg.wait_for_selector("#broker", state="visible", timeout=30_000)
+        assert "unreachable" in pg.inner_text("#broker")
+        (tmp_path / "late-broker").mkdir()
+        broker = start_mosquitto(tmp_path / "late-broker", port=port)  # tried again every 10 s
+        pg.wait_for_selector("#broker", state="hidden", timeout=60_000)
+        assert pg.inner_text("#live") == "live"
+        assert "the broker is back" in pg.inner_text("#lines")
+    finally:
+        context.close()
+        server.stop()
+        if broker is not None:
+            broker.stop()
+
+
+def test_on_a_phone_screen_nothing_scrolls_sideways_and_a_new_session_shows_up(browser, web, delegate):  # type: ignore[no-untyped-def]
+    job = delegate("busy", "job-web-phone")
+    context = browser.new_context(viewport={"width": 390, "height": 844}, is_mobile=True, has_touch=True)
+    try:
+        pg = context.new_page()
+        pg.set_default_timeout(30_000)
+        open_page(pg, web)
+        button = pg.locator(f"#jobs tr[data-job='{job}'] button[data-action='cancel']")
+        button.wait_for()
+        pg.wait_for_function("document.documentElement.scrollWidth <= window.innerWidth", timeout=10_000)
+        box = button.bounding_box()
+        assert box is not None and box["x"] >= 0 and box["x"] + box["width"] <= 390 and box["height"] >= 30
+        pg.evaluate("window.__same_page = true")
+        create_demo("late")  # no job moves: the registry changing is what tells the page
+        pg.wait_for_selector("#sessions tr[data-session='late']")
+        assert pg.evaluate("window.__same_page") is True
+    finally:
+        context.close()
