@@ -23,6 +23,9 @@ class OpencodeAdapter(AgentAdapter):
     name = "opencode"
     command = "opencode"
     resume_args = ("--session", "{id}")
+    # Verified with 1.18.33: "--fork  fork the session when continuing (use with --continue or --session)".
+    fork_mode = "native"
+    fork_args = ("--session", "{id}", "--fork")
     delete_args = ("session", "delete", "{id}")
     # The default app_exit binding `<leader>q` (leader ctrl+x): the /exit command is missing
     # from some 1.x releases, and ctrl+c only clears a non-empty input box.

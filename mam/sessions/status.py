@@ -87,6 +87,7 @@ def session_status(*, ws: Workspace, settings: Settings) -> list[dict[str, Any]]
                 "note": row.note,
                 "permissions": row.permissions,
                 "token_budget": row.token_budget,
+                "forked_from": row.forked_from,
                 **extras(ws, row),
             }
         )

@@ -160,6 +160,10 @@ MIGRATIONS: list[list[str]] = [
             created_at REAL NOT NULL
         ) WITHOUT ROWID""",
     ],
+    [
+        # `mam session fork SRC --session NEW`: the session NEW was forked from ('' for one created afresh).
+        "ALTER TABLE sessions ADD COLUMN forked_from TEXT NOT NULL DEFAULT ''",
+    ],
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 MOUNTS = Path("/proc/mounts")

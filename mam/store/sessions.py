@@ -46,6 +46,7 @@ class SessionRow:
     ready_at: float | None = None  # the agent of the current launch showed it was ready (None: not seen yet)
     permissions: str = "report"  # ask / report / full: what the agent may do without a prompt (kept on resume)
     token_budget: int = 0  # --token-budget: tokens its jobs may spend in all (0: no budget of its own)
+    forked_from: str = ""  # `mam session fork`: the session whose conversation this one started from
 
     def __post_init__(self) -> None:
         self.status = SessionStatus(self.status)  # a row read back from SQL or a mirror holds the plain string
