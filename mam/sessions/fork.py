@@ -15,7 +15,7 @@ from mam.agents import get_adapter
 from mam.errors import SessionError, UsageError
 from mam.ids import check_name
 from mam.sessions import audit
-from mam.sessions.create import CreateRequest, create_session
+from mam.sessions.create import CreateRequest, create_session, discover
 from mam.settings import Settings
 from mam.store.registry import Registry
 from mam.store.sessions import SessionRow
@@ -52,10 +52,19 @@ def fork_session(
                 f"session {source!r} runs {src.agent}, which mam cannot fork (no native fork, no known "
                 "conversation copy); create a new session instead"
             )
-        if not src.conversation_id:
-            raise SessionError(f"session {source!r} has no conversation id recorded: nothing to fork", session=source)
-        adapter.check_resumable(src.conversation_id, cwd=src.cwd, env=src.agent_env)
-        source_id = src.conversation_id
+        # A CLI whose id is learnt from its store (codex, opencode) may not have written it at create:
+        # look now, as `session stop` does (the source's row is left as it is).
+        source_id = src.conversation_id or (
+            discover(adapter, cwd=src.cwd, since=src.launched_at, env=src.agent_env, timeout=0)
+            if src.launched_at
+            else None
+        )
+        if not source_id:
+            raise SessionError(
+                f"session {source!r} has no conversation yet (its agent writes one at its first turn): nothing to fork",
+                session=source,
+            )
+        adapter.check_resumable(source_id, cwd=src.cwd, env=src.agent_env)
         req = CreateRequest(
             name=name,
             agent=src.agent,
