@@ -158,7 +158,7 @@ def fork(app: App, source: str, name: str, role: str | None, by: str | None, as_
     .mam/session-audit.jsonl.
 
     \b
-    Exit codes: 0 forked; 1 NEW already exists, SRC has no conversation yet, or the launch
+    Exit codes: 0 forked; 1 the name NEW is taken, SRC has no conversation yet, or the launch
     failed (nothing is left behind); 2 a bad name, or SRC's agent cannot fork; 5 no session SRC.
     """
     row = fork_session(

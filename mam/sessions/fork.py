@@ -75,15 +75,22 @@ def fork_session(
             permissions=src.permissions,
             forked_from=src.name,
         )
-        row = create_session(
-            req,
-            ws=ws,
-            settings=settings,
-            registry=registry,
-            environ=environ,
-            fork=lambda new_id: adapter.fork_argv(source_id, new_id, cwd=src.cwd, env=src.agent_env),
-            not_id=source_id,
-        )
+        copied: list[str] = []  # a conversation copied for this fork: removed again if the launch fails
+
+        def start(new_id: str | None) -> list[str]:
+            argv = adapter.fork_argv(source_id, new_id, cwd=src.cwd, env=src.agent_env)
+            if adapter.fork_mode == "copy" and new_id:
+                copied.append(new_id)
+            return argv
+
+        try:
+            row = create_session(
+                req, ws=ws, settings=settings, registry=registry, environ=environ, fork=start, not_id=source_id
+            )
+        except BaseException:
+            for new_id in copied:
+                adapter.purge_conversation(new_id, cwd=src.cwd, env=src.agent_env)
+            raise
         audit.append(
             ws,
             "fork",
