@@ -121,7 +121,9 @@ def test_a_fork_holds_the_sources_messages_under_a_new_id_and_the_source_is_unto
     assert fork["forked_from"] == "oc-src" and fork["agent"] == "opencode", fork
     second = sc.delegate_completed(rig, "oc-fork", "Say hello again.", timeout=JOB_S, start_deadline=START_S)
     turns = [r for r in rig.model.snapshot()[second.model_from :] if r.api == "chat" and r.reply != "side"]
-    assert turns and all(any(first.tag in t for t in chat_texts(r.body)) for r in turns)
+    assert turns and all(any(first.tag in t for t in chat_texts(r.body)) for r in turns), [
+        (r.reply, [t[:60] for t in chat_texts(r.body)]) for r in turns
+    ]
 
     source_id = sc.stop_keeping_conversation(rig, "oc-src")
     fork_id = sc.stop_keeping_conversation(rig, "oc-fork")
