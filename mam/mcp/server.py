@@ -187,7 +187,7 @@ def build(service: Service, *, poll_s: float) -> MCPServer:
     @server.tool(
         description="Start session NAME from a copy of session SOURCE's conversation (`mam session fork`): same "
         "agent, cwd, permissions and backend, role given or SOURCE's, a new conversation id; SOURCE is left as it "
-        f"is. claude, codex, opencode and demo only (others: exit_code {Exit.USAGE}); no session SOURCE: "
+        f"is. claude, codex and demo only (others: exit_code {Exit.USAGE}); no session SOURCE: "
         f"exit_code {Exit.NOT_FOUND}. by: who asks, for the audit log (default user@host)."
     )
     @guarded

@@ -1,10 +1,11 @@
 """Fork a session: a new session whose agent starts from a copy of another session's conversation.
 
-With the CLI's own fork where it has one (claude `--resume ID --fork-session`, codex `fork ID`,
-opencode `--session ID --fork`), else a copy of the conversation's files under a new id (the demo
-agent); a CLI with neither is refused. The source session is never touched and may be running.
-The fork inherits the source's agent, cwd, permissions, backend and server (the role unless given),
-is recorded with `forked_from`, and each fork is a line in the session audit log (mam.sessions.audit).
+With the CLI's own fork where it has one (claude `--resume ID --fork-session`, codex `fork ID`),
+else a copy of the conversation's files under a new id (the demo agent); any other CLI is refused
+(opencode's `--fork` does not open the fork in its TUI: docs/agents.md). The source session is
+never touched and may be running. The fork inherits the source's agent, cwd, permissions, backend
+and server (the role unless given), is recorded with `forked_from`, and each fork is a line in the
+session audit log (mam.sessions.audit).
 """
 
 from __future__ import annotations
@@ -52,7 +53,7 @@ def fork_session(
                 f"session {source!r} runs {src.agent}, which mam cannot fork (no native fork, no known "
                 "conversation copy); create a new session instead"
             )
-        # A CLI whose id is learnt from its store (codex, opencode) may not have written it at create:
+        # A CLI whose id is learnt from its store (codex) may not have written it at create:
         # look now, as `session stop` does (the source's row is left as it is).
         source_id = src.conversation_id or (
             discover(adapter, cwd=src.cwd, since=src.launched_at, env=src.agent_env, timeout=0)

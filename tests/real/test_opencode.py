@@ -108,26 +108,3 @@ def test_a_command_outside_the_allow_rules_leaves_the_prompt_and_the_job_ends_wi
     pane, screen = sc.left_waiting(rig, session, d)  # it reported, then waited for a person
     assert oc.PROMPT_TEXT in screen, rig.shown(pane)
     assert not marker.exists()
-
-
-@PASTES_TOO_EARLY
-def test_a_fork_holds_the_sources_messages_under_a_new_id_and_the_source_is_untouched(rig: Rig) -> None:
-    """`mam session fork` on a running opencode session: `opencode --session SRC --fork` (1.18.33). The
-    fork's own messages in opencode.db hold the source's brief under a new session id, then its own;
-    the source's gain nothing."""
-    rig.create("oc-src", cwd=sc.git_folder(rig.ws.root / "fork-repo"))
-    first = sc.delegate_completed(rig, "oc-src", "Say hello.", timeout=JOB_S, start_deadline=START_S)
-    fork = rig.mam_json("session", "fork", "oc-src", "--session", "oc-fork", timeout=300)
-    assert fork["forked_from"] == "oc-src" and fork["agent"] == "opencode", fork
-    second = sc.delegate_completed(rig, "oc-fork", "Say hello again.", timeout=JOB_S, start_deadline=START_S)
-    turns = [r for r in rig.model.snapshot()[second.model_from :] if r.api == "chat" and r.reply != "side"]
-    assert turns and all(any(first.tag in t for t in chat_texts(r.body)) for r in turns), [
-        (r.reply, [t[:60] for t in chat_texts(r.body)]) for r in turns
-    ]
-
-    source_id = sc.stop_keeping_conversation(rig, "oc-src")
-    fork_id = sc.stop_keeping_conversation(rig, "oc-fork")
-    assert fork_id != source_id and fork["conversation_id"] in (None, fork_id), (fork, fork_id, source_id)
-    fork_texts, src_texts = oc.user_texts(db(rig), fork_id), oc.user_texts(db(rig), source_id)
-    assert (sum(first.tag in t for t in fork_texts), sum(second.tag in t for t in fork_texts)) == (1, 1), fork_texts
-    assert (sum(first.tag in t for t in src_texts), sum(second.tag in t for t in src_texts)) == (1, 0), src_texts

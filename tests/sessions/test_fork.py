@@ -120,8 +120,11 @@ def test_refused_forks_write_nothing(wired_ws: Workspace) -> None:
     assert not (ws.state / "session-audit.jsonl").exists()
 
 
-def test_an_agent_that_cannot_fork_is_refused_in_one_line(wired_ws: Workspace, fake_agents_on_path: Path) -> None:
-    mam("session", "create", "--agent", "grok", "--role", "dev", "--session", "gk", check=True)
+@pytest.mark.parametrize("agent", ["grok", "opencode"])
+def test_an_agent_that_cannot_fork_is_refused_in_one_line(
+    wired_ws: Workspace, fake_agents_on_path: Path, agent: str
+) -> None:
+    mam("session", "create", "--agent", agent, "--role", "dev", "--session", "gk", check=True)
     rows = json.loads(mam("session", "status", "--json", check=True).stdout)
     run = mam("session", "fork", "gk", "--session", "gk2")
     assert run.returncode == 2 and "cannot fork" in run.stderr and len(run.stderr.strip().splitlines()) == 1, run.stderr
