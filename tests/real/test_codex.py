@@ -135,10 +135,12 @@ def test_a_fork_holds_the_sources_messages_under_a_new_id_and_the_source_is_unto
     # Every request of the fork's turn showed the model the source's brief: the conversation was carried over.
     turns = [r for r in rig.model.snapshot()[second.model_from :] if r.api == "responses" and r.reply != "side"]
     assert turns and all(any(first.tag in t for t in responses_texts(r.body)) for r in turns)
+    after = rig.status("cx-src")  # the source ran on, in its own pane, all along
+    assert after["status"] == "running" and after["pane_id"] == src["pane_id"] and rig.pane_alive(src["pane_id"])
 
     source_id = sc.stop_keeping_conversation(rig, "cx-src")
     fork_id = sc.stop_keeping_conversation(rig, "cx-fork")
-    assert fork_id != source_id, (fork_id, source_id)
+    assert fork_id != source_id and fork["conversation_id"] in (None, fork_id), (fork, fork_id, source_id)
     fork_rollout, src_rollout = cx.rollout_of(codex_home(rig), fork_id), cx.rollout_of(codex_home(rig), source_id)
     assert fork_rollout is not None and src_rollout is not None, cx.rollouts(codex_home(rig))
     # Codex 0.171 keeps a fork's history by reference: the fork's rollout names the source's and how
