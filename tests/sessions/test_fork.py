@@ -129,3 +129,33 @@ def test_an_agent_that_cannot_fork_is_refused_in_one_line(
     run = mam("session", "fork", "gk", "--session", "gk2")
     assert run.returncode == 2 and "cannot fork" in run.stderr and len(run.stderr.strip().splitlines()) == 1, run.stderr
     assert json.loads(mam("session", "status", "--json", check=True).stdout) == rows
+
+
+def test_a_registry_made_before_forks_gains_forked_from_empty(tmp_path: Path) -> None:
+    """The migration adds `forked_from` ('' for every existing session) to a registry one version older."""
+    import sqlite3
+
+    from mam.store import db
+    from mam.store.registry import Registry
+
+    ws = Workspace(tmp_path / "old-ws")
+    ws.ensure_state()
+    conn = sqlite3.connect(str(ws.db_path), isolation_level=None)
+    for statements in db.MIGRATIONS[:-1]:
+        for statement in statements:
+            conn.execute(statement)
+    conn.execute(f"PRAGMA user_version={db.SCHEMA_VERSION - 1}")
+    conn.execute(
+        "INSERT INTO sessions (name, agent, role, backend, server, cwd, status, created_at, updated_at) "
+        "VALUES ('old', 'demo', 'dev', 'tmux', 's', '/', 'stopped', 1, 1)"
+    )
+    conn.close()
+    registry = Registry(ws)
+    try:
+        assert registry.session("old").forked_from == ""
+    finally:
+        registry.close()
+    conn = sqlite3.connect(str(ws.db_path))
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == db.SCHEMA_VERSION
+    assert conn.execute("SELECT forked_from FROM sessions WHERE name = 'old'").fetchone() == ("",)
+    conn.close()
