@@ -49,20 +49,3 @@ def append(ws: Workspace, kind: str, *, session: str, by: str, **fields: Any) ->
     with os.fdopen(fd, "a", encoding="utf-8") as f:
         f.write(json.dumps(line, sort_keys=True, ensure_ascii=False) + "\n")
     return line
-
-
-def read(ws: Workspace) -> list[dict[str, Any]]:
-    """Every line, oldest first (a line that is not a JSON object is skipped)."""
-    try:
-        text = path(ws).read_text(encoding="utf-8")
-    except FileNotFoundError:
-        return []
-    lines = []
-    for raw in text.splitlines():
-        try:
-            value = json.loads(raw)
-        except ValueError:
-            continue
-        if isinstance(value, dict):
-            lines.append(value)
-    return lines
