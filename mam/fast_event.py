@@ -44,7 +44,7 @@ DB_FILE = "agent-sessions.db"  # mam.workspace
 VERSION = 2  # mam.bus.envelope.VERSION
 MAX_EVENT_BYTES = 64 * 1024  # mam.bus.envelope.MAX_EVENT_BYTES
 MAX_INT = 2**53  # mam.bus.envelope.MAX_INT
-SCHEMA_VERSION = 9  # mam.store.db.SCHEMA_VERSION (a new migration: bump it, or every event takes the full path)
+SCHEMA_VERSION = 10  # mam.store.db.SCHEMA_VERSION (a new migration: bump it, or every event takes the full path)
 BUSY_TIMEOUT_MS = 120_000  # mam.store.db.BUSY_TIMEOUT_MS
 MAX_TEXT = 4000  # what mam.event_cli keeps of a message or reason
 

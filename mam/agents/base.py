@@ -117,6 +117,11 @@ class AgentAdapter:
     resume_args: ClassVar[tuple[str, ...]] = ()  # e.g. ("--resume", "{id}") or ("resume", "{id}")
     # The CLI's own command that deletes a conversation ("{id}" replaced), e.g. ("delete", "--force", "{id}").
     delete_args: ClassVar[tuple[str, ...]] = ()
+    # `mam session fork`: "native" launches `fork_args`, the CLI's own fork of a conversation ("{id}" the
+    # source's id, "{new}" the fork's when id_at_launch); "copy" copies the conversation under a new id
+    # (copy_conversation) and resumes the copy; "" refuses (the CLI has neither, or it is not verified).
+    fork_mode: ClassVar[str] = ""
+    fork_args: ClassVar[tuple[str, ...]] = ()
     # Options of every launch and resume (e.g. codex's --no-daemon).
     session_args: ClassVar[tuple[str, ...]] = ()
     # --permissions report / full: the CLI's own flags (override report_options for files or env).
@@ -162,6 +167,26 @@ class AgentAdapter:
         if not self.resume_args:
             raise AgentError(f"{self.name} has no resume command")
         return [self.command, *(a.replace("{id}", conversation_id) for a in self.resume_args)]
+
+    def fork_argv(self, source_id: str, new_id: str | None, *, cwd: str, env: Mapping[str, str]) -> list[str]:
+        """The argv that starts a fork of conversation `source_id` (`new_id`: the fork's id when mam
+        chooses it). A "copy" CLI gets the copy made here, then resumes it; `env` locates the store."""
+        convo.check_id(self.name, source_id)
+        if self.fork_mode == "native":
+            if new_id is not None:
+                convo.check_id(self.name, new_id)
+            return [
+                self.command,
+                *(a.replace("{id}", source_id).replace("{new}", new_id or "") for a in self.fork_args),
+            ]
+        if self.fork_mode == "copy" and new_id is not None:
+            self.copy_conversation(source_id, convo.check_id(self.name, new_id), cwd=cwd, env=env)
+            return self.resume_argv(new_id)
+        raise AgentError(f"{self.name} cannot fork a conversation (no native fork, and no copy of its files)")
+
+    def copy_conversation(self, source_id: str, new_id: str, *, cwd: str, env: Mapping[str, str]) -> list[Path]:
+        """Copy conversation `source_id` under `new_id` (fork_mode "copy"); return the files written."""
+        raise AgentError(f"{self.name} cannot copy a conversation")
 
     def session_options(self, ctx: LaunchContext) -> SessionOptions:
         """Options of this launch: the adapter's session_args plus what ctx.permissions asks for."""

@@ -22,6 +22,10 @@ class ClaudeAdapter(AgentAdapter):
     id_at_launch = True
     launch_id_args = ("--session-id", "{id}")
     resume_args = ("--resume", "{id}")
+    # Verified with 2.1.332: "--fork-session  When resuming, create a new session ID instead of reusing the
+    # original"; --session-id names that new id ("--session-id with --continue or --resume also needs --fork-session").
+    fork_mode = "native"
+    fork_args = ("--resume", "{id}", "--fork-session", "--session-id", "{new}")
     exit_keys = (("text", "/exit"), ("key", "Enter"))
     env_keys = ("HOME", "CLAUDE_CONFIG_DIR")
     paste_placeholders = ("[Pasted text #",)

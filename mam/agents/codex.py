@@ -21,6 +21,10 @@ class CodexAdapter(AgentAdapter):
     command = "codex"
     install_hint = "npm install -g @openai/codex"
     resume_args = ("resume", "{id}")
+    # Verified with 0.171.0: `codex fork [SESSION_ID]` ("Fork a previous interactive session"), with the
+    # same options as `codex resume` (--no-daemon among them); the fork's id is discovered like a new one's.
+    fork_mode = "native"
+    fork_args = ("fork", "{id}")
     delete_args = ("delete", "--force", "{id}")
     # Measured on 0.171.0: mid-turn the composer queues "/exit" instead of running it, so
     # Ctrl-C first (interrupts a turn, clears a typed box; idle it only shows a hint).

@@ -24,6 +24,9 @@ class OpencodeAdapter(AgentAdapter):
     command = "opencode"
     install_hint = "npm install -g opencode-ai"
     resume_args = ("--session", "{id}")
+    # No fork (fork_mode ""): 1.18.33 has `--session ID --fork` ("fork the session when continuing"), and
+    # it writes the fork to opencode.db ("<title> (fork #1)"), but its TUI stays on the home screen, where a
+    # prompt starts a new, empty session (measured in a real pane, 20 s on): docs/agents.md, "Forking".
     delete_args = ("session", "delete", "{id}")
     # The default app_exit binding `<leader>q` (leader ctrl+x): the /exit command is missing
     # from some 1.x releases, and ctrl+c only clears a non-empty input box.

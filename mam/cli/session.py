@@ -1,4 +1,4 @@
-"""`mam session create|stop|resume|status|onboard-orchestrator`."""
+"""`mam session create|fork|stop|resume|status|onboard-orchestrator|attach`."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from mam.errors import UsageError
 from mam.ids import check_name
 from mam.jobs.outcomes import Exit
 from mam.sessions.create import start_session
+from mam.sessions.fork import fork_session
 from mam.sessions.orchestrator import onboard_orchestrator as record
 from mam.sessions.remove import check_request as check_remove
 from mam.sessions.remove import remove_session
@@ -200,6 +201,48 @@ def create(
             f"cwd {row.cwd}{branch}"
         )
     return code
+
+
+@session.command("fork")
+@workspace_option
+@click.argument("source", metavar="SRC")
+@click.option("--session", "name", required=True, help="Name of the new session (letters, digits, . _ -).")
+@click.option("--role", default=None, help="Role of the new session (default: SRC's role).")
+@click.option("--by", default=None, help="Who asks, for the audit log (default: user@host).")
+@click.option("--json", "as_json", is_flag=True, help="Print the new session's row as JSON.")
+@click.pass_obj
+def fork(app: App, source: str, name: str, role: str | None, by: str | None, as_json: bool) -> None:
+    """Start session NEW (--session) from a copy of session SRC's conversation.
+
+    The new session runs SRC's agent in SRC's cwd with SRC's permissions and backend; its
+    conversation gets a new id and starts with every message of SRC's. claude and codex
+    fork with their own option (claude --resume ID --fork-session, codex fork ID); the demo
+    agent's conversation file is copied under the new id. opencode, gemini, hermes, grok and
+    agy cannot be forked (docs/agents.md says why). SRC is left as it is, running or not.
+    The fork is recorded (`forked_from` in `status --json`) and audited with --by in
+    .mam/session-audit.jsonl.
+
+    \b
+    Exit codes: 0 forked; 1 the name NEW is taken, SRC has no conversation yet, or the launch
+    failed (nothing is left behind); 2 a bad name, or SRC's agent cannot fork; 5 no session SRC.
+    """
+    row = fork_session(
+        source,
+        name=name,
+        role=role,
+        by=by,
+        ws=app.ws,
+        settings=app.settings,
+        registry_of=lambda: open_registry(app),
+        environ=os.environ,
+    )
+    if as_json:
+        echo_json(row.as_dict())
+    else:
+        click.echo(
+            f"session {row.name}: forked from {source}, {row.agent} ({row.role}) running in "
+            f"{row.backend}:{row.server} pane {row.pane_id}, conversation {row.conversation_id or '-'}"
+        )
 
 
 @session.command("stop")

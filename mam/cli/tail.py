@@ -22,11 +22,12 @@ from mam.util.text import json_text
 @click.option("--all", "everything", is_flag=True, help="Start from the beginning of the history.")
 @click.pass_obj
 def tail(app: App, as_json: bool, job_id: str | None, session: str | None, since: int | None, everything: bool) -> int:
-    """Follow, live, every job transition and event of the workspace, and loop steps.
+    """Follow, live, every job transition and event of the workspace, loop steps and session forks.
 
     Prints the last 10 lines of history (everything with --all, or every line after
     event SEQ of each job with --since SEQ), then one line per new thing: time, session,
-    job, what happened (an event type, `-> state` for a transition, `loop <step>`), the
+    job, what happened (an event type, `-> state` for a transition, `loop <step>`,
+    `session fork` with who asked), the
     event number `#seq` it follows, and the message. Transitions carry the seq of the
     last event applied before them, so a job's lines read in order.
 

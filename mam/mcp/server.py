@@ -214,6 +214,21 @@ def build(service: Service, *, poll_s: float) -> MCPServer:
             data, f"session {data['name']}: resumed conversation {data['conversation_id']} in pane {data['pane_id']}"
         )
 
+    @server.tool(
+        description="Start session NAME from a copy of session SOURCE's conversation (`mam session fork`): same "
+        "agent, cwd, permissions and backend, role given or SOURCE's, a new conversation id; SOURCE is left as it "
+        f"is. claude, codex and demo only (others: exit_code {Exit.USAGE}); no session SOURCE: "
+        f"exit_code {Exit.NOT_FOUND}. by: who asks, for the audit log (default user@host)."
+    )
+    @guarded
+    async def session_fork(source: str, name: str, role: str | None = None, by: str | None = None) -> CallToolResult:
+        data = await thread(service.session_fork, source=source, name=name, role=role, by=by)
+        return ok(
+            data,
+            f"session {data['name']}: forked from {data['forked_from']}, {data['agent']} ({data['role']}) in pane "
+            f"{data['pane_id']}, conversation {data['conversation_id'] or '-'}",
+        )
+
     @server.tool(description="The rows of `mam session status --json` (all sessions, or one by name). Starts nothing.")
     @guarded
     async def session_status(name: str | None = None) -> CallToolResult:

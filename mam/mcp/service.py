@@ -37,6 +37,7 @@ from mam.loop.files import new_loop_id
 from mam.loop.status import loop_status
 from mam.remote.origin import ORIGIN
 from mam.sessions.create import start_session
+from mam.sessions.fork import fork_session
 from mam.sessions.remove import remove_session
 from mam.sessions.resume import resume_session
 from mam.sessions.status import session_status
@@ -176,6 +177,19 @@ class Service:
 
         return resume_session(
             check_name(name), ws=self.ws, settings=self.settings, registry=self.writer(), environ=self.environ
+        ).as_dict()
+
+    def session_fork(self, *, source: str, name: str, role: str | None = None, by: str | None = None) -> dict[str, Any]:
+
+        return fork_session(
+            source,
+            name=name,
+            role=role,
+            by=by,
+            ws=self.ws,
+            settings=self.settings,
+            registry_of=lambda: Registry(self.ws),
+            environ=self.environ,
         ).as_dict()
 
     def session_status(self, *, name: str | None = None) -> list[dict[str, Any]]:

@@ -42,6 +42,7 @@ class CreateRequest:
     trust: bool = True  # record cwd as trusted where the CLI keeps trust per folder (False: --no-trust)
     token_budget: int = 0  # --token-budget: tokens its jobs may spend in all (0: none; mam.governor)
     board: bool = False  # --board: the agent may also run `mam board ...` without a prompt
+    forked_from: str = ""  # `mam session fork`: the source session (its conversation is forked, not a new one)
 
 
 def check_request(req: CreateRequest) -> None:
@@ -161,7 +162,14 @@ def create_session(
     registry: Registry,
     environ: Mapping[str, str],
     worktree: session_worktree.Plan | None = None,
+    fork: Callable[[str | None], list[str]] | None = None,
+    not_id: str | None = None,
 ) -> SessionRow:
+    """Reserve the name, start the agent in a new pane, record it running.
+
+    `fork` (mam.sessions.fork): the argv that starts a fork of the source's conversation, given the
+    new conversation id (None when the CLI picks it), called once the name is reserved; `not_id`:
+    the source's id, never taken as the new session's when it is discovered."""
     check_request(req)
     adapter = get_adapter(req.agent)
     cwd = worktree.path.resolve() if worktree is not None else Path(req.cwd).expanduser().resolve()
@@ -183,6 +191,7 @@ def create_session(
         token_budget=req.token_budget,
         board=req.board,
         host=socket.gethostname(),
+        forked_from=req.forked_from,
     )
     if worktree is not None:
         row.worktree, row.branch, row.base, row.base_commit = (
@@ -210,7 +219,8 @@ def create_session(
             adapter.trust_folder(str(cwd), env)
         backend.ensure_server()
         with placement_lock(ws, req.backend, server):
-            argv = adapter.with_options(adapter.launch_argv(conversation_id), options)
+            start = fork(conversation_id) if fork is not None else adapter.launch_argv(conversation_id)
+            argv = adapter.with_options(start, options)
             info = backend.create_pane(name=req.name, argv=argv, cwd=str(cwd), env=env)
     except BaseException:
         registry.delete_session(req.name)  # free the name: nothing was started
@@ -236,7 +246,9 @@ def create_session(
     else:
         note = "created; the agent did not show it was ready in time"
     if conversation_id is None:
-        conversation_id = discover(adapter, cwd=str(cwd), since=launched, env=env, timeout=req.discover_timeout)
+        conversation_id = discover(
+            adapter, cwd=str(cwd), since=launched, env=env, timeout=req.discover_timeout, not_id=not_id
+        )
     return registry.update_session(
         req.name,
         status=SessionStatus.RUNNING,
@@ -334,12 +346,20 @@ def _reserve(registry: Registry, row: SessionRow) -> None:
         sessions_table.insert(conn, row)
 
 
-def discover(adapter, *, cwd: str, since: float, env: Mapping[str, str], timeout: float) -> str | None:  # type: ignore[no-untyped-def]
-    """Poll the agent's on-disk store for the conversation it started; None if it has not written one yet."""
+def discover(  # type: ignore[no-untyped-def]
+    adapter, *, cwd: str, since: float, env: Mapping[str, str], timeout: float, not_id: str | None = None
+) -> str | None:
+    """Poll the agent's on-disk store for the conversation it started; None if it has not written one yet
+    (or found only `not_id`: a fork's source)."""
+
+    def look(since: float) -> str | None:
+        found: str | None = adapter.discover(cwd=cwd, since=since, env=env)
+        return None if found == not_id else found
+
     if timeout <= 0:
-        return adapter.discover(cwd=cwd, since=since, env=env)  # type: ignore[no-any-return]
+        return look(since)
     try:
-        return wait_for(lambda: adapter.discover(cwd=cwd, since=since - 1.0, env=env), timeout=timeout, interval=0.1)  # type: ignore[no-any-return]
+        return wait_for(lambda: look(since - 1.0), timeout=timeout, interval=0.1)
     except Timeout:
         return None
 

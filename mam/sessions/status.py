@@ -105,6 +105,7 @@ def session_status(*, ws: Workspace, settings: Settings) -> list[dict[str, Any]]
                 "base": row.base or None,
                 "base_commit": row.base_commit or None,
                 "host": row.host or None,
+                "forked_from": row.forked_from,
                 **extras(ws, row),
             }
         )

@@ -194,6 +194,10 @@ MIGRATIONS: list[list[str]] = [
         # `mam session create --board`: the agent may run `mam board ...` without a prompt.
         "ALTER TABLE sessions ADD COLUMN board INTEGER NOT NULL DEFAULT 0",
     ],
+    [
+        # `mam session fork SRC --session NEW`: the session NEW was forked from ('' for one created afresh).
+        "ALTER TABLE sessions ADD COLUMN forked_from TEXT NOT NULL DEFAULT ''",
+    ],
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 MOUNTS = Path("/proc/mounts")

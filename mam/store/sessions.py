@@ -52,6 +52,7 @@ class SessionRow:
     base: str = ""  # the ref the branch was made from, as given (--base, default HEAD)
     base_commit: str = ""  # that ref as a commit, when the branch was made
     host: str = ""  # the host the session's agent runs on
+    forked_from: str = ""  # `mam session fork`: the session whose conversation this one started from
 
     def __post_init__(self) -> None:
         self.status = SessionStatus(self.status)  # a row read back from SQL or a mirror holds the plain string

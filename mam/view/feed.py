@@ -3,7 +3,8 @@
 A job's lines come from the registry, the same truth the wrapper writes: its events (table `events`,
 numbered by `seq`) and its transitions (table `job_inputs`, committed with the state they produce).
 Per job, an event comes before the transition it caused; a transition carries the `seq` of the last
-event applied before it (0 before `started`). A loop's lines come from `.mam/loops/<id>/loop.jsonl`.
+event applied before it (0 before `started`). A loop's lines come from `.mam/loops/<id>/loop.jsonl`;
+acts on sessions that are not jobs (a fork) from `.mam/session-audit.jsonl` (mam.sessions.audit).
 
 `Feed.read(job_ids)` returns what is new since the last call. Nothing here starts anything or
 writes anything; without a registry there are simply no job lines.
@@ -19,6 +20,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from mam.sessions import audit
 from mam.store import jobs as jobs_table
 from mam.store.registry import Registry
 from mam.util.text import for_terminal
@@ -28,10 +30,10 @@ from mam.workspace import Workspace
 @dataclass(frozen=True)
 class Line:
     ts_ms: int
-    kind: str  # event / transition / loop
+    kind: str  # event / transition / loop / session
     job: str
     session: str
-    type: str  # event type, the new job state, or the loop log's event
+    type: str  # event type, the new job state, the loop log's event, or the session audit line's kind
     seq: int
     message: str
     loop: str = ""
@@ -43,7 +45,12 @@ class Line:
 
     def text(self) -> str:
         clock = time.strftime("%H:%M:%S", time.localtime(self.ts_ms / 1000))
-        what = {"event": self.type, "transition": f"-> {self.type}", "loop": f"loop {self.type}"}[self.kind]
+        what = {
+            "event": self.type,
+            "transition": f"-> {self.type}",
+            "loop": f"loop {self.type}",
+            "session": f"session {self.type}",
+        }[self.kind]
         subject = self.job or self.loop
         return f"{clock} {self.session or '-':<14} {subject:<22} {what:<20} #{self.seq:<4} {self.message}".rstrip()
 
@@ -78,7 +85,7 @@ class _JobCursor:
 
 
 @dataclass
-class _LoopCursor:
+class _FileCursor:
     offset: int = 0
     number: int = 0
 
@@ -92,7 +99,8 @@ class Feed:
     session: str | None = None
     since_seq: int | None = None  # with a cursor's first read: skip lines numbered at or below this seq
     _jobs: dict[str, _JobCursor] = field(default_factory=dict)
-    _loops: dict[str, _LoopCursor] = field(default_factory=dict)
+    _loops: dict[str, _FileCursor] = field(default_factory=dict)
+    _audit: _FileCursor = field(default_factory=_FileCursor)
     _registry: Registry | None = None
 
     def close(self) -> None:
@@ -128,6 +136,7 @@ class Feed:
         streams: list[Iterable[Line]] = [self._job_lines(j) for j in dict.fromkeys(ids)]
         if loops and self.job is None:
             streams.extend(self._loop_lines(p) for p in self._loop_logs())
+            streams.append(self._audit_lines())
         return list(heapq.merge(*(list(s) for s in streams), key=lambda line: line.ts_ms))
 
     def _job_lines(self, job_id: str) -> list[Line]:
@@ -214,23 +223,8 @@ class Feed:
         from mam.loop.describe import describe
 
         loop_id = path.parent.name
-        cur = self._loops.setdefault(loop_id, _LoopCursor())
-        try:
-            if path.stat().st_size <= cur.offset:
-                return
-            with open(path, "rb") as f:
-                f.seek(cur.offset)
-                chunk = f.read()
-        except OSError:
-            return
-        complete = chunk[: chunk.rfind(b"\n") + 1]  # a torn last line waits for its end
-        cur.offset += len(complete)
-        for raw in complete.splitlines():
-            try:
-                entry = json.loads(raw)
-            except ValueError:
-                continue
-            cur.number += 1
+        cur = self._loops.setdefault(loop_id, _FileCursor())
+        for entry in _new_entries(path, cur):
             session = str(entry.get("session") or entry.get("reviewer") or entry.get("creator") or "")
             if self.session is not None and session != self.session:
                 continue
@@ -244,3 +238,43 @@ class Feed:
                 describe(entry) or str(entry.get("event", "")),
                 loop=loop_id,
             )
+
+    def _audit_lines(self) -> Iterator[Line]:
+        """Session audit lines (`mam session fork`): with --session, those of that session or naming it as source."""
+        for entry in _new_entries(audit.path(self.ws), self._audit):
+            session, source = str(entry.get("session") or ""), str(entry.get("source") or "")
+            if self.session is not None and self.session not in (session, source):
+                continue
+            kind = str(entry.get("kind", ""))
+            said = f"from {source} " if kind == "fork" and source else ""
+            yield Line(
+                int(float(entry.get("ts", 0)) * 1000),
+                "session",
+                "",
+                session,
+                kind,
+                0,
+                f"{said}by {entry.get('by', '')}".strip(),
+            )
+
+
+def _new_entries(path: Path, cur: _FileCursor) -> Iterator[dict[str, Any]]:
+    """The JSON objects of the complete lines appended to `path` since `cur` (which moves on)."""
+    try:
+        if path.stat().st_size <= cur.offset:
+            return
+        with open(path, "rb") as f:
+            f.seek(cur.offset)
+            chunk = f.read()
+    except OSError:
+        return
+    complete = chunk[: chunk.rfind(b"\n") + 1]  # a torn last line waits for its end
+    cur.offset += len(complete)
+    for raw in complete.splitlines():
+        try:
+            entry = json.loads(raw)
+        except ValueError:
+            continue
+        cur.number += 1
+        if isinstance(entry, dict):
+            yield entry

@@ -26,7 +26,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from mam.errors import MamError
+from mam.errors import JobNotFound, MamError, SessionNotFound
 from mam.settings import Settings
 from mam.web import actions, page
 from mam.web.auth import Guard, Keys, allowed_hosts
@@ -100,7 +100,9 @@ def build_app(
         try:
             text = await run_in_threadpool(recent_screen, name, ws=ws, settings=live.settings)
         except MamError as e:
-            return _json({"error": str(e), "exit_code": int(e.exit_code)}, 404 if e.exit_code == 5 else 400)
+            return _json(
+                {"error": str(e), "exit_code": int(e.exit_code)}, 404 if isinstance(e, SessionNotFound) else 400
+            )
         return _json({"name": name, "screen": text})
 
     async def act(request: Request) -> Response:
@@ -111,7 +113,10 @@ def build_app(
         try:
             result = await run_in_threadpool(action.run, ws, live.settings, ident)
         except MamError as e:
-            return _json({"error": str(e), "exit_code": int(e.exit_code)}, 404 if e.exit_code == 5 else 409)
+            return _json(
+                {"error": str(e), "exit_code": int(e.exit_code)},
+                404 if isinstance(e, (JobNotFound, SessionNotFound)) else 409,
+            )
         live.poke.set()
         return _json({"ok": True, "result": result})
 

@@ -19,6 +19,7 @@ from mam.util.poll import wait_for
 from tests.helpers.jobs import create_demo
 from tests.helpers.mamcli import MAM
 from tests.mcp.client import call, http_server, http_session, job_state
+from tests.mcp.test_stdio import TOOLS
 
 TOKEN = "test-token-0123456789abcdef"
 CREATE = {
@@ -49,7 +50,7 @@ def test_with_the_token_the_tools_work_and_two_clients_waiting_on_one_job_both_s
 
     async def main(url: str) -> str:
         async with http_session(url, TOKEN) as a, http_session(url, TOKEN) as b:
-            assert len((await a.list_tools()).tools) == 14
+            assert {t.name for t in (await a.list_tools()).tools} == TOOLS  # the same list as over stdio
             sent = await call(a, "job_delegate", target="w", brief="demo-sleep: 3", heartbeat_s=2, start_deadline_s=30)
             assert not sent.error, sent.text
             job_id = sent.data["id"]

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import json
+from typing import Any
+
 import anyio
 
 from mam.jobs.record import read_audit
 from mam.util.poll import wait_for
 from tests.helpers.jobs import capture, create_demo
+from tests.helpers.mamcli import mam
 from tests.mcp.client import call, job_state, stdio_session
 
 TOOLS = {
@@ -15,6 +19,7 @@ TOOLS = {
     "session_remove",
     "session_resume",
     "session_status",
+    "session_fork",
     "job_delegate",
     "job_wait",
     "job_status",
@@ -225,3 +230,30 @@ def test_broker_down_is_a_tool_error_with_exit_code_3(workspace, monkeypatch):
             assert not (await call(s, "session_status")).error  # the server goes on
 
     anyio.run(main)
+
+
+def test_session_fork_starts_a_copy_of_the_conversation_and_refuses_an_unknown_source(mcp_ws, tmux_server):
+    src = create_demo("src")
+
+    async def main() -> None:
+        async with stdio_session(mcp_ws.root) as s:
+            missing = await call(s, "session_fork", source="nope", name="f")
+            assert missing.error and missing.data["exit_code"] == 5, missing.text
+            made = await call(s, "session_fork", source="src", name="f", role="reviewer", by="mcp-test")
+            assert not made.error, made.text
+            assert made.data["forked_from"] == "src" and made.data["role"] == "reviewer"
+            assert made.data["conversation_id"] and made.data["conversation_id"] != src["conversation_id"]
+            assert made.data["status"] == "running" and made.data["pane_id"] != src["pane_id"]
+            again = await call(s, "session_fork", source="src", name="f")
+            assert again.error and again.data["exit_code"] == 1 and "already exists" in again.text
+
+    anyio.run(main)
+    copy = mcp_ws.state / "demo-agent" / "conversations"
+    assert sorted(p.name for p in copy.glob("*.json")) == sorted(
+        f"{r}.json" for r in (src["conversation_id"], _row("f")["conversation_id"])
+    )
+
+
+def _row(name: str) -> dict[str, Any]:
+    rows = json.loads(mam("session", "status", "--json", check=True).stdout)
+    return next(r for r in rows if r["name"] == name)

@@ -46,9 +46,10 @@ def rollout_of(codex_home: Path, conversation_id: str) -> Path | None:
     return found[0] if found else None
 
 
-def records(path: Path) -> list[dict[str, Any]]:
+def records(path: Path, *, end: int | None = None) -> list[dict[str, Any]]:
+    """The JSON lines of a rollout (its first `end` bytes only, when given)."""
     out = []
-    for line in path.read_text(encoding="utf-8").splitlines():
+    for line in path.read_bytes()[:end].decode("utf-8").splitlines():
         try:
             out.append(json.loads(line))
         except ValueError:
@@ -58,8 +59,28 @@ def records(path: Path) -> list[dict[str, Any]]:
 
 def user_turns_holding(path: Path, needle: str) -> int:
     """How many user messages of the conversation hold `needle` (the model saw each one as a turn)."""
+    return turns_holding(records(path), needle)
+
+
+def history(codex_home: Path, conversation_id: str) -> list[dict[str, Any]]:
+    """A thread's whole conversation as Codex 0.171 reads it: a fork's rollout starts with a
+    `session_meta` whose `history_base` names the thread it was forked from and how many bytes of
+    that thread's rollout come first (the source's messages are not copied into the fork's file)."""
+    path = rollout_of(codex_home, conversation_id)
+    assert path is not None, f"no rollout for {conversation_id}"
+    own = records(path)
+    base = ((own[0].get("payload") or {}).get("history_base") or {}) if own else {}
+    if not base:
+        return own
+    parent = rollout_of(codex_home, str(base["thread_id"]))
+    assert parent is not None, f"the rollout {conversation_id} was forked from is gone: {base}"
+    return records(parent, end=int(base["end_byte_offset"])) + own
+
+
+def turns_holding(recs: list[dict[str, Any]], needle: str) -> int:
+    """How many user messages among `recs` hold `needle`."""
     count = 0
-    for rec in records(path):
+    for rec in recs:
         p = rec.get("payload") or {}
         if rec.get("type") == "response_item" and p.get("type") == "message" and p.get("role") == "user":
             if any(needle in str(c.get("text", "")) for c in p.get("content") or [] if isinstance(c, dict)):

@@ -23,7 +23,15 @@ from tests.deploy import test_install as deploy
 from tests.real._scenario import refused_without_trust
 from tests.real.anthropic_server import FooterScript, conversation, footer_commands, text_of
 from tests.real.clis import BY_NAME
-from tests.real.conftest import REAL_CLI_B, Rig, claude_prompts, claude_transcript, claude_usage, skip_module_without
+from tests.real.conftest import (
+    REAL_CLI_B,
+    Rig,
+    claude_prompts,
+    claude_transcript,
+    claude_usage,
+    skip_module_without,
+    transcript_entries,
+)
 
 skip_module_without("claude")
 pytestmark = REAL_CLI_B
@@ -283,3 +291,39 @@ def test_the_skill_scripts_create_and_delegate_to_a_real_claude(claude_rig: Rig,
         assert sum(brief in p for p in prompts) == 1 and len(prompts) == 2, prompts  # the onboarding brief, then ours
     finally:
         script("multi-agent-mux-stop", "stop_session.sh", "--session", "skill-dev", timeout=60)
+
+
+def test_a_fork_holds_the_sources_messages_under_a_new_id_and_the_source_is_untouched(claude_rig: Rig) -> None:
+    """`mam session fork` on a running Claude session: `claude --resume SRC --fork-session --session-id NEW`.
+    The fork's own transcript (in Claude's store) holds the source's messages under the new id; the
+    source keeps running and its transcript gains nothing; a job delegated to the fork completes there."""
+    rig = claude_rig
+    src = rig.create("dev-src")
+    first = brief_text("before-fork")
+    rc, record, err = delegate(rig, "dev-src", first)
+    assert_completed(rig, rc, record, err, src["pane_id"])
+    src_transcript = claude_transcript(rig.home, src["conversation_id"])
+    src_prompts = claude_prompts(src_transcript)
+    assert sum(first in p for p in src_prompts) == 1, src_prompts
+
+    fork = rig.mam_json("session", "fork", "dev-src", "--session", "dev-fork", "--by", "tester@here")
+    rig.sessions.append("dev-fork")
+    assert fork["forked_from"] == "dev-src" and fork["agent"] == "claude", fork
+    assert fork["conversation_id"] and fork["conversation_id"] != src["conversation_id"], fork
+    assert rig.status("dev-fork")["forked_from"] == "dev-src"
+
+    second = brief_text("in-fork")
+    rc, record, err = delegate(rig, "dev-fork", second)
+    assert_completed(rig, rc, record, err, fork["pane_id"])
+    # The model saw the source's brief in the fork's conversation, and the fork's transcript holds both.
+    texts = [text_of(m.get("content")) for m in conversation(rig.model.main_requests()[-1].body)]
+    assert any(first in t for t in texts) and any(second in t for t in texts), texts
+    fork_transcript = claude_transcript(rig.home, fork["conversation_id"])
+    assert fork_transcript != src_transcript
+    fork_prompts = claude_prompts(fork_transcript)
+    assert sum(first in p for p in fork_prompts) == 1 and sum(second in p for p in fork_prompts) == 1, fork_prompts
+    ids = {e.get("sessionId") for e in transcript_entries(fork_transcript) if e.get("type") in ("user", "assistant")}
+    assert fork["conversation_id"] in ids, ids
+    # The source: still running in its pane, its conversation as it was.
+    assert rig.pane_alive(src["pane_id"]) and rig.status("dev-src")["pane_id"] == src["pane_id"]
+    assert claude_prompts(src_transcript) == src_prompts

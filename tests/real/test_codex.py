@@ -120,3 +120,33 @@ def test_a_job_longer_than_k_heartbeats_completes_although_the_sandbox_kills_the
     assert "sleep 10" in d.commands(rig), d.commands(rig)
     kinds = [line.get("kind") for line in rig.mam_json("job", "log", d.record["id"])]
     assert "heartbeat_restarted" in kinds, kinds
+
+
+def test_a_fork_holds_the_sources_messages_under_a_new_id_and_the_source_is_untouched(rig: Rig) -> None:
+    """`mam session fork` on a running Codex session: `codex fork SRC` (0.171.0). The fork's own rollout
+    (in Codex's store) holds the source's brief under a new id; the source keeps running and its
+    rollout gains nothing; a job delegated to the fork completes there."""
+    rig.create("cx-src", cwd=sc.git_folder(rig.ws.root / "fork-repo"))
+    first = sc.delegate_completed(rig, "cx-src", "Say hello.")
+    src = rig.status("cx-src")
+    fork = rig.mam_json("session", "fork", "cx-src", "--session", "cx-fork")
+    assert fork["forked_from"] == "cx-src" and fork["agent"] == "codex" and fork["cwd"] == src["cwd"], fork
+    second = sc.delegate_completed(rig, "cx-fork", "Say hello again.")
+    # Every request of the fork's turn showed the model the source's brief: the conversation was carried over.
+    turns = [r for r in rig.model.snapshot()[second.model_from :] if r.api == "responses" and r.reply != "side"]
+    assert turns and all(any(first.tag in t for t in responses_texts(r.body)) for r in turns)
+    after = rig.status("cx-src")  # the source ran on, in its own pane, all along
+    assert after["status"] == "running" and after["pane_id"] == src["pane_id"] and rig.pane_alive(src["pane_id"])
+
+    source_id = sc.stop_keeping_conversation(rig, "cx-src")
+    fork_id = sc.stop_keeping_conversation(rig, "cx-fork")
+    assert fork_id != source_id and fork["conversation_id"] in (None, fork_id), (fork, fork_id, source_id)
+    fork_rollout, src_rollout = cx.rollout_of(codex_home(rig), fork_id), cx.rollout_of(codex_home(rig), source_id)
+    assert fork_rollout is not None and src_rollout is not None, cx.rollouts(codex_home(rig))
+    # Codex 0.171 keeps a fork's history by reference: the fork's rollout names the source's and how
+    # much of it comes first; read that way, the fork's conversation holds the source's brief, then its own.
+    meta = cx.records(fork_rollout)[0]["payload"]
+    assert meta["id"] == fork_id and meta["forked_from_id"] == source_id, meta.get("forked_from_id")
+    fork_history = cx.history(codex_home(rig), fork_id)
+    assert (cx.turns_holding(fork_history, first.tag), cx.turns_holding(fork_history, second.tag)) == (1, 1)
+    assert (cx.user_turns_holding(src_rollout, first.tag), cx.user_turns_holding(src_rollout, second.tag)) == (1, 0)

@@ -96,6 +96,7 @@ REQUIRED = (
 # Other CLIs a SKILL.md may quote outside its Options section (the agent side, job inspection).
 RELATED: dict[str, tuple[tuple[str, ...], ...]] = {
     "multi-agent-mux-stop": (("session", "remove"), ("session", "create")),  # remove_session.sh; --worktree
+    "multi-agent-mux-create": (("session", "fork"),),
     "multi-agent-mux-mcp": (("job", "delegate"),),
     "multi-agent-mux-loop": (("loop", "approve"), ("loop", "reject"), ("loop", "status"), ("session", "create")),
     "multi-agent-mux-status": (("job", "list"), ("job", "status"), ("session", "create")),
@@ -242,6 +243,19 @@ def test_script_is_a_thin_executable_wrapper(skill: str):
     assert len(lines) == 3, "the script only sources the lib and execs mam"
     assert "eval" not in text
     assert subprocess.run(["bash", "-n", str(script)], capture_output=True).returncode == 0
+
+
+def test_fork_session_is_a_thin_wrapper_documented_like_the_cli():
+    script = SKILLS / "multi-agent-mux-create" / "scripts" / "fork_session.sh"
+    assert os.access(script, os.X_OK)
+    lines = [line for line in script.read_text().splitlines() if line.strip() and not line.lstrip().startswith("#")]
+    assert lines == ["set -euo pipefail", SOURCE_LINE, 'exec "$MAM" session fork "$@"']
+    part = section(skill_doc("multi-agent-mux-create"), "Forking a session: fork_session.sh")
+    table = part.split("| option |", 1)[1].split("\n\n", 1)[0]
+    assert set(LONG_OPTION.findall(table)) == help_options(("session", "fork"))
+    said = part.split("Exit codes:", 1)[1]
+    codes = {int(n) for n in re.findall(r"(?:^|[\s;:])(\d{1,3})(?=\s+[a-z(`-]|\.|\s*$)", said, flags=re.M)}
+    assert codes == help_exit_codes(("session", "fork")) == {0, 1, 2, 5}, codes
 
 
 def test_lib_has_no_eval_and_parses():

@@ -159,3 +159,20 @@ def test_loop_steps_are_lines_as_the_loop_log_grows(workspace):  # type: ignore[
     (end,) = feed.read()
     assert end.type == "end" and "passed" in end.message
     assert Feed(workspace, session="someone-else").read() == []
+
+
+def test_session_audit_lines_are_tail_lines_for_the_fork_and_its_source(workspace):  # type: ignore[no-untyped-def]
+    """A fork's audit line (mam.sessions.audit) becomes a `session` line, shown for the new session and its source."""
+    from mam.sessions import audit
+    from mam.view.feed import Feed
+
+    workspace.ensure_state()
+    feed = Feed(workspace)
+    assert feed.read() == []
+    audit.append(workspace, "fork", session="copy", by="alice@box", source="src", conversation="c2")
+    (line,) = feed.read()
+    assert (line.kind, line.type, line.session, line.message) == ("session", "fork", "copy", "from src by alice@box")
+    assert "session fork" in line.text() and line.as_json()["kind"] == "session"
+    assert feed.read() == []
+    assert [x.session for x in Feed(workspace, session="src").read()] == ["copy"]
+    assert Feed(workspace, session="someone-else").read() == []
