@@ -12,11 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from mam.panes.tmux import socket_path
 from mam.util.poll import wait_for
 from mam.workspace import Workspace
 from tests.helpers import brokers, home_guard
-from tests.helpers.tmux import PrivateTmux, private_tmux, private_tmux_named
+from tests.helpers.tmux import PrivateTmux, kill_stray_default_server, private_tmux
 
 REAL_HOME = Path(os.path.expanduser("~"))
 FAKES_BIN = Path(__file__).parent / "fakes" / "bin"
@@ -74,10 +73,9 @@ def workspace(tmp_path: Path, tmux_server: PrivateTmux, monkeypatch: pytest.Monk
     monkeypatch.setenv("MAM_WORKSPACE", str(root))
     ws = Workspace(root)
     yield ws
-    stray = private_tmux_named(f"mam-{ws.slug}")
-    if stray.running() or socket_path(stray.name).exists():
-        stray.kill()
-        pytest.fail(f"the test started tmux server {stray.name} outside its private one (MAM_TMUX_SERVER lost)")
+    stray = kill_stray_default_server(ws.root)
+    if stray:
+        pytest.fail(f"the test started tmux server {stray} outside its private one (MAM_TMUX_SERVER lost)")
 
 
 @pytest.fixture

@@ -14,6 +14,7 @@ import pytest
 
 from mam.util import proc
 from tests.helpers.mamcli import mam
+from tests.helpers.tmux import kill_stray_default_server, private_tmux
 
 
 def gone(pid: int) -> bool:
@@ -27,13 +28,23 @@ def gone(pid: int) -> bool:
 
 def embedded_workspace(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     """For a fixture to `yield from`: a workspace with no broker configured (MAM_WORKSPACE names
-    it); its embedded broker is always stopped afterwards."""
+    it) and a private tmux server (MAM_TMUX_SERVER); its embedded broker is always stopped
+    afterwards, and its tmux server killed. A tmux server mam named by itself (`mam-<slug>`: a
+    command without MAM_TMUX_SERVER) fails the test, once killed: no run leaves one behind."""
     root = tmp_path / "ws"
     root.mkdir()
+    tmux = private_tmux()
     monkeypatch.setenv("MAM_WORKSPACE", str(root))
-    yield root
-    state = root / ".mam" / "broker" / "broker.json"
-    pid = json.loads(state.read_text()).get("pid") if state.exists() else None
-    mam("broker", "stop")
-    if isinstance(pid, int) and not gone(pid) and "mam.broker.serve" in " ".join(proc.cmdline(pid)):
-        os.kill(pid, signal.SIGKILL)  # only the broker this test started, by its pid
+    monkeypatch.setenv("MAM_TMUX_SERVER", tmux.name)
+    try:
+        yield root
+    finally:
+        tmux.kill()
+        state = root / ".mam" / "broker" / "broker.json"
+        pid = json.loads(state.read_text()).get("pid") if state.exists() else None
+        mam("broker", "stop")
+        if isinstance(pid, int) and not gone(pid) and "mam.broker.serve" in " ".join(proc.cmdline(pid)):
+            os.kill(pid, signal.SIGKILL)  # only the broker this test started, by its pid
+    stray = kill_stray_default_server(root)
+    if stray:
+        pytest.fail(f"the test started tmux server {stray} outside its private one (MAM_TMUX_SERVER lost)")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
+from pathlib import Path
 
 import libtmux
 
@@ -34,3 +35,15 @@ def private_tmux() -> PrivateTmux:
 def private_tmux_named(name: str) -> PrivateTmux:
     """A handle on the tmux server of that socket name (nothing is started)."""
     return PrivateTmux(name, libtmux.Server(socket_name=name))
+
+
+def kill_stray_default_server(root: Path) -> str:
+    """The tmux server mam names by itself for the workspace at `root` (`mam-<slug>`, used when a
+    command ran without MAM_TMUX_SERVER): killed if a test started it; its name, else ""."""
+    from mam.workspace import workspace_slug
+
+    stray = private_tmux_named(f"mam-{workspace_slug(root)}")
+    if stray.running() or socket_path(stray.name).exists():
+        stray.kill()
+        return stray.name
+    return ""
