@@ -1,4 +1,4 @@
-"""`mam job delegate|status|list|log|cancel`."""
+"""`mam job delegate|wait|status|list|log|cancel`."""
 
 from __future__ import annotations
 
@@ -13,11 +13,13 @@ from mam.errors import UsageError
 from mam.ids import check_job_id
 from mam.jobs.delegate import RemoteOrigin, delegate_request
 from mam.jobs.delegate import delegate as run_delegate
-from mam.jobs.outcomes import JobState
+from mam.jobs.outcomes import OPEN_STATES, Exit, JobState
 from mam.jobs.queries import cancel as cancel_job
 from mam.jobs.queries import log, workspace_jobs
 from mam.jobs.queries import status as job_status
+from mam.jobs.result import Outcome
 from mam.jobs.target import parse_target
+from mam.util import interrupts
 
 DELEGATE_HELP = """Delegate a brief to a session and wait for the job to end.
 
@@ -37,6 +39,15 @@ Exit codes:
      --dispatch-wait (queue_timeout), or the job was taken over by another attempt
   6  a token budget: refused at once, a budget being spent (budget_exhausted; never delivered), or
      stopped when its measured usage passed --max-tokens (token_budget; its turn interrupted)
+  130  interrupted (SIGINT, Ctrl-C): once its brief was claimed the job stays open and this prints
+       `job ID is still running; follow it with: mam job wait ID` on stderr; interrupted before
+       that, nothing reached the agent and the job is cancelled (it says so)
+  143  interrupted by SIGTERM, as 130
+  129  interrupted by SIGHUP, as 130
+
+\b
+With --detach the call returns once the brief is delivered: it prints the job id (--json:
+{"id": ..., "state": ...}) and exits 0; `mam job wait ID` follows the job later.
 
 \b
 Caps (see `mam budget --help`): over MAM_MAX_RUNNING_JOBS or MAM_MAX_RUNNING_JOBS_<ROLE>, or while a
@@ -109,6 +120,11 @@ def job() -> None:
     help="Allow remote: dispatch on a broker with neither TLS nor authentication.",
 )
 @click.option("--follow/--quiet", default=False, help="Print each transition and progress message to stderr.")
+@click.option(
+    "--detach",
+    is_flag=True,
+    help="Return once the brief is delivered: print the job id (exit 0); follow it with `mam job wait ID`.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the final job record as JSON.")
 @click.pass_obj
 def delegate(
@@ -128,6 +144,7 @@ def delegate(
     estimate_tokens: int | None,
     allow_insecure_broker: bool,
     follow: bool,
+    detach: bool,
     as_json: bool,
 ) -> int:
 
@@ -152,21 +169,49 @@ def delegate(
         max_tokens=max_tokens,
         estimate_tokens=estimate_tokens,
         allow_insecure_broker=allow_insecure_broker,
+        detach=detach,
     )
-    remote: RemoteOrigin | None = None
-    if parse_target(req.target).remote:  # only a remote job pays for importing its origin side
-        from mam.remote.origin import ORIGIN
+    remote = _remote(req.target)
+    registry = None
+    made: list[str] = []  # the job this call drives, once it exists
+    try:
+        with interrupts.raising():  # SIGTERM and SIGHUP as Ctrl-C: the job is left open (mam.jobs.follow)
+            registry = open_registry(app)
+            out = run_delegate(
+                req,
+                ws=app.ws,
+                settings=app.settings,
+                registry=registry,
+                on_update=_printer() if follow else None,
+                remote=remote,
+                on_attach=_attached,
+                on_registered=made.append,
+            )
+    except KeyboardInterrupt as e:
+        from mam.jobs.follow import left_behind
 
-        remote = ORIGIN
-    out = run_delegate(
-        req,
-        ws=app.ws,
-        settings=app.settings,
-        registry=open_registry(app),
-        on_update=_printer() if follow else None,
-        remote=remote,
-        on_attach=_attached,
-    )
+        click.echo(left_behind(app.ws, registry, made[-1] if made else None), err=True)
+        return 128 + interrupts.signum_of(e)
+    if detach and out.state in OPEN_STATES:
+        if as_json:
+            echo_json({"id": out.job_id, "state": out.state})
+        else:
+            click.echo(out.job_id)
+        return Exit.OK
+    _show(out, as_json)
+    return out.exit_code
+
+
+def _remote(target: str) -> RemoteOrigin | None:
+    if not parse_target(target).remote:  # only a remote job pays for importing its origin side
+        return None
+    from mam.remote.origin import ORIGIN
+
+    return ORIGIN
+
+
+def _show(out: Outcome, as_json: bool) -> None:
+    """A job's end as `mam job delegate` and `mam job wait` print it."""
     if as_json:
         echo_json(out.as_dict())
     elif out.state == JobState.COMPLETED:
@@ -175,6 +220,46 @@ def delegate(
             click.echo(out.report)
     else:
         click.echo(f"job {out.job_id}: {out.state} ({out.reason}){': ' + out.detail if out.detail else ''}", err=True)
+
+
+WAIT_HELP = f"""Wait until job JOB_ID ends; print its end as `mam job delegate` does and exit with its code.
+
+\b
+While waiting it follows the job as its owner would: if the process that started the job is gone
+(interrupted, detached, killed), it takes the job over as `mam job delegate --job-id` does (the
+events the agent stored meanwhile first, then the job's deadlines) and never types the brief.
+A job already ended is reported at once.
+
+\b
+Exit codes: the job's own (0 completed, 1 failed, 2 timed out, 3, 5, 6: see `mam job delegate
+--help`); 2 also for an unknown job id (nothing is written); {Exit.STILL_RUNNING} when --timeout passed
+first (the job stays open: `job ID is still running; follow it with: mam job wait ID` on stderr;
+--json prints {{"id": ..., "state": ...}}); 130, 143, 129 when interrupted (the job stays open).
+"""
+
+
+@job.command("wait", help=WAIT_HELP)
+@workspace_option
+@click.argument("job_id")
+@click.option("--timeout", type=float, default=None, help="Give up after S seconds (exit 124); the job stays open.")
+@click.option("--json", "as_json", is_flag=True, help="Print the final job record as JSON.")
+@click.pass_obj
+def wait(app: App, job_id: str, timeout: float | None, as_json: bool) -> int:
+    from mam.jobs.follow import left_open, still_running, wait_for, waited_job
+
+    registry, row = waited_job(app.ws, job_id)
+    try:
+        with interrupts.raising():
+            out = wait_for(app.ws, app.settings, registry, job_id, timeout_s=timeout, remote=_remote(row.target))
+    except KeyboardInterrupt as e:
+        click.echo(left_open(registry, job_id), err=True)
+        return 128 + interrupts.signum_of(e)
+    if out is None:
+        if as_json:
+            echo_json({"id": job_id, "state": registry.job(job_id).state})
+        click.echo(still_running(job_id), err=True)
+        return Exit.STILL_RUNNING
+    _show(out, as_json)
     return out.exit_code
 
 

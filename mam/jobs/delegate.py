@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import math
 import secrets
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
@@ -31,6 +32,7 @@ from mam.jobs.result import Outcome, outcome_from_row
 from mam.jobs.target import Target, parse_target
 from mam.settings import Settings, positive_seconds
 from mam.store.registry import Registry
+from mam.util import interrupts
 from mam.workspace import Workspace
 
 if TYPE_CHECKING:
@@ -57,6 +59,8 @@ class DelegateRequest:
     idempotency_key: str = ""  # checked; `--dedup` derives it (mam.jobs.attach.dedup_key)
     max_tokens: int | None = None  # stop the job once its measured usage passes this (mam.governor)
     estimate_tokens: int | None = None  # its reservation against the token budgets (else the role's median)
+    detach: bool = False  # return once the brief is delivered; the job stays open (`mam job wait` follows it)
+    follow_s: float | None = None  # stop following after this long, the job left open (`mam job wait --timeout`)
 
 
 class RemoteOrigin(Protocol):
@@ -115,6 +119,7 @@ def delegate(
     client: MqttClient | None = None,
     remote: RemoteOrigin | None = None,
     on_attach: Callable[[str, bool], None] | None = None,
+    on_registered: Callable[[str], None] | None = None,
 ) -> Outcome:
     """Drive one job to its end. `client`: a connected MqttClient to share between the delegations of
     one process (it is left open); without it the wrapper connects and disconnects by itself.
@@ -122,7 +127,9 @@ def delegate(
 
     With an idempotency key that still names a job, nothing is made or injected: the call attaches
     to that job (`on_attach(its id, whether it is still open)`), waits for its end and returns its
-    outcome (`attached`)."""
+    outcome (`attached`). `on_registered(its id)`: once the job this call drives exists (made, or taken
+    over), called in the same uninterruptible step (mam.util.interrupts), so an interrupt after it
+    always knows the job."""
     target = parse_target(req.target)
     for value in (req.job_id, req.parent_job):
         if value:
@@ -135,7 +142,10 @@ def delegate(
             if not existing.open:  # a second attempt for an ended job reports it
                 return outcome_from_row(registry, existing.id)
             # An open one is taken over, never injected again.
-            ledger = Ledger.take_over(ws, registry, existing.id)
+            with interrupts.held():
+                ledger = Ledger.take_over(ws, registry, existing.id)
+                if on_registered is not None:
+                    on_registered(ledger.job.id)
             return _attempt(req, target, ledger, ws, settings, registry, on_update, client, remote).run()
     check_brief(req.brief)
     if req.dispatch_wait_s is not None and not (math.isfinite(req.dispatch_wait_s) and req.dispatch_wait_s >= 0):
@@ -161,16 +171,19 @@ def delegate(
     if key_nonce:
         meta["key_nonce"] = key_nonce
     meta.update(tokens)
-    made = Ledger.register_keyed(
-        ws,
-        registry,
-        job,
-        owner=new_owner(),
-        meta=meta,
-        token=token,
-        key=req.idempotency_key,
-        key_ttl_s=settings.idempotency_ttl_s,
-    )
+    with interrupts.held():
+        made = Ledger.register_keyed(
+            ws,
+            registry,
+            job,
+            owner=new_owner(),
+            meta=meta,
+            token=token,
+            key=req.idempotency_key,
+            key_ttl_s=settings.idempotency_ttl_s,
+        )
+        if isinstance(made, Ledger) and on_registered is not None:
+            on_registered(made.job.id)
     if not isinstance(made, Ledger):
         if on_attach is not None:
             on_attach(made.id, made.open)
@@ -216,6 +229,8 @@ def _attempt(
         delivery=delivery,
         events=events,
         dispatch_wait_s=req.dispatch_wait_s,
+        detach=req.detach,
+        stop_at=None if req.follow_s is None else time.monotonic() + req.follow_s,
     )
 
 
