@@ -174,6 +174,12 @@ def delegate(
     remote = _remote(req.target)
     registry = None
     made: list[str] = []  # the job this call drives, once it exists
+    attached: list[str] = []  # the job its idempotency key named (another call's)
+
+    def on_attach(job_id: str, still_open: bool) -> None:
+        attached.append(job_id)
+        _attached(job_id, still_open)
+
     try:
         with interrupts.raising():  # SIGTERM and SIGHUP as Ctrl-C: the job is left open (mam.jobs.follow)
             registry = open_registry(app)
@@ -184,13 +190,16 @@ def delegate(
                 registry=registry,
                 on_update=_printer() if follow else None,
                 remote=remote,
-                on_attach=_attached,
+                on_attach=on_attach,
                 on_registered=made.append,
             )
     except KeyboardInterrupt as e:
-        from mam.jobs.follow import left_behind
+        from mam.jobs.follow import left_behind, left_open
 
-        click.echo(left_behind(app.ws, registry, made[-1] if made else None), err=True)
+        if attached and registry is not None:  # never ours to cancel: it goes on as it was
+            click.echo(left_open(registry, attached[-1]), err=True)
+        else:
+            click.echo(left_behind(app.ws, registry, made[-1] if made else None), err=True)
         return 128 + interrupts.signum_of(e)
     if detach and out.state in OPEN_STATES:
         if as_json:

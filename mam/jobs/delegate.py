@@ -17,7 +17,7 @@ import math
 import secrets
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
 from mam.bus.topics import Topics, prefix_for, runners_prefix_for
@@ -187,6 +187,8 @@ def delegate(
     if not isinstance(made, Ledger):
         if on_attach is not None:
             on_attach(made.id, made.open)
+        if req.detach:  # the job is another call's: nothing to deliver here
+            return replace(outcome_from_row(registry, made.id), attached=True)
         return wait_attached(registry, made.id, poll_s=settings.poll_s)
     ledger = made
     return _attempt(req, target, ledger, ws, settings, registry, on_update, client, remote).run()

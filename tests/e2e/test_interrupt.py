@@ -13,9 +13,10 @@ from pathlib import Path
 
 import pytest
 
+from mam.util.poll import wait_for
 from mam.workspace import Workspace
 from tests.e2e.test_forkserver import open_job, owner_pid, parent_of, start_server
-from tests.helpers.jobs import create_demo, replayed_state
+from tests.helpers.jobs import audit_kinds, create_demo, replayed_state
 from tests.helpers.mamcli import MAM, mam
 
 SHORT = ["--start-deadline", "30", "--heartbeat", "1"]
@@ -182,3 +183,34 @@ def test_wait_on_an_unknown_id_exits_2_and_writes_nothing(wired):
     assert sorted(str(p) for p in Path(wired.root).rglob("*")) == before
     bad = mam("job", "wait", "../etc")
     assert bad.returncode == 2 and bad.stdout == ""
+
+
+def test_interrupted_while_waiting_for_its_turn_it_is_cancelled_and_never_typed(wired):
+    s = create_demo("w", behaviour="silent_after_start")
+    proc_a = spawn_delegate("--target", "w", "--brief", "first", *SHORT, "--heartbeat", "60", "--detach")
+    _out_a, err_a = proc_a.communicate(timeout=60)
+    first = _out_a.strip()
+    assert proc_a.returncode == 0 and first.startswith("job-"), err_a
+    proc = spawn_delegate("--target", "w", "--brief", "second", *SHORT, "--dispatch-wait", "60")
+    try:
+
+        def waiting() -> str:
+            rows = json.loads(mam("job", "list", "--open", "--json", check=True).stdout)
+            return next((r["id"] for r in rows if r["id"] != first and r["state"] == "pending"), "")
+
+        second = wait_for(waiting, timeout=30, message="the second job never waited for its turn")
+        wait_for(
+            lambda: any(line.get("kind") == "waiting" for line in audit_kinds(wired, second)),
+            timeout=30,
+            message="the second job never noted that it waits",
+        )
+        _out, err = interrupt(proc, signal.SIGINT)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        mam("job", "cancel", first)
+    assert proc.returncode == 130, err
+    assert f"job {second} cancelled: interrupted before its brief was typed" in err
+    status = json.loads(mam("job", "status", second, "--json", check=True).stdout)
+    assert (status["state"], status["reason"]) == ("cancelled", "cancelled_by_user")
+    assert user_turns(wired, s, second) == 0
