@@ -39,9 +39,9 @@ Exit codes:
      --dispatch-wait (queue_timeout), or the job was taken over by another attempt
   6  a token budget: refused at once, a budget being spent (budget_exhausted; never delivered), or
      stopped when its measured usage passed --max-tokens (token_budget; its turn interrupted)
-  130  interrupted (SIGINT, Ctrl-C): once its brief was claimed the job stays open and this prints
-       `job ID is still running; follow it with: mam job wait ID` on stderr; interrupted before
-       that, nothing reached the agent and the job is cancelled (it says so)
+  130  interrupted (SIGINT, Ctrl-C): the job stays open and this prints `job ID is still running;
+       follow it with: mam job wait ID` on stderr (still waiting for its turn, it is handed to a
+       background follower that types it once, in its turn; `mam job cancel ID` drops it)
   143  interrupted by SIGTERM, as 130
   129  interrupted by SIGHUP, as 130
 
@@ -199,7 +199,7 @@ def delegate(
         if attached and registry is not None:  # never ours to cancel: it goes on as it was
             click.echo(left_open(registry, attached[-1]), err=True)
         else:
-            click.echo(left_behind(app.ws, registry, made[-1] if made else None), err=True)
+            click.echo(left_behind(app.ws, registry, made[-1] if made else None, req), err=True)
         return 128 + interrupts.signum_of(e)
     if detach and out.state in OPEN_STATES:
         if as_json:
