@@ -1,4 +1,4 @@
-"""`mam job delegate|status|list|log|cancel`."""
+"""`mam job delegate|wait|status|list|log|cancel`."""
 
 from __future__ import annotations
 
@@ -14,12 +14,14 @@ from mam.errors import UsageError
 from mam.ids import check_job_id
 from mam.jobs.delegate import RemoteOrigin, delegate_request
 from mam.jobs.delegate import delegate as run_delegate
-from mam.jobs.outcomes import JobState
+from mam.jobs.model import Job
+from mam.jobs.outcomes import OPEN_STATES, Exit, JobState
 from mam.jobs.queries import cancel as cancel_job
 from mam.jobs.queries import log, workspace_jobs
 from mam.jobs.queries import status as job_status
-from mam.jobs.result import ended_line
+from mam.jobs.result import Outcome, ended_line
 from mam.jobs.target import parse_target
+from mam.util import interrupts
 
 DELEGATE_HELP = """Delegate a brief to a session and wait for the job to end.
 
@@ -39,6 +41,15 @@ Exit codes:
      --dispatch-wait (queue_timeout), or the job was taken over by another attempt
   6  a token budget: refused at once, a budget being spent (budget_exhausted; never delivered), or
      stopped when its measured usage passed --max-tokens (token_budget; its turn interrupted)
+  130  interrupted (SIGINT, Ctrl-C): the job stays open and this prints `job ID is still running;
+       follow it with: mam job wait ID` on stderr (still waiting for its turn, it is handed to a
+       background follower that types it once, in its turn; `mam job cancel ID` drops it)
+  143  interrupted by SIGTERM, as 130
+  129  interrupted by SIGHUP, as 130
+
+\b
+With --detach the call returns once the brief is delivered: it prints the job id (--json:
+{"id": ..., "state": ...}) and exits 0; `mam job wait ID` follows the job later.
 
 \b
 Caps (see `mam budget --help`): over MAM_MAX_RUNNING_JOBS or MAM_MAX_RUNNING_JOBS_<ROLE>, or while a
@@ -56,7 +67,7 @@ What is printed where:
           none; --follow: every transition and progress message, one a line instead); at the
           end, for a job that did not complete, one line: its id, state, reason and detail
   stdout  only the outcome: the agent's result (and report) when it completed, or with --json
-          the final job record, whatever the end
+          the final job record, whatever the end (--detach: the job id once the brief is delivered)
 """
 
 
@@ -126,6 +137,11 @@ def job() -> None:
     help="--follow: print each transition and progress message to stderr, one a line. --quiet: print only "
     "the job id there (default: on a terminal, a live status line that is cleared at the end).",
 )
+@click.option(
+    "--detach",
+    is_flag=True,
+    help="Return once the brief is delivered: print the job id (exit 0); follow it with `mam job wait ID`.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the final job record as JSON.")
 @click.pass_obj
 def delegate(
@@ -145,6 +161,7 @@ def delegate(
     estimate_tokens: int | None,
     allow_insecure_broker: bool,
     follow: bool | None,
+    detach: bool,
     as_json: bool,
 ) -> int:
 
@@ -169,37 +186,75 @@ def delegate(
         max_tokens=max_tokens,
         estimate_tokens=estimate_tokens,
         allow_insecure_broker=allow_insecure_broker,
+        detach=detach,
     )
-    remote: RemoteOrigin | None = None
-    if parse_target(req.target).remote:  # only a remote job pays for importing its origin side
-        from mam.remote.origin import ORIGIN
+    remote = _remote(req.target)
+    registry = None
+    made: list[str] = []  # the job this call drives, once it exists
+    attached: list[str] = []  # the job its idempotency key named (another call's)
 
-        remote = ORIGIN
     live = None
     if follow is None and sys.stderr.isatty():
         from mam.cli.live import LiveLine
 
         live = LiveLine()
 
-    def started(job) -> None:  # type: ignore[no-untyped-def]
-        click.echo(job.id, err=True)  # first, one line: whatever happens next, the job can be found
+    def registered(job: Job) -> None:
+        made.append(job.id)
+        echo(job.id, err=True)  # first, one line: whatever happens next, the job can be found
         if live is not None:
             live.start(job)
 
+    def on_attach(job_id: str, still_open: bool) -> None:
+        attached.append(job_id)
+        _attached(job_id, still_open)
+
     try:
-        out = run_delegate(
-            req,
-            ws=app.ws,
-            settings=app.settings,
-            registry=open_registry(app),
-            on_update=_printer() if follow else live.update if live is not None else None,
-            remote=remote,
-            on_attach=_attached,
-            on_job=started,
-        )
+        with interrupts.raising():  # SIGTERM and SIGHUP as Ctrl-C: the job is left open (mam.jobs.follow)
+            registry = open_registry(app)
+            out = run_delegate(
+                req,
+                ws=app.ws,
+                settings=app.settings,
+                registry=registry,
+                on_update=_printer() if follow else live.update if live is not None else None,
+                remote=remote,
+                on_attach=on_attach,
+                on_registered=registered,
+            )
+    except KeyboardInterrupt as e:
+        from mam.jobs.follow import left_behind, left_open
+
+        if live is not None:
+            live.stop()
+        if attached and registry is not None:  # never ours to cancel: it goes on as it was
+            echo(left_open(registry, attached[-1]), err=True)
+        else:
+            echo(left_behind(app.ws, registry, made[-1] if made else None, req), err=True)
+        return 128 + interrupts.signum_of(e)
     finally:
         if live is not None:
             live.stop()
+    if detach and out.state in OPEN_STATES:
+        if as_json:
+            echo_json({"id": out.job_id, "state": out.state})
+        else:
+            echo(out.job_id)
+        return Exit.OK
+    _show(out, as_json)
+    return out.exit_code
+
+
+def _remote(target: str) -> RemoteOrigin | None:
+    if not parse_target(target).remote:  # only a remote job pays for importing its origin side
+        return None
+    from mam.remote.origin import ORIGIN
+
+    return ORIGIN
+
+
+def _show(out: Outcome, as_json: bool) -> None:
+    """A job's end as `mam job delegate` and `mam job wait` print it."""
     if as_json:
         echo_json(out.as_dict())
     elif out.state == JobState.COMPLETED:
@@ -208,6 +263,46 @@ def delegate(
             echo(out.report)
     else:
         echo(ended_line(out.as_dict()), err=True)
+
+
+WAIT_HELP = f"""Wait until job JOB_ID ends; print its end as `mam job delegate` does and exit with its code.
+
+\b
+While waiting it follows the job as its owner would: if the process that started the job is gone
+(interrupted, detached, killed), it takes the job over as `mam job delegate --job-id` does (the
+events the agent stored meanwhile first, then the job's deadlines) and never types the brief.
+A job already ended is reported at once.
+
+\b
+Exit codes: the job's own (0 completed, 1 failed, 2 timed out, 3, 5, 6: see `mam job delegate
+--help`); 2 also for an unknown job id (nothing is written); {Exit.STILL_RUNNING} when --timeout passed
+first (the job stays open: `job ID is still running; follow it with: mam job wait ID` on stderr;
+--json prints {{"id": ..., "state": ...}}); 130, 143, 129 when interrupted (the job stays open).
+"""
+
+
+@job.command("wait", help=WAIT_HELP)
+@workspace_option
+@click.argument("job_id")
+@click.option("--timeout", type=float, default=None, help="Give up after S seconds (exit 124); the job stays open.")
+@click.option("--json", "as_json", is_flag=True, help="Print the final job record as JSON.")
+@click.pass_obj
+def wait(app: App, job_id: str, timeout: float | None, as_json: bool) -> int:
+    from mam.jobs.follow import left_open, still_running, wait_for, waited_job
+
+    registry, row = waited_job(app.ws, job_id)
+    try:
+        with interrupts.raising():
+            out = wait_for(app.ws, app.settings, registry, job_id, timeout_s=timeout, remote=_remote(row.target))
+    except KeyboardInterrupt as e:
+        echo(left_open(registry, job_id), err=True)
+        return 128 + interrupts.signum_of(e)
+    if out is None:
+        if as_json:
+            echo_json({"id": job_id, "state": registry.job(job_id).state})
+        echo(still_running(job_id), err=True)
+        return Exit.STILL_RUNNING
+    _show(out, as_json)
     return out.exit_code
 
 

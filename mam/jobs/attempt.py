@@ -42,6 +42,7 @@ from mam.notify import job_ended
 from mam.settings import Settings
 from mam.store import jobs as jobs_table
 from mam.store.registry import Registry
+from mam.util import interrupts
 from mam.util import pokes as wake
 from mam.workspace import Workspace
 
@@ -238,16 +239,22 @@ class JobAttempt:
         events: EventSource,
         reporter: Reporter | None = None,
         dispatch_wait_s: float | None = None,
+        detach: bool = False,
+        stop_at: float | None = None,
     ) -> None:
         self.ledger, self.registry, self.settings, self.text = ledger, registry, settings, text
         self.make_delivery, self.events, self.reporter = delivery, events, reporter or Nobody()
         self.dispatch_wait_s = dispatch_wait_s
+        # `--detach`: let go once the brief is delivered; `stop_at` (time.monotonic()): let go then (`mam job
+        # wait --timeout`). Either leaves the job open, for a later attempt to take over.
+        self.detach, self.stop_at = detach, stop_at
         self.intake = Intake(ledger, registry, local=events.reads_store)
         self.poll = settings.poll_s
         self.governor = Governor(registry, settings, ledger)  # running caps and token budgets
         self.waiter: wake.Waiter | None = None
         self._opening: _Opening | None = None
-        self._slots: wake.Waiter | None = None  # while queued by the governor: woken by any job's end
+        self._slots: wake.Waiter | None = None  # while waiting for the turn: woken by the jobs ahead, any job's end
+        self._slots_keys: list[str] = []
         self.wakes = 0  # how often the follow loop woke up (a test counts an idle wrapper's)
 
     def run(self) -> Outcome:
@@ -323,13 +330,20 @@ class JobAttempt:
                 if self.ledger.job.state in UNCLAIMED:
                     if not self._deliver(delivery, opening):
                         return
-                elif not self._opened(opening):
+                elif self._caught_up() or not self._opened(opening):
                     return
                 self._follow(delivery)
             finally:
                 delivery.finish(self.ledger)
         finally:
             opening.join()  # never leave it connecting behind the attempt
+
+    def _caught_up(self) -> bool:
+        """A job taken over: apply the events its agent stored meanwhile, before anything else can end it
+        (a broker that cannot be reached, a deadline); True if they ended it."""
+        if self.events.reads_store:
+            self.intake.pump(0)
+        return self.ledger.job.terminal
 
     def _opened(self, opening: _Opening) -> bool:
         """Wait for the connection and subscribe; False if the job ended for it (broker_unavailable)."""
@@ -357,15 +371,18 @@ class JobAttempt:
         self.ledger.sync()  # the wait for the broker may have let a cancel in
         if self.ledger.job.terminal:
             return False
-        self.ledger.apply(Claim(rec.now_ms()))
-        try:
-            delivery.inject(self.text, self.ledger)
-        except MamError as e:
-            self.refuse(Reason.INJECT_FAILED, str(e))
-            return False
-        if not delivery.confirms_itself:
-            self.ledger.apply(Delivered(rec.now_ms()))
-            self.reporter.delivered(self.ledger)
+        # No signal cuts the claim and the paste apart: an interrupt arriving meanwhile is raised once the
+        # brief is typed and recorded delivered (the job is then left open, never pasted again).
+        with interrupts.held():
+            self.ledger.apply(Claim(rec.now_ms()))
+            try:
+                delivery.inject(self.text, self.ledger)
+            except MamError as e:
+                self.refuse(Reason.INJECT_FAILED, str(e))
+                return False
+            if not delivery.confirms_itself:
+                self.ledger.apply(Delivered(rec.now_ms()))
+                self.reporter.delivered(self.ledger)
         return True
 
     def refuse(self, reason: Reason, detail: str) -> None:
@@ -410,11 +427,12 @@ class JobAttempt:
                 return False
             if verdict is not None and verdict.hold is not None:
                 self.ledger.apply(Queued(rec.now_ms(), verdict.hold.value))
-                if self._slots is None:  # queued for a slot or the budget: any job's end may free it
-                    job = self.ledger.job
-                    keys = [wake.job_key(job.id), wake.session_key(job.session), wake.ENDED]
-                    self._slots = wake.Waiter(self.ledger.ws, keys)
-            elif not announced:
+            # Listening before the next look: to this job and its session, to any job's end while queued
+            # for a slot or the budget, and to each job ahead (an event its agent stores while no
+            # wrapper follows it pokes its key: mam.jobs.wake), so it is judged by that event at once.
+            if self._listen([a.id for a in ahead], queued=verdict is not None and verdict.hold is not None):
+                continue
+            if ahead and not announced:
                 self.ledger.note("waiting", ahead=[j.id for j in ahead])
                 announced = True
             if time.monotonic() >= deadline:
@@ -429,6 +447,19 @@ class JobAttempt:
             # Woken when a job of the session changes state (or this one: a cancel); see ABANDONED_CHECK_S.
             self._sleep(min(deadline - time.monotonic(), ABANDONED_CHECK_S))
 
+    def _listen(self, ahead: list[str], *, queued: bool) -> bool:
+        """Wait on these keys from now on; True if they changed (look again before sleeping)."""
+        job = self.ledger.job
+        keys = [wake.job_key(job.id), wake.session_key(job.session), *(wake.job_key(a) for a in ahead)]
+        if queued:
+            keys.append(wake.ENDED)
+        if self._slots is not None and self._slots_keys == keys:
+            return False
+        if self._slots is not None:
+            self._slots.close()
+        self._slots, self._slots_keys = wake.Waiter(self.ledger.ws, keys), keys
+        return True
+
     def _sleep(self, seconds: float) -> None:
         waiter = self._slots or self.waiter
         if waiter is not None:
@@ -441,6 +472,8 @@ class JobAttempt:
         if self.waiter is not None:  # a poke (a cancel, the monitor, a take-over) wakes the wait on the queue
             self.waiter.relay(self.intake.wake)
         while not self.ledger.job.terminal:
+            if self._letting_go():
+                break
             self.intake.pump(self._quiet_s(delivery, reminder))
             self.wakes += 1
             if self.ledger.job.terminal:
@@ -467,10 +500,18 @@ class JobAttempt:
             self.ledger.apply(Tick(now))
         self.intake.flush()
 
+    def _letting_go(self) -> bool:
+        """Detached and the brief delivered, or past `stop_at`: this attempt ends, the job stays open."""
+        if self.detach and self.ledger.job.state not in (*UNCLAIMED, JobState.DELIVERING):
+            return True
+        return self.stop_at is not None and time.monotonic() >= self.stop_at
+
     def _quiet_s(self, delivery: Delivery, reminder: Reminder) -> float:
         """How long the follow loop may sleep if nothing arrives: until the next thing due."""
         mono = time.monotonic()
         due = [mono + (DISK_CHECK_S if self.events.announced() else self.poll)]
+        if self.stop_at is not None:
+            due.append(self.stop_at)
         for at in (delivery.due(self.ledger), reminder.due):
             if at is not None:
                 due.append(at)

@@ -16,8 +16,9 @@ import difflib
 import hashlib
 import math
 import secrets
+import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
 from mam.bus.topics import Topics, prefix_for, runners_prefix_for
@@ -32,6 +33,7 @@ from mam.jobs.result import Outcome, outcome_from_row
 from mam.jobs.target import Target, parse_target
 from mam.settings import Settings, positive_seconds
 from mam.store.registry import Registry
+from mam.util import interrupts
 from mam.workspace import Workspace
 
 if TYPE_CHECKING:
@@ -58,6 +60,8 @@ class DelegateRequest:
     idempotency_key: str = ""  # checked; `--dedup` derives it (mam.jobs.attach.dedup_key)
     max_tokens: int | None = None  # stop the job once its measured usage passes this (mam.governor)
     estimate_tokens: int | None = None  # its reservation against the token budgets (else the role's median)
+    detach: bool = False  # return once the brief is delivered; the job stays open (`mam job wait` follows it)
+    follow_s: float | None = None  # stop following after this long, the job left open (`mam job wait --timeout`)
 
 
 class RemoteOrigin(Protocol):
@@ -116,7 +120,7 @@ def delegate(
     client: MqttClient | None = None,
     remote: RemoteOrigin | None = None,
     on_attach: Callable[[str, bool], None] | None = None,
-    on_job: Callable[[Job], None] | None = None,
+    on_registered: Callable[[Job], None] | None = None,
 ) -> Outcome:
     """Drive one job to its end. `client`: a connected MqttClient to share between the delegations of
     one process (it is left open); without it the wrapper connects and disconnects by itself.
@@ -124,8 +128,9 @@ def delegate(
 
     With an idempotency key that still names a job, nothing is made or injected: the call attaches
     to that job (`on_attach(its id, whether it is still open)`), waits for its end and returns its
-    outcome (`attached`). `on_job(job)`: once the job this call drives is registered (or taken over),
-    before anything is delivered."""
+    outcome (`attached`). `on_registered(job)`: once the job this call drives exists (made, or taken
+    over), before anything is delivered, called in the same uninterruptible step (mam.util.interrupts),
+    so an interrupt after it always knows the job."""
     target = parse_target(req.target)
     for value in (req.job_id, req.parent_job):
         if value:
@@ -138,9 +143,10 @@ def delegate(
             if not existing.open:  # a second attempt for an ended job reports it
                 return outcome_from_row(registry, existing.id)
             # An open one is taken over, never injected again.
-            ledger = Ledger.take_over(ws, registry, existing.id)
-            if on_job is not None:
-                on_job(ledger.job)
+            with interrupts.held():
+                ledger = Ledger.take_over(ws, registry, existing.id)
+                if on_registered is not None:
+                    on_registered(ledger.job)
             return _attempt(req, target, ledger, ws, settings, registry, on_update, client, remote).run()
     check_brief(req.brief)
     if req.dispatch_wait_s is not None and not (math.isfinite(req.dispatch_wait_s) and req.dispatch_wait_s >= 0):
@@ -168,23 +174,26 @@ def delegate(
     if key_nonce:
         meta["key_nonce"] = key_nonce
     meta.update(tokens)
-    made = Ledger.register_keyed(
-        ws,
-        registry,
-        job,
-        owner=new_owner(),
-        meta=meta,
-        token=token,
-        key=req.idempotency_key,
-        key_ttl_s=settings.idempotency_ttl_s,
-    )
+    with interrupts.held():
+        made = Ledger.register_keyed(
+            ws,
+            registry,
+            job,
+            owner=new_owner(),
+            meta=meta,
+            token=token,
+            key=req.idempotency_key,
+            key_ttl_s=settings.idempotency_ttl_s,
+        )
+        if isinstance(made, Ledger) and on_registered is not None:
+            on_registered(made.job)
     if not isinstance(made, Ledger):
         if on_attach is not None:
             on_attach(made.id, made.open)
+        if req.detach:  # the job is another call's: nothing to deliver here
+            return replace(outcome_from_row(registry, made.id), attached=True)
         return wait_attached(registry, made.id, poll_s=settings.poll_s)
     ledger = made
-    if on_job is not None:
-        on_job(ledger.job)
     return _attempt(req, target, ledger, ws, settings, registry, on_update, client, remote).run()
 
 
@@ -241,6 +250,8 @@ def _attempt(
         delivery=delivery,
         events=events,
         dispatch_wait_s=req.dispatch_wait_s,
+        detach=req.detach,
+        stop_at=None if req.follow_s is None else time.monotonic() + req.follow_s,
     )
 
 

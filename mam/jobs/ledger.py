@@ -26,6 +26,7 @@ from mam.store import journal
 from mam.store.jobs import JobRow
 from mam.store.journal import Transition
 from mam.store.registry import Registry
+from mam.util import interrupts
 from mam.util.proc import pid_alive, start_time
 from mam.workspace import Workspace
 
@@ -186,6 +187,10 @@ class Ledger:
             self._commit(held)
 
     def _commit(self, held: _Held) -> None:
+        with interrupts.held():  # a commit and what it tells (`on_commit`) are never cut apart by a signal
+            self._commit_now(held)
+
+    def _commit_now(self, held: _Held) -> None:
         if not held.steps:
             if held.lines:
                 journal.commit(self.registry, Transition(self.job.id, lines=held.lines, token=self.token))

@@ -62,7 +62,7 @@ def onboard_session(
         kind="onboard",
         start_deadline_s=min(budget, settings.start_deadline_s),
     )
-    out = delegate(req, ws=ws, settings=settings, registry=registry, on_job=on_job, on_update=on_update)
+    out = delegate(req, ws=ws, settings=settings, registry=registry, on_registered=on_job, on_update=on_update)
     return OnboardOutcome(
         job_id=out.job_id,
         state=out.state,

@@ -56,8 +56,9 @@ class Exit:
     BUDGET: Final = 6  # refused by a token budget (never delivered), or stopped by its --max-tokens
     ONBOARD_FAILED: Final = 44
     ONBOARD_LATE: Final = 45  # the onboarding job did not end in time
+    STILL_RUNNING: Final = 124  # `mam job wait --timeout` passed and the job is still open (as timeout(1))
     NO_EXECUTABLE: Final = 127  # the program to run was not found (the shell's code)
-    INTERRUPTED: Final = 130  # Ctrl-C
+    INTERRUPTED: Final = 130  # Ctrl-C (SIGINT); SIGHUP exits 129, SIGTERM 143: 128 + the signal, as a shell says
 
 
 class Reason(str, Enum):

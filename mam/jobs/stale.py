@@ -1,15 +1,23 @@
 """Ending a job from outside its wrapper: `mam job cancel`, a runner told by the origin, and jobs
 whose wrapper died (closed by their own deadlines, never left open forever; used by a waiting
-wrapper, so a dead predecessor never blocks a session, and by the monitor).
+wrapper, so a dead predecessor never blocks a session, by the governor's gate, by `mam job wait`
+and by the monitor).
+
+A job whose wrapper died is judged by its stored events first: each one the agent stored since the
+job's last applied `seq` is checked by the same gate (signature, sender, order) and applied through
+the same model, in `seq` order, before any deadline is looked at. So a job whose agent reported
+`completed` after its wrapper was interrupted is recorded `completed`, whoever closes it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
+from mam.errors import MamError
 from mam.jobs import record as rec
+from mam.jobs.gate import EventGate
 from mam.jobs.ledger import owner_alive
-from mam.jobs.model import End, Input, Job, JobState, Tick, input_to_dict, step
+from mam.jobs.model import End, Event, Input, Job, JobState, Tick, input_to_dict, step
 from mam.jobs.outcomes import UNCLAIMED, Reason, ending
 from mam.notify import job_ended
 from mam.store import journal
@@ -19,7 +27,8 @@ from mam.workspace import Workspace
 
 
 def close_if_abandoned(ws: Workspace, registry: Registry, job_id: str, *, by: str = "wrapper") -> Job | None:
-    """If the job's owner is dead, end it when a deadline has passed (or cancel it if never delivered).
+    """If the job's owner is dead, end it by its stored events, else when a deadline has passed (or
+    cancel it if never delivered).
 
     Returns the ended job, or None when nothing was done.
     """
@@ -27,19 +36,42 @@ def close_if_abandoned(ws: Workspace, registry: Registry, job_id: str, *, by: st
     if row is None or not row.open or owner_alive(row.owner):
         return None
 
-    def decide(job: Job, now: int) -> End | Tick:
+    def decide(job: Job, now: int) -> list[Input]:
         if job.state in UNCLAIMED:
             died = ending(Reason.WRAPPER_DIED)
-            return End(
-                at=now,
-                state=died.state,
-                reason=died.reason,
-                exit_code=died.exit_code,
-                detail="the wrapper died before delivering the brief",
-            )
-        return Tick(now)
+            return [
+                End(
+                    at=now,
+                    state=died.state,
+                    reason=died.reason,
+                    exit_code=died.exit_code,
+                    detail="the wrapper died before delivering the brief",
+                )
+            ]
+        return [*stored_events(ws, registry, job), Tick(now)]  # its events before its deadlines
 
     return end_outside(ws, registry, job_id, decide, by=by, expected_owner=row.owner)
+
+
+def stored_events(ws: Workspace, registry: Registry, job: Job) -> list[Input]:
+    """The events stored for `job` after the last one it applied, that its wrapper's gate would accept
+    (signed with the job's token, a sender allowed for the type, in `seq` order), as model inputs
+    timed when they were stored."""
+    try:
+        token = str(rec.read_record(ws, job.id).get("token", ""))
+    except MamError:  # no readable record: no event can be verified
+        return []
+    if not token:
+        return []
+    gate = EventGate(job.id, token, last_seq=job.last_seq)
+    out: list[Input] = []
+    for row in registry.events_after(job.id, job.last_seq):
+        verdict = gate.check(row.raw, "disk")
+        env = verdict.envelope
+        if verdict.accepted and env is not None:
+            at = int(row.recorded_at * 1000)
+            out.append(Event(at=at, seq=env.seq, type=env.type, sender=env.sender, body=dict(env.body)))
+    return out
 
 
 def end_job(
@@ -67,25 +99,32 @@ def end_outside(
     ws: Workspace,
     registry: Registry,
     job_id: str,
-    decide: Callable[[Job, int], Input],
+    decide: Callable[[Job, int], Input | list[Input]],
     *,
     by: str,
     expected_owner: str | None = None,
 ) -> Job | None:
-    """Apply `decide(job, now)` to an open job if it ends the job (and, with `expected_owner`, only if
-    the job still has that owner), through the store's one commit: compare-and-set on the owner and
-    the state it was read in, so a wrapper committing at the same moment wins or loses whole.
-    Returns the ended job, or None when nothing changed."""
+    """Apply `decide(job, now)` (one input, or several in order) to an open job if they end the job
+    (and, with `expected_owner`, only if the job still has that owner), through the store's one
+    commit: compare-and-set on the owner and the state it was read in, so a wrapper committing at
+    the same moment wins or loses whole. Returns the ended job, or None when nothing changed."""
     now = rec.now_ms()
     row = registry.find_job(job_id)
     if row is None or not row.open or (expected_owner is not None and row.owner != expected_owner):
         return None
     job = Job.from_dict(row.data.get("job", {}))
-    inp = decide(job, now)
-    new, _why = step(job, inp)
+    decided = decide(job, now)
+    new, lines = job, []
+    for inp in decided if isinstance(decided, list) else [decided]:
+        new, why = step(new, inp)
+        if why:
+            continue
+        fields = {"input": input_to_dict(inp), "state": new.state.value, "reason": new.reason}
+        lines.append(("input", {**fields, "exit_code": new.exit_code, "by": by}))
+        if new.terminal:
+            break
     if not new.terminal:
         return None
-    line = {"input": input_to_dict(inp), "state": new.state.value, "reason": new.reason, "exit_code": new.exit_code}
     changes = {
         "state": new.state.value,
         "reason": new.reason,
@@ -97,7 +136,7 @@ def end_outside(
         registry,
         Transition(
             job_id,
-            lines=[("input", {**line, "by": by})],
+            lines=lines,
             changes=changes,
             expected_owner=row.owner,
             expected_state=row.state,

@@ -18,6 +18,7 @@ import os
 import stat
 
 from mam.ids import check_job_id
+from mam.util import pokefifo
 from mam.util.private import address, check_folder, private
 
 __all__ = ["ABSENT", "address", "check_folder", "path", "private", "send"]
@@ -31,7 +32,18 @@ def path(run_dir: str, job_id: str) -> str:
 
 
 def send(run_dir: str, job_id: str) -> str:
-    """Wake the wrapper waiting for `job_id`: '' if a wrapper's socket took the datagram, else why not."""
+    """Wake the wrapper waiting for `job_id`: '' if a wrapper's socket took the datagram, else why not.
+
+    When no wrapper listens (it was interrupted, or died), the job's key of mam.util.pokes is poked
+    instead: whoever waits on that job from outside (the next job of its session, `mam job wait`)
+    reads its stored events at once rather than on its slow clock."""
+    problem = _send(run_dir, job_id)
+    if problem == ABSENT:
+        pokefifo.poke(os.path.join(run_dir, "wake"), [pokefifo.job_key(job_id)])  # mam.util.pokes.folder
+    return problem
+
+
+def _send(run_dir: str, job_id: str) -> str:
     target = path(run_dir, job_id)
     problem = check_folder(run_dir)
     if problem:

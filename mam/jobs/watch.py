@@ -1,5 +1,7 @@
 """Following a job from outside its wrapper: its state and the events it accepted, read from the
-registry (the MCP tools `job_wait` and `events_recent`). Read-only: it never changes a job.
+registry (the MCP tools `job_wait` and `events_recent`). It never changes a job, except one whose
+wrapper died: that one is closed by the rule every closer applies (mam.jobs.stale: its stored
+events, then its deadlines), so `job_wait` ends with the agent's real outcome, as `mam job wait`.
 """
 
 from __future__ import annotations
@@ -8,6 +10,7 @@ from typing import Any
 
 from mam.ids import check_job_id, check_name
 from mam.jobs.queries import status
+from mam.jobs.stale import close_if_abandoned
 from mam.store import jobs as jobs_table
 from mam.store.registry import Registry
 
@@ -42,6 +45,7 @@ class JobWatch:
         self.seen = 0
 
     def poll(self) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+        close_if_abandoned(self.registry.ws, self.registry, self.job_id, by="watch")
         view = status(self.registry, self.job_id)
         with self.registry.read() as conn:
             lines = jobs_table.inputs_after(conn, self.job_id, self.seen)

@@ -113,7 +113,7 @@ def test_a_queued_job_times_out_exit_5_untyped_and_a_sigkilled_wrappers_slot_fre
     monkeypatch.setenv("MAM_TOKEN_BUDGET", "1000000")
     create_demo("a")
     b = create_demo("b")
-    holder = spawn_mam("job", "delegate", "--json", "--target", "a", "--brief", "demo-sleep: 60", *SHORT)
+    holder = spawn_mam("job", "delegate", "--json", "--target", "a", "--brief", "demo-sleep: 20", *SHORT)
     try:
         poll(lambda: any(j["state"] == "running" for j in json.loads(mam("job", "list", "--json").stdout)), timeout=30)
         second = spawn_mam(
@@ -130,10 +130,14 @@ def test_a_queued_job_times_out_exit_5_untyped_and_a_sigkilled_wrappers_slot_fre
     finally:
         os.kill(holder.pid, signal.SIGKILL)  # the wrapper holding the only slot and a reservation dies
         holder.communicate()
+    # The killed wrapper's job goes on by its agent's stored events (heartbeats keep it alive) and ends by
+    # its `completed`, which frees the slot (mam.jobs.stale): the next job waits for that, not for a deadline.
     proc = mam(
-        "job", "delegate", "--json", "--target", "b", "--brief", "after the kill", "--dispatch-wait", "30", *SHORT
+        "job", "delegate", "--json", "--target", "b", "--brief", "after the kill", "--dispatch-wait", "60", *SHORT
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
+    held = [j for j in json.loads(mam("job", "list", "--json", check=True).stdout) if j["session"] == "a"]
+    assert [(j["state"], j["reason"]) for j in held] == [("completed", "completed")]
     view = json.loads(mam("budget", "--json", check=True).stdout)
     assert view["running"] == 0 and view["queued"] == 0
     assert all(c["reserved"] == 0 for c in view["caps"]), view

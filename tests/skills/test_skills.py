@@ -111,6 +111,7 @@ RELATED: dict[str, tuple[tuple[str, ...], ...]] = {
         ("job", "list"),
         ("job", "log"),
         ("job", "cancel"),
+        ("job", "wait"),  # scripts/wait_job.sh
         ("session", "create"),  # --token-budget, named where exit 6 is explained
         ("job", "fanout"),  # fanout_job.sh
         ("job", "replay"),
@@ -308,7 +309,7 @@ def test_help_parsers_see_what_the_help_says():
         "--workspace",
     }
     assert help_exit_codes(("session", "create")) == {0, 1, 2, 44, 45}
-    assert help_exit_codes(("job", "delegate")) == {0, 1, 2, 3, 5, 6}
+    assert help_exit_codes(("job", "delegate")) == {0, 1, 2, 3, 5, 6, 129, 130, 143}
     assert help_exit_codes(("session", "onboard-orchestrator")) == {0}
 
 
@@ -601,3 +602,15 @@ def test_the_scripts_drive_a_demo_session_end_to_end(workspace: Workspace, tmux_
     finally:
         skill("multi-agent-mux-stop", "--session", "s1")
         mam("broker", "stop")  # harmless: nothing here should have started the embedded broker
+
+
+def test_wait_job_script_is_a_thin_wrapper_of_mam_job_wait(workspace: Workspace):
+    script = SKILLS / "multi-agent-mux-delegate-job" / "scripts" / "wait_job.sh"
+    assert script.stat().st_mode & stat.S_IXUSR
+    text = script.read_text()
+    lines = [line for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")]
+    assert lines == ["set -euo pipefail", SOURCE_LINE, 'exec "$MAM" job wait "$@"']
+    env = {**os.environ, "MAM_BIN": MAM}
+    proc = subprocess.run([str(script), "job-0123456789abcdef"], env=env, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and "no such job: job-0123456789abcdef" in proc.stderr
+    assert not (workspace.root / ".mam").exists()  # nothing written
