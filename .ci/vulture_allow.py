@@ -95,3 +95,5 @@ exc  # MqttClient.__exit__(*exc), mam/bus/mqtt.py
 set_  # mam/cli/board.py
 # the board's audit rows (the registry's record of every write), read by tests/e2e/test_board.py
 audit  # mam/store/board.py
+# the exit table names 129 (SIGHUP) beside 130 and 143; mam/util/interrupts exits 128 + the signal, as a shell does
+HUNG_UP  # mam/jobs/outcomes.py

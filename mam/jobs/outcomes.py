@@ -58,7 +58,9 @@ class Exit:
     ONBOARD_LATE: Final = 45  # the onboarding job did not end in time
     STILL_RUNNING: Final = 124  # `mam job wait --timeout` passed and the job is still open (as timeout(1))
     NO_EXECUTABLE: Final = 127  # the program to run was not found (the shell's code)
-    INTERRUPTED: Final = 130  # Ctrl-C (SIGINT); SIGHUP exits 129, SIGTERM 143: 128 + the signal, as a shell says
+    HUNG_UP: Final = 129  # SIGHUP: as INTERRUPTED (128 + the signal, as a shell says)
+    INTERRUPTED: Final = 130  # Ctrl-C (SIGINT): `mam job delegate` leaves the job open and says how to follow it
+    TERMINATED: Final = 143  # SIGTERM: as INTERRUPTED
 
 
 class Reason(str, Enum):
