@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import click
 
@@ -98,7 +99,10 @@ def run_cli(group: click.Group, argv: list[str] | None) -> int:
     return rv if isinstance(rv, int) else Exit.OK
 
 
-def workspace_option(f):  # type: ignore[no-untyped-def]
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def workspace_option(f: F) -> F:
     """`--workspace DIR` on a sub-command, same meaning as `mam --workspace DIR`."""
 
     def remember(ctx: click.Context, _param: click.Parameter, value: str | None) -> str | None:

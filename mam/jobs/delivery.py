@@ -15,7 +15,7 @@ from mam.agents import get_adapter
 from mam.errors import AgentDialog
 from mam.jobs import heartbeat
 from mam.jobs.ledger import Ledger
-from mam.jobs.model import JobState
+from mam.jobs.outcomes import JobState
 from mam.jobs.target import Target
 from mam.notify import session_terminated
 from mam.sessions.common import backend_for

@@ -9,8 +9,8 @@ from collections.abc import Callable
 
 from mam.jobs import record as rec
 from mam.jobs.ledger import owner_alive
-from mam.jobs.model import End, Input, Job, JobState, Tick, input_to_dict, step
-from mam.jobs.outcomes import UNCLAIMED, Reason, ending
+from mam.jobs.model import End, Input, Job, Tick, input_to_dict, step
+from mam.jobs.outcomes import UNCLAIMED, JobState, Reason, ending
 from mam.notify import job_ended
 from mam.store import journal
 from mam.store.journal import Transition

@@ -21,8 +21,7 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.types import CallToolResult, TextContent
 
 from mam.errors import MamError
-from mam.jobs.model import TERMINAL
-from mam.jobs.outcomes import Exit
+from mam.jobs.outcomes import TERMINAL, Exit
 from mam.mcp.service import Delegation, Service
 
 log = logging.getLogger(__name__)

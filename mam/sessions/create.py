@@ -14,6 +14,7 @@ from mam.agents.base import PERMISSION_MODES, AgentAdapter, LaunchContext, Sessi
 from mam.errors import AgentDialog, SessionError, UsageError
 from mam.jobs.outcomes import Exit
 from mam.panes import BACKENDS, default_server, open_backend
+from mam.panes.base import PaneBackend
 from mam.panes.lock import placement_lock
 from mam.sessions import worktree as session_worktree
 from mam.sessions.common import check_name, pane_env
@@ -322,8 +323,13 @@ def discover(  # type: ignore[no-untyped-def]
         return None
 
 
-def wait_ready(  # type: ignore[no-untyped-def]
-    backend, pane_id: str, adapter, *, timeout: float, loading: Callable[[], bool] = lambda: False
+def wait_ready(
+    backend: PaneBackend,
+    pane_id: str,
+    adapter: AgentAdapter,
+    *,
+    timeout: float,
+    loading: Callable[[], bool] = lambda: False,
 ) -> bool:
     """Wait until the agent shows its ready marker (its input box accepts a paste); False on timeout or exit.
     Raises AgentDialog as soon as a dialog or permission prompt shows: mam never answers one. While
