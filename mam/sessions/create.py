@@ -283,7 +283,7 @@ def dialog_message(error: AgentDialog, *, cwd: str, trust: bool) -> str:
     return f"{error}; the session was not created"
 
 
-def _undo(backend, pane_id: str, registry: Registry, name: str) -> None:  # type: ignore[no-untyped-def]
+def _undo(backend: PaneBackend, pane_id: str, registry: Registry, name: str) -> None:
     """Take back a half-made session: kill its pane and free the name."""
     try:
         backend.kill_pane(pane_id)
@@ -305,8 +305,8 @@ def _reserve(registry: Registry, row: SessionRow) -> None:
         sessions_table.insert(conn, row)
 
 
-def discover(  # type: ignore[no-untyped-def]
-    adapter, *, cwd: str, since: float, env: Mapping[str, str], timeout: float, not_id: str | None = None
+def discover(
+    adapter: AgentAdapter, *, cwd: str, since: float, env: Mapping[str, str], timeout: float, not_id: str | None = None
 ) -> str | None:
     """Poll the agent's on-disk store for the conversation it started; None if it has not written one yet
     (or found only `not_id`: a fork's source)."""
