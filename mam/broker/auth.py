@@ -18,7 +18,7 @@ from amqtt.plugins.base import BaseAuthPlugin
 from mam.broker.credentials import read_password
 
 
-class WorkspaceAuthPlugin(BaseAuthPlugin):
+class WorkspaceAuthPlugin(BaseAuthPlugin):  # type: ignore[misc]  # amqtt ships no type information
     @dataclass
     class Config:
         username: str = ""

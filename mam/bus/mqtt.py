@@ -57,12 +57,13 @@ class MqttClient:
         reconnect: bool = True,
     ) -> None:
         import paho.mqtt.client as paho
+        from paho.mqtt.enums import CallbackAPIVersion
 
         self.endpoint = endpoint
         self.client_id = client_id or f"mam-{uuid.uuid4().hex[:12]}"
         self._paho = paho
         self._client = paho.Client(
-            paho.CallbackAPIVersion.VERSION2,
+            CallbackAPIVersion.VERSION2,
             client_id=self.client_id,
             protocol=paho.MQTTv311,
             clean_session=True,

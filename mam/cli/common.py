@@ -4,15 +4,21 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
 from mam.errors import MamError, UsageError
 from mam.jobs.outcomes import Exit
 from mam.util.text import for_terminal, json_text
+
+if TYPE_CHECKING:
+    from mam.settings import Settings
+    from mam.store.registry import Registry
+    from mam.workspace import Workspace
 
 
 @dataclass
@@ -21,11 +27,11 @@ class App:
 
     workspace_arg: str | None = None
     env_file_arg: str | None = None
-    _ws: Any = field(default=None, repr=False)
-    _settings: Any = field(default=None, repr=False)
+    _ws: Workspace | None = field(default=None, repr=False)
+    _settings: Settings | None = field(default=None, repr=False)
 
     @property
-    def ws(self):  # type: ignore[no-untyped-def]
+    def ws(self) -> Workspace:
         if self._ws is None:
             from mam.workspace import find_workspace
 
@@ -33,7 +39,7 @@ class App:
         return self._ws
 
     @property
-    def settings(self):  # type: ignore[no-untyped-def]
+    def settings(self) -> Settings:
         if self._settings is None:
             from mam.settings import load_settings
 
@@ -98,7 +104,10 @@ def run_cli(group: click.Group, argv: list[str] | None) -> int:
     return rv if isinstance(rv, int) else Exit.OK
 
 
-def workspace_option(f):  # type: ignore[no-untyped-def]
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def workspace_option(f: F) -> F:
     """`--workspace DIR` on a sub-command, same meaning as `mam --workspace DIR`."""
 
     def remember(ctx: click.Context, _param: click.Parameter, value: str | None) -> str | None:
@@ -117,13 +126,13 @@ def workspace_option(f):  # type: ignore[no-untyped-def]
     )(f)
 
 
-def open_registry(app: App):  # type: ignore[no-untyped-def]
+def open_registry(app: App) -> Registry:
     from mam.store.registry import Registry
 
     return Registry(app.ws)
 
 
-def existing_registry(app: App, job_id: str):  # type: ignore[no-untyped-def]
+def existing_registry(app: App, job_id: str) -> Registry:
     """For read-only job commands: the registry if the workspace has one (creates nothing), else JobNotFound."""
     from mam.ids import check_job_id
     from mam.jobs.queries import existing_registry as find

@@ -12,7 +12,7 @@ from mam.cli.fanout import fanout
 from mam.cli.replay import replay
 from mam.errors import UsageError
 from mam.ids import check_job_id
-from mam.jobs.delegate import RemoteOrigin, delegate_request
+from mam.jobs.delegate import RemoteOrigin, Update, delegate_request
 from mam.jobs.delegate import delegate as run_delegate
 from mam.jobs.model import Job
 from mam.jobs.outcomes import OPEN_STATES, Exit, JobState
@@ -310,7 +310,7 @@ def _attached(job_id: str, still_open: bool) -> None:
     echo(f"attached to job {job_id} (same idempotency key){': waiting' if still_open else ''}", err=True)
 
 
-def _printer():  # type: ignore[no-untyped-def]
+def _printer() -> Update:
     def show(job, inp) -> None:  # type: ignore[no-untyped-def]
         body = getattr(inp, "body", {}) or {}
         extra = f": {body['message']}" if body.get("message") else ""

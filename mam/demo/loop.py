@@ -66,7 +66,7 @@ def demo_loop(
         demo_request(creator), ws=ws, settings=settings, registry=registry, on_event=show, environ=environ
     )
     verdicts = "; ".join(
-        f"round {h['round']}: " + ", ".join(f"{r['reviewer']} {r['verdict']}" for r in h["reviews"])  # type: ignore[attr-defined]
+        f"round {h['round']}: " + ", ".join(f"{r['reviewer']} {r['verdict']}" for r in h["reviews"])
         for h in result.history
     )
     return {

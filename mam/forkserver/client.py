@@ -280,7 +280,8 @@ def _handed(sock: _socket.socket, argv: list[str]) -> int | None:
                 pid = int(msg["pid"])  # type: ignore[call-overload]
                 _forward_signals(sock)
             elif "exit" in msg:
-                return int(msg["exit"])  # type: ignore[call-overload]
+                code: int = int(msg["exit"])  # type: ignore[call-overload]
+                return code
             elif "signal" in msg:
                 _die_of(int(msg["signal"]))  # type: ignore[call-overload]
     if not heard:

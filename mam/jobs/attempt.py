@@ -32,8 +32,8 @@ from mam.jobs import record as rec
 from mam.jobs.delivery import Delivery, interrupt
 from mam.jobs.intake import Intake
 from mam.jobs.ledger import Ledger, TakenOver
-from mam.jobs.model import Claim, Delivered, End, JobState, Queued, Tick, deadlines
-from mam.jobs.outcomes import TAKEN_OVER_DETAIL, TAKEN_OVER_EXIT, UNCLAIMED, Exit, Reason, ending
+from mam.jobs.model import Claim, Delivered, End, Queued, Tick, deadlines
+from mam.jobs.outcomes import TAKEN_OVER_DETAIL, TAKEN_OVER_EXIT, UNCLAIMED, Exit, JobState, Reason, ending
 from mam.jobs.remind import Reminder, pane_typer
 from mam.jobs.result import Outcome, outcome_from_row
 from mam.jobs.stale import close_if_abandoned

@@ -17,7 +17,7 @@ from mam.jobs import heartbeat
 from mam.jobs.activity import body_of
 from mam.jobs.emit import Emitter
 from mam.jobs.ledger import Ledger
-from mam.jobs.model import JobState
+from mam.jobs.outcomes import JobState
 from mam.jobs.target import Target
 from mam.notify import session_terminated
 from mam.sessions.common import backend_for

@@ -17,8 +17,8 @@ from mam.errors import MamError
 from mam.jobs import record as rec
 from mam.jobs.gate import EventGate
 from mam.jobs.ledger import owner_alive
-from mam.jobs.model import End, Event, Input, Job, JobState, Tick, input_to_dict, step
-from mam.jobs.outcomes import UNCLAIMED, Reason, ending
+from mam.jobs.model import End, Event, Input, Job, Tick, input_to_dict, step
+from mam.jobs.outcomes import UNCLAIMED, JobState, Reason, ending
 from mam.notify import job_ended
 from mam.store import journal
 from mam.store.journal import Transition

@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
 
 from mam.jobs.model import Job
+from mam.jobs.outcomes import OPEN_STATES
 from mam.jobs.stale import close_if_abandoned
 from mam.store import jobs as jobs_table
 from mam.store.jobs import JobRow
@@ -36,7 +37,7 @@ class SubJob:
 
     @property
     def open(self) -> bool:
-        return self.state in jobs_table.OPEN_STATES
+        return self.state in OPEN_STATES
 
     def line(self) -> str:
         tail = f" ({self.reason})" if self.reason and self.reason != self.state else ""

@@ -22,8 +22,7 @@ from mcp.types import CallToolResult, TextContent
 
 from mam import __version__
 from mam.errors import MamError
-from mam.jobs.model import TERMINAL
-from mam.jobs.outcomes import Exit
+from mam.jobs.outcomes import TERMINAL, Exit
 from mam.jobs.result import ended_line
 from mam.mcp.service import Delegation, Service
 

@@ -27,7 +27,7 @@ from mam.ids import check_job_id, check_name
 from mam.jobs.brief import check_brief
 from mam.jobs.delegate import DelegateRequest, Outcome, delegate, delegate_request
 from mam.jobs.ledger import new_job_id
-from mam.jobs.model import JobState
+from mam.jobs.outcomes import JobState
 from mam.jobs.queries import cancel, list_jobs, status
 from mam.jobs.queries import log as job_log
 from mam.jobs.watch import JobWatch, recent_events

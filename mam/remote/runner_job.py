@@ -12,13 +12,14 @@ import os
 
 from mam.bus.topics import prefix_for
 from mam.errors import JobError, UsageError
-from mam.jobs.attempt import JobAttempt, Outcome, StoreEvents
+from mam.jobs.attempt import JobAttempt, StoreEvents
 from mam.jobs.brief import MAX_BRIEF_BYTES, check_brief
 from mam.jobs.delivery import PaneDelivery
 from mam.jobs.emit import Emitter
 from mam.jobs.ledger import Ledger, new_owner
 from mam.jobs.model import Job
 from mam.jobs.outcomes import UNCLAIMED, Reason
+from mam.jobs.result import Outcome
 from mam.jobs.target import Target
 from mam.remote.dispatch import Dispatch
 from mam.settings import Settings

@@ -15,6 +15,7 @@ from mam.agents.base import PERMISSION_MODES, AgentAdapter, LaunchContext, Sessi
 from mam.errors import AgentDialog, AgentExited, SessionError, UsageError
 from mam.jobs.outcomes import Exit
 from mam.panes import BACKENDS, default_server, open_backend
+from mam.panes.base import PaneBackend
 from mam.panes.lock import placement_lock
 from mam.sessions import worktree as session_worktree
 from mam.sessions.common import check_name, pane_env
@@ -324,7 +325,7 @@ def exited(backend, pane_id: str, adapter: AgentAdapter, *, lines: int = 8) -> A
     )
 
 
-def _undo(backend, pane_id: str, registry: Registry, name: str) -> None:  # type: ignore[no-untyped-def]
+def _undo(backend: PaneBackend, pane_id: str, registry: Registry, name: str) -> None:
     """Take back a half-made session: kill its pane and free the name."""
     try:
         backend.kill_pane(pane_id)
@@ -346,8 +347,8 @@ def _reserve(registry: Registry, row: SessionRow) -> None:
         sessions_table.insert(conn, row)
 
 
-def discover(  # type: ignore[no-untyped-def]
-    adapter, *, cwd: str, since: float, env: Mapping[str, str], timeout: float, not_id: str | None = None
+def discover(
+    adapter: AgentAdapter, *, cwd: str, since: float, env: Mapping[str, str], timeout: float, not_id: str | None = None
 ) -> str | None:
     """Poll the agent's on-disk store for the conversation it started; None if it has not written one yet
     (or found only `not_id`: a fork's source)."""
@@ -364,8 +365,13 @@ def discover(  # type: ignore[no-untyped-def]
         return None
 
 
-def wait_ready(  # type: ignore[no-untyped-def]
-    backend, pane_id: str, adapter, *, timeout: float, loading: Callable[[], bool] = lambda: False
+def wait_ready(
+    backend: PaneBackend,
+    pane_id: str,
+    adapter: AgentAdapter,
+    *,
+    timeout: float,
+    loading: Callable[[], bool] = lambda: False,
 ) -> bool:
     """Wait until the agent shows its ready marker (its input box accepts a paste); False on timeout or exit.
     Raises AgentDialog as soon as a dialog or permission prompt shows: mam never answers one. While

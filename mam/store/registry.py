@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
 from mam.store import jobs as jobs_table
@@ -46,7 +46,7 @@ class Registry:
         if sessions:
             self.refresh_mirror()
 
-    def read(self):  # type: ignore[no-untyped-def]
+    def read(self) -> AbstractContextManager[sqlite3.Connection]:
         return self.db.read()
 
     def refresh_mirror(self, *, force: bool = False) -> bool:

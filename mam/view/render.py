@@ -104,7 +104,10 @@ def header(snap: Snapshot) -> str:
 
 def _table(columns: tuple[str, ...], rows: list[tuple[str, ...]]) -> list[str]:
     widths = [max([len(c)] + [len(r[i]) for r in rows]) for i, c in enumerate(columns)]
-    fmt = lambda cells: "  ".join(c.ljust(w) for c, w in zip(cells, widths)).rstrip()  # noqa: E731
+
+    def fmt(cells: tuple[str, ...]) -> str:
+        return "  ".join(c.ljust(w) for c, w in zip(cells, widths)).rstrip()
+
     return [fmt(columns)] + [fmt(r) for r in rows]
 
 
