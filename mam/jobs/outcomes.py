@@ -40,7 +40,7 @@ OPEN_STATES: tuple[str, ...] = tuple(s.value for s in JobState if s in OPEN)  # 
 
 
 class Exit:
-    """The exit codes of `mam` (a contract: ARCHITECTURE.md and the SKILL.md files list them)."""
+    """The exit codes of `mam` (a contract: docs/architecture.md and the SKILL.md files list them)."""
 
     OK: Final = 0
     FAILED: Final = 1  # a job failed, a command could not do what it was asked

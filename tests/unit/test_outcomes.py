@@ -55,7 +55,7 @@ def test_every_ending_is_terminal_and_exits_as_its_state_unless_the_contract_say
 
 
 def test_the_contract_exit_codes() -> None:
-    # ARCHITECTURE.md and the SKILL.md files: these numbers are a contract.
+    # docs/architecture.md ("Contracts") and the SKILL.md files: these numbers are a contract.
     assert (Exit.OK, Exit.FAILED, Exit.USAGE, Exit.TIMED_OUT, Exit.BROKER_UNAVAILABLE) == (0, 1, 2, 2, 3)
     assert (Exit.LOCK_BUSY, Exit.NOT_DELIVERED, Exit.NOT_FOUND, TAKEN_OVER_EXIT, Exit.BUDGET) == (4, 5, 5, 5, 6)
     assert (Exit.ONBOARD_FAILED, Exit.ONBOARD_LATE, Exit.NO_EXECUTABLE, Exit.INTERRUPTED) == (44, 45, 127, 130)
