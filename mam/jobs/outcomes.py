@@ -3,8 +3,9 @@ with (and the state and exit code it ends in), and every reason an event or disp
 rejected or ignored.
 
 Nothing else in mam/ spells an exit code or a reason: code takes them from here, and
-tests/unit/test_outcomes.py checks the job model, the CLI, the MCP server, MESSAGING.md and
-every SKILL.md exit table against this module (and greps mam/ so no literal comes back).
+tests/unit/test_outcomes.py checks the job model, the CLI, the MCP server, MESSAGING.md, the
+reason table of docs/delegation.md and every SKILL.md exit table against this module (and greps
+mam/ so no literal comes back).
 """
 
 from __future__ import annotations

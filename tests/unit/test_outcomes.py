@@ -1,7 +1,7 @@
 """The table of outcomes (mam/jobs/outcomes.py) is the one place for exit codes and reasons:
 the job model, the CLI, the MCP server and every SKILL.md exit table agree with it (MESSAGING.md
-is checked in test_messaging_doc.py), and no literal exit code or reason string comes back
-anywhere else in mam/.
+and docs/delegation.md's reason table are checked in test_messaging_doc.py), and no literal exit
+code or reason string comes back anywhere else in mam/.
 """
 
 from __future__ import annotations
