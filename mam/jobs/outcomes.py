@@ -3,8 +3,9 @@ with (and the state and exit code it ends in), and every reason an event or disp
 rejected or ignored.
 
 Nothing else in mam/ spells an exit code or a reason: code takes them from here, and
-tests/unit/test_outcomes.py checks the job model, the CLI, the MCP server, MESSAGING.md and
-every SKILL.md exit table against this module (and greps mam/ so no literal comes back).
+tests/unit/test_outcomes.py checks the job model, the CLI, the MCP server, MESSAGING.md, the
+reason table of docs/delegation.md and every SKILL.md exit table against this module (and greps
+mam/ so no literal comes back).
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ OPEN_STATES: tuple[str, ...] = tuple(s.value for s in JobState if s in OPEN)  # 
 
 
 class Exit:
-    """The exit codes of `mam` (a contract: ARCHITECTURE.md and the SKILL.md files list them)."""
+    """The exit codes of `mam` (a contract: docs/architecture.md and the SKILL.md files list them)."""
 
     OK: Final = 0
     FAILED: Final = 1  # a job failed, a command could not do what it was asked

@@ -33,7 +33,7 @@ LIB = SKILLS / "lib" / "mam-exec.sh"
 MAM = str(Path(sys.executable).parent / "mam")
 SOURCE_LINE = 'source "$(dirname "${BASH_SOURCE[0]}")/../../lib/mam-exec.sh"'
 
-# The contract table of ARCHITECTURE.md: folder -> (script, mam sub-command, its options, its exit codes).
+# The skill contract (docs/architecture.md, "Contracts"): folder -> (script, mam command, its options, exit codes).
 CONTRACT: dict[str, tuple[str, tuple[str, ...], set[str], set[int]]] = {
     "multi-agent-mux-create": (
         "create_session.sh",

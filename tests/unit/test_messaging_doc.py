@@ -1,6 +1,7 @@
-"""MESSAGING.md cannot drift from the code: its worked example, topics, reasons, sender rules, limits and
-exit codes are all checked here against what the code does, and so are the parts that moved out of it:
-the broker files (docs/broker.md), the brief's footer and the delegation defaults (docs/delegation.md).
+"""MESSAGING.md cannot drift from the code: its worked example, topics, reasons, sender rules and limits
+are all checked here against what the code does, and so are the parts that moved out of it: the broker
+files (docs/broker.md), the brief's footer, the delegation defaults and the job states, reasons and exit
+codes (docs/delegation.md).
 """
 
 from __future__ import annotations
@@ -169,7 +170,7 @@ def test_every_reason_the_code_can_give_is_documented() -> None:
 def test_the_reason_table_is_the_table_of_outcomes() -> None:
     rows = dict(
         (m.group(1), (m.group(2), int(m.group(3))))
-        for m in re.finditer(r"^\| `(\w+)` \| `(\w+)` \| (\d+) \| ", DOC, re.M)
+        for m in re.finditer(r"^\| `(\w+)` \| `(\w+)` \| (\d+) \| ", DELEGATION_DOC, re.M)
     )
     for reason, row in ENDINGS.items():
         if reason is Reason.NO_OUTCOME:
@@ -177,14 +178,15 @@ def test_the_reason_table_is_the_table_of_outcomes() -> None:
             continue
         assert rows.get(reason.value) == (row.state.value, row.exit_code), reason
     assert set(rows) <= {r.value for r in ENDINGS}, "MESSAGING.md lists a reason the table lacks"
-    assert f"`mam job delegate` also exits {TAKEN_OVER_EXIT} when another attempt took the job over" in DOC
+    assert f"`mam job delegate` also exits {TAKEN_OVER_EXIT} when another attempt took the job over" in DELEGATION_DOC
 
 
 def test_states_and_exit_codes_match_the_model() -> None:
     for state in JobState:
-        assert re.search(rf"^\| `{state.value}` \| ", DOC, re.M), state
+        assert re.search(rf"^\| `{state.value}` \| ", DELEGATION_DOC, re.M), state
     for state, exit_code in STATE_EXIT.items():
-        assert re.search(rf"^\| `{state.value}` \| .* \| {exit_code}( \([36] when .*\))? \|$", DOC, re.M), state
+        row = rf"^\| `{state.value}` \| .* \| {exit_code}( \([36] when .*\))? \|$"
+        assert re.search(row, DELEGATION_DOC, re.M), state
 
 
 @pytest.mark.parametrize(
@@ -232,3 +234,6 @@ def test_the_protocol_document_has_its_overview_diagram_and_version_policy() -> 
     for kind in envelope.KINDS:  # the overview table names every kind of message
         assert re.search(rf"^\| \w[\w ]* \| `{kind}`, ", DOC, re.M), kind
     assert "RFC 2119" in DOC and "Running a private broker" not in DOC
+    # the wire protocol only: one host's internals (the wake socket, the job states) live in docs/delegation.md
+    assert len(DOC.splitlines()) <= 500 and "wake-<job>.sock" not in DOC and "## Job states" not in DOC
+    assert "wake-<job>.sock" in DELEGATION_DOC and "## Job states and exit codes" in DELEGATION_DOC

@@ -1,7 +1,7 @@
 """The table of outcomes (mam/jobs/outcomes.py) is the one place for exit codes and reasons:
 the job model, the CLI, the MCP server and every SKILL.md exit table agree with it (MESSAGING.md
-is checked in test_messaging_doc.py), and no literal exit code or reason string comes back
-anywhere else in mam/.
+and docs/delegation.md's reason table are checked in test_messaging_doc.py), and no literal exit
+code or reason string comes back anywhere else in mam/.
 """
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ def test_every_ending_is_terminal_and_exits_as_its_state_unless_the_contract_say
 
 
 def test_the_contract_exit_codes() -> None:
-    # ARCHITECTURE.md and the SKILL.md files: these numbers are a contract.
+    # docs/architecture.md ("Contracts") and the SKILL.md files: these numbers are a contract.
     assert (Exit.OK, Exit.FAILED, Exit.USAGE, Exit.TIMED_OUT, Exit.BROKER_UNAVAILABLE) == (0, 1, 2, 2, 3)
     assert (Exit.LOCK_BUSY, Exit.NOT_DELIVERED, Exit.NOT_FOUND, TAKEN_OVER_EXIT, Exit.BUDGET) == (4, 5, 5, 5, 6)
     assert (Exit.ONBOARD_FAILED, Exit.ONBOARD_LATE, Exit.NO_EXECUTABLE, Exit.INTERRUPTED) == (44, 45, 127, 130)
