@@ -23,6 +23,7 @@ import math
 import os
 import sys
 import time
+from collections.abc import Mapping
 
 from mam.errors import JobNotFound, UsageError
 from mam.ids import check_job_id
@@ -36,7 +37,7 @@ from mam.settings import Settings
 from mam.store.jobs import JobRow
 from mam.store.registry import Registry
 from mam.util import pokes
-from mam.util.proc import spawn_detached
+from mam.util.proc import module_argv, spawn_detached
 from mam.workspace import Workspace
 
 # A living owner says nothing when it dies (kill -9): looked at on this clock (as the turn wait does).
@@ -66,9 +67,12 @@ def left_behind(ws: Workspace, registry: Registry | None, job_id: str | None, re
     return left_open(registry, job_id)
 
 
-def hand_over(ws: Workspace, registry: Registry, row: JobRow, req: DelegateRequest) -> bool:
-    """Hand a job not yet claimed to a detached `mam job delegate --job-id` (its own session: no terminal
-    signal reaches it), which takes it over, waits for its turn, types the brief once and follows it.
+def hand_over(
+    ws: Workspace, registry: Registry, row: JobRow, req: DelegateRequest, *, environ: Mapping[str, str] | None = None
+) -> bool:
+    """Hand an open job to a detached `mam job delegate --job-id` (its own session: no terminal signal
+    reaches it), which takes it over and follows it; one not yet claimed it types once, in its turn
+    (a claimed one is never typed again). `environ`: the follower's environment (default: this one's).
     The brief goes in a file of this user's (0600, in the 0700 `.mam/run/`), removed once the follower
     owns the job. True once it does (or the job ended meanwhile); False if none took it within HAND_OVER_S."""
     path = ws.run_dir / f"brief-{row.id}"
@@ -80,12 +84,14 @@ def hand_over(ws: Workspace, registry: Registry, row: JobRow, req: DelegateReque
     except OSError:
         return False
     try:
-        argv = [sys.executable, "-m", "mam", "--workspace", str(ws.root), "job", "delegate", f"--target={row.target}"]
+        argv = module_argv(
+            sys.executable, "mam", "--workspace", str(ws.root), "job", "delegate", f"--target={row.target}"
+        )
         argv += [f"--job-id={row.id}", f"--brief-file={path}", "--quiet"]
         if req.dispatch_wait_s is not None:
             argv.append(f"--dispatch-wait={req.dispatch_wait_s}")
         try:
-            spawn_detached(argv, cwd=ws.root)
+            spawn_detached(argv, env=environ, cwd=ws.root)
         except OSError:
             return False
         deadline = time.monotonic() + HAND_OVER_S

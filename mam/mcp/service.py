@@ -26,6 +26,7 @@ from mam.governor.status import budget_status, empty_status
 from mam.ids import check_job_id, check_name
 from mam.jobs.brief import check_brief
 from mam.jobs.delegate import DelegateRequest, Outcome, delegate, delegate_request
+from mam.jobs.follow import hand_over
 from mam.jobs.ledger import new_job_id
 from mam.jobs.outcomes import JobState
 from mam.jobs.queries import cancel, list_jobs, status
@@ -432,22 +433,16 @@ class Service:
                 d.delivered.wait(PASTE_WAIT_S)  # never leave a paste half typed: let it reach the pane first
             if d.done.is_set() or d.attached_to:  # an attached one drives nothing: its job's wrapper does
                 continue
-            argv = module_argv(
-                sys.executable,
-                "mam",
-                "--workspace",
-                str(self.ws.root),
-                "job",
-                "delegate",
-                f"--target={d.req.target}",
-                f"--job-id={d.job_id}",
-                "--quiet",
-            )
-            try:
-                spawn_detached(argv, env=self.environ, cwd=self.ws.root)
+            # The same hand-over as an interrupted `mam job delegate`: the brief goes along in a 0600 file,
+            # so a job not yet claimed is typed once by the follower, never as an empty brief.
+            registry = self.writer()
+            row = registry.find_job(d.job_id)
+            if row is None or not row.open:
+                continue
+            if hand_over(self.ws, registry, row, d.req, environ=self.environ):
                 handed.append(d.job_id)
-            except OSError as e:
-                log.warning("job %s could not be handed over: %s", d.job_id, e)
+            else:
+                log.warning("job %s could not be handed over", d.job_id)
         client, self._client = self._client, None
         if client is not None:
             try:

@@ -216,6 +216,42 @@ def test_a_client_that_goes_away_leaves_its_job_running_to_the_end(mcp_ws):
     assert "taken_over" in kinds
 
 
+def test_a_job_still_waiting_for_its_turn_is_handed_over_with_its_brief_and_typed_once(mcp_ws):
+    """The server ends while its job waits behind another: the follower gets the brief too (a 0600 file
+    it deletes), so the job is typed once, in its turn, with its own text, never as an empty brief."""
+    s = create_demo("w")
+    ahead = mam(
+        "job", "delegate", "--target", "w", "--brief", "demo-sleep: 4", "--heartbeat", "2",
+        "--start-deadline", "30", "--detach", timeout=60,
+    )  # fmt: skip
+    assert ahead.returncode == 0, ahead.stderr
+    brief = "demo-write: queued.txt :: handed over with its brief"
+
+    job_id = "job-mcp-handover-1"
+
+    def pending() -> bool:
+        shown = mam("job", "status", job_id, "--json")
+        return shown.returncode == 0 and json.loads(shown.stdout)["state"] == "pending"
+
+    async def main() -> None:
+        async with stdio_session(mcp_ws.root) as sess, anyio.create_task_group() as tg:
+            # job_delegate returns once the brief is delivered: the client leaves before that.
+            tg.start_soon(lambda: call(sess, "job_delegate", target="w", brief=brief, job_id=job_id, **QUICK))
+            await anyio.to_thread.run_sync(
+                lambda: wait_for(pending, timeout=30, message="the job never waited for its turn")
+            )
+            tg.cancel_scope.cancel()
+
+    anyio.run(main)  # the client leaves: the server hands its job over
+    waited = mam("job", "wait", job_id, "--json", timeout=90)
+    assert waited.returncode == 0, waited.stderr
+    assert (mcp_ws.root / "queued.txt").read_text() == "handed over with its brief\n"
+    path = mcp_ws.state / "demo-agent" / "conversations" / f"{s['conversation_id']}.json"
+    turns = [t["text"] for t in json.loads(path.read_text())["turns"] if t["role"] == "user"]
+    assert sum(brief in t for t in turns) == 1 and sum(job_id in t for t in turns) == 1, turns
+    assert not list((mcp_ws.state / "run").glob("brief-*"))
+
+
 def test_broker_down_is_a_tool_error_with_exit_code_3(workspace, monkeypatch):
     from mam.broker.embedded import free_port
 
