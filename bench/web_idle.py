@@ -27,20 +27,11 @@ from pathlib import Path
 
 from _support import clean_environ, kill_tmux, machine, start_amqtt, start_mosquitto, venv_python
 
+from tests.helpers.browser import CHROMIUM, CHROMIUM_ARGS
+
 MAM = str(Path(venv_python()).parent / "mam")
 TARGET_PCT = 1.0
 SETTLE_S = 3.0
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 
 
 def cpu_ticks(pid: int) -> int:

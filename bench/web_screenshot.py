@@ -24,18 +24,9 @@ from pathlib import Path
 
 from _support import REPO, clean_environ, venv_python
 
+from tests.helpers.browser import CHROMIUM, CHROMIUM_ARGS
+
 MAM = str(Path(venv_python()).parent / "mam")
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 FIRST = re.compile(r"workspace (\S+); embedded broker on [\d.]+:\d+; tmux server (\S+)")
 READY = """() => {
   const running = document.querySelector("#jobs tbody tr[data-state='running'] td.message");

@@ -126,6 +126,17 @@ def workspace_option(f: F) -> F:
     )(f)
 
 
+def brief_options(f: F) -> F:
+    """`--brief TEXT` and `--brief-file F` ('-': stdin), as every command that hands out a brief takes them."""
+    f = click.option(
+        "--brief-file",
+        type=click.Path(dir_okay=False, allow_dash=True),
+        default=None,
+        help="Read the brief from a file ('-': stdin).",
+    )(f)
+    return click.option("--brief", default=None, help="The brief text.")(f)
+
+
 def open_registry(app: App) -> Registry:
     from mam.store.registry import Registry
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from mam.cli.common import App, echo, echo_json, read_brief, workspace_option
+from mam.cli.common import App, brief_options, echo, echo_json, read_brief, workspace_option
 from mam.errors import UsageError
 from mam.jobs.delegate import RemoteOrigin
 from mam.jobs.target import parse_target
@@ -30,13 +30,7 @@ Exit codes: 0 the aggregate is decided; 1 it is not (a job failed for `all`, non
 @click.command("fanout", help=FANOUT_HELP)
 @workspace_option
 @click.option("--targets", required=True, help="Comma-separated targets: NAME, tmux:NAME, herdr:NAME, remote:R/NAME.")
-@click.option("--brief", default=None, help="The brief text.")
-@click.option(
-    "--brief-file",
-    type=click.Path(dir_okay=False, allow_dash=True),
-    default=None,
-    help="Read the brief from a file ('-': stdin).",
-)
+@brief_options
 @click.option(
     "--aggregate", type=click.Choice(["all", "first", "vote"]), default="all", show_default=True, help="How to decide."
 )

@@ -7,7 +7,16 @@ import time
 
 import click
 
-from mam.cli.common import App, echo, echo_json, existing_registry, open_registry, read_brief, workspace_option
+from mam.cli.common import (
+    App,
+    brief_options,
+    echo,
+    echo_json,
+    existing_registry,
+    open_registry,
+    read_brief,
+    workspace_option,
+)
 from mam.cli.fanout import fanout
 from mam.cli.replay import replay
 from mam.errors import UsageError
@@ -79,13 +88,7 @@ def job() -> None:
 @job.command("delegate", help=DELEGATE_HELP)
 @workspace_option
 @click.option("--target", required=True, help="tmux:NAME, herdr:NAME, remote:RUNNER/NAME, or NAME.")
-@click.option("--brief", default=None, help="The brief text.")
-@click.option(
-    "--brief-file",
-    type=click.Path(dir_okay=False, allow_dash=True),
-    default=None,
-    help="Read the brief from a file ('-': stdin).",
-)
+@brief_options
 @click.option("--timeout", type=float, default=None, help="Wall-clock budget in seconds (default MAM_JOB_TIMEOUT_S).")
 @click.option(
     "--start-deadline", type=float, default=None, help="Seconds to wait for `started` (default MAM_START_DEADLINE_S)."

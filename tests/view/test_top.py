@@ -6,6 +6,8 @@ import asyncio
 import json
 import os
 import subprocess
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 
@@ -229,31 +231,7 @@ def test_top_runs_in_a_real_terminal_and_q_quits(workspace, broker, monkeypatch)
     create_demo("quiet")
     viewer = private_tmux()
     try:
-        env = [f"{k}={v}" for k, v in os.environ.items() if k.startswith(("MQTT_", "MAM_", "PATH", "HOME"))]
-        subprocess.run(["tmux", "-L", viewer.name, "new-session", "-d", "-x", "160", "-y", "40", "-s", "v"], check=True)
-        subprocess.run(["tmux", "-L", viewer.name, "set-option", "-g", "remain-on-exit", "on"], check=True)
-        subprocess.run(
-            [
-                "tmux",
-                "-L",
-                viewer.name,
-                "respawn-pane",
-                "-k",
-                "-t",
-                "v",
-                "env",
-                *env,
-                "TERM=xterm-256color",
-                MAM,
-                "top",
-            ],
-            check=True,
-        )
-
-        def screen() -> str:
-            return subprocess.run(
-                ["tmux", "-L", viewer.name, "capture-pane", "-p", "-t", "v"], capture_output=True, text=True
-            ).stdout
+        screen = start_top(viewer, keep_dead=True)
 
         wait_for(lambda: "quiet" in screen() and "broker up" in screen(), timeout=90, message=lambda: screen())
         assert "could not read" not in screen()
@@ -361,30 +339,7 @@ def test_enter_attaches_and_detaching_comes_back_to_top(workspace, tmux_server, 
     create_demo("quiet")
     viewer = private_tmux()
     try:
-        env = [f"{k}={v}" for k, v in os.environ.items() if k.startswith(("MQTT_", "MAM_", "PATH", "HOME"))]
-        subprocess.run(["tmux", "-L", viewer.name, "new-session", "-d", "-x", "160", "-y", "40", "-s", "v"], check=True)
-        subprocess.run(
-            [
-                "tmux",
-                "-L",
-                viewer.name,
-                "respawn-pane",
-                "-k",
-                "-t",
-                "v",
-                "env",
-                *env,
-                "TERM=xterm-256color",
-                MAM,
-                "top",
-            ],
-            check=True,
-        )
-
-        def screen() -> str:
-            return subprocess.run(
-                ["tmux", "-L", viewer.name, "capture-pane", "-p", "-t", "v"], capture_output=True, text=True
-            ).stdout
+        screen = start_top(viewer)
 
         def clients() -> str:
             return subprocess.run(
@@ -401,3 +356,19 @@ def test_enter_attaches_and_detaching_comes_back_to_top(workspace, tmux_server, 
         assert tmux_format(viewer.name, "#{pane_dead}") == "0"  # top itself is still the pane's program
     finally:
         viewer.kill()
+
+
+def start_top(viewer: Any, *, keep_dead: bool = False) -> Callable[[], str]:
+    """`mam top` in a 160x40 pane of the private tmux server `viewer` (the test's broker and workspace
+    settings passed on); returns a reader of its screen. keep_dead: the pane stays when top exits."""
+    env = [f"{k}={v}" for k, v in os.environ.items() if k.startswith(("MQTT_", "MAM_", "PATH", "HOME"))]
+    tmux = ["tmux", "-L", viewer.name]
+    subprocess.run([*tmux, "new-session", "-d", "-x", "160", "-y", "40", "-s", "v"], check=True)
+    if keep_dead:
+        subprocess.run([*tmux, "set-option", "-g", "remain-on-exit", "on"], check=True)
+    subprocess.run([*tmux, "respawn-pane", "-k", "-t", "v", "env", *env, "TERM=xterm-256color", MAM, "top"], check=True)
+
+    def screen() -> str:
+        return subprocess.run([*tmux, "capture-pane", "-p", "-t", "v"], capture_output=True, text=True).stdout
+
+    return screen

@@ -16,20 +16,13 @@ from playwright import sync_api as playwright_api  # the test extra (never `play
 
 from mam.util.poll import wait_for
 from tests.helpers.brokers import free_port, mosquitto_bin, mosquitto_required, start_mosquitto
+from tests.helpers.browser import CHROMIUM, CHROMIUM_ARGS
 from tests.helpers.jobs import create_demo
 from tests.helpers.mamcli import mam_json
 from tests.web.conftest import WebServer, job_state, start_web
 
-CHROMIUM = "/usr/bin/chromium"
 ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
+    *CHROMIUM_ARGS,
     # A rebinding attacker's name that resolves to this machine, as DNS rebinding makes it.
     "--host-resolver-rules=MAP evil.example 127.0.0.1",
 ]
