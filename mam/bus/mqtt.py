@@ -27,6 +27,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 Handler = Callable[[str, bytes, bool], None]
+SUBSCRIBE_RETRY_S = 0.5  # after a refused SUBACK
 
 
 @dataclass(frozen=True)
@@ -127,6 +128,7 @@ class MqttClient:
         self._acked: set[int] = set()  # acked before anyone waited
         self._unwaited: set[int] = set()  # nobody will wait: drop the ack when it comes
         self._network_thread: int | None = None
+        self._sub_mids: dict[int, str] = {}  # SUBACKs awaited: packet id -> topic (under _acks_lock)
         self._pending_lock = threading.Lock()
         self._pending: list[MQTTMessageInfo] = []  # publishes made with wait=False, until acked
 
@@ -312,6 +314,7 @@ class MqttClient:
             rc, mid = self._client.subscribe(topic, qos=qos)
             if rc != self._paho.MQTT_ERR_SUCCESS or mid is None:
                 raise BrokerError(f"subscribe to {topic} failed: {self._paho.error_string(rc)}")
+            self._note_subscribe(mid, topic)
             # Wait for the SUBACK: a caller that subscribes and then acts (injects a brief) must not
             # race the first message. (With MQTT 3.1.1 an ACL denial still acks: see FIELD_NOTES.)
             if not self._wait_ack(mid, timeout):
@@ -377,7 +380,8 @@ class MqttClient:
         with self._lock:
             subs = list(self._subs.items())
         for topic, (qos, _h) in subs:
-            client.subscribe(topic, qos=qos)
+            _rc, mid = client.subscribe(topic, qos=qos)
+            self._note_subscribe(mid, topic)
         self._connected.set()
         self._answered.set()
         if self.on_connection_change is not None:
@@ -405,7 +409,31 @@ class MqttClient:
         if not self._closing and self.on_connection_change is not None:
             self.on_connection_change(False)
 
-    def _on_subscribe(self, _client, _userdata, mid, _reason_codes, _properties) -> None:  # type: ignore[no-untyped-def]
+    def _note_subscribe(self, mid: int | None, topic: str) -> None:
+        if mid is not None:
+            with self._acks_lock:
+                self._sub_mids[mid] = topic
+
+    def _subscribe_again(self, topic: str) -> None:
+        """A refused subscription, tried again (timer thread) while it is still wanted and the connection is up."""
+        with self._lock:
+            wanted = self._subs.get(topic)
+        if wanted is None or self._closing or not self._connected.is_set():
+            return  # (a reconnect subscribes to every wanted topic again anyway)
+        rc, mid = self._client.subscribe(topic, qos=wanted[0])
+        if rc == self._paho.MQTT_ERR_SUCCESS:
+            self._note_subscribe(mid, topic)
+
+    def _on_subscribe(self, _client, _userdata, mid, reason_codes, _properties) -> None:  # type: ignore[no-untyped-def]
+        with self._acks_lock:
+            topic = self._sub_mids.pop(mid, None)
+        # A SUBACK may refuse (0x80): a NATS node whose JetStream has no leader yet after another node's loss
+        # refuses the consumer behind a subscription. Nothing would ever arrive on it: try again shortly.
+        if topic is not None and any(getattr(rc, "is_failure", False) for rc in reason_codes or ()):
+            log.warning("MQTT broker %s refused the subscription to %s; trying again", self._where(), topic)
+            timer = threading.Timer(SUBSCRIBE_RETRY_S, self._subscribe_again, (topic,))
+            timer.daemon = True
+            timer.start()
         with self._acks_lock:
             event = self._ack_waits.get(mid)
             if event is not None:

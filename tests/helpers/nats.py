@@ -181,3 +181,49 @@ def restart_node(cluster: NatsCluster, node: NatsNode) -> None:
         interval=0.2,
         message=f"NATS node {node.name} never accepted MQTT again",
     )
+
+
+def subscribes(port: int, username: str, password: str, timeout: float = 3.0) -> bool:
+    """True when the node grants a QoS 1 subscription (a JetStream consumer) and delivers a message on it: after a
+    node's loss the survivors refuse or time out these until JetStream has re-elected its leaders."""
+    import uuid
+
+    import paho.mqtt.client as paho
+
+    topic = f"mam-probe/{uuid.uuid4().hex[:8]}"
+    c = paho.Client(paho.CallbackAPIVersion.VERSION2, protocol=paho.MQTTv311)
+    c.username_pw_set(username, password)
+    granted: list[bool] = []
+    got: list[bytes] = []
+    c.on_subscribe = lambda _c, _u, _m, codes, _p: granted.append(not any(rc.is_failure for rc in codes))
+    c.on_message = lambda _c, _u, msg: got.append(msg.payload)
+    try:
+        c.connect("127.0.0.1", port, keepalive=5)
+        c.loop_start()
+        c.subscribe(topic, qos=1)
+        wait_for(lambda: bool(granted), timeout=timeout, interval=0.05, message="")
+        if not granted[0]:
+            return False
+        c.publish(topic, b"probe", qos=1)
+        wait_for(lambda: bool(got), timeout=timeout, interval=0.05, message="")
+        return True
+    except (OSError, Timeout):
+        return False
+    finally:
+        c.loop_stop()
+        try:
+            c.disconnect()
+        except Exception:  # noqa: BLE001
+            pass
+
+
+def wait_settled(cluster: NatsCluster, timeout: float = READY_S) -> None:
+    """Wait until every running node grants subscriptions again (JetStream re-elected after a node's loss)."""
+    for node in cluster.nodes:
+        if node.running:
+            wait_for(
+                lambda n=node: subscribes(n.mqtt_port, RUNNER, cluster.passwords[RUNNER]),
+                timeout=timeout,
+                interval=0.2,
+                message=f"NATS node {node.name} never granted a subscription again",
+            )
