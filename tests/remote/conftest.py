@@ -98,7 +98,7 @@ def two_hosts(tmp_path: Path) -> Iterator[object]:
 
 
 @pytest.fixture(scope="module")
-def nats_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
+def nats_cluster_module(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
     """A 3-node NATS cluster with JetStream and the MQTT listener (tests/helpers/nats.py), for a module."""
     from tests.helpers import brokers, nats
 
@@ -110,3 +110,18 @@ def nats_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
     cluster = nats.start_nats_cluster(tmp_path_factory.mktemp("nats"))
     yield cluster
     cluster.stop()
+
+
+@pytest.fixture
+def nats_cluster(nats_cluster_module: object) -> object:
+    """The module's cluster with all three nodes up: a node an earlier test killed is started again first."""
+    from tests.helpers import nats
+
+    cluster = nats_cluster_module
+    assert isinstance(cluster, nats.NatsCluster)
+    down = [n for n in cluster.nodes if not n.running]
+    for node in down:
+        nats.restart_node(cluster, node)
+    if down:
+        nats.wait_settled(cluster)
+    return cluster

@@ -55,43 +55,37 @@ def test_a_job_outlives_the_kill_of_its_runners_broker_node(two_hosts, nats_clus
     )  # fmt: skip
     start_runner(remote)
     runner_started(remote, poll)
-    try:
-        job = origin.spawn(
-            "job", "delegate", "--target", "remote:rb/d1", "--brief",
-            "demo-sleep: 4\ndemo-write: k.txt :: after the kill", "--job-id", "job-nodekill", *FAILOVER_HB, "--json",
-        )  # fmt: skip
-        poll(
-            lambda: (
-                any(e["kind"] == "taken" for e in remote.runner_log("rb"))
-                and json.loads(remote.mam("job", "status", "job-nodekill", "--json").stdout or "{}").get("state")
-                == "running"
-            ),
-            timeout=30,
-            message=lambda: str(remote.runner_log("rb"))[-2000:],
-        )
-        victim.kill()
-        out, err = job.communicate(timeout=60)
-        assert job.returncode == 0, err + str(remote.runner_log("rb"))[-2000:]
-        record = json.loads(out)
-        assert record["state"] == "completed" and record["exit_code"] == 0
-        assert (remote.root / "k.txt").read_text() == "after the kill\n"
-        assert capture(remote.tmux.name, created["pane_id"]).count(record["nonce"]) == 1
-        kinds = [e["kind"] for e in remote.runner_log("rb")]
-        assert "broker_down" in kinds and "broker_up" in kinds[kinds.index("broker_down") :]
-        # With the node still down (new subscriptions may get no retained presence), once the survivors have
-        # re-elected their JetStream leaders a second job still finds its runner (it re-announces itself live)
-        # and completes, typed once.
-        wait_settled(nats_cluster)
-        second = origin.mam(
-            "job", "delegate", "--target", "remote:rb/d1", "--brief", "demo-write: k2.txt :: node still down",
-            *FAILOVER_HB, "--json",
-        )  # fmt: skip
-        assert second.returncode == 0, second.stdout[-1500:] + second.stderr + str(remote.runner_log("rb"))[-2000:]
-        again = json.loads(second.stdout)
-        assert again["state"] == "completed" and (remote.root / "k2.txt").read_text() == "node still down\n"
-        assert capture(remote.tmux.name, created["pane_id"]).count(again["nonce"]) == 1
-    finally:
-        if not victim.running:  # the module's other tests get the whole cluster back
-            from tests.helpers.nats import restart_node
-
-            restart_node(nats_cluster, victim)
+    job = origin.spawn(
+        "job", "delegate", "--target", "remote:rb/d1", "--brief",
+        "demo-sleep: 4\ndemo-write: k.txt :: after the kill", "--job-id", "job-nodekill", *FAILOVER_HB, "--json",
+    )  # fmt: skip
+    poll(
+        lambda: (
+            any(e["kind"] == "taken" for e in remote.runner_log("rb"))
+            and json.loads(remote.mam("job", "status", "job-nodekill", "--json").stdout or "{}").get("state")
+            == "running"
+        ),
+        timeout=30,
+        message=lambda: str(remote.runner_log("rb"))[-2000:],
+    )
+    victim.kill()
+    out, err = job.communicate(timeout=60)
+    assert job.returncode == 0, err + str(remote.runner_log("rb"))[-2000:]
+    record = json.loads(out)
+    assert record["state"] == "completed" and record["exit_code"] == 0
+    assert (remote.root / "k.txt").read_text() == "after the kill\n"
+    assert capture(remote.tmux.name, created["pane_id"]).count(record["nonce"]) == 1
+    kinds = [e["kind"] for e in remote.runner_log("rb")]
+    assert "broker_down" in kinds and "broker_up" in kinds[kinds.index("broker_down") :]
+    # With the node still down (new subscriptions may get no retained presence), once the survivors have
+    # re-elected their JetStream leaders a second job still finds its runner (it re-announces itself live)
+    # and completes, typed once.
+    wait_settled(nats_cluster)
+    second = origin.mam(
+        "job", "delegate", "--target", "remote:rb/d1", "--brief", "demo-write: k2.txt :: node still down",
+        *FAILOVER_HB, "--json",
+    )  # fmt: skip
+    assert second.returncode == 0, second.stdout[-1500:] + second.stderr + str(remote.runner_log("rb"))[-2000:]
+    again = json.loads(second.stdout)
+    assert again["state"] == "completed" and (remote.root / "k2.txt").read_text() == "node still down\n"
+    assert capture(remote.tmux.name, created["pane_id"]).count(again["nonce"]) == 1
