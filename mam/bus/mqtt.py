@@ -28,6 +28,7 @@ log = logging.getLogger(__name__)
 
 Handler = Callable[[str, bytes, bool], None]
 SUBSCRIBE_RETRY_S = 0.5  # after a refused SUBACK
+LOGIN_REFUSALS = ("Not authorized", "Bad user name or password")  # CONNACKs that no other broker of a list changes
 
 
 @dataclass(frozen=True)
@@ -172,29 +173,41 @@ class MqttClient:
             break
         else:
             raise BrokerError(f"cannot connect to MQTT broker {'; '.join(failures)}")
+        tried = self._where()  # (a refusal moves `address` on to the next broker before it is reported)
         if failures:
-            log.info("MQTT broker(s) not reachable (%s); connected to %s", "; ".join(failures), self._where())
+            log.info("MQTT broker(s) not reachable (%s); connected to %s", "; ".join(failures), tried)
         self._client.loop_start()
         # A refusal (bad password, ACL...) is final: report it at once instead of retrying until the timeout.
-        if not self._answered.wait(timeout) or not self._connected.is_set():
+        if not self._wait_connected(timeout):
             refused = self._connect_error
             self.close()
             if refused:
                 who = f" user {ep.username!r}" if ep.username else " an anonymous client"
                 check = ""
-                if refused in ("Not authorized", "Bad user name or password"):
+                if refused in LOGIN_REFUSALS:
                     check = (
                         " (the embedded broker's password file changed since it started: "
                         "`mam broker stop && mam broker start`)"
                         if ep.embedded
                         else " (check MQTT_USERNAME and MQTT_PASSWORD)"
                     )
-                raise BrokerError(f"MQTT broker {self._where()} refused{who}: {refused}{check}")
+                raise BrokerError(f"MQTT broker {tried} refused{who}: {refused}{check}")
             hint = "" if ep.tls else "; if that port is a TLS listener, set MQTT_TLS=1"
             raise BrokerError(
-                f"MQTT broker {self._where()} did not accept the connection within {timeout:.0f}s (no CONNACK{hint})"
+                f"MQTT broker {tried} did not accept the connection within {timeout:.0f}s (no CONNACK{hint})"
             )
         return self
+
+    def _wait_connected(self, timeout: float) -> bool:
+        """Wait for the first CONNACK. With a list, a broker that refuses for another reason than the login (a
+        cluster node not ready: "Server unavailable") is left for the next one (paho's reconnect goes there)."""
+        if len(self._addresses) < 2 or not self._reconnect:
+            return self._answered.wait(timeout) and self._connected.is_set()
+        deadline = time.monotonic() + timeout
+        while not self._connected.wait(min(0.05, max(0.0, deadline - time.monotonic()))):
+            if self._connect_error in LOGIN_REFUSALS or time.monotonic() >= deadline:
+                return False
+        return True
 
     @property
     def connected(self) -> bool:

@@ -15,6 +15,7 @@ import pytest
 
 from mam.broker.endpoint import configured_endpoint
 from mam.bus.mqtt import MqttClient
+from mam.errors import BrokerError
 from mam.settings import BrokerAddress, load_settings, parse_broker_list
 from mam.util.poll import wait_for
 from tests.helpers.brokers import free_port, start_mosquitto
@@ -141,4 +142,44 @@ def test_config_doctor_and_broker_status_name_the_list_and_the_one_in_use(tmp_pa
         doctor = json.loads(run_mam("doctor", "--json", ws=ws, env=env).stdout)
         assert next(c for c in doctor["checks"] if c["name"] == "broker")["status"] == "warn"
     finally:
+        live.stop()
+
+
+def test_a_broker_that_refuses_as_unavailable_is_left_for_the_next(tmp_path):
+    """A node that is up but not ready answers CONNACK "Server unavailable": the client moves on at once."""
+    import socket
+
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(8)
+    stop = threading.Event()
+
+    def refuse() -> None:
+        listener.settimeout(0.2)
+        while not stop.is_set():
+            try:
+                conn, _ = listener.accept()
+            except OSError:
+                continue
+            with conn:
+                conn.recv(1024)
+                conn.sendall(b"\x20\x02\x00\x03")  # CONNACK, return code 3: server unavailable
+
+    thread = threading.Thread(target=refuse, daemon=True)
+    thread.start()
+    live = start_mosquitto(tmp_path)
+    try:
+        refusing = listener.getsockname()[1]
+        ep = configured_endpoint(load_settings(environ={"MQTT_BROKER": f"127.0.0.1:{refusing},127.0.0.1:{live.port}"}))
+        assert ep is not None
+        with MqttClient(ep).connect(5) as client:
+            assert client.address == BrokerAddress("127.0.0.1", live.port)
+        alone = configured_endpoint(load_settings(environ={"MQTT_BROKER": f"127.0.0.1:{refusing}"}))
+        assert alone is not None
+        with pytest.raises(BrokerError, match=f"MQTT broker 127.0.0.1:{refusing} refused an anonymous client"):
+            MqttClient(alone).connect(5)
+    finally:
+        stop.set()
+        thread.join(5)
+        listener.close()
         live.stop()
