@@ -21,6 +21,10 @@ _.on_disconnect
 _.on_message
 _.on_subscribe
 _.on_unsubscribe
+_.on_connect_fail  # a failed reconnect: MqttClient moves to the next broker of MQTT_BROKER's list
+# paho's next reconnect reads these: MqttClient._next_broker sets them (paho's setters refuse while "connection lost")
+_._host
+_._port
 
 # topic patterns the broker ACLs and MESSAGING.md name (tests/unit/test_messaging_doc.py checks them)
 _.all_states  # mam/bus/topics.py

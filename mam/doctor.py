@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import socket
 import sqlite3
 import stat
 import subprocess
@@ -340,18 +339,17 @@ def _records(ws: Workspace) -> Check:
 
 
 def _broker(ws: Workspace, load_settings: Callable[[], Any]) -> Check:
+    from mam.broker.survey import survey
 
     try:
-        host = load_settings().broker_host
+        settings = load_settings()
     except MamError:
-        host = ""
-    if host:
-        port = load_settings().broker_port
-        try:
-            socket.create_connection((host, port), timeout=3).close()
-        except OSError as e:
-            return Check("broker", FAIL, f"configured broker {host}:{port} (MQTT_BROKER): cannot connect: {e}")
-        return Check("broker", OK, f"configured broker {host}:{port} (MQTT_BROKER) accepts connections")
+        settings = None
+    if settings is not None and settings.brokers:
+        found = survey(settings, ws)
+        assert found is not None
+        where = "configured broker" + ("s" if len(found.brokers) > 1 else "")
+        return Check("broker", OK if found.in_use else FAIL, f"{where} (MQTT_BROKER): {found.summary()}")
     try:
         st = embedded.status(ws)
     except MamError as e:

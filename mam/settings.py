@@ -37,8 +37,9 @@ KEYS: tuple[Key, ...] = (
     Key(
         "MQTT_BROKER",
         "",
-        "MQTT broker host. Empty: use this workspace's embedded broker on 127.0.0.1 (started on demand). Never a "
-        "public broker.",
+        "MQTT broker host, or a comma-separated list of host[:port] (a clustered broker's nodes: mam connects to the "
+        "first that answers and moves to the next when the connection is lost; IPv6 in brackets, [::1]:1884). Empty: "
+        "use this workspace's embedded broker on 127.0.0.1 (started on demand). Never a public broker.",
         attr="broker_host",
     ),
     Key("MQTT_PORT", "1883", "MQTT broker port (8883 is usual with TLS).", "int", attr="broker_port"),
@@ -198,8 +199,8 @@ class Settings:
     role_cap_sources: Mapping[str, str] = field(default_factory=dict)  # MAM_MAX_RUNNING_JOBS_<ROLE> -> its source
 
     # -- the broker
-    broker_host: str  # MQTT_BROKER, stripped ("": the embedded broker)
-    broker_port: int  # MQTT_PORT
+    broker_host: str  # MQTT_BROKER, stripped ("": the embedded broker); may be a list: see `brokers`
+    broker_port: int  # MQTT_PORT: the port of every MQTT_BROKER entry that names none
     mqtt_username: str
     mqtt_password: str = field(repr=False)
     mqtt_tls: bool
@@ -273,6 +274,11 @@ class Settings:
     def max_running_for_role(self, role: str) -> int:
         """MAM_MAX_RUNNING_JOBS_<ROLE> for this role (0: no cap of its own)."""
         return self.max_running_jobs_by_role.get(role_key(role), 0)
+
+    @property
+    def brokers(self) -> tuple[BrokerAddress, ...]:
+        """MQTT_BROKER's entries in order (empty: the embedded broker); validated when the settings were loaded."""
+        return parse_broker_list(self.broker_host, self.broker_port)
 
     def describe(self) -> list[dict[str, str]]:
         """Every key with its value (secrets redacted) and where it came from."""
@@ -426,6 +432,61 @@ def _typed(key: Key, value: str) -> str | int | float | bool:
     return value.strip() if key.name == "MQTT_BROKER" else value
 
 
+@dataclass(frozen=True)
+class BrokerAddress:
+    """One MQTT_BROKER entry."""
+
+    host: str
+    port: int
+
+    def __str__(self) -> str:
+        return f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
+
+
+_HOST_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-_")
+
+
+def parse_broker_list(value: str, default_port: int) -> tuple[BrokerAddress, ...]:
+    """MQTT_BROKER's `host[:port]` entries, comma-separated ("" gives none); ValueError names a bad entry."""
+    if not value.strip():
+        return ()
+    out: list[BrokerAddress] = []
+    for raw in value.split(","):
+        entry = raw.strip()
+        if not entry:
+            raise ValueError("an empty entry (two commas, or a comma at an end)")
+        host, port_text = _split_host_port(entry)
+        if port_text is None:
+            port = default_port
+        else:
+            if not port_text.isdigit() or not 0 < int(port_text) < 65536:
+                raise ValueError(f"entry {entry!r}: the port must be 1-65535")
+            port = int(port_text)
+        address = BrokerAddress(host, port)
+        if address in out:
+            raise ValueError(f"entry {entry!r} is listed twice")
+        out.append(address)
+    return tuple(out)
+
+
+def _split_host_port(entry: str) -> tuple[str, str | None]:
+    if "://" in entry:
+        raise ValueError(f"entry {entry!r}: give host[:port], without a scheme (MQTT_TLS=1 selects TLS)")
+    if entry.startswith("["):
+        inside, bracket, rest = entry[1:].partition("]")
+        if not bracket or not inside or not all(c in "0123456789abcdefABCDEF:." for c in inside) or ":" not in inside:
+            raise ValueError(f"entry {entry!r}: an IPv6 address goes in brackets, [::1] or [::1]:1884")
+        if rest and not rest.startswith(":"):
+            raise ValueError(f"entry {entry!r}: only :port may follow the brackets")
+        return inside, rest[1:] if rest else None
+    if entry.count(":") > 1:
+        raise ValueError(f"entry {entry!r}: put an IPv6 address in brackets, [{entry}] or [ADDRESS]:PORT")
+    host, colon, port = entry.partition(":")
+    if not host or not all(c in _HOST_CHARS for c in host):
+        raise ValueError(f"entry {entry!r}: a host is a name or an address (letters, digits, '.', '-', '_')")
+    return host, port if colon else None
+
+
 def unknown_key_warning(name: str, where: str) -> str:
     """`where: unknown key NAME (did you mean CLOSEST?)`; the value is never shown."""
     close = difflib.get_close_matches(name.upper(), KEYS_BY_NAME, n=1, cutoff=0.6)
@@ -467,6 +528,10 @@ def _validate(values: Mapping[str, str], sources: Mapping[str, str]) -> None:
     port = int(values["MQTT_PORT"])
     if not 0 < port < 65536:
         raise ConfigError(f"MQTT_PORT={port} is not a TCP port ({sources['MQTT_PORT']})", key="MQTT_PORT")
+    try:
+        parse_broker_list(values["MQTT_BROKER"], port)
+    except ValueError as e:
+        raise ConfigError(f"MQTT_BROKER ({sources['MQTT_BROKER']}): {e}", key="MQTT_BROKER") from e
     broker_port = int(values["MAM_BROKER_PORT"])
     if not 0 <= broker_port < 65536:
         raise ConfigError(

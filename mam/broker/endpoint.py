@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from mam.broker import credentials, embedded
 from mam.errors import BrokerError
-from mam.settings import Settings
+from mam.settings import BrokerAddress, Settings
 from mam.workspace import Workspace
 
 
@@ -21,6 +21,12 @@ class BrokerEndpoint:
     cert: str = ""
     key: str = ""
     embedded: bool = False
+    others: tuple[BrokerAddress, ...] = ()  # MQTT_BROKER's further entries, tried in order after host:port
+
+    @property
+    def addresses(self) -> tuple[BrokerAddress, ...]:
+        """Every broker to try, in order: host:port first."""
+        return (BrokerAddress(self.host, self.port), *self.others)
 
     @property
     def secured(self) -> bool:
@@ -31,17 +37,19 @@ class BrokerEndpoint:
         kind = "embedded" if self.embedded else "configured"
         extra = " tls" if self.tls else ""
         user = f" user={self.username}" if self.username else ""
-        return f"{kind} broker {self.host}:{self.port}{extra}{user}"
+        where = ",".join(str(a) for a in self.addresses)
+        return f"{kind} broker{'s' if self.others else ''} {where}{extra}{user}"
 
 
 def configured_endpoint(settings: Settings) -> BrokerEndpoint | None:
-    """The broker named by MQTT_BROKER, or None when none is configured."""
-    host = settings.broker_host
-    if not host:
+    """The broker(s) named by MQTT_BROKER, or None when none is configured."""
+    addresses = settings.brokers
+    if not addresses:
         return None
     return BrokerEndpoint(
-        host=host,
-        port=settings.broker_port,
+        host=addresses[0].host,
+        port=addresses[0].port,
+        others=addresses[1:],
         username=settings.mqtt_username,
         password=settings.mqtt_password,
         tls=settings.mqtt_tls,

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 
 from mam.broker.endpoint import BrokerEndpoint
 from mam.errors import BrokerError
+from mam.settings import BrokerAddress
 
 if TYPE_CHECKING:
     from paho.mqtt.client import MQTTMessageInfo
@@ -26,6 +27,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 Handler = Callable[[str, bytes, bool], None]
+SUBSCRIBE_RETRY_S = 0.5  # after a refused SUBACK
+LOGIN_REFUSALS = ("Not authorized", "Bad user name or password")  # CONNACKs that no other broker of a list changes
 
 
 @dataclass(frozen=True)
@@ -38,15 +41,40 @@ class Will:
 
 def _acked(info: MQTTMessageInfo) -> bool:
     """True once the broker acknowledged the message. paho's `is_published` raises for a message handed
-    over while disconnected (it sends it after a reconnect) or refused: neither is known to be acked."""
+    over while disconnected (paho still keeps it and sends it after a reconnect, to the next broker of a
+    list too) or refused: its own flag then says whether the ack came since."""
     try:
         return info.is_published()
     except (RuntimeError, ValueError):
-        return False
+        return bool(getattr(info, "_published", False))
+
+
+def _wait_acked(info: MQTTMessageInfo, timeout: float) -> None:
+    """Wait up to `timeout` for the ack, also of a message handed over while disconnected (whose
+    `wait_for_publish` raises at once although paho sends it after the reconnect)."""
+    try:
+        info.wait_for_publish(timeout)
+        return
+    except ValueError:
+        return  # never queued: it will never be acked
+    except RuntimeError:
+        pass
+    condition = getattr(info, "_condition", None)
+    if condition is None:
+        return
+    deadline = time.monotonic() + timeout
+    with condition:
+        while not _acked(info) and (left := deadline - time.monotonic()) > 0:
+            condition.wait(min(left, 0.1))
 
 
 class MqttClient:
-    """One paho client with a background network thread. Use as a context manager."""
+    """One paho client with a background network thread. Use as a context manager.
+
+    With a list of brokers (MQTT_BROKER=a,b,c: a cluster's nodes) it connects to the first that answers and,
+    when the connection is lost or a reconnect fails, tries the next one, round the list. paho keeps every
+    QoS 1 publish until it is acknowledged and sends it again on the new connection; `on_connect` subscribes
+    again there."""
 
     def __init__(
         self,
@@ -60,6 +88,8 @@ class MqttClient:
         from paho.mqtt.enums import CallbackAPIVersion
 
         self.endpoint = endpoint
+        self._addresses = endpoint.addresses
+        self._index = 0  # the broker in use (or being tried): self._addresses[self._index]
         self.client_id = client_id or f"mam-{uuid.uuid4().hex[:12]}"
         self._paho = paho
         self._client = paho.Client(
@@ -88,6 +118,7 @@ class MqttClient:
         self._client.max_queued_messages_set(0)
         self._client.on_connect = self._on_connect
         self._client.on_disconnect = self._on_disconnect
+        self._client.on_connect_fail = self._on_connect_fail
         self._client.on_message = self._on_message
         self._client.on_subscribe = self._on_subscribe
         self._client.on_unsubscribe = self._on_subscribe  # the same bookkeeping: the packet id is acked
@@ -99,6 +130,7 @@ class MqttClient:
         self._acked: set[int] = set()  # acked before anyone waited
         self._unwaited: set[int] = set()  # nobody will wait: drop the ack when it comes
         self._network_thread: int | None = None
+        self._sub_mids: dict[int, str] = {}  # SUBACKs awaited: packet id -> topic (under _acks_lock)
         self._pending_lock = threading.Lock()
         self._pending: list[MQTTMessageInfo] = []  # publishes made with wait=False, until acked
 
@@ -119,36 +151,64 @@ class MqttClient:
             ) from e
 
     # -- connection ---------------------------------------------------------------------------
+    @property
+    def address(self) -> BrokerAddress:
+        """The broker in use (or, while disconnected, the one tried next)."""
+        return self._addresses[self._index]
+
+    def _where(self) -> str:
+        return str(self.address)
+
     def connect(self, timeout: float = 5.0) -> MqttClient:
         ep = self.endpoint
         self._answered.clear()
         self._connect_error = None
-        try:
-            self._client.connect(ep.host, ep.port, keepalive=15)
-        except (OSError, ValueError) as e:
-            raise BrokerError(f"cannot connect to MQTT broker {ep.host}:{ep.port}: {_plain(e)}") from e
+        failures: list[str] = []
+        for index, address in enumerate(self._addresses):
+            try:
+                self._client.connect(address.host, address.port, keepalive=15)
+            except (OSError, ValueError) as e:
+                failures.append(f"{address}: {_plain(e)}")
+                continue
+            self._index = index
+            break
+        else:
+            raise BrokerError(f"cannot connect to MQTT broker {'; '.join(failures)}")
+        tried = self._where()  # (a refusal moves `address` on to the next broker before it is reported)
+        if failures:
+            log.info("MQTT broker(s) not reachable (%s); connected to %s", "; ".join(failures), tried)
         self._client.loop_start()
         # A refusal (bad password, ACL...) is final: report it at once instead of retrying until the timeout.
-        if not self._answered.wait(timeout) or not self._connected.is_set():
+        if not self._wait_connected(timeout):
             refused = self._connect_error
             self.close()
             if refused:
                 who = f" user {ep.username!r}" if ep.username else " an anonymous client"
                 check = ""
-                if refused in ("Not authorized", "Bad user name or password"):
+                if refused in LOGIN_REFUSALS:
                     check = (
                         " (the embedded broker's password file changed since it started: "
                         "`mam broker stop && mam broker start`)"
                         if ep.embedded
                         else " (check MQTT_USERNAME and MQTT_PASSWORD)"
                     )
-                raise BrokerError(f"MQTT broker {ep.host}:{ep.port} refused{who}: {refused}{check}")
+                raise BrokerError(f"MQTT broker {tried} refused{who}: {refused}{check}")
             hint = "" if ep.tls else "; if that port is a TLS listener, set MQTT_TLS=1"
             raise BrokerError(
-                f"MQTT broker {ep.host}:{ep.port} did not accept the connection within {timeout:.0f}s (no "
-                f"CONNACK{hint})"
+                f"MQTT broker {tried} did not accept the connection within {timeout:.0f}s (no CONNACK{hint})"
             )
         return self
+
+    def _wait_connected(self, timeout: float) -> bool:
+        """Wait for the first CONNACK. With a list, a broker that refuses for another reason than the login (a
+        cluster node not ready: "Server unavailable") is left for the next one (paho's reconnect goes there)."""
+        if len(self._addresses) < 2 or not self._reconnect:
+            return self._answered.wait(timeout) and self._connected.is_set()
+        deadline = time.monotonic() + timeout
+        while not self._connected.wait(min(0.05, max(0.0, deadline - time.monotonic()))):
+            if self._connect_error in LOGIN_REFUSALS or time.monotonic() >= deadline:
+                return False
+        return True
 
     @property
     def connected(self) -> bool:
@@ -162,9 +222,8 @@ class MqttClient:
         unacked = self.flush(flush_s) if self._connected.is_set() else len(self._unacked())
         if unacked:
             log.warning(
-                "MQTT broker %s:%s did not acknowledge %d publish(es) within %gs before the connection closed",
-                self.endpoint.host,
-                self.endpoint.port,
+                "MQTT broker %s did not acknowledge %d publish(es) within %gs before the connection closed",
+                self._where(),
                 unacked,
                 flush_s,
             )
@@ -204,12 +263,10 @@ class MqttClient:
         message is queued; `flush` (and `close`) wait for its ack.
         """
         if not self._connected.is_set():
-            raise BrokerError(f"not connected to MQTT broker {self.endpoint.host}:{self.endpoint.port}")
+            raise BrokerError(f"not connected to MQTT broker {self._where()}")
         info = self._client.publish(topic, payload, qos=qos, retain=retain)
         if info.rc != self._paho.MQTT_ERR_SUCCESS:
-            raise BrokerError(
-                f"publish to {self.endpoint.host}:{self.endpoint.port} failed: {self._paho.error_string(info.rc)}"
-            )
+            raise BrokerError(f"publish to {self._where()} failed: {self._paho.error_string(info.rc)}")
         if qos > 0 and not wait:
             with self._pending_lock:
                 self._pending = [i for i in self._pending if not _acked(i)]
@@ -223,13 +280,11 @@ class MqttClient:
                     left = deadline - time.monotonic()
                     if left <= 0:
                         raise BrokerError(
-                            f"MQTT broker {self.endpoint.host}:{self.endpoint.port} did not acknowledge a publish "
-                            f"within {timeout:g}s"
+                            f"MQTT broker {self._where()} did not acknowledge a publish within {timeout:g}s"
                         )
                     if give_up_on_disconnect and not self._connected.is_set():
                         raise BrokerError(
-                            f"lost the connection to MQTT broker {self.endpoint.host}:{self.endpoint.port} before it "
-                            "acknowledged a publish"
+                            f"lost the connection to MQTT broker {self._where()} before it acknowledged a publish"
                         )
                     info.wait_for_publish(min(0.2, left) if give_up_on_disconnect else left)
             except (RuntimeError, ValueError) as e:
@@ -242,10 +297,7 @@ class MqttClient:
             left = deadline - time.monotonic()
             if left <= 0:
                 break
-            try:
-                info.wait_for_publish(left)
-            except (RuntimeError, ValueError):
-                pass  # not queued at all: counted as unacked below
+            _wait_acked(info, left)  # (one never queued is counted as unacked below)
         return len(self._unacked())
 
     def _unacked(self) -> list[MQTTMessageInfo]:
@@ -261,9 +313,7 @@ class MqttClient:
         when paho refuses the message outright."""
         info = self._client.publish(topic, payload, qos=qos)
         if info.rc not in (self._paho.MQTT_ERR_SUCCESS, self._paho.MQTT_ERR_NO_CONN):
-            raise BrokerError(
-                f"publish to {self.endpoint.host}:{self.endpoint.port} failed: {self._paho.error_string(info.rc)}"
-            )
+            raise BrokerError(f"publish to {self._where()} failed: {self._paho.error_string(info.rc)}")
         if qos > 0:  # `flush` and `close` wait for it too
             with self._pending_lock:
                 self._pending = [i for i in self._pending if not _acked(i)]
@@ -278,12 +328,12 @@ class MqttClient:
             rc, mid = self._client.subscribe(topic, qos=qos)
             if rc != self._paho.MQTT_ERR_SUCCESS or mid is None:
                 raise BrokerError(f"subscribe to {topic} failed: {self._paho.error_string(rc)}")
+            self._note_subscribe(mid, topic)
             # Wait for the SUBACK: a caller that subscribes and then acts (injects a brief) must not
             # race the first message. (With MQTT 3.1.1 an ACL denial still acks: see FIELD_NOTES.)
             if not self._wait_ack(mid, timeout):
                 raise BrokerError(
-                    f"MQTT broker {self.endpoint.host}:{self.endpoint.port} did not acknowledge a subscription "
-                    f"within {timeout:.0f}s"
+                    f"MQTT broker {self._where()} did not acknowledge a subscription within {timeout:.0f}s"
                 )
 
     def unsubscribe(self, topic: str, *, timeout: float = 5.0, wait: bool = True) -> None:
@@ -344,21 +394,60 @@ class MqttClient:
         with self._lock:
             subs = list(self._subs.items())
         for topic, (qos, _h) in subs:
-            client.subscribe(topic, qos=qos)
+            _rc, mid = client.subscribe(topic, qos=qos)
+            self._note_subscribe(mid, topic)
         self._connected.set()
         self._answered.set()
         if self.on_connection_change is not None:
             self.on_connection_change(True)
 
-    def _on_disconnect(self, _client, _userdata, _flags, _reason_code, _properties) -> None:  # type: ignore[no-untyped-def]
+    def _next_broker(self, client) -> None:  # type: ignore[no-untyped-def]
+        """Point paho's next reconnect at the next broker of the list (a no-op with one broker)."""
+        if len(self._addresses) < 2 or self._closing:
+            return
+        lost = self._where()
+        self._index = (self._index + 1) % len(self._addresses)
+        # paho's host/port setters refuse while its state is "connection lost"; its reconnect reads these.
+        client._host, client._port = self.address.host, self.address.port
+        log.info("MQTT broker %s lost or unreachable; trying %s", lost, self._where())
+
+    def _on_connect_fail(self, client, _userdata) -> None:  # type: ignore[no-untyped-def]
+        self._next_broker(client)
+
+    def _on_disconnect(self, client, _userdata, _flags, _reason_code, _properties) -> None:  # type: ignore[no-untyped-def]
         self._connected.clear()
+        self._next_broker(client)
         with self._acks_lock:
             for event in self._ack_waits.values():
                 event.set()  # a subscriber waiting for its SUBACK stops waiting; on_connect resubscribes
         if not self._closing and self.on_connection_change is not None:
             self.on_connection_change(False)
 
-    def _on_subscribe(self, _client, _userdata, mid, _reason_codes, _properties) -> None:  # type: ignore[no-untyped-def]
+    def _note_subscribe(self, mid: int | None, topic: str) -> None:
+        if mid is not None:
+            with self._acks_lock:
+                self._sub_mids[mid] = topic
+
+    def _subscribe_again(self, topic: str) -> None:
+        """A refused subscription, tried again (timer thread) while it is still wanted and the connection is up."""
+        with self._lock:
+            wanted = self._subs.get(topic)
+        if wanted is None or self._closing or not self._connected.is_set():
+            return  # (a reconnect subscribes to every wanted topic again anyway)
+        rc, mid = self._client.subscribe(topic, qos=wanted[0])
+        if rc == self._paho.MQTT_ERR_SUCCESS:
+            self._note_subscribe(mid, topic)
+
+    def _on_subscribe(self, _client, _userdata, mid, reason_codes, _properties) -> None:  # type: ignore[no-untyped-def]
+        with self._acks_lock:
+            topic = self._sub_mids.pop(mid, None)
+        # A SUBACK may refuse (0x80): a NATS node whose JetStream has no leader yet after another node's loss
+        # refuses the consumer behind a subscription. Nothing would ever arrive on it: try again shortly.
+        if topic is not None and any(getattr(rc, "is_failure", False) for rc in reason_codes or ()):
+            log.warning("MQTT broker %s refused the subscription to %s; trying again", self._where(), topic)
+            timer = threading.Timer(SUBSCRIBE_RETRY_S, self._subscribe_again, (topic,))
+            timer.daemon = True
+            timer.start()
         with self._acks_lock:
             event = self._ack_waits.get(mid)
             if event is not None:

@@ -1,4 +1,4 @@
-"""`mam broker start|stop|status`: the workspace's embedded amqtt broker."""
+"""`mam broker start|stop|status`: the workspace's embedded amqtt broker; `status` also the configured ones."""
 
 from __future__ import annotations
 
@@ -51,9 +51,27 @@ def stop(app: App, as_json: bool) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the status as JSON.")
 @click.pass_obj
 def status(app: App, as_json: bool) -> None:
-    """Show whether the embedded broker runs (never starts it). Exit 0 either way."""
+    """Show whether the embedded broker runs (never starts it), and MQTT_BROKER's brokers. Exit 0 either way.
 
-    _show(embedded.status(app.ws), as_json)
+    With MQTT_BROKER set (one host or a comma-separated list), every listed broker is shown with whether it
+    accepts a connection, and the one in use: the first that accepts an MQTT CONNECT with this workspace's
+    settings, as every mam client picks it. --json adds `brokers` [{broker, host, port, reachable, in_use}],
+    `in_use` ("host:port" or null) and `problem` (why none is in use, or null).
+    """
+
+    from mam.broker.survey import survey
+
+    st = embedded.status(app.ws)
+    found = survey(app.settings, app.ws)
+    if as_json:
+        listed = found.as_dict() if found else {"brokers": [], "in_use": None, "problem": None}
+        if found is None and st.running and st.port:
+            listed["in_use"] = f"127.0.0.1:{st.port}"
+        echo_json({**st.as_dict(), **listed})
+        return
+    if found is not None:
+        echo(f"configured brokers (MQTT_BROKER): {found.summary()}")
+    _show(st, False)
 
 
 def _show(st, as_json: bool) -> None:  # type: ignore[no-untyped-def]

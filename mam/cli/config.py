@@ -13,7 +13,7 @@ from mam.settings import example_env_text
     "--json",
     "as_json",
     is_flag=True,
-    help="Print {workspace, env_file, settings: [{key, value, source, doc}], warnings}.",
+    help="Print {workspace, env_file, settings: [{key, value, source, doc}], brokers, broker_in_use, warnings}.",
 )
 @click.option("--example", is_flag=True, help="Print a complete .mam.env.example instead.")
 @click.pass_obj
@@ -24,19 +24,30 @@ def config(app: App, as_json: bool, example: bool) -> None:
     token budget set in .mam.env can only be lowered by the environment: its source says so when the
     environment's value was ignored, and each MAM_MAX_RUNNING_JOBS_<ROLE> is listed too. An unknown key in
     .mam.env is a warning on stderr (and in --json) naming the closest known key.
+
+    MQTT_BROKER's brokers (one, or a comma-separated list) are listed with the one in use: the first that
+    accepts a TCP connection (`mam broker status` logs in to check); --json: `brokers`
+    [{broker, host, port, reachable, in_use}] and `broker_in_use` ("host:port", or null: none reachable, or
+    the embedded broker).
     """
 
     if example:
         echo(example_env_text(), nl=False)
         return
+    from mam.broker.survey import survey
+
     settings = app.settings
     rows = settings.describe()
+    found = survey(settings, app.ws, connect=False)
     if as_json:
+        listed = found.as_dict() if found else {"brokers": [], "in_use": None}
         echo_json(
             {
                 "workspace": str(app.ws.root),
                 "env_file": str(settings.env_file) if settings.env_file else None,
                 "settings": rows,
+                "brokers": listed["brokers"],
+                "broker_in_use": listed["in_use"],
                 "warnings": list(settings.warnings),
             }
         )
@@ -46,3 +57,5 @@ def config(app: App, as_json: bool, example: bool) -> None:
     width = max(len(r["key"]) for r in rows)
     for r in rows:
         echo(f"{r['key']:<{width}}  {r['value']!s:<24}  {r['source']}")
+    if found is not None:
+        echo(f"brokers:   {found.summary()}")

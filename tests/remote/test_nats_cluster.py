@@ -1,0 +1,79 @@
+"""Remote jobs over a 3-node NATS cluster (its MQTT listener, JetStream, stream_replicas 3), every node
+listed in MQTT_BROKER: the same jobs as over one Mosquitto, and a job that outlives its runner's broker node."""
+
+from __future__ import annotations
+
+import json
+
+from tests.helpers.jobs import capture
+from tests.helpers.nats import ORCHESTRATOR, RUNNER
+from tests.remote.test_remote_jobs import runner_started
+
+HB = ["--start-deadline", "10", "--heartbeat", "1"]
+# After a node's kill, a surviving node answers a CONNECT only once JetStream has a new leader for the
+# MQTT session stream (its first look-up timed out after 5 s here): the job's liveness window must span that.
+FAILOVER_HB = ["--start-deadline", "10", "--heartbeat", "4"]
+
+
+def start_runner(host, name="rb"):
+    return host.spawn("runner", "--name", name)  # the cluster asks for a password: no --allow-insecure-broker
+
+
+def rotated(cluster, first: int, user: str) -> dict[str, str]:
+    """The cluster's settings with node `first` listed first (hosts may list a cluster's nodes in any order)."""
+    nodes = cluster.nodes[first:] + cluster.nodes[:first]
+    return {**cluster.env(user), "MQTT_BROKER": ",".join(f"127.0.0.1:{n.mqtt_port}" for n in nodes)}
+
+
+def test_a_remote_job_completes_over_the_nats_cluster_with_the_brief_typed_once(two_hosts, nats_cluster, poll):
+    origin, remote = two_hosts(rotated(nats_cluster, 0, ORCHESTRATOR), rotated(nats_cluster, 2, RUNNER))
+    created = json.loads(
+        remote.mam("session", "create", "--agent", "demo", "--role", "dev", "--session", "d1", "--json").stdout
+    )
+    start_runner(remote)
+    runner_started(remote, poll)
+    proc = origin.mam(
+        "job", "delegate", "--target", "remote:rb/d1", "--brief", "demo-write: n.txt :: over nats", *HB,
+        "--json",
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr + str(remote.runner_log("rb"))[-2000:]
+    record = json.loads(proc.stdout)
+    assert record["state"] == "completed" and record["exit_code"] == 0
+    assert (remote.root / "n.txt").read_text() == "over nats\n"
+    assert capture(remote.tmux.name, created["pane_id"]).count(record["nonce"]) == 1
+
+
+def test_a_job_outlives_the_kill_of_its_runners_broker_node(two_hosts, nats_cluster, poll):
+    """The runner's node is killed (-9) after `started`: its client moves to the next node of its list, sends
+    again what was not acknowledged, and the job still completes, the brief typed once."""
+    origin, remote = two_hosts(rotated(nats_cluster, 0, ORCHESTRATOR), rotated(nats_cluster, 1, RUNNER))
+    victim = nats_cluster.nodes[1]  # first in the runner's list; the origin's node (0) stays up
+    created = json.loads(
+        remote.mam(
+            "session", "create", "--agent", "demo", "--role", "dev", "--session", "d1", "--json"
+        ).stdout
+    )  # fmt: skip
+    start_runner(remote)
+    runner_started(remote, poll)
+    job = origin.spawn(
+        "job", "delegate", "--target", "remote:rb/d1", "--brief",
+        "demo-sleep: 4\ndemo-write: k.txt :: after the kill", "--job-id", "job-nodekill", *FAILOVER_HB, "--json",
+    )  # fmt: skip
+    poll(
+        lambda: (
+            any(e["kind"] == "taken" for e in remote.runner_log("rb"))
+            and json.loads(remote.mam("job", "status", "job-nodekill", "--json").stdout or "{}").get("state")
+            == "running"
+        ),
+        timeout=30,
+        message=lambda: str(remote.runner_log("rb"))[-2000:],
+    )
+    victim.kill()
+    out, err = job.communicate(timeout=60)
+    assert job.returncode == 0, err + str(remote.runner_log("rb"))[-2000:]
+    record = json.loads(out)
+    assert record["state"] == "completed" and record["exit_code"] == 0
+    assert (remote.root / "k.txt").read_text() == "after the kill\n"
+    assert capture(remote.tmux.name, created["pane_id"]).count(record["nonce"]) == 1
+    kinds = [e["kind"] for e in remote.runner_log("rb")]
+    assert "broker_down" in kinds and "broker_up" in kinds[kinds.index("broker_down") :]
