@@ -26,6 +26,12 @@ EXPECTED = {
     ("claude-2.1.332", "permission-prompt"): (False, "prompt", False),
     ("claude-2.1.332", "auto-mode-check-dialog"): (False, "prompt", False),
     ("claude-2.1.332", "bypass-permissions-dialog"): (False, "prompt", False),
+    # Dialogs at launch for a user's own settings (screens/claude-2.1.332/README.md says which):
+    # the auto-mode nudge (mam's launch avoids it), the first-run theme picker (create fails naming
+    # it), and release notes after an update (no dialog: the input box is ready under them).
+    ("claude-2.1.332", "auto-default-nudge"): (False, "prompt", False),
+    ("claude-2.1.332", "onboarding-theme"): (False, "prompt", False),
+    ("claude-2.1.332", "release-notes"): (True, None, False),
     ("codex-0.171.0", "ready"): (True, None, False),
     # The composer drawn before the folder's trust is checked (no status line yet): not ready, or
     # `--no-trust` would miss the question that replaces it ~1 s later.
@@ -93,6 +99,8 @@ TITLES = {
     ("claude-2.1.332", "bypass-permissions-dialog"): "WARNING: Claude Code running in Bypass Permissions mode",
     ("claude-2.1.332", "permission-prompt"): "Bash command",
     ("claude-2.1.332", "trust-dialog"): "Accessing workspace:",
+    ("claude-2.1.332", "auto-default-nudge"): "Make auto mode your default permission mode?",
+    ("claude-2.1.332", "onboarding-theme"): "Choose the text style that looks best with your terminal",
     ("codex-0.171.0", "permission-prompt"): "Would you like to run the following command?",
     ("gemini-0.61.0", "trust-dialog"): "Do you trust the files in this folder?",
     ("opencode-1.18.33", "permission-prompt"): "△ Permission required",
