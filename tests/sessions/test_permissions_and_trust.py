@@ -18,6 +18,8 @@ from typing import Any
 
 import pytest
 
+from mam.errors import AgentDialog
+from mam.sessions.create import dialog_message
 from mam.util.proc import RUN_MODULE
 from mam.workspace import Workspace
 from tests.helpers.jobs import FAST
@@ -232,3 +234,15 @@ def test_status_says_plainly_what_a_session_may_do_beyond_reporting(workspace, f
     assert status("ca")["beyond_reporting"] == [] and status("lr")["beyond_reporting"] == []
     text = mam("session", "create", "--help", check=True).stdout
     assert "codex" in text and "beyond_reporting" in text
+
+
+def test_a_launch_dialog_other_than_trust_is_named_with_how_to_answer_it() -> None:
+    """What a failed create says about a dialog of the CLI's own (a first-run picker, a nudge)."""
+    error = AgentDialog("claude shows a dialog in pane %3", kind="prompt", title="Choose the text style")
+    said = dialog_message(error, command="claude", cwd="/w/p", trust=True)
+    assert said == (
+        "claude shows a dialog at launch: 'Choose the text style'; mam never answers one: run `claude` once "
+        "yourself in a terminal in /w/p and answer it there (it is not asked again once answered), then create "
+        "the session again. The session was not created"
+    )
+    assert "\n" not in said
