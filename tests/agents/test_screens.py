@@ -41,6 +41,10 @@ EXPECTED = {
     ("codex-0.171.0", "brief-submitted"): (True, None, False),
     ("codex-0.171.0", "trust-dialog"): (False, "trust", False),
     ("codex-0.171.0", "permission-prompt"): (False, "prompt", False),
+    # Launch screens for a user's own settings (screens/codex-0.171.0/README.md): the sign-in picker
+    # of a first start (create fails naming it); a model of the user's with a warning (ready).
+    ("codex-0.171.0", "login-picker"): (False, "prompt", False),
+    ("codex-0.171.0", "ready-with-warning"): (True, None, False),
     ("opencode-1.18.33", "ready"): (True, None, False),
     ("opencode-1.18.33", "brief-unsubmitted"): (True, None, True),
     ("opencode-1.18.33", "brief-submitted"): (True, None, False),
@@ -102,6 +106,7 @@ TITLES = {
     ("claude-2.1.332", "auto-default-nudge"): "Make auto mode your default permission mode?",
     ("claude-2.1.332", "onboarding-theme"): "Choose the text style that looks best with your terminal",
     ("codex-0.171.0", "permission-prompt"): "Would you like to run the following command?",
+    ("codex-0.171.0", "login-picker"): "Choose how you want to use Codex.",
     ("gemini-0.61.0", "trust-dialog"): "Do you trust the files in this folder?",
     ("opencode-1.18.33", "permission-prompt"): "△ Permission required",
 }
