@@ -59,6 +59,10 @@ EXPECTED = {
     ("gemini-0.61.0", "brief-unsubmitted"): (True, None, True),
     ("gemini-0.61.0", "brief-submitted"): (True, None, False),
     ("gemini-0.61.0", "auth-dialog"): (False, "prompt", False),
+    # Launch screens for a user's own settings (screens/gemini-0.61.0/README.md): API-key auth chosen
+    # with no key (create fails naming it); a user whose default approval mode is plan (ready).
+    ("gemini-0.61.0", "api-key-dialog"): (False, "prompt", False),
+    ("gemini-0.61.0", "ready-plan-mode"): (True, None, False),
     ("gemini-0.61.0", "trust-dialog"): (False, "trust", False),
     # drawn for ~0.2 s in a folder not yet trusted, before the trust dialog replaces it: it looks
     # ready (the adapter's ready_settle_s is what keeps mam from pasting into it)
@@ -108,6 +112,7 @@ TITLES = {
     ("codex-0.171.0", "permission-prompt"): "Would you like to run the following command?",
     ("codex-0.171.0", "login-picker"): "Choose how you want to use Codex.",
     ("gemini-0.61.0", "trust-dialog"): "Do you trust the files in this folder?",
+    ("gemini-0.61.0", "api-key-dialog"): "Enter Gemini API Key",
     ("opencode-1.18.33", "permission-prompt"): "△ Permission required",
 }
 
