@@ -49,12 +49,18 @@ EXPECTED = {
     ("opencode-1.18.33", "brief-unsubmitted"): (True, None, True),
     ("opencode-1.18.33", "brief-submitted"): (True, None, False),
     ("opencode-1.18.33", "permission-prompt"): (False, "prompt", False),
+    # a first start with no provider configured: no dialog, only a tip (/connect); ready
+    ("opencode-1.18.33", "no-provider"): (True, None, False),
     ("grok-0.2.111", "ready"): (True, None, False),
     ("grok-0.2.111", "brief-unsubmitted"): (True, None, True),
     ("grok-0.2.111", "brief-submitted"): (True, None, False),
+    # no XAI_API_KEY and no login: a login screen over an input box that would otherwise read as ready
+    ("grok-0.2.111", "login-screen"): (False, "prompt", False),
     ("hermes-0.19.0", "ready"): (True, None, False),
     ("hermes-0.19.0", "brief-unsubmitted"): (True, None, True),
     ("hermes-0.19.0", "brief-submitted"): (True, None, False),
+    # no provider configured: "Run setup now? [Y/n]" before any TUI
+    ("hermes-0.19.0", "setup-prompt"): (False, "prompt", False),
     ("gemini-0.61.0", "ready"): (True, None, False),
     ("gemini-0.61.0", "brief-unsubmitted"): (True, None, True),
     ("gemini-0.61.0", "brief-submitted"): (True, None, False),
@@ -114,6 +120,8 @@ TITLES = {
     ("gemini-0.61.0", "trust-dialog"): "Do you trust the files in this folder?",
     ("gemini-0.61.0", "api-key-dialog"): "Enter Gemini API Key",
     ("opencode-1.18.33", "permission-prompt"): "△ Permission required",
+    ("grok-0.2.111", "login-screen"): "Login with Grok l",
+    ("hermes-0.19.0", "setup-prompt"): "Run setup now? [Y/n]",
 }
 
 
