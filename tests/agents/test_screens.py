@@ -27,11 +27,13 @@ EXPECTED = {
     ("claude-2.1.332", "auto-mode-check-dialog"): (False, "prompt", False),
     ("claude-2.1.332", "bypass-permissions-dialog"): (False, "prompt", False),
     # Dialogs at launch for a user's own settings (screens/claude-2.1.332/README.md says which):
-    # the auto-mode nudge (mam's launch avoids it), the first-run theme picker (create fails naming
-    # it), and release notes after an update (no dialog: the input box is ready under them).
+    # the auto-mode nudge (mam's launch avoids it), the first-run theme picker and the question whether
+    # to use ANTHROPIC_API_KEY (create fails naming them), and release notes after an update (no dialog:
+    # the input box is ready under them).
     ("claude-2.1.332", "auto-default-nudge"): (False, "prompt", False),
     ("claude-2.1.332", "onboarding-theme"): (False, "prompt", False),
     ("claude-2.1.332", "release-notes"): (True, None, False),
+    ("claude-2.1.332", "api-key-dialog"): (False, "prompt", False),
     ("codex-0.171.0", "ready"): (True, None, False),
     # The composer drawn before the folder's trust is checked (no status line yet): not ready, or
     # `--no-trust` would miss the question that replaces it ~1 s later.
@@ -115,6 +117,7 @@ TITLES = {
     ("claude-2.1.332", "trust-dialog"): "Accessing workspace:",
     ("claude-2.1.332", "auto-default-nudge"): "Make auto mode your default permission mode?",
     ("claude-2.1.332", "onboarding-theme"): "Choose the text style that looks best with your terminal",
+    ("claude-2.1.332", "api-key-dialog"): "Detected a custom API key in your environment",
     ("codex-0.171.0", "permission-prompt"): "Would you like to run the following command?",
     ("codex-0.171.0", "login-picker"): "Choose how you want to use Codex.",
     ("gemini-0.61.0", "trust-dialog"): "Do you trust the files in this folder?",

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 
+from mam.util.poll import wait_for
 from tests.real.conftest import REAL_CLI_B, Rig, skip_module_without
 from tests.real.test_claude import assert_completed, brief_text, delegate
 
@@ -43,6 +44,15 @@ def test_a_user_in_manual_mode_gets_a_session_in_manual_mode_and_a_job_completes
     assert (rig.home / ".claude" / "settings.json").read_text() == mine
     session_settings = json.loads((rig.ws.session_dir("manual-1") / "claude-settings.json").read_text())
     assert session_settings["permissions"] == {"defaultMode": "default"}
+
+    # A resume launches with the same per-session settings: not asked either, and a second job completes.
+    rig.mam_json("session", "stop", "--session", "manual-1")
+    wait_for(lambda: not rig.pane_alive(row["pane_id"]), timeout=30, message="claude did not exit on stop")
+    resumed = rig.mam_json("session", "resume", "--session", "manual-1")
+    rc, record, err = delegate(rig, "manual-1", brief_text("manual-again"))
+    assert_completed(rig, rc, record, err, resumed["pane_id"])
+    screen = rig.screen(resumed["pane_id"])
+    assert NUDGE not in screen and "manual mode on" in screen, rig.shown(resumed["pane_id"])
 
 
 def test_a_first_start_fails_the_create_with_one_line_naming_the_theme_picker(claude_rig: Rig) -> None:
