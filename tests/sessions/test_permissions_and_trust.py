@@ -246,3 +246,22 @@ def test_a_launch_dialog_other_than_trust_is_named_with_how_to_answer_it() -> No
         "the session again. The session was not created"
     )
     assert "\n" not in said
+
+
+@pytest.mark.parametrize("permissions", ["ask", "report"])
+def test_claude_in_the_users_manual_mode_starts_without_the_auto_mode_nudge(
+    permissions: str, workspace, fake_agents_on_path, isolated_env: Path, tmp_path: Path
+) -> None:
+    """The fake claude shows 2.1.332's "Make auto mode your default permission mode?" when only the
+    user's settings choose a mode: mam's launch repeats that mode in the session's --settings file."""
+    (isolated_env / ".claude").mkdir()
+    mine = json.dumps({"permissions": {"defaultMode": "default"}})
+    (isolated_env / ".claude" / "settings.json").write_text(mine)
+    log = FakeLog(tmp_path / "agents.jsonl")
+    mam(
+        "session", "create", "--agent", "claude", "--role", "dev", "--session", "m", "--permissions", permissions,
+        env={"MAM_FAKE_AGENT_LOG": str(log.path)}, check=True,
+    )  # fmt: skip
+    assert status("m")["status"] == "running"
+    assert log.events(event="start") and not log.events(event="dialog")
+    assert (isolated_env / ".claude" / "settings.json").read_text() == mine
