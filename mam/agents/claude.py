@@ -57,10 +57,11 @@ class ClaudeAdapter(AgentAdapter):
 
         extra: dict[str, Any] = {"skipDangerousModePermissionPrompt": True} if ctx.permissions == "full" else {}
         mode = self.user_default_mode(ctx.env)
-        if mode is not None and ctx.permissions != "full":
+        if mode is not None:
             # 2.1.332 asks "Make auto mode your default permission mode?" at launch when only the user's
             # settings choose a default mode other than auto; the same mode in this launch's --settings
             # file keeps the user's choice and is not asked about (docs/agents.md, Dialogs at launch).
+            # With `full` the flag's bypass mode still wins over it (checked).
             extra["permissions"] = {"defaultMode": mode}
         return SessionOptions(args=("--settings", str(claude_settings(ctx, extra))))
 

@@ -147,7 +147,7 @@ def claude_session_settings(tmp_path: Path, user: object | None, permissions: st
 
 
 @pytest.mark.parametrize("mode", ["default", "acceptEdits", "plan"])
-@pytest.mark.parametrize("permissions", ["ask", "report"])
+@pytest.mark.parametrize("permissions", ["ask", "report", "full"])
 def test_claude_repeats_the_users_default_mode_so_it_is_not_asked_to_switch(
     tmp_path: Path, mode: str, permissions: str
 ) -> None:
@@ -172,7 +172,9 @@ def test_claude_sets_no_mode_when_the_user_chose_none(tmp_path: Path, user: obje
     assert isinstance(settings, dict) and "permissions" not in settings
 
 
-def test_claude_full_keeps_its_own_flag_and_copies_no_mode(tmp_path: Path) -> None:
+def test_claude_full_keeps_its_own_flag_and_the_users_mode_too(tmp_path: Path) -> None:
+    """2.1.332 nudges under --dangerously-skip-permissions too; the flag's bypass mode wins over the copy."""
     settings = claude_session_settings(tmp_path, {"permissions": {"defaultMode": "default"}}, "full")
-    assert isinstance(settings, dict) and "permissions" not in settings
+    assert isinstance(settings, dict) and settings["permissions"] == {"defaultMode": "default"}
     assert settings["skipDangerousModePermissionPrompt"] is True
+    assert get_adapter("claude").session_options(ctx(tmp_path, "full")).args[0] == "--dangerously-skip-permissions"
