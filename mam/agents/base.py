@@ -81,7 +81,8 @@ _FRAME = "│┃╭╮╰╯┌┐└┘ \t"
 
 def dialog_title(lines: Sequence[str], marker: str) -> str:
     """The first line of the dialog holding `marker`: the first text under the last rule or frame top
-    above the marker's line (the marker's own line when there is none), frame characters taken off."""
+    above the marker's line (the marker's own line when there is none), frame characters taken off
+    and runs of spaces made one."""
     at = next((i for i in range(len(lines) - 1, -1, -1) if marker in lines[i]), None)
     if at is None:
         return ""
@@ -89,7 +90,7 @@ def dialog_title(lines: Sequence[str], marker: str) -> str:
     for line in lines[start : at + 1]:
         text = line.strip(_FRAME)
         if text and not _RULE.match(text):
-            return text[:160]
+            return " ".join(text.split())[:160]  # a menu line's padding (grok's "Login with Grok      l") is one space
     return ""
 
 

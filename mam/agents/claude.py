@@ -8,8 +8,10 @@ See docs/agents.md.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from mam.agents import convo, trust
 from mam.agents.base import AgentAdapter, LaunchContext, SessionOptions
@@ -34,8 +36,16 @@ class ClaudeAdapter(AgentAdapter):
     # (The bypass warning's pre-accept goes into the session's settings file with the hooks: hook_options.)
     full_args = ("--dangerously-skip-permissions",)
     trust_markers = ("Yes, I trust this folder", "Is this a project you created or one you trust?")
-    # Every Claude dialog (permission prompt, auto-mode check, bypass warning) ends "... Esc to cancel".
-    prompt_markers = ("Do you want to proceed?", "Enter to stay in auto mode", "Yes, I accept", "Esc to cancel")
+    # Every Claude dialog (permission prompt, auto-mode check, bypass warning) ends "... Esc to cancel"; the
+    # auto-mode nudge (avoided by hook_options, docs/agents.md) and the first-run theme picker do not.
+    prompt_markers = (
+        "Do you want to proceed?",
+        "Enter to stay in auto mode",
+        "Yes, I accept",
+        "Esc to cancel",
+        "Make auto mode your default permission mode?",
+        "Choose the text style that looks best with your terminal",
+    )
 
     def report_options(self, ctx: LaunchContext) -> SessionOptions:
         """One `Bash(<command>:*)` allow rule per allowed command (`--allowedTools` takes several)."""
@@ -45,8 +55,26 @@ class ClaudeAdapter(AgentAdapter):
         """`--settings .mam/sessions/<name>/claude-settings.json`: mam's hooks (docs/agents.md, Lifecycle hooks)."""
         from mam.hooks.config import claude_settings
 
-        extra = {"skipDangerousModePermissionPrompt": True} if ctx.permissions == "full" else {}
+        extra: dict[str, Any] = {"skipDangerousModePermissionPrompt": True} if ctx.permissions == "full" else {}
+        mode = self.user_default_mode(ctx.env)
+        if mode is not None:
+            # 2.1.332 asks "Make auto mode your default permission mode?" at launch when only the user's
+            # settings choose a default mode other than auto; the same mode in this launch's --settings
+            # file keeps the user's choice and is not asked about (docs/agents.md, Dialogs at launch).
+            # With `full` the flag's bypass mode still wins over it (checked).
+            extra["permissions"] = {"defaultMode": mode}
         return SessionOptions(args=("--settings", str(claude_settings(ctx, extra))))
+
+    def user_default_mode(self, env: Mapping[str, str]) -> str | None:
+        """`permissions.defaultMode` of the user's own `${CLAUDE_CONFIG_DIR:-~/.claude}/settings.json`
+        (read, never written), or None when it chooses none (or cannot be read)."""
+        try:
+            settings = json.loads((self.root(env) / "settings.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+        permissions = settings.get("permissions") if isinstance(settings, dict) else None
+        mode = permissions.get("defaultMode") if isinstance(permissions, dict) else None
+        return mode if isinstance(mode, str) and mode else None
 
     def is_ready(self, screen: str) -> bool:
         """Ready when its input box (a line between two rules) shows and no dialog is in the way."""

@@ -41,6 +41,8 @@ class CodexAdapter(AgentAdapter):
         "Would you like to run the following command?",
         "Press enter to confirm or esc to cancel",
         "Would you like to make the following edits?",
+        # First start without a login (no auth.json, no provider of the user's own): a sign-in picker.
+        "Choose how you want to use Codex.",
     )
 
     def report_options(self, ctx: LaunchContext) -> SessionOptions:

@@ -61,6 +61,8 @@ class GeminiAdapter(AgentAdapter):
     trust_markers = ("Do you trust the files in this folder?",)
     prompt_markers = (
         "How would you like to authenticate",  # first run without security.auth.selectedType
+        # API-key auth chosen but no GEMINI_API_KEY (nor a stored key): a paste would go into the key field.
+        "Enter Gemini API Key",
         "Allow execution of",
         "Apply this change?",
         "Do you want to proceed?",

@@ -25,7 +25,9 @@ class GrokAdapter(AgentAdapter):
     env_keys = ("HOME", "GROK_HOME")
     paste_placeholders = ("[Pasted: ",)
     full_args = ("--always-approve",)
-    prompt_markers = ("Allow once", "Always allow on all sessions")
+    # ... and its login screen when it has no key nor login (verified with 0.2.111: its input box shows
+    # under it, and the letters of a paste would choose "Login" (l) or "Quit" (q)).
+    prompt_markers = ("Allow once", "Always allow on all sessions", "Login with Grok")
 
     def report_options(self, ctx: LaunchContext) -> SessionOptions:
         """One `--allow Bash(<command>:*)` per allowed command (its Claude-style rules; `Bash` also names

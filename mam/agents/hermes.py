@@ -35,7 +35,14 @@ class HermesAdapter(AgentAdapter):
     # report: nothing to pass; hermes asks only for commands its DANGEROUS_PATTERNS match, and
     # `mam event ...` matches none (tools/approval.py, 0.19.0).
     full_args = ("--yolo",)
-    prompt_markers = ("Dangerous Command", "Allow for this session", "Add to permanent allowlist")
+    # ... and its first start with no provider configured: a plain [Y/n] question before any TUI
+    # (verified with 0.19.0: a paste + Enter would answer it).
+    prompt_markers = (
+        "Dangerous Command",
+        "Allow for this session",
+        "Add to permanent allowlist",
+        "Run setup now? [Y/n]",
+    )
 
     def input_box(self, screen: str) -> str:
         return self.framed_box(screen) or ""

@@ -233,7 +233,9 @@ def create_session(
     except AgentDialog as e:
         _undo(backend, info.pane_id, registry, req.name)
         raise AgentDialog(
-            dialog_message(e, cwd=str(cwd), trust=req.trust), session=req.name, kind=e.context.get("kind", "")
+            dialog_message(e, command=adapter.command, cwd=str(cwd), trust=req.trust),
+            session=req.name,
+            kind=e.context.get("kind", ""),
         ) from None
     except BaseException:
         _undo(backend, info.pane_id, registry, req.name)
@@ -287,7 +289,7 @@ def launch_options(
     return adapter.session_options(ctx)
 
 
-def dialog_message(error: AgentDialog, *, cwd: str, trust: bool) -> str:
+def dialog_message(error: AgentDialog, *, command: str, cwd: str, trust: bool) -> str:
     kind = error.context.get("kind", "")
     if kind == "trust":
         how = (
@@ -301,9 +303,11 @@ def dialog_message(error: AgentDialog, *, cwd: str, trust: bool) -> str:
         return (
             f"the agent asks whether to trust {cwd}; mam never answers that for you: {how}. The session was not created"
         )
+    title = error.context.get("title", "")
     return (
-        f"{error}; the session was not created: answer it once in that CLI yourself (mam never answers a "
-        "dialog; it is not asked again once answered), then create the session again"
+        f"{command} shows a dialog at launch: {title!r}; mam never answers one: run `{command}` once yourself "
+        f"in a terminal in {cwd} and answer it there (it is not asked again once answered), then create the "
+        "session again. The session was not created"
     )
 
 

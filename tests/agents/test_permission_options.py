@@ -133,3 +133,48 @@ def test_report_allows_mam_event_only_and_board_adds_mam_board(tmp_path: Path) -
     # --board gives nothing beyond report's rule where there is no rule (ask) or no limit (full).
     assert claude.session_options(_board(tmp_path, "ask")).args == claude.session_options(ctx(tmp_path, "ask")).args
     assert claude.session_options(_board(tmp_path, "full")).args == claude.session_options(ctx(tmp_path, "full")).args
+
+
+def claude_session_settings(tmp_path: Path, user: object | None, permissions: str = "report", **env: str) -> object:
+    """The per-session `--settings` file mam writes for claude, given the user's own settings.json."""
+    if user is not None:
+        folder = Path(env["CLAUDE_CONFIG_DIR"]) if "CLAUDE_CONFIG_DIR" in env else tmp_path / "h" / ".claude"
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "settings.json").write_text(json.dumps(user) if not isinstance(user, str) else user)
+    args = get_adapter("claude").hook_options(ctx(tmp_path, permissions, **env)).args
+    assert args[0] == "--settings"
+    return json.loads(Path(args[1]).read_text())
+
+
+@pytest.mark.parametrize("mode", ["default", "acceptEdits", "plan"])
+@pytest.mark.parametrize("permissions", ["ask", "report", "full"])
+def test_claude_repeats_the_users_default_mode_so_it_is_not_asked_to_switch(
+    tmp_path: Path, mode: str, permissions: str
+) -> None:
+    """2.1.332 nudges "Make auto mode your default permission mode?" at launch when only the user's
+    settings choose a mode: the same mode in the session's --settings file keeps it and avoids that."""
+    user = {"permissions": {"defaultMode": mode, "allow": ["Read"]}, "theme": "dark"}
+    settings = claude_session_settings(tmp_path, user, permissions)
+    assert isinstance(settings, dict)
+    assert settings["permissions"] == {"defaultMode": mode}  # the mode only: nothing else is copied or widened
+    assert json.loads((tmp_path / "h" / ".claude" / "settings.json").read_text()) == user  # the user's file untouched
+
+
+def test_claude_reads_the_users_mode_under_claude_config_dir(tmp_path: Path) -> None:
+    user = {"permissions": {"defaultMode": "plan"}}
+    settings = claude_session_settings(tmp_path, user, CLAUDE_CONFIG_DIR=str(tmp_path / "cfg"))
+    assert isinstance(settings, dict) and settings["permissions"] == {"defaultMode": "plan"}
+
+
+@pytest.mark.parametrize("user", [None, {}, {"permissions": {"allow": ["Read"]}}, "{not json", ["a"]])
+def test_claude_sets_no_mode_when_the_user_chose_none(tmp_path: Path, user: object) -> None:
+    settings = claude_session_settings(tmp_path, user)
+    assert isinstance(settings, dict) and "permissions" not in settings
+
+
+def test_claude_full_keeps_its_own_flag_and_the_users_mode_too(tmp_path: Path) -> None:
+    """2.1.332 nudges under --dangerously-skip-permissions too; the flag's bypass mode wins over the copy."""
+    settings = claude_session_settings(tmp_path, {"permissions": {"defaultMode": "default"}}, "full")
+    assert isinstance(settings, dict) and settings["permissions"] == {"defaultMode": "default"}
+    assert settings["skipDangerousModePermissionPrompt"] is True
+    assert get_adapter("claude").session_options(ctx(tmp_path, "full")).args[0] == "--dangerously-skip-permissions"

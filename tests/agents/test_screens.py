@@ -26,6 +26,14 @@ EXPECTED = {
     ("claude-2.1.332", "permission-prompt"): (False, "prompt", False),
     ("claude-2.1.332", "auto-mode-check-dialog"): (False, "prompt", False),
     ("claude-2.1.332", "bypass-permissions-dialog"): (False, "prompt", False),
+    # Dialogs at launch for a user's own settings (screens/claude-2.1.332/README.md says which):
+    # the auto-mode nudge (mam's launch avoids it), the first-run theme picker and the question whether
+    # to use ANTHROPIC_API_KEY (create fails naming them), and release notes after an update (no dialog:
+    # the input box is ready under them).
+    ("claude-2.1.332", "auto-default-nudge"): (False, "prompt", False),
+    ("claude-2.1.332", "onboarding-theme"): (False, "prompt", False),
+    ("claude-2.1.332", "release-notes"): (True, None, False),
+    ("claude-2.1.332", "api-key-dialog"): (False, "prompt", False),
     ("codex-0.171.0", "ready"): (True, None, False),
     # The composer drawn before the folder's trust is checked (no status line yet): not ready, or
     # `--no-trust` would miss the question that replaces it ~1 s later.
@@ -35,20 +43,34 @@ EXPECTED = {
     ("codex-0.171.0", "brief-submitted"): (True, None, False),
     ("codex-0.171.0", "trust-dialog"): (False, "trust", False),
     ("codex-0.171.0", "permission-prompt"): (False, "prompt", False),
+    # Launch screens for a user's own settings (screens/codex-0.171.0/README.md): the sign-in picker
+    # of a first start (create fails naming it); a model of the user's with a warning (ready).
+    ("codex-0.171.0", "login-picker"): (False, "prompt", False),
+    ("codex-0.171.0", "ready-with-warning"): (True, None, False),
     ("opencode-1.18.33", "ready"): (True, None, False),
     ("opencode-1.18.33", "brief-unsubmitted"): (True, None, True),
     ("opencode-1.18.33", "brief-submitted"): (True, None, False),
     ("opencode-1.18.33", "permission-prompt"): (False, "prompt", False),
+    # a first start with no provider configured: no dialog, only a tip (/connect); ready
+    ("opencode-1.18.33", "no-provider"): (True, None, False),
     ("grok-0.2.111", "ready"): (True, None, False),
     ("grok-0.2.111", "brief-unsubmitted"): (True, None, True),
     ("grok-0.2.111", "brief-submitted"): (True, None, False),
+    # no XAI_API_KEY and no login: a login screen over an input box that would otherwise read as ready
+    ("grok-0.2.111", "login-screen"): (False, "prompt", False),
     ("hermes-0.19.0", "ready"): (True, None, False),
     ("hermes-0.19.0", "brief-unsubmitted"): (True, None, True),
     ("hermes-0.19.0", "brief-submitted"): (True, None, False),
+    # no provider configured: "Run setup now? [Y/n]" before any TUI
+    ("hermes-0.19.0", "setup-prompt"): (False, "prompt", False),
     ("gemini-0.61.0", "ready"): (True, None, False),
     ("gemini-0.61.0", "brief-unsubmitted"): (True, None, True),
     ("gemini-0.61.0", "brief-submitted"): (True, None, False),
     ("gemini-0.61.0", "auth-dialog"): (False, "prompt", False),
+    # Launch screens for a user's own settings (screens/gemini-0.61.0/README.md): API-key auth chosen
+    # with no key (create fails naming it); a user whose default approval mode is plan (ready).
+    ("gemini-0.61.0", "api-key-dialog"): (False, "prompt", False),
+    ("gemini-0.61.0", "ready-plan-mode"): (True, None, False),
     ("gemini-0.61.0", "trust-dialog"): (False, "trust", False),
     # drawn for ~0.2 s in a folder not yet trusted, before the trust dialog replaces it: it looks
     # ready (the adapter's ready_settle_s is what keeps mam from pasting into it)
@@ -93,9 +115,16 @@ TITLES = {
     ("claude-2.1.332", "bypass-permissions-dialog"): "WARNING: Claude Code running in Bypass Permissions mode",
     ("claude-2.1.332", "permission-prompt"): "Bash command",
     ("claude-2.1.332", "trust-dialog"): "Accessing workspace:",
+    ("claude-2.1.332", "auto-default-nudge"): "Make auto mode your default permission mode?",
+    ("claude-2.1.332", "onboarding-theme"): "Choose the text style that looks best with your terminal",
+    ("claude-2.1.332", "api-key-dialog"): "Detected a custom API key in your environment",
     ("codex-0.171.0", "permission-prompt"): "Would you like to run the following command?",
+    ("codex-0.171.0", "login-picker"): "Choose how you want to use Codex.",
     ("gemini-0.61.0", "trust-dialog"): "Do you trust the files in this folder?",
+    ("gemini-0.61.0", "api-key-dialog"): "Enter Gemini API Key",
     ("opencode-1.18.33", "permission-prompt"): "△ Permission required",
+    ("grok-0.2.111", "login-screen"): "Login with Grok l",
+    ("hermes-0.19.0", "setup-prompt"): "Run setup now? [Y/n]",
 }
 
 

@@ -11,6 +11,9 @@ Each fake draws its real CLI's input box the way the adapter finds it on the rea
 the real CLI's first-run trust dialog where the real one does: claude in a folder not marked
 trusted in `${CLAUDE_CONFIG_DIR:-~}/.claude.json` (Enter there means "No, exit"), codex in an
 untrusted git checkout (Enter means "Trust and continue" and drops what was pasted meanwhile).
+In a trusted folder the fake claude shows, like the real 2.1.332, "Make auto mode your default
+permission mode?" when the user's `${CLAUDE_CONFIG_DIR:-~/.claude}/settings.json` chooses a
+`permissions.defaultMode` other than auto and its `--settings` file chooses none.
 Like the real codex 0.171, the fake codex first draws its composer without the status line under
 it (the early frame) and only then the trust question or the full screen, after
 MAM_FAKE_CODEX_EARLY_S seconds (default 0.5); keys typed meanwhile go to what comes next.
@@ -157,6 +160,13 @@ TRUST_DIALOGS = {
     "codex": "  Folder access\n  {cwd}\n  Trust this folder? Codex can read, edit, and run files here.\n"
     "\u203a 1. Trust and continue\n  2. Back to Agent Command Center\n  enter continue \u00b7 esc back\n",
 }
+
+# Claude 2.1.332's one-time nudge for a user whose own settings choose a mode other than auto
+# (tests/agents/screens/claude-2.1.332/auto-default-nudge.txt).
+AUTO_DEFAULT_NUDGE = (
+    "  Make auto mode your default permission mode?\n\n  Auto mode lets Claude handle permission prompts "
+    "automatically.\n\n  \u276f Yes, set auto mode as my default permission mode\n    No, keep manual mode\n"
+)
 
 
 CLIS = {
@@ -515,7 +525,7 @@ class Agent:
 
     def show_dialog(self) -> None:
         out(self.dialog.format(cwd=os.getcwd()))
-        log("dialog", agent=self.name, kind="trust")
+        log("dialog", agent=self.name, kind=self.dialog_kind)
 
     def answer_dialog(self, kind: str, value: str) -> str | None:
         """Keys while the trust dialog shows: claude's Enter/Esc mean "No, exit"; codex's Enter trusts, Esc leaves.
@@ -789,6 +799,22 @@ def trust_codex(cwd: str) -> None:
         f.write(f'\n[projects.{json.dumps(cwd)}]\ntrust_level = "trusted"\n')
 
 
+def claude_default_mode(path: Path) -> str | None:
+    try:
+        mode = json.loads(path.read_text(encoding="utf-8")).get("permissions", {}).get("defaultMode")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return mode if isinstance(mode, str) else None
+
+
+def claude_nudges(argv: list[str], env: Mapping[str, str]) -> bool:
+    """The real 2.1.332's rule: the user's settings choose a non-auto mode and no --settings file chooses one."""
+    root = Path(env.get("CLAUDE_CONFIG_DIR") or Path(env.get("HOME") or os.path.expanduser("~")) / ".claude")
+    mode = claude_default_mode(root / "settings.json")
+    flag = claude_default_mode(Path(argv[argv.index("--settings") + 1])) if "--settings" in argv[:-1] else None
+    return mode not in (None, "auto") and flag is None
+
+
 def trust_dialog(name: str, cwd: str, env: Mapping[str, str]) -> str:
     if name == "claude" and not claude_trusts(cwd, env):
         return TRUST_DIALOGS["claude"]
@@ -829,6 +855,10 @@ def main(name: str, argv: list[str]) -> int:
         log("error", agent=name, message=problem)
         return cli.not_found_code if resume_id is not None else 1
     dialog = trust_dialog(name, os.getcwd(), os.environ)
+    if not dialog and name == "claude" and claude_nudges(argv, os.environ):
+        agent = Agent(name, cli, store, resume_id or new_id, resume_id is not None, started, dialog=AUTO_DEFAULT_NUDGE)
+        agent.dialog_kind = "prompt"
+        return agent.run()
     return Agent(name, cli, store, resume_id or new_id, resume_id is not None, started, dialog=dialog).run()
 
 

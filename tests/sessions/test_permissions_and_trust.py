@@ -18,6 +18,8 @@ from typing import Any
 
 import pytest
 
+from mam.errors import AgentDialog
+from mam.sessions.create import dialog_message
 from mam.util.proc import RUN_MODULE
 from mam.workspace import Workspace
 from tests.helpers.jobs import FAST
@@ -232,3 +234,34 @@ def test_status_says_plainly_what_a_session_may_do_beyond_reporting(workspace, f
     assert status("ca")["beyond_reporting"] == [] and status("lr")["beyond_reporting"] == []
     text = mam("session", "create", "--help", check=True).stdout
     assert "codex" in text and "beyond_reporting" in text
+
+
+def test_a_launch_dialog_other_than_trust_is_named_with_how_to_answer_it() -> None:
+    """What a failed create says about a dialog of the CLI's own (a first-run picker, a nudge)."""
+    error = AgentDialog("claude shows a dialog in pane %3", kind="prompt", title="Choose the text style")
+    said = dialog_message(error, command="claude", cwd="/w/p", trust=True)
+    assert said == (
+        "claude shows a dialog at launch: 'Choose the text style'; mam never answers one: run `claude` once "
+        "yourself in a terminal in /w/p and answer it there (it is not asked again once answered), then create "
+        "the session again. The session was not created"
+    )
+    assert "\n" not in said
+
+
+@pytest.mark.parametrize("permissions", ["ask", "report"])
+def test_claude_in_the_users_manual_mode_starts_without_the_auto_mode_nudge(
+    permissions: str, workspace, fake_agents_on_path, isolated_env: Path, tmp_path: Path
+) -> None:
+    """The fake claude shows 2.1.332's "Make auto mode your default permission mode?" when only the
+    user's settings choose a mode: mam's launch repeats that mode in the session's --settings file."""
+    (isolated_env / ".claude").mkdir()
+    mine = json.dumps({"permissions": {"defaultMode": "default"}})
+    (isolated_env / ".claude" / "settings.json").write_text(mine)
+    log = FakeLog(tmp_path / "agents.jsonl")
+    mam(
+        "session", "create", "--agent", "claude", "--role", "dev", "--session", "m", "--permissions", permissions,
+        env={"MAM_FAKE_AGENT_LOG": str(log.path)}, check=True,
+    )  # fmt: skip
+    assert status("m")["status"] == "running"
+    assert log.events(event="start") and not log.events(event="dialog")
+    assert (isolated_env / ".claude" / "settings.json").read_text() == mine
