@@ -57,7 +57,8 @@ class ClaudeAdapter(AgentAdapter):
 
         extra: dict[str, Any] = {"skipDangerousModePermissionPrompt": True} if ctx.permissions == "full" else {}
         mode = self.user_default_mode(ctx.env)
-        if mode is not None:
+        if mode is not None and not _project_default_mode(Path(ctx.cwd)):
+            # (A project that chooses its own mode is not asked about, and its choice must keep winning.)
             # 2.1.332 asks "Make auto mode your default permission mode?" at launch when only the user's
             # settings choose a default mode other than auto; the same mode in this launch's --settings
             # file keeps the user's choice and is not asked about (docs/agents.md, Dialogs at launch).
@@ -74,7 +75,7 @@ class ClaudeAdapter(AgentAdapter):
             return None
         permissions = settings.get("permissions") if isinstance(settings, dict) else None
         mode = permissions.get("defaultMode") if isinstance(permissions, dict) else None
-        return mode if isinstance(mode, str) and mode else None
+        return mode if isinstance(mode, str) and mode in KNOWN_MODES else None  # nothing unknown is copied
 
     def is_ready(self, screen: str) -> bool:
         """Ready when its input box (a line between two rules) shows and no dialog is in the way."""
@@ -122,3 +123,20 @@ class ClaudeAdapter(AgentAdapter):
 
 
 ADAPTER = ClaudeAdapter()
+
+
+# The permission modes Claude Code 2.1.332 knows (its --permission-mode choices); only these are copied.
+KNOWN_MODES = frozenset({"default", "manual", "acceptEdits", "plan", "bypassPermissions", "auto", "dontAsk"})
+
+
+def _project_default_mode(cwd: Path) -> bool:
+    """Whether the folder's own `.claude/settings.json` or `settings.local.json` chooses a default mode."""
+    for name in ("settings.json", "settings.local.json"):
+        try:
+            data = json.loads((cwd / ".claude" / name).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        permissions = data.get("permissions") if isinstance(data, dict) else None
+        if isinstance(permissions, dict) and permissions.get("defaultMode"):
+            return True
+    return False

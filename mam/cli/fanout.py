@@ -22,8 +22,8 @@ The output always names each target's job id, state, result and vote (the proven
 \b
 Exit codes: 0 the aggregate is decided; 1 it is not (a job failed for `all`, none completed for
 `first`, a tie or no majority for `vote`); 2 bad options (nothing delegated); 3 no broker;
-130 interrupted (Ctrl-C): the jobs stay open and are named, to re-attach with
-`mam job delegate --job-id ID`.
+130 interrupted (Ctrl-C): the jobs stay open and are named, to follow with
+`mam job wait ID`.
 """
 
 

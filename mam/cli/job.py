@@ -101,7 +101,10 @@ def job() -> None:
 )
 @click.option("--parent-job", default=None, help="Link this job as a sub-job of that job (a job of this workspace).")
 @click.option(
-    "--job-id", default=None, help="Use this job id; if it exists, attach to it instead (never injects twice)."
+    "--job-id",
+    default=None,
+    help="Use this job id; if that job exists and is open, take it over and follow it (a brief already typed is "
+    "never typed again; one not typed yet needs the same --brief, and the job's own target).",
 )
 @click.option(
     "--idempotency-key",

@@ -100,7 +100,13 @@ def session() -> None:
     help="Start the agent in a new git worktree .mam/worktrees/NAME/ on its own branch (see --branch, --base).",
 )
 @click.option("--branch", default=None, help="With --worktree: the new branch (default mam/NAME).")
-@click.option("--base", default=None, metavar="REF", help="With --worktree: the commit the branch starts from (HEAD).")
+@click.option(
+    "--base",
+    default=None,
+    metavar="REF",
+    help="With --worktree: the commit or branch the new branch starts from (default: the branch checked "
+    "out now, recorded by name so an approval merges back into it).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the session row as JSON.")
 @click.pass_obj
 def create(

@@ -29,9 +29,11 @@ from mam.jobs.attach import check_key, dedup_key, wait_attached
 from mam.jobs.brief import check_brief, with_footer
 from mam.jobs.ledger import Ledger, new_job_id, new_owner
 from mam.jobs.model import Input, Job
+from mam.jobs.outcomes import UNCLAIMED_STATES
 from mam.jobs.result import Outcome, outcome_from_row
 from mam.jobs.target import Target, parse_target
 from mam.settings import Settings, positive_seconds
+from mam.store.jobs import JobRow
 from mam.store.registry import Registry
 from mam.util import interrupts
 from mam.workspace import Workspace
@@ -142,7 +144,8 @@ def delegate(
         if existing is not None:
             if not existing.open:  # a second attempt for an ended job reports it
                 return outcome_from_row(registry, existing.id)
-            # An open one is taken over, never injected again.
+            # An open one is taken over, never injected again; one not yet typed only with its own brief.
+            _check_take_over(existing, target, req.brief)
             with interrupts.held():
                 ledger = Ledger.take_over(ws, registry, existing.id)
                 if on_registered is not None:
@@ -195,6 +198,24 @@ def delegate(
         return wait_attached(registry, made.id, poll_s=settings.poll_s)
     ledger = made
     return _attempt(req, target, ledger, ws, settings, registry, on_update, client, remote).run()
+
+
+def _check_take_over(existing: JobRow, target: Target, brief: str) -> None:
+    """UsageError unless `--job-id` names the job's own target and, for a job whose brief was not typed
+    yet (the one taking it over types it), the same brief: a take-over never types another text or an
+    empty brief, nor into another session."""
+    meta = existing.data.get("meta", {})
+    own = parse_target(str(meta.get("target") or existing.target))
+    if (own.session, own.runner) != (target.session, target.runner):
+        raise UsageError(f"--job-id {existing.id}: that job's target is {own.text}, not {target.text}")
+    if existing.state in UNCLAIMED_STATES and hashlib.sha256(brief.encode("utf-8")).hexdigest() != meta.get(
+        "brief_sha256"
+    ):
+        raise UsageError(
+            f"--job-id {existing.id}: its brief was not typed yet, so taking it over needs the same brief "
+            "(--brief or --brief-file, the text it was delegated with); to follow it: mam job wait "
+            f"{existing.id}"
+        )
 
 
 def check_known_session(registry: Registry, name: str) -> None:

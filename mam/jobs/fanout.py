@@ -151,7 +151,7 @@ def fanout(
                 changed.notify_all()
 
     # Daemon threads: on Ctrl-C the process may end while they wait; their jobs stay open, as a
-    # `mam job delegate` interrupted leaves its job (a retry with --job-id, or the monitor, takes it over).
+    # `mam job delegate` interrupted leaves its job (`mam job wait`, or the monitor, takes it over).
     threads = [
         threading.Thread(target=run, args=(i,), name=f"mam-fanout-{b.job_id}", daemon=True)
         for i, b in enumerate(branches)
@@ -166,8 +166,7 @@ def fanout(
     except KeyboardInterrupt:
         jobs = ", ".join(f"{b.job_id} ({b.target})" for b in branches)
         raise FanoutInterrupted(
-            f"interrupted: the jobs stay open ({jobs}); re-attach to one with `mam job delegate --job-id ID`, "
-            "or follow it with `mam job status ID`"
+            f"interrupted: the jobs stay open ({jobs}); follow one to its end with `mam job wait ID`"
         ) from None
     finally:
         if own_client:

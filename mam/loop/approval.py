@@ -28,7 +28,7 @@ from filelock import FileLock
 from mam.errors import ApprovalRefused, LoopNotFound, UsageError
 from mam.ids import check_loop_id
 from mam.loop.files import LoopLog, loop_folder
-from mam.loop.git import git_env
+from mam.loop.git import git, git_env, maybe
 from mam.loop.merge import MODES, branch_tip, merge, tree_of
 from mam.util.fs import atomic_write_json
 from mam.workspace import Workspace
@@ -129,6 +129,10 @@ def approve(
             log("approval-refused", by=gate["decision"]["by"], via=via, reason=why, review_again=True)
             raise ApprovalRefused(f"loop {loop_id}: not approved: {why}; the loop reviews it again", loop_id=loop_id)
         assert tip is not None
+        landing = _unreviewed(repo, base_branch, tip, identity["base"], env)
+        if landing:
+            log("approval-refused", by=who(), via=via, reason=landing, review_again=False)
+            raise ApprovalRefused(f"loop {loop_id}: not approved: {landing}", loop_id=loop_id)
         by = who()
         message = f"mam loop {loop_id}: {branch} into {base_branch}, approved by {by}\n\nReviewed tree {now_tree}."
         try:
@@ -153,6 +157,21 @@ def approve(
         _stamp_sidecars(gate.get("promoted") or [], decision)
         log("approved", **decision)
     return gate
+
+
+def _unreviewed(repo: Path, base_branch: str, head: str, reviewed_base: str, env: Mapping[str, str]) -> str:
+    """Why merging `head` into `base_branch` would land commits the review did not cover ('' if none would):
+    what lands is merge-base(base_branch, head)..head, the review covered reviewed_base..head."""
+    tip = branch_tip(repo, base_branch, env)
+    meet = maybe(["merge-base", tip, head], cwd=repo, env=env) if tip else None
+    covered = ["merge-base", "--is-ancestor", reviewed_base, meet or ""]
+    if meet and git(covered, cwd=repo, env=env, check=False).returncode == 0:
+        return ""
+    return (
+        f"{base_branch} and the reviewed head {head[:12]} meet at {(meet or 'no common commit')[:12]}, so merging "
+        f"would land commits the review did not cover (it covered {reviewed_base[:12]}..{head[:12]}); run the loop "
+        f"with --base {base_branch}"
+    )
 
 
 def reject(ws: Workspace, loop_id: str, *, note: str, via: str = "cli") -> dict[str, Any]:

@@ -93,7 +93,7 @@ class Runner:
             while not self._stop.is_set():
                 if time.monotonic() - announced >= REANNOUNCE_S:
                     announced = time.monotonic()
-                    self._announce()
+                    self._announce(wait=False)  # never hold up dispatches on a slow retained write
                 self._take_dispatches(max_jobs)
                 self._follow_states()
                 self._relay()
@@ -178,10 +178,11 @@ class Runner:
         if up:
             threading.Thread(target=self._announce, daemon=True).start()
 
-    def _announce(self) -> None:
+    def _announce(self, wait: bool = True) -> None:
         if self.client is not None and self.client.connected:
             try:
-                self.client.publish(self.topics.presence(self.name), self._presence("online"), qos=1, retain=True)
+                presence = self._presence("online")
+                self.client.publish(self.topics.presence(self.name), presence, qos=1, retain=True, wait=wait)
             except BrokerError as e:
                 log.warning("presence not published: %s", e)
 

@@ -53,6 +53,13 @@ def fork_session(
                 f"session {source!r} runs {src.agent}, which mam cannot fork (no native fork, no known "
                 "conversation copy); create a new session instead"
             )
+        if src.worktree:
+            # Two agents in one checkout and branch, and the source's `session remove` would take the
+            # fork's folder away: a session with its own worktree is not forked (yet).
+            raise UsageError(
+                f"session {source!r} works in its own git worktree ({src.worktree}); mam does not fork such a "
+                "session: the fork would share its checkout and branch"
+            )
         # A CLI whose id is learnt from its store (codex) may not have written it at create:
         # look now, as `session stop` does (the source's row is left as it is).
         source_id = src.conversation_id or (

@@ -56,7 +56,9 @@ def plan(
         raise UsageError(f"--branch {name!r} is not a valid branch name")
     if maybe(["rev-parse", "--verify", "--quiet", f"refs/heads/{name}"], cwd=repo, env=env):
         raise UsageError(f"branch {name!r} already exists in {repo}; choose another --branch or delete that branch")
-    ref = base or "HEAD"
+    # No --base: the branch checked out now, by name (so an approval later merges back into it, and
+    # `session remove` compares with where it is then); HEAD itself only when it is detached.
+    ref = base or maybe(["symbolic-ref", "--quiet", "--short", "HEAD"], cwd=repo, env=env) or "HEAD"
     commit = maybe(["rev-parse", "--verify", "--quiet", "--end-of-options", f"{ref}^{{commit}}"], cwd=repo, env=env)
     if not commit:
         raise UsageError(f"--base {ref!r} is not a commit in {repo}")

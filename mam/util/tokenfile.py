@@ -18,6 +18,8 @@ def workspace_token(ws: Workspace, *, given: str, setting: str, file_name: str) 
     """(token, where it came from): `given` (the value of `setting`) when set, else the file's token."""
     given = given.strip()
     if given:
+        if len(given) < 16:
+            raise ConfigError(f"{setting} is too short to be a secret: give at least 16 characters, or unset it")
         return given, setting
     path = ws.state / file_name
     if not path.exists():

@@ -10,6 +10,7 @@ from __future__ import annotations
 import socket
 from collections.abc import Callable
 from dataclasses import dataclass
+from urllib.parse import quote
 
 from mam.errors import UsageError
 from mam.settings import Settings
@@ -95,5 +96,5 @@ def serve(
         server_header=False,
     )
     base = f"{'https' if tls else 'http'}://{authority(host, port)}"
-    announce(Served(url=f"{base}/", login=f"{base}/login?token={token}", token_source=source))
+    announce(Served(url=f"{base}/", login=f"{base}/login?token={quote(token, safe='')}", token_source=source))
     uvicorn.Server(config).run(sockets=[sock])

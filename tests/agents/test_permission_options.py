@@ -172,6 +172,23 @@ def test_claude_sets_no_mode_when_the_user_chose_none(tmp_path: Path, user: obje
     assert isinstance(settings, dict) and "permissions" not in settings
 
 
+@pytest.mark.parametrize("name", ["settings.json", "settings.local.json"])
+def test_claude_leaves_a_projects_own_mode_to_win(tmp_path: Path, name: str) -> None:
+    """A folder whose .claude/ settings choose a mode is not nudged, and a copy in --settings (which ranks
+    above the project's files) would override the project's choice with the user's: nothing is copied."""
+    project = tmp_path / "project" / ".claude"
+    project.mkdir(parents=True)
+    (project / name).write_text(json.dumps({"permissions": {"defaultMode": "plan"}}))
+    settings = claude_session_settings(tmp_path, {"permissions": {"defaultMode": "acceptEdits"}})
+    assert isinstance(settings, dict) and "permissions" not in settings
+
+
+@pytest.mark.parametrize("mode", ["acceptEdit", "", 3, ["plan"], {"x": 1}])
+def test_claude_copies_no_mode_it_does_not_know(tmp_path: Path, mode: object) -> None:
+    settings = claude_session_settings(tmp_path, {"permissions": {"defaultMode": mode}})
+    assert isinstance(settings, dict) and "permissions" not in settings
+
+
 def test_claude_full_keeps_its_own_flag_and_the_users_mode_too(tmp_path: Path) -> None:
     """2.1.332 nudges under --dangerously-skip-permissions too; the flag's bypass mode wins over the copy."""
     settings = claude_session_settings(tmp_path, {"permissions": {"defaultMode": "default"}}, "full")

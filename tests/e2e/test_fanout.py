@@ -132,7 +132,7 @@ def test_interrupted_fanout_exits_130_and_leaves_its_jobs_open(on_mosquitto, pol
         proc.send_signal(signal.SIGINT)
         _out, err = proc.communicate(timeout=60)
         assert proc.returncode == 130, err
-        assert job["id"] in err and "--job-id" in err
+        assert job["id"] in err and "mam job wait" in err
         status = json.loads(mam("-w", str(ws.root), "job", "status", job["id"], "--json", check=True).stdout)
         assert status["state"] == "running"  # not ended by the interrupt
         mam("-w", str(ws.root), "job", "cancel", job["id"], check=True)

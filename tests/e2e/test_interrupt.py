@@ -16,7 +16,7 @@ import pytest
 from mam.util.poll import wait_for
 from mam.workspace import Workspace
 from tests.e2e.test_forkserver import open_job, owner_pid, parent_of, start_server
-from tests.helpers.jobs import audit_kinds, create_demo, replayed_state
+from tests.helpers.jobs import audit_kinds, create_demo, record, replayed_state
 from tests.helpers.mamcli import MAM, mam
 
 SHORT = ["--start-deadline", "30", "--heartbeat", "1"]
@@ -223,3 +223,42 @@ def test_interrupted_while_waiting_for_its_turn_it_keeps_its_place_and_is_typed_
     assert json.loads(waited.stdout)["state"] == "completed"
     assert (wired.root / "second.txt").read_text() == "typed once, in its turn\n"
     assert user_turns(wired, s, second) == 1
+
+
+def test_taking_over_a_job_not_yet_typed_needs_its_own_brief_and_target(wired):
+    """`--job-id` of a job still waiting for its turn: the one taking it over would type it, so it must
+    bring the same brief and name the same session; otherwise exit 2 and nothing changes."""
+    create_demo("w")
+    create_demo("v")
+    ahead = mam(
+        "job", "delegate", "--target", "w", "--brief", "demo-behaviour: silent_after_start", *SHORT,
+        "--heartbeat", "60", "--detach", timeout=60,
+    )  # fmt: skip
+    first = ahead.stdout.strip()
+    assert ahead.returncode == 0 and first.startswith("job-"), ahead.stderr
+    brief = "demo-write: taken.txt :: its own brief"
+    proc = spawn_delegate("--target", "w", "--brief", brief, *SHORT, "--dispatch-wait", "120")
+    try:
+
+        def waiting() -> str:
+            rows = json.loads(mam("job", "list", "--open", "--json", check=True).stdout)
+            return next((r["id"] for r in rows if r["id"] != first and r["state"] == "pending"), "")
+
+        second = wait_for(waiting, timeout=30, message="the second job never waited for its turn")
+        owner = record(wired, second)["owner"]
+        for args in (
+            ("--target", "w", "--job-id", second),  # no brief: it would type the footer alone
+            ("--target", "w", "--job-id", second, "--brief", "another text"),
+            ("--target", "v", "--job-id", second, "--brief", brief),  # another session
+        ):
+            refused = mam("job", "delegate", *args, *SHORT, timeout=60)
+            assert refused.returncode == 2 and "--job-id" in refused.stderr, (args, refused.stderr)
+        assert record(wired, second)["owner"] == owner and state(second) == "pending"
+        mam("job", "cancel", second, check=True)  # its own client then ends by itself (exit 5)
+        _out, err = proc.communicate(timeout=60)
+        assert proc.returncode == 5, err
+    finally:
+        mam("job", "cancel", first)
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()

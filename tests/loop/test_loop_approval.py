@@ -18,7 +18,7 @@ from typing import Any
 from mam.util.poll import wait_for
 from tests.helpers.jobs import create_demo
 from tests.helpers.mamcli import MAM, mam, spawn_mam
-from tests.loop.gitrepo import git
+from tests.loop.gitrepo import git, make_repo
 from tests.loop.helpers import FAST_JOB, events, log_events
 
 TASK = "demo-write: feature.txt :: the feature\ndemo-commit: add the feature"
@@ -243,3 +243,32 @@ def test_approve_refuses_what_is_not_waiting_and_bad_requests(loop_ws):
         assert proc.returncode == code and says in proc.stderr, (args, proc.returncode, proc.stderr)
     assert mam("loop", "status").stdout.strip() == "no loops"
     assert not (ws.state / "loops").exists()  # refused requests wrote nothing
+
+
+def test_an_approval_never_lands_commits_the_review_did_not_cover(tmp_path):
+    """A branch made from feature-x (three commits ahead of main) reviewed against feature-x's tip must not
+    be merged into main: that would land feature-x's unreviewed commits. Into feature-x it may."""
+    from mam.loop.approval import _unreviewed
+    from mam.loop.git import git_env
+
+    repo = make_repo(tmp_path / "repo")
+    git(repo, "checkout", "-q", "-b", "feature-x")
+    for i in range(3):
+        (repo / f"x{i}.txt").write_text(f"{i}\n")
+        git(repo, "add", "-A")
+        git(repo, "commit", "-q", "-m", f"unreviewed {i}")
+    reviewed_base = git(repo, "rev-parse", "HEAD")
+    git(repo, "checkout", "-q", "-b", "mam/dev")
+    (repo / "dev.txt").write_text("the reviewed change\n")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "reviewed")
+    head = git(repo, "rev-parse", "HEAD")
+    env = git_env(None)
+    refused = _unreviewed(repo, "main", head, reviewed_base, env)
+    assert "did not cover" in refused and "--base main" in refused
+    assert _unreviewed(repo, "feature-x", head, reviewed_base, env) == ""
+    git(repo, "checkout", "-q", "feature-x")  # feature-x moves on with other work: still only the review lands
+    (repo / "other.txt").write_text("other\n")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "other work")
+    assert _unreviewed(repo, "feature-x", head, reviewed_base, env) == ""

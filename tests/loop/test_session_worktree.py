@@ -29,7 +29,7 @@ def test_two_worktree_sessions_change_one_file_apart_and_remove_keeps_unmerged_w
     a = create_demo("wt-a", extra=("--worktree",))
     b = create_demo("wt-b", extra=("--worktree", "--branch", "feature/b", "--base", "main"))
     path_a, path_b = ws.state / "worktrees" / "wt-a", ws.state / "worktrees" / "wt-b"
-    assert (a["worktree"], a["branch"], a["base"], a["base_commit"]) == (str(path_a), "mam/wt-a", "HEAD", main_head)
+    assert (a["worktree"], a["branch"], a["base"], a["base_commit"]) == (str(path_a), "mam/wt-a", "main", main_head)
     assert (b["branch"], b["base"], b["base_commit"]) == ("feature/b", "main", main_head)
     assert a["cwd"] == str(path_a.resolve()) and a["host"]
     row = status_of("wt-b")
