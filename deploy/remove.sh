@@ -80,11 +80,15 @@ say "removing mam from $WS"
 
 # Agents of running sessions run mam from the venv about to go: list them, refuse, or stop them (--force).
 if [[ -x "$VENV/bin/mam" && -f "$WS/.mam/agent-sessions.db" ]]; then
-    running="$("$VENV/bin/mam" --workspace "$WS" session status --json 2>/dev/null |
-        "$PY" -I -c 'import json, sys
+    # A status that cannot be read (a damaged registry, say) is said, not taken for "nothing runs".
+    if ! status_json="$("$VENV/bin/mam" --workspace "$WS" session status --json 2>/dev/null)"; then
+        warn "cannot list the sessions (mam session status failed); any agent of this workspace still running loses its mam"
+        status_json="[]"
+    fi
+    running="$(printf '%s' "$status_json" | "$PY" -I -c 'import json, sys
 for r in json.load(sys.stdin):
     if r["status"] in ("running", "starting") and r.get("pane_alive"):
-        print(r["name"], r["agent"], sep="\t")' 2>/dev/null)" || running=""
+        print(r["name"], r["agent"], sep="\t")')" || running=""
     if [[ -n "$running" ]]; then
         if [[ "$FORCE" -eq 0 ]]; then
             printf '%s: error: sessions still running in %s:\n' "$PROG" "$WS" >&2

@@ -233,10 +233,11 @@ def delegate(
 
         if live is not None:
             live.stop()
-        if attached and registry is not None:  # never ours to cancel: it goes on as it was
-            echo(left_open(registry, attached[-1]), err=True)
-        else:
-            echo(left_behind(app.ws, registry, made[-1] if made else None, req), err=True)
+        with interrupts.ignored():  # a second Ctrl-C or a hang-up must not cut the hand-over in half
+            if attached and registry is not None:  # never ours to cancel: it goes on as it was
+                echo(left_open(registry, attached[-1]), err=True)
+            else:
+                echo(left_behind(app.ws, registry, made[-1] if made else None, req), err=True)
         return 128 + interrupts.signum_of(e)
     finally:
         if live is not None:

@@ -19,6 +19,7 @@ deadlines, never an injection). Its `--timeout` lets go and leaves the job open.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import sys
@@ -59,8 +60,16 @@ def left_behind(ws: Workspace, registry: Registry | None, job_id: str | None, re
     if row.open and row.state in UNCLAIMED_STATES and not hand_over(ws, registry, row, req):
         cancelled = ending(Reason.CANCELLED_BY_USER)
         detail = "interrupted before its brief was typed, and no follower could take it over"
-        ended = end_job(
-            ws, registry, job_id, cancelled.state, cancelled.reason, cancelled.exit_code, detail, by="interrupt"
+        ended = end_job(  # only while nobody took it: a follower that just did keeps it
+            ws,
+            registry,
+            job_id,
+            cancelled.state,
+            cancelled.reason,
+            cancelled.exit_code,
+            detail,
+            by="interrupt",
+            expected_owner=row.owner,
         )
         if ended is not None:
             return f"job {job_id} cancelled: interrupted before its brief was typed (nothing reached the agent)"
@@ -78,6 +87,8 @@ def hand_over(
     path = ws.run_dir / f"brief-{row.id}"
     try:
         ws.run_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()  # one left by a client killed mid hand-over (this user's, in the 0700 run folder)
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(req.brief)

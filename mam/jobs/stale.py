@@ -13,7 +13,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from mam.errors import MamError
+from mam.bus.envelope import Envelope
+from mam.errors import DecodeError, MamError
 from mam.jobs import record as rec
 from mam.jobs.gate import EventGate
 from mam.jobs.ledger import owner_alive
@@ -66,6 +67,13 @@ def stored_events(ws: Workspace, registry: Registry, job: Job) -> list[Input]:
     gate = EventGate(job.id, token, last_seq=job.last_seq)
     out: list[Input] = []
     for row in registry.events_after(job.id, job.last_seq):
+        # A row whose seq column is not its envelope's is skipped before the gate sees it, as the intake
+        # does: a planted row with a high seq cannot make the real events after it look out of order.
+        try:
+            if Envelope.decode(row.raw, max_bytes=gate.max_bytes).seq != row.seq:
+                continue
+        except DecodeError:
+            continue
         verdict = gate.check(row.raw, "disk")
         env = verdict.envelope
         if verdict.accepted and env is not None:
@@ -84,14 +92,17 @@ def end_job(
     detail: str = "",
     *,
     by: str,
+    expected_owner: str | None = None,
 ) -> Job | None:
-    """End an open job from outside its wrapper (the wrapper adopts it); None if it had already ended."""
+    """End an open job from outside its wrapper (the wrapper adopts it); None if it had already ended
+    (or, with `expected_owner`, if another owner has it now)."""
     return end_outside(
         ws,
         registry,
         job_id,
         lambda _job, now: End(at=now, state=state, reason=reason, exit_code=exit_code, detail=detail),
         by=by,
+        expected_owner=expected_owner,
     )
 
 

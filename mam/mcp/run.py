@@ -15,43 +15,12 @@ from typing import Any
 
 from mam.jobs.outcomes import Exit
 from mam.mcp.service import Service
+from mam.util.hosts import allowed_hosts
 
 log = logging.getLogger(__name__)
 Scope = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
 Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
-LOOPBACK = ("127.0.0.1", "::1", "localhost")
-WILDCARD = ("0.0.0.0", "::", "")
-
-
-def is_loopback(host: str) -> bool:
-    """`localhost` or a loopback address (127.0.0.0/8, ::1)."""
-    import ipaddress
-
-    if host.lower() == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
-
-
-def allowed_hosts(host: str, port: int) -> frozenset[bytes]:
-    """The `Host` header values that name the address served (DNS rebinding: a page of another site
-    whose name now resolves to this address sends its own name). A loopback or wildcard bind also
-    answers to the loopback names; a wildcard bind to this machine's own names."""
-    import socket
-
-    names = {host}
-    if is_loopback(host) or host in WILDCARD:
-        names.update(LOOPBACK)
-    if host in WILDCARD:
-        names.update({socket.gethostname(), socket.getfqdn()})
-    out = set()
-    for name in names - set(WILDCARD):
-        shown = f"[{name}]" if ":" in name else name
-        out.add(f"{shown}:{port}".lower().encode("utf-8"))
-    return frozenset(out)
 
 
 class HostCheck:
@@ -152,7 +121,8 @@ def serve_http(
     from mam.mcp.server import build
 
     server = build(service, poll_s=poll_s)
-    app = HostCheck(BearerAuth(server.streamable_http_app(host=host), token), allowed_hosts(host, port))
+    hosts = frozenset(h.encode() for h in allowed_hosts(host, port, tls=tls is not None))
+    app = HostCheck(BearerAuth(server.streamable_http_app(host=host), token), hosts)
     config = uvicorn.Config(
         app,
         host=host,

@@ -81,3 +81,20 @@ def held() -> Iterator[None]:
         if not _state["depth"] and _state["pending"]:
             signum, _state["pending"] = _state["pending"], 0
             raise Interrupted(signum)
+
+
+@contextmanager
+def ignored() -> Iterator[None]:
+    """While inside, SIGINT/SIGTERM/SIGHUP are ignored (main thread only): for the last words of a
+    command already interrupted (handing its job over), which a second Ctrl-C or a hang-up must not cut."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    before = {signum: signal.getsignal(signum) for signum in SIGNALS}
+    for signum in SIGNALS:
+        signal.signal(signum, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        for signum, handler in before.items():
+            signal.signal(signum, handler)

@@ -28,8 +28,9 @@ from starlette.routing import Route
 
 from mam.errors import JobNotFound, MamError, SessionNotFound
 from mam.settings import Settings
+from mam.util.hosts import allowed_hosts
 from mam.web import actions, page
-from mam.web.auth import Guard, Keys, allowed_hosts
+from mam.web.auth import Guard, Keys
 from mam.web.live import Live
 from mam.workspace import Workspace
 
@@ -140,5 +141,5 @@ def build_app(
         ],
         lifespan=lifespan,
     )
-    guarded = Guard(app, keys, allowed_hosts(host, port), "https" if tls else "http")
+    guarded = Guard(app, keys, allowed_hosts(host, port, tls=bool(tls)), "https" if tls else "http")
     return guarded, live

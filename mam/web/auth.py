@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import ipaddress
 import json
 from collections.abc import Awaitable, Callable, MutableMapping
 from http.cookies import SimpleCookie
@@ -27,34 +26,6 @@ Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
 Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
 SAFE_METHODS = ("GET", "HEAD")
 LOGIN_PATHS = ("/login", "/")
-
-
-def is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
-
-
-def is_wildcard(host: str) -> bool:
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_unspecified
-    except ValueError:
-        return False
-
-
-def authority(host: str, port: int) -> str:
-    return f"[{host}]:{port}" if ":" in host and not host.startswith("[") else f"{host}:{port}"
-
-
-def allowed_hosts(host: str, port: int) -> frozenset[str]:
-    """The Host headers that name the served address (a loopback one also by `localhost`)."""
-    names = {host.lower()}
-    if is_loopback(host):
-        names |= {"localhost", "127.0.0.1", "[::1]"} if ":" not in host else {"localhost", "[::1]"}
-    return frozenset(authority(n.strip("[]"), port) for n in names)
 
 
 class Keys:

@@ -14,8 +14,8 @@ from urllib.parse import quote
 
 from mam.errors import UsageError
 from mam.settings import Settings
+from mam.util.hosts import authority, is_loopback, is_wildcard
 from mam.util.tokenfile import workspace_token
-from mam.web.auth import authority, is_loopback, is_wildcard
 from mam.workspace import Workspace
 
 TOKEN_FILE = "web-token"
