@@ -3,9 +3,9 @@
 The page draws a button for each action a row's `actions` names, asks the action's question, and
 sends `POST /api/<subject>/<id>/<name>`. An action for a command mam does not have yet is simply
 not in `ACTIONS`: add one here when its command lands (job pause / resume: `mam job pause`,
-`mam job resume`; loop approve / reject: `mam loop approve`, `mam loop reject`; the workspace's
-hold: `mam pause --all`, `mam resume --all`; a permission prompt's allow once / deny), and the
-page offers it with no other change.
+`mam job resume`; the workspace's hold: `mam pause --all`, `mam resume --all`; loop reject, which
+needs a note typed on the page; a permission prompt's allow once / deny), and the page offers it
+with no other change.
 """
 
 from __future__ import annotations
@@ -40,6 +40,13 @@ def cancel_job(ws: Workspace, settings: Settings, job_id: str) -> dict[str, Any]
         registry.close()
 
 
+def approve_loop(ws: Workspace, settings: Settings, loop_id: str) -> dict[str, Any]:
+    """`mam loop approve ID` (a fast-forward): merges only while the branch holds the reviewed tree."""
+    from mam.loop.approval import approve
+
+    return approve(ws, loop_id, via="web")
+
+
 ACTIONS: tuple[Action, ...] = (
     Action(
         "cancel",
@@ -48,6 +55,15 @@ ACTIONS: tuple[Action, ...] = (
         "Cancel job {id}? The brief already in the pane is not taken back.",
         lambda row: row.get("state") not in {s.value for s in TERMINAL},
         cancel_job,
+    ),
+    Action(
+        "approve",
+        "loop",
+        "Approve",
+        "Approve loop {id}? Its reviewed branch is fast-forwarded into its base branch, only if the branch "
+        "still holds exactly the reviewed tree (else the loop reviews it again).",
+        lambda row: row.get("state") == "needs_approval",
+        approve_loop,
     ),
 )
 
