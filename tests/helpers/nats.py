@@ -15,8 +15,11 @@ import signal
 import subprocess
 import sys
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from mam.broker.embedded import free_port
 from mam.broker.embedded import port_accepts as accepts
@@ -111,27 +114,34 @@ def _conf(cluster: NatsCluster, node: NatsNode, store: Path, routes: list[int]) 
     )
 
 
-def mqtt_accepts(port: int, username: str = "", password: str = "", timeout: float = 2.0) -> bool:
-    """True once the node answers an MQTT CONNECT with an accepting CONNACK (JetStream is up behind it)."""
+@contextmanager
+def _client(port: int, username: str = "", password: str = "") -> Iterator[Any]:
+    """A paho 3.1.1 client connecting to 127.0.0.1:port with its network loop running; stopped and
+    disconnected on the way out (a socket that never opened included). OSError if it cannot connect."""
     import paho.mqtt.client as paho
 
     c = paho.Client(paho.CallbackAPIVersion.VERSION2, protocol=paho.MQTTv311)
     if username:
         c.username_pw_set(username, password)
-    ok: list[bool] = []
-    c.on_connect = lambda _c, _u, _f, rc, _p: ok.append(not rc.is_failure)
     try:
-        c.connect("127.0.0.1", port, keepalive=5)
-        c.loop_start()
-        wait_for(lambda: bool(ok), timeout=timeout, interval=0.05, message="")
-    except (OSError, Timeout):
-        return False
+        yield c
     finally:
         c.loop_stop()
-        try:
+        with suppress(Exception):  # a socket that never opened
             c.disconnect()
-        except Exception:  # noqa: BLE001  (a socket that never opened)
-            pass
+
+
+def mqtt_accepts(port: int, username: str = "", password: str = "", timeout: float = 2.0) -> bool:
+    """True once the node answers an MQTT CONNECT with an accepting CONNACK (JetStream is up behind it)."""
+    ok: list[bool] = []
+    with _client(port, username, password) as c:
+        c.on_connect = lambda _c, _u, _f, rc, _p: ok.append(not rc.is_failure)
+        try:
+            c.connect("127.0.0.1", port, keepalive=5)
+            c.loop_start()
+            wait_for(lambda: bool(ok), timeout=timeout, interval=0.05, message="")
+        except (OSError, Timeout):
+            return False
     return bool(ok) and ok[0]
 
 
@@ -188,33 +198,24 @@ def subscribes(port: int, username: str, password: str, timeout: float = 3.0) ->
     node's loss the survivors refuse or time out these until JetStream has re-elected its leaders."""
     import uuid
 
-    import paho.mqtt.client as paho
-
     topic = f"mam-probe/{uuid.uuid4().hex[:8]}"
-    c = paho.Client(paho.CallbackAPIVersion.VERSION2, protocol=paho.MQTTv311)
-    c.username_pw_set(username, password)
     granted: list[bool] = []
     got: list[bytes] = []
-    c.on_subscribe = lambda _c, _u, _m, codes, _p: granted.append(not any(rc.is_failure for rc in codes))
-    c.on_message = lambda _c, _u, msg: got.append(msg.payload)
-    try:
-        c.connect("127.0.0.1", port, keepalive=5)
-        c.loop_start()
-        c.subscribe(topic, qos=1)
-        wait_for(lambda: bool(granted), timeout=timeout, interval=0.05, message="")
-        if not granted[0]:
-            return False
-        c.publish(topic, b"probe", qos=1)
-        wait_for(lambda: bool(got), timeout=timeout, interval=0.05, message="")
-        return True
-    except (OSError, Timeout):
-        return False
-    finally:
-        c.loop_stop()
+    with _client(port, username, password) as c:
+        c.on_subscribe = lambda _c, _u, _m, codes, _p: granted.append(not any(rc.is_failure for rc in codes))
+        c.on_message = lambda _c, _u, msg: got.append(msg.payload)
         try:
-            c.disconnect()
-        except Exception:  # noqa: BLE001
-            pass
+            c.connect("127.0.0.1", port, keepalive=5)
+            c.loop_start()
+            c.subscribe(topic, qos=1)
+            wait_for(lambda: bool(granted), timeout=timeout, interval=0.05, message="")
+            if not granted[0]:
+                return False
+            c.publish(topic, b"probe", qos=1)
+            wait_for(lambda: bool(got), timeout=timeout, interval=0.05, message="")
+            return True
+        except (OSError, Timeout):
+            return False
 
 
 def wait_settled(cluster: NatsCluster, timeout: float = READY_S) -> None:
