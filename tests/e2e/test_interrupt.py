@@ -185,25 +185,37 @@ def test_wait_on_an_unknown_id_exits_2_and_writes_nothing(wired):
     assert bad.returncode == 2 and bad.stdout == ""
 
 
-def test_interrupted_while_waiting_for_its_turn_it_keeps_its_place_and_is_typed_once(wired):
-    """Nothing was typed yet: the client hands the job (and its brief) to a follower, prints the line, and
-    the job is typed once, in its turn, after the job ahead of it."""
-    s = create_demo("w")
+def waiting_behind_a_silent_job(session: str, brief: str) -> tuple[str, subprocess.Popen[str], str]:
+    """A job that starts and then says nothing holds `session`; a `mam job delegate` of `brief` (its
+    process returned) waits behind it for its turn. Returns (the job ahead, that process, its job)."""
     ahead = mam(
-        "job", "delegate", "--target", "w", "--brief", "demo-behaviour: silent_after_start", *SHORT,
+        "job", "delegate", "--target", session, "--brief", "demo-behaviour: silent_after_start", *SHORT,
         "--heartbeat", "60", "--detach", timeout=60,
     )  # fmt: skip
     first = ahead.stdout.strip()
     assert ahead.returncode == 0 and first.startswith("job-"), ahead.stderr
-    brief = "demo-write: second.txt :: typed once, in its turn"
-    proc = spawn_delegate("--target", "w", "--brief", brief, *SHORT, "--dispatch-wait", "120")
+    proc = spawn_delegate("--target", session, "--brief", brief, *SHORT, "--dispatch-wait", "120")
+
+    def waiting() -> str:
+        rows = json.loads(mam("job", "list", "--open", "--json", check=True).stdout)
+        return next((r["id"] for r in rows if r["id"] != first and r["state"] == "pending"), "")
+
     try:
-
-        def waiting() -> str:
-            rows = json.loads(mam("job", "list", "--open", "--json", check=True).stdout)
-            return next((r["id"] for r in rows if r["id"] != first and r["state"] == "pending"), "")
-
         second = wait_for(waiting, timeout=30, message="the second job never waited for its turn")
+    except BaseException:
+        proc.kill()
+        proc.communicate()
+        raise
+    return first, proc, second
+
+
+def test_interrupted_while_waiting_for_its_turn_it_keeps_its_place_and_is_typed_once(wired):
+    """Nothing was typed yet: the client hands the job (and its brief) to a follower, prints the line, and
+    the job is typed once, in its turn, after the job ahead of it."""
+    s = create_demo("w")
+    brief = "demo-write: second.txt :: typed once, in its turn"
+    first, proc, second = waiting_behind_a_silent_job("w", brief)
+    try:
         wait_for(
             lambda: any(line.get("kind") == "waiting" for line in audit_kinds(wired, second)),
             timeout=30,
@@ -230,21 +242,9 @@ def test_taking_over_a_job_not_yet_typed_needs_its_own_brief_and_target(wired):
     bring the same brief and name the same session; otherwise exit 2 and nothing changes."""
     create_demo("w")
     create_demo("v")
-    ahead = mam(
-        "job", "delegate", "--target", "w", "--brief", "demo-behaviour: silent_after_start", *SHORT,
-        "--heartbeat", "60", "--detach", timeout=60,
-    )  # fmt: skip
-    first = ahead.stdout.strip()
-    assert ahead.returncode == 0 and first.startswith("job-"), ahead.stderr
     brief = "demo-write: taken.txt :: its own brief"
-    proc = spawn_delegate("--target", "w", "--brief", brief, *SHORT, "--dispatch-wait", "120")
+    first, proc, second = waiting_behind_a_silent_job("w", brief)
     try:
-
-        def waiting() -> str:
-            rows = json.loads(mam("job", "list", "--open", "--json", check=True).stdout)
-            return next((r["id"] for r in rows if r["id"] != first and r["state"] == "pending"), "")
-
-        second = wait_for(waiting, timeout=30, message="the second job never waited for its turn")
         owner = record(wired, second)["owner"]
         for args in (
             ("--target", "w", "--job-id", second),  # no brief: it would type the footer alone
