@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -289,7 +288,7 @@ def status(app: App, loop_id: str | None, as_json: bool) -> None:
 
 def _status_lines(row: dict[str, Any], *, detail: bool) -> None:
     first = str(row.get("task") or "").splitlines()[0] if row.get("task") else ""
-    task = re.sub(r"[\x00-\x1f\x7f-\x9f]", "?", first)[:60]  # agent-written text: no control sequences
+    task = first[:60]  # agent-written text: `echo` strips its control sequences, as every command's
     echo(f"{row['id']}  {row['state']}  round {row['rounds']}  creator {row['creator']}  {task}")
     gate = row.get("approval") or {}
     identity = gate.get("identity") or {}
