@@ -198,6 +198,10 @@ class Feed:
                 out.append(Line(at, "transition", job_id, cur.session, state, cur.applied_seq, msg))
                 cur.state = state
         for s in sorted(events):
+            # Stored ahead of its wrapper: only the next one, so the transition an earlier event caused is
+            # never shown after a later event (an open job's wrapper commits it a moment after the store).
+            if row.open and s > cur.applied_seq + 1:
+                break
             out.extend(self._event_line(cur, job_id, events[s]))
         floor = self.since_seq
         return [line for line in out if floor is None or line.seq > floor]
