@@ -52,7 +52,7 @@ job_wait
 __getattr__  # mam/loop/__init__.py
 
 # dataclass fields read through dataclasses.asdict (JSON output)
-forced  # mam/loop/worktree.py Removed.forced, in `mam worktree remove --json`
+forced  # mam/util/worktree.py Removed.forced, in `mam worktree remove --json`
 worktree_removed  # mam/sessions/worktree.py Released, in `mam session remove --json`
 branch_deleted  # mam/sessions/worktree.py Released, in `mam session remove --json`
 started_ms  # mam/jobs/model.py Job.started_ms, in the job record
@@ -63,7 +63,7 @@ replay_job  # mam/jobs/audit_log.py (replay of an exported audit log: tests/unit
 _.integrity_check  # mam/store/db.py (tests/faults checks the registry after kill -9)
 
 # the table of outcomes: each ending's description, for people reading the table
-when  # mam/jobs/outcomes.py Ending.when
+when  # mam/outcomes.py Ending.when
 
 # Textual: class attributes, compose/mount hooks, action_* (named by BINDINGS) and on_* message handlers it calls
 _.BINDINGS  # mam/view/top.py
@@ -100,4 +100,28 @@ set_  # mam/cli/board.py
 # the board's audit rows (the registry's record of every write), read by tests/e2e/test_board.py
 audit  # mam/store/board.py
 # the exit table names 129 (SIGHUP) beside 130 and 143; mam/util/interrupts exits 128 + the signal, as a shell does
-HUNG_UP  # mam/jobs/outcomes.py
+HUNG_UP  # mam/outcomes.py
+
+# read by the MCP SDK (inspect.signature, typing.get_type_hints) to make job_delegate's input schema
+_.__signature__  # mam/mcp/server.py request_signature
+_.__annotations__
+
+# read by click through getattr (its text-stream compatibility check) on the node's caller streams
+_.encoding  # mam/node/streams.py Stream
+
+# read by uvicorn.Server's main loop: the node stops the page it serves (mam/web/serve.py Hosted.stop)
+_.should_exit
+# a SessionView field read through dataclasses.asdict (mam/web/state.py: the page offers allow / deny on it)
+waiting_tool  # mam/view/model.py
+# http.server calls these on the routines' webhook endpoint (mam/routines/webhook.py)
+_.daemon_threads  # ThreadingHTTPServer: a handler thread never holds the node's exit
+_.do_POST
+_.log_message
+
+# the attributes the C JSON scanner reads from its context (mam/node/wire.py _Rules)
+_.strict
+_.object_hook
+_.object_pairs_hook
+_.parse_float
+_.parse_int
+_.parse_constant

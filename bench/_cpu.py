@@ -30,6 +30,7 @@ class Proc:
     start: int  # start time in clock ticks since boot: (pid, start) names a process even if its pid is reused
     total: float  # CPU-seconds: own + reaped children
     comm: str
+    own: float = 0.0  # CPU-seconds of the process itself (utime + stime)
 
 
 def become_subreaper() -> bool:
@@ -52,7 +53,8 @@ def read_proc(pid: int) -> Proc | None:
     try:
         comm = head.split(b"(", 1)[1].decode("utf-8", "replace")
         ticks = sum(int(x) for x in fields[11:15])  # utime stime cutime cstime
-        return Proc(pid, int(fields[1]), fields[0].decode(), int(fields[19]), ticks / TICK, comm)
+        own = int(fields[11]) + int(fields[12])
+        return Proc(pid, int(fields[1]), fields[0].decode(), int(fields[19]), ticks / TICK, comm, own / TICK)
     except (IndexError, ValueError):
         return None
 
@@ -110,13 +112,14 @@ def label(pid: int, snap: dict[int, Proc]) -> str:
         argv = []
     text = " ".join(argv)
     for needle, name in (
-        ("demo_agent", "demo agent (+ its mam event commands)"),
+        ("demo_agent", "demo agent"),
         ("cao_mock_agent", "mock agent"),
         ("cli_agent_orchestrator", "cao server"),
         ("mosquitto", "broker"),
         ("amqtt", "broker"),
+        ("mam.node.server", "node"),
+        ("mam node", "node"),
         ("heartbeat", "heartbeater"),
-        ("mam.forkserver", "forkserver (+ the wrappers it forks)"),
     ):
         if needle in text:
             return name
@@ -126,6 +129,15 @@ def label(pid: int, snap: dict[int, Proc]) -> str:
     if snap.get(pid) is not None and snap[pid].state == "Z":
         return f"exited {comm} (adopted orphan: heartbeater)"
     return comm
+
+
+def split(before: dict[int, Proc], after: dict[int, Proc], pid: int) -> tuple[float, float]:
+    """(own, reaped children's) CPU-seconds of `pid` between the two snapshots."""
+    p, old = after[pid], before.get(pid)
+    same = old is not None and old.start == p.start
+    own = max(0.0, p.own - (old.own if same and old else 0.0))
+    total = max(0.0, p.total - (old.total if same and old else 0.0))
+    return own, max(0.0, total - own)
 
 
 def own_children_cpu() -> float:

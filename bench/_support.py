@@ -9,6 +9,7 @@ no broker ever binds anything but 127.0.0.1 or uses port 1883.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import platform
 import shutil
@@ -174,31 +175,51 @@ def wait_heartbeaters_gone(ws: Any, timeout: float = 15) -> None:
             time.sleep(0.05)
 
 
-def forkserver_pid(root: Path) -> int:
-    """The pid of workspace `root`'s forkserver (mam/forkserver: its children are the delegation
-    wrappers), from its lock file, if that process still is the forkserver; else 0."""
+def node_pid(root: Path) -> int:
+    """The pid of workspace `root`'s node (mam/node: it runs every `mam job delegate`, `mam job wait`
+    and agent `mam event` in a thread), from `.mam/run/node.json`, if that process still is a node;
+    else 0. A node started on demand is nobody's child here (it runs in its own session), so its
+    CPU is read from /proc, not from this process's RUSAGE_CHILDREN."""
     try:
-        pid = int((root / ".mam" / "run" / "forkserver.lock").read_text().split()[0])
+        pid = int(json.loads((root / ".mam" / "run" / "node.json").read_text())["pid"])
         with open(f"/proc/{pid}/cmdline", "rb") as f:
-            return pid if b"mam.forkserver.server" in f.read() else 0
-    except (OSError, ValueError, IndexError):
+            argv = f.read()
+    except (OSError, ValueError, KeyError, TypeError):
         return 0
+    return pid if b"mam.node.server" in argv or b"mam\0node" in argv else 0
 
 
-def forkserver_cpu_s(root: Path) -> float:
-    """CPU-seconds of the forkserver and the wrappers it forked and reaped (0: none runs)."""
+def node_cpu_s(root: Path) -> float:
+    """CPU-seconds of the node so far: its own (every thread: the attempts, the served `mam event`s)
+    and that of the children it reaped (the heartbeaters it started); 0: none runs."""
     from bench import _cpu as cpu
 
-    pid = forkserver_pid(root)
+    pid = node_pid(root)
     proc = cpu.read_proc(pid) if pid else None
     return proc.total if proc is not None else 0.0
 
 
-def wait_forkserver(root: Path, timeout: float = 20) -> None:
-    """After a workspace's first delegation: until the forkserver it started serves (or `timeout`)."""
+def rss_kb(pid: int) -> int:
+    """Resident memory of a process, kB (0: gone)."""
+    try:
+        with open(f"/proc/{pid}/status", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0
+
+
+def wait_node(root: Path, timeout: float = 20) -> int:
+    """After a workspace's first delegation: until its node serves (or `timeout`); its pid, or 0."""
     deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline and not (root / ".mam" / "run" / "forkserver.sock").exists():
+    while time.monotonic() < deadline:
+        pid = node_pid(root)
+        if pid and (root / ".mam" / "run" / "node.sock").exists():
+            return pid
         time.sleep(0.05)
+    return 0
 
 
 @dataclass

@@ -49,8 +49,8 @@ sys.path.insert(0, str(REPO))
 
 from bench._support import clean_environ, kill_tmux, machine, wait_heartbeaters_gone  # noqa: E402
 from mam.jobs.delegate import DelegateRequest, delegate, delegate_request  # noqa: E402
-from mam.jobs.outcomes import Exit, JobState  # noqa: E402
 from mam.jobs.record import read_audit  # noqa: E402
+from mam.outcomes import Exit, JobState  # noqa: E402
 from mam.settings import Settings, load_settings  # noqa: E402
 from mam.store.registry import Registry  # noqa: E402
 from mam.workspace import Workspace  # noqa: E402

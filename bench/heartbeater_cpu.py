@@ -6,11 +6,11 @@ Usage: python bench/heartbeater_cpu.py [--jobs 10] [--heartbeat 30] [--work-s 0.
 its side runs the same interpreter with PYTHONPATH=DIR, so only mam's code differs. Without it, this
 tree alone. Run `python -m compileall -q mam` (and on DIR) first where PYTHONDONTWRITEBYTECODE is set.
 
-Per job: a job registered through `Ledger.register` in a temporary workspace, its wrapper's wake
-socket listening (mam.jobs.intake.Listener: the beats count on disk, as with a real wrapper), an agent
+Per job: a job registered through `Ledger.register` in a temporary workspace, a wrapper's Waiter on
+the job's `events:<id>` key (mam.util.pokes: the beats count on disk, as with a real wrapper), an agent
 (`sleep`, named by MAM_AGENT_PID), then `mam event started --job ID --heartbeat N` as the agent runs
 it; after --work-s the job ends (cancelled, as a wrapper commits it, which pokes the job's key). This
-script is the subreaper of the double-forked heartbeater, so it reaps it with os.wait4, whose rusage
+script is the subreaper of the heartbeater (started in its own session), so it reaps it with os.wait4, whose rusage
 gives its CPU to the microsecond (the /proc ticks of bench/_cpu.py round a few milliseconds to 0).
 A heartbeater still running 2 s after the job's end (one that only notices it at its next beat) is
 stopped by killing the agent, which it notices at once. Prints, per side, the median and mean CPU
@@ -35,11 +35,11 @@ sys.path.append(str(Path(__file__).resolve().parents[1]))  # for `bench._cpu`
 
 from bench import _cpu as cpu  # noqa: E402
 from mam.jobs import heartbeat  # noqa: E402
-from mam.jobs.intake import Listener  # noqa: E402
 from mam.jobs.model import End, JobState  # noqa: E402
-from mam.jobs.outcomes import Exit, Reason  # noqa: E402
 from mam.jobs.record import now_ms  # noqa: E402
+from mam.outcomes import Exit, Reason  # noqa: E402
 from mam.store.registry import Registry  # noqa: E402
+from mam.util import pokes  # noqa: E402
 from mam.workspace import Workspace  # noqa: E402
 from tests.helpers.jobs import register_delivered  # noqa: E402
 
@@ -49,9 +49,7 @@ STOP_WAIT_S = 2.0
 def one_job(ws: Workspace, registry: Registry, env: dict[str, str], interval_s: float, work_s: float) -> dict[str, Any]:
     ledger = register_delivered(ws, registry, topic_prefix="bench/heartbeater", heartbeat_ms=int(interval_s * 1000))
     job = ledger.job
-    listener = Listener(ws, job.id, lambda: None)
-    if listener.start():
-        raise RuntimeError("cannot listen on the job's wake socket")
+    listener = pokes.Waiter(ws, [pokes.events_key(job.id)])
     agent = subprocess.Popen(["sleep", "600"])
     try:
         subprocess.run(

@@ -38,7 +38,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from bench._support import forkserver_cpu_s, kill_tmux, wait_forkserver  # noqa: E402
+from bench._support import kill_tmux, node_cpu_s, node_pid, wait_node  # noqa: E402
 from mam.bus.envelope import Envelope  # noqa: E402
 from mam.bus.topics import Topics  # noqa: E402
 from mam.errors import DecodeError  # noqa: E402
@@ -230,12 +230,12 @@ def run_point(
 
         threads = [threading.Thread(target=worker, args=(n,)) for n in names]
         warmup = 0
-        if via == "cli":  # the first delegations start the forkserver: let it serve the run
+        if via == "cli":  # the first delegations start the node: let it serve the run
             cli_worker(names[0], paced=False)
             warmup = len(outcomes)
             outcomes.clear()
-            wait_forkserver(ws.root)
-        fs0 = forkserver_cpu_s(ws.root)
+            wait_node(ws.root)
+        node0 = node_cpu_s(ws.root)
         children0 = children_cpu_s()
         wrapper_cpu0 = time.process_time()
         start = time.monotonic()  # read by pace() in the threads
@@ -245,8 +245,9 @@ def run_point(
             t.join()
         wall = time.monotonic() - start
         wrapper_cpu = time.process_time() - wrapper_cpu0
-        if via == "cli":  # the `mam job delegate` processes, and the forkserver's children (the wrappers)
-            wrapper_cpu = children_cpu_s() - children0 + forkserver_cpu_s(ws.root) - fs0
+        node_cpu = node_cpu_s(ws.root) - node0
+        if via == "cli":  # the `mam job delegate` clients, and the node (the attempts, the served `mam event`s)
+            wrapper_cpu = children_cpu_s() - children0 + node_cpu
         flush_t0 = time.monotonic()
         unacked = shared.flush(60)  # the final states' publishes are not waited for by the wrappers
         flush_s = time.monotonic() - flush_t0
@@ -258,6 +259,7 @@ def run_point(
         state_delays = list(seen.values())
         monitor_cpu = cpu_s(monitor.pid) - cpu0
         memory = [rss_kb(p) for p in pane_pids]
+        node_rss = rss_kb(node_pid(ws.root)) if node_pid(ws.root) else 0
         latencies, events = [], 0
         for job_id, _state, _code in outcomes:
             lines = read_audit(ws, job_id)
@@ -327,6 +329,8 @@ def run_point(
             "wrappers_cpu_s": round(wrapper_cpu, 2),
             "wrappers_cpu_per_job_ms": round(1000 * wrapper_cpu / max(1, len(outcomes)), 1),
             "rss_per_session_mb": round(statistics.mean(memory) / 1024, 1) if memory else 0.0,
+            "node_cpu_per_job_ms": round(1000 * node_cpu / max(1, len(outcomes)), 1),
+            "node_rss_mb": round(node_rss / 1024, 1),
             "state_unacked": unacked,
             "state_flush_s": round(flush_s, 2),
             "states_seen": len(seen),
@@ -394,7 +398,8 @@ def main(argv: list[str] | None = None) -> int:
         choices=("library", "cli"),
         default="library",
         help="library: every job a delegate() call in this process, on one shared MQTT connection (default); "
-        "cli: every job a `mam job delegate` process, as skill scripts run it (served by the forkserver)",
+        "cli: every job a `mam job delegate` process, as skill scripts run it (a client of the workspace's node, "
+        "which runs the job; MAM_NODE=0 in the environment: in the process itself)",
     )
     parser.add_argument(
         "--dump",

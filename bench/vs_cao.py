@@ -2,7 +2,7 @@
 
 Usage:
     .venv/bin/python bench/vs_cao.py [--runs 30] [--quick] [--json] [--broker mosquitto|amqtt]
-                                     [--via skill|cli] [--install user|dev]
+                                     [--via skill|cli] [--install user|dev] [--node on|off]
                                      [--cao-venv ~/.cache/mam/cao-venv]
 
 CAO must be installed in its own venv first (never into mam's):
@@ -20,24 +20,29 @@ Both sides get the same agent work: 50 ms per job.
   makes the workspace's venv with a regular pip install and copies the skills into
   WS/.agents/skills; `--install dev` uses this clone's editable .venv and skills instead), then
   demo-agent sessions made with the skill script `create_session.sh` (which returns once the
-  agent is ready), jobs delegated with `delegate_job.sh` (`mam job delegate`) with the directive
-  `demo-sleep: 0.05`: the demo agent runs the footer's `mam event started`, works 50 ms, runs
-  `mam event progress` and `mam event completed` (three fresh processes, and the heartbeater that
-  `started` forks). Private tmux server, private HOME, a private broker on a free loopback port
-  (Mosquitto by default; `--broker amqtt` is the broker mam embeds). Every job must end
-  `completed` with exit 0.
+  agent is ready), jobs delegated with `delegate_job.sh` (`mam job delegate`, a thin client of the
+  workspace's node, which the first delegation starts and which runs the job in a thread) with the
+  directive `demo-sleep: 0.05`: the demo agent runs the footer's `mam event started`, works 50 ms,
+  runs `mam event progress` and `mam event completed` (three fresh client processes, each served by
+  the node, and the heartbeater the node starts for `started`). `--node off` sets MAM_NODE=0: every
+  command then runs in its own process (the same code). Private tmux server, private HOME, a
+  private broker on a free loopback port (Mosquitto by default; `--broker amqtt` is the broker mam
+  embeds). Every job must end `completed` with exit 0.
 
 Measured: create -> ready (median of --runs), one delegation round trip (median of --runs, after
 one warm-up), 5 sessions in parallel x --parallel-jobs jobs each (jobs per minute, latency median,
 CPU-seconds per job), and idle CPU with 5 agents (both sides idle in the same window).
 
 CPU counts every process of a side, from /proc: CAO's server and everything under it, and its tmux
-server with the shells and agents under it; mam's `mam job delegate` processes (reaped by this
-script: RUSAGE_CHILDREN), the workspace's forkserver with the wrappers it forks and reaps (its
-utime+stime+cutime+cstime), its tmux server with the demo agents and their `mam event` processes,
-the heartbeaters (double-forked daemons: this script is made their subreaper so they can be
-counted) and the broker. This script's own threads (the HTTP calls to CAO, the subprocess calls)
-are not counted on either side.
+server with the shells and agents under it; mam's `mam job delegate` clients (reaped by this script:
+RUSAGE_CHILDREN), the workspace's node (pid from `.mam/run/node.json`: it runs in its own session,
+nobody's child; the growth of its utime+stime+cutime+cstime, so the heartbeaters and tmux clients
+it starts and reaps count too, shown apart from its own), its tmux server with the demo agents
+and their `mam event` clients (reaped by the agent: its cutime+cstime, shown apart from the
+agent's own CPU), any heartbeater still running or
+orphaned (this script is made a subreaper so they can be counted) and the broker. The agents count
+on both sides (CAO's mock agent, mam's demo agent); "without the agents' own" leaves their own CPU out.
+This script's own threads (the HTTP calls to CAO, the subprocess calls) count on neither side.
 """
 
 from __future__ import annotations
@@ -71,6 +76,13 @@ CREATE_SH = SKILLS / "multi-agent-mux-create" / "scripts" / "create_session.sh"
 DELEGATE_SH = SKILLS / "multi-agent-mux-delegate-job" / "scripts" / "delegate_job.sh"
 MOCK_AGENT = Path(__file__).resolve().parent / "cao_mock_agent.py"
 CAO_VERSION = "2.5.4"
+DEMO_AGENT = "demo agent"
+AGENTS = (DEMO_AGENT, "mock agent")  # their own CPU (bench/_cpu.py's labels)
+NODE = "node"
+REAPED = {  # processes whose reaped children's CPU is shown apart (bench/_cpu.py's labels)
+    DEMO_AGENT: "mam event clients (reaped by the demo agent)",
+    NODE: "the node's children, reaped (heartbeaters, tmux clients)",
+}
 WORK_S = 0.05
 
 
@@ -213,7 +225,7 @@ def _tmux_server_pid(sock: list[str]) -> list[int]:
 class Mam:
     """A throw-away workspace with demo-agent sessions on a private tmux server and broker."""
 
-    def __init__(self, root: Path, broker_kind: str, via: str, install: str = "user") -> None:
+    def __init__(self, root: Path, broker_kind: str, via: str, install: str = "user", node: str = "on") -> None:
         self.root, self.via = root, via
         self.ws = root / "ws"
         home = root / "home"
@@ -247,6 +259,7 @@ class Mam:
             SHELL="/bin/sh",
             MAM_DEMO_BEHAVIOUR="ok",
             PATH=os.pathsep.join([str(self.bin), os.environ.get("PATH", os.defpath)]),
+            **({"MAM_NODE": "0"} if node == "off" else {}),
         )
 
     def _run(self, argv: list[str], timeout: float = 120) -> subprocess.CompletedProcess[str]:
@@ -302,9 +315,7 @@ class Mam:
 
     def roots(self) -> list[int]:
         return (
-            _tmux_server_pid(["-L", self.tmux])
-            + [self.broker.proc.pid]
-            + [p for p in [support.forkserver_pid(self.ws)] if p]
+            _tmux_server_pid(["-L", self.tmux]) + [self.broker.proc.pid] + [p for p in [support.node_pid(self.ws)] if p]
         )
 
     def stop(self) -> None:
@@ -350,10 +361,15 @@ class Window:
         self.breakdown: dict[str, float] = {}
         for pid, used in each.items():
             name = cpu.label(pid, after)
+            if name in REAPED:  # its own CPU apart from its children's (which it reaped)
+                own, reaped_by = cpu.split(self.before, after, pid)
+                self.breakdown[REAPED[name]] = self.breakdown.get(REAPED[name], 0.0) + reaped_by
+                used = own
             self.breakdown[name] = self.breakdown.get(name, 0.0) + used
         if isinstance(self.side, Mam):  # the `mam job delegate` processes this script ran and reaped
             self.breakdown["mam job delegate (the processes run)"] = cpu.own_children_cpu() - self.children0 - reaped
         self.cpu = sum(self.breakdown.values())
+        self.own = self.cpu - sum(self.breakdown.get(k, 0.0) for k in AGENTS)  # every process but the agents'
 
 
 def settle(keep: list[int]) -> None:
@@ -393,6 +409,7 @@ def parallel(side: Cao | Mam, names: list[str], jobs: int, keep: list[int], tag:
         "latency_median_s": median(lat),
         "cpu_s": w.cpu,
         "cpu_per_job_s": w.cpu / max(1, len(lat)),
+        "own_cpu_per_job_s": w.own / max(1, len(lat)),
         "cpu_per_job_by_process": {k: round(v / max(1, len(lat)), 4) for k, v in sorted(w.breakdown.items())},
     }
 
@@ -402,7 +419,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         print("vs_cao: warning: cannot become a subreaper; daemons' CPU may be missed", file=sys.stderr)
     root = Path(tempfile.mkdtemp(prefix="mam-vscao-"))
     cao = Cao(root / "cao", args.cao_venv) if not args.only or args.only == "cao" else None
-    mam = Mam(root / "mam", args.broker, args.via, args.install) if not args.only or args.only == "mam" else None
+    mam = (
+        Mam(root / "mam", args.broker, args.via, args.install, args.node)
+        if not args.only or args.only == "mam"
+        else None
+    )
     sides: dict[str, Cao | Mam] = {k: v for k, v in (("cao", cao), ("mam", mam)) if v is not None}
     keep = [mam.broker.proc.pid] if mam else []
     result: dict[str, Any] = {"machine": support.machine(), "params": vars(args) | {"cao_venv": str(args.cao_venv)}}
@@ -450,6 +471,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         for key, w in windows.items():
             w.__exit__()
             res[key]["idle_cpu_pct"] = 100 * w.cpu / w.wall
+            res[key]["idle_own_cpu_pct"] = 100 * w.own / w.wall
             res[key]["idle_cpu_pct_by_process"] = {
                 k: round(100 * v / w.wall, 3) for k, v in sorted(w.breakdown.items())
             }
@@ -478,6 +500,11 @@ ROWS = (
     ("{n} sessions in parallel, jobs per minute", lambda r: r.get("parallel", {}).get("jobs_per_min"), "{:.0f}"),
     ("{n} sessions in parallel, latency median", lambda r: r.get("parallel", {}).get("latency_median_s"), "{:.2f} s"),
     ("CPU-seconds per job (every process involved)", lambda r: r.get("parallel", {}).get("cpu_per_job_s"), "{:.3f}"),
+    (
+        "CPU-seconds per job, without the agents' own",
+        lambda r: r.get("parallel", {}).get("own_cpu_per_job_s"),
+        "{:.3f}",
+    ),
     ("idle CPU with {n} agents, % of a core", lambda r: r.get("idle_cpu_pct"), "{:.2f}"),
 )
 
@@ -497,7 +524,8 @@ def table(result: dict[str, Any]) -> str:
     lines.append("")
     lines.append(
         f"{m['date']}; {m['nproc']} cores ({m['cpu']}); Python {m['python']}; {m['tmux']}; "
-        f"broker {p['broker']}; mam via {p['via']} ({p.get('install', 'dev')} install); CAO {CAO_VERSION}; "
+        f"broker {p['broker']}; mam via {p['via']} ({p.get('install', 'dev')} install, node {p.get('node', 'on')}); "
+        f"CAO {CAO_VERSION}; "
         f"runs {p['runs']}, "
         f"{p['parallel_sessions']} x {p['parallel_jobs']} jobs, idle {p['idle_s']:g} s"
     )
@@ -529,6 +557,9 @@ def main(argv: list[str] | None = None) -> int:
         default="user",
         help="user: mam installed by deploy/install.sh into the bench workspace, as a new user has it "
         "(default); dev: this clone's editable .venv",
+    )
+    parser.add_argument(
+        "--node", choices=("on", "off"), default="on", help="off: MAM_NODE=0, every mam command in its own process"
     )
     parser.add_argument("--cao-venv", type=Path, default=Path.home() / ".cache" / "mam" / "cao-venv")
     parser.add_argument("--only", choices=("cao", "mam"), help="measure one side only")

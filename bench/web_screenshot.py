@@ -3,7 +3,8 @@
 Usage: python bench/web_screenshot.py [--out docs/web.png] [--size 1100x760]
 
 It runs `mam demo` (its own temporary workspace, embedded broker and private tmux server), reads
-where the demo put them from its first line, serves that workspace with `mam web --port 0`, opens
+where the demo put them from its first line, serves that workspace with `mam web --port 0 --foreground`
+(no node outlives the demo's temporary workspace), opens
 the printed link in Debian's Chromium (/usr/bin/chromium, driven by Playwright; never `playwright
 install`) and waits until the page shows the demo's sessions and its slow job running with its progress;
 then it saves the page as a PNG. The demo removes everything it started when it ends; the server
@@ -67,7 +68,11 @@ def main(argv: list[str] | None = None) -> int:
             assert match is not None
             env = clean_environ(MAM_WORKSPACE=match.group(1).rstrip(";"), MAM_TMUX_SERVER=match.group(2))
             web = subprocess.Popen(
-                [MAM, "web", "--port", "0"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+                [MAM, "web", "--port", "0", "--foreground"],
+                env=env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
             )
             page.goto(read_line(web, "/login?token=", 60).strip())
             page.wait_for_function(READY, timeout=60_000)

@@ -1,9 +1,12 @@
 """The wrapper's own costs, this tree against a baseline tree, in one run (issue 14, parts 2 and 3).
 
-Usage: python bench/wrapper_path.py [--jobs 15] [--broker mosquitto|amqtt] [--baseline DIR] [--idle-s 15] [--json]
+Usage: python bench/wrapper_path.py [--jobs 15] [--broker mosquitto|amqtt] [--baseline DIR] [--idle-s 15]
+                                   [--node on|off] [--json]
 
 `--baseline DIR`: a folder holding another mam package (e.g. `git archive main mam | tar -x -C DIR`);
-its side runs the same venv with PYTHONPATH=DIR, so only mam's code differs. Without it, this tree alone.
+its side runs the same venv with PYTHONPATH=DIR, so only mam's code differs, and with MAM_NODE=0 (a
+node drops the caller's PYTHON* variables, so it would run the venv's mam). Without it, this tree
+alone. `--node off`: this tree with MAM_NODE=0 too (every command in its own process).
 
 Per side: a temporary workspace (own HOME, private tmux server, private broker, one demo agent), one
 untimed warm-up job, then `--jobs` jobs started the way an orchestrator does, through the skill script
@@ -12,19 +15,20 @@ From each job's audit log (wrapper clock) and the spawn time:
 
   register   skill script spawned -> job `created` committed
   deliver    `created` -> `injected` (session lookup, turn, liveness check, paste, Enter)
-  caller CPU   user+system CPU of the script's process tree (the skill script and `mam`; where no
-             forkserver serves, also the wrapper and the tmux clients it runs; not the agent, its
+  caller CPU   user+system CPU of the script's process tree (the skill script and the `mam` client;
+             with MAM_NODE=0 also the wrapper and the tmux clients it runs; not the agent, its
              `mam event` commands or the broker), from RUSAGE_CHILDREN
-  wrapper CPU  the caller's CPU plus what the workspace's forkserver spent on the job (the child it
-             forked to be the wrapper, with its tmux clients: the growth of the forkserver's
-             utime+stime+cutime+cstime over the jobs), the mean per job
+  wrapper CPU  the caller's CPU plus what the workspace's node spent over the jobs (the attempt's
+             thread with its tmux clients, the `mam event`s it served, the heartbeaters it reaped:
+             the growth of the node's utime+stime+cutime+cstime, `.mam/run/node.json`'s pid), the
+             mean per job
 
 Then one idle job: the agent acknowledges it and goes silent (`demo-behaviour: silent_after_start`,
 no heartbeater, --heartbeat 60 so no deadline comes near); over `--idle-s` seconds the wrapper's
-voluntary context switches (each one a wake-up from a sleep; the wrapper is the job's owner, the
-forkserver's child where one serves) are counted from /proc, for its main
-thread and for all its threads (paho's network thread included), and given per minute. Cleans up
-everything it started. Exits non-zero only on an error.
+voluntary context switches (each one a wake-up from a sleep; the wrapper is the job's owner: the
+node, or the caller with MAM_NODE=0) are counted from /proc, for its main thread and for all its
+threads (the node's: its accept loop, the attempt, paho's network thread, the monitor), and given
+per minute. Cleans up everything it started. Exits non-zero only on an error.
 """
 
 from __future__ import annotations
@@ -121,7 +125,7 @@ def idle_job(env: dict[str, str], ws: Any, seconds: float) -> dict[str, float]:
         if not job_id:
             raise RuntimeError("the idle job never ran")
         time.sleep(0.5)  # let the wrapper settle into its wait
-        wrapper = _owner(ws, job_id)  # the caller itself, or the forkserver's child that serves it
+        wrapper = _owner(ws, job_id)  # the node, or the caller itself with MAM_NODE=0
         main0, all0 = _switches(wrapper)
         time.sleep(seconds)
         main1, all1 = _switches(wrapper)
@@ -138,7 +142,7 @@ def idle_job(env: dict[str, str], ws: Any, seconds: float) -> dict[str, float]:
     }
 
 
-def side(name: str, pythonpath: str, jobs: int, broker: str, idle_s: float, quiet: bool) -> dict[str, Any]:
+def side(name: str, pythonpath: str, jobs: int, broker: str, idle_s: float, quiet: bool, node: bool) -> dict[str, Any]:
     saved = os.environ.get("PYTHONPATH")
     if pythonpath:
         os.environ["PYTHONPATH"] = pythonpath
@@ -146,12 +150,12 @@ def side(name: str, pythonpath: str, jobs: int, broker: str, idle_s: float, quie
         os.environ.pop("PYTHONPATH", None)
     try:
         with support.demo_workspace(f"mam-bench-wrapper-{name}-", broker) as bench:
-            env = {**bench.env, "MAM_BIN": str(support.VENV_BIN / "mam")}
-            one_job(0, env, bench.ws)  # warm-up (it starts the forkserver, where the tree has one)
-            if not pythonpath:
-                support.wait_forkserver(bench.ws.root)
+            env = {**bench.env, "MAM_BIN": str(support.VENV_BIN / "mam"), **({} if node else {"MAM_NODE": "0"})}
+            one_job(0, env, bench.ws)  # warm-up (it starts the node, unless MAM_NODE=0)
+            if node:
+                support.wait_node(bench.ws.root)
             rows = []
-            served0 = support.forkserver_cpu_s(bench.ws.root)
+            served0 = support.node_cpu_s(bench.ws.root)
             for i in range(1, jobs + 1):
                 rows.append(one_job(i, env, bench.ws))
                 if not quiet:
@@ -161,7 +165,7 @@ def side(name: str, pythonpath: str, jobs: int, broker: str, idle_s: float, quie
                         f"caller CPU {r['cpu_ms']:6.1f} ms",
                         flush=True,
                     )
-            served = (support.forkserver_cpu_s(bench.ws.root) - served0) * 1000 / max(1, jobs)
+            served = (support.node_cpu_s(bench.ws.root) - served0) * 1000 / max(1, jobs)
             idle = idle_job(env, bench.ws, idle_s)
     finally:
         if saved is None:
@@ -182,6 +186,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--broker", choices=("mosquitto", "amqtt"), default="mosquitto")
     parser.add_argument("--baseline", default="", help="a folder holding the baseline's mam package")
     parser.add_argument("--idle-s", type=float, default=15.0)
+    parser.add_argument("--node", choices=("on", "off"), default="on", help="off: MAM_NODE=0 for this tree too")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
     if not support.have_tmux("wrapper_path"):
@@ -190,11 +195,19 @@ def main(argv: list[str] | None = None) -> int:
     results: dict[str, Any] = {}
     try:
         for name, path in sides:
-            results[name] = side(name, path, args.jobs, args.broker, args.idle_s, args.json)
+            node = not path and args.node == "on"
+            results[name] = side(name, path, args.jobs, args.broker, args.idle_s, args.json, node)
     except Exception as e:  # noqa: BLE001 - one line on stderr, exit 1
         print(f"wrapper_path: error: {e}", file=sys.stderr)
         return 1
-    out = {"jobs": args.jobs, "broker": args.broker, "idle_s": args.idle_s, **results, "machine": support.machine()}
+    out = {
+        "jobs": args.jobs,
+        "broker": args.broker,
+        "idle_s": args.idle_s,
+        "node": args.node,
+        **results,
+        "machine": support.machine(),
+    }
     if args.json:
         print(json.dumps(out, indent=2))
         return 0
@@ -202,7 +215,7 @@ def main(argv: list[str] | None = None) -> int:
         ("skill script -> registered, median ms", "median_ms", "register"),
         ("registered -> brief in the pane, median ms", "median_ms", "deliver"),
         ("caller's process tree CPU per job, median ms", "median_ms", "cpu_ms"),
-        ("wrapper CPU per job (+ forkserver child), mean ms", "median_ms", "wrapper_cpu_ms"),
+        ("wrapper CPU per job (+ the node's growth), mean ms", "median_ms", "wrapper_cpu_ms"),
         ("idle wrapper wake-ups/min, main thread", "idle_wakeups", "main_per_min"),
         ("idle wrapper wake-ups/min, all threads", "idle_wakeups", "all_per_min"),
     ]

@@ -6,7 +6,7 @@ Messages never contain secrets (tokens, passwords, the dispatch secret).
 
 from __future__ import annotations
 
-from mam.jobs.outcomes import Exit, Rejected
+from mam.outcomes import Exit, Rejected
 
 
 class MamError(Exception):
@@ -163,3 +163,19 @@ class StaleVersion(BoardError):
     """Raised when a board compare-and-set (`--if-version N`) names a version other than the key's current one."""
 
     exit_code: int = Exit.STALE_VERSION
+
+
+class RoutineError(MamError):
+    """Raised when a routine cannot be added, changed or fired."""
+
+
+class RoutineNotFound(RoutineError):
+    """Raised when no routine has the name given."""
+
+    exit_code: int = Exit.NOT_FOUND
+
+
+class RoutineExists(RoutineError):
+    """Raised when `mam routine add` names a routine that exists already."""
+
+    exit_code: int = Exit.USAGE

@@ -10,27 +10,31 @@ from __future__ import annotations
 
 from mam.errors import UsageError
 
-# [A-Za-z0-9][A-Za-z0-9._-]*, checked without `re`: the lean entry points (mam.fast_event,
-# mam.forkserver.client) import this module, and `re` alone costs them a few milliseconds.
+# [A-Za-z0-9][A-Za-z0-9._-]*, checked without `re`: the thin client
+# (mam.node.client) may import this module, and `re` alone costs them a few milliseconds.
 _FIRST = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789")
 _REST = _FIRST | frozenset("._-")
+_REST_COLON = _REST | {":"}
 JOB_ID_MAX = 128  # also the envelope's and the topic level's limit
 NAME_MAX = 64
 SHOWN = 80  # how much of a refused id the message repeats
 
 
-def check_id(value: object, what: str = "job id", *, limit: int = JOB_ID_MAX) -> str:
-    """Return `value` if it is a valid id, else raise UsageError (exit 2) naming `what`."""
-    if isinstance(value, str) and len(value) <= limit and _well_formed(value):
+def check_id(value: object, what: str = "job id", *, limit: int = JOB_ID_MAX, colon: bool = False) -> str:
+    """Return `value` if it is a valid id, else raise UsageError (exit 2) naming `what`. `colon`: ':' is
+    allowed too (an idempotency key, which names a registry row only, never a file or a topic level)."""
+    if isinstance(value, str) and len(value) <= limit and _well_formed(value, colon=colon):
         return value
     shown = value[:SHOWN] + "..." if isinstance(value, str) and len(value) > SHOWN else value
+    chars = "'.', '_', '-' or ':'" if colon else "'.', '_' or '-'"
     raise UsageError(
-        f"invalid {what} {shown!r}: use 1-{limit} letters, digits, '.', '_' or '-', starting with a letter or digit"
+        f"invalid {what} {shown!r}: use 1-{limit} letters, digits, {chars}, starting with a letter or digit"
     )
 
 
-def _well_formed(value: str) -> bool:
-    return bool(value) and value[0] in _FIRST and _REST.issuperset(value)
+def _well_formed(value: str, *, colon: bool = False) -> bool:
+    rest = _REST_COLON if colon else _REST
+    return bool(value) and value[0] in _FIRST and rest.issuperset(value)
 
 
 def is_name(value: object) -> bool:

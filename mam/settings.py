@@ -16,6 +16,7 @@ from typing import Any
 
 from mam.envfile import parse_env_file
 from mam.errors import ConfigError, UsageError
+from mam.util import caller
 from mam.util.trust import check_path
 
 
@@ -114,22 +115,15 @@ KEYS: tuple[Key, ...] = (
     Key(
         "MAM_NO_AUTOSTART",
         "0",
-        "1: never start a broker, tmux or herdr server, or a forkserver, on demand.",
+        "1: never start a broker, tmux or herdr server, or a node, on demand.",
         "bool",
     ),
     Key(
-        "MAM_FORKSERVER",
+        "MAM_NODE",
         "1",
-        "1: `mam job delegate` starts in a warm per-workspace forkserver (mam/forkserver) instead of a fresh "
-        "Python; 0: always a fresh Python.",
+        "1: `mam job delegate`, `mam job wait` and `mam event` run in the workspace's node (`mam node`); "
+        "0: in the calling process, with the same code (for debugging).",
         "bool",
-    ),
-    Key(
-        "MAM_FORKSERVER_IDLE_S",
-        "30",
-        "The forkserver exits after this many seconds with no delegation running (and at once when the "
-        "workspace's tmux server or its socket is gone).",
-        "float",
     ),
     Key(
         "MAM_POLL_S",
@@ -230,8 +224,7 @@ class Settings:
     default_estimate_tokens: int
     # -- panes, helpers, the rest
     no_autostart: bool
-    forkserver: bool
-    forkserver_idle_s: float
+    node: bool
     backend: str
     tmux_server: str
     herdr_session_name: str
@@ -322,7 +315,7 @@ def load_settings(
     required_env_file: bool = False,
 ) -> Settings:
     """Build Settings from defaults, then `env_file` (if it exists), then `environ`."""
-    environ = os.environ if environ is None else environ
+    environ = caller.environ() if environ is None else environ
     values = {k.name: k.default for k in KEYS}
     sources = {k.name: "default" for k in KEYS}
     extra: dict[str, str] = {}

@@ -75,6 +75,18 @@ class Dialog:
         return self.title or self.marker.strip()
 
 
+@dataclass(frozen=True)
+class PermissionPrompt:
+    """A permission prompt laid out exactly as the captured dialog of that CLI and version: the tool
+    call it asks about (named as the CLI's hooks name it), its options top to bottom, the selected one."""
+
+    tool: str  # e.g. "Bash(touch x)"
+    options: tuple[str, ...]
+    selected: int
+    allow: int  # the option that lets this one call run (never "don't ask again")
+    deny: int  # the option that refuses it
+
+
 _RULE = re.compile(r"^\s*[╭┌]?[─━═]{8,}")
 _FRAME = "│┃╭╮╰╯┌┐└┘ \t"
 
@@ -199,7 +211,7 @@ class AgentAdapter:
         )
 
     def hook_options(self, ctx: LaunchContext) -> SessionOptions:
-        """What makes the CLI call `mam hook` on its lifecycle events, for this launch only (mam.hooks.config)."""
+        """What makes the CLI call `mam hook` on its lifecycle events, for this launch only (mam.agents.hooks)."""
         return SessionOptions()
 
     def permission_options(self, ctx: LaunchContext) -> SessionOptions:
@@ -225,7 +237,7 @@ class AgentAdapter:
 
     def reaps_tool_processes(self, permissions: str) -> bool:
         """True when the CLI kills whatever a tool command leaves running once that command returns
-        (a sandbox), so a heartbeater that `mam event started --heartbeat N` forks dies at once and
+        (a sandbox), so a heartbeater that `mam event started --heartbeat N` starts dies at once and
         the delegation wrapper, outside the sandbox, must start it again."""
         return False
 
@@ -248,6 +260,15 @@ class AgentAdapter:
             for marker in markers:
                 if marker in bottom:
                     return Dialog(kind, marker, dialog_title(lines, marker))
+        return None
+
+    # The CLI version whose permission prompt `permission_prompt` reads (captured in tests/agents/screens);
+    # "" when mam does not answer this CLI's prompts.
+    prompt_version: ClassVar[str] = ""
+
+    def permission_prompt(self, screen: str) -> PermissionPrompt | None:
+        """The permission prompt the screen shows, parsed from the captured layout of `prompt_version`;
+        None when there is none, or it is laid out otherwise (then no one answers it from mam)."""
         return None
 
     # -- conversations ------------------------------------------------------------------------

@@ -9,12 +9,14 @@ See docs/agents.md.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from mam.agents import convo, trust
-from mam.agents.base import AgentAdapter, LaunchContext, SessionOptions
+from mam.agents.base import AgentAdapter, LaunchContext, PermissionPrompt, SessionOptions
+from mam.agents.hooks import claude_settings
 
 
 class ClaudeAdapter(AgentAdapter):
@@ -47,14 +49,54 @@ class ClaudeAdapter(AgentAdapter):
         "Choose the text style that looks best with your terminal",
     )
 
+    prompt_version = "2.1.332"  # tests/agents/screens/claude-2.1.332/permission-prompt.txt
+
+    def permission_prompt(self, screen: str) -> PermissionPrompt | None:
+        """2.1.332's prompt for a shell command, as captured: a full-width rule, " Bash command", a
+        description, the command between two dashed rules (each line after a "│ " gutter, or none), a
+        note, "Do you want to proceed?", the
+        options (the selected one marked ❯), then "Esc to cancel", in the last `dialog_lines`. A
+        banner naming another version anywhere on `screen` refuses it."""
+        every = screen.rstrip().splitlines()
+        banner = [m.group(1) for line in every if (m := _BANNER.search(line))]
+        lines = [line.rstrip() for line in every[-self.dialog_lines :]]
+        if banner and banner[-1] != self.prompt_version:
+            return None
+        ask = next((i for i in range(len(lines) - 1, -1, -1) if lines[i].strip() == "Do you want to proceed?"), None)
+        if ask is None:
+            return None
+        options: list[str] = []
+        selected, at = -1, ask + 1
+        while at < len(lines) and (m := _OPTION.match(lines[at])):
+            if m.group(1):
+                selected = len(options)
+            options.append(m.group(2).strip())
+            at += 1
+        footer = [line.strip() for line in lines[at:] if line.strip()]
+        if selected < 0 or len(footer) != 1 or not footer[0].startswith("Esc to cancel"):
+            return None
+        dashed = [i for i in range(ask) if _DASHED.match(lines[i])]
+        rules = [i for i in range(ask) if _FULL_RULE.match(lines[i])]
+        if len(dashed) < 2 or not rules or not (rules[-1] < dashed[-2] < dashed[-1]):
+            return None
+        if lines[rules[-1] + 1].strip() != "Bash command":
+            return None
+        shown = [line[1:] if line.startswith(" ") else line for line in lines[dashed[-2] + 1 : dashed[-1]]]
+        if shown and all(line.startswith("│ ") for line in shown):
+            shown = [line[2:] for line in shown]  # the gutter some commands get (seen on a `python3 -c '...'`)
+        command = "\n".join(shown)
+        allow = [i for i, o in enumerate(options) if o == "Yes"]
+        deny = [i for i, o in enumerate(options) if o == "No" or o.startswith("No,")]
+        if len(allow) != 1 or len(deny) != 1:
+            return None
+        return PermissionPrompt(f"Bash({command})", tuple(options), selected, allow[0], deny[0])
+
     def report_options(self, ctx: LaunchContext) -> SessionOptions:
         """One `Bash(<command>:*)` allow rule per allowed command (`--allowedTools` takes several)."""
         return SessionOptions(args=("--allowedTools", *(f"Bash({c}:*)" for c in ctx.allowed_commands)))
 
     def hook_options(self, ctx: LaunchContext) -> SessionOptions:
         """`--settings .mam/sessions/<name>/claude-settings.json`: mam's hooks (docs/agents.md, Lifecycle hooks)."""
-        from mam.hooks.config import claude_settings
-
         extra: dict[str, Any] = {"skipDangerousModePermissionPrompt": True} if ctx.permissions == "full" else {}
         mode = self.user_default_mode(ctx.env)
         if mode is not None and not _project_default_mode(Path(ctx.cwd)):
@@ -124,6 +166,11 @@ class ClaudeAdapter(AgentAdapter):
 
 ADAPTER = ClaudeAdapter()
 
+
+_BANNER = re.compile(r"Claude Code v(\d+\.\d+\.\d+)")
+_OPTION = re.compile(r"^ (❯)? +(?:\d+\. )?(\S.*)$")
+_DASHED = re.compile(r"^╌{8,}$")
+_FULL_RULE = re.compile(r"^─{8,}$")
 
 # The permission modes Claude Code 2.1.332 knows (its --permission-mode choices); only these are copied.
 KNOWN_MODES = frozenset({"default", "manual", "acceptEdits", "plan", "bypassPermissions", "auto", "dontAsk"})

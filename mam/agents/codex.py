@@ -14,6 +14,7 @@ from pathlib import Path
 
 from mam.agents import convo, trust
 from mam.agents.base import AgentAdapter, LaunchContext, SessionOptions
+from mam.agents.hooks import codex_notify
 
 
 class CodexAdapter(AgentAdapter):
@@ -68,8 +69,6 @@ class CodexAdapter(AgentAdapter):
 
     def hook_options(self, ctx: LaunchContext) -> SessionOptions:
         """`-c notify=[...]`: codex runs `mam hook codex` when a turn completes (its only lifecycle hook)."""
-        from mam.hooks.config import codex_notify
-
         return SessionOptions(args=codex_notify(ctx))
 
     def reaps_tool_processes(self, permissions: str) -> bool:

@@ -23,7 +23,7 @@ from mam.board.keys import check_key, check_value
 from mam.bus.envelope import MAX_BOARD_BYTES, Envelope
 from mam.bus.topics import Topics, segment
 from mam.errors import ConfigError, DecodeError, UsageError
-from mam.jobs.outcomes import Rejected
+from mam.outcomes import Rejected
 from mam.settings import Settings
 from mam.util.fs import atomic_write
 from mam.workspace import STATE_DIR, Workspace, workspace_slug

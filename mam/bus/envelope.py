@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from mam.errors import DecodeError
-from mam.jobs.outcomes import Rejected
+from mam.outcomes import Rejected
 
 VERSION = 2  # 2: a dispatch carries `key_nonce`, never the job token
 MAX_EVENT_BYTES = 64 * 1024

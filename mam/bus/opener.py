@@ -1,14 +1,14 @@
 """A broker connection opened only when a caller first needs one.
 
-`mam event` and the heartbeater publish themselves only when no wrapper listens on the job's wake
-socket (mam/jobs/wake.py): the settings, paho and the broker's endpoint are imported here, on that
-path alone, so the usual path never pays for them.
+`mam event` and the heartbeater publish themselves only when no wrapper listens for the job's pokes
+(mam.jobs.emit): the settings, paho and the broker's endpoint are imported here, on that path alone,
+so the usual path never pays for them.
 """
 
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -29,11 +29,12 @@ def opener(
     timeout: float = 3.0,
     warn: bool = False,
     reconnect: bool = True,
+    environ: Mapping[str, str] | None = None,
 ) -> Opener:
     """A function that connects to the configured or embedded broker (never starting one).
 
     With `warn`, the settings' own warnings (an unknown key in .mam.env...) go to stderr, as every
-    mam command prints them."""
+    mam command prints them. `environ`: the environment the settings come from (default: this process's)."""
 
     def connect() -> MqttClient:
         from mam.broker.endpoint import resolve_endpoint
@@ -44,9 +45,9 @@ def opener(
 
         try:
             if env_file is not None:
-                settings = load_settings(env_file=env_file, required_env_file=True)
+                settings = load_settings(env_file=env_file, required_env_file=True, environ=environ)
             else:
-                settings = load_settings(env_file=ws.env_file)
+                settings = load_settings(env_file=ws.env_file, environ=environ)
         except ConfigError as e:
             raise BrokerError(f"cannot read the broker settings: {e}") from e
         if warn:

@@ -34,10 +34,24 @@ COMMANDS = {
     "job": ("mam.cli.job", "job", "Delegate jobs to sessions and inspect them."),
     "event": ("mam.cli.event", "event", "Agent side: publish a signed event about the job you are working on."),
     "hook": ("mam.cli.hook", "hook", "Agent CLI side: turn one lifecycle hook call into activity (always exits 0)."),
+    "routine": (
+        "mam.cli.routine",
+        "routine",
+        "Delegations the node fires on a schedule (--every, --cron), on demand or on a signed webhook.",
+    ),
     "loop": ("mam.cli.loop", "loop", "Run planner / creator / reviewer rounds until every reviewer passes."),
     "worktree": ("mam.cli.worktree", "worktree", "Prepare and remove issue worktrees for creator sessions."),
     "monitor": ("mam.cli.monitor", "monitor", "Reconcile the registry with panes and job events (reconcile.sh)."),
-    "runner": ("mam.cli.runner", "runner", "Take remote jobs for this host's sessions over the broker."),
+    "node": (
+        "mam.node.command",
+        "node",
+        "The workspace's node: runs every job of this host (started on demand); status, stop, --name for remote jobs.",
+    ),
+    "runner": (
+        "mam.node.command",
+        "runner",
+        "Take remote jobs for this host's sessions (an alias of `mam node --name`).",
+    ),
     "doctor": (
         "mam.cli.doctor",
         "doctor",
@@ -47,7 +61,7 @@ COMMANDS = {
     "tail": ("mam.cli.tail", "tail", "Follow every job transition, event and loop step, live (never starts anything)."),
     "top": ("mam.cli.top", "top", "A live full-screen view of sessions, open jobs and loops (--snapshot: print one)."),
     "web": (
-        "mam.cli.web",
+        "mam.node.web",
         "web",
         "Serve a live page of sessions, jobs and loops to a browser (loopback; a token link; cancel a job).",
     ),

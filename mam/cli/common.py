@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import click
 
 from mam.errors import MamError, UsageError
-from mam.jobs.outcomes import Exit
+from mam.outcomes import Exit
+from mam.util import caller
 from mam.util.text import for_terminal, json_text
 
 if TYPE_CHECKING:
@@ -35,7 +36,8 @@ class App:
         if self._ws is None:
             from mam.workspace import find_workspace
 
-            self._ws = find_workspace(self.workspace_arg)
+            # The caller's environment and folder (the node runs some commands for a client: mam.util.caller).
+            self._ws = find_workspace(self.workspace_arg, environ=caller.environ(), cwd=Path(caller.cwd()))
         return self._ws
 
     @property
@@ -44,7 +46,7 @@ class App:
             from mam.settings import load_settings
 
             if self.env_file_arg:
-                self._settings = load_settings(env_file=Path(self.env_file_arg), required_env_file=True)
+                self._settings = load_settings(env_file=Path(caller.cwd()) / self.env_file_arg, required_env_file=True)
             else:
                 self._settings = load_settings(env_file=self.ws.env_file)
             _configure_logging(self._settings.log_level)
@@ -155,8 +157,8 @@ def existing_registry(app: App, job_id: str) -> Registry:
 def read_brief(path: str) -> str:
     """`--brief-file PATH`'s text ('-': stdin); UsageError if it cannot be read."""
     if path == "-":
-        return sys.stdin.read()
+        return str(sys.stdin.read())
     try:
-        return Path(path).read_text(encoding="utf-8")
+        return (Path(caller.cwd()) / path).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as e:
         raise UsageError(f"cannot read the brief file {path}: {e}") from e

@@ -6,7 +6,7 @@ import click
 
 from mam.cli.common import echo
 from mam.demo.tour import run_demo, summary_lines
-from mam.jobs.outcomes import Exit
+from mam.outcomes import Exit
 
 
 @click.command("demo")

@@ -9,7 +9,7 @@ import click
 from mam import doctor as lib
 from mam.cli.common import App, echo, echo_json, workspace_option
 from mam.errors import UsageError
-from mam.jobs.outcomes import Exit
+from mam.outcomes import Exit
 from mam.settings import load_settings
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from mam.cli.common import App, brief_options, echo, echo_json, read_brief, workspace_option
+from mam.cli.request_options import request_options
 from mam.errors import UsageError
 from mam.jobs.delegate import RemoteOrigin
 from mam.jobs.target import parse_target
@@ -34,8 +35,7 @@ Exit codes: 0 the aggregate is decided; 1 it is not (a job failed for `all`, non
 @click.option(
     "--aggregate", type=click.Choice(["all", "first", "vote"]), default="all", show_default=True, help="How to decide."
 )
-@click.option("--timeout", type=float, default=None, help="Each job's wall-clock budget (default MAM_JOB_TIMEOUT_S).")
-@click.option("--start-deadline", type=float, default=None, help="Seconds each job waits for `started`.")
+@request_options("timeout_s", "start_deadline_s")  # each job's
 @click.option("--json", "as_json", is_flag=True, help="Print the aggregate and every job's provenance as JSON.")
 @click.pass_obj
 def fanout(
@@ -44,8 +44,8 @@ def fanout(
     brief: str | None,
     brief_file: str | None,
     aggregate: str,
-    timeout: float | None,
-    start_deadline: float | None,
+    timeout_s: float | None,
+    start_deadline_s: float | None,
     as_json: bool,
 ) -> int:
     from mam.jobs.fanout import check_targets
@@ -67,8 +67,8 @@ def fanout(
         aggregate=aggregate,
         ws=app.ws,
         settings=app.settings,
-        timeout_s=timeout,
-        start_deadline_s=start_deadline,
+        timeout_s=timeout_s,
+        start_deadline_s=start_deadline_s,
         remote=remote,
     )
     if as_json:

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import sys
 import time
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from mam.cli.common import (
     App,
-    brief_options,
     echo,
     echo_json,
     existing_registry,
@@ -19,18 +19,22 @@ from mam.cli.common import (
 )
 from mam.cli.fanout import fanout
 from mam.cli.replay import replay
+from mam.cli.request_options import request_options
 from mam.errors import UsageError
 from mam.ids import check_job_id
 from mam.jobs.delegate import RemoteOrigin, Update, delegate_request
 from mam.jobs.delegate import delegate as run_delegate
 from mam.jobs.model import Job
-from mam.jobs.outcomes import OPEN_STATES, Exit, JobState
 from mam.jobs.queries import cancel as cancel_job
 from mam.jobs.queries import log, workspace_jobs
 from mam.jobs.queries import status as job_status
 from mam.jobs.result import Outcome, ended_line
 from mam.jobs.target import parse_target
-from mam.util import interrupts
+from mam.outcomes import OPEN_STATES, Exit, JobState
+from mam.util import caller, interrupts
+
+if TYPE_CHECKING:
+    from mam.bus.mqtt import MqttClient
 
 DELEGATE_HELP = """Delegate a brief to a session and wait for the job to end.
 
@@ -87,113 +91,28 @@ def job() -> None:
 
 @job.command("delegate", help=DELEGATE_HELP)
 @workspace_option
-@click.option("--target", required=True, help="tmux:NAME, herdr:NAME, remote:RUNNER/NAME, or NAME.")
-@brief_options
-@click.option("--timeout", type=float, default=None, help="Wall-clock budget in seconds (default MAM_JOB_TIMEOUT_S).")
-@click.option(
-    "--start-deadline", type=float, default=None, help="Seconds to wait for `started` (default MAM_START_DEADLINE_S)."
-)
-@click.option(
-    "--heartbeat",
-    type=float,
-    default=None,
-    help="Heartbeat interval N the agent is asked for (default MAM_HEARTBEAT_S).",
-)
-@click.option("--parent-job", default=None, help="Link this job as a sub-job of that job (a job of this workspace).")
-@click.option(
-    "--job-id",
-    default=None,
-    help="Use this job id; if that job exists and is open, take it over and follow it (a brief already typed is "
-    "never typed again; one not typed yet needs the same --brief, and the job's own target).",
-)
-@click.option(
-    "--idempotency-key",
-    default=None,
-    help="If a job with this key exists (MAM_IDEMPOTENCY_TTL_S), attach to it: wait for it, exit with its code. "
-    "Only for the same target and brief: else exit 2 naming the key's job.",
-)
-@click.option("--dedup", is_flag=True, help="Use sha256(target session, brief) as the idempotency key.")
-@click.option(
-    "--dispatch-wait",
-    type=float,
-    default=None,
-    help="Seconds to wait for the session's earlier jobs and, queued, for a cap (default MAM_DISPATCH_WAIT_S).",
-)
-@click.option(
-    "--max-tokens",
-    type=click.IntRange(min=1),
-    default=None,
-    help="Stop the job (exit 6) once its measured token usage passes N; also caps its reservation.",
-)
-@click.option(
-    "--estimate-tokens",
-    type=click.IntRange(min=0),
-    default=None,
-    help="Tokens to reserve against the budgets (default: the median of the role's last 20 completed jobs, "
-    "else MAM_DEFAULT_ESTIMATE_TOKENS).",
-)
-@click.option(
-    "--allow-insecure-broker",
-    is_flag=True,
-    help="Allow remote: dispatch on a broker with neither TLS nor authentication.",
-)
+@request_options()
 @click.option(
     "--follow/--quiet",
     default=None,
     help="--follow: print each transition and progress message to stderr, one a line. --quiet: print only "
     "the job id there (default: on a terminal, a live status line that is cleared at the end).",
 )
-@click.option(
-    "--detach",
-    is_flag=True,
-    help="Return once the brief is delivered: print the job id (exit 0); follow it with `mam job wait ID`.",
-)
 @click.option("--json", "as_json", is_flag=True, help="Print the final job record as JSON.")
 @click.pass_obj
-def delegate(
-    app: App,
-    target: str,
-    brief: str | None,
-    brief_file: str | None,
-    timeout: float | None,
-    start_deadline: float | None,
-    heartbeat: float | None,
-    parent_job: str | None,
-    job_id: str | None,
-    idempotency_key: str | None,
-    dedup: bool,
-    dispatch_wait: float | None,
-    max_tokens: int | None,
-    estimate_tokens: int | None,
-    allow_insecure_broker: bool,
-    follow: bool | None,
-    detach: bool,
-    as_json: bool,
-) -> int:
-
+def delegate(app: App, /, brief_file: str | None, follow: bool | None, as_json: bool, **request: Any) -> int:
+    """The options of the request are mam.jobs.request's (`request`, by field name); --brief-file,
+    --follow/--quiet and --json are this command's own: where the brief is read from, what is printed."""
     # Ids first: a bad one must leave nothing behind, not even the registry that open_registry creates.
-    for value in (job_id, parent_job):
+    for value in (request["job_id"], request["parent_job"]):
         if value is not None:
             check_job_id(value)
+    brief = request.pop("brief")
     if brief is not None and brief_file is not None:
         raise UsageError("give exactly one of --brief or --brief-file")
     text = brief if brief is not None else read_brief(brief_file) if brief_file else None
-    req = delegate_request(
-        target=target,
-        brief=text,
-        timeout_s=timeout,
-        start_deadline_s=start_deadline,
-        heartbeat_s=heartbeat,
-        parent_job=parent_job,
-        job_id=job_id,
-        idempotency_key=idempotency_key,
-        dedup=dedup,
-        dispatch_wait_s=dispatch_wait,
-        max_tokens=max_tokens,
-        estimate_tokens=estimate_tokens,
-        allow_insecure_broker=allow_insecure_broker,
-        detach=detach,
-    )
+    req = delegate_request(brief=text, **request)
+    detach = req.detach
     remote = _remote(req.target)
     registry = None
     made: list[str] = []  # the job this call drives, once it exists
@@ -203,10 +122,11 @@ def delegate(
     if follow is None and sys.stderr.isatty():
         from mam.cli.live import LiveLine
 
-        live = LiveLine()
+        live = LiveLine(out=caller.stderr())  # its thread writes to the caller, not to this process
 
     def registered(job: Job) -> None:
         made.append(job.id)
+        caller.announce_job(job.id)  # in the node: the client learns which job it drives
         echo(job.id, err=True)  # first, one line: whatever happens next, the job can be found
         if live is not None:
             live.start(job)
@@ -223,6 +143,7 @@ def delegate(
                 ws=app.ws,
                 settings=app.settings,
                 registry=registry,
+                client=_node_connection(app),
                 on_update=_printer() if follow else live.update if live is not None else None,
                 remote=remote,
                 on_attach=on_attach,
@@ -250,6 +171,16 @@ def delegate(
         return Exit.OK
     _show(out, as_json)
     return out.exit_code
+
+
+def _node_connection(app: App) -> MqttClient | None:
+    """In the node: its one broker connection, shared by every attempt; in a command's own process, none
+    (the attempt connects by itself)."""
+    if not caller.served():
+        return None
+    from mam.bus.shared import shared_client  # paho: only a delegation pays for it
+
+    return shared_client(app.settings, app.ws)
 
 
 def _remote(target: str) -> RemoteOrigin | None:
@@ -298,6 +229,7 @@ def wait(app: App, job_id: str, timeout: float | None, as_json: bool) -> int:
     from mam.jobs.follow import left_open, still_running, wait_for, waited_job
 
     registry, row = waited_job(app.ws, job_id)
+    caller.announce_job(job_id)
     try:
         with interrupts.raising():
             out = wait_for(app.ws, app.settings, registry, job_id, timeout_s=timeout, remote=_remote(row.target))

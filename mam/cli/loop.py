@@ -11,9 +11,9 @@ import click
 
 from mam.cli.common import App, echo, echo_json, open_registry, workspace_option
 from mam.errors import UsageError
-from mam.jobs.outcomes import Exit
 from mam.loop import LoopRequest, run_loop
 from mam.loop.describe import describe
+from mam.outcomes import Exit
 
 LOOP_HELP = """Run a task through plan (optional), implement, and review rounds until every reviewer passes.
 

@@ -7,10 +7,10 @@ import os
 import click
 
 from mam.cli.common import App, echo, workspace_option
-from mam.jobs.outcomes import Exit
 from mam.mcp.run import serve_http, serve_stdio
 from mam.mcp.service import Service
 from mam.mcp.token import server_token
+from mam.outcomes import Exit
 from mam.util.hosts import is_loopback
 
 MCP_HELP = """Serve mam's tools (sessions, jobs, loops) to an MCP client, over stdio (default) or Streamable HTTP.

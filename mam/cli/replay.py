@@ -27,7 +27,7 @@ with its audit line, and every differing field, are printed); 5 no such job.
 @click.pass_obj
 def replay(app: App, job_id: str, verbose: bool, as_json: bool) -> int:
     from mam.jobs.audit_log import check
-    from mam.jobs.outcomes import Exit
+    from mam.outcomes import Exit
 
     out = check(app.ws, existing_registry(app, job_id), job_id)
     if as_json:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict
 from typing import Any
@@ -13,8 +13,8 @@ import click
 from mam.cli.common import App, echo, echo_json, open_registry, workspace_option
 from mam.errors import UsageError
 from mam.ids import check_name
-from mam.jobs.outcomes import Exit
-from mam.sessions.create import start_session
+from mam.outcomes import Exit
+from mam.sessions.create import Created, start_session
 from mam.sessions.fork import fork_session
 from mam.sessions.orchestrator import onboard_orchestrator as record
 from mam.sessions.remove import check_request as check_remove
@@ -22,6 +22,8 @@ from mam.sessions.remove import remove_session
 from mam.sessions.resume import resume_session
 from mam.sessions.status import session_status
 from mam.sessions.stop import stop_session
+from mam.store.registry import Registry
+from mam.store.sessions import SessionRow
 
 
 @contextmanager
@@ -165,6 +167,17 @@ def create(
         if live is not None:
             live.start(job)
 
+    then: Callable[[SessionRow, Registry], Created] | None = None
+    if onboard:
+        from mam.onboarding import onboarder  # the job machinery: imported only when onboarding
+
+        then = onboarder(
+            ws=app.ws,
+            settings=app.settings,
+            timeout=onboard_timeout,
+            on_job=onboarding,
+            on_update=live.update if live is not None else None,
+        )
     try:
         made = start_session(
             name=name,
@@ -178,24 +191,21 @@ def create(
             server=server,
             herdr_session=herdr_session,
             cwd=cwd,
-            onboard=onboard,
             permissions=permissions,
             trust=not no_trust,
-            onboard_timeout=onboard_timeout,
             token_budget=token_budget,
             board=board,
             worktree=worktree,
             branch=branch,
             base=base,
-            on_onboarding=onboarding,
-            on_onboarding_update=live.update if live is not None else None,
+            then=then,
         )
     finally:
         if live is not None:
             live.stop()
     row, code = made.row, made.exit_code
     if made.onboarding is not None and not as_json:
-        from mam.jobs.onboard import onboarding_line
+        from mam.onboarding import onboarding_line
 
         echo(onboarding_line(made.onboarding))
     if as_json:

@@ -7,7 +7,7 @@ import sys
 import click
 
 from mam.cli.common import App, echo, workspace_option
-from mam.jobs.outcomes import Exit
+from mam.outcomes import Exit
 from mam.util.text import json_text
 
 

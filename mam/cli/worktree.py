@@ -10,8 +10,8 @@ import click
 
 from mam.cli.common import App, echo, echo_json, workspace_option
 from mam.errors import UsageError
-from mam.loop.worktree import prepare as prepare_worktree
-from mam.loop.worktree import remove as remove_worktree
+from mam.util.worktree import prepare as prepare_worktree
+from mam.util.worktree import remove as remove_worktree
 
 EXIT_HELP = """
 \b

@@ -23,7 +23,7 @@ from mam.broker import embedded
 from mam.demo.loop import demo_loop
 from mam.jobs.delegate import DelegateRequest, Outcome, delegate
 from mam.jobs.model import Event, Input, Job
-from mam.jobs.outcomes import Exit
+from mam.outcomes import Exit
 from mam.panes.tmux import TmuxBackend
 from mam.sessions.create import CreateRequest, create_session
 from mam.settings import Settings, load_settings

@@ -18,9 +18,9 @@ from typing import Any
 from mam.governor import reservations as rs
 from mam.governor.admission import Cap, Load, Want
 from mam.jobs.ledger import Ledger, owner_alive
-from mam.jobs.outcomes import OPEN_STATES
 from mam.jobs.usage import total
 from mam.notify import send
+from mam.outcomes import OPEN_STATES
 from mam.settings import Settings
 from mam.store import sessions as sessions_table
 

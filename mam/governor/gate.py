@@ -18,9 +18,9 @@ from mam.governor import reservations as rs
 from mam.governor.admission import Verdict, Want, decide
 from mam.jobs import record as rec
 from mam.jobs.ledger import Ledger, owner_alive
-from mam.jobs.outcomes import OPEN_STATES, JobState
 from mam.jobs.stale import close_if_abandoned
 from mam.jobs.usage import measure, total
+from mam.outcomes import OPEN_STATES, JobState
 from mam.settings import Settings
 from mam.store import sessions as sessions_table
 from mam.store.registry import Registry

@@ -13,7 +13,7 @@ from typing import Any
 
 from mam.governor import budget
 from mam.governor import reservations as rs
-from mam.jobs.outcomes import OPEN_STATES, JobState
+from mam.outcomes import OPEN_STATES, JobState
 from mam.settings import Settings
 from mam.store import sessions as sessions_table
 from mam.store.registry import Registry

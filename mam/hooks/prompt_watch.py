@@ -36,7 +36,7 @@ def watch(ws: Workspace, session: str, act: Activity, seen_at: float) -> Activit
     """The waiting activity if a prompt shows while `act` is still the session's last hook; else None."""
     from mam.agents import get_adapter
     from mam.hooks import session_state
-    from mam.sessions.common import backend_for
+    from mam.panes import open_backend
     from mam.settings import load_settings
     from mam.store.registry import Registry
 
@@ -50,7 +50,7 @@ def watch(ws: Workspace, session: str, act: Activity, seen_at: float) -> Activit
     if row is None or not row.pane_id:
         return None
     adapter = get_adapter(row.agent)
-    backend = backend_for(row, settings=load_settings(env_file=ws.env_file), ws=ws)
+    backend = open_backend(row.backend, row.server, settings=load_settings(env_file=ws.env_file), ws=ws)
     until = time.monotonic() + WATCH_S
     while time.monotonic() < until:
         time.sleep(STEP_S)

@@ -19,7 +19,7 @@ import traceback
 from collections.abc import Mapping
 from typing import Any
 
-from mam.jobs.outcomes import Exit, JobState
+from mam.outcomes import Exit, JobState
 from mam.workspace import Workspace
 
 HOOK_BUDGET_S = 4.0  # a hook that has not finished by then gives up, silently, with exit 0

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from mam.hooks import session_state
-from mam.jobs.outcomes import JobState
+from mam.outcomes import JobState
 from mam.store.sessions import SessionRow, SessionStatus
 from mam.workspace import Workspace
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from mam.jobs.outcomes import JobState
+from mam.outcomes import JobState
 from mam.store import jobs as jobs_table
 from mam.store.registry import Registry
 from mam.store.sessions import SessionRow

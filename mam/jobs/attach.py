@@ -21,8 +21,9 @@ DEDUP_PREFIX = "dedup-"
 
 
 def check_key(value: object) -> str:
-    """An idempotency key: 1-128 letters, digits, '.', '_' or '-', starting with a letter or digit."""
-    return check_id(value, "idempotency key", limit=KEY_MAX)
+    """An idempotency key: 1-128 letters, digits, '.', '_', '-' or ':', starting with a letter or digit
+    (a routine's ticks are keyed `routine:NAME:TIME`, mam.routines)."""
+    return check_id(value, "idempotency key", limit=KEY_MAX, colon=True)
 
 
 def dedup_key(session: str, brief: str) -> str:

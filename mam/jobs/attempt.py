@@ -31,19 +31,18 @@ from mam.governor.gate import Governor
 from mam.jobs import record as rec
 from mam.jobs.delivery import Delivery, interrupt
 from mam.jobs.intake import Intake
-from mam.jobs.ledger import Ledger, TakenOver
+from mam.jobs.ledger import Ledger, TakenOver, held
 from mam.jobs.model import Claim, Delivered, End, Queued, Tick, deadlines
-from mam.jobs.outcomes import TAKEN_OVER_DETAIL, TAKEN_OVER_EXIT, UNCLAIMED, Exit, JobState, Reason, ending
 from mam.jobs.remind import Reminder, pane_typer
 from mam.jobs.result import Outcome, outcome_from_row
 from mam.jobs.stale import close_if_abandoned
 from mam.jobs.usage import record_usage
 from mam.notify import job_ended
+from mam.outcomes import TAKEN_OVER_DETAIL, TAKEN_OVER_EXIT, UNCLAIMED, Exit, JobState, Reason, ending
 from mam.settings import Settings
 from mam.store import jobs as jobs_table
 from mam.store.registry import Registry
-from mam.util import interrupts
-from mam.util import pokes as wake
+from mam.util import interrupts, pokes
 from mam.workspace import Workspace
 
 log = logging.getLogger(__name__)
@@ -251,17 +250,24 @@ class JobAttempt:
         self.intake = Intake(ledger, registry, local=events.reads_store)
         self.poll = settings.poll_s
         self.governor = Governor(registry, settings, ledger)  # running caps and token budgets
-        self.waiter: wake.Waiter | None = None
+        self.waiter: pokes.Waiter | None = None
         self._opening: _Opening | None = None
-        self._slots: wake.Waiter | None = None  # while waiting for the turn: woken by the jobs ahead, any job's end
+        self._slots: pokes.Waiter | None = None  # while waiting for the turn: woken by the jobs ahead, any job's end
         self._slots_keys: list[str] = []
         self.wakes = 0  # how often the follow loop woke up (a test counts an idle wrapper's)
 
     def run(self) -> Outcome:
+        held(self.ledger.owner, True)
         try:
             job = self.ledger.job
-            # Listening before the first look: a change after it pokes this FIFO, none is missed.
-            self.waiter = wake.Waiter(self.ledger.ws, [wake.job_key(job.id), wake.session_key(job.session)])
+            # Listening before the first look: a change after it pokes this FIFO, none is missed. The job's
+            # one wake channel (docs/delegation.md, "Which event arrives how"): its row, its session and,
+            # where the agent shares this store, the events its `mam event` commits (which then leaves
+            # the relay to MQTT to this wrapper).
+            keys = [pokes.job_key(job.id), pokes.session_key(job.session)]
+            if self.events.reads_store:
+                keys.append(pokes.events_key(job.id))
+            self.waiter = pokes.Waiter(self.ledger.ws, keys)
             self._run()
         except TakenOver:
             out = outcome_from_row(self.registry, self.ledger.job.id)
@@ -280,19 +286,25 @@ class JobAttempt:
             self._abandon(e)
             raise
         finally:
-            if self.waiter is not None:
-                self.waiter.close()
-                self.waiter = None
-            if self.events.reads_store:  # the agent's CLI records are on this host
-                record_usage(self.registry, self.ledger)
-            self._settle_budget()
-            if self.ledger.job.terminal:  # its slot and its reservation are free now: wake who is queued for them
-                wake.poke(self.ledger.ws, [wake.ENDED])
-            if self.ledger.job.terminal:  # handed to a detached sender: never blocks the exit
-                job_ended(self.ledger.ws, self.settings, self.ledger.job.id)
-            self.intake.close()  # its wake socket: from here on `mam event` publishes by itself
-            self.events.close(self.ledger)
+            try:
+                self._wind_up()
+            finally:
+                # Let go (ended, detached, interrupted) last: until then this attempt's reservation is its
+                # own to settle with the usage it measured, never an orphan another thread settles.
+                held(self.ledger.owner, False)
         return self.outcome()
+
+    def _wind_up(self) -> None:
+        if self.waiter is not None:
+            self.waiter.close()  # from here on `mam event` publishes by itself
+            self.waiter = None
+        if self.events.reads_store:  # the agent's CLI records are on this host
+            record_usage(self.registry, self.ledger)
+        self._settle_budget()
+        if self.ledger.job.terminal:  # its slot and its reservation are free now: wake who is queued for them
+            pokes.poke(self.ledger.ws, [pokes.ENDED])
+            job_ended(self.ledger.ws, self.settings, self.ledger.job.id)  # a detached sender: never blocks
+        self.events.close(self.ledger)
 
     def _settle_budget(self) -> None:
         try:
@@ -429,7 +441,7 @@ class JobAttempt:
                 self.ledger.apply(Queued(rec.now_ms(), verdict.hold.value))
             # Listening before the next look: to this job and its session, to any job's end while queued
             # for a slot or the budget, and to each job ahead (an event its agent stores while no
-            # wrapper follows it pokes its key: mam.jobs.wake), so it is judged by that event at once.
+            # wrapper follows it pokes its key: mam.jobs.emit), so it is judged by that event at once.
             if self._listen([a.id for a in ahead], queued=verdict is not None and verdict.hold is not None):
                 continue
             if ahead and not announced:
@@ -450,14 +462,14 @@ class JobAttempt:
     def _listen(self, ahead: list[str], *, queued: bool) -> bool:
         """Wait on these keys from now on; True if they changed (look again before sleeping)."""
         job = self.ledger.job
-        keys = [wake.job_key(job.id), wake.session_key(job.session), *(wake.job_key(a) for a in ahead)]
+        keys = [pokes.job_key(job.id), pokes.session_key(job.session), *(pokes.job_key(a) for a in ahead)]
         if queued:
-            keys.append(wake.ENDED)
+            keys.append(pokes.ENDED)
         if self._slots is not None and self._slots_keys == keys:
             return False
         if self._slots is not None:
             self._slots.close()
-        self._slots, self._slots_keys = wake.Waiter(self.ledger.ws, keys), keys
+        self._slots, self._slots_keys = pokes.Waiter(self.ledger.ws, keys), keys
         return True
 
     def _sleep(self, seconds: float) -> None:
@@ -469,7 +481,7 @@ class JobAttempt:
 
     def _follow(self, delivery: Delivery) -> None:
         reminder = Reminder(self.ledger, self.settings, pane_typer(delivery), self.end_unreported)
-        if self.waiter is not None:  # a poke (a cancel, the monitor, a take-over) wakes the wait on the queue
+        if self.waiter is not None:  # a poke (an event, a cancel, the monitor, a take-over) wakes the wait on the queue
             self.waiter.relay(self.intake.wake)
         while not self.ledger.job.terminal:
             if self._letting_go():

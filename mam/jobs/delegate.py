@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import difflib
 import hashlib
-import math
 import secrets
 import time
 from collections.abc import Callable
@@ -27,11 +26,12 @@ from mam.ids import check_id, check_job_id
 from mam.jobs import record as rec
 from mam.jobs.attach import check_key, dedup_key, wait_attached
 from mam.jobs.brief import check_brief, with_footer
-from mam.jobs.ledger import Ledger, new_job_id, new_owner
+from mam.jobs.ledger import Ledger, held, new_job_id, new_owner
 from mam.jobs.model import Input, Job
-from mam.jobs.outcomes import UNCLAIMED_STATES
+from mam.jobs.request import OPTIONS, check_values
 from mam.jobs.result import Outcome, outcome_from_row
 from mam.jobs.target import Target, parse_target
+from mam.outcomes import UNCLAIMED_STATES
 from mam.settings import Settings, positive_seconds
 from mam.store.jobs import JobRow
 from mam.store.registry import Registry
@@ -44,6 +44,7 @@ if TYPE_CHECKING:
     from mam.jobs.delivery import Delivery
 
 Update = Callable[[Job, Input], None]
+REQUEST_FIELDS = frozenset(o.name for o in OPTIONS if o.request)  # the request's fields that are options
 __all__ = ["DelegateRequest", "Outcome", "RemoteOrigin", "delegate", "delegate_request", "outcome_from_row"]
 
 
@@ -87,8 +88,13 @@ def delegate_request(
     dedup: bool = False,
     **options: Any,
 ) -> DelegateRequest:
-    """A checked request from a command's options: a brief is required unless attaching to an existing `job_id`.
-    `dedup`: the idempotency key is derived from the target session and the brief."""
+    """A checked request from a command's options (mam.jobs.request.OPTIONS): a brief is required unless
+    attaching to an existing `job_id`. `dedup`: the idempotency key is derived from the target session and
+    the brief."""
+    unknown = set(options) - REQUEST_FIELDS
+    if unknown:
+        raise TypeError(f"delegate_request: not options of a delegation: {sorted(unknown)}")
+    check_values(options)
     if brief is None and not job_id:
         raise UsageError("give exactly one of --brief or --brief-file")
     if job_id:
@@ -152,8 +158,7 @@ def delegate(
                     on_registered(ledger.job)
             return _attempt(req, target, ledger, ws, settings, registry, on_update, client, remote).run()
     check_brief(req.brief)
-    if req.dispatch_wait_s is not None and not (math.isfinite(req.dispatch_wait_s) and req.dispatch_wait_s >= 0):
-        raise UsageError(f"--dispatch-wait must be a finite number of seconds, 0 or more (got {req.dispatch_wait_s})")
+    check_values({name: getattr(req, name) for name in REQUEST_FIELDS})
     job = _new_job(req, target, settings)  # checks the deadlines before anything is written
     if req.parent_job and registry.find_job(req.parent_job) is None:
         raise UsageError(f"--parent-job {req.parent_job!r}: no such job in workspace {ws.root}")
@@ -196,8 +201,7 @@ def delegate(
         if req.detach:  # the job is another call's: nothing to deliver here
             return replace(outcome_from_row(registry, made.id), attached=True)
         return wait_attached(registry, made.id, poll_s=settings.poll_s)
-    ledger = made
-    return _attempt(req, target, ledger, ws, settings, registry, on_update, client, remote).run()
+    return _attempt(req, target, made, ws, settings, registry, on_update, client, remote).run()
 
 
 def _check_take_over(existing: JobRow, target: Target, brief: str) -> None:
@@ -245,9 +249,15 @@ def _attempt(
     client: MqttClient | None,
     remote: RemoteOrigin | None,
 ) -> JobAttempt:
-    """The attempt for this host's side of a job: its brief with the footer, its delivery, its events."""
-    from mam.jobs.attempt import BrokerEvents, JobAttempt  # slow to import (see the module's doc)
-    from mam.jobs.delivery import PaneDelivery  # slow to import: the pane backends and the agents
+    """The attempt for this host's side of a job: its brief with the footer, its delivery, its events.
+    The job's owner is held by this process from its registration (mam.jobs.ledger.held); an attempt
+    that cannot even be made lets go of it."""
+    try:
+        from mam.jobs.attempt import BrokerEvents, JobAttempt  # slow to import (see the module's doc)
+        from mam.jobs.delivery import PaneDelivery  # slow to import: the pane backends and the agents
+    except BaseException:
+        held(ledger.owner, False)
+        raise
 
     topics = Topics(str(ledger.meta["topic_prefix"]), runners_prefix_for(settings))
     events = BrokerEvents(ws=ws, settings=settings, topics=topics, client=client, reads_store=not target.remote)
@@ -277,15 +287,12 @@ def _attempt(
 
 
 def _token_options(req: DelegateRequest) -> dict[str, int]:
-    """--max-tokens (1 or more) and --estimate-tokens (0 or more), for the job's meta (mam.governor)."""
-    out = {}
-    for name, value, least in (("max_tokens", req.max_tokens, 1), ("estimate_tokens", req.estimate_tokens, 0)):
-        if value is None:
-            continue
-        if isinstance(value, bool) or not isinstance(value, int) or value < least:
-            raise UsageError(f"--{name.replace('_', '-')} must be a whole number of tokens, {least} or more")
-        out[name] = value
-    return out
+    """--max-tokens and --estimate-tokens (checked by check_values), for the job's meta (mam.governor)."""
+    return {
+        name: value
+        for name, value in (("max_tokens", req.max_tokens), ("estimate_tokens", req.estimate_tokens))
+        if value is not None
+    }
 
 
 def _new_job(req: DelegateRequest, target: Target, settings: Settings) -> Job:

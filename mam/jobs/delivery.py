@@ -7,25 +7,27 @@ may press Enter again while the brief sits unsubmitted. It never decides a job's
 from __future__ import annotations
 
 import hashlib
+import os
 import subprocess
 import time
 from typing import Protocol
 
 from mam.agents import get_adapter
+from mam.agents.ready import check_no_dialog, wait_ready
 from mam.errors import AgentDialog, JobError
 from mam.jobs import heartbeat
 from mam.jobs.activity import body_of
 from mam.jobs.emit import Emitter
 from mam.jobs.ledger import Ledger
-from mam.jobs.outcomes import JobState
 from mam.jobs.target import Target
 from mam.notify import session_terminated
+from mam.outcomes import JobState
 from mam.sessions.common import backend_for
-from mam.sessions.create import check_no_dialog, wait_ready
 from mam.sessions.stop import press
 from mam.settings import Settings
 from mam.store.registry import Registry
 from mam.store.sessions import LIVE, SessionRow, SessionStatus
+from mam.util import caller
 from mam.util.proc import pid_alive
 from mam.workspace import Workspace
 
@@ -76,6 +78,7 @@ class PaneDelivery:
         self._hb_restarts = 0
         self._next_hb_check = 0.0
         self._reaps: bool | None = None  # the agent's CLI kills what its tool commands leave behind
+        self._looked_up = False  # the session's row looked up for a job taken over (once)
         self._dialog_told = False  # a dialog on the screen was recorded as the job's `waiting`
 
     def find_target(self) -> str:
@@ -182,21 +185,25 @@ class PaneDelivery:
         return None
 
     def _watches_heartbeater(self) -> bool:
+        if self.row is None and not self._looked_up:  # a job taken over: never delivered by this attempt
+            self._looked_up = True
+            self.row = self.registry.find_session(self.target.session)
         row = self.row
         if row is None or self._hb_restarts >= MAX_HEARTBEAT_RESTARTS:
             return False
         if self._reaps is None:
             self._reaps = get_adapter(row.agent).reaps_tool_processes(row.permissions)
-        return self._reaps
+        return True
 
     def keep_heartbeat(self, ledger: Ledger) -> None:
-        """Start the heartbeater again when the agent's CLI killed it (a sandbox that reaps what a tool
-        command leaves behind): only for such a CLI, only while the agent process lives, and only if
-        the heartbeater did not stop by itself (it removes heartbeat.pid when it does)."""
+        """Start the heartbeater again when it was killed: by the agent's CLI (a sandbox that reaps what
+        a tool command leaves behind), or with the node that ran it as a thread (this attempt took the
+        job over in the next node). Only while the agent process lives, and only if the heartbeater did
+        not stop by itself (it removes heartbeat.pid when it does)."""
         row, job = self.row, ledger.job
         if row is None or not self._watches_heartbeater() or time.monotonic() < self._next_hb_check:
             return
-        self._next_hb_check = time.monotonic() + HEARTBEAT_CHECK_S
+        self._next_hb_check = time.monotonic() + (HEARTBEAT_CHECK_S if self._reaps else job.heartbeat_ms / 1000)
         if self._heartbeater is not None:
             self._heartbeater.poll()  # reap it if it ended
         found = heartbeat.recorded(self.ws, job.id)
@@ -204,12 +211,17 @@ class PaneDelivery:
             return
         self._hb_restarts += 1
         interval = job.heartbeat_ms / 1000
-        self._heartbeater = heartbeat.spawn(
-            self.ws, job.id, interval, int(row.pane_pid or 0), python=self.settings.agent_python_bin
+        self._heartbeater = heartbeat.begin(
+            self.ws,
+            job.id,
+            interval,
+            int(row.pane_pid or 0),
+            python=self.settings.agent_python_bin,
+            environ=caller.environ(),
         )
         ledger.note(
             "heartbeat_restarted",
-            pid=self._heartbeater.pid,
+            pid=self._heartbeater.pid if self._heartbeater is not None else os.getpid(),
             gone=found[0],
             interval_s=interval,
             count=self._hb_restarts,

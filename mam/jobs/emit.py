@@ -1,13 +1,14 @@
 """The agent side: sign an event with the job's token, record it in the local store, hand it on.
 
-The store write comes first and allocates `seq` under a per-job lock. For a local job the event
-then goes to the wrapper that waits for it: one datagram on its wake socket (mam/jobs/wake.py)
-makes it read the store and relay the signed event to MQTT, so this process opens no broker
-connection. Only when no wrapper listens does the emitter connect (paho is imported then) and
-publish itself, holding the lock until the broker acknowledged, so events leave in `seq` order.
-When the broker is down too, the event stays on disk (a wrapper that takes the job over reads it
-there) and the caller is told so. A remote job's events wait in the store for the runner's relay.
-This module imports neither paho nor click nor YAML: `mam event` runs once per agent event.
+The store write comes first and allocates `seq` under a per-job lock. The event then goes to the
+wrapper that waits for it: a poke of the job's `events:<id>` key (mam.util.pokes) makes it read the
+store and relay the signed event to MQTT, so this process opens no broker connection. Only when no
+wrapper heard the poke does the emitter poke `job:<id>` (whoever follows the job from outside reads
+the store at once), connect (paho is imported then) and publish itself, holding the lock until the
+broker acknowledged, so events leave in `seq` order. When the broker is down too, the event stays
+on disk (a wrapper that takes the job over reads it there) and the caller is told so. A remote
+job's events wait in the store for the runner's relay. This is the one module that writes job
+events (`mam event`, the heartbeater, hooks); it imports neither paho nor click nor YAML.
 """
 
 from __future__ import annotations
@@ -21,10 +22,10 @@ from typing import TYPE_CHECKING, Any, Protocol
 from mam.bus.envelope import MAX_EVENT_BYTES, Envelope
 from mam.bus.topics import Topics
 from mam.errors import BrokerError, EventTooLarge, JobError
-from mam.jobs import wake
 from mam.jobs.record import now_ms, read_record
 from mam.store import jobs as jobs_table
 from mam.store.db import Database
+from mam.util import pokes
 from mam.workspace import Workspace
 
 if TYPE_CHECKING:
@@ -36,7 +37,7 @@ CUT_MARKER = "\n[mam: cut here to fit the 64 KiB event limit; the whole text is 
 
 
 # Where an emitted event went after the store: what `mam event` prints.
-TO_WRAPPER = "wrapper"  # the local wrapper was woken: it relays the event to MQTT
+TO_WRAPPER = "wrapper"  # the local wrapper heard the poke: it relays the event to MQTT
 TO_BROKER = "broker"  # published by this process (no wrapper listened), acknowledged
 TO_RUNNER = "runner"  # a remote job: this host's runner relays it
 ON_DISK = "disk"  # neither: on disk only, for a wrapper that takes the job over
@@ -104,7 +105,7 @@ def relayed(record: Mapping[str, Any]) -> bool:
 
 
 class Emitter:
-    """Emits events for jobs of one workspace: wakes their wrapper, else publishes over one MQTT client.
+    """Emits events for jobs of one workspace: pokes their wrapper, else publishes over one MQTT client.
 
     `client`: a connected client to publish with when no wrapper listens; `connect`: how to get one
     then, only when needed (mam.bus.opener); with neither, such an event stays on disk only."""
@@ -178,10 +179,12 @@ class Emitter:
         return Emitted(env, via == TO_BROKER, warning, cut, via)
 
     def _hand_on(self, record: Mapping[str, Any], env: Envelope) -> tuple[str, str]:
+        heard = pokes.poke(self.ws, [pokes.events_key(env.job)])  # the job's wrapper, if it listens
+        if not heard:  # whoever follows the job from outside (`mam job wait`, the session's next job) looks
+            pokes.poke(self.ws, [pokes.job_key(env.job)])
         if relayed(record):
             return TO_RUNNER, ""  # a remote job: the runner relays this workspace's events in seq order
-        absent = wake.send(str(self.ws.run_dir), env.job)
-        if not absent:
+        if heard:
             return TO_WRAPPER, ""
         # No wrapper listens (it died, or the job is followed from elsewhere): publish it ourselves, so
         # observers and a monitor taking the job over see it on MQTT.

@@ -24,10 +24,10 @@ from mam.errors import FanoutInterrupted, JobError, JobNotFound, UsageError
 from mam.jobs.brief import check_brief
 from mam.jobs.delegate import RemoteOrigin, delegate, delegate_request
 from mam.jobs.ledger import new_job_id
-from mam.jobs.outcomes import Exit, JobState
 from mam.jobs.queries import cancel
 from mam.jobs.result import Outcome
 from mam.jobs.target import parse_target
+from mam.outcomes import Exit, JobState
 from mam.settings import Settings
 from mam.store.registry import Registry
 from mam.workspace import Workspace

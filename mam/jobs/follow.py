@@ -30,10 +30,10 @@ from mam.errors import JobNotFound, UsageError
 from mam.ids import check_job_id
 from mam.jobs.delegate import DelegateRequest, RemoteOrigin, delegate
 from mam.jobs.ledger import owner_alive
-from mam.jobs.outcomes import UNCLAIMED_STATES, Reason, ending
 from mam.jobs.queries import existing_registry
 from mam.jobs.result import Outcome, outcome_from_row
 from mam.jobs.stale import close_if_abandoned, end_job
+from mam.outcomes import UNCLAIMED_STATES, Reason, ending
 from mam.settings import Settings
 from mam.store.jobs import JobRow
 from mam.store.registry import Registry

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from mam.bus.envelope import MAX_EVENT_BYTES, Envelope
 from mam.errors import DecodeError
 from mam.jobs.model import SENDER_TYPES
-from mam.jobs.outcomes import Rejected
+from mam.outcomes import Rejected
 
 MAX_REMEMBERED = 10_000
 SEQ_WINDOW = 10_000  # how far ahead of the last accepted seq an event may be; further is `out_of_window`

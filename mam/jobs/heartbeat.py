@@ -1,10 +1,16 @@
-"""The heartbeater: a detached process that publishes `heartbeat` for a job every N seconds.
+"""The heartbeater: publishes `heartbeat` for a job every N seconds while its agent lives.
 
 It stops by itself when the job reaches a terminal state or the agent process dies, so a
-crashed agent goes silent and its job ends by `deadline_timeout` within K x N seconds.
-`mam event started --heartbeat N` forks it (see `fork`); its pid is in the job's log folder.
-Where the agent CLI kills what its tool commands leave behind (codex's sandbox), the delegation
-wrapper starts it again as `python -m mam.jobs.heartbeat ...` (see `spawn`; the pane delivery).
+crashed agent goes silent and its job ends by `deadline_timeout` within K x N seconds. Between two
+beats it sleeps on the processes' pidfds and on a poke of the job's key (mam.util.pokes: every
+commit that changes the job's row pokes it), so a job that ends stops it at once.
+`mam event started --heartbeat N` starts it (`begin`): in the node (the command served for the
+agent), as a thread of the node, which costs no interpreter; elsewhere as a new interpreter
+(`spawn`: never a fork, since the process running the command may hold threads). Its pid (the
+node's, for a thread) is in the job's log folder, its log lines in `heartbeat.log` there. A node
+that stops hands its threads' jobs to new interpreters; a node killed loses them, and the attempt
+that takes the job over in the next node starts the beats again (mam.jobs.delivery), as it does
+where the agent CLI kills what its tool commands leave behind (codex's sandbox).
 """
 
 from __future__ import annotations
@@ -15,66 +21,153 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from mam.bus.opener import opener
 from mam.errors import BrokerError, JobError
 from mam.jobs.emit import DatabaseStore, Emitter, relayed
-from mam.jobs.outcomes import Exit
 from mam.jobs.record import read_record
+from mam.outcomes import Exit
+from mam.store import jobs as jobs_table
+from mam.util import caller, pokes
 from mam.util.fdwait import readable
-from mam.util.fork import AGENT_UNSEEN, PIDFILE, detached, record_pid
 from mam.util.proc import module_argv, pid_alive, python_bin, spawn_detached, start_time
 from mam.workspace import Workspace
 
 log = logging.getLogger("mam.heartbeat")
 LOG = "heartbeat.log"
+PIDFILE = "heartbeat.pid"
+# Why a heartbeater stops when the agent's process was never visible to it (a sandbox with its
+# own pid namespace, as codex's): it keeps its pid file, so the wrapper outside starts another.
+AGENT_UNSEEN = "agent_unseen"
 
 
-def fork(ws: Workspace, job_id: str, interval_s: float, agent_pid: int) -> int:
-    """Become the heartbeater in a detached child of this process (no new interpreter, no re-imports).
+def start(
+    ws: Workspace, job_id: str, interval_s: float, agent_pid: int, *, caller_pid: int, environ: Mapping[str, str]
+) -> None:
+    """`mam event started --heartbeat N`: start the heartbeater (`spawn`), unless the agent's process cannot
+    be seen from here (a sandbox with its own pid namespace, as codex's, which also kills what a command
+    leaves running): no heartbeater could watch it, so none starts; the pid file names the calling process
+    (`caller_pid`, gone once the command ends) and the log says why, for the wrapper outside, which sees
+    the agent, to start one (mam.jobs.delivery)."""
+    if start_time(agent_pid) is None and not pid_alive(agent_pid):
+        folder = ws.job_log_dir(job_id)
+        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        record_pid(folder, caller_pid)
+        note(folder, f"stopped: {AGENT_UNSEEN}")
+        return
+    begin(ws, job_id, interval_s, agent_pid, environ=environ)
 
-    The caller must hold no threads and no open connections (fork copies only the calling thread).
-    Returns the heartbeater's pid, also recorded in the job's log folder.
-    """
-    folder = str(ws.job_log_dir(job_id))
-    return detached(folder, agent_pid, lambda start: beat_here(ws, job_id, interval_s, agent_pid, start), log_name=LOG)
+
+def note(folder: Path, text: str) -> None:
+    """One line of the job's heartbeat.log, in the format of the heartbeater's own logging."""
+    now = time.time()
+    stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(now))
+    with open(folder / LOG, "a") as f:
+        f.write(f"{stamp},{int(now * 1000) % 1000:03d} heartbeat {text}\n")
 
 
-def beat_here(
+def begin(
     ws: Workspace,
     job_id: str,
     interval_s: float,
     agent_pid: int,
-    agent_start: int | None,
     *,
-    beaten_at: float | None = None,
-) -> None:
-    """The forked heartbeater's whole life (mam.util.fork.detached's body): beat, then end the process."""
-    code, why = Exit.OK, ""
-    try:
-        logging.basicConfig(level=logging.INFO, format="%(asctime)s heartbeat %(message)s", force=True)
-        why = run(ws, job_id, interval_s, agent_pid, agent_start, beaten_at=beaten_at)
-        log.info("stopped: %s", why)
-    except BaseException as e:  # the heartbeater must end here, never back in the caller's code
-        log.info("stopped: error: %s", e)
-        code = Exit.FAILED
-    finally:
-        if why != AGENT_UNSEEN:  # unseen: the pid file stays, for the wrapper to take over
-            try:
-                (ws.job_log_dir(job_id) / PIDFILE).unlink()
-            except OSError:
-                pass
-        os._exit(code)
+    python: str = "",
+    environ: Mapping[str, str] | None = None,
+) -> subprocess.Popen[bytes] | None:
+    """Start beating for the job: a thread of this process when it is the node serving a caller (None),
+    else a new interpreter (its handle: the caller may reap or stop it)."""
+    if not caller.served():
+        return spawn(ws, job_id, interval_s, agent_pid, python=python, environ=environ)
+    folder = ws.job_log_dir(job_id)
+    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    beat = Beat(ws, job_id, interval_s, agent_pid, start_time(agent_pid), dict(environ or os.environ))
+    with _LOCK:
+        old = _BEATS.get(job_id)
+        if old is not None and old.thread.is_alive():
+            return None  # this node beats for it already
+        _BEATS[job_id] = beat
+    record_pid(folder, os.getpid())
+    beat.thread.start()
+    return None
+
+
+@dataclass
+class Beat:
+    """A heartbeater running as a thread of the node, for one job."""
+
+    ws: Workspace
+    job_id: str
+    interval_s: float
+    agent_pid: int
+    agent_start: int | None
+    environ: Mapping[str, str]
+    leaving: threading.Event = field(default_factory=threading.Event)  # the node stops: a process goes on
+
+    def __post_init__(self) -> None:
+        self.thread = threading.Thread(target=self._run, name=f"mam-heartbeat-{self.job_id}", daemon=True)
+
+    def _run(self) -> None:
+        folder = self.ws.job_log_dir(self.job_id)
+        why = ""
+        try:
+            why = run(
+                self.ws,
+                self.job_id,
+                self.interval_s,
+                self.agent_pid,
+                self.agent_start,
+                environ=self.environ,
+                leaving=self.leaving,
+            )
+        except Exception as e:
+            why = f"error: {e}"
+        finally:
+            with _LOCK:
+                if _BEATS.get(self.job_id) is self:
+                    del _BEATS[self.job_id]
+            if not self.leaving.is_set():
+                note(folder, f"stopped: {why}")
+                forget_pid(self.ws, self.job_id)
+
+    def leave(self) -> None:
+        """Stop this thread and go on beating in a new interpreter (the node is about to end)."""
+        self.leaving.set()
+        pokes.poke(self.ws, [pokes.job_key(self.job_id)])  # wakes its wait at once
+        self.thread.join(timeout=5)
+        if pid_alive(self.agent_pid, self.agent_start) and not self.thread.is_alive():
+            spawn(self.ws, self.job_id, self.interval_s, self.agent_pid, environ=self.environ)
+            note(self.ws.job_log_dir(self.job_id), f"handed over by the node (pid {os.getpid()}) to a process")
+
+
+_LOCK = threading.Lock()
+_BEATS: dict[str, Beat] = {}  # job id -> its heartbeater thread in this process (the node)
+
+
+def hand_over() -> None:
+    """The node ends: each job it beats for goes on beating in a heartbeater process of its own."""
+    with _LOCK:
+        beats = list(_BEATS.values())
+    for beat in beats:
+        beat.leave()
 
 
 def spawn(
-    ws: Workspace, job_id: str, interval_s: float, agent_pid: int, *, python: str = ""
+    ws: Workspace,
+    job_id: str,
+    interval_s: float,
+    agent_pid: int,
+    *,
+    python: str = "",
+    environ: Mapping[str, str] | None = None,
 ) -> subprocess.Popen[bytes]:
-    """Start the heartbeater as a new interpreter in its own session (for a caller that holds threads,
-    where fork is unsafe). The caller keeps the handle: it reaps the process and may stop it."""
+    """Start the heartbeater as a new interpreter in its own session, with `environ` (default: this
+    process's). The caller may keep the handle (to reap the process, or stop it)."""
     folder = ws.job_log_dir(job_id)
     folder.mkdir(mode=0o700, parents=True, exist_ok=True)
     argv = module_argv(
@@ -91,9 +184,14 @@ def spawn(
         "--agent-start",
         str(start_time(agent_pid) or 0),
     )
-    proc = spawn_detached(argv, log=folder / LOG)
-    record_pid(str(folder), proc.pid)
+    proc = spawn_detached(argv, log=folder / LOG, env=environ, cwd=ws.root)
+    record_pid(folder, proc.pid)
     return proc
+
+
+def record_pid(folder: Path, pid: int) -> None:
+    # With its start time: in a sandbox with its own pid namespace the pid means another process outside.
+    (folder / PIDFILE).write_text(f"{pid} {start_time(pid) or 0}\n")
 
 
 def recorded(ws: Workspace, job_id: str) -> tuple[int, int | None] | None:
@@ -107,9 +205,25 @@ def recorded(ws: Workspace, job_id: str) -> tuple[int, int | None] | None:
 
 
 def is_running(ws: Workspace, job_id: str) -> bool:
-    """The heartbeater recorded in heartbeat.pid still runs (the same process, not a reused pid)."""
+    """The heartbeater recorded in heartbeat.pid still runs (the same process, not a reused pid; in
+    this process, its thread)."""
     found = recorded(ws, job_id)
+    if found is not None and found[0] == os.getpid():
+        with _LOCK:
+            beat = _BEATS.get(job_id)
+        return beat is not None and beat.thread.is_alive()
     return found is not None and pid_alive(found[0], found[1])
+
+
+def forget_pid(ws: Workspace, job_id: str) -> None:
+    """The heartbeater of this process stopped by itself: its pid file goes (a file naming another
+    process, which took over, stays)."""
+    try:
+        found = recorded(ws, job_id)
+        if found is not None and found[0] == os.getpid():
+            (ws.job_log_dir(job_id) / PIDFILE).unlink()
+    except OSError:
+        pass
 
 
 def main(argv: list[str]) -> int:
@@ -122,7 +236,6 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--agent-start", type=int, default=0)
     args = parser.parse_args(argv)
     ws = Workspace(Path(args.workspace))
-    pidfile = ws.job_log_dir(args.job) / PIDFILE
 
     def stop(_signum: int, _frame: object) -> None:
         raise SystemExit(Exit.OK)
@@ -139,12 +252,8 @@ def main(argv: list[str]) -> int:
         log.info("stopped: error: %s", e)
         return Exit.FAILED
     finally:
-        try:
-            found = recorded(ws, args.job)
-            if why != AGENT_UNSEEN and found is not None and found[0] == os.getpid():
-                pidfile.unlink()
-        except OSError:
-            pass
+        if why != AGENT_UNSEEN:
+            forget_pid(ws, args.job)
     return Exit.OK
 
 
@@ -156,15 +265,15 @@ def run(
     agent_start: int | None,
     *,
     max_beats: int | None = None,
-    beaten_at: float | None = None,
+    environ: Mapping[str, str] | None = None,
+    leaving: threading.Event | None = None,
 ) -> str:
-    """Beat until the job ends or the agent dies; return why it stopped. `beaten_at` (time.monotonic):
-    when the first beat was sent already (mam.fast_event sends it before this module is imported, and
-    may have waited part of the interval since), so the next one is due an interval after it.
+    """Beat until the job ends or the agent dies; return why it stopped.
 
     Each beat is committed to the store and wakes the job's wrapper (which relays it to MQTT), as
     `mam event` does; only while no wrapper listens does the heartbeater connect (importing paho
-    then) and publish the beats itself."""
+    then) and publish the beats itself. Between beats it waits on the processes and on the job's
+    pokes: a job that ends stops it at once."""
     store = DatabaseStore(ws)
     beats = 0
     record = read_record(ws, job_id)
@@ -174,11 +283,21 @@ def run(
     def alive() -> bool:
         return pid_alive(agent_pid, agent_start) and (not supervisor[0] or pid_alive(supervisor[0], supervisor[1]))
 
-    # Opened before the first look at `alive`: a pid reused after that look cannot be the one watched.
-    watch = Watch([agent_pid] + ([supervisor[0]] if supervisor[0] else []), alive)
+    def ended() -> str:
+        if leaving is not None and leaving.is_set():
+            return "handed_over"
+        with store.db.read() as conn:
+            row = jobs_table.get(conn, job_id)
+        return "" if row.open else f"job_ended: job {job_id} already ended: {row.state} ({row.reason or 'no reason'})"
+
+    # Opened before the first look at `alive` and at the job: a pid reused, or a change, after that
+    # look cannot be missed.
+    watch = Watch(
+        [agent_pid] + ([supervisor[0]] if supervisor[0] else []), alive, pokes.Waiter(ws, [pokes.job_key(job_id)])
+    )
 
     # A beat is on disk before it is published, so a slow broker must not hold the next beat back.
-    connect = opener(ws, "heartbeater", timeout=min(interval_s, 3.0))
+    connect = opener(ws, "heartbeater", timeout=min(interval_s, 3.0), environ=environ)
     emitter = Emitter(
         ws, store, records={job_id: record}, publish_timeout=max(0.2, min(interval_s, 5.0)), connect=connect
     )
@@ -188,15 +307,13 @@ def run(
         return AGENT_UNSEEN
     try:
         while True:
-            deadline = (time.monotonic() if beaten_at is None else beaten_at) + interval_s
+            deadline = time.monotonic() + interval_s
             if not alive():
                 return "agent_gone"
             if emitter.client is None and emitter.connect is None and not relayed(record):
                 emitter.connect = connect  # once connected, paho reconnects by itself; until then every beat tries
             try:
-                if beaten_at is None:
-                    emitter.emit(job_id, "heartbeat", {}, sender="heartbeater")
-                beaten_at = None
+                emitter.emit(job_id, "heartbeat", {}, sender="heartbeater")
             except JobError as e:
                 return f"job_ended: {e}"
             except BrokerError:
@@ -204,7 +321,10 @@ def run(
             beats += 1
             if max_beats is not None and beats >= max_beats:
                 return "max_beats"
-            if watch.gone_before(deadline) or not alive():
+            why = watch.until(deadline, ended)
+            if why:
+                return why
+            if not alive():
                 return "agent_gone"
     finally:
         watch.close()
@@ -213,15 +333,17 @@ def run(
 
 
 class Watch:
-    """Sleeps until a deadline unless one of `pids` exits first: on a pidfd (Linux 5.3+), which becomes
-    readable when its process ends, so the sleep is one wait, not a poll. Where pidfds are missing
-    (macOS, an old kernel) it looks every POLL_S: the job's deadline K x N counts from the last beat,
-    so a beat sent after the agent died must not wait for the next interval to be noticed."""
+    """Sleeps until a deadline unless one of `pids` exits or the job changes first: on a pidfd (Linux
+    5.3+), which becomes readable when its process ends, and on the job's Waiter, so the sleep is one
+    wait, not a poll. Where pidfds are missing (macOS, an old kernel) it looks every POLL_S: the job's
+    deadline K x N counts from the last beat, so a beat sent after the agent died must not wait for
+    the next interval to be noticed."""
 
     POLL_S = 0.2
 
-    def __init__(self, pids: list[int], alive: Callable[[], bool]) -> None:
+    def __init__(self, pids: list[int], alive: Callable[[], bool], waiter: pokes.Waiter) -> None:
         self.alive = alive
+        self.waiter = waiter
         self.fds: list[int] = []
         self.polling = False
         for pid in pids:
@@ -230,25 +352,30 @@ class Watch:
             except (AttributeError, OSError):
                 self.polling = True  # no pidfd for it (or it is gone already: `alive` says so)
 
-    def gone_before(self, deadline: float) -> bool:
-        """True if a watched process ended before `deadline` (time.monotonic); False at the deadline."""
+    def until(self, deadline: float, ended: Callable[[], str]) -> str:
+        """'' at `deadline` (time.monotonic); "agent_gone" if a watched process ended before it; what
+        `ended()` says (why the job is over) once a poke shows the job ended."""
         while True:
             left = deadline - time.monotonic()
             if left <= 0:
-                return False
+                return ""
             if not self.alive():
-                return True
-            if self.polling or not self.fds:
-                time.sleep(min(self.POLL_S, left))
-                continue
-            ready = readable(self.fds, left)
-            if ready:
-                return True
+                return "agent_gone"
+            fds = [self.waiter.fd] + ([] if self.polling else self.fds)
+            ready = readable(fds, min(self.POLL_S, left) if self.polling or not self.fds else left)
+            if any(fd in ready for fd in self.fds):
+                return "agent_gone"
+            if self.waiter.fd in ready:
+                self.waiter.drain()
+                why = ended()
+                if why:
+                    return why
 
     def close(self) -> None:
         for fd in self.fds:
             os.close(fd)
         self.fds = []
+        self.waiter.close()
 
 
 if __name__ == "__main__":

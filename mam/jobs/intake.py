@@ -1,118 +1,36 @@
 """Event intake for one job: MQTT messages and (for local jobs) the disk path, merged by `seq`,
 checked by the gate, applied through the ledger, every rejection written to the audit log.
 
-A local job's intake also listens on the job's wake socket (mam/jobs/wake.py): `mam event` commits
-the event to the store and wakes it, and the intake reads the store at once and relays each event
-it accepts from there to MQTT (signed by the agent, unchanged) for observers and a monitor.
+A local job's intake is woken through the attempt's one Waiter (mam.util.pokes): `mam event` commits
+the event to the store and pokes the job's `events:<id>` key, and the intake reads the store at once
+and relays each event it accepts from there to MQTT (signed by the agent, unchanged) for observers
+and a monitor. The echo of such a relay, which comes back on the job's subscription, wakes nothing: it
+waits for the next pump, where the gate notes it as the silent duplicate it is (so a third copy, an
+attacker's replay, is still a `replay`).
 """
 
 from __future__ import annotations
 
-import os
 import queue
-import socket
-import stat
 import threading
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from mam.bus.envelope import Envelope
 from mam.bus.mqtt import MqttClient
 from mam.errors import BrokerError, DecodeError
 from mam.jobs import record as rec
-from mam.jobs import wake
 from mam.jobs.flood import RejectionLimiter, clip
 from mam.jobs.gate import Admission, EventGate
 from mam.jobs.ledger import Ledger
 from mam.jobs.model import Event
-from mam.jobs.outcomes import Rejected
+from mam.outcomes import Rejected
 from mam.store import jobs as jobs_table
 from mam.store.registry import Registry
-from mam.workspace import Workspace
 
 EXCERPT = 240
 GROUP_S = 0.005
-WAKE = b""  # queued by the wake socket's thread: read the store (no MQTT message is ever empty and valid)
-
-
-class Listener:
-    """The wrapper's side: a bound wake socket and a thread that calls `on_wake` for each datagram.
-
-    The thread blocks in recv (no polling); `close` shuts the socket down, which ends that recv."""
-
-    def __init__(self, ws: Workspace, job_id: str, on_wake: Callable[[], None]) -> None:
-        self.folder = str(ws.run_dir)
-        self.path = wake.path(self.folder, job_id)
-        self.on_wake = on_wake
-        self._sock: socket.socket | None = None
-        self._thread: threading.Thread | None = None
-        self._inode = 0
-        self._closing = False
-
-    def start(self) -> str:
-        """Bind and listen; '' when listening, else why not (not fatal: the agent then publishes itself)."""
-        folder = self.folder
-        try:
-            os.makedirs(folder, mode=0o700, exist_ok=True)
-        except OSError as e:
-            return f"cannot create {folder}: {e.strerror}"
-        problem = wake.check_folder(folder)
-        if problem:
-            return problem
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM | socket.SOCK_CLOEXEC)
-        fd = -1
-        try:
-            try:
-                st = os.lstat(self.path)
-                if stat.S_ISSOCK(st.st_mode):
-                    os.unlink(self.path)  # left by a wrapper that died, or one this attempt takes over from
-            except FileNotFoundError:
-                pass
-            where, fd = wake.address(self.path)
-            sock.bind(where)
-            os.chmod(self.path, 0o600)  # the folder is 0700 already: nobody else could reach it meanwhile
-            self._inode = os.lstat(self.path).st_ino
-        except OSError as e:
-            sock.close()
-            return f"cannot listen on {self.path}: {e.strerror or e}"
-        finally:
-            if fd >= 0:
-                os.close(fd)
-        self._sock = sock
-        self._thread = threading.Thread(target=self._run, name=f"wake {os.path.basename(self.path)}", daemon=True)
-        self._thread.start()
-        return ""
-
-    def _run(self) -> None:
-        sock = self._sock
-        assert sock is not None
-        while True:
-            try:
-                data = sock.recv(64)  # the content is ignored: the store says what happened
-            except OSError:
-                return
-            if self._closing or not data:  # close() shuts the socket down: recv returns b""
-                return
-            self.on_wake()
-
-    def close(self) -> None:
-        sock, self._sock = self._sock, None
-        if sock is None:
-            return
-        self._closing = True
-        try:
-            if os.lstat(self.path).st_ino == self._inode:
-                os.unlink(self.path)  # only our own socket: a later attempt's stays
-        except OSError:
-            pass
-        try:
-            sock.shutdown(socket.SHUT_RDWR)  # wakes the thread blocked in recv
-        except OSError:
-            pass
-        if self._thread is not None:
-            self._thread.join(timeout=2)
-        sock.close()
+WAKE = b""  # queued on a poke: read the store (no MQTT message is ever empty and valid)
 
 
 @dataclass
@@ -126,8 +44,10 @@ class Intake:
     _unstored: list[tuple[Envelope, str]] = field(default_factory=list)
     _refused_rows: set[int] = field(default_factory=set)  # disk rows the gate refused: never read again
     limiter: RejectionLimiter = field(init=False)
-    listener: Listener | None = None  # a local job's wake socket, listening from `attach` to `close`
     _relay: tuple[MqttClient, str] | None = None  # where events accepted from the disk path are relayed
+    _relayed: set[bytes] = field(default_factory=set)  # relayed, their echo not back yet (under _lock)
+    _echoes: list[bytes] = field(default_factory=list)  # echoes back, for the next pump (under _lock)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def __post_init__(self) -> None:
         job = self.ledger.job
@@ -150,28 +70,15 @@ class Intake:
             self.ledger.note("subscribe_slow", topic=topic, detail=str(e))
         if self.local:
             self._relay = (client, topic)
-            self.listen()
-
-    def listen(self) -> None:
-        """Listen on the job's wake socket (a local job); a socket that cannot be made is noted, not fatal:
-        the agent then publishes its events itself, and the disk path is read on every pump."""
-        if self.listener is not None:
-            return
-        listener = Listener(self.registry.ws, self.ledger.job.id, lambda: self._queue.put(WAKE))
-        problem = listener.start()
-        if problem:
-            self.ledger.note("wake_socket_unavailable", detail=problem)
-            return
-        self.listener = listener
-
-    def close(self) -> None:
-        """Stop listening on the wake socket (the attempt is over)."""
-        if self.listener is not None:
-            self.listener.close()
-            self.listener = None
 
     def feed(self, payload: bytes) -> None:
-        """Queue a message that arrived over MQTT (thread-safe)."""
+        """Queue a message that arrived over MQTT (thread-safe); the echo of an event this intake relayed
+        wakes nothing (it was taken from the store already): it waits for the next pump."""
+        with self._lock:
+            if payload in self._relayed:
+                self._relayed.discard(payload)
+                self._echoes.append(payload)
+                return
         self._queue.put(payload)
 
     def wake(self) -> None:
@@ -196,6 +103,10 @@ class Intake:
                 # The disk path first: an event is committed to disk before it is published.
                 if self.local:
                     self._drain_disk()
+                with self._lock:
+                    echoes, self._echoes = self._echoes, []
+                for payload in echoes:  # silent duplicates: noted by the gate, applied to nothing
+                    self._take(payload, "mqtt")
                 for payload in messages:
                     if payload is WAKE or not payload:
                         continue  # the disk path was read above
@@ -274,9 +185,13 @@ class Intake:
         """Publish an event accepted from the store (its agent woke us instead of publishing it), in seq order."""
         assert self._relay is not None
         client, topic = self._relay
+        with self._lock:
+            self._relayed.add(raw)
         try:
             client.publish_nowait(topic, raw, qos=1)
         except BrokerError as e:
+            with self._lock:
+                self._relayed.discard(raw)
             self.ledger.note("relay_failed", detail=str(e))
 
     def _store_remote(self) -> None:

@@ -21,7 +21,7 @@ from typing import Any
 from mam.errors import JobError
 from mam.jobs import record as rec
 from mam.jobs.model import Input, Job, input_to_dict, step
-from mam.jobs.outcomes import TAKEN_OVER_EXIT, Ignored
+from mam.outcomes import TAKEN_OVER_EXIT, Ignored
 from mam.store import journal
 from mam.store.jobs import JobRow
 from mam.store.journal import Transition
@@ -47,7 +47,20 @@ def new_owner() -> str:
     return f"{socket.gethostname()}:{pid}:{start_time(pid) or 0}:{uuid.uuid4().hex[:8]}"
 
 
+_HELD: set[str] = set()  # the owners of the attempts running in this process (the node runs many)
+
+
+def held(owner: str, running: bool) -> None:
+    """An attempt of this process starts (True) or stops (False) driving its job as `owner`."""
+    if running:
+        _HELD.add(owner)
+    else:
+        _HELD.discard(owner)
+
+
 def owner_alive(owner: str) -> bool:
+    """Whether the job's owner still drives it: its process lives (and, when that is this process, an
+    attempt here holds it: a `--detach`ed job in the node is then followed by the node itself)."""
     parts = owner.split(":")
     if len(parts) != 4 or parts[0] != socket.gethostname():
         return True  # another host's process: we cannot tell, so assume it lives
@@ -55,6 +68,8 @@ def owner_alive(owner: str) -> bool:
         pid, started = int(parts[1]), int(parts[2])
     except ValueError:
         return False
+    if pid == os.getpid():
+        return owner in _HELD
     return pid_alive(pid, started or None)
 
 
@@ -108,25 +123,31 @@ class Ledger:
         }
         line = ("created", {"job": job.as_dict(), "meta": meta, "owner": owner})
         attach = {"owner": owner, "target": meta.get("target"), "brief_sha256": meta.get("brief_sha256")}
-        done = journal.commit(
-            registry,
-            Transition(
-                job.id,
-                lines=[line],
-                insert=insert,
-                token=token,
-                idempotency_key=key,
-                key_ttl_s=key_ttl_s,
-                attach_fields=attach,
-                attach_requires={
-                    "session": job.session,
-                    "runner": meta.get("runner"),
-                    "target": meta.get("target"),
-                    "brief_sha256": meta.get("brief_sha256"),
-                },
-            ),
-        )
+        held(owner, True)  # before the row names it: a monitor of this process never takes it for dead
+        try:
+            done = journal.commit(
+                registry,
+                Transition(
+                    job.id,
+                    lines=[line],
+                    insert=insert,
+                    token=token,
+                    idempotency_key=key,
+                    key_ttl_s=key_ttl_s,
+                    attach_fields=attach,
+                    attach_requires={
+                        "session": job.session,
+                        "runner": meta.get("runner"),
+                        "target": meta.get("target"),
+                        "brief_sha256": meta.get("brief_sha256"),
+                    },
+                ),
+            )
+        except BaseException:
+            held(owner, False)
+            raise
         if done.attached is not None:
+            held(owner, False)
             return done.attached
         assert done.row is not None
         ledger.qid = done.row.qid
@@ -139,7 +160,12 @@ class Ledger:
         previous = registry.job(job_id)
         owner = new_owner()
         line = ("taken_over", {"previous_owner": previous.owner, "owner": owner})
-        done = journal.commit(registry, Transition(job_id, lines=[line], changes={"owner": owner}, token=token))
+        held(owner, True)
+        try:
+            done = journal.commit(registry, Transition(job_id, lines=[line], changes={"owner": owner}, token=token))
+        except BaseException:
+            held(owner, False)
+            raise
         row = done.row or registry.job(job_id)
         job = Job.from_dict(row.data.get("job", {}))
         return cls(ws, registry, job, owner, dict(row.data.get("meta", {})), token, row.qid)

@@ -8,12 +8,12 @@ that changed the job). Times are integer milliseconds.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from mam.jobs import activity
-from mam.jobs.outcomes import ENDINGS, STATE_EXIT, TERMINAL, UNCLAIMED, Ignored, JobState, Reason
-from mam.jobs.outcomes import OPEN as OPEN  # the states live with the table of outcomes; re-exported here
+from mam.outcomes import ENDINGS, STATE_EXIT, TERMINAL, UNCLAIMED, Ignored, JobState, Reason
+from mam.outcomes import OPEN as OPEN  # the states live with the table of outcomes; re-exported here
 
 _OWN_CODE = frozenset({Reason.BUDGET_EXHAUSTED.value, Reason.TOKEN_BUDGET.value})
 # Which sender may send which event type.
@@ -59,8 +59,12 @@ class Job:
         return self.state in TERMINAL
 
     def as_dict(self) -> dict[str, Any]:
-        data = asdict(self)
+        """Its fields as plain data (what `dataclasses.asdict` gives, without its deep copies: every
+        field is a plain value but `waiting`, a flat dict, copied)."""
+        data = {name: getattr(self, name) for name in self.__dataclass_fields__}
         data["state"] = self.state.value
+        if self.waiting is not None:
+            data["waiting"] = dict(self.waiting)
         return data
 
     @classmethod

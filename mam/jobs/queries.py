@@ -7,8 +7,8 @@ from typing import Any
 from mam.errors import JobError, JobNotFound
 from mam.ids import check_job_id
 from mam.jobs import record as rec
-from mam.jobs.outcomes import Reason, ending
 from mam.jobs.stale import end_job
+from mam.outcomes import Reason, ending
 from mam.store import jobs as jobs_table
 from mam.store.jobs import JobRow
 from mam.store.registry import Registry

@@ -22,7 +22,7 @@ from mam.ids import check_job_id, check_nonce
 from mam.jobs import record as rec
 from mam.jobs.delivery import PaneDelivery
 from mam.jobs.ledger import Ledger
-from mam.jobs.outcomes import JobState, Reason
+from mam.outcomes import JobState, Reason
 from mam.sessions.common import backend_for
 from mam.settings import Settings
 

@@ -19,8 +19,8 @@ from mam.jobs import record as rec
 from mam.jobs.gate import EventGate
 from mam.jobs.ledger import owner_alive
 from mam.jobs.model import End, Event, Input, Job, Tick, input_to_dict, step
-from mam.jobs.outcomes import UNCLAIMED, JobState, Reason, ending
 from mam.notify import job_ended
+from mam.outcomes import UNCLAIMED, JobState, Reason, ending
 from mam.store import journal
 from mam.store.journal import Transition
 from mam.store.registry import Registry

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from mam.jobs.outcomes import JobState
+from mam.outcomes import JobState
 
 
 def _short(value: object, n: int = 120) -> str:

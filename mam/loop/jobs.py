@@ -14,8 +14,8 @@ from pathlib import Path
 from mam.errors import MamError
 from mam.jobs.delegate import DelegateRequest, Outcome, delegate
 from mam.jobs.model import Input, Job
-from mam.jobs.outcomes import Exit, JobState, Reason, ending
 from mam.loop.files import LoopLog
+from mam.outcomes import Exit, JobState, Reason, ending
 from mam.remote.origin import ORIGIN
 from mam.settings import Settings
 from mam.store.registry import Registry

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from mam.errors import ApprovalRefused
-from mam.loop.git import GitError, git, maybe, out
+from mam.util.git import GitError, git, maybe, out
 
 MODES = ("ff", "merge", "squash")
 

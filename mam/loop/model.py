@@ -10,9 +10,9 @@ from typing import Any
 
 from mam.errors import LoopError
 from mam.jobs.delegate import Outcome
-from mam.jobs.outcomes import Exit
 from mam.loop.files import LoopFiles, LoopLog
 from mam.loop.jobs import Brief, JobSender
+from mam.outcomes import Exit
 from mam.settings import Settings
 from mam.store.registry import Registry
 from mam.workspace import Workspace

@@ -16,7 +16,6 @@ from mam.errors import UsageError
 from mam.jobs.delegate import Outcome
 from mam.loop import approval, briefs
 from mam.loop.files import LoopFiles, LoopLog, OnEvent, loop_folder, new_loop_id, task_slug
-from mam.loop.git import git_env, maybe, toplevel
 from mam.loop.jobs import Brief, JobOptions, JobSender, failed
 from mam.loop.lock import loop_lock
 from mam.loop.model import EXIT_NOT_PASSED, EXIT_PASSED, LoopFailed, LoopRequest, LoopResult, LoopRun, LoopState
@@ -30,6 +29,7 @@ from mam.sessions.common import check_name
 from mam.settings import Settings
 from mam.store.registry import Registry
 from mam.store.sessions import SessionRow
+from mam.util.git import git_env, maybe, toplevel
 from mam.workspace import Workspace
 
 _SLUG = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")

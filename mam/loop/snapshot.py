@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from mam.errors import UsageError
-from mam.loop.git import git, git_env, maybe, out
+from mam.util.git import git, git_env, maybe, out
 
 EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
 

@@ -14,12 +14,12 @@ from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
 
 from mam.jobs.model import Job
-from mam.jobs.outcomes import OPEN_STATES
 from mam.jobs.stale import close_if_abandoned
+from mam.outcomes import OPEN_STATES
 from mam.store import jobs as jobs_table
 from mam.store.jobs import JobRow
 from mam.store.registry import Registry
-from mam.util import pokes as wake
+from mam.util import pokes
 from mam.workspace import Workspace
 
 ABANDONED_CHECK_S = 2.0
@@ -98,7 +98,7 @@ def wait_subjobs(
     """Wait until every sub-job ended (or is past its bound); (their final views, whether any had to be waited for)."""
     parents = list(parents)
     deadline = time.monotonic() + max_wait_s
-    with wake.Waiter(ws, [wake.ENDED]) as waiter:  # listening before the first look: no end is missed
+    with pokes.Waiter(ws, [pokes.ENDED]) as waiter:  # listening before the first look: no end is missed
         return _wait(ws, registry, parents, deadline, dispatch_wait_s, on_wait, waiter)
 
 
@@ -109,7 +109,7 @@ def _wait(
     deadline: float,
     dispatch_wait_s: float,
     on_wait: Callable[[list[SubJob]], object] | None,
-    waiter: wake.Waiter,
+    waiter: pokes.Waiter,
 ) -> tuple[list[SubJob], bool]:
     waited = False
     while True:

@@ -13,8 +13,8 @@ import sys
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
-from mam.jobs.outcomes import Exit
 from mam.mcp.service import Service
+from mam.outcomes import Exit
 from mam.util.hosts import allowed_hosts
 
 log = logging.getLogger(__name__)

@@ -13,18 +13,21 @@ import functools
 import logging
 import time
 from collections.abc import Callable
+from inspect import Parameter, Signature
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import anyio
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.types import CallToolResult, TextContent
+from pydantic import Field
 
 from mam import __version__
 from mam.errors import MamError
-from mam.jobs.outcomes import TERMINAL, Exit
+from mam.jobs.request import OPTIONS
 from mam.jobs.result import ended_line
 from mam.mcp.service import Delegation, Service
+from mam.outcomes import TERMINAL, Exit
 
 log = logging.getLogger(__name__)
 ENDED = {s.value for s in TERMINAL}
@@ -66,6 +69,35 @@ def outcome_result(out: dict[str, Any]) -> CallToolResult:
 
 def _state(job: dict[str, Any]) -> str:
     return str(job["state"]) + (f" ({job['reason']})" if job.get("reason") and job["reason"] != job["state"] else "")
+
+
+def request_signature(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Give `job_delegate(ctx, wait, **request)` the signature the SDK makes the tool's input schema from:
+    the delegation's options offered over MCP (mam.jobs.request.OPTIONS, each with its help as its
+    description), `ctx`, then the tool's own `wait`."""
+    given, defaulted, at = [], [], Parameter.POSITIONAL_OR_KEYWORD
+    for opt in OPTIONS:
+        if not opt.mcp:
+            continue
+        kind: Any = opt.kind
+        about = Field(description=opt.help_text)
+        if opt.required:
+            given.append(Parameter(opt.name, at, annotation=Annotated[kind, about]))
+        elif kind is bool:
+            defaulted.append(Parameter(opt.name, at, default=False, annotation=Annotated[bool, about]))
+        else:
+            defaulted.append(Parameter(opt.name, at, default=None, annotation=Annotated[kind | None, about]))
+    ctx = Parameter("ctx", at, annotation=Context)
+    wait = Parameter(
+        "wait",
+        at,
+        default=False,
+        annotation=Annotated[bool, Field(description="Wait for the job's end, as job_wait does.")],
+    )
+    params = [*given, ctx, *defaulted, wait]
+    fn.__signature__ = Signature(params, return_annotation=CallToolResult)  # type: ignore[attr-defined]
+    fn.__annotations__ = {p.name: p.annotation for p in params} | {"return": CallToolResult}
+    return fn
 
 
 def guarded(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -179,7 +211,7 @@ def build(service: Service, *, poll_s: float) -> MCPServer:
             f"in {data['backend']}:{data['server']} pane {data['pane_id']}"
         )
         if code:
-            from mam.jobs.onboard import onboarding_line
+            from mam.onboarding import onboarding_line
 
             said = onboarding_line(data.get("onboarding") or {})
             return failed(f"{line}; {said}", code, data, text=f"{said}\n{line}")
@@ -251,38 +283,10 @@ def build(service: Service, *, poll_s: float) -> MCPServer:
         "idempotency_key (or dedup: true, the key from sha256 of target session and brief): if a job with that key "
         "exists (MAM_IDEMPOTENCY_TTL_S), nothing is made or injected; the call attaches to it (attached: true)."
     )
+    @request_signature
     @guarded
-    async def job_delegate(
-        target: str,
-        brief: str,
-        ctx: Context,
-        timeout_s: float | None = None,
-        start_deadline_s: float | None = None,
-        heartbeat_s: float | None = None,
-        parent_job: str | None = None,
-        job_id: str | None = None,
-        dispatch_wait_s: float | None = None,
-        max_tokens: int | None = None,
-        estimate_tokens: int | None = None,
-        idempotency_key: str | None = None,
-        dedup: bool = False,
-        wait: bool = False,
-    ) -> CallToolResult:
-        d = await thread(
-            service.start_delegation,
-            target=target,
-            brief=brief,
-            timeout_s=timeout_s,
-            start_deadline_s=start_deadline_s,
-            heartbeat_s=heartbeat_s,
-            parent_job=parent_job,
-            job_id=job_id,
-            dispatch_wait_s=dispatch_wait_s,
-            max_tokens=max_tokens,
-            estimate_tokens=estimate_tokens,
-            idempotency_key=idempotency_key,
-            dedup=dedup,
-        )
+    async def job_delegate(ctx: Context, wait: bool = False, **request: Any) -> CallToolResult:
+        d = await thread(service.start_delegation, **request)
         while not d.delivered.is_set():
             await anyio.sleep(poll_s)
         if d.done.is_set() or d.error is not None:
@@ -391,6 +395,68 @@ def build(service: Service, *, poll_s: float) -> MCPServer:
     async def board_list(prefix: str = "") -> CallToolResult:
         entries = await thread(service.board_list, prefix=prefix)
         return ok({"keys": entries}, f"{len(entries)} keys")
+
+    # -- routines -------------------------------------------------------------------------------
+    @server.tool(
+        description="Add a routine (`mam routine add NAME --json`): the node delegates brief to target on each tick. "
+        "Triggers: every ('30s', '10m', '2h', '1d'), cron (five fields) with tz (default UTC), on_webhook (returns a "
+        "loopback url and its secret, shown once). concurrency when its last job is open: skip (default), coalesce, "
+        "queue; catch_up for ticks missed while no node ran: skip (default), once, all:N. Starts the node."
+    )
+    @guarded
+    async def routine_add(
+        name: str,
+        target: str,
+        brief: str,
+        every: str | None = None,
+        cron: str | None = None,
+        tz: str = "UTC",
+        concurrency: str = "skip",
+        catch_up: str = "skip",
+        max_tokens: int | None = None,
+        timeout_s: float | None = None,
+        on_webhook: bool = False,
+    ) -> CallToolResult:
+        out = await thread(
+            service.routine_add,
+            name=name,
+            target=target,
+            brief=brief,
+            every=every,
+            cron=cron,
+            tz=tz,
+            concurrency=concurrency,
+            catch_up=catch_up,
+            max_tokens=max_tokens,
+            timeout_s=timeout_s,
+            on_webhook=on_webhook,
+        )
+        return ok(out, f"routine {out['name']}: {out['schedule']}, next tick {out['next_tick'] or '-'}")
+
+    @server.tool(description="List the routines (`mam routine list --json`): schedule, state, next tick, last receipt.")
+    @guarded
+    async def routine_list() -> CallToolResult:
+        rows = await thread(service.routine_list)
+        return ok({"routines": rows}, f"{len(rows)} routines")
+
+    @server.tool(
+        description="A routine's receipts, newest first (`mam routine log NAME --json`): each tick's scheduled and "
+        "fired time, job and outcome, or why it was skipped (active, paused, hold, budget, missed)."
+    )
+    @guarded
+    async def routine_log(name: str, limit: int = 20) -> CallToolResult:
+        rows = await thread(service.routine_log, name=name, limit=limit)
+        return ok({"receipts": rows}, f"{len(rows)} receipts")
+
+    @server.tool(
+        description="Fire one tick of a routine now (`mam routine run NAME --json`), decided by the node as any tick: "
+        "returns its receipt (its job id, or why it was skipped). exit_code 1: no node decided it within wait_s."
+    )
+    @guarded
+    async def routine_run(name: str, wait_s: float = 30.0) -> CallToolResult:
+        out = await thread(service.routine_run, name=name, wait_s=wait_s)
+        what = f"job {out['job']}" if out.get("job") else f"{out['status']} ({out['reason']})"
+        return ok(out, f"routine {name}: {what}")
 
     # -- loops ----------------------------------------------------------------------------------
     @server.tool(

@@ -9,6 +9,7 @@ starts no broker, server or pane. Async, progress and the wire are `server.py`'s
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import subprocess
@@ -21,14 +22,13 @@ from pathlib import Path
 from typing import Any
 
 from mam.bus.connect import open_client
-from mam.errors import BrokerError, JobNotFound, MamError, SessionNotFound
+from mam.errors import BrokerError, JobNotFound, MamError, RoutineError, SessionNotFound
 from mam.governor.status import budget_status, empty_status
 from mam.ids import check_job_id, check_name
 from mam.jobs.brief import check_brief
 from mam.jobs.delegate import DelegateRequest, Outcome, delegate, delegate_request
 from mam.jobs.follow import hand_over
 from mam.jobs.ledger import new_job_id
-from mam.jobs.outcomes import JobState
 from mam.jobs.queries import cancel, list_jobs, status
 from mam.jobs.queries import log as job_log
 from mam.jobs.watch import JobWatch, recent_events
@@ -36,6 +36,8 @@ from mam.loop.approval import approve as approve_loop
 from mam.loop.approval import reject as reject_loop
 from mam.loop.files import new_loop_id
 from mam.loop.status import loop_status
+from mam.onboarding import onboarder
+from mam.outcomes import JobState
 from mam.remote.origin import ORIGIN
 from mam.sessions.create import start_session
 from mam.sessions.fork import fork_session
@@ -134,13 +136,13 @@ class Service:
             environ=self.environ,
             backend=backend,
             cwd=cwd,
-            onboard=onboard,
             permissions=permissions,
             trust=not no_trust,
             board=board,
             worktree=worktree,
             branch=branch,
             base=base,
+            then=onboarder(ws=self.ws, settings=self.settings) if onboard else None,
         )
         data = made.row.as_dict()
         if made.onboarding is not None:
@@ -205,40 +207,13 @@ class Service:
         return rows
 
     # -- jobs -----------------------------------------------------------------------------------
-    def start_delegation(
-        self,
-        *,
-        target: str,
-        brief: str,
-        timeout_s: float | None = None,
-        start_deadline_s: float | None = None,
-        heartbeat_s: float | None = None,
-        parent_job: str | None = None,
-        job_id: str | None = None,
-        dispatch_wait_s: float | None = None,
-        max_tokens: int | None = None,
-        estimate_tokens: int | None = None,
-        idempotency_key: str | None = None,
-        dedup: bool = False,
-    ) -> Delegation:
-        """Start `mam job delegate`'s wrapper for this job in a thread of this process."""
+    def start_delegation(self, *, target: str, brief: str, job_id: str | None = None, **options: Any) -> Delegation:
+        """Start `mam job delegate`'s wrapper for this job in a thread of this process. `options`: the
+        delegation's other options offered over MCP (mam.jobs.request.OPTIONS), by name."""
 
         if not job_id:
             check_brief(brief)  # refused here, before a thread or a connection exists
-        req = delegate_request(
-            target=target,
-            brief=brief,
-            job_id=job_id or new_job_id(),
-            timeout_s=timeout_s,
-            start_deadline_s=start_deadline_s,
-            heartbeat_s=heartbeat_s,
-            parent_job=parent_job,
-            dispatch_wait_s=dispatch_wait_s,
-            max_tokens=max_tokens,
-            estimate_tokens=estimate_tokens,
-            idempotency_key=idempotency_key,
-            dedup=dedup,
-        )
+        req = delegate_request(target=target, brief=brief, job_id=job_id or new_job_id(), **options)
         self.writer()
         d = Delegation(req)
 
@@ -366,6 +341,53 @@ class Service:
             client=self._shared_client(),
         )  # fmt: skip
         return {**out.as_dict(), "detail": out.detail}
+
+    # -- routines -------------------------------------------------------------------------------
+    def routine_add(self, **options: Any) -> dict[str, Any]:
+        """`mam routine add ... --json`, run as the command (it starts the node, which fires routines)."""
+        from mam.routines.manage import Spec, check_routine_name
+
+        spec = Spec(**options)
+        check_routine_name(spec.name)
+        argv = ["add", spec.name, "--target", spec.target, "--brief", spec.brief]
+        for flag, value in (
+            ("--every", spec.every),
+            ("--cron", spec.cron),
+            ("--tz", spec.tz),
+            ("--concurrency", spec.concurrency),
+            ("--catch-up", spec.catch_up),
+            ("--max-tokens", spec.max_tokens),
+            ("--timeout", spec.timeout_s),
+        ):
+            if value is not None:
+                argv += [flag, str(value)]
+        return dict(self._routine_command(*argv, *(["--on-webhook"] if spec.on_webhook else [])))
+
+    def routine_run(self, *, name: str, wait_s: float = 30.0) -> dict[str, Any]:
+        """`mam routine run NAME --json`, run as the command (the node decides and fires the tick)."""
+        from mam.routines.manage import check_routine_name
+
+        return dict(self._routine_command("run", check_routine_name(name), "--wait", str(wait_s)))
+
+    def _routine_command(self, *argv: str) -> Any:
+        """Run `mam routine ARGV --json` (one argv item each: no shell); its JSON, or its error as a MamError."""
+        full = module_argv(sys.executable, "mam", "--workspace", str(self.ws.root), "routine", *argv, "--json")
+        proc = subprocess.run(full, env=self.environ, cwd=self.ws.root, capture_output=True, text=True, timeout=600)
+        if proc.returncode != 0:
+            lines = [line for line in proc.stderr.splitlines() if line.startswith("mam: error: ")]
+            message = lines[-1][len("mam: error: ") :] if lines else f"mam routine {argv[0]} exited {proc.returncode}"
+            raise RoutineError(message, exit_code=proc.returncode)
+        return json.loads(proc.stdout)
+
+    def routine_list(self) -> list[dict[str, Any]]:
+        from mam.routines.manage import list_routines
+
+        return list_routines(self.reader())
+
+    def routine_log(self, *, name: str, limit: int = 20) -> list[dict[str, Any]]:
+        from mam.routines.manage import log as routine_log
+
+        return routine_log(self.reader(), name, limit=limit)
 
     def _existing(self, job_id: str) -> Registry:
         """The registry for a job lookup, as the CLI's read-only job commands find it (creates nothing)."""

@@ -10,8 +10,8 @@ from mam.jobs import record as rec
 from mam.jobs.intake import Intake
 from mam.jobs.ledger import Ledger, owner_alive
 from mam.jobs.model import Job, Tick
-from mam.jobs.outcomes import UNCLAIMED_STATES
 from mam.jobs.stale import close_if_abandoned
+from mam.outcomes import UNCLAIMED_STATES
 from mam.store import jobs as jobs_table
 from mam.store import journal
 from mam.store.registry import Registry

@@ -45,6 +45,7 @@ class Monitor:
     _news: threading.Event = field(default_factory=threading.Event)  # an event for a followed orphan
     _broker_state: str = "unknown"
     _last_pass: float = 0.0  # the first pass looks at every job
+    name: str = "monitor"  # its single-instance lock and pid file: `mam monitor`'s, or the node's own ("node-monitor")
 
     def __post_init__(self) -> None:
         # Looking never starts anything: no server, no pane, no embedded broker.
@@ -62,14 +63,14 @@ class Monitor:
     def run(self, *, once: bool = False, max_passes: int | None = None) -> list[dict[str, Any]]:
         from filelock import FileLock, Timeout  # slow to import
 
-        lock = FileLock(str(self.ws.lock("monitor")))
+        lock = FileLock(str(self.ws.lock(self.name)))
         try:
             lock.acquire(timeout=0)
         except Timeout as e:
             raise LockBusy(
-                f"a monitor already runs for workspace {self.ws.root} (see {self.ws.run_dir / 'monitor.pid'})"
+                f"a monitor already runs for workspace {self.ws.root} (see {self.ws.run_dir / f'{self.name}.pid'})"
             ) from e
-        pidfile = self.ws.run_dir / "monitor.pid"
+        pidfile = self.ws.run_dir / f"{self.name}.pid"
         pidfile.write_text(f"{os.getpid()}\n")
         try:
             next_pass = 0.0

@@ -21,7 +21,6 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from mam.agents.launch import launcher_argv, write_spec
 from mam.errors import HerdrProtocolError, PaneError
 from mam.panes.base import PaneInfo
 from mam.panes.herdr_client import UNIX_PATH_MAX, HerdrClient, accepts_connections
@@ -34,6 +33,7 @@ from mam.panes.herdr_config import (
     write_session_config,
 )
 from mam.settings import Settings
+from mam.util.launch import launcher_argv, write_spec
 from mam.util.poll import Timeout, wait_for
 from mam.util.proc import python_bin, spawn_detached
 from mam.workspace import Workspace

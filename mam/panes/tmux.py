@@ -18,10 +18,10 @@ import uuid
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from mam.agents.launch import launcher_argv, write_spec
 from mam.errors import PaneError
 from mam.panes.base import PaneInfo
 from mam.settings import Settings
+from mam.util.launch import launcher_argv, write_spec
 from mam.util.proc import python_bin
 from mam.workspace import Workspace
 

@@ -22,8 +22,8 @@ from mam.errors import BrokerError, DecodeError, JobError, UsageError
 from mam.ids import check_job_id, check_name, check_nonce
 from mam.jobs import record as rec
 from mam.jobs.ledger import Ledger
-from mam.jobs.outcomes import Rejected
 from mam.jobs.target import Target
+from mam.outcomes import Rejected
 from mam.remote.job_key import KEY_NONCE, job_key
 from mam.settings import Settings
 from mam.workspace import Workspace

@@ -28,8 +28,8 @@ from mam.errors import BrokerError, DecodeError, JobError, LockBusy, MamError
 from mam.ids import check_name
 from mam.jobs import record as rec
 from mam.jobs.flood import RejectionLimiter, clip_fields
-from mam.jobs.outcomes import TERMINAL, Exit, JobState, Reason, Rejected, origin_reason
 from mam.jobs.stale import end_job
+from mam.outcomes import TERMINAL, Exit, JobState, Reason, Rejected, origin_reason
 from mam.remote.dispatch import Dispatch, check_remote_allowed
 from mam.remote.runner_job import RunnerJob, brief_problem
 from mam.settings import Settings

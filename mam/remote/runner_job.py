@@ -18,9 +18,9 @@ from mam.jobs.delivery import PaneDelivery
 from mam.jobs.emit import Emitter
 from mam.jobs.ledger import Ledger, new_owner
 from mam.jobs.model import Job
-from mam.jobs.outcomes import UNCLAIMED, Reason
 from mam.jobs.result import Outcome
 from mam.jobs.target import Target
+from mam.outcomes import UNCLAIMED, Reason
 from mam.remote.dispatch import Dispatch
 from mam.settings import Settings
 from mam.store.registry import Registry

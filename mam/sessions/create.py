@@ -6,14 +6,15 @@ import re
 import socket
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from mam.agents import get_adapter, known_agents
 from mam.agents.base import PERMISSION_MODES, AgentAdapter, LaunchContext, SessionOptions
+from mam.agents.ready import wait_ready
 from mam.errors import AgentDialog, AgentExited, SessionError, UsageError
-from mam.jobs.outcomes import Exit
+from mam.outcomes import Exit
 from mam.panes import BACKENDS, default_server, open_backend
 from mam.panes.base import PaneBackend
 from mam.panes.lock import placement_lock
@@ -86,8 +87,6 @@ def start_session(
     server: str | None = None,
     herdr_session: str | None = None,
     cwd: str | None = None,
-    onboard: bool = False,
-    onboard_timeout: float | None = None,
     permissions: str = "report",
     trust: bool = True,
     token_budget: int = 0,
@@ -95,16 +94,15 @@ def start_session(
     worktree: bool = False,
     branch: str | None = None,
     base: str | None = None,
-    on_onboarding: Callable[[Any], None] | None = None,
-    on_onboarding_update: Callable[[Any, Any], None] | None = None,
+    then: Callable[[SessionRow, Registry], Created] | None = None,
 ) -> Created:
-    """`mam session create` and the MCP tool `session_create`: check, create, onboard (optional).
+    """`mam session create` and the MCP tool `session_create`: check, create, then `then` (optional).
 
     `registry_of` opens the registry only once the request passed its checks (a refused request
     leaves no trace); the registry is closed on the way out. With `worktree` the agent starts in a
     new git worktree `.mam/worktrees/<name>/` on `branch` (default `mam/<name>`) from `base` (HEAD).
-    `on_onboarding(job)` and `on_onboarding_update(job, input)`: the onboarding job's start and
-    progress, for a person watching.
+    `then(row, registry)`, with the registry still open, says what the new session's answer is: onboarding
+    (`mam.onboarding.onboarder`, a layer above sessions and jobs) runs its job there.
     """
     if not worktree and (branch is not None or base is not None):
         raise UsageError("--branch and --base go with --worktree")
@@ -137,20 +135,7 @@ def start_session(
             if tree is not None:
                 session_worktree.undo(tree, environ)  # the session did not start: leave nothing behind
             raise
-        if not onboard:
-            return Created(row)
-        from mam.jobs.onboard import onboard_session  # jobs.onboard imports the sessions package: a cycle
-
-        outcome = onboard_session(
-            row,
-            ws=ws,
-            settings=settings,
-            registry=registry,
-            timeout=onboard_timeout,
-            on_job=on_onboarding,
-            on_update=on_onboarding_update,
-        )
-        return Created(registry.session(name), outcome.exit_code, asdict(outcome))
+        return Created(row) if then is None else then(row, registry)
     finally:
         registry.close()
 
@@ -311,12 +296,19 @@ def dialog_message(error: AgentDialog, *, command: str, cwd: str, trust: bool) -
     )
 
 
+STATUS_WAIT_S = 1.0  # for the exit status of a pane already dead
+
+
 def exited(backend, pane_id: str, adapter: AgentAdapter, *, lines: int = 8) -> AgentExited | None:  # type: ignore[no-untyped-def]
     """An AgentExited (exit status and the pane's last lines) if the agent's pane is dead or gone, else None."""
     info = backend.pane(pane_id)
     if info is not None and not info.dead:
         return None
     status = backend.exit_status(pane_id) if info is not None else None
+    until = time.monotonic() + STATUS_WAIT_S
+    while info is not None and status is None and time.monotonic() < until:
+        time.sleep(0.02)  # tmux marks a pane dead a moment before it records the exit status
+        status = backend.exit_status(pane_id)
     screen = backend.capture(pane_id, lines=200) if info is not None else ""
     last = [_CONTROL.sub("", line).rstrip() for line in screen.splitlines()]
     last = [line for line in last if line and not line.startswith("Pane is dead")][-lines:]
@@ -367,52 +359,3 @@ def discover(
         return wait_for(lambda: look(since - 1.0), timeout=timeout, interval=0.1)
     except Timeout:
         return None
-
-
-def wait_ready(
-    backend: PaneBackend,
-    pane_id: str,
-    adapter: AgentAdapter,
-    *,
-    timeout: float,
-    loading: Callable[[], bool] = lambda: False,
-) -> bool:
-    """Wait until the agent shows its ready marker (its input box accepts a paste); False on timeout or exit.
-    Raises AgentDialog as soon as a dialog or permission prompt shows: mam never answers one. While
-    `loading()` says yes (a resumed CLI still loading its conversation back) the screen is not ready,
-    whatever it shows, and the settle time counts only from when it says no."""
-    if adapter.ready_marker is None and not (adapter.trust_markers or adapter.prompt_markers):
-        return True
-
-    ready_since: list[float] = []  # when the ready screen started holding (empty: not ready now)
-
-    def ready() -> bool:
-        info = backend.pane(pane_id)
-        if info is None or info.dead:
-            raise Timeout("the agent exited")
-        screen = backend.capture(pane_id, lines=200)
-        check_no_dialog(adapter, screen, pane_id)
-        if not adapter.is_ready(screen) or loading():
-            ready_since.clear()
-            return False
-        if not ready_since:
-            ready_since.append(time.monotonic())
-        return time.monotonic() - ready_since[0] >= adapter.ready_settle_s
-
-    try:
-        return wait_for(ready, timeout=timeout, interval=0.05)
-    except Timeout:
-        return False
-
-
-def check_no_dialog(adapter: AgentAdapter, screen: str, pane_id: str) -> None:
-    """Raise AgentDialog if the screen shows a dialog or a permission prompt (checked right before any keystroke)."""
-    shown = adapter.dialog(screen)
-    if shown is not None:
-        what = "a trust dialog" if shown.kind == "trust" else "a dialog or permission prompt"
-        raise AgentDialog(
-            f"{adapter.name} shows {what} in pane {pane_id}: {shown.named!r}: a person must answer it",
-            pane_id=pane_id,
-            kind=shown.kind,
-            title=shown.named,
-        )

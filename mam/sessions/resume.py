@@ -6,11 +6,12 @@ import time
 from collections.abc import Mapping
 
 from mam.agents import get_adapter
+from mam.agents.ready import wait_ready
 from mam.errors import AgentDialog, SessionError
 from mam.ids import check_name
 from mam.panes.lock import placement_lock
 from mam.sessions.common import backend_for, pane_env
-from mam.sessions.create import launch_options, wait_ready
+from mam.sessions.create import launch_options
 from mam.sessions.worktree import check_resumable
 from mam.settings import Settings
 from mam.store import sessions as sessions_table

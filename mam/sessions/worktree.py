@@ -3,7 +3,7 @@
 Made by `mam session create --worktree`, checked by resume (still there, still on its branch),
 released by `mam session remove` (the folder only when clean or forced; the branch only when
 every commit on it is in its base), and listed by `mam doctor` when a worktree has no session or
-a session has lost its worktree. The git work itself is mam.loop.worktree's (prepare / remove /
+a session has lost its worktree. The git work itself is mam.util.worktree's (prepare / remove /
 dirty_files); this module only decides what to do with them.
 """
 
@@ -15,10 +15,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mam.errors import SessionRefused, UsageError
-from mam.loop.git import GitError, git, git_env, maybe
-from mam.loop.worktree import Prepared, dirty_files, prepare
-from mam.loop.worktree import remove as remove_worktree
 from mam.store.sessions import SessionRow
+from mam.util.git import GitError, git, git_env, maybe
+from mam.util.worktree import Prepared, dirty_files, prepare
+from mam.util.worktree import remove as remove_worktree
 from mam.workspace import Workspace
 
 

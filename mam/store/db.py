@@ -198,6 +198,58 @@ MIGRATIONS: list[list[str]] = [
         # `mam session fork SRC --session NEW`: the session NEW was forked from ('' for one created afresh).
         "ALTER TABLE sessions ADD COLUMN forked_from TEXT NOT NULL DEFAULT ''",
     ],
+    [
+        # `mam routine add` (mam/routines): a job template and its schedule (`every`: spec is the period in
+        # seconds from `anchor`; `cron`: the expression in zone `tz`; `webhook`: none); `next_at` is the next
+        # tick not yet decided; `secret` signs its webhook deliveries ('' without --on-webhook).
+        """CREATE TABLE routines (
+            name TEXT PRIMARY KEY,
+            target TEXT NOT NULL,
+            brief TEXT NOT NULL,
+            kind TEXT NOT NULL,
+            spec TEXT NOT NULL DEFAULT '',
+            tz TEXT NOT NULL DEFAULT 'UTC',
+            anchor REAL NOT NULL,
+            concurrency TEXT NOT NULL DEFAULT 'skip',
+            catch_up TEXT NOT NULL DEFAULT 'skip',
+            max_tokens INTEGER,
+            timeout_s REAL,
+            paused INTEGER NOT NULL DEFAULT 0,
+            next_at REAL,
+            secret TEXT NOT NULL DEFAULT '',
+            created_at REAL NOT NULL,
+            updated_at REAL NOT NULL
+        ) WITHOUT ROWID""",
+        # One receipt per tick (`mam routine log`): decided once (its key, the tick's idempotency key, is
+        # unique), then `pending` -> `firing` (its job id fixed) -> `done` (the job's outcome), or `skipped`
+        # with a reason (active, paused, hold, budget, missed).
+        """CREATE TABLE routine_ticks (
+            n INTEGER PRIMARY KEY AUTOINCREMENT,
+            routine TEXT NOT NULL,
+            key TEXT NOT NULL UNIQUE,
+            trigger TEXT NOT NULL,
+            scheduled REAL NOT NULL,
+            status TEXT NOT NULL,
+            reason TEXT NOT NULL DEFAULT '',
+            detail TEXT NOT NULL DEFAULT '',
+            text TEXT NOT NULL DEFAULT '',
+            job_id TEXT NOT NULL DEFAULT '',
+            outcome TEXT NOT NULL DEFAULT '',
+            exit_code INTEGER,
+            created_at REAL NOT NULL,
+            fired_at REAL,
+            ended_at REAL
+        )""",
+        "CREATE INDEX routine_ticks_by_routine ON routine_ticks(routine, n)",
+        "CREATE INDEX routine_ticks_open ON routine_ticks(status) WHERE status IN ('pending', 'firing')",
+        # Webhook delivery ids already taken (each fires once), and the refused attempts' count.
+        """CREATE TABLE routine_deliveries (
+            routine TEXT NOT NULL,
+            delivery TEXT NOT NULL,
+            at REAL NOT NULL,
+            PRIMARY KEY (routine, delivery)
+        ) WITHOUT ROWID""",
+    ],
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 MOUNTS = Path("/proc/mounts")

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from mam.errors import JobError, JobNotFound
-from mam.jobs.outcomes import OPEN_STATES
+from mam.outcomes import OPEN_STATES
 
 
 @dataclass(frozen=True)

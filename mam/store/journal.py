@@ -30,7 +30,7 @@ from mam.store.common import AUDIT as AUDIT
 from mam.store.common import now_ms as now_ms
 from mam.store.jobs import JobRow
 from mam.store.registry import Registry
-from mam.util import pokes as wake
+from mam.util import pokes
 from mam.util.fs import atomic_write_json
 from mam.workspace import Workspace
 
@@ -156,14 +156,14 @@ def _check_attach(t: Transition, holder: JobRow) -> None:
 def _poke(ws: Workspace, job_id: str, row: JobRow | None) -> None:
     """Wake whoever waits on this change (mam.util.pokes): the job's wrapper; on a new state or owner,
     the session's next job, the parent's loop and, once it ended, whoever waits for a free slot."""
-    keys = [wake.job_key(job_id)]
+    keys = [pokes.job_key(job_id)]
     if row is not None:
-        keys.append(wake.session_key(row.session))
+        keys.append(pokes.session_key(row.session))
         if row.parent_job:
-            keys.append(wake.parent_key(row.parent_job))
+            keys.append(pokes.parent_key(row.parent_job))
         if not row.open:
-            keys.append(wake.ENDED)
-    wake.poke(ws, keys)
+            keys.append(pokes.ENDED)
+    pokes.poke(ws, keys)
 
 
 def note(registry: Registry, job_id: str, kind: str, **fields: Any) -> None:

@@ -1,5 +1,5 @@
 """The registry writers' queue: one flock every writer of a registry takes around its write
-transaction, the store (mam.store.db) and the lean `mam event` path (mam.fast_event) alike.
+transaction, the store (mam.store.db) and every writer alike.
 
 SQLite's own busy handler waits by sleeping, up to 100 ms a time, and serves nobody in order: with
 hundreds of writers (500 sessions' wrappers and `mam event` commands) some waited out the whole

@@ -31,7 +31,9 @@ def atomic_write(path: Path, data: bytes, *, mode: int = 0o644, fsync: bool = Tr
 
 
 def atomic_write_json(path: Path, obj: Any, *, mode: int = 0o644, fsync: bool = True) -> None:
-    data = json.dumps(obj, indent=2, sort_keys=True, ensure_ascii=False).encode("utf-8") + b"\n"
+    """One line of JSON, keys sorted: without `indent`, json's C encoder writes it (a job's record is
+    written at each of its transitions; `jq .` shows one indented)."""
+    data = json.dumps(obj, sort_keys=True, ensure_ascii=False).encode("utf-8") + b"\n"
     atomic_write(path, data, mode=mode, fsync=fsync)
 
 

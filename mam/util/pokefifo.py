@@ -1,7 +1,10 @@
 """The file protocol of mam.util.pokes (its docstring describes it) over plain paths and built-in
-modules only: no Workspace (dataclasses), no hashlib (OpenSSL), no secrets, no threading. The
-heartbeater that `mam event started` forks waits here for its job to end without paying for them;
-mam.util.pokes builds its Waiter and poke on it, so the protocol has one implementation.
+modules only; mam.util.pokes builds its Waiter and poke on it, so the protocol has one implementation.
+
+Only this user's FIFOs in a folder only this user may use count (Guarantee 13): a waiter refuses to
+listen in a folder another user owns or may enter or write, and a poke writes nothing into such a
+folder nor into anything but a FIFO of this user, so no other user can hear a job's pokes, steal
+them (the emitter would take it that a wrapper listened) or plant what a poke writes to.
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ import os
 import stat
 
 from mam.util.fdwait import readable
+from mam.util.private import check_folder
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -36,14 +40,18 @@ class Fifo:
     """One FIFO in `folder` listening to `keys`; `wait(timeout)` returns when poked (True) or at the timeout (False)."""
 
     def __init__(self, folder: str, keys: Iterable[str]) -> None:
+        self.fd = -1
+        self.names: list[str] = []
         os.makedirs(folder, mode=0o700, exist_ok=True)
+        problem = check_folder(folder)
+        if problem:
+            raise PermissionError(f"refusing to listen for pokes: {problem}")
         self.folder = folder
         tag = f"{os.getpid()}.{os.urandom(6).hex()}"
         tmp = os.path.join(folder, f".new.{tag}")
         os.mkfifo(tmp, 0o600)
         # Open before it is visible under a key's name: a poker finding no reader removes the name.
         self.fd = os.open(tmp, os.O_RDWR | os.O_NONBLOCK)
-        self.names: list[str] = []
         try:
             for key in dict.fromkeys(keys):
                 name = os.path.join(folder, f"{stem(key)}.{tag}")
@@ -83,8 +91,11 @@ class Fifo:
 
 
 def poke(folder: str, keys: Iterable[str]) -> int:
-    """Wake every FIFO in `folder` listening to one of `keys`; how many were poked. Never blocks, never raises."""
+    """Wake every FIFO in `folder` listening to one of `keys`; how many live waiters were poked (0: nobody
+    listens, or the folder is not private). Never blocks, never raises."""
     stems = {stem(k) for k in keys}
+    if check_folder(folder):
+        return 0
     try:
         entries = list(os.scandir(folder))
     except OSError:

@@ -9,14 +9,18 @@ waiter died) is removed. A FIFO has no path-length limit (a Unix socket's is 108
 port. A poke carries no data: it only says "look again", so a stray or lost poke costs a look, or
 waits until the waiter's own deadline, never a wrong answer. The keys in use:
 
-- `job:<id>`: the job's row changed (an event, a cancel, the monitor, a take-over): its wrapper looks;
+- `events:<id>`: the agent's `mam event` (mam.jobs.emit) committed an event of the job: its wrapper
+  reads it from the store (and relays it to MQTT); the emitter publishes it itself only when no
+  waiter heard this key (the wrapper is gone);
+- `job:<id>`: the job's row changed (a cancel, the monitor, a take-over; or an event nobody relays):
+  its wrapper, its heartbeater and whoever follows it from outside (`mam job wait`) look;
 - `session:<name>`: a job of the session changed state (an earlier job ended: the next one may go);
 - `parent:<id>`: a sub-job of that job changed state (the loop waits for a round's sub-jobs);
 - `ended`: some job of the workspace ended (whoever waits for a free slot).
 
-`mam.store.journal.commit` pokes them after every commit that changed a row. (Not to be confused with
-mam/jobs/wake.py: the socket on which `mam event` wakes a local job's wrapper for a new event.) The
-files themselves are handled in mam.util.pokefifo, lean enough for the forked heartbeater to wait on.
+`mam.store.journal.commit` pokes them after every commit that changed a row, mam.jobs.emit after every
+event. The files themselves are handled in mam.util.pokefifo (which also refuses a folder or a FIFO
+another user could use).
 """
 
 from __future__ import annotations
@@ -31,7 +35,7 @@ from mam.util.fdwait import readable
 from mam.util.pokefifo import job_key
 from mam.workspace import Workspace
 
-__all__ = ["ENDED", "Waiter", "folder", "job_key", "parent_key", "poke", "session_key"]
+__all__ = ["ENDED", "Waiter", "events_key", "folder", "job_key", "parent_key", "poke", "session_key"]
 
 ENDED = "ended"
 
@@ -42,6 +46,10 @@ def folder(ws: Workspace) -> Path:
 
 def session_key(name: str) -> str:
     return f"session:{name}"
+
+
+def events_key(job_id: str) -> str:
+    return f"events:{job_id}"
 
 
 def parent_key(job_id: str) -> str:
@@ -92,5 +100,6 @@ class Waiter(pokefifo.Fifo):
 
 
 def poke(ws: Workspace, keys: Iterable[str]) -> int:
-    """Wake every waiter listening to one of `keys`; how many FIFOs were poked. Never blocks, never raises."""
+    """Wake every waiter listening to one of `keys`; how many live waiters were poked (0: nobody listened).
+    Never blocks, never raises."""
     return pokefifo.poke(str(folder(ws)), keys)

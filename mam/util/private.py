@@ -1,5 +1,5 @@
 """Files and folders only this user may use, and Unix socket addresses for long paths: shared by
-the wake socket (mam.jobs.wake) and the forkserver (mam.forkserver), whose lean callers may import
+the node's socket (mam.node) and the wake FIFOs (mam.util.pokefifo), whose lean callers may import
 nothing else of mam's."""
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-TYPE_CHECKING = False  # subprocess is imported where a helper is spawned: the heartbeater's fork needs none of it
+TYPE_CHECKING = False  # subprocess is imported where a helper is spawned, not by every caller
 if TYPE_CHECKING:
     import subprocess
 

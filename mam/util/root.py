@@ -1,5 +1,5 @@
 """Find the workspace's root the way mam.workspace.find_workspace does, for the lean entry points
-(mam.fast_event, mam.forkserver.client) that must not import pathlib or the settings; and judge
+(the thin client, mam.node.client) that must not import pathlib or the settings; and judge
 whether its files are plainly this user's (anything less is for mam.util.trust to judge, on the
 full path)."""
 

@@ -4,7 +4,9 @@ A job's lines come from the registry, the same truth the wrapper writes: its eve
 numbered by `seq`) and its transitions (table `job_inputs`, committed with the state they produce).
 Per job, an event comes before the transition it caused; a transition carries the `seq` of the last
 event applied before it (0 before `started`). A loop's lines come from `.mam/loops/<id>/loop.jsonl`;
-acts on sessions that are not jobs (a fork) from `.mam/session-audit.jsonl` (mam.sessions.audit).
+acts on sessions that are not jobs (a fork) from `.mam/session-audit.jsonl` (mam.sessions.audit);
+a routine's from its receipts (table `routine_ticks`): one line each time a tick's status changes,
+with the routine's next tick.
 
 `Feed.read(job_ids)` returns what is new since the last call. Nothing here starts anything or
 writes anything; without a registry there are simply no job lines.
@@ -20,23 +22,28 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from mam.errors import UsageError
+from mam.jobs.target import parse_target
 from mam.sessions import audit
 from mam.store import jobs as jobs_table
 from mam.store.registry import Registry
 from mam.util.text import for_terminal
 from mam.workspace import Workspace
 
+RECENT_TICKS = 200  # routine receipts looked at per read
+
 
 @dataclass(frozen=True)
 class Line:
     ts_ms: int
-    kind: str  # event / transition / loop / session
+    kind: str  # event / transition / loop / session / routine
     job: str
     session: str
     type: str  # event type, the new job state, the loop log's event, or the session audit line's kind
     seq: int
     message: str
     loop: str = ""
+    routine: str = ""
 
     def as_json(self) -> dict[str, Any]:
         out = asdict(self)
@@ -50,8 +57,9 @@ class Line:
             "transition": f"-> {self.type}",
             "loop": f"loop {self.type}",
             "session": f"session {self.type}",
+            "routine": f"routine {self.type}",
         }[self.kind]
-        subject = self.job or self.loop
+        subject = self.job or self.loop or self.routine
         return f"{clock} {self.session or '-':<14} {subject:<22} {what:<20} #{self.seq:<4} {self.message}".rstrip()
 
 
@@ -101,6 +109,7 @@ class Feed:
     _jobs: dict[str, _JobCursor] = field(default_factory=dict)
     _loops: dict[str, _FileCursor] = field(default_factory=dict)
     _audit: _FileCursor = field(default_factory=_FileCursor)
+    _ticks: dict[int, str] = field(default_factory=dict)  # a routine tick's number -> its status shown
     _registry: Registry | None = None
 
     def close(self) -> None:
@@ -137,6 +146,7 @@ class Feed:
         if loops and self.job is None:
             streams.extend(self._loop_lines(p) for p in self._loop_logs())
             streams.append(self._audit_lines())
+            streams.append(self._routine_lines())
         return list(heapq.merge(*(list(s) for s in streams), key=lambda line: line.ts_ms))
 
     def _job_lines(self, job_id: str) -> list[Line]:
@@ -243,6 +253,45 @@ class Feed:
                 loop=loop_id,
             )
 
+    def _routine_lines(self) -> list[Line]:
+        """A line for each routine tick whose status changed since the last read (the last RECENT_TICKS)."""
+        registry = self.registry()
+        if registry is None:
+            return []
+        with registry.read() as conn:
+            ticks = conn.execute("SELECT * FROM routine_ticks ORDER BY n DESC LIMIT ?", (RECENT_TICKS,)).fetchall()
+            routines = {str(r["name"]): r for r in conn.execute("SELECT name, next_at, target FROM routines")}
+        out = []
+        for t in reversed(ticks):
+            status = str(t["status"])
+            if self._ticks.get(int(t["n"])) == status:
+                continue
+            self._ticks[int(t["n"])] = status
+            routine = routines.get(str(t["routine"]))
+            session = _session_of(str(routine["target"])) if routine is not None else ""
+            if self.session is not None and session != self.session:
+                continue
+            at = t["ended_at"] or t["fired_at"] or t["created_at"]
+            what = str(t["outcome"] or t["reason"] or "")
+            detail = f": {t['detail']}" if t["detail"] else ""
+            nxt = routine["next_at"] if routine is not None else None
+            message = f"{t['trigger']} tick {iso(int(t['scheduled'] * 1000))[:19]}Z {what}{detail}".strip()
+            if nxt:
+                message += f"; next tick {iso(int(nxt * 1000))[:19]}Z"
+            out.append(
+                Line(
+                    int(at * 1000),
+                    "routine",
+                    str(t["job_id"]),
+                    session,
+                    status,
+                    int(t["n"]),
+                    for_terminal(message),
+                    routine=str(t["routine"]),
+                )
+            )
+        return out
+
     def _audit_lines(self) -> Iterator[Line]:
         """Session audit lines (`mam session fork`): with --session, those of that session or naming it as source."""
         for entry in _new_entries(audit.path(self.ws), self._audit):
@@ -260,6 +309,15 @@ class Feed:
                 0,
                 f"{said}by {entry.get('by', '')}".strip(),
             )
+
+
+def _session_of(target: str) -> str:
+    """A routine target's session, as its jobs name it (mam.jobs.target)."""
+    try:
+        t = parse_target(target)
+    except UsageError:
+        return ""
+    return f"{t.runner}/{t.session}" if t.remote else t.session
 
 
 def _new_entries(path: Path, cur: _FileCursor) -> Iterator[dict[str, Any]]:

@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from mam.jobs.outcomes import UNCLAIMED_STATES, JobState
+from mam.outcomes import UNCLAIMED_STATES, JobState
 from mam.settings import Settings
 from mam.util.text import for_terminal
 from mam.workspace import Workspace
@@ -48,6 +48,7 @@ class SessionView:
     last_ms: int | None
     note: str = ""
     backend: str = "tmux"
+    waiting_tool: str = ""  # the tool call a permission prompt holds up (from the hooks), while waiting
 
 
 @dataclass(frozen=True)
@@ -72,6 +73,16 @@ class LoopView:
     verdicts: tuple[tuple[str, str], ...]  # (reviewer, verdict) of the latest round so far
 
 
+@dataclass(frozen=True)
+class RoutineView:
+    name: str
+    state: str  # enabled / paused
+    schedule: str
+    next_tick: str  # UTC ISO, or "-"
+    last: str  # the last receipt: its status and outcome or reason
+    target: str
+
+
 @dataclass
 class Snapshot:
     workspace: str
@@ -80,6 +91,7 @@ class Snapshot:
     jobs: list[JobView] = field(default_factory=list)
     loops: list[LoopView] = field(default_factory=list)
     broker: str = "unknown"  # up / down / unknown
+    routines: list[RoutineView] = field(default_factory=list)
 
 
 def _ms(seconds: float | None) -> int | None:
@@ -180,6 +192,7 @@ def snapshot(ws: Workspace, settings: Settings, *, broker: str = "unknown") -> S
                 last_ms=last,
                 note=str(row.get("drift") or ""),
                 backend=str(row.get("backend", "tmux")),
+                waiting_tool=str((row.get("waiting") or {}).get("tool") or "") if state == "waiting" else "",
             )
         )
     for session, jobs in by_session.items():
@@ -202,7 +215,37 @@ def snapshot(ws: Workspace, settings: Settings, *, broker: str = "unknown") -> S
             )
     snap.jobs.sort(key=lambda j: j.created_ms)
     snap.loops = loops(ws)
+    snap.routines = routines(ws)
     return snap
+
+
+def routines(ws: Workspace) -> list[RoutineView]:
+    """The workspace's routines with their next tick and last receipt (mam.routines)."""
+    from mam.routines.manage import list_routines
+    from mam.store.registry import Registry
+
+    registry = Registry.open_existing(ws)
+    if registry is None:
+        return []
+    try:
+        rows = list_routines(registry)
+    finally:
+        registry.close()
+    out = []
+    for r in rows:
+        last = r["last"] or {}
+        shown = " ".join(str(x) for x in (last.get("status"), last.get("outcome") or last.get("reason")) if x)
+        out.append(
+            RoutineView(
+                name=r["name"],
+                state=r["state"],
+                schedule=r["schedule"],
+                next_tick=r["next_tick"] or "-",
+                last=shown or "-",
+                target=r["target"],
+            )
+        )
+    return out
 
 
 def loops(ws: Workspace, limit: int = 10) -> list[LoopView]:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import time
 
-from mam.view.model import JobView, LoopView, SessionView, Snapshot
+from mam.view.model import JobView, LoopView, RoutineView, SessionView, Snapshot
 
 DOTS = {
     "working": "●",
@@ -28,6 +28,7 @@ COLOURS = {
 SESSION_COLUMNS = ("", "SESSION", "AGENT", "ROLE", "STATE", "FROM", "JOB", "LAST")
 JOB_COLUMNS = ("JOB", "SESSION", "STATE", "AGE", "QUIET", "START", "LIVENESS", "WALL", "MESSAGE")
 LOOP_COLUMNS = ("LOOP", "STATE", "ROUND", "CREATOR", "VERDICTS")
+ROUTINE_COLUMNS = ("ROUTINE", "STATE", "SCHEDULE", "NEXT TICK", "LAST", "TARGET")
 
 
 def age(ms: int | None, now_ms: int) -> str:
@@ -66,6 +67,10 @@ def job_cells(j: JobView, now_ms: int) -> tuple[str, ...]:
 def loop_cells(loop: LoopView) -> tuple[str, ...]:
     verdicts = ", ".join(f"{r}: {v}" for r, v in loop.verdicts) or "-"
     return (loop.id, loop.state, str(loop.rounds), loop.creator or "-", verdicts)
+
+
+def routine_cells(r: RoutineView) -> tuple[str, ...]:
+    return (r.name, r.state, r.schedule, r.next_tick, r.last, r.target)
 
 
 def fit(
@@ -122,6 +127,10 @@ def plain(snap: Snapshot, width: int = 120) -> str:
     lines.append("")
     lines.append(f"LOOPS ({len(snap.loops)})")
     lines += _table(LOOP_COLUMNS, [loop_cells(x) for x in snap.loops]) if snap.loops else ["  none"]
+    if snap.routines:
+        lines.append("")
+        lines.append(f"ROUTINES ({len(snap.routines)})")
+        lines += _table(ROUTINE_COLUMNS, [routine_cells(r) for r in snap.routines])
     lines.append("")
     lines.append("dots: " + "  ".join(f"{d} {s}" for s, d in DOTS.items()))
     return "\n".join(line[:width] for line in lines) + "\n"

@@ -24,7 +24,7 @@ from textual.message import Message
 from textual.screen import ModalScreen
 from textual.widgets import Button, DataTable, Footer, Input, Label, Static
 
-from mam.jobs.outcomes import Exit
+from mam.outcomes import Exit
 from mam.settings import Settings
 from mam.view import render
 from mam.view.model import Snapshot, snapshot
@@ -139,12 +139,15 @@ class TopApp(App[tuple[str, str] | None]):
         yield DataTable(id="jobs", cursor_type="row", zebra_stripes=True)
         yield Static("LOOPS", classes="title")
         yield DataTable(id="loops", cursor_type="row", zebra_stripes=True)
+        yield Static("ROUTINES", classes="title")
+        yield DataTable(id="routines", cursor_type="row", zebra_stripes=True)
         yield Footer()
 
     def on_mount(self) -> None:
         self.query_one("#sessions", DataTable).add_columns(*render.SESSION_COLUMNS)
         self.query_one("#jobs", DataTable).add_columns(*render.JOB_COLUMNS)
         self.query_one("#loops", DataTable).add_columns(*render.LOOP_COLUMNS)
+        self.query_one("#routines", DataTable).add_columns(*render.ROUTINE_COLUMNS)
         self.query_one("#sessions", DataTable).focus()
         if self.follow_broker:
             threading.Thread(target=self._connect, name="mam-top-broker", daemon=True).start()
@@ -273,6 +276,9 @@ class TopApp(App[tuple[str, str] | None]):
         loops = [x for x in snap.loops if self._match(x.id, x.creator, *(r for r, _ in x.verdicts))]
         rows = render.fit(render.LOOP_COLUMNS, [render.loop_cells(x) for x in loops], width, keep=-1)
         self._fill("#loops", [(x.id, row) for x, row in zip(loops, rows)])
+        routines = [r for r in snap.routines if self._match(r.name, r.target, r.state)]
+        rows = render.fit(render.ROUTINE_COLUMNS, [render.routine_cells(r) for r in routines], width, keep=4)
+        self._fill("#routines", [(r.name, row) for r, row in zip(routines, rows)])
 
     def on_resize(self, _event: Any) -> None:
         if self.snap is not None:

@@ -1,22 +1,30 @@
 """What a person may do from the page: each action is the library call of its CLI command, asked first.
 
 The page draws a button for each action a row's `actions` names, asks the action's question, and
-sends `POST /api/<subject>/<id>/<name>`. An action for a command mam does not have yet is simply
-not in `ACTIONS`: add one here when its command lands (job pause / resume: `mam job pause`,
+sends `POST /api/<subject>/<id>/<name>` with the action's `body` (JSON: what the person saw, such
+as the tool a prompt is for). An action for a command mam does not have yet is simply not in
+`ACTIONS`: add one here when its command lands (job pause / resume: `mam job pause`,
 `mam job resume`; the workspace's hold: `mam pause --all`, `mam resume --all`; loop reject, which
-needs a note typed on the page; a permission prompt's allow once / deny), and the page offers it
-with no other change.
+needs a note typed on the page), and the page offers it with no other change.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-from mam.jobs.outcomes import TERMINAL
+from mam.outcomes import TERMINAL
 from mam.settings import Settings
 from mam.workspace import Workspace
+
+
+@dataclass(frozen=True)
+class Asked:
+    """One click's request: the body the page sent (what the person saw) and who sent it."""
+
+    body: dict[str, Any] = field(default_factory=dict)
+    by: dict[str, Any] = field(default_factory=dict)  # user (who serves the page), via, from (the browser's address)
 
 
 @dataclass(frozen=True)
@@ -24,12 +32,13 @@ class Action:
     name: str
     subject: str  # job / session / loop / workspace
     label: str
-    question: str  # asked before it is sent; "{id}" is the row's id
+    question: str  # asked before it is sent; "{id}" is the row's id, "{tool}" the tool its prompt is for
     applies: Callable[[dict[str, Any]], bool]
-    run: Callable[[Workspace, Settings, str], dict[str, Any]]
+    run: Callable[[Workspace, Settings, str, Asked], dict[str, Any]]
+    body: tuple[tuple[str, str], ...] = ()  # (name, the row's field) the page sends back with the click
 
 
-def cancel_job(ws: Workspace, settings: Settings, job_id: str) -> dict[str, Any]:
+def cancel_job(ws: Workspace, settings: Settings, job_id: str, _asked: Asked) -> dict[str, Any]:
     """`mam job cancel ID`."""
     from mam.jobs.queries import cancel, existing_registry
 
@@ -40,11 +49,30 @@ def cancel_job(ws: Workspace, settings: Settings, job_id: str) -> dict[str, Any]
         registry.close()
 
 
-def approve_loop(ws: Workspace, settings: Settings, loop_id: str) -> dict[str, Any]:
+def approve_loop(ws: Workspace, settings: Settings, loop_id: str, _asked: Asked) -> dict[str, Any]:
     """`mam loop approve ID` (a fast-forward): merges only while the branch holds the reviewed tree."""
     from mam.loop.approval import approve
 
     return approve(ws, loop_id, via="web")
+
+
+def answer(which: str) -> Callable[[Workspace, Settings, str, Asked], dict[str, Any]]:
+    """Allow once / deny the permission prompt a session waits on (mam.sessions.answer: typed only while
+    its pane shows exactly that prompt for the tool the page showed)."""
+
+    def run(ws: Workspace, settings: Settings, name: str, asked: Asked) -> dict[str, Any]:
+        from mam.sessions.answer import answer_prompt
+
+        tool = asked.body.get("tool")
+        return answer_prompt(ws, settings, name, tool=tool if isinstance(tool, str) else "", answer=which, by=asked.by)
+
+    return run
+
+
+def _prompted(row: dict[str, Any]) -> bool:
+    from mam.sessions.answer import answerable
+
+    return row.get("state") == "waiting" and bool(row.get("waiting_tool")) and answerable(str(row.get("agent")))
 
 
 ACTIONS: tuple[Action, ...] = (
@@ -65,6 +93,24 @@ ACTIONS: tuple[Action, ...] = (
         lambda row: row.get("state") == "needs_approval",
         approve_loop,
     ),
+    Action(
+        "allow",
+        "session",
+        "Allow once",
+        "Allow {id} to run {tool}, this once? mam types the answer only if the pane still shows exactly this prompt.",
+        _prompted,
+        answer("allow"),
+        (("tool", "waiting_tool"),),
+    ),
+    Action(
+        "deny",
+        "session",
+        "Deny",
+        "Deny {id} running {tool}? mam types the answer only if the pane still shows exactly this prompt.",
+        _prompted,
+        answer("deny"),
+        (("tool", "waiting_tool"),),
+    ),
 )
 
 
@@ -72,11 +118,17 @@ def find(subject: str, name: str) -> Action | None:
     return next((a for a in ACTIONS if a.subject == subject and a.name == name), None)
 
 
-def offered(subject: str, row: dict[str, Any]) -> list[dict[str, str]]:
-    """The actions the page may offer on one row: name, label and the question to ask."""
+def offered(subject: str, row: dict[str, Any]) -> list[dict[str, Any]]:
+    """The actions the page may offer on one row: name, label, the question to ask and the body to send."""
     ident = str(row.get("id") or row.get("name"))
+    tool = str(row.get("waiting_tool") or "")
     return [
-        {"name": a.name, "label": a.label, "question": a.question.replace("{id}", ident)}
+        {
+            "name": a.name,
+            "label": a.label,
+            "question": a.question.replace("{id}", ident).replace("{tool}", tool),
+            "body": {name: row.get(key) for name, key in a.body},
+        }
         for a in ACTIONS
         if a.subject == subject and a.applies(row)
     ]

@@ -9,14 +9,18 @@ Routes (all behind `auth.Guard`):
   GET  /api/events                 server-sent events: `state` (the whole state, when it changed),
                                    `line` (a `mam tail --json` line), `note` (the broker came or went)
   GET  /api/sessions/NAME/screen   the session's recent screen, read-only, control sequences removed
-  POST /api/SUBJECT/ID/ACTION      an action of `actions.ACTIONS` (cancel a job), asked on the page first
+  POST /api/SUBJECT/ID/ACTION      an action of `actions.ACTIONS` (cancel a job, approve a loop, allow or deny
+                                   a session's permission prompt), asked on the page first; its body is the
+                                   action's JSON (the tool a prompt is for)
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import getpass
 import json
+import socket
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -35,6 +39,7 @@ from mam.web.live import Live
 from mam.workspace import Workspace
 
 KEEPALIVE_S = 15.0
+MAX_BODY = 64 << 10  # an action's body: what the person saw (a tool call), never large
 NO_STORE = {"cache-control": "no-store"}
 HEADERS = {
     **NO_STORE,
@@ -54,12 +59,22 @@ def _json(body: Any, status: int = 200) -> Response:
     )
 
 
+def _user() -> str:
+    """Who serves the page (the token is theirs): user@host, as `mam loop approve` records who approved."""
+    try:
+        name = getpass.getuser()
+    except (KeyError, OSError):
+        name = "unknown"
+    return f"{name}@{socket.gethostname()}"
+
+
 def build_app(
     ws: Workspace, settings: Settings, *, token: str, host: str, port: int, tls: bool = False
 ) -> tuple[Any, Live]:
     """(the guarded ASGI app, its live state). The token is only compared and hashed, never shown."""
     live = Live(ws, settings)
     keys = Keys(token, port, secure=tls)
+    user = _user()
 
     async def index(_request: Request) -> Response:
         return HTMLResponse(page.html(csrf=keys.csrf), headers=HEADERS)
@@ -111,8 +126,16 @@ def build_app(
         action = actions.find(subject, name)
         if action is None:
             return _json({"error": f"no action {name!r} on a {subject}"}, 404)
+        raw = await request.body()
         try:
-            result = await run_in_threadpool(action.run, ws, live.settings, ident)
+            body = json.loads(raw) if raw.strip() else {}
+        except ValueError:
+            body = None
+        if not isinstance(body, dict) or len(raw) > MAX_BODY:
+            return _json({"error": "the body must be a JSON object"}, 400)
+        by = {"user": user, "via": "web", "from": request.client.host if request.client else ""}
+        try:
+            result = await run_in_threadpool(action.run, ws, live.settings, ident, actions.Asked(body, by))
         except MamError as e:
             return _json(
                 {"error": str(e), "exit_code": int(e.exit_code)},

@@ -130,7 +130,9 @@ async function act(subject, id, action) {
   if (!window.confirm(action.question)) return;
   try {
     const r = await fetch(`/api/${subject}/${encodeURIComponent(id)}/${action.name}`, {
-      method: "POST", credentials: "same-origin", headers: { "X-CSRF-Token": CSRF },
+      method: "POST", credentials: "same-origin",
+      headers: { "X-CSRF-Token": CSRF, "Content-Type": "application/json" },
+      body: JSON.stringify(action.body || {}),
     });
     const body = await r.json();
     toast(r.ok ? `${subject} ${id}: ${action.name}: done` : `${subject} ${id}: ${body.error || r.status}`);
@@ -174,9 +176,10 @@ function render(s) {
     tr.dataset.session = x.name;
     tr.dataset.state = x.state;
     tr.append(cell(x.dot, `dot ${x.state}`), cell(x.name, "name mono"), cell(x.agent, "agent", "agent"),
-      cell(x.role, "role", "role"), cell(x.state, `state ${x.state}`, "state"), cell(x.source, "source", "from"),
-      cell(x.job || "-", "job mono", "job"), cell(x.last, "last", "last"));
-    const td = document.createElement("td");
+      cell(x.role, "role", "role"),
+      cell(x.waiting_tool ? `${x.state}: ${x.waiting_tool}` : x.state, `state ${x.state}`, "state"),
+      cell(x.source, "source", "from"), cell(x.job || "-", "job mono", "job"), cell(x.last, "last", "last"));
+    const td = actionButtons("session", x.name, x.actions);  // allow once / deny a permission prompt
     const b = document.createElement("button");
     b.textContent = "Screen";
     b.dataset.action = "screen";

@@ -1,4 +1,6 @@
-"""Serving the page in the foreground until Ctrl-C: the address checks, the token, the socket, uvicorn.
+"""Serving the page: the address checks, the token, the socket, uvicorn in a thread (`Hosted`); in the
+workspace's node (until `mam web --stop` or the node's end) or in the `mam web --foreground` process
+(`serve`, until Ctrl-C). Both serve the one app `mam.web.app.build_app` makes.
 
 The checks come first and refuse before anything is bound or written: a non-loopback address
 needs TLS (a cookie and a token must not cross a network in clear), and the address must be one a
@@ -7,12 +9,17 @@ browser names (the Host header is checked), so a wildcard such as 0.0.0.0 is ref
 
 from __future__ import annotations
 
+import logging
+import signal
 import socket
+import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 from urllib.parse import quote
 
-from mam.errors import UsageError
+from mam.errors import MamError, UsageError
 from mam.settings import Settings
 from mam.util.hosts import authority, is_loopback, is_wildcard
 from mam.util.tokenfile import workspace_token
@@ -21,6 +28,9 @@ from mam.workspace import Workspace
 TOKEN_FILE = "web-token"
 DEFAULT_PORT = 8770
 GRACE_S = 2  # open pages (their event streams) get this long to close on Ctrl-C
+START_S = 30.0  # for the hosted server to be up (imports, on a loaded 2-core machine)
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -60,8 +70,7 @@ def bind(host: str, port: int) -> socket.socket:
         sock.close()
         raise UsageError(f"cannot serve on {authority(host, port)}: {e.strerror or e}") from e
     sock.listen(64)
-    sock.set_inheritable(True)
-    return sock
+    return sock  # not inheritable: no child of the node (a tmux server, a heartbeater) keeps the port
 
 
 def serve(
@@ -74,27 +83,124 @@ def serve(
     tls_key: str | None = None,
     announce: Callable[[Served], None],
 ) -> None:
-    """Serve the page on host:port (0: a free port) until Ctrl-C or SIGTERM."""
-    import uvicorn
-
-    from mam.web.app import build_app
-
+    """Serve the page on host:port (0: a free port) from this process until Ctrl-C (KeyboardInterrupt
+    goes on up) or SIGTERM (returns): `mam web --foreground`, the same `Hosted` server as the node's."""
     check_address(host, tls_cert=tls_cert, tls_key=tls_key)
     token, source = web_token(ws, settings)
-    sock = bind(host, port)
-    port = sock.getsockname()[1]
-    tls = bool(tls_cert)
-    app, _live = build_app(ws, settings, token=token, host=host, port=port, tls=tls)
-    config = uvicorn.Config(
-        app,
-        log_level="warning",
-        access_log=False,  # an access line would hold the login link's token
-        lifespan="on",
-        ssl_certfile=tls_cert,
-        ssl_keyfile=tls_key,
-        timeout_graceful_shutdown=GRACE_S,
-        server_header=False,
+    hosted = Hosted(
+        ws, settings, host=host, port=port, token=token, token_source=source, tls_cert=tls_cert, tls_key=tls_key
     )
-    base = f"{'https' if tls else 'http'}://{authority(host, port)}"
-    announce(Served(url=f"{base}/", login=f"{base}/login?token={quote(token, safe='')}", token_source=source))
-    uvicorn.Server(config).run(sockets=[sock])
+    ended = threading.Event()
+    previous = signal.signal(signal.SIGTERM, lambda *_: ended.set())
+    try:
+        announce(hosted.start())
+        while hosted.alive() and not ended.wait(1.0):
+            pass
+    finally:
+        hosted.stop()
+        signal.signal(signal.SIGTERM, previous)
+
+
+class Hosted:
+    """The page served from a thread of a long-running process (the workspace's node) until `stop()`.
+
+    The caller of `mam web` checked the address and read the token (its own MAM_WEB_TOKEN, else the
+    token file) and hands them over; the address is checked again here, before anything is bound."""
+
+    def __init__(
+        self,
+        ws: Workspace,
+        settings: Settings,
+        *,
+        host: str,
+        port: int,
+        token: str,
+        token_source: str,
+        tls_cert: str | None = None,
+        tls_key: str | None = None,
+    ) -> None:
+        check_address(host, tls_cert=tls_cert, tls_key=tls_key)
+        self.ws, self.settings = ws, settings
+        self.host, self.asked_port, self.token, self.token_source = host, port, token, token_source
+        self.tls_cert, self.tls_key = tls_cert, tls_key
+        self.port = 0
+        self.since = 0.0
+        self._server: Any = None
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> Served:
+        """Bind, build the app and serve it in a thread; the address it serves once it is up.
+        UsageError: the address cannot be bound; MamError: the server did not come up."""
+        import uvicorn
+
+        from mam.web.app import build_app
+
+        sock = bind(self.host, self.asked_port)
+        self.port = sock.getsockname()[1]
+        app, _live = build_app(
+            self.ws, self.settings, token=self.token, host=self.host, port=self.port, tls=bool(self.tls_cert)
+        )
+        config = uvicorn.Config(
+            app,
+            log_level="warning",
+            access_log=False,  # an access line would hold the login link's token
+            log_config=None,  # the process's own logging (the node's log; the command's stderr)
+            lifespan="on",
+            ssl_certfile=self.tls_cert,
+            ssl_keyfile=self.tls_key,
+            timeout_graceful_shutdown=GRACE_S,
+            server_header=False,
+        )
+        self._server = uvicorn.Server(config)
+        self._thread = threading.Thread(target=self._run, args=(sock,), name="mam-web", daemon=True)
+        self._thread.start()
+        until = time.monotonic() + START_S
+        while not self._server.started:
+            if not self._thread.is_alive() or time.monotonic() > until:
+                self.stop()
+                raise MamError(f"the page's server did not start on {authority(self.host, self.port)}")
+            time.sleep(0.02)
+        self.since = time.time()
+        log.info("serving the page at %s", self.served().url)
+        return self.served()
+
+    def _run(self, sock: socket.socket) -> None:
+        try:
+            self._server.run(sockets=[sock])  # ends once stop() sets its should_exit
+        except Exception:
+            log.exception("the page's server failed")
+        finally:
+            sock.close()
+
+    def served(self) -> Served:
+        base = f"{'https' if self.tls_cert else 'http'}://{authority(self.host, self.port)}"
+        login = f"{base}/login?token={quote(self.token, safe='')}"
+        return Served(url=f"{base}/", login=login, token_source=self.token_source)
+
+    def alive(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    def same(self, *, host: str, port: int, token: str, tls_cert: str | None, tls_key: str | None) -> bool:
+        """Whether serving what is asked means serving this (port 0: any port)."""
+        return (host, token, tls_cert, tls_key) == (self.host, self.token, self.tls_cert, self.tls_key) and port in (
+            0,
+            self.port,
+        )
+
+    def stop(self) -> None:
+        """Stop serving: open pages get GRACE_S to close their event streams."""
+        if self._server is not None:
+            self._server.should_exit = True
+        if self._thread is not None:
+            self._thread.join(GRACE_S + 5)
+
+    def status(self) -> dict[str, Any]:
+        """For `mam node status --json`: where the page is (never its token)."""
+        return {
+            "url": self.served().url,
+            "host": self.host,
+            "port": self.port,
+            "tls": bool(self.tls_cert),
+            "since": self.since,
+            "token_source": self.token_source,
+        }

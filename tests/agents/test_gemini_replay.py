@@ -17,7 +17,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from mam.agents import get_adapter
-from mam.sessions.create import wait_ready
+from mam.agents.ready import wait_ready
 
 SCREENS = Path(__file__).parent / "screens" / "gemini-0.61.0"
 GEMINI = get_adapter("gemini")

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from mam.agents import get_adapter
+from mam.agents.ready import wait_ready
 from mam.errors import AgentDialog
-from mam.sessions.create import wait_ready
 
 SCREENS = Path(__file__).parent / "screens" / "gemini-0.61.0"
 

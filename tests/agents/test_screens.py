@@ -24,6 +24,7 @@ EXPECTED = {
     ("claude-2.1.332", "brief-submitted"): (True, None, False),
     ("claude-2.1.332", "trust-dialog"): (False, "trust", False),
     ("claude-2.1.332", "permission-prompt"): (False, "prompt", False),
+    ("claude-2.1.332", "permission-prompt-gutter"): (False, "prompt", False),
     ("claude-2.1.332", "auto-mode-check-dialog"): (False, "prompt", False),
     ("claude-2.1.332", "bypass-permissions-dialog"): (False, "prompt", False),
     # Dialogs at launch for a user's own settings (screens/claude-2.1.332/README.md says which):

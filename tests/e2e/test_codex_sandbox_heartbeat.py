@@ -1,5 +1,6 @@
-"""A sandboxed codex kills the heartbeater its `mam event started --heartbeat N` forks; the wrapper
-starts it again, so a job longer than K x N still completes (exit 0) instead of `deadline_timeout`.
+"""A sandboxed codex kills the heartbeater its `mam event started --heartbeat N` starts (or, in its own
+pid namespace, none starts: the agent cannot be seen from there); the wrapper starts it again, so a job
+longer than K x N still completes (exit 0) instead of `deadline_timeout`.
 
 The fake codex runs the footer's commands as tool commands and, like codex 0.171 in
 `--permissions report`, kills whatever a command leaves running once it returns.
@@ -10,6 +11,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from mam.jobs.record import read_audit
 from mam.util.proc import pid_alive
@@ -63,19 +66,30 @@ def delegate_work(ws: Any, name: str, permissions: str, log: Path) -> tuple[dict
     return out, read_audit(ws, f"job-{name}")
 
 
-def test_a_sandboxed_codex_job_longer_than_k_heartbeats_completes(wired, fake_agents_on_path, tmp_path):
+@pytest.mark.parametrize("where", ["in the agent's process", "in the node"])
+def test_a_sandboxed_codex_job_longer_than_k_heartbeats_completes(wired, fake_agents_on_path, tmp_path, where):
+    """Run in the agent's own process (MAM_NODE=0), `mam event started` starts the heartbeater inside the
+    sandbox, which kills it (or, in its own pid namespace, none starts): the wrapper restarts it. Served by
+    the node, the heartbeater is the node's child, outside the sandbox: nothing kills it."""
+    if where == "in the agent's process":
+        wired.env_file.write_text("MAM_NODE=0\n")
+        wired.env_file.chmod(0o600)
     log = tmp_path / "agents.jsonl"
     out, audit = delegate_work(wired, "cx", "report", log)
     assert out["state"] == "completed" and out["reason"] == "completed"
     sandbox = log_events(log, "sandbox")
     assert sandbox and log_events(log, "tool"), "the fake ran no tool command in its sandbox"
-    if sandbox[0]["pid_namespace"]:  # as in codex: the forked heartbeater could not see the agent
-        assert "stopped: agent_unseen" in (wired.job_log_dir("job-cx") / "heartbeat.log").read_text()
     restarts = [e for e in audit if e["kind"] == "heartbeat_restarted"]
-    assert restarts and restarts[0]["interval_s"] == 1 and restarts[0]["agent"] == "codex"
-    assert len(restarts) <= 3
-    for entry in restarts:
-        assert not pid_alive(entry["pid"]), "the restarted heartbeater outlived its job"
+    beats_log = (wired.job_log_dir("job-cx") / "heartbeat.log").read_text()
+    if where == "in the node" and not restarts:  # (a node that could not serve leaves it to the agent's process)
+        assert "stopped: job_ended" in beats_log
+    else:
+        if sandbox[0]["pid_namespace"]:  # as in codex: a heartbeater could not see the agent from there
+            assert "stopped: agent_unseen" in beats_log
+        assert restarts and restarts[0]["interval_s"] == 1 and restarts[0]["agent"] == "codex"
+        assert len(restarts) <= 3
+        for entry in restarts:
+            assert not pid_alive(entry["pid"]), "the restarted heartbeater outlived its job"
     assert not (wired.job_log_dir("job-cx") / "heartbeat.pid").exists()
 
 

@@ -124,8 +124,9 @@ def test_a_permission_prompt_shows_as_waiting_and_the_deadline_says_why(hooked: 
     )  # fmt: skip
 
     def waiting() -> dict[str, Any] | None:
+        # The hook names the tool; the screen (the wrapper's nudge, when it looks first) only says it waits.
         view = json.loads(mam("job", "status", "job-hooks-perm", "--json").stdout or "{}")
-        return view if view.get("waiting") else None
+        return view if (view.get("waiting") or {}).get("tool") else None
 
     try:
         view = wait_for(waiting, timeout=20, message="the job never showed waiting")

@@ -82,6 +82,13 @@ def test_a_traversing_job_id_writes_nothing_anywhere(workspace: Workspace, tmp_p
         ["runner", "--name", "..", "--allow-insecure-broker", "--once"],
         ["session", "stop", "--session", "../x"],
         ["session", "resume", "--session", ".."],
+        ["routine", "add", "../x", "--target", "w", "--brief", "b", "--every", "1m"],
+        ["routine", "add", "r", "--target", "../w", "--brief", "b", "--every", "1m"],
+        ["routine", "log", ".."],
+        ["routine", "pause", "../x"],
+        ["routine", "resume", "x/y"],
+        ["routine", "remove", "."],
+        ["routine", "run", "../x"],
     ],
 )
 def test_every_entry_refuses_a_bad_id_with_exit_2_and_leaves_nothing(

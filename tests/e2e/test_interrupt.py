@@ -1,6 +1,6 @@
 """Interrupting a client never loses work (mam/jobs/follow.py), end to end: real tmux, the demo agent,
 a real broker, `mam job delegate` as a real process signalled for real, with and without the
-forkserver. The job stays open with the brief typed once, `mam job wait` returns the agent's real
+node. The job stays open with the brief typed once, `mam job wait` returns the agent's real
 outcome, a job whose agent completed is recorded `completed` whoever closes it, and the next
 delegation to the session is not held by the interrupted one."""
 
@@ -15,7 +15,7 @@ import pytest
 
 from mam.util.poll import wait_for
 from mam.workspace import Workspace
-from tests.e2e.test_forkserver import open_job, owner_pid, parent_of, start_server
+from tests.e2e.test_node import open_job, owner_pid, start_node
 from tests.helpers.jobs import audit_kinds, create_demo, record, replayed_state
 from tests.helpers.mamcli import MAM, mam
 
@@ -66,18 +66,18 @@ def state(job_id: str) -> str:
     return str(json.loads(mam("job", "status", job_id, "--json", check=True).stdout)["state"])
 
 
-@pytest.mark.parametrize("forkserver", ["1", "0"], ids=["forkserver", "no-forkserver"])
-def test_ctrl_c_leaves_the_job_open_and_wait_returns_its_real_outcome(wired, forkserver, monkeypatch):
-    monkeypatch.setenv("MAM_FORKSERVER", forkserver)
-    if forkserver == "1":
-        served_by = start_server(wired)
+@pytest.mark.parametrize("node", ["1", "0"], ids=["node", "no-node"])
+def test_ctrl_c_leaves_the_job_open_and_wait_returns_its_real_outcome(wired, node, monkeypatch):
+    monkeypatch.setenv("MAM_NODE", node)
+    if node == "1":
+        served_by = start_node(wired)
     s = create_demo("x")
     brief = "demo-sleep: 3\ndemo-write: out.txt :: finished after the interrupt"
     proc = spawn_delegate("--target", "x", "--brief", brief, "--json", *SHORT)
     try:
         job = open_job(wired)  # running: the brief was delivered and the agent started
-        if forkserver == "1":
-            assert parent_of(owner_pid(wired, job)) == served_by  # the wrapper is the forkserver's child
+        if node == "1":
+            assert owner_pid(wired, job) == served_by  # the node drives the job
         else:
             assert owner_pid(wired, job) == proc.pid  # the wrapper is the command's own process
         out, err = interrupt(proc, signal.SIGINT)

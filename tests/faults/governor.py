@@ -16,7 +16,7 @@ import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from mam.jobs.outcomes import OPEN_STATES, JobState
+from mam.outcomes import OPEN_STATES, JobState
 
 CAP = 3
 BUDGET = 50_000_000  # on, large enough that the probe jobs at the end still fit

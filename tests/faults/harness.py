@@ -171,6 +171,13 @@ def _kill(world: World, step: Step, wrapper: subprocess.Popen[str]) -> None:
         world.runner.wait()
         if step.restart:
             world.start_runner()
+    elif step.victim == "node":  # every attempt of the origin's host: each client follows its job in a new node
+        try:
+            pid = int(json.loads((world.origin.ws.run_dir / "node.json").read_text())["pid"])
+        except (OSError, ValueError, KeyError):
+            return
+        if "mam.node" in _cmdline(pid):
+            _sigkill(pid)
     elif step.victim == "broker":
         world.broker.kill()
         if step.restart:

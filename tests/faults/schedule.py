@@ -6,7 +6,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-VICTIMS = ("none", "wrapper", "agent", "heartbeater", "monitor", "runner", "broker")
+VICTIMS = ("none", "wrapper", "agent", "heartbeater", "monitor", "runner", "broker", "node")
 BEHAVIOURS = ("ok", "ok", "ok", "slow", "slow", "error", "silent_after_start", "never_start")
 
 
@@ -54,8 +54,8 @@ def make_schedule(seed: int, jobs: int, local: list[str], remote: list[str]) -> 
 
 def waves(steps: list[Step], width: int) -> list[list[Step]]:
     """Pack steps into waves of at most `width`: never two jobs on one session in a wave, and at most
-    one kill of shared infrastructure (broker, monitor, runner) per wave. Deterministic for a schedule."""
-    infra = ("broker", "monitor", "runner")
+    one kill of shared infrastructure (broker, monitor, runner, node) per wave. Deterministic for a schedule."""
+    infra = ("broker", "monitor", "runner", "node")
     left = list(steps)
     out: list[list[Step]] = []
     while left:

@@ -1,4 +1,4 @@
-"""CI's short fault schedule: SIGKILL the wrapper, agent, heartbeater, monitor, runner or broker at
+"""CI's short fault schedule: SIGKILL the wrapper, agent, heartbeater, monitor, runner, broker or node at
 random moments of 40 jobs; every invariant must hold. The full 200-job run:
 `.venv/bin/python -m tests.faults.run --jobs 200 --seed 1`."""
 
@@ -10,6 +10,10 @@ import pytest
 
 from tests.faults.harness import run_schedule
 
+# Read at collection: every test runs with the MAM_* variables of the caller removed (tests/conftest.py).
+ROUTINE_SEED = int(os.environ.get("MAM_FAULT_SEED", "20261129"))
+ROUTINE_KILLS = int(os.environ.get("MAM_FAULT_ROUTINE_KILLS", "4"))
+
 
 @pytest.mark.timeout(600)
 def test_short_fault_schedule_keeps_every_invariant(tmp_path, mosquitto_broker):
@@ -18,3 +22,16 @@ def test_short_fault_schedule_keeps_every_invariant(tmp_path, mosquitto_broker):
     report = run_schedule(tmp_path / "faults", seed=seed, jobs=jobs)
     print(report.summary())
     assert not report.violations, "\n".join(report.violations)
+
+
+@pytest.mark.timeout(600)
+def test_node_kills_during_routine_ticks_never_fire_a_tick_twice(workspace, mosquitto_broker, monkeypatch):
+    """tests/faults/routines.py: a routine every 2 s, its node SIGKILLed at seeded moments after ticks fire."""
+    from tests.faults.routines import run_routine_kills
+    from tests.helpers.jobs import FAST
+
+    for key, value in {**mosquitto_broker.env(), **FAST, "MAM_START_DEADLINE_S": "20"}.items():
+        monkeypatch.setenv(key, value)  # a job orphaned between claim and paste ends by its start deadline
+    violations, summary = run_routine_kills(workspace, seed=ROUTINE_SEED, kills=ROUTINE_KILLS)
+    print(summary)
+    assert not violations, "\n".join(violations)

@@ -249,7 +249,7 @@ def test_an_approval_never_lands_commits_the_review_did_not_cover(tmp_path):
     """A branch made from feature-x (three commits ahead of main) reviewed against feature-x's tip must not
     be merged into main: that would land feature-x's unreviewed commits. Into feature-x it may."""
     from mam.loop.approval import _unreviewed
-    from mam.loop.git import git_env
+    from mam.util.git import git_env
 
     repo = make_repo(tmp_path / "repo")
     git(repo, "checkout", "-q", "-b", "feature-x")

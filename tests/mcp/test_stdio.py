@@ -36,6 +36,10 @@ TOOLS = {
     "board_write",
     "board_list",
     "job_fanout",
+    "routine_add",
+    "routine_list",
+    "routine_log",
+    "routine_run",
 }
 QUICK = {"heartbeat_s": 2, "start_deadline_s": 30}  # K x N = 8 s of silence allowed: a loaded machine delays heartbeats
 

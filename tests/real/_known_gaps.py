@@ -23,7 +23,7 @@ class _BlankPane:
 def opencode_ready_without_looking() -> bool:
     """wait_ready returns True at once for an adapter with no ready_marker and no dialog markers,
     never calling its own is_ready: opencode gets its brief pasted before its input box exists."""
-    from mam.sessions.create import wait_ready
+    from mam.agents.ready import wait_ready
 
     return bool(wait_ready(_BlankPane(), "%0", get_adapter("opencode"), timeout=0.3))
 

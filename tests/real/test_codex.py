@@ -112,14 +112,17 @@ def test_a_command_outside_the_allow_rules_leaves_the_prompt_and_the_job_ends_wi
 
 
 def test_a_job_longer_than_k_heartbeats_completes_although_the_sandbox_kills_the_heartbeater(rig: Rig) -> None:
-    """Codex's sandbox (`--permissions report`) kills the heartbeater `started --heartbeat 2` leaves
-    running; the wrapper starts it again, so 10 s of work (more than K x N = 8 s) still completes."""
+    """10 s of work (more than K x N = 8 s) completes on heartbeats. Codex's sandbox (`--permissions
+    report`) kills what `started --heartbeat 2` leaves running: where the agent's own process starts the
+    heartbeater (no node), the wrapper starts it again; served by the node, the heartbeater is the node's
+    child, outside the sandbox, and beats on (tests/e2e/test_codex_sandbox_heartbeat.py has both)."""
     session = "cx-long"
     rig.create(session, cwd=sc.git_folder(rig.ws.root / "long-repo"))
     d = sc.delegate_completed(rig, session, "Work for ten seconds. {tag}\nRUN: sleep 10", timeout=120, heartbeat=2)
     assert "sleep 10" in d.commands(rig), d.commands(rig)
-    kinds = [line.get("kind") for line in rig.mam_json("job", "log", d.record["id"])]
-    assert "heartbeat_restarted" in kinds, kinds
+    lines = rig.mam_json("job", "log", d.record["id"])
+    beats = [x for x in lines if (x.get("input") or {}).get("type") == "heartbeat"]
+    assert len(beats) >= 3, lines  # 10 s at N = 2: a heartbeater beat through the work (restarted or never killed)
 
 
 def test_a_fork_holds_the_sources_messages_under_a_new_id_and_the_source_is_untouched(rig: Rig) -> None:

@@ -99,7 +99,7 @@ def test_each_mode_launches_with_its_options_is_shown_and_kept_on_resume(
 
 
 def hook_options(agent: str, ws: Workspace, session: str) -> list[str]:
-    """What mam adds after the permission options: the session's own lifecycle hooks (mam.hooks.config)."""
+    """What mam adds after the permission options: the session's own lifecycle hooks (mam.agents.hooks)."""
     if agent == "claude":
         return ["--settings", str(ws.session_dir(session) / "claude-settings.json")]
     argv = ["PYTHON", "-c", RUN_MODULE, "mam", "hook", "codex", "--session", session, "--workspace", str(ws.root)]

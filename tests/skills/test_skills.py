@@ -79,6 +79,13 @@ CONTRACT: dict[str, tuple[str, tuple[str, ...], set[str], set[int]]] = {
     "multi-agent-mux-runner": ("runner.sh", ("runner",), {"--name"}, {0}),
     # The MCP server (issue 15).
     "multi-agent-mux-mcp": ("serve_mcp.sh", ("mcp",), {"--workspace", "--http", "--host", "--port"}, {0}),
+    # Routines (issue 29): a script per verb; the others are in ROUTINE_SCRIPTS.
+    "multi-agent-mux-routine": (
+        "add_routine.sh",
+        ("routine", "add"),
+        {"--target", "--brief", "--brief-file", "--every", "--cron", "--tz", "--concurrency", "--catch-up"},
+        {0, 1, 2, 5},
+    ),
 }
 # Delivered now; the monitor and loop skills come with their CLIs.
 REQUIRED = (
@@ -92,6 +99,7 @@ REQUIRED = (
     "multi-agent-mux-runner",
     "multi-agent-mux-loop",
     "multi-agent-mux-mcp",
+    "multi-agent-mux-routine",
 )
 # Other CLIs a SKILL.md may quote outside its Options section (the agent side, job inspection).
 RELATED: dict[str, tuple[tuple[str, ...], ...]] = {
@@ -99,8 +107,14 @@ RELATED: dict[str, tuple[tuple[str, ...], ...]] = {
     "multi-agent-mux-create": (("session", "fork"),),
     "multi-agent-mux-mcp": (("job", "delegate"),),
     "multi-agent-mux-loop": (("loop", "approve"), ("loop", "reject"), ("loop", "status"), ("session", "create")),
-    "multi-agent-mux-status": (("job", "list"), ("job", "status"), ("session", "create")),
+    "multi-agent-mux-status": (("job", "list"), ("job", "status"), ("session", "create"), ("web",)),  # mam web --stop
     "multi-agent-mux-runner": (("job", "delegate"),),
+    "multi-agent-mux-routine": (
+        ("routine", "list"),
+        ("routine", "log"),
+        ("routine", "run"),
+        ("job", "wait"),
+    ),
     "multi-agent-mux-delegate-job": (
         ("event", "started"),
         ("event", "progress"),
@@ -257,6 +271,26 @@ def test_fork_session_is_a_thin_wrapper_documented_like_the_cli():
     said = part.split("Exit codes:", 1)[1]
     codes = {int(n) for n in re.findall(r"(?:^|[\s;:])(\d{1,3})(?=\s+[a-z(`-]|\.|\s*$)", said, flags=re.M)}
     assert codes == help_exit_codes(("session", "fork")) == {0, 1, 2, 5}, codes
+
+
+ROUTINE_SCRIPTS = {
+    "list_routines.sh": "list",
+    "routine_log.sh": "log",
+    "pause_routine.sh": "pause",
+    "resume_routine.sh": "resume",
+    "remove_routine.sh": "remove",
+    "run_routine.sh": "run",
+}
+
+
+@pytest.mark.parametrize(("script", "verb"), sorted(ROUTINE_SCRIPTS.items()))
+def test_each_routine_verb_has_a_thin_script_named_in_the_skill(script: str, verb: str):
+    path = SKILLS / "multi-agent-mux-routine" / "scripts" / script
+    assert os.access(path, os.X_OK)
+    lines = [line for line in path.read_text().splitlines() if line.strip() and not line.lstrip().startswith("#")]
+    assert lines == ["set -euo pipefail", SOURCE_LINE, f'exec "$MAM" routine {verb} "$@"']
+    assert f"`{script}" in section(skill_doc("multi-agent-mux-routine"), "Scripts")
+    assert help_exit_codes(("routine", verb)) <= doc_exit_codes(skill_doc("multi-agent-mux-routine"))
 
 
 def test_lib_has_no_eval_and_parses():

@@ -77,7 +77,7 @@ def test_the_80_percent_warning_is_given_once_per_cap(tmp_path: Path) -> None:
 
 def test_the_estimate_is_the_median_of_the_roles_last_20_completed_measured_jobs(tmp_path: Path) -> None:
     from mam.governor.gate import estimate_for
-    from mam.jobs.outcomes import JobState
+    from mam.outcomes import JobState
     from mam.store import jobs as jobs_table
 
     reg = registry(tmp_path)

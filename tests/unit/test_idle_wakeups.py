@@ -21,7 +21,7 @@ from mam.jobs.model import Job, JobState
 from mam.jobs.queries import cancel
 from mam.settings import load_settings
 from mam.store.registry import Registry
-from mam.util import pokes as wake
+from mam.util import pokes
 from mam.util.poll import wait_for
 from mam.workspace import Workspace
 
@@ -135,7 +135,7 @@ def test_an_idle_wrapper_sleeps_and_a_cancel_wakes_it(world: tuple[Workspace, Re
     thread.join(timeout=30)
     assert not thread.is_alive(), "the cancel did not wake the wrapper"
     assert attempt.ledger.job.state is JobState.CANCELLED
-    assert not list(wake.folder(ws).iterdir()), "the wrapper left its FIFO behind"
+    assert not list(pokes.folder(ws).iterdir()), "the wrapper left its FIFO behind"
 
 
 def test_the_turn_wait_is_woken_when_the_job_ahead_ends(world: tuple[Workspace, Registry]) -> None:
@@ -159,7 +159,7 @@ def _audit(ws: Workspace, job_id: str) -> list[dict[str, object]]:
     return list(read_audit(ws, job_id))
 
 
-def test_the_heartbeater_sleeps_on_the_agent_s_pidfd_until_it_exits() -> None:
+def test_the_heartbeater_sleeps_on_the_agent_s_pidfd_until_it_exits(tmp_path: Path) -> None:
     """Between two beats the heartbeater waits on the agent's pidfd: no look at the process until it ends."""
     import subprocess
 
@@ -174,19 +174,20 @@ def test_the_heartbeater_sleeps_on_the_agent_s_pidfd_until_it_exits() -> None:
         looks += 1
         return pid_alive(agent.pid)
 
-    watch = Watch([agent.pid], alive)
+    ws = Workspace(tmp_path / "ws")
+    watch = Watch([agent.pid], alive, pokes.Waiter(ws, [pokes.job_key("job-0123456789abcdef")]))
     try:
         if watch.polling:
             pytest.skip("no pidfd here (macOS or a kernel before 5.3): the heartbeater polls")
-        answer: list[bool] = []
-        waiting = threading.Thread(target=lambda: answer.append(watch.gone_before(time.monotonic() + HOUR)))
+        answer: list[str] = []
+        waiting = threading.Thread(target=lambda: answer.append(watch.until(time.monotonic() + HOUR, lambda: "")))
         waiting.start()
         time.sleep(IDLE_WINDOW_S)  # the window measured: the agent runs on
         assert looks <= 1, f"the heartbeater looked at its agent {looks} times in {IDLE_WINDOW_S} s"
         agent.kill()
         agent.wait()
         waiting.join(timeout=30)
-        assert answer == [True], "the agent's exit did not wake the heartbeater"
+        assert answer == ["agent_gone"], "the agent's exit did not wake the heartbeater"
     finally:
         watch.close()
         if agent.poll() is None:

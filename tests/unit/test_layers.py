@@ -1,6 +1,9 @@
-"""The package graph the code claims: mam.jobs never imports mam.remote (remote jobs are put together
-from parts mam.remote supplies), and in jobs/, store/, monitor/ and remote/ a function-local import
-is only for a module slow to import (found by reading the AST, so an import hidden in a function counts)."""
+"""The package graph the code claims (docs/architecture.md "The layers"): each package imports only from
+its own row of the layer table or the rows below (a short allow-list, each entry with its reason, for what
+still reaches up); store/, agents/ and sessions/ import nothing from mam.jobs; mam.jobs never imports
+mam.remote (remote jobs are put together from parts mam.remote supplies); and in jobs/, store/, monitor/
+and remote/ a function-local import is only for a module slow to import (found by reading the AST, so an
+import hidden in a function counts)."""
 
 from __future__ import annotations
 
@@ -75,3 +78,147 @@ def test_the_scan_sees_an_import_hidden_in_a_function(tmp_path: Path) -> None:
     probe.write_text("def f():\n    from mam.remote.dispatch import Dispatch\n    from ..remote import runner\n")
     found = imports(probe, package="mam.jobs")
     assert ("mam.remote.dispatch", True) in found and ("mam.remote.runner", True) in found
+
+
+# -- the layers (docs/architecture.md "The layers"): a package imports from its own row or the rows below --------
+
+# From the bottom. A name is a package or a module directly under mam/ ("__init__" is mam itself).
+LAYERS: list[tuple[str, set[str]]] = [
+    ("foundation", {"__init__", "outcomes", "errors", "ids", "envfile", "util", "workspace", "settings"}),
+    ("store", {"store"}),
+    ("messages", {"bus", "broker", "notify"}),
+    ("panes", {"panes"}),
+    ("agents", {"agents"}),
+    ("hooks and usage", {"hooks", "usage"}),
+    ("sessions", {"sessions"}),
+    ("jobs", {"jobs", "governor"}),
+    ("above jobs", {"remote", "monitor", "loop", "board", "routines", "onboarding"}),
+    ("front ends", {"cli", "mcp", "web", "view", "demo", "doctor"}),
+    ("node", {"node"}),  # runs the front ends' commands for its callers; `mam node` is its own command
+    ("start-up", {"__main__", "entry", "bin"}),
+]
+ROW = {name: i for i, (_layer, names) in enumerate(LAYERS) for name in names}
+
+# The upward imports not yet removed (issue 23, item 8), file -> the package it reaches up to, each with its reason.
+UPWARDS: dict[str, dict[str, str]] = {
+    "agents/demo_agent.py": {
+        "demo": "`python -m mam.agents.demo_agent` is the command line panes and the monitor know the demo agent by; "
+        "it only starts the program in mam/demo/agent.py"
+    },
+    "hooks/run.py": {"jobs": "`mam hook` reports a turn's end through the job emitter (mam.jobs.emit, activity)"},
+}
+
+
+def unit(name: str) -> str | None:
+    """The table's name for a mam module (`mam.jobs.model` -> `jobs`, `mam` -> `__init__`); None if not mam's."""
+    parts = name.split(".")
+    if parts[0] != "mam":
+        return None
+    if len(parts) == 1 or parts[1] == "__version__":
+        return "__init__"
+    return parts[1]
+
+
+def all_files() -> list[Path]:
+    return sorted(p for p in MAM.rglob("*.py") if "__pycache__" not in p.parts)
+
+
+def upward(path: Path, package: str = "") -> set[str]:
+    """The table names a file imports from rows above its own."""
+    rel = path.relative_to(MAM)
+    own = rel.parts[0] if len(rel.parts) > 1 else rel.stem
+    found = {u for name, _local in imports(path, package) if (u := unit(name)) is not None and u in ROW}
+    return {u for u in found if ROW[u] > ROW[own]}
+
+
+def test_every_package_has_a_row() -> None:
+    names = {p.relative_to(MAM).parts[0] if p.parent != MAM else p.stem for p in all_files()}
+    assert names - set(ROW) == set(), "add these to LAYERS and to the table in docs/architecture.md"
+
+
+@pytest.mark.parametrize("path", all_files(), ids=lambda p: str(p.relative_to(MAM)))
+def test_each_file_imports_only_from_its_row_or_below(path: Path) -> None:
+    allowed = set(UPWARDS.get(str(path.relative_to(MAM)), {}))
+    assert upward(path) - allowed == set(), f"{path.relative_to(MAM)} imports from a row above its own"
+
+
+def test_the_allow_list_holds_only_what_is_still_there() -> None:
+    """An upward import removed leaves the allow-list too, so it only shrinks."""
+    stale = {f: set(ups) - upward(MAM / f) for f, ups in UPWARDS.items() if set(ups) - upward(MAM / f)}
+    assert stale == {}
+
+
+@pytest.mark.parametrize("package", ["store", "agents", "sessions"])
+def test_store_agents_and_sessions_import_nothing_from_jobs(package: str) -> None:
+    """The job vocabulary (mam/outcomes.py) sits below the store and the adapters, and onboarding
+    (mam/onboarding.py) is started from above: none of these reaches into mam.jobs."""
+    bad = {
+        f"{p.relative_to(MAM)}: {name}"
+        for p in sorted((MAM / package).rglob("*.py"))
+        for name, _local in imports(p)
+        if name == "mam.jobs" or name.startswith("mam.jobs.")
+    }
+    assert bad == set()
+
+
+def test_the_layer_check_can_fail(tmp_path: Path) -> None:
+    """A probe: a store module importing the job machinery, a session module importing onboarding."""
+    store = tmp_path / "store"
+    store.mkdir()
+    probe = store / "probe.py"
+    probe.write_text("from mam.outcomes import Exit\ndef f():\n    from mam.jobs import delegate\n")
+    found = {u for name, _ in imports(probe, package="mam.store") if (u := unit(name))}
+    assert {u for u in found if ROW[u] > ROW["store"]} == {"jobs"}
+    probe.write_text("from ..onboarding import onboarder\n")
+    found = {u for name, _ in imports(probe, package="mam.sessions") if (u := unit(name))}
+    assert {u for u in found if ROW[u] > ROW["sessions"]} == {"onboarding"}
+
+
+# The governor and the job share a row but import no circle of modules: the governor reads the job's
+# lower parts, and only the attempt (which asks it for a slot and a reservation) imports it.
+GOVERNOR_READS = {"mam.jobs.ledger", "mam.jobs.record", "mam.jobs.stale", "mam.jobs.usage"}
+
+
+def test_the_governor_reads_only_the_jobs_lower_parts_and_only_the_attempt_asks_it() -> None:
+    reads = {
+        name
+        for p in files("governor")
+        for name, _local in imports(p)
+        if name.startswith("mam.jobs.") and name.count(".") == 2
+    }
+    assert reads <= GOVERNOR_READS, reads - GOVERNOR_READS
+    askers = {
+        p.name
+        for p in files("jobs")
+        for name, _local in imports(p)
+        if name == "mam.governor" or name.startswith("mam.governor.")
+    }
+    assert askers <= {"attempt.py"}
+    assert any(r.startswith("mam.governor") for r in reach("mam.jobs.attempt"))  # the check sees one
+    back = {m for m in GOVERNOR_READS if any(r.startswith("mam.governor") for r in reach(m))}
+    assert back == set(), f"{back} reach the governor again: a circle"
+
+
+def source(module: str) -> Path | None:
+    """The file of a mam module, or None (a name imported from a module rather than a module)."""
+    base = MAM.parent.joinpath(*module.split("."))
+    for candidate in (base.with_suffix(".py"), base / "__init__.py"):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def reach(module: str) -> set[str]:
+    """Every mam module `module` imports, directly or through others (function-local imports count)."""
+    seen: set[str] = set()
+    todo = [module]
+    while todo:
+        path = source(todo.pop())
+        if path is None:
+            continue
+        package = ".".join(path.relative_to(MAM.parent).with_suffix("").parts[:-1])
+        for name, _local in imports(path, package):
+            if name.startswith("mam.") and name not in seen and source(name) is not None:
+                seen.add(name)
+                todo.append(name)
+    return seen

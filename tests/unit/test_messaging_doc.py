@@ -17,7 +17,7 @@ from mam.bus.envelope import Envelope, canonical, sign
 from mam.bus.topics import Topics
 from mam.jobs.brief import footer
 from mam.jobs.model import SENDER_TYPES, JobState
-from mam.jobs.outcomes import ENDINGS, STATE_EXIT, TAKEN_OVER_EXIT, Ignored, Reason, Rejected
+from mam.outcomes import ENDINGS, STATE_EXIT, TAKEN_OVER_EXIT, Ignored, Reason, Rejected
 from mam.remote.dispatch import Dispatch
 from mam.remote.job_key import KEY_NONCE, job_key
 from mam.settings import KEYS_BY_NAME
@@ -234,6 +234,6 @@ def test_the_protocol_document_has_its_overview_diagram_and_version_policy() -> 
     for kind in envelope.KINDS:  # the overview table names every kind of message
         assert re.search(rf"^\| \w[\w ]* \| `{kind}`, ", DOC, re.M), kind
     assert "RFC 2119" in DOC and "Running a private broker" not in DOC
-    # the wire protocol only: one host's internals (the wake socket, the job states) live in docs/delegation.md
-    assert len(DOC.splitlines()) <= 500 and "wake-<job>.sock" not in DOC and "## Job states" not in DOC
-    assert "wake-<job>.sock" in DELEGATION_DOC and "## Job states and exit codes" in DELEGATION_DOC
+    # the wire protocol only: one host's internals (the wake channel, the job states) live in docs/delegation.md
+    assert len(DOC.splitlines()) <= 500 and "events:<id>" not in DOC and "## Job states" not in DOC
+    assert "## Which event arrives how" in DELEGATION_DOC and "## Job states and exit codes" in DELEGATION_DOC

@@ -1,4 +1,4 @@
-"""The table of outcomes (mam/jobs/outcomes.py) is the one place for exit codes and reasons:
+"""The table of outcomes (mam/outcomes.py) is the one place for exit codes and reasons:
 the job model, the CLI, the MCP server and every SKILL.md exit table agree with it (MESSAGING.md
 and docs/delegation.md's reason table are checked in test_messaging_doc.py), and no literal exit
 code or reason string comes back anywhere else in mam/.
@@ -18,7 +18,7 @@ from click.testing import CliRunner
 from mam import errors
 from mam.cli import cli
 from mam.jobs.model import Claim, Delivered, End, Event, Job, JobState, Tick, advance, step
-from mam.jobs.outcomes import (
+from mam.outcomes import (
     ENDINGS,
     OPEN,
     OPEN_STATES,
@@ -232,7 +232,7 @@ def test_the_create_skill_names_the_onboarding_codes() -> None:
 
 
 # -- no literal comes back --------------------------------------------------------------------------------
-TABLE = MAM / "jobs" / "outcomes.py"
+TABLE = MAM / "outcomes.py"
 # A stand-in for a third-party agent CLI (run in a pane, never by mam's commands): its exit codes are not mam's.
 NOT_MAM = {MAM / "demo" / "agent.py"}
 EXIT_CALLS = {"exit", "_exit", "SystemExit"}
@@ -317,4 +317,4 @@ def test_no_literal_exit_code_or_reason_outside_the_table() -> None:
         for p in sorted(MAM.rglob("*.py"))
         if p != TABLE and p not in NOT_MAM and (hits := literals(p))
     }
-    assert not found, f"literal exit codes or reasons outside mam/jobs/outcomes.py: {found}"
+    assert not found, f"literal exit codes or reasons outside mam/outcomes.py: {found}"

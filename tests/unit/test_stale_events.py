@@ -1,7 +1,7 @@
 """Whoever closes a job whose wrapper died applies its stored events first (mam/jobs/stale.py): a job
 whose agent stored `completed` is recorded `completed`, even long past its deadlines; an event the
 gate would refuse is not applied. And an event stored while no wrapper listens pokes the job's key
-(mam/jobs/wake.py), which the next job's turn wait listens to."""
+(mam/jobs/emit.py), which the next job's turn wait listens to."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from mam.bus.envelope import Envelope
-from mam.jobs import wake
+from mam.jobs.emit import ON_DISK, TO_WRAPPER, Emitter
 from mam.jobs.ledger import Ledger, new_job_id
 from mam.jobs.model import Job, JobState
 from mam.jobs.record import now_ms
@@ -107,9 +107,22 @@ def test_an_event_the_gate_refuses_is_not_applied(store):
 
 
 def test_an_event_no_wrapper_hears_pokes_the_jobs_key(store):
-    ws, _registry = store
-    ws.run_dir.mkdir(parents=True, mode=0o700, exist_ok=True)
-    job_id = new_job_id()
-    with pokes.Waiter(ws, [pokes.job_key(job_id)]) as waiter:
-        assert wake.send(str(ws.run_dir), job_id) == wake.ABSENT
-        assert waiter.wait(10)
+    ws, registry = store
+    ledger = running_job(ws, registry)
+    with pokes.Waiter(ws, [pokes.job_key(ledger.job.id)]) as outside:
+        out = Emitter(ws, registry).emit(ledger.job.id, "progress", {"message": "nobody relays"})
+        assert out.via == ON_DISK and outside.wait(10)
+
+
+def test_an_event_the_wrapper_hears_is_left_to_it(store):
+    """The one wake channel: the emitter pokes `events:<id>`; a wrapper listening there relays the event,
+    so nothing is published here and nobody outside is woken for it."""
+    ws, registry = store
+    ledger = running_job(ws, registry)
+    with (
+        pokes.Waiter(ws, [pokes.events_key(ledger.job.id)]) as wrapper,
+        pokes.Waiter(ws, [pokes.job_key(ledger.job.id)]) as outside,
+    ):
+        out = Emitter(ws, registry).emit(ledger.job.id, "progress", {"message": "to the wrapper"})
+        assert out.via == TO_WRAPPER and out.warning == "" and wrapper.wait(10)
+        assert not outside.wait(0)

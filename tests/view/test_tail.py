@@ -176,3 +176,35 @@ def test_session_audit_lines_are_tail_lines_for_the_fork_and_its_source(workspac
     assert feed.read() == []
     assert [x.session for x in Feed(workspace, session="src").read()] == ["copy"]
     assert Feed(workspace, session="someone-else").read() == []
+
+
+def test_routine_ticks_are_tail_lines_and_top_shows_the_next_tick(workspace):  # type: ignore[no-untyped-def]
+    """A routine's receipts (mam.routines) become `routine` lines, one per change of a tick's status, with the
+    routine's next tick; `mam top --snapshot` lists the routine with its next tick and last receipt."""
+    from mam.routines.manage import Spec, add
+    from mam.store import routines as table
+    from mam.store.registry import Registry
+    from mam.view.feed import Feed
+
+    registry = Registry(workspace)
+    try:
+        add(registry, Spec(name="sweep", target="tmux:w", brief="sweep", every="10m"), now=1_800_000_000.0)
+        feed = Feed(workspace)
+        assert feed.read() == []
+        with registry.write() as conn:
+            n = table.add_tick(
+                conn, routine="sweep", key="routine:sweep:x", trigger="schedule", scheduled=1_800_000_600.0,
+                now=1_800_000_600.0, status="skipped", reason="active", detail="job j-1 is still open",
+            )  # fmt: skip
+        (line,) = feed.read()
+        assert (line.kind, line.type, line.routine, line.session, line.seq) == ("routine", "skipped", "sweep", "w", n)
+        assert "active: job j-1 is still open; next tick 2027-01-15T08:10:00Z" in line.message
+        assert "routine skipped" in line.text() and line.as_json()["routine"] == "sweep"
+        assert feed.read() == []
+        assert Feed(workspace, session="someone-else").read() == []
+    finally:
+        registry.close()
+    top = mam("top", "--snapshot", "--width", "200", check=True).stdout
+    assert "ROUTINES (1)" in top
+    row = next(line for line in top.splitlines() if line.startswith("sweep"))
+    assert "every 10m" in row and "2027-01-15T08:10:00Z" in row and "skipped active" in row and "tmux:w" in row

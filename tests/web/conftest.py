@@ -1,4 +1,5 @@
-"""`mam web` in tests: the real command on a free port, in a workspace with demo agents in real panes."""
+"""`mam web` in tests: the real command on a free port (the workspace's node serves it), in a workspace with demo
+agents in real panes."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import subprocess
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -23,10 +25,12 @@ from tests.helpers.mamcli import mam, spawn_mam
 
 @dataclass
 class WebServer:
-    proc: subprocess.Popen[str]
+    proc: subprocess.Popen[str]  # `mam web` (it ends once the node serves; --foreground: it serves)
     base: str  # http://127.0.0.1:PORT
     login: str  # the one-time link (holds the token)
     out: list[str] = field(default_factory=list)  # what it printed on stdout
+    env: dict[str, str] | None = None
+    stopped: bool = False
 
     @property
     def port(self) -> int:
@@ -36,12 +40,22 @@ class WebServer:
     def token(self) -> str:
         return self.login.split("token=", 1)[1]
 
+    @property
+    def foreground(self) -> bool:
+        return "--foreground" in self.proc.args
+
     def request(
-        self, path: str, *, method: str = "GET", headers: dict[str, str] | None = None, timeout: float = 30
+        self,
+        path: str,
+        *,
+        method: str = "GET",
+        headers: dict[str, str] | None = None,
+        body: str | None = None,
+        timeout: float = 30,
     ) -> tuple[int, dict[str, str], bytes]:
         conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
         try:
-            conn.request(method, path, headers={"Host": f"127.0.0.1:{self.port}", **(headers or {})})
+            conn.request(method, path, body=body, headers={"Host": f"127.0.0.1:{self.port}", **(headers or {})})
             resp = conn.getresponse()
             return resp.status, {k.lower(): v for k, v in resp.getheaders()}, resp.read()
         finally:
@@ -53,7 +67,14 @@ class WebServer:
         return json.loads(body)  # type: ignore[no-any-return]
 
     def stop(self) -> str:
-        """Ctrl-C it; what it wrote on stderr."""
+        """Stop serving (`mam web --stop`; --foreground: Ctrl-C); what the server wrote to its log
+        (the node's .mam/run/node.log; --foreground: its stderr)."""
+        if not self.foreground:
+            if not self.stopped:
+                proc = mam("web", "--stop", env=self.env, check=True)
+                assert proc.stdout.startswith("mam web: stopped serving"), proc.stdout
+                self.stopped = True
+            return node_log()
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGINT)
             try:
@@ -64,25 +85,39 @@ class WebServer:
         return self.proc.stderr.read() if self.proc.stderr else ""
 
 
+def node_log() -> str:
+    path = Path(os.environ["MAM_WORKSPACE"]) / ".mam" / "run" / "node.log"
+    return path.read_text() if path.exists() else ""
+
+
 def start_web(*args: str, env: dict[str, str] | None = None, timeout: float = 60) -> WebServer:
+    """`mam web --port 0 ARGS`: the node serves the page (with --foreground, the command does)."""
     proc = spawn_mam("web", "--port", "0", *args, env=env)
     assert proc.stdout is not None
     lines: list[str] = []
     deadline = time.monotonic() + timeout
     buf = ""
     while not any("/login?token=" in line for line in lines):
-        if proc.poll() is not None or time.monotonic() > deadline:
+        if time.monotonic() > deadline:
             proc.kill()
             proc.wait()
             raise AssertionError(f"mam web did not print its link: {lines} {proc.stderr.read() if proc.stderr else ''}")
         ready, _, _ = select.select([proc.stdout], [], [], 0.2)
         if ready:
             chunk = os.read(proc.stdout.fileno(), 4096).decode()
+            if not chunk and proc.poll() is not None:
+                raise AssertionError(
+                    f"mam web exited {proc.returncode}: {lines} {proc.stderr.read() if proc.stderr else ''}"
+                )
             buf += chunk
             *done, buf = buf.split("\n")
             lines += done
+    if "--foreground" not in args:
+        rest, _err = proc.communicate(timeout=timeout)
+        lines += (buf + rest).splitlines()
+        assert proc.returncode == 0, (proc.returncode, lines, _err)
     login = next(line.strip() for line in lines if "/login?token=" in line)
-    return WebServer(proc=proc, base=login.split("/login?", 1)[0], login=login, out=lines)
+    return WebServer(proc=proc, base=login.split("/login?", 1)[0], login=login, out=lines, env=env)
 
 
 def job_state(job_id: str) -> str:

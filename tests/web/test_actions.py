@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from mam.errors import LoopNotFound
+from mam.errors import LoopNotFound, SessionNotFound, SessionRefused
 from mam.settings import load_settings
-from mam.web.actions import find, offered
+from mam.web.actions import Asked, find, offered
 from mam.workspace import Workspace
 
 
@@ -23,5 +23,27 @@ def test_approve_is_the_library_call_of_mam_loop_approve(tmp_path) -> None:  # t
     assert action is not None
     ws = Workspace(tmp_path)
     with pytest.raises(LoopNotFound) as refused:
-        action.run(ws, load_settings(environ={}), "loop-20261202-000000-abcdef")
+        action.run(ws, load_settings(environ={}), "loop-20261202-000000-abcdef", Asked())
     assert refused.value.exit_code == 5 and not (tmp_path / ".mam").exists()
+
+
+def test_a_session_waiting_on_a_prompt_mam_can_read_offers_allow_and_deny_for_that_tool() -> None:
+    tool = "Bash(touch /tmp/x)"
+    row = {"name": "dev-1", "agent": "claude", "state": "waiting", "waiting_tool": tool}
+    got = offered("session", row)
+    assert [a["name"] for a in got] == ["allow", "deny"]
+    assert all(a["body"] == {"tool": tool} and tool in a["question"] and "dev-1" in a["question"] for a in got)
+    assert offered("session", {**row, "state": "working"}) == []
+    assert offered("session", {**row, "waiting_tool": ""}) == []  # waiting, but not on a prompt mam saw
+    assert offered("session", {**row, "agent": "codex"}) == []  # no captured prompt mam reads: answered in the pane
+
+
+def test_an_answer_checks_the_session_and_the_tool_before_anything(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    allow = find("session", "allow")
+    assert allow is not None
+    ws, settings = Workspace(tmp_path), load_settings(environ={})
+    with pytest.raises(SessionNotFound):
+        allow.run(ws, settings, "dev-1", Asked({"tool": "Bash(ls)"}))
+    with pytest.raises(SessionRefused):
+        find("session", "deny").run(ws, settings, "dev-1", Asked({"tool": 7}))  # type: ignore[union-attr]
+    assert not (tmp_path / ".mam").exists()

@@ -7,18 +7,23 @@ test extra).
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 from playwright import sync_api as playwright_api  # the test extra (never `playwright install`: the system's Chromium)
 
+from mam.hooks import session_state
+from mam.hooks.translate import Activity
 from mam.util.poll import wait_for
+from mam.workspace import Workspace
 from tests.helpers.brokers import free_port, mosquitto_bin, mosquitto_required, start_mosquitto
 from tests.helpers.browser import CHROMIUM, CHROMIUM_ARGS
 from tests.helpers.jobs import create_demo
-from tests.helpers.mamcli import mam_json
+from tests.helpers.mamcli import mam, mam_json
 from tests.web.conftest import WebServer, job_state, start_web
 
 ARGS = [
@@ -106,7 +111,7 @@ def test_the_dom_and_the_state_equal_mam_status_and_mam_job_status(page, web, de
     page.wait_for_selector(f"#jobs tr[data-job='{job}'][data-state='running']")
     for _ in range(20):  # read again until nothing moved around the CLI's reads: the same moment
         state, dom = web.state(), (dom_sessions(page), dom_jobs(page))
-        sessions = mam_json("session", "status")
+        sessions = mam_json("status")
         jobs = {j: mam_json("job", "status", j)["state"] for j, _ in dom[1]}
         if (dom_sessions(page), dom_jobs(page)) == dom and _dom_of(web.state()) == _dom_of(state):
             break
@@ -125,11 +130,9 @@ def _dom_of(state: dict[str, Any]) -> tuple[list[tuple[str, str, str]], list[tup
     )
 
 
-def test_cancel_from_the_page_after_a_confirmation(page, web, delegate):  # type: ignore[no-untyped-def]
-    job = delegate("busy", "job-web-cancel")
-    open_page(page, web)
-    button = f"#jobs tr[data-job='{job}'] button[data-action='cancel']"
-    page.wait_for_selector(button)
+def dismissed_click(page: Any, selector: str) -> tuple[list[str], list[str]]:
+    """Click `selector` and dismiss the question it asks: (the questions asked, the POSTs sent since, which
+    go on being recorded)."""
     posts: list[str] = []
     page.on("request", lambda r: posts.append(r.url) if r.method == "POST" else None)
     questions: list[str] = []
@@ -139,8 +142,17 @@ def test_cancel_from_the_page_after_a_confirmation(page, web, delegate):  # type
         dialog.dismiss()
 
     page.once("dialog", dismiss)
-    page.click(button)
+    page.click(selector)
     wait_for(lambda: questions, timeout=10, message="the question")
+    return questions, posts
+
+
+def test_cancel_from_the_page_after_a_confirmation(page, web, delegate):  # type: ignore[no-untyped-def]
+    job = delegate("busy", "job-web-cancel")
+    open_page(page, web)
+    button = f"#jobs tr[data-job='{job}'] button[data-action='cancel']"
+    page.wait_for_selector(button)
+    questions, posts = dismissed_click(page, button)
     assert job in questions[0] and posts == [] and job_state(job) == "running"
 
     page.once("dialog", lambda dialog: dialog.accept())
@@ -212,11 +224,45 @@ def test_on_a_phone_screen_nothing_scrolls_sideways_and_a_new_session_shows_up(b
         button = pg.locator(f"#jobs tr[data-job='{job}'] button[data-action='cancel']")
         button.wait_for()
         pg.wait_for_function("document.documentElement.scrollWidth <= window.innerWidth", timeout=10_000)
-        box = button.bounding_box()
-        assert box is not None and box["x"] >= 0 and box["x"] + box["width"] <= 390 and box["height"] >= 30
+        # A live update may redraw the row between two looks: ask for the box until the button is drawn.
+        box = wait_for(button.bounding_box, timeout=10, message="the cancel button was never drawn")
+        assert box["x"] >= 0 and box["x"] + box["width"] <= 390 and box["height"] >= 30
         pg.evaluate("window.__same_page = true")
         create_demo("late")  # no job moves: the registry changing is what tells the page
         pg.wait_for_selector("#sessions tr[data-session='late']")
         assert pg.evaluate("window.__same_page") is True
     finally:
         context.close()
+
+
+def test_a_prompt_is_answered_only_by_a_click_and_only_if_the_pane_shows_it(page, web, fake_agents_on_path):  # type: ignore[no-untyped-def]
+    """A claude session (the fake CLI, in a real pane) whose hooks say it waits on a prompt for a tool:
+    the page shows the tool and offers Allow once / Deny; a dismissed question sends nothing; an
+    accepted one is refused (409) because the pane does not show Claude 2.1.332's prompt for it, and
+    the page says so. (The real Claude's prompt answered: tests/real/test_claude_web_answer.py.)"""
+    mam("session", "create", "--agent", "claude", "--role", "dev", "--session", "asker", check=True)
+    tool = "Bash(touch /tmp/nowhere)"
+    ws = Workspace(Path(os.environ["MAM_WORKSPACE"]))
+    # Its SessionStart hook first (it records the session idle), then the prompt's.
+    wait_for(lambda: session_state.read(ws, "asker"), timeout=30, message="the fake claude's SessionStart hook")
+    session_state.record(ws, "asker", Activity("waiting", "PermissionRequest", tool=tool, message="permission prompt"))
+    shown = wait_for(
+        lambda: next((r for r in web.state()["sessions"] if r["name"] == "asker" and r["actions"]), None),
+        timeout=30,
+        message=lambda: f"no answer offered: {[r for r in web.state()['sessions'] if r['name'] == 'asker']}",
+    )
+    assert shown["state"] == "waiting" and shown["waiting_tool"] == tool
+    open_page(page, web)
+    row = "#sessions tr[data-session='asker']"
+    page.wait_for_selector(f"{row}[data-state='waiting'] button[data-action='allow']")
+    assert page.inner_text(f"{row} td.state") == f"waiting: {tool}"
+    assert page.is_visible(f"{row} button[data-action='deny']")
+    questions, posts = dismissed_click(page, f"{row} button[data-action='allow']")
+    assert tool in questions[0] and "asker" in questions[0] and posts == []
+    page.once("dialog", lambda dialog: dialog.accept())
+    with page.expect_response(lambda r: r.url.endswith("/api/session/asker/allow")) as answer:
+        page.click(f"{row} button[data-action='allow']")
+    assert answer.value.status == 409 and "nothing typed" in answer.value.json()["error"]
+    assert json.loads(answer.value.request.post_data) == {"tool": tool}
+    page.wait_for_function("() => document.querySelector('#toast') && !document.querySelector('#toast').hidden")
+    assert "nothing typed" in page.inner_text("#toast")

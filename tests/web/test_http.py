@@ -5,9 +5,13 @@ from __future__ import annotations
 import http.client
 import json
 import os
+import socket
 import stat
 
-from mam.util.poll import wait_for
+import pytest
+
+from mam.util.poll import Timeout, wait_for
+from tests.helpers.brokers import free_port
 from tests.helpers.mamcli import mam, mam_json
 from tests.web.conftest import WebServer, job_state, start_web
 
@@ -105,11 +109,11 @@ def test_a_change_needs_the_cookie_and_the_csrf_token(web, delegate):  # type: i
 
 
 def _same_moment(web: WebServer) -> tuple[dict, list, dict]:  # type: ignore[type-arg]
-    """/api/state, `mam session status --json` and each open job's `mam job status --json`, read
-    again until the state did not change around the CLI's reads."""
+    """/api/state, `mam status --json` and each open job's `mam job status --json`, read again
+    until the state did not change around the CLI's reads."""
     for _ in range(20):
         before = web.state()
-        sessions = mam_json("session", "status")
+        sessions = mam_json("status")
         jobs = {j["id"]: mam_json("job", "status", j["id"]) for j in before["jobs"]}
         after = web.state()
         if _comparable(before) == _comparable(after):
@@ -203,10 +207,48 @@ def test_bad_addresses_exit_2_and_write_nothing(workspace):  # type: ignore[no-u
     assert not workspace.state.exists() or os.listdir(workspace.state) == []
 
 
-def test_ctrl_c_ends_it(workspace):  # type: ignore[no-untyped-def]
-    server = start_web()
+def test_in_the_foreground_ctrl_c_ends_it(workspace):  # type: ignore[no-untyped-def]
+    server = start_web("--foreground")
+    assert server.request("/api/state", headers={"Authorization": f"Bearer {server.token}"})[0] == 200
+    assert mam("node", "status").returncode == 5  # no node was started for it
     server.stop()  # SIGINT, then a kill (-9) only if it has not ended 20 s later
     assert server.proc.returncode in (0, 130), server.proc.returncode
+
+
+def node_status() -> dict:  # type: ignore[type-arg]
+    return json.loads(mam("node", "status", "--json").stdout)  # type: ignore[no-any-return]
+
+
+def test_the_node_serves_it_until_mam_web_stop_and_says_where(workspace):  # type: ignore[no-untyped-def]
+    """`mam web` returns once the node serves; the node (started on demand, no tmux server, no job)
+    stays while it serves, names the address in its status, and ends on its own once it stops."""
+    server = start_web()
+    status = node_status()
+    assert status["running"] and status["autostarted"] and status["web"]["url"] == f"{server.base}/"
+    assert server.token not in json.dumps(status)
+    assert any(f"pid {status['pid']}" in line for line in server.out)
+    # An idle autostarted node ends within its 2 s check; serving the page, it stays.
+    with pytest.raises(Timeout):
+        wait_for(lambda: not node_status()["running"], timeout=8, interval=0.5, message="the node ended")
+    assert server.request("/api/state", headers={"Authorization": f"Bearer {server.token}"})[0] == 200
+    again = start_web()  # asked again: the same address, the same node
+    assert again.login == server.login and node_status()["pid"] == status["pid"]
+    other = mam("web", "--port", str(free_port()))
+    assert other.returncode == 2 and "serves the page at" in other.stderr and "mam web --stop" in other.stderr
+    server.stop()
+    wait_for(lambda: not node_status()["running"], timeout=30, message="the idle node ended")
+    with pytest.raises(ConnectionError):
+        server.request("/api/state")
+    assert mam("web", "--stop").stdout.startswith("mam web: the workspace's node serves no page")
+
+
+def test_a_port_in_use_exits_2_from_the_node(workspace):  # type: ignore[no-untyped-def]
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        proc = mam("web", "--port", str(taken.getsockname()[1]))
+    assert proc.returncode == 2 and "cannot serve on" in proc.stderr, proc.stderr
+    assert node_status().get("web") is None
 
 
 def test_tls_serves_https_and_marks_the_cookie_secure(workspace, tmp_path):  # type: ignore[no-untyped-def]

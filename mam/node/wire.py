@@ -1,0 +1,116 @@
+"""The node's socket and its frames: a 4-byte big-endian length and a JSON object.
+
+Client -> node: one request `{"argv": [...], "env": {...}, "cwd": str, "pid": int, "ppid": int}`
+with the caller's stdin, stdout and stderr attached (SCM_RIGHTS), or `{"op": "status"}` /
+`{"op": "stop"}` / `{"op": "web", host, port, token, token_source, tls_cert, tls_key}` (`mam web`:
+answered with `url`, `login`, `token_source`, `pid`) / `{"op": "web-stop"}` (`stopped`: the URL, or
+''); later `{"signal": n}` when the caller is interrupted.
+Node -> client: `{"accepted": true}` (the command runs: never run it elsewhere too), `{"job": id}`
+(the job the command drives), `{"exit": code}` (its end), or `{"refused": why}` (nothing ran).
+Both ends are this user's processes: the node checks the peer's uid, the client the socket's owner
+and mode. Lean on purpose: the client runs at the start of every `mam event`, so the JSON is written
+and read with the C functions of the standard `json` package (`_json`) directly: importing `json`
+itself (and `re`, `enum` with it) cost each client about 8 ms of CPU. Both ends use these two
+functions; tests/unit/test_node_wire.py holds them to `json.dumps`/`json.loads`.
+"""
+
+from __future__ import annotations
+
+import _json
+import math
+
+TYPE_CHECKING = False  # not `typing`'s: importing it costs the client ~5 ms of its start
+if TYPE_CHECKING:
+    from typing import Any
+
+SOCKET, LOCK, LOG, STATUS = "node.sock", "node.lock", "node.log", "node.json"
+HEADER = 4
+MAX_FRAME = 64 << 20  # a brief is at most a few MB (mam.jobs.brief); an environment a few hundred KB
+
+
+def frame(obj: dict[str, Any]) -> bytes:
+    data = dumps(obj).encode("ascii")
+    return len(data).to_bytes(HEADER, "big") + data
+
+
+def dumps(obj: Any) -> str:
+    """`json.dumps(obj, separators=(",", ":"))` for str, int, finite float, bool, None, list, tuple and
+    dict with str keys; TypeError/ValueError for anything else."""
+    if isinstance(obj, str):
+        return str(_json.encode_basestring_ascii(obj))
+    if obj is None:
+        return "null"
+    if obj is True:
+        return "true"
+    if obj is False:
+        return "false"
+    if isinstance(obj, int):
+        return int.__repr__(obj)
+    if isinstance(obj, float):
+        if not math.isfinite(obj):
+            raise ValueError(f"{obj!r} is not JSON")
+        return float.__repr__(obj)
+    if isinstance(obj, dict):
+        for key in obj:
+            if not isinstance(key, str):
+                raise TypeError(f"a key of type {type(key).__name__}")
+        return "{" + ",".join(f"{dumps(k)}:{dumps(v)}" for k, v in obj.items()) + "}"
+    if isinstance(obj, (list, tuple)):
+        return "[" + ",".join(dumps(v) for v in obj) + "]"
+    raise TypeError(f"a {type(obj).__name__} is not JSON")
+
+
+def _constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")  # NaN, Infinity, -Infinity: json.loads takes them, mam never sends them
+
+
+class _Rules:
+    """What the C scanner asks of a JSONDecoder (json.scanner.c_make_scanner): strict, plain dicts."""
+
+    strict = True
+    object_hook = None
+    object_pairs_hook = None
+    parse_float = float
+    parse_int = int
+    parse_constant = staticmethod(_constant)
+
+
+_scan = _json.make_scanner(_Rules())  # type: ignore[arg-type]  # typeshed: a make_scanner as context
+
+
+def loads(data: bytes) -> Any:
+    """`json.loads` of a UTF-8 document (no NaN or Infinity); ValueError when it is not one."""
+    text = data.decode("utf-8")
+    start = len(text) - len(text.lstrip(" \t\n\r"))
+    try:
+        obj, end = _scan(text, start)
+    except StopIteration:
+        raise ValueError("not a JSON document") from None
+    except RecursionError:
+        raise ValueError("a JSON document nested too deep") from None
+    if text[end:].strip(" \t\n\r"):
+        raise ValueError("text after the JSON document")
+    return obj
+
+
+class Frames:
+    """Cuts a byte stream into the objects it carries; ValueError for a frame too big or not an object."""
+
+    def __init__(self) -> None:
+        self.buf = b""
+
+    def feed(self, data: bytes) -> list[dict[str, Any]]:
+        self.buf += data
+        out = []
+        while len(self.buf) >= HEADER:
+            size = int.from_bytes(self.buf[:HEADER], "big")
+            if size > MAX_FRAME:
+                raise ValueError(f"a frame of {size} bytes")
+            if len(self.buf) < HEADER + size:
+                break
+            obj = loads(self.buf[HEADER : HEADER + size])
+            self.buf = self.buf[HEADER + size :]
+            if not isinstance(obj, dict):
+                raise ValueError("a frame that is not an object")
+            out.append(obj)
+        return out

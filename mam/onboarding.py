@@ -1,0 +1,96 @@
+"""Onboarding: the first job of a new session, sent by `session create --onboard` through the
+same machinery as any job (it counts as the session's open job while it runs).
+
+It sits above both sessions and jobs: session creation never starts a job, the front ends hand it
+`onboarder(...)` as what follows the create (mam.sessions.create.start_session's `then`)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+
+from mam.jobs.delegate import DelegateRequest, Update, delegate
+from mam.jobs.model import Job
+from mam.outcomes import onboard_exit_code
+from mam.sessions.create import Created
+from mam.settings import Settings
+from mam.store.registry import Registry
+from mam.store.sessions import SessionRow
+from mam.workspace import Workspace
+
+
+@dataclass(frozen=True)
+class OnboardOutcome:
+    job_id: str
+    state: str
+    reason: str
+    exit_code: int
+    detail: str = ""
+
+
+def onboarding_line(o: dict[str, object]) -> str:
+    """How an onboarding job's end is told, the same by the CLI and MCP: `onboarding job ID: STATE (REASON): DETAIL`."""
+    state, reason = str(o.get("state") or ""), str(o.get("reason") or "")
+    said = state + (f" ({reason})" if reason and reason != state else "")
+    return f"onboarding job {o.get('job_id')}: {said}" + (f": {o['detail']}" if o.get("detail") else "")
+
+
+def onboarding_brief(row: SessionRow, ws: Workspace) -> str:
+    return (
+        f"You are {row.name}, a {row.agent} session with the role '{row.role}', managed by mam in the workspace "
+        f"{ws.root}.\n"
+        f"You work in {row.cwd}. Jobs reach you as messages like this one, each ending with the `mam event` commands "
+        "to run.\n"
+        f"The mam skills are described in {ws.root}/.agents/skills/*/SKILL.md.\n"
+        "For this onboarding job: acknowledge it, read nothing else yet, and report it completed."
+    )
+
+
+def onboard_session(
+    row: SessionRow,
+    *,
+    ws: Workspace,
+    settings: Settings,
+    registry: Registry,
+    timeout: float | None = None,
+    on_job: Callable[[Job], None] | None = None,
+    on_update: Update | None = None,
+) -> OnboardOutcome:
+    """Delegate the onboarding job and wait for it; 0 done, 44 failed, 45 not ended in time (the session is kept).
+    `on_job` / `on_update`: as for mam.jobs.delegate.delegate (its progress, for a person watching)."""
+    budget = timeout if timeout is not None else settings.start_deadline_s
+    req = DelegateRequest(
+        target=f"{row.backend}:{row.name}",
+        brief=onboarding_brief(row, ws),
+        timeout_s=budget,
+        kind="onboard",
+        start_deadline_s=min(budget, settings.start_deadline_s),
+    )
+    out = delegate(req, ws=ws, settings=settings, registry=registry, on_registered=on_job, on_update=on_update)
+    return OnboardOutcome(
+        job_id=out.job_id,
+        state=out.state,
+        reason=out.reason,
+        exit_code=onboard_exit_code(out.state, out.reason),
+        detail=out.detail or "",
+    )
+
+
+def onboarder(
+    *,
+    ws: Workspace,
+    settings: Settings,
+    timeout: float | None = None,
+    on_job: Callable[[Job], None] | None = None,
+    on_update: Update | None = None,
+) -> Callable[[SessionRow, Registry], Created]:
+    """What follows `session create --onboard`: onboard the new session and answer with its row as the
+    onboarding left it, the onboarding's exit code (0, 44 or 45) and its outcome."""
+
+    def then(row: SessionRow, registry: Registry) -> Created:
+        outcome = onboard_session(
+            row, ws=ws, settings=settings, registry=registry, timeout=timeout, on_job=on_job, on_update=on_update
+        )
+        return Created(registry.session(row.name), outcome.exit_code, asdict(outcome))
+
+    return then

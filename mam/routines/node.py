@@ -1,0 +1,60 @@
+"""The routines' part of the node (mam.node.server starts `serve` in a thread): the scheduler and,
+while any routine has a webhook, its loopback endpoint. Their delegations share the node's broker
+connection (mam.bus.shared)."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+
+from mam.routines.fire import Scheduler
+from mam.routines.webhook import Endpoint
+from mam.settings import Settings
+from mam.store import routines as table
+from mam.store.registry import Registry
+from mam.workspace import Workspace
+
+log = logging.getLogger(__name__)
+
+
+def serve(ws: Workspace, settings: Settings, stop: threading.Event) -> None:
+    """Fire the workspace's routines until `stop` is set."""
+    from mam.bus.shared import shared_client  # paho: only a node with routines pays for it here
+
+    registry = Registry(ws)
+    scheduler = Scheduler(ws, settings, registry, client=lambda: shared_client(settings, ws))
+    endpoint = Endpoint(registry, clock=time.time, on_tick=scheduler.wake.set)
+    serving = False
+    try:
+        while not stop.is_set():
+            following = None
+            try:
+                if not serving and _any_webhook(registry):
+                    endpoint.start()
+                    serving = True
+                following = scheduler.step()
+            except Exception:
+                log.exception("a routines step failed; trying again")
+            scheduler.pause(following)
+    finally:
+        if serving:
+            endpoint.stop()
+        registry.close()
+
+
+def _any_webhook(registry: Registry) -> bool:
+    with registry.read() as conn:
+        return any(r.secret for r in table.list_all(conn))
+
+
+def keeps_node(ws: Workspace) -> bool:
+    """Whether an enabled routine keeps the node from ending for idleness."""
+    registry = Registry.open_existing(ws)
+    if registry is None:
+        return False
+    try:
+        with registry.read() as conn:
+            return table.any_enabled(conn)
+    finally:
+        registry.close()
