@@ -26,6 +26,10 @@ def rotated(cluster, first: int, user: str) -> dict[str, str]:
     return {**cluster.env(user), "MQTT_BROKER": ",".join(f"127.0.0.1:{n.mqtt_port}" for n in nodes)}
 
 
+def job_state(host, job_id: str) -> str | None:
+    return json.loads(host.mam("job", "status", job_id, "--json").stdout or "{}").get("state")
+
+
 def test_a_remote_job_completes_over_the_nats_cluster_with_the_brief_typed_once(two_hosts, nats_cluster, poll):
     origin, remote = two_hosts(rotated(nats_cluster, 0, ORCHESTRATOR), rotated(nats_cluster, 2, RUNNER))
     created = json.loads(
@@ -63,11 +67,7 @@ def test_a_job_outlives_the_kill_of_its_runners_broker_node(two_hosts, nats_clus
     poll(
         lambda: (
             any(e["kind"] == "taken" for e in remote.runner_log("rb"))
-            and all(
-                json.loads(host.mam("job", "status", "job-nodekill", "--json").stdout or "{}").get("state")
-                == "running"
-                for host in (remote, origin)
-            )
+            and all(job_state(host, "job-nodekill") == "running" for host in (remote, origin))
         ),  # `started` has crossed: the kill falls in the liveness window, not in the start deadline
         timeout=30,
         message=lambda: str(remote.runner_log("rb"))[-2000:],
