@@ -16,7 +16,8 @@ never a token, password or the dispatch secret.
 
 Kinds: `job_ended`, `session_terminated`, `loop_ended`, `needs_approval` (a loop run with `--approve`
 passed and waits for `mam loop approve|reject`; once per loop and round), `waiting` (an agent waits for a person:
-sent by `mam hook` when that lands), `budget` (80 % of a budget, later).
+sent by `mam hook` when that lands), `budget` (80 % of a budget, later), `paused` and `resumed` (a job: `mam job
+pause|resume`, with its `mode` and `by`), `hold` (`mam pause --all`).
 """
 
 from __future__ import annotations
@@ -52,6 +53,8 @@ FIELDS = (
     "rounds",
     "target",
     "parent_job",
+    "mode",
+    "by",
 )
 MESSAGE_MAX = 2000
 ATTEMPTS = 4

@@ -24,6 +24,7 @@ class JobState(str, Enum):
     DELIVERING = "delivering"  # the brief is being injected (never injected again after this)
     DELIVERED = "delivered"  # injected; waiting for `started`
     RUNNING = "running"  # `started` received; heartbeats expected
+    PAUSED = "paused"  # `mam job pause`: nothing is typed, no deadline runs, until `mam job resume` (mam/jobs/pause.py)
     COMPLETED = "completed"
     FAILED = "failed"
     TIMED_OUT = "timed_out"
@@ -215,6 +216,8 @@ class Ignored(str, Enum):
     BEFORE_STARTED = "before_started"
     NOTHING_DUE = "nothing_due"
     NO_CHANGE = "no_change"
+    PAUSED = "paused"  # the job is paused: nothing starts its delivery, no deadline runs
+    NOT_PAUSED = "not_paused"  # a resume of a job that is not paused
 
     def __str__(self) -> str:
         return self.value

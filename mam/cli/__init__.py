@@ -39,6 +39,8 @@ COMMANDS = {
         "routine",
         "Delegations the node fires on a schedule (--every, --cron), on demand or on a signed webhook.",
     ),
+    "pause": ("mam.cli.hold", "pause", "Hold the workspace: pause every open job, type nothing until `resume --all`."),
+    "resume": ("mam.cli.hold", "resume", "Release the workspace's hold and resume every paused job."),
     "loop": ("mam.cli.loop", "loop", "Run planner / creator / reviewer rounds until every reviewer passes."),
     "worktree": ("mam.cli.worktree", "worktree", "Prepare and remove issue worktrees for creator sessions."),
     "monitor": ("mam.cli.monitor", "monitor", "Reconcile the registry with panes and job events (reconcile.sh)."),

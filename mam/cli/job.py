@@ -348,6 +348,70 @@ def cancel(app: App, job_id: str, as_json: bool) -> None:
         echo(f"{job_id}: cancelled")
 
 
+BY_HELP = "Who asks, for the audit log (default: user@host)."
+
+
+@job.command("pause")
+@workspace_option
+@click.argument("job_id")
+@click.option(
+    "--mode",
+    type=click.Choice(["safe", "quick", "hard"]),
+    default="safe",
+    show_default=True,
+    help="safe: the agent finishes its turn; quick: its turn is interrupted now (its CLI's interrupt keys); "
+    "hard: as quick, then the agent is stopped with its conversation kept.",
+)
+@click.option("--by", default=None, help=BY_HELP)
+@click.option("--json", "as_json", is_flag=True, help="Print the job record as JSON (with `paused`).")
+@click.pass_obj
+def pause(app: App, job_id: str, mode: str, by: str | None, as_json: bool) -> None:
+    """Pause an open job: nothing more is typed into its session, and its deadlines stop, until `mam job resume`.
+
+    A job not yet delivered is not delivered. The agent's own events still count (a turn it finishes with
+    `completed` ends the job). A pause only escalates: safe, then quick, then hard; the same mode again
+    changes nothing. The `mam job delegate` waiting on the job keeps waiting.
+
+    \b
+    Exit codes: 0 paused; 2 a bad id, or a lower mode than the job's pause; 5 no such job, it already
+    ended, or it runs on another host.
+    """
+    from mam.jobs.pause import pause_job
+
+    view = pause_job(app.ws, app.settings, existing_registry(app, job_id), job_id, mode=mode, by=by)
+    if as_json:
+        echo_json(view)
+    else:
+        echo(f"{job_id}: paused ({(view.get('paused') or {}).get('mode', mode)})")
+
+
+@job.command("resume")
+@workspace_option
+@click.argument("job_id")
+@click.option("--by", default=None, help=BY_HELP)
+@click.option("--json", "as_json", is_flag=True, help="Print the job record as JSON.")
+@click.pass_obj
+def resume(app: App, job_id: str, by: str | None, as_json: bool) -> None:
+    """Resume a paused job.
+
+    A job paused before its brief was typed waits for its turn again. Otherwise its agent is relaunched
+    with its conversation if a hard pause stopped it, and one short resume brief is typed (the job id, a
+    new nonce, the commands to report with); the job then needs a fresh `started` within its start
+    deadline, and what was left of its wall-clock budget runs on.
+
+    \b
+    Exit codes: 0 resumed; 2 a bad id; 5 no such job, it is not paused, or its agent could not be
+    reached (it stays paused).
+    """
+    from mam.jobs.pause import resume_job
+
+    view = resume_job(app.ws, app.settings, existing_registry(app, job_id), job_id, by=by, environ=caller.environ())
+    if as_json:
+        echo_json(view)
+    else:
+        echo(f"{job_id}: resumed ({view['state']})")
+
+
 # `mam job fanout` and `mam job replay` live in modules of their own.
 job.add_command(fanout)
 job.add_command(replay)

@@ -63,6 +63,9 @@ DIRECTIVE = re.compile(r"^\s*demo-(?P<name>[a-z]+):\s?(?P<value>.*?)\s*$", re.M)
 REPORT_FILE = re.compile(r"^\s*Report file:\s*(?P<path>\S.*?)\s*$", re.M)
 FIX_REQUEST = "[mam-loop: fix]"
 CHALLENGE_REQUEST = "[mam-loop: challenge]"
+RESUMED = (
+    "was paused and is resumed now"  # a resume brief reads so (mam.jobs.brief.resume_brief), as STARTED its footer
+)
 PLAN_FILE = re.compile(r"^\s*Plan file:\s*(?P<path>\S.*?)\s*$", re.M)
 
 
@@ -115,6 +118,14 @@ class Conversation:
         with self._lock:
             self.data["turns"].append({"role": role, "text": text, "ts": time.time(), **extra})
             self.save()
+
+    def brief_of(self, job: str) -> str:
+        """The first message of this conversation that delegated `job` (its brief, not a resume)."""
+        for turn in self.data["turns"]:
+            m = STARTED.search(turn["text"]) if turn["role"] == "user" else None
+            if m is not None and m.group("id") == job and RESUMED not in turn["text"]:
+                return str(turn["text"])
+        return ""
 
     def save(self) -> None:
         tmp = self.path.with_suffix(".tmp")
@@ -261,6 +272,8 @@ class DemoAgent:
             self.say("(no mam job in this message; nothing to do)")
             return
         job, nonce, hb = m.group("id"), m.group("nonce"), m.group("hb")
+        if RESUMED in text:  # `mam job resume`: carry on with the job's own brief, as a real agent's context holds it
+            text = self.convo.brief_of(job) or text
         directives = [(d.group("name"), d.group("value")) for d in DIRECTIVE.finditer(text)]
         behaviour = next((v for n, v in directives if n == "behaviour"), self.behaviour)
         if behaviour == "never_start":

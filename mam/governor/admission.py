@@ -22,6 +22,7 @@ class Hold(str, Enum):
     SLOT = "slot"  # MAM_MAX_RUNNING_JOBS
     ROLE_SLOT = "role_slot"  # MAM_MAX_RUNNING_JOBS_<ROLE>
     BUDGET = "budget"  # a token cap, while other reservations are in flight
+    HOLD = "hold"  # the workspace is held (`mam pause --all`, mam/jobs/pause.py): nothing is typed anywhere
 
     def __str__(self) -> str:
         return self.value

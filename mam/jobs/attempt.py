@@ -27,6 +27,7 @@ from mam.bus.envelope import Envelope
 from mam.bus.mqtt import MqttClient
 from mam.bus.topics import Topics
 from mam.errors import BrokerError, MamError
+from mam.governor.admission import Hold, Verdict
 from mam.governor.gate import Governor
 from mam.jobs import record as rec
 from mam.jobs.delivery import Delivery, interrupt
@@ -41,6 +42,7 @@ from mam.notify import job_ended
 from mam.outcomes import TAKEN_OVER_DETAIL, TAKEN_OVER_EXIT, UNCLAIMED, Exit, JobState, Reason, ending
 from mam.settings import Settings
 from mam.store import jobs as jobs_table
+from mam.store import pauses
 from mam.store.registry import Registry
 from mam.util import interrupts, pokes
 from mam.workspace import Workspace
@@ -370,32 +372,51 @@ class JobAttempt:
         if problem:
             self._refuse_early(Reason.TARGET_NOT_FOUND, problem)
             return False
-        if not self._wait_turn():
-            return False
-        # The connection first, then the agent's liveness right before the claim and the paste: a wait
-        # for the broker must never stand between the look at the agent and the paste (guarantee 9).
-        if self.events.reads_store and not self._opened(opening):
-            return False
-        problem = delivery.check_alive()
-        if problem:
-            self.refuse(Reason.TARGET_NOT_FOUND, problem)
-            return False
-        self.ledger.sync()  # the wait for the broker may have let a cancel in
-        if self.ledger.job.terminal:
-            return False
-        # No signal cuts the claim and the paste apart: an interrupt arriving meanwhile is raised once the
-        # brief is typed and recorded delivered (the job is then left open, never pasted again).
-        with interrupts.held():
-            self.ledger.apply(Claim(rec.now_ms()))
-            try:
-                delivery.inject(self.text, self.ledger)
-            except MamError as e:
-                self.refuse(Reason.INJECT_FAILED, str(e))
+        while True:  # until the brief is claimed; a pause (mam job pause) before the claim waits here
+            if not self._unpaused() or not self._wait_turn():
                 return False
-            if not delivery.confirms_itself:
-                self.ledger.apply(Delivered(rec.now_ms()))
-                self.reporter.delivered(self.ledger)
-        return True
+            # The connection first, then the agent's liveness right before the claim and the paste: a wait
+            # for the broker must never stand between the look at the agent and the paste (guarantee 9).
+            if self.events.reads_store and not self._opened(opening):
+                return False
+            problem = delivery.check_alive()
+            if problem:
+                self.refuse(Reason.TARGET_NOT_FOUND, problem)
+                return False
+            self.ledger.sync()  # the wait for the broker may have let a cancel or a pause in
+            if self.ledger.job.terminal:
+                return False
+            if self.ledger.job.state is JobState.PAUSED:
+                continue
+            # No signal cuts the claim and the paste apart: an interrupt arriving meanwhile is raised once the
+            # brief is typed and recorded delivered (the job is then left open, never pasted again).
+            with interrupts.held():
+                self.ledger.apply(Claim(rec.now_ms()))
+                if self.ledger.job.state is not JobState.DELIVERING:  # a pause or a cancel won the commit
+                    if self.ledger.job.terminal:
+                        return False
+                    continue
+                try:
+                    delivery.inject(self.text, self.ledger)
+                except MamError as e:
+                    self.refuse(Reason.INJECT_FAILED, str(e))
+                    return False
+                if not delivery.confirms_itself:
+                    self.ledger.apply(Delivered(rec.now_ms()))
+                    self.reporter.delivered(self.ledger)
+            return True
+
+    def _unpaused(self) -> bool:
+        """While the job is paused before its brief was typed: wait for its resume (or end); False if it ended or
+        this attempt lets go meanwhile."""
+        while self.ledger.job.state is JobState.PAUSED:
+            if self.stop_at is not None and time.monotonic() >= self.stop_at:
+                return False
+            self._sleep(
+                ABANDONED_CHECK_S if self.stop_at is None else min(ABANDONED_CHECK_S, self.stop_at - time.monotonic())
+            )
+            self.ledger.sync()
+        return not self.ledger.job.terminal
 
     def refuse(self, reason: Reason, detail: str) -> None:
         """The brief was not (or could not be) delivered: the job is cancelled (exit 5)."""
@@ -427,11 +448,21 @@ class JobAttempt:
         deadline = time.monotonic() + wait
         announced = False
         while True:
+            if self.ledger.job.state is JobState.PAUSED:  # no deadline runs while paused: the wait's neither
+                began = time.monotonic()
+                if not self._unpaused():
+                    return False
+                deadline += time.monotonic() - began
+                continue
             with self.registry.read() as conn:
                 ahead = jobs_table.open_jobs_ahead(conn, self.ledger.job.session, self.ledger.qid)
+                held = pauses.hold(conn)
             for other in ahead:
                 close_if_abandoned(self.registry.ws, self.registry, other.id)
-            verdict = None if ahead else self.governor.admit()  # a running slot and a token reservation
+            if held is not None:  # `mam pause --all`: nothing is typed anywhere until `mam resume --all`
+                verdict: Verdict | None = Verdict(False, Hold.HOLD, detail=f"the workspace is held by {held.by}")
+            else:
+                verdict = None if ahead else self.governor.admit()  # a running slot and a token reservation
             if verdict is not None and verdict.admitted:
                 return True
             if verdict is not None and verdict.refused:
@@ -462,7 +493,7 @@ class JobAttempt:
     def _listen(self, ahead: list[str], *, queued: bool) -> bool:
         """Wait on these keys from now on; True if they changed (look again before sleeping)."""
         job = self.ledger.job
-        keys = [pokes.job_key(job.id), pokes.session_key(job.session), *(pokes.job_key(a) for a in ahead)]
+        keys = [pokes.job_key(job.id), pokes.session_key(job.session), pokes.HOLD, *(pokes.job_key(a) for a in ahead)]
         if queued:
             keys.append(pokes.ENDED)
         if self._slots is not None and self._slots_keys == keys:
@@ -493,6 +524,9 @@ class JobAttempt:
             self.ledger.sync()
             if self.ledger.job.terminal:
                 break
+            if self.ledger.job.state is JobState.PAUSED:  # nothing is typed, nothing is due: its events still count
+                reminder.paused()
+                continue
             if self.ledger.job.state is JobState.DELIVERED:
                 delivery.nudge(self.ledger)
             elif self.ledger.job.state is JobState.RUNNING:
@@ -524,6 +558,8 @@ class JobAttempt:
         due = [mono + (DISK_CHECK_S if self.events.announced() else self.poll)]
         if self.stop_at is not None:
             due.append(self.stop_at)
+        if self.ledger.job.state is JobState.PAUSED:
+            return max(0.0, min(due) - mono)
         for at in (delivery.due(self.ledger), reminder.due):
             if at is not None:
                 due.append(at)

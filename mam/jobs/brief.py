@@ -61,3 +61,11 @@ def footer(job_id: str, nonce: str, heartbeat_s: float) -> str:
 
 def with_footer(brief: str, job_id: str, nonce: str, heartbeat_s: float) -> str:
     return brief.rstrip("\n") + footer(job_id, nonce, heartbeat_s)
+
+
+RESUMED = "was paused and is resumed now"  # how a resume brief begins (after `mam job <id> `)
+
+
+def resume_brief(job_id: str, nonce: str, heartbeat_s: float) -> str:
+    """What `mam job resume` types: the job id, a new nonce (its `started` must carry it), the footer."""
+    return f"mam job {job_id} {RESUMED}: carry on with it where you left off." + footer(job_id, nonce, heartbeat_s)

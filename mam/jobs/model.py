@@ -51,8 +51,14 @@ class Job:
     activity_ms: int | None = None
     waiting: dict[str, Any] | None = None  # {since, tool, message} while it waits for a person
     turn_ends: int = 0  # turn ends (Stop / notify) seen while the job was open
-    queued_for: str = ""  # while queued: what holds it (mam.governor: `slot`, `role_slot`, `budget`)
+    queued_for: str = ""  # while queued: what holds it (mam.governor: `slot`, `role_slot`, `budget`; `hold`)
     queued_ms: int | None = None
+    # While paused (`mam job pause`): the state it was paused in, which its events go on moving (a `started`,
+    # a `completed` of the turn it finishes); since when. Its mode and who asked are in `job_pauses`.
+    paused_from: str = ""
+    paused_ms: int | None = None
+    paused_total_ms: int = 0  # time spent paused: the wall-clock budget does not run meanwhile
+    resumed_ms: int | None = None  # the last resume: the start deadline runs again in full from it
 
     @property
     def terminal(self) -> bool:
@@ -126,7 +132,23 @@ class End:
     detail: str = ""
 
 
-Input = Claim | Queued | Delivered | Event | Tick | End
+@dataclass(frozen=True)
+class Pause:
+    """`mam job pause` (or `mam pause --all`): nothing more is typed, and no deadline runs, until a Resume."""
+
+    at: int
+
+
+@dataclass(frozen=True)
+class Resume:
+    """`mam job resume`. A job paused before its brief was typed goes back to waiting for its turn; one paused
+    after it is typed a resume brief with `nonce` (new), and needs a fresh `started` within the start deadline."""
+
+    at: int
+    nonce: str
+
+
+Input = Claim | Queued | Delivered | Event | Tick | End | Pause | Resume
 
 
 def _end(
@@ -143,6 +165,10 @@ def step(job: Job, inp: Input) -> tuple[Job, str]:
     """Apply one input. Returns the new job and, when the input was ignored, why (else '')."""
     if job.terminal:
         return job, Ignored.JOB_CLOSED
+    if isinstance(inp, Pause | Resume):
+        return _pause(job, inp)
+    if job.state is JobState.PAUSED:
+        return _while_paused(job, inp)
     if isinstance(inp, Claim):
         if job.state not in UNCLAIMED:
             return job, Ignored.ALREADY_CLAIMED
@@ -162,6 +188,42 @@ def step(job: Job, inp: Input) -> tuple[Job, str]:
     if isinstance(inp, Tick):
         return _tick(job, inp.at)
     return _event(job, inp)
+
+
+def _pause(job: Job, inp: Pause | Resume) -> tuple[Job, str]:
+    if isinstance(inp, Pause):
+        if job.state is JobState.PAUSED:
+            return job, Ignored.NO_CHANGE  # a pause only escalates its mode (mam/jobs/pause.py), not the job
+        return replace(job, state=JobState.PAUSED, paused_from=job.state.value, paused_ms=inp.at), ""
+    if job.state is not JobState.PAUSED:
+        return job, Ignored.NOT_PAUSED
+    was = JobState(job.paused_from)
+    resumed = replace(
+        job,
+        paused_from="",
+        paused_ms=None,
+        paused_total_ms=job.paused_total_ms + max(0, inp.at - (job.paused_ms or inp.at)),
+    )
+    if was in UNCLAIMED:  # its brief was never typed: it waits for its turn again
+        return replace(resumed, state=JobState.PENDING, queued_for="", queued_ms=None), ""
+    return replace(resumed, state=JobState.DELIVERED, nonce=inp.nonce, resumed_ms=inp.at), ""
+
+
+def _while_paused(job: Job, inp: Input) -> tuple[Job, str]:
+    """A paused job's own events (and the end of a paste under way) move the state it was paused in; an end
+    ends it; nothing starts its delivery, and no deadline runs."""
+    if isinstance(inp, End):
+        return _end(
+            replace(job, paused_from=""), inp.at, inp.state, inp.reason, detail=inp.detail, exit_code=inp.exit_code
+        ), ""
+    if not isinstance(inp, Delivered | Event):
+        return job, Ignored.PAUSED
+    inner, why = step(replace(job, state=JobState(job.paused_from)), inp)
+    if inner.terminal:
+        return replace(inner, paused_from=""), why
+    if why:
+        return job, why
+    return replace(inner, state=JobState.PAUSED, paused_from=inner.state.value), ""
 
 
 def _event(job: Job, ev: Event) -> tuple[Job, str]:
@@ -229,11 +291,12 @@ def deadlines(job: Job) -> list[tuple[int, JobState, str]]:
     """The deadlines that apply to the job now: (time, state it ends in, reason), earliest first."""
     out: list[tuple[int, JobState, str]] = []
     delivered = job.delivered_ms if job.delivered_ms is not None else job.claimed_ms
-    if delivered is None:
+    if delivered is None or job.state is JobState.PAUSED:
         return out
-    out.append((delivered + job.budget_ms, JobState.TIMED_OUT, Reason.WALL_CLOCK_TIMEOUT))
+    out.append((delivered + job.budget_ms + job.paused_total_ms, JobState.TIMED_OUT, Reason.WALL_CLOCK_TIMEOUT))
     if job.state in (JobState.DELIVERING, JobState.DELIVERED):
-        out.append((delivered + job.start_deadline_ms, JobState.FAILED, Reason.AGENT_BLOCKED))
+        typed = job.resumed_ms if job.resumed_ms is not None else delivered
+        out.append((typed + job.start_deadline_ms, JobState.FAILED, Reason.AGENT_BLOCKED))
     elif job.state is JobState.RUNNING:
         last = job.last_event_ms if job.last_event_ms is not None else delivered
         out.append((last + int(job.heartbeat_k * job.heartbeat_ms), JobState.TIMED_OUT, Reason.DEADLINE_TIMEOUT))
@@ -284,4 +347,8 @@ def input_from_dict(data: Mapping[str, Any]) -> Input:
     if kind == "end":
         fields["state"] = JobState(fields["state"])
         return End(**fields)
+    if kind == "pause":
+        return Pause(**fields)
+    if kind == "resume":
+        return Resume(**fields)
     raise ValueError(f"unknown input kind {kind!r}")

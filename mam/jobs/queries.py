@@ -8,15 +8,22 @@ from mam.errors import JobError, JobNotFound
 from mam.ids import check_job_id
 from mam.jobs import record as rec
 from mam.jobs.stale import end_job
-from mam.outcomes import Reason, ending
+from mam.outcomes import JobState, Reason, ending
 from mam.store import jobs as jobs_table
+from mam.store import pauses
 from mam.store.jobs import JobRow
+from mam.store.pauses import PauseRow
 from mam.store.registry import Registry
 from mam.workspace import Workspace
 
 
-def job_view(row: JobRow) -> dict[str, Any]:
-    """The public record of a job (never the token)."""
+def paused_view(pause: PauseRow | None) -> dict[str, Any]:
+    """A paused job's `paused`: {mode, since, by} (safe, if its row in job_pauses was lost)."""
+    return pause.as_dict() if pause is not None else {"mode": "safe", "since": None, "by": ""}
+
+
+def job_view(row: JobRow, pause: PauseRow | None = None) -> dict[str, Any]:
+    """The public record of a job (never the token); `paused` is null unless it is paused."""
     job = row.data.get("job", {})
     meta = row.data.get("meta", {})
     return {
@@ -35,12 +42,14 @@ def job_view(row: JobRow) -> dict[str, Any]:
         "updated_at": row.updated_at,
         "ended_at": row.ended_at,
         "idempotency_key": meta.get("idempotency_key"),
+        "paused": paused_view(pause) if row.state == JobState.PAUSED else None,
     }
 
 
 def status(registry: Registry, job_id: str) -> dict[str, Any]:
-    view = job_view(registry.job(job_id))
+    row = registry.job(job_id)
     with registry.read() as conn:
+        view = job_view(row, pauses.get(conn, job_id))
         view["children"] = [
             {"id": c.id, "state": c.state, "reason": c.reason, "session": c.session}
             for c in jobs_table.list_jobs(conn, parent=job_id, limit=1000)
@@ -83,7 +92,8 @@ def list_jobs(
             if open_only
             else jobs_table.list_jobs(conn, session=session, state=state, parent=parent, limit=limit)
         )
-    return [job_view(r) for r in rows]
+        found = pauses.of(conn, [r.id for r in rows if r.state == JobState.PAUSED])
+    return [job_view(r, found.get(r.id)) for r in rows]
 
 
 def log(ws: Workspace, registry: Registry, job_id: str) -> list[dict[str, Any]]:

@@ -64,6 +64,11 @@ class Reminder:
         self.sent = sum(1 for line in rec.read_audit(ledger.ws, ledger.job.id) if line.get("kind") == "reminded")
         self.due: float | None = None
 
+    def paused(self) -> None:
+        """While the job is paused: its turn ends are the pause's (a safe pause lets the turn finish), never
+        a reason to remind; nothing is due."""
+        self.seen, self.due = self.ledger.job.turn_ends, None
+
     def check(self) -> None:
         job = self.ledger.job
         if job.terminal or self.typer is None:

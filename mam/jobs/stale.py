@@ -11,7 +11,8 @@ the same model, in `seq` order, before any deadline is looked at. So a job whose
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from mam.bus.envelope import Envelope
 from mam.errors import DecodeError, MamError
@@ -119,6 +120,22 @@ def end_outside(
     (and, with `expected_owner`, only if the job still has that owner), through the store's one
     commit: compare-and-set on the owner and the state it was read in, so a wrapper committing at
     the same moment wins or loses whole. Returns the ended job, or None when nothing changed."""
+    return change_outside(ws, registry, job_id, decide, by=by, expected_owner=expected_owner, must_end=True)
+
+
+def change_outside(
+    ws: Workspace,
+    registry: Registry,
+    job_id: str,
+    decide: Callable[[Job, int], Input | list[Input]],
+    *,
+    by: str,
+    expected_owner: str | None = None,
+    must_end: bool = False,
+    said: Mapping[str, Any] | None = None,
+) -> Job | None:
+    """As `end_outside`, for any change (a pause, a resume: `must_end` False); `said` goes on each input's
+    audit line (a pause's mode). Returns the changed job, or None when nothing changed."""
     now = rec.now_ms()
     row = registry.find_job(job_id)
     if row is None or not row.open or (expected_owner is not None and row.owner != expected_owner):
@@ -131,17 +148,17 @@ def end_outside(
         if why:
             continue
         fields = {"input": input_to_dict(inp), "state": new.state.value, "reason": new.reason}
-        lines.append(("input", {**fields, "exit_code": new.exit_code, "by": by}))
+        lines.append(("input", {**fields, "exit_code": new.exit_code, "by": by, **(said or {})}))
         if new.terminal:
             break
-    if not new.terminal:
+    if (must_end and not new.terminal) or not lines:
         return None
     changes = {
         "state": new.state.value,
         "reason": new.reason,
         "exit_code": new.exit_code,
         "data": {**row.data, "job": new.as_dict()},
-        "ended_at": now / 1000,
+        "ended_at": now / 1000 if new.terminal else None,
     }
     done = journal.commit(
         registry,
@@ -154,6 +171,9 @@ def end_outside(
         ),
     )
     if not done.ok:  # its owner moved it on meanwhile: look again
-        return end_outside(ws, registry, job_id, decide, by=by, expected_owner=expected_owner)
-    job_ended(ws, None, job_id)  # no settings here: the workspace's (.mam.env and the environment)
+        return change_outside(
+            ws, registry, job_id, decide, by=by, expected_owner=expected_owner, must_end=must_end, said=said
+        )
+    if new.terminal:
+        job_ended(ws, None, job_id)  # no settings here: the workspace's (.mam.env and the environment)
     return new

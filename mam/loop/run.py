@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from mam.errors import UsageError
 from mam.jobs.delegate import Outcome
+from mam.jobs.pause import wait_released
 from mam.loop import approval, briefs
 from mam.loop.files import LoopFiles, LoopLog, OnEvent, loop_folder, new_loop_id, task_slug
 from mam.loop.jobs import Brief, JobOptions, JobSender, failed
@@ -27,6 +29,7 @@ from mam.loop.snapshot import default_branch, resolve_base
 from mam.notify import loop_ended, needs_approval
 from mam.sessions.common import check_name
 from mam.settings import Settings
+from mam.store.pauses import PauseRow
 from mam.store.registry import Registry
 from mam.store.sessions import SessionRow
 from mam.util.git import git_env, maybe, toplevel
@@ -223,6 +226,8 @@ def _drive(ctx: LoopRun, history: list[RoundOutcome], state: dict[str, int]) -> 
     number = 0
     while True:
         number += 1
+        # `mam pause --all`: no round starts until `mam resume --all` (its jobs would wait, held, anyway)
+        wait_released(ctx.ws, ctx.registry, partial(_held, ctx, number))
         outcome = review_round(ctx, number, notes)
         history.append(outcome)
         failing = [r for r in outcome.reviews if not r.passed]
@@ -290,6 +295,10 @@ def _drive(ctx: LoopRun, history: list[RoundOutcome], state: dict[str, int]) -> 
         state["rebuts"],
         [],
     )
+
+
+def _held(ctx: LoopRun, number: int, held: PauseRow) -> None:
+    ctx.log("held", round=number, by=held.by, mode=held.mode)
 
 
 def _fix(ctx: LoopRun, number: int, failing: list[Review], state: dict[str, int]) -> list[str]:

@@ -338,6 +338,41 @@ def build(service: Service, *, poll_s: float) -> MCPServer:
         return ok(view, f"job {id}: {view['state']}")
 
     @server.tool(
+        description="Pause an open job (`mam job pause`): mode safe (the agent finishes its turn), quick (its turn "
+        "interrupted now) or hard (then its agent stopped, the conversation kept); nothing is typed and no deadline "
+        f"runs until job_resume. Pauses only escalate: a lower mode is exit_code {Exit.USAGE}; exit_code "
+        f"{Exit.REFUSED} if it ended or is unknown."
+    )
+    @guarded
+    async def job_pause(id: str, mode: str = "safe", by: str | None = None) -> CallToolResult:
+        view = await thread(service.job_pause, id=id, mode=mode, by=by)
+        return ok(view, f"job {id}: paused ({(view.get('paused') or {}).get('mode', mode)})")
+
+    @server.tool(
+        description="Resume a paused job (`mam job resume`): one short resume brief is typed (its agent relaunched "
+        f"first after a hard pause); exit_code {Exit.REFUSED} if it is not paused or its agent cannot be reached."
+    )
+    @guarded
+    async def job_resume(id: str, by: str | None = None) -> CallToolResult:
+        view = await thread(service.job_resume, id=id, by=by)
+        return ok(view, f"job {id}: resumed ({view['state']})")
+
+    @server.tool(
+        description="The kill switch (`mam pause --all`): every open job paused in `mode`, and nothing typed anywhere "
+        "in the workspace (new delegations wait queued_for hold, routines and loops wait) until resume_all."
+    )
+    @guarded
+    async def pause_all(mode: str = "safe", by: str | None = None) -> CallToolResult:
+        out = await thread(service.pause_all, mode=mode, by=by)
+        return ok(out, f"workspace held; {len(out['paused'])} job(s) paused")
+
+    @server.tool(description="Release the workspace's hold and resume every paused job (`mam resume --all`).")
+    @guarded
+    async def resume_all(by: str | None = None) -> CallToolResult:
+        out = await thread(service.resume_all, by=by)
+        return ok(out, f"{'hold released' if out['released'] else 'no hold'}; {len(out['resumed'])} job(s) resumed")
+
+    @server.tool(
         description="Accepted events, oldest first: of one job (after since_seq), of a session's recent jobs, or of "
         "the "
         "workspace's; for clients without progress notifications."

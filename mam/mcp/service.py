@@ -29,6 +29,7 @@ from mam.jobs.brief import check_brief
 from mam.jobs.delegate import DelegateRequest, Outcome, delegate, delegate_request
 from mam.jobs.follow import hand_over
 from mam.jobs.ledger import new_job_id
+from mam.jobs.pause import pause_all, pause_job, resume_all, resume_job
 from mam.jobs.queries import cancel, list_jobs, status
 from mam.jobs.queries import log as job_log
 from mam.jobs.watch import JobWatch, recent_events
@@ -274,6 +275,22 @@ class Service:
     def job_cancel(self, *, id: str) -> dict[str, Any]:
 
         return cancel(self.ws, self._existing(id), id)
+
+    def job_pause(self, *, id: str, mode: str = "safe", by: str | None = None) -> dict[str, Any]:
+
+        return pause_job(self.ws, self.settings, self._existing(id), id, mode=mode, by=by)
+
+    def job_resume(self, *, id: str, by: str | None = None) -> dict[str, Any]:
+
+        return resume_job(self.ws, self.settings, self._existing(id), id, by=by, environ=self.environ)
+
+    def pause_all(self, *, mode: str = "safe", by: str | None = None) -> dict[str, Any]:
+
+        return pause_all(self.ws, self.settings, self.writer(), mode=mode, by=by)
+
+    def resume_all(self, *, by: str | None = None) -> dict[str, Any]:
+
+        return resume_all(self.ws, self.settings, self.writer(), by=by, environ=self.environ)
 
     def job_watch(self, id: str) -> Any:
 

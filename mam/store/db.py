@@ -250,6 +250,16 @@ MIGRATIONS: list[list[str]] = [
             PRIMARY KEY (routine, delivery)
         ) WITHOUT ROWID""",
     ],
+    [
+        # A paused job's mode and who paused it (mam/store/pauses.py); the job's own row says it is paused. Kept
+        # apart from the row so an escalation (safe -> quick -> hard) never races the job's own commits.
+        """CREATE TABLE job_pauses (
+            job_id TEXT PRIMARY KEY,
+            mode TEXT NOT NULL,
+            since_ms INTEGER NOT NULL,
+            by TEXT NOT NULL
+        ) WITHOUT ROWID""",
+    ],
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 MOUNTS = Path("/proc/mounts")

@@ -16,7 +16,8 @@ waits until the waiter's own deadline, never a wrong answer. The keys in use:
   its wrapper, its heartbeater and whoever follows it from outside (`mam job wait`) look;
 - `session:<name>`: a job of the session changed state (an earlier job ended: the next one may go);
 - `parent:<id>`: a sub-job of that job changed state (the loop waits for a round's sub-jobs);
-- `ended`: some job of the workspace ended (whoever waits for a free slot).
+- `ended`: some job of the workspace ended (whoever waits for a free slot);
+- `hold`: the workspace's hold was set or released (`mam pause --all`, `mam resume --all`: mam.jobs.pause).
 
 `mam.store.journal.commit` pokes them after every commit that changed a row, mam.jobs.emit after every
 event. The files themselves are handled in mam.util.pokefifo (which also refuses a folder or a FIFO
@@ -35,9 +36,10 @@ from mam.util.fdwait import readable
 from mam.util.pokefifo import job_key
 from mam.workspace import Workspace
 
-__all__ = ["ENDED", "Waiter", "events_key", "folder", "job_key", "parent_key", "poke", "session_key"]
+__all__ = ["ENDED", "HOLD", "Waiter", "events_key", "folder", "job_key", "parent_key", "poke", "session_key"]
 
 ENDED = "ended"
+HOLD = "hold"
 
 
 def folder(ws: Workspace) -> Path:

@@ -204,6 +204,8 @@ class Feed:
                 detail = entry.get("reason") or ""
                 if inp.get("input") == "end" and inp.get("detail"):
                     detail = f"{detail}: {inp['detail']}" if detail else str(inp["detail"])
+                if inp.get("input") in ("pause", "resume"):  # mam job pause|resume: how, and who asked
+                    detail = " ".join(x for x in (str(entry.get("mode") or ""), f"by {entry.get('by', '')}") if x)
                 msg = f"{cur.state} -> {state}" + (f" ({detail})" if detail else "")
                 out.append(Line(at, "transition", job_id, cur.session, state, cur.applied_seq, msg))
                 cur.state = state

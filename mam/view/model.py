@@ -62,6 +62,7 @@ class JobView:
     message: str
     queued: int | None  # position among the session's waiting jobs (1 = next), None when not waiting
     waiting: dict[str, Any] | None = None
+    paused: dict[str, Any] | None = None  # while paused: {mode, since, by} (mam job pause)
 
 
 @dataclass(frozen=True)
@@ -92,6 +93,7 @@ class Snapshot:
     loops: list[LoopView] = field(default_factory=list)
     broker: str = "unknown"  # up / down / unknown
     routines: list[RoutineView] = field(default_factory=list)
+    hold: dict[str, Any] | None = None  # `mam pause --all`: {mode, since, by}; None when not held
 
 
 def _ms(seconds: float | None) -> int | None:
@@ -104,9 +106,9 @@ def bars_of(job: dict[str, Any], now_ms: int) -> tuple[Bar, Bar, Bar]:
     start = liveness = wall = None
     if delivered and state in (JobState.DELIVERED.value, JobState.RUNNING.value):
         budget = job.get("budget_ms") or 0
-        wall = (now_ms - delivered) / budget if budget else None
+        wall = (now_ms - delivered - (job.get("paused_total_ms") or 0)) / budget if budget else None
         if state == JobState.DELIVERED.value and job.get("start_deadline_ms"):
-            start = (now_ms - delivered) / job["start_deadline_ms"]
+            start = (now_ms - (job.get("resumed_ms") or delivered)) / job["start_deadline_ms"]
         if state == JobState.RUNNING.value:
             quiet_for = now_ms - (job.get("last_event_ms") or job.get("started_ms") or delivered)
             limit = (job.get("heartbeat_ms") or 0) * float(job.get("heartbeat_k") or 0)
@@ -149,6 +151,7 @@ def snapshot(ws: Workspace, settings: Settings, *, broker: str = "unknown") -> S
     from mam.jobs.queries import job_view
     from mam.sessions.status import session_status
     from mam.store import jobs as jobs_table
+    from mam.store import pauses
     from mam.store.registry import Registry
 
     now = int(time.time() * 1000)
@@ -161,7 +164,11 @@ def snapshot(ws: Workspace, settings: Settings, *, broker: str = "unknown") -> S
     if registry is not None:
         try:
             with registry.read() as conn:
-                open_jobs = [job_view(r) for r in jobs_table.open_jobs(conn)]
+                rows_open = jobs_table.open_jobs(conn)
+                found = pauses.of(conn, [r.id for r in rows_open if r.state == JobState.PAUSED.value])
+                open_jobs = [job_view(r, found.get(r.id)) for r in rows_open]
+                held = pauses.hold(conn)
+                snap.hold = held.as_dict() if held is not None else None
                 for r in jobs_table.list_jobs(conn, limit=500):
                     at = r.data.get("job", {}).get("last_event_ms") or _ms(r.ended_at) or _ms(r.created_at) or 0
                     last_by_session[r.session] = max(last_by_session.get(r.session, 0), int(at))
@@ -211,6 +218,7 @@ def snapshot(ws: Workspace, settings: Settings, *, broker: str = "unknown") -> S
                     message=for_terminal(message),
                     queued=waiting.index(j) + 1 if j in waiting else None,
                     waiting=waiting_info,
+                    paused=j.get("paused"),
                 )
             )
     snap.jobs.sort(key=lambda j: j.created_ms)

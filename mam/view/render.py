@@ -50,6 +50,8 @@ def session_cells(s: SessionView, now_ms: int) -> tuple[str, ...]:
 
 def job_cells(j: JobView, now_ms: int) -> tuple[str, ...]:
     state = j.state + (f" #{j.queued}" if j.queued else "") + (" (waiting)" if j.waiting else "")
+    if j.paused:
+        state += f" ({j.paused.get('mode', '')})"
     start, live, wall = (b.text() for b in j.bars)
     return (
         j.id,
@@ -104,7 +106,8 @@ def cut(text: str, width: int) -> str:
 def header(snap: Snapshot) -> str:
     broker = {"up": "broker up", "down": "broker DOWN (reading the registry)"}.get(snap.broker, "broker ?")
     clock = time.strftime("%H:%M:%S", time.localtime(snap.taken_ms / 1000))
-    return f"mam top  {broker}  {clock}  {snap.workspace}"
+    held = f"  HELD ({snap.hold.get('mode')}, by {snap.hold.get('by')}: mam resume --all)" if snap.hold else ""
+    return f"mam top  {broker}{held}  {clock}  {snap.workspace}"
 
 
 def _table(columns: tuple[str, ...], rows: list[tuple[str, ...]]) -> list[str]:

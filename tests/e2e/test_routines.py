@@ -24,6 +24,7 @@ from mam.store.registry import Registry
 from mam.util.poll import wait_for
 from mam.workspace import Workspace
 from tests.helpers.jobs import FAST, create_demo
+from tests.helpers.mamcli import mam
 
 T0 = 1_800_000_000.0  # the schedule's clock starts here (any time will do: the test drives it)
 
@@ -173,13 +174,11 @@ def test_after_the_node_was_down_for_several_periods_catch_up_fires_none_one_or_
 
 def test_a_hold_or_a_paused_routine_fires_nothing(world):
     world.add("h", brief="quick", every="10s")
-    with world.registry.write() as conn:
-        conn.execute("INSERT INTO meta(key, value) VALUES ('hold', ?)", (json.dumps({"mode": "safe", "by": "ops"}),))
+    mam("pause", "--all", "--by", "ops", check=True)  # the workspace's hold, as a person sets it
     world.step_at(T0 + 10)
     request_run(world.registry, "h", now=T0 + 11)
     world.step_at(T0 + 11)
-    with world.registry.write() as conn:
-        conn.execute("DELETE FROM meta WHERE key='hold'")
+    mam("resume", "--all", check=True)
     set_paused(world.registry, "h", True, now=T0 + 12)
     world.step_at(T0 + 20)
     request_run(world.registry, "h", now=T0 + 21)

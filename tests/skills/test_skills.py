@@ -105,7 +105,7 @@ REQUIRED = (
 RELATED: dict[str, tuple[tuple[str, ...], ...]] = {
     "multi-agent-mux-stop": (("session", "remove"), ("session", "create")),  # remove_session.sh; --worktree
     "multi-agent-mux-create": (("session", "fork"),),
-    "multi-agent-mux-mcp": (("job", "delegate"),),
+    "multi-agent-mux-mcp": (("job", "delegate"), ("pause",), ("resume",)),
     "multi-agent-mux-loop": (("loop", "approve"), ("loop", "reject"), ("loop", "status"), ("session", "create")),
     "multi-agent-mux-status": (("job", "list"), ("job", "status"), ("session", "create"), ("web",)),  # mam web --stop
     "multi-agent-mux-runner": (("job", "delegate"),),
@@ -129,6 +129,10 @@ RELATED: dict[str, tuple[tuple[str, ...], ...]] = {
         ("session", "create"),  # --token-budget, named where exit 6 is explained
         ("job", "fanout"),  # fanout_job.sh
         ("job", "replay"),
+        ("job", "pause"),  # pause_job.sh
+        ("job", "resume"),  # resume_job.sh
+        ("pause",),  # pause_job.sh --all
+        ("resume",),
     ),
 }
 # Documented by every skill: the script's own "mam not found".

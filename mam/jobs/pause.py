@@ -1,0 +1,272 @@
+"""Pausing and resuming a job, and the workspace's hold (`mam pause --all`).
+
+A pause is recorded in the job's own row (state `paused`, through the store's one commit, so the job's
+attempt adopts it at its next look: mam/jobs/attempt.py types nothing into a paused job's session and the
+model runs no deadline for it) and in `job_pauses` (its mode, since when, who asked). Then the mode acts on
+the agent, once, here:
+
+- `safe`: nothing; the agent finishes its turn (its events still count: a `completed` ends the job);
+- `quick`: the CLI's interrupt keys, now (never an exit; the conversation stays);
+- `hard`: as quick, then the agent is stopped as `mam session stop` stops it (its conversation id kept).
+
+Pauses only escalate (safe -> quick -> hard). Resume: a job paused before its brief was typed waits for its
+turn again (its attempt types the brief); otherwise the agent is relaunched with its conversation if it is
+not running, and one short resume brief is typed (the job id, a new nonce, the footer), after which the job
+needs a fresh `started` within the start deadline. The hold is the registry's too (mam/store/pauses.py):
+until `mam resume --all`, no brief is typed anywhere in the workspace (a new delegation waits `queued` with
+`queued_for: hold`, routines do not fire, loops start no round).
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from mam.agents import get_adapter
+from mam.errors import JobError, MamError, UsageError
+from mam.ids import check_job_id
+from mam.jobs import record as rec
+from mam.jobs.brief import resume_brief
+from mam.jobs.delivery import PaneDelivery
+from mam.jobs.ledger import Ledger
+from mam.jobs.model import Job, Pause, Resume
+from mam.jobs.queries import status
+from mam.jobs.stale import change_outside
+from mam.jobs.target import parse_target
+from mam.notify import send
+from mam.outcomes import UNCLAIMED, Exit, JobState
+from mam.sessions import audit
+from mam.sessions.common import backend_for
+from mam.sessions.resume import resume_session
+from mam.sessions.stop import press, stop_session
+from mam.settings import Settings
+from mam.store import jobs as jobs_table
+from mam.store import journal, pauses
+from mam.store.pauses import PauseRow
+from mam.store.registry import Registry
+from mam.store.sessions import LIVE
+from mam.util import pokes
+from mam.workspace import Workspace
+
+MODES = ("safe", "quick", "hard")
+RELEASE_CHECK_S = 5.0  # a hold's waiter looks again this often though a release pokes it
+
+
+class PauseRefused(JobError):
+    """The job is not in a state that allows it (ended, not paused, remote), or its agent could not be reached."""
+
+    exit_code: int = Exit.REFUSED
+
+
+def check_mode(mode: str) -> str:
+    if mode not in MODES:
+        raise UsageError(f"--mode must be one of {', '.join(MODES)}, not {mode!r}")
+    return mode
+
+
+# -- one job --------------------------------------------------------------------------------------
+def pause_job(
+    ws: Workspace, settings: Settings, registry: Registry, job_id: str, *, mode: str = "safe", by: str | None = None
+) -> dict[str, Any]:
+    """Pause an open job in `mode` (or escalate its pause); the job's status, with `paused`."""
+    check_job_id(job_id)
+    check_mode(mode)
+    who = audit.check_by(by)
+    row = _open_local(registry, job_id)
+    with registry.read() as conn:
+        current = pauses.get(conn, job_id) if row.state == JobState.PAUSED else None
+    if current is not None and MODES.index(mode) < MODES.index(current.mode):
+        raise UsageError(
+            f"job {job_id} is paused in {current.mode} mode; a pause only escalates (safe -> quick -> hard)",
+            job_id=job_id,
+        )
+    if current is not None and current.mode == mode:
+        return status(registry, job_id)
+    since = current.since_ms if current is not None else rec.now_ms()
+    with registry.write() as conn:  # before the row says paused: whoever sees it paused finds its mode
+        pauses.put(conn, job_id, PauseRow(mode, since, who))
+    job = Job.from_dict(row.data.get("job", {}))
+    if current is None:
+        paused = change_outside(ws, registry, job_id, lambda _j, now: Pause(now), by=who, said={"mode": mode})
+        if paused is None:  # it ended meanwhile
+            with registry.write() as conn:
+                pauses.drop(conn, job_id)
+            _refuse_closed(registry, job_id)
+        job = paused or job
+    else:
+        registry_note(registry, job_id, "pause_escalated", mode=mode, was=current.mode, by=who)
+    if mode != "safe" and JobState(job.paused_from or job.state) not in UNCLAIMED:
+        _act(ws, settings, registry, job, mode, by=who)
+    _notify(ws, settings, "paused", job_id, row.session, mode=mode, by=who, since=since)
+    return status(registry, job_id)
+
+
+def resume_job(
+    ws: Workspace,
+    settings: Settings,
+    registry: Registry,
+    job_id: str,
+    *,
+    by: str | None = None,
+    environ: Mapping[str, str],
+) -> dict[str, Any]:
+    """Resume a paused job; its status."""
+    check_job_id(job_id)
+    who = audit.check_by(by)
+    row = _open_local(registry, job_id)
+    if row.state != JobState.PAUSED:
+        raise PauseRefused(f"job {job_id} is not paused (it is {row.state})", job_id=job_id)
+    job = Job.from_dict(row.data.get("job", {}))
+    with registry.read() as conn:
+        mode = (pauses.get(conn, job_id) or PauseRow("safe", 0, "")).mode
+    if JobState(job.paused_from) in UNCLAIMED:
+        change_outside(ws, registry, job_id, lambda _j, now: Resume(now, job.nonce), by=who)
+    else:
+        delivery = _relaunched(ws, settings, registry, job, environ)
+        nonce = secrets.token_hex(8)
+        resumed = change_outside(ws, registry, job_id, lambda _j, now: Resume(now, nonce), by=who)
+        if resumed is None:
+            _refuse_closed(registry, job_id)
+        assert resumed is not None
+        ledger = Ledger(ws, registry, resumed, row.owner, dict(row.data.get("meta", {})))
+        try:
+            delivery.inject(resume_brief(job_id, nonce, resumed.heartbeat_ms / 1000), ledger)
+        except MamError as e:  # nothing typed: it is paused again, as it was
+            change_outside(ws, registry, job_id, lambda _j, now: Pause(now), by=who, said={"mode": mode})
+            raise PauseRefused(f"job {job_id} stays paused: the resume brief was not typed: {e}", job_id=job_id) from e
+    with registry.write() as conn:
+        pauses.drop(conn, job_id)
+    _notify(ws, settings, "resumed", job_id, row.session, mode=mode, by=who, since=rec.now_ms())
+    return status(registry, job_id)
+
+
+def registry_note(registry: Registry, job_id: str, kind: str, **fields: Any) -> None:
+    """An audit line on a job from outside its attempt."""
+    journal.commit(registry, journal.Transition(job_id, lines=[(kind, fields)]))
+
+
+def _open_local(registry: Registry, job_id: str) -> jobs_table.JobRow:
+    row = registry.job(job_id)  # JobNotFound (exit 5)
+    if not row.open:
+        _refuse_closed(registry, job_id)
+    if row.data.get("meta", {}).get("runner") or parse_target(row.target).remote:
+        raise PauseRefused(
+            f"job {job_id} runs on another host ({row.target}): pause and resume it there, where its session is",
+            job_id=job_id,
+        )
+    return row
+
+
+def _refuse_closed(registry: Registry, job_id: str) -> None:
+    row = registry.job(job_id)
+    raise PauseRefused(f"job {job_id} already ended: {row.state} ({row.reason})", job_id=job_id)
+
+
+def _act(ws: Workspace, settings: Settings, registry: Registry, job: Job, mode: str, *, by: str) -> None:
+    """`quick`: the interrupt keys; `hard`: those, then the agent stopped with its conversation kept."""
+    session = registry.find_session(job.session)
+    if session is None or session.status not in LIVE or not session.pane_id:
+        return  # no agent to act on: the pause holds by itself
+    keys = get_adapter(session.agent).interrupt_keys
+    press(backend_for(session, settings=settings, ws=ws), session.pane_id, keys)
+    registry_note(registry, job.id, "interrupted", pane=session.pane_id, keys=[v for _k, v in keys], by=by)
+    if mode == "hard":
+        stopped = stop_session(session.name, ws=ws, settings=settings, registry=registry)
+        registry_note(
+            registry, job.id, "agent_stopped", session=session.name, conversation=stopped.conversation_id, by=by
+        )
+
+
+def _relaunched(
+    ws: Workspace, settings: Settings, registry: Registry, job: Job, environ: Mapping[str, str]
+) -> PaneDelivery:
+    """The job's pane, its agent relaunched with its conversation first if it is not running (a hard pause)."""
+    delivery = PaneDelivery(parse_target(job.session), ws=ws, settings=settings, registry=registry)
+    session = registry.find_session(job.session)
+    if session is not None and session.status not in LIVE and session.conversation_id:
+        try:
+            resume_session(job.session, ws=ws, settings=settings, registry=registry, environ=environ)
+        except MamError as e:
+            raise PauseRefused(f"job {job.id} stays paused: its agent could not be relaunched: {e}") from e
+    problem = delivery.find_target() or delivery.check_alive()
+    if problem:
+        raise PauseRefused(f"job {job.id} stays paused: {problem}", job_id=job.id)
+    return delivery
+
+
+def _notify(ws: Workspace, settings: Settings, kind: str, job_id: str, session: str, **fields: Any) -> None:
+    payload = {"job": job_id, "session": session, "state": kind, "mode": fields["mode"], "by": fields["by"]}
+    send(ws, settings, kind=kind, subject=f"{job_id}:{fields['since']}", payload=payload)
+
+
+# -- the workspace's hold ---------------------------------------------------------------------------
+def hold(registry: Registry) -> PauseRow | None:
+    with registry.read() as conn:
+        return pauses.hold(conn)
+
+
+def wait_released(ws: Workspace, registry: Registry, on_hold: Callable[[PauseRow], None]) -> None:
+    """Return once the workspace is not held; `on_hold(hold)` is called once if it was (a loop's round waits)."""
+    told = False
+    with pokes.Waiter(ws, [pokes.HOLD]) as waiter:
+        while (held := hold(registry)) is not None:
+            if not told:
+                on_hold(held)
+                told = True
+            waiter.wait(RELEASE_CHECK_S)
+
+
+def pause_all(
+    ws: Workspace, settings: Settings, registry: Registry, *, mode: str = "safe", by: str | None = None
+) -> dict[str, Any]:
+    """Hold the workspace and pause every open job in `mode` (an already paused one escalates to it, never
+    back). Returns {hold, paused: [ids], skipped: [{id, why}]}."""
+    check_mode(mode)
+    who = audit.check_by(by)
+    with registry.write() as conn:
+        held = pauses.hold(conn)
+        if held is None or MODES.index(mode) > MODES.index(held.mode):
+            held = PauseRow(mode, held.since_ms if held is not None else rec.now_ms(), who)
+            pauses.set_hold(conn, held)
+    audit.append(ws, "hold", session="", by=who, mode=mode)
+    pokes.poke(ws, [pokes.HOLD])
+    paused, skipped = [], []
+    with registry.read() as conn:
+        rows = jobs_table.open_jobs(conn)
+        current = pauses.of(conn, [r.id for r in rows])
+    for row in rows:
+        was = current.get(row.id) if row.state == JobState.PAUSED else None
+        if was is not None and MODES.index(was.mode) >= MODES.index(mode):
+            paused.append(row.id)
+            continue
+        try:
+            pause_job(ws, settings, registry, row.id, mode=mode, by=who)
+            paused.append(row.id)
+        except MamError as e:
+            skipped.append({"id": row.id, "why": str(e)})
+    _notify(ws, settings, "hold", "", "", mode=mode, by=who, since=held.since_ms)
+    return {"hold": held.as_dict(), "paused": paused, "skipped": skipped}
+
+
+def resume_all(
+    ws: Workspace, settings: Settings, registry: Registry, *, by: str | None = None, environ: Mapping[str, str]
+) -> dict[str, Any]:
+    """Release the hold and resume every paused job. Returns {released, resumed: [ids], failed: [{id, why}]}."""
+    who = audit.check_by(by)
+    with registry.write() as conn:
+        released = pauses.hold(conn) is not None
+        pauses.set_hold(conn, None)
+    if released:
+        audit.append(ws, "release", session="", by=who)
+    pokes.poke(ws, [pokes.HOLD])
+    resumed, failed = [], []
+    with registry.read() as conn:
+        ids = [r.id for r in jobs_table.open_jobs(conn) if r.state == JobState.PAUSED]
+    for job_id in ids:
+        try:
+            resume_job(ws, settings, registry, job_id, by=who, environ=environ)
+            resumed.append(job_id)
+        except MamError as e:
+            failed.append({"id": job_id, "why": str(e)})
+    return {"released": released, "resumed": resumed, "failed": failed}
