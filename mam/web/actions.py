@@ -3,9 +3,9 @@
 The page draws a button for each action a row's `actions` names, asks the action's question, and
 sends `POST /api/<subject>/<id>/<name>` with the action's `body` (JSON: what the person saw, such
 as the tool a prompt is for). An action for a command mam does not have yet is simply not in
-`ACTIONS`: add one here when its command lands (job pause / resume: `mam job pause`,
-`mam job resume`; the workspace's hold: `mam pause --all`, `mam resume --all`; loop reject, which
-needs a note typed on the page), and the page offers it with no other change.
+`ACTIONS`: add one here when its command lands (loop reject, which needs a note typed on the page), and the
+page offers it with no other change. The workspace's own actions (the hold) are on the row `{"id": "all",
+"held": ...}`.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from mam.outcomes import TERMINAL
+from mam.outcomes import TERMINAL, JobState
 from mam.settings import Settings
 from mam.workspace import Workspace
 
@@ -47,6 +47,58 @@ def cancel_job(ws: Workspace, settings: Settings, job_id: str, _asked: Asked) ->
         return cancel(ws, registry, job_id)
     finally:
         registry.close()
+
+
+def _who(asked: Asked) -> str:
+    return f"{asked.by.get('user') or 'someone'} via web"
+
+
+def _with_registry(ws: Workspace, job_id: str, call: Callable[[Any], dict[str, Any]]) -> dict[str, Any]:
+    from mam.jobs.queries import existing_registry
+
+    registry = existing_registry(ws, job_id)
+    try:
+        return call(registry)
+    finally:
+        registry.close()
+
+
+def pause_job(ws: Workspace, settings: Settings, job_id: str, asked: Asked) -> dict[str, Any]:
+    """`mam job pause ID` (safe: the agent finishes its turn)."""
+    from mam.jobs import pause
+
+    return _with_registry(ws, job_id, lambda r: pause.pause_job(ws, settings, r, job_id, by=_who(asked)))
+
+
+def resume_job(ws: Workspace, settings: Settings, job_id: str, asked: Asked) -> dict[str, Any]:
+    """`mam job resume ID`."""
+    import os
+
+    from mam.jobs import pause
+
+    return _with_registry(
+        ws, job_id, lambda r: pause.resume_job(ws, settings, r, job_id, by=_who(asked), environ=os.environ)
+    )
+
+
+def hold(which: str) -> Callable[[Workspace, Settings, str, Asked], dict[str, Any]]:
+    """`mam pause --all` (safe) / `mam resume --all`."""
+
+    def run(ws: Workspace, settings: Settings, _ident: str, asked: Asked) -> dict[str, Any]:
+        import os
+
+        from mam.jobs import pause
+        from mam.store.registry import Registry
+
+        registry = Registry(ws)
+        try:
+            if which == "pause":
+                return pause.pause_all(ws, settings, registry, by=_who(asked))
+            return pause.resume_all(ws, settings, registry, by=_who(asked), environ=os.environ)
+        finally:
+            registry.close()
+
+    return run
 
 
 def approve_loop(ws: Workspace, settings: Settings, loop_id: str, _asked: Asked) -> dict[str, Any]:
@@ -83,6 +135,38 @@ ACTIONS: tuple[Action, ...] = (
         "Cancel job {id}? The brief already in the pane is not taken back.",
         lambda row: row.get("state") not in {s.value for s in TERMINAL},
         cancel_job,
+    ),
+    Action(
+        "pause",
+        "job",
+        "Pause",
+        "Pause job {id}? The agent finishes its turn; nothing more is typed into its session until you resume it.",
+        lambda row: row.get("state") not in {*(s.value for s in TERMINAL), JobState.PAUSED.value},
+        pause_job,
+    ),
+    Action(
+        "resume",
+        "job",
+        "Resume",
+        "Resume job {id}? A short resume brief is typed into its session.",
+        lambda row: row.get("state") == JobState.PAUSED.value,
+        resume_job,
+    ),
+    Action(
+        "pause",
+        "workspace",
+        "Pause all",
+        "Pause every open job and type nothing anywhere in this workspace until you resume all?",
+        lambda row: not row.get("held"),
+        hold("pause"),
+    ),
+    Action(
+        "resume",
+        "workspace",
+        "Resume all",
+        "Release the hold and resume every paused job?",
+        lambda row: bool(row.get("held")),
+        hold("resume"),
     ),
     Action(
         "approve",

@@ -19,7 +19,7 @@ HTML = """<!doctype html>
 <link rel="stylesheet" href="/app.css">
 </head>
 <body>
-<header><span id="head">mam: connecting…</span><span id="live" class="pill">…</span></header>
+<header><span id="head">mam: connecting…</span><span id="hold"></span><span id="live" class="pill">…</span></header>
 <div id="offline" class="banner" hidden>The page lost the server; retrying…</div>
 <div id="broker" class="banner" hidden>The broker is unreachable: reading the registry instead
 (changes may lag a second).</div>
@@ -171,6 +171,7 @@ function render(s) {
   $("#head").textContent = s.header.replace(/^mam top/, "mam web");
   $("#broker").hidden = s.broker !== "down";
   $("#live").textContent = s.broker === "up" ? "live" : s.broker === "down" ? "broker down" : "…";
+  $("#hold").replaceChildren(...actionButtons("workspace", "all", s.workspace_actions).childNodes);
   fill("sessions", s.sessions.map((x) => {
     const tr = document.createElement("tr");
     tr.dataset.session = x.name;

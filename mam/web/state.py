@@ -44,6 +44,8 @@ def state_json(snap: Snapshot, *, notes: list[str] | None = None) -> dict[str, A
         "sessions": sessions,
         "jobs": jobs,
         "loops": loops,
+        "hold": snap.hold,
+        "workspace_actions": offered("workspace", {"id": "all", "held": snap.hold is not None}),
         "dots": render.DOTS,
         "notes": list(notes or []),
     }

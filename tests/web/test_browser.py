@@ -164,6 +164,36 @@ def test_cancel_from_the_page_after_a_confirmation(page, web, delegate):  # type
     assert mam_json("job", "status", job)["reason"] == answer.value.json()["result"]["reason"]
 
 
+def accepted_click(page: Any, selector: str, path: str) -> Any:
+    page.wait_for_selector(selector)
+    page.once("dialog", lambda dialog: dialog.accept())
+    with page.expect_response(lambda r: r.url.endswith(path)) as answer:
+        page.click(selector)
+    assert answer.value.status == 200, answer.value.text()
+    return answer.value.json()["result"]
+
+
+def test_pause_and_resume_a_job_and_the_workspace_from_the_page(page, web, delegate):  # type: ignore[no-untyped-def]
+    job = delegate("busy", "job-web-pause")
+    open_page(page, web)
+    row = f"#jobs tr[data-job='{job}']"
+    paused = accepted_click(page, f"{row} button[data-action='pause']", f"/api/job/{job}/pause")
+    assert paused["state"] == "paused" and paused["paused"]["mode"] == "safe"
+    assert paused["paused"]["by"].endswith("via web")
+    assert mam_json("job", "status", job)["paused"] == paused["paused"]
+    page.wait_for_selector(f"{row}[data-state='paused']")
+    resumed = accepted_click(page, f"{row} button[data-action='resume']", f"/api/job/{job}/resume")
+    assert resumed["state"] in ("delivered", "running") and resumed["paused"] is None
+    page.wait_for_selector(f"{row} button[data-action='pause']")
+    held = accepted_click(page, "#hold button[data-action='pause']", "/api/workspace/all/pause")
+    assert job in held["paused"] and mam_json("job", "status", job)["state"] == "paused"
+    page.wait_for_selector("#hold button[data-action='resume']")
+    assert "HELD" in page.text_content("#head")
+    released = accepted_click(page, "#hold button[data-action='resume']", "/api/workspace/all/resume")
+    assert released["released"] is True and job in released["resumed"]
+    page.wait_for_selector("#hold button[data-action='pause']")
+
+
 def test_a_sessions_screen_opens_read_only(page, web):  # type: ignore[no-untyped-def]
     open_page(page, web)
     page.click("#sessions tr[data-session='busy'] button[data-action='screen']")
