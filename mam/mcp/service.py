@@ -31,6 +31,7 @@ from mam.jobs.follow import hand_over
 from mam.jobs.ledger import new_job_id
 from mam.jobs.queries import cancel, list_jobs, status
 from mam.jobs.queries import log as job_log
+from mam.jobs.send import send_text
 from mam.jobs.watch import JobWatch, recent_events
 from mam.loop.approval import approve as approve_loop
 from mam.loop.approval import reject as reject_loop
@@ -274,6 +275,10 @@ class Service:
     def job_cancel(self, *, id: str) -> dict[str, Any]:
 
         return cancel(self.ws, self._existing(id), id)
+
+    def job_send(self, *, id: str, text: str, by: str | None = None) -> dict[str, Any]:
+
+        return send_text(self.ws, self.settings, id, text, by=by, registry_of=lambda: self._existing(id))
 
     def job_watch(self, id: str) -> Any:
 

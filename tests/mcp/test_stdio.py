@@ -26,6 +26,7 @@ TOOLS = {
     "job_list",
     "job_log",
     "job_cancel",
+    "job_send",
     "loop_start",
     "loop_status",
     "loop_approve",
