@@ -113,6 +113,13 @@ class JobNotFound(JobError):
     exit_code: int = Exit.NOT_FOUND
 
 
+class JobRefused(JobError):
+    """Raised when a job's state refuses the request (`mam job send` to a job that is not running, or
+    into an agent's input box that is not empty or under a dialog): nothing was typed."""
+
+    exit_code: int = Exit.REFUSED
+
+
 class FanoutInterrupted(JobError):
     """Raised when `mam job fanout` is interrupted: its jobs stay open, each to be re-attached by its id."""
 

@@ -1,4 +1,4 @@
-"""`mam job delegate|wait|status|list|log|cancel`."""
+"""`mam job delegate|wait|status|list|log|cancel|send`."""
 
 from __future__ import annotations
 
@@ -29,6 +29,7 @@ from mam.jobs.queries import cancel as cancel_job
 from mam.jobs.queries import log, workspace_jobs
 from mam.jobs.queries import status as job_status
 from mam.jobs.result import Outcome, ended_line
+from mam.jobs.send import send_text
 from mam.jobs.target import parse_target
 from mam.outcomes import OPEN_STATES, Exit, JobState
 from mam.util import caller, interrupts
@@ -86,7 +87,7 @@ What is printed where:
 
 @click.group("job")
 def job() -> None:
-    """Jobs: delegate a brief to a session and follow it; inspect and cancel jobs."""
+    """Jobs: delegate a brief to a session and follow it; send it a follow-up; inspect and cancel jobs."""
 
 
 @job.command("delegate", help=DELEGATE_HELP)
@@ -410,6 +411,41 @@ def resume(app: App, job_id: str, by: str | None, as_json: bool) -> None:
         echo_json(view)
     else:
         echo(f"{job_id}: resumed ({view['state']})")
+
+
+SEND_HELP = """Type TEXT into the input box of job ID's agent: a follow-up while it works.
+
+\b
+Only to a job that is running (its agent sent `started`) in a pane of this host, and only while
+its agent runs, its input box is empty and no dialog or permission prompt shows: then TEXT is
+pasted once and Enter pressed. TEXT is checked like a brief: not empty, at most 256 KiB, UTF-8,
+no control character but tab, CR and LF. Each send is a line of the job's audit log (`sent`:
+--by, the pane, the bytes and SHA-256 of TEXT, never TEXT itself), shown by `mam tail`. Nothing
+else changes: the job still ends only by its events and deadlines.
+
+\b
+Exit codes:
+  0  sent: prints `ID: sent` (--json: id, sent, session, by, pane, bytes, sha256)
+  2  a bad job id, TEXT or --by, or a remote job (its pane is on the runner's host: send it
+     there); nothing typed
+  5  no such job; the job is not running (not started yet, or ended); its session or agent is
+     gone; its input box is not empty, or a dialog shows; nothing typed
+"""
+
+
+@job.command("send", help=SEND_HELP)
+@workspace_option
+@click.argument("job_id", metavar="ID")
+@click.option("--text", required=True, help="The text to type (checked like a brief).")
+@click.option("--by", default=None, help="Who asks, for the audit log (default: user@host).")
+@click.option("--json", "as_json", is_flag=True, help="Print what was sent (never the text) as JSON.")
+@click.pass_obj
+def send(app: App, job_id: str, text: str, by: str | None, as_json: bool) -> None:
+    sent = send_text(app.ws, app.settings, job_id, text, by=by, registry_of=lambda: existing_registry(app, job_id))
+    if as_json:
+        echo_json(sent)
+    else:
+        echo(f"{job_id}: sent")
 
 
 # `mam job fanout` and `mam job replay` live in modules of their own.

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import ClassVar
 
 from mam.agents.base import AgentAdapter, KeyStep
-from mam.demo.agent import conversation_paths, conversations_dir
+from mam.demo.agent import PROMPT, conversation_paths, conversations_dir
 from mam.errors import AgentError
 from mam.util.proc import module_argv
 
@@ -30,6 +30,12 @@ class DemoAdapter(AgentAdapter):
     ready_marker = "demo agent ready"
     env_keys = ("HOME", "MAM_WORKSPACE")
     fork_mode = "copy"
+
+    def input_box(self, screen: str) -> str:
+        """The prompt line, the screen's last: `›` and what is typed after it (a paste shows as its
+        placeholder); '' when the last line is not the prompt."""
+        lines = screen.rstrip("\n").splitlines()
+        return lines[-1] if lines and lines[-1].startswith(PROMPT) else ""
 
     def launch_argv(self, conversation_id: str | None) -> list[str]:
         return module_argv(sys.executable, "mam.agents.demo_agent", "--session-id", conversation_id or "")

@@ -56,6 +56,7 @@ REPLY_TOKENS = 100
 ESCAPE_WAIT_S = 0.05  # a lone Escape is one that no other byte follows this soon (a TUI's escape timeout)
 BEHAVIOURS = ("ok", "never_start", "crash_after_start", "silent_after_start", "error", "slow", "unsubmitted")
 PASTE_START, PASTE_END = b"\x1b[200~", b"\x1b[201~"
+PROMPT = "\u203a"  # the input box's glyph: the last line of the screen is "› " and what is typed
 STARTED = re.compile(
     r"mam event started --job (?P<id>[A-Za-z0-9._-]+) --nonce (?P<nonce>[A-Za-z0-9]+) --heartbeat (?P<hb>[0-9.]+)"
 )
@@ -147,7 +148,7 @@ class Screen:
         self.write("\r\x1b[2K" + text + "\n")
 
     def prompt(self, text: str = "") -> None:
-        self.write("\r\x1b[2K› " + text)
+        self.write(f"\r\x1b[2K{PROMPT} " + text)
 
 
 class DemoAgent:
@@ -205,7 +206,7 @@ class DemoAgent:
                     self.buffer += paste.decode("utf-8", "replace")
                     self.pasted = True
                     paste.clear()
-                    self.screen.prompt(f"[pasted {len(self.buffer.encode())} bytes, press Enter to send]")
+                    self.screen.prompt(self.placeholder())
                     continue
                 if pending.startswith(PASTE_START):
                     pending = pending[len(PASTE_START) :]
@@ -419,9 +420,12 @@ class DemoAgent:
             self.say(f"{kind} sent")
         self.convo.add("agent", f"event {kind} rc={proc.returncode}")
 
+    def placeholder(self) -> str:
+        return f"[pasted {len(self.buffer.encode())} bytes, press Enter to send]"
+
     def say(self, text: str) -> None:
         self.screen.line(f"« {text}")
-        self.screen.prompt(self.buffer if not self.pasted else "")
+        self.screen.prompt(self.placeholder() if self.pasted else self.buffer)
 
 
 def main(argv: list[str] | None = None) -> int:

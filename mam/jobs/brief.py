@@ -10,27 +10,27 @@ MAX_BRIEF_BYTES = 256 * 1024
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 
 
-def check_brief(text: str, *, max_bytes: int = MAX_BRIEF_BYTES) -> str:
-    """The brief if it may be pasted into a pane; else UsageError. Run on every brief, local or dispatched:
-    a control character (ESC above all) would end a bracketed paste and type the rest as keystrokes."""
+def check_brief(text: str, *, max_bytes: int = MAX_BRIEF_BYTES, what: str = "the brief") -> str:
+    """The brief if it may be pasted into a pane; else UsageError. Run on every brief, local or dispatched,
+    and on every other text mam pastes (`what` names it: `mam job send`'s text): a control character
+    (ESC above all) would end a bracketed paste and type the rest as keystrokes."""
     if not isinstance(text, str):
-        raise UsageError("the brief is not text")
+        raise UsageError(f"{what} is not text")
     if not text.strip():
-        raise UsageError("the brief is empty")
+        raise UsageError(f"{what} is empty")
     size = len(text.encode("utf-8", "surrogatepass"))
     if size > max_bytes:
         raise UsageError(
-            f"the brief is {size} bytes; the limit is {max_bytes} (put long material in a file and name it in the "
-            "brief)"
+            f"{what} is {size} bytes; the limit is {max_bytes} (put long material in a file and name it in {what})"
         )
     try:
         text.encode("utf-8")
     except UnicodeEncodeError as e:
-        raise UsageError("the brief is not valid UTF-8 text") from e
+        raise UsageError(f"{what} is not valid UTF-8 text") from e
     bad = _CONTROL.search(text)
     if bad:
         raise UsageError(
-            f"the brief holds a control character (U+{ord(bad.group()):04X}); only tab, CR and LF are allowed"
+            f"{what} holds a control character (U+{ord(bad.group()):04X}); only tab, CR and LF are allowed"
         )
     return text
 

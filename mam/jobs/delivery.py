@@ -159,6 +159,32 @@ class PaneDelivery:
         self._step = step
         self._next_nudge = time.monotonic() + step
 
+    def type_idle(self, text: str) -> str:
+        """Paste `text` and press Enter, only when the agent's input box is empty and no dialog shows: the
+        one way a text other than the brief is typed (a reminder, `mam job send`). Returns '' when typed,
+        else why nothing was. Once pasted it is never pasted again: a dialog that shows meanwhile holds
+        back only the Enter."""
+        if self.row is None and (why := self.find_target()):
+            return why
+        row = self.row
+        if row is None or not row.pane_id:
+            return f"session {self.target.session!r} has no pane"
+        backend = backend_for(row, settings=self.settings, ws=self.ws)
+        adapter = get_adapter(row.agent)
+        screen = backend.capture(row.pane_id, lines=200)
+        shown = adapter.dialog(screen)
+        if shown is not None:
+            return (
+                f"{row.agent} shows a dialog or permission prompt ({shown.named!r}) in pane {row.pane_id}: "
+                f"a person must answer it (`mam session attach {row.name}`)"
+            )
+        if not adapter.input_empty(screen):
+            return f"the input box of {row.agent} in pane {row.pane_id} is not empty"
+        backend.paste(row.pane_id, text)
+        if adapter.dialog(backend.capture(row.pane_id, lines=200)) is None:
+            backend.send_keys(row.pane_id, "Enter")
+        return ""
+
     def finish(self, ledger: Ledger) -> None:
         """Stop the heartbeater this delivery started (the job is over: nothing is left running)."""
         proc, self._heartbeater = self._heartbeater, None

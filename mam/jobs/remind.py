@@ -17,13 +17,11 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from mam.agents import get_adapter
 from mam.ids import check_job_id, check_nonce
 from mam.jobs import record as rec
 from mam.jobs.delivery import PaneDelivery
 from mam.jobs.ledger import Ledger
 from mam.outcomes import JobState, Reason
-from mam.sessions.common import backend_for
 from mam.settings import Settings
 
 RETRY_S = 0.5  # the box was not empty or a dialog showed: look again this soon
@@ -109,24 +107,8 @@ class Reminder:
 
 def pane_typer(delivery: Any) -> Callable[[str], bool] | None:
     """For a local pane (PaneDelivery): type `text` and press Enter when the input box is empty and
-    no dialog shows; None for a delivery without a pane here (a remote job)."""
+    no dialog shows (`PaneDelivery.type_idle`; False: not now); None for a delivery without a pane
+    here (a remote job)."""
     if not isinstance(delivery, PaneDelivery):
         return None
-
-    def type_(text: str) -> bool:
-        if delivery.row is None and delivery.find_target():
-            return False
-        row = delivery.row
-        if row is None or not row.pane_id:
-            return False
-        backend = backend_for(row, settings=delivery.settings, ws=delivery.ws)
-        adapter = get_adapter(row.agent)
-        screen = backend.capture(row.pane_id, lines=200)
-        if adapter.dialog(screen) is not None or not adapter.input_empty(screen):
-            return False
-        backend.paste(row.pane_id, text)
-        if adapter.dialog(backend.capture(row.pane_id, lines=200)) is None:
-            backend.send_keys(row.pane_id, "Enter")
-        return True  # typed (even if a dialog then held the Enter back): never pasted twice
-
-    return type_
+    return lambda text: not delivery.type_idle(text)

@@ -373,6 +373,18 @@ def build(service: Service, *, poll_s: float) -> MCPServer:
         return ok(out, f"{'hold released' if out['released'] else 'no hold'}; {len(out['resumed'])} job(s) resumed")
 
     @server.tool(
+        description="Type text into a running job's agent input box, a follow-up while it works (`mam job send`): "
+        "pasted once with Enter, only while the box is empty and no dialog shows, and recorded in the job's audit "
+        f"log (`sent`: by, bytes, sha256). A bad id or text (checked like a brief) or a remote job: exit_code "
+        f"{Exit.USAGE}; unknown, not running, the agent gone, the box not empty or a dialog: exit_code "
+        f"{Exit.REFUSED}; nothing typed. by: who asks, for the audit log (default user@host)."
+    )
+    @guarded
+    async def job_send(id: str, text: str, by: str | None = None) -> CallToolResult:
+        data = await thread(service.job_send, id=id, text=text, by=by)
+        return ok(data, f"job {id}: sent {data['bytes']} bytes to pane {data['pane']}")
+
+    @server.tool(
         description="Accepted events, oldest first: of one job (after since_seq), of a session's recent jobs, or of "
         "the "
         "workspace's; for clients without progress notifications."

@@ -32,6 +32,7 @@ from mam.jobs.ledger import new_job_id
 from mam.jobs.pause import pause_all, pause_job, resume_all, resume_job
 from mam.jobs.queries import cancel, list_jobs, status
 from mam.jobs.queries import log as job_log
+from mam.jobs.send import send_text
 from mam.jobs.watch import JobWatch, recent_events
 from mam.loop.approval import approve as approve_loop
 from mam.loop.approval import reject as reject_loop
@@ -291,6 +292,10 @@ class Service:
     def resume_all(self, *, by: str | None = None) -> dict[str, Any]:
 
         return resume_all(self.ws, self.settings, self.writer(), by=by, environ=self.environ)
+
+    def job_send(self, *, id: str, text: str, by: str | None = None) -> dict[str, Any]:
+
+        return send_text(self.ws, self.settings, id, text, by=by, registry_of=lambda: self._existing(id))
 
     def job_watch(self, id: str) -> Any:
 

@@ -189,9 +189,15 @@ def audit_after(conn: sqlite3.Connection, job_id: str, n: int = 0) -> list[tuple
     return [(int(r[0]), str(r[1])) for r in rows]
 
 
-def inputs_after(conn: sqlite3.Connection, job_id: str, n: int = 0) -> list[dict[str, Any]]:
-    """The job's transition lines numbered after `n`, in order."""
-    rows = conn.execute("SELECT line FROM job_audit WHERE job_id=? AND n>? AND kind='input' ORDER BY n", (job_id, n))
+def inputs_after(
+    conn: sqlite3.Connection, job_id: str, n: int = 0, *, also: tuple[str, ...] = ()
+) -> list[dict[str, Any]]:
+    """The job's transition lines (and its lines of the kinds `also`) numbered after `n`, in order."""
+    kinds = ("input", *also)
+    rows = conn.execute(
+        f"SELECT line FROM job_audit WHERE job_id=? AND n>? AND kind IN ({','.join('?' * len(kinds))}) ORDER BY n",
+        (job_id, n, *kinds),
+    )
     return [json.loads(r[0]) for r in rows]
 
 

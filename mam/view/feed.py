@@ -4,7 +4,8 @@ A job's lines come from the registry, the same truth the wrapper writes: its eve
 numbered by `seq`) and its transitions (table `job_inputs`, committed with the state they produce).
 Per job, an event comes before the transition it caused; a transition carries the `seq` of the last
 event applied before it (0 before `started`). A loop's lines come from `.mam/loops/<id>/loop.jsonl`;
-acts on sessions that are not jobs (a fork) from `.mam/session-audit.jsonl` (mam.sessions.audit);
+a text typed into a job's pane by `mam job send` from the job's audit line `sent` (who, how many bytes;
+never the text); acts on sessions that are not jobs (a fork) from `.mam/session-audit.jsonl` (mam.sessions.audit);
 a routine's from its receipts (table `routine_ticks`): one line each time a tick's status changes,
 with the routine's next tick.
 
@@ -23,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from mam.errors import UsageError
+from mam.jobs.send import SENT
 from mam.jobs.target import parse_target
 from mam.sessions import audit
 from mam.store import jobs as jobs_table
@@ -36,10 +38,10 @@ RECENT_TICKS = 200  # routine receipts looked at per read
 @dataclass(frozen=True)
 class Line:
     ts_ms: int
-    kind: str  # event / transition / loop / session / routine
+    kind: str  # event / transition / audit (a job's `sent` line) / loop / session / routine
     job: str
     session: str
-    type: str  # event type, the new job state, the loop log's event, or the session audit line's kind
+    type: str  # event type, the new job state, the job's or the session's audit line kind, or the loop log's event
     seq: int
     message: str
     loop: str = ""
@@ -55,6 +57,7 @@ class Line:
         what = {
             "event": self.type,
             "transition": f"-> {self.type}",
+            "audit": self.type,
             "loop": f"loop {self.type}",
             "session": f"session {self.type}",
             "routine": f"routine {self.type}",
@@ -80,6 +83,12 @@ def _event_message(type_: str, body: dict[str, Any]) -> str:
     if type_ == "activity":
         return " ".join(str(body[k]) for k in ("state", "tool", "message") if body.get(k))
     return str(body.get("message", "") or "").splitlines()[0] if body.get("message") else ""
+
+
+def _sent_line(entry: dict[str, Any], job_id: str, cur: _JobCursor) -> Line:
+    """`mam job send`'s audit line: who typed how many bytes (the text is not in the log)."""
+    message = for_terminal(f"by {entry.get('by', '?')} ({entry.get('bytes', '?')} bytes)")
+    return Line(int(entry.get("ts_ms", 0) or 0), "audit", job_id, cur.session, SENT, cur.applied_seq, message)
 
 
 @dataclass
@@ -161,7 +170,7 @@ class Feed:
             if cur is None:
                 cur = self._jobs[job_id] = _JobCursor(session=row.session)
             events = {e.seq: e for e in jobs_table.events_after(conn, job_id, cur.seq_done)}
-            inputs = jobs_table.inputs_after(conn, job_id, cur.n_done)
+            inputs = jobs_table.inputs_after(conn, job_id, cur.n_done, also=(SENT,))
         out: list[Line] = []
         if not cur.created:
             cur.created = True
@@ -179,6 +188,9 @@ class Feed:
         for entry in inputs:
             inp = entry.get("input", {})
             cur.n_done = int(entry.get("n", cur.n_done + 1))
+            if entry.get("kind") == SENT:
+                out.append(_sent_line(entry, job_id, cur))
+                continue
             at = int(inp.get("at", 0) or 0)
             if inp.get("input") == "event":
                 seq = int(inp.get("seq", 0))

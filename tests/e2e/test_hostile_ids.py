@@ -76,6 +76,7 @@ def test_a_traversing_job_id_writes_nothing_anywhere(workspace: Workspace, tmp_p
         ["job", "status", "../../pwned"],
         ["job", "log", "../pwned"],
         ["job", "cancel", ".."],
+        ["job", "send", "../x", "--text", "hi"],
         ["event", "started", "--job", "../../pwned", "--nonce", "n"],
         ["event", "completed", "--job", "../x", "--message", "m"],
         ["event", "progress", "--job", "..", "--message", "m"],

@@ -30,6 +30,7 @@ TOOLS = {
     "job_resume",
     "pause_all",
     "resume_all",
+    "job_send",
     "loop_start",
     "loop_status",
     "loop_approve",

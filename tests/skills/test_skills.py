@@ -125,6 +125,7 @@ RELATED: dict[str, tuple[tuple[str, ...], ...]] = {
         ("job", "list"),
         ("job", "log"),
         ("job", "cancel"),
+        ("job", "send"),
         ("job", "wait"),  # scripts/wait_job.sh
         ("session", "create"),  # --token-budget, named where exit 6 is explained
         ("job", "fanout"),  # fanout_job.sh

@@ -150,6 +150,7 @@ def _help(*words: str) -> str:
     [
         ("job", "delegate"),
         ("job", "cancel"),
+        ("job", "send"),
         ("session", "create"),
         ("loop",),
         ("event",),

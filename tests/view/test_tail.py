@@ -208,3 +208,26 @@ def test_routine_ticks_are_tail_lines_and_top_shows_the_next_tick(workspace):  #
     assert "ROUTINES (1)" in top
     row = next(line for line in top.splitlines() if line.startswith("sweep"))
     assert "every 10m" in row and "2027-01-15T08:10:00Z" in row and "skipped active" in row and "tmux:w" in row
+
+
+def test_a_sent_line_is_a_tail_line_of_its_job_without_the_text(workspace):  # type: ignore[no-untyped-def]
+    """`mam job send`'s audit line (`sent`: by, bytes, sha256) becomes one short `audit` line of the job, in
+    its place among the transitions; `by` is shown without control sequences."""
+    from mam.store import journal
+    from mam.store.registry import Registry
+    from mam.view.feed import Feed
+    from tests.helpers.jobs import register_delivered
+
+    registry = Registry(workspace)
+    try:
+        ledger = register_delivered(workspace, registry, topic_prefix="t", started=True)
+        feed = Feed(workspace, job=ledger.job.id)
+        assert [x.kind for x in feed.read()] == ["transition"]  # created
+        journal.note(registry, ledger.job.id, "sent", by="bob@box\x1b[2J", pane="%1", bytes=12, sha256="ab" * 32)
+        (line,) = feed.read()
+        assert (line.kind, line.type, line.job, line.session) == ("audit", "sent", ledger.job.id, "worker")
+        assert line.message == "by bob@box (12 bytes)" and "\x1b" not in line.text()
+        assert " sent " in line.text() and line.as_json()["kind"] == "audit"
+        assert feed.read() == []
+    finally:
+        registry.close()
