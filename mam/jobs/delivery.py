@@ -117,7 +117,9 @@ class PaneDelivery:
             session_terminated(self.ws, self.settings, row.name, f"agent not running: {problem}")
         return problem
 
-    def inject(self, text: str, ledger: Ledger) -> None:
+    def inject(self, text: str, ledger: Ledger, *, noted: str = "injected") -> None:
+        """Paste `text` once (after the agent shows it is ready, never into a dialog) and press Enter; audit line
+        `noted` (a resume brief: `resume_injected`, so `injected` stays the brief's own, once)."""
         assert self.row is not None and self.row.pane_id
         backend = backend_for(self.row, settings=self.settings, ws=self.ws)
         adapter = get_adapter(self.row.agent)
@@ -150,7 +152,7 @@ class PaneDelivery:
             backend.send_keys(self.row.pane_id, "Enter")
         data = text.encode("utf-8")
         ledger.note(
-            "injected",
+            noted,
             pane=self.row.pane_id,
             bytes=len(data),
             sha256=hashlib.sha256(data).hexdigest(),

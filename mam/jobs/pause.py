@@ -47,10 +47,12 @@ from mam.store.pauses import PauseRow
 from mam.store.registry import Registry
 from mam.store.sessions import LIVE
 from mam.util import pokes
+from mam.util.poll import Timeout, wait_for
 from mam.workspace import Workspace
 
 MODES = ("safe", "quick", "hard")
 RELEASE_CHECK_S = 5.0  # a hold's waiter looks again this often though a release pokes it
+PASTE_WAIT_S = 30.0  # a quick or hard pause waits at most this for a paste under way to end before its keys
 
 
 class PauseRefused(JobError):
@@ -96,8 +98,13 @@ def pause_job(
         job = paused or job
     else:
         registry_note(registry, job_id, "pause_escalated", mode=mode, was=current.mode, by=who)
+    if mode != "safe" and job.paused_from == JobState.DELIVERING:
+        job = _pasted(registry, job)  # its brief is being pasted: keys pressed now would land in the paste
     if mode != "safe" and JobState(job.paused_from or job.state) not in UNCLAIMED:
-        _act(ws, settings, registry, job, mode, by=who)
+        try:
+            _act(ws, settings, registry, job, mode, by=who)
+        except MamError as e:  # the agent's pane is gone (or will not answer): the pause holds all the same
+            registry_note(registry, job_id, "pause_act_failed", mode=mode, note=str(e), by=who)
     _notify(ws, settings, "paused", job_id, row.session, mode=mode, by=who, since=since)
     return status(registry, job_id)
 
@@ -131,7 +138,7 @@ def resume_job(
         assert resumed is not None
         ledger = Ledger(ws, registry, resumed, row.owner, dict(row.data.get("meta", {})))
         try:
-            delivery.inject(resume_brief(job_id, nonce, resumed.heartbeat_ms / 1000), ledger)
+            delivery.inject(resume_brief(job_id, nonce, resumed.heartbeat_ms / 1000), ledger, noted="resume_injected")
         except MamError as e:  # nothing typed: it is paused again, as it was
             change_outside(ws, registry, job_id, lambda _j, now: Pause(now), by=who, said={"mode": mode})
             raise PauseRefused(f"job {job_id} stays paused: the resume brief was not typed: {e}", job_id=job_id) from e
@@ -163,6 +170,21 @@ def _refuse_closed(registry: Registry, job_id: str) -> None:
     raise PauseRefused(f"job {job_id} already ended: {row.state} ({row.reason})", job_id=job_id)
 
 
+def _pasted(registry: Registry, job: Job) -> Job:
+    """The job once the paste under way when it was paused is over (its attempt records it delivered), or as it
+    is after PASTE_WAIT_S."""
+
+    def done() -> Job | None:
+        row = registry.find_job(job.id)
+        now = Job.from_dict(row.data.get("job", {})) if row is not None else job
+        return now if now.paused_from != JobState.DELIVERING or now.terminal else None
+
+    try:
+        return wait_for(done, timeout=PASTE_WAIT_S, interval=0.05) or job
+    except Timeout:
+        return job
+
+
 def _act(ws: Workspace, settings: Settings, registry: Registry, job: Job, mode: str, *, by: str) -> None:
     """`quick`: the interrupt keys; `hard`: those, then the agent stopped with its conversation kept."""
     session = registry.find_session(job.session)
@@ -181,14 +203,18 @@ def _act(ws: Workspace, settings: Settings, registry: Registry, job: Job, mode: 
 def _relaunched(
     ws: Workspace, settings: Settings, registry: Registry, job: Job, environ: Mapping[str, str]
 ) -> PaneDelivery:
-    """The job's pane, its agent relaunched with its conversation first if it is not running (a hard pause)."""
+    """The job's pane, its agent relaunched with its conversation first if it is not running (a hard pause
+    stopped it, or it died while paused)."""
     delivery = PaneDelivery(parse_target(job.session), ws=ws, settings=settings, registry=registry)
+    if not (delivery.find_target() or delivery.check_alive()):
+        return delivery
     session = registry.find_session(job.session)
-    if session is not None and session.status not in LIVE and session.conversation_id:
-        try:
-            resume_session(job.session, ws=ws, settings=settings, registry=registry, environ=environ)
-        except MamError as e:
-            raise PauseRefused(f"job {job.id} stays paused: its agent could not be relaunched: {e}") from e
+    if session is None or not session.conversation_id:
+        raise PauseRefused(f"job {job.id} stays paused: session {job.session!r} has no agent or conversation to resume")
+    try:
+        resume_session(job.session, ws=ws, settings=settings, registry=registry, environ=environ)
+    except MamError as e:
+        raise PauseRefused(f"job {job.id} stays paused: its agent could not be relaunched: {e}") from e
     problem = delivery.find_target() or delivery.check_alive()
     if problem:
         raise PauseRefused(f"job {job.id} stays paused: {problem}", job_id=job.id)

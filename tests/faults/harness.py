@@ -18,6 +18,7 @@ import signal
 import subprocess
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -35,6 +36,16 @@ from tests.helpers.jobs import replayed_state
 WRAPPER_ARGS = ["--start-deadline", "3", "--heartbeat", "0.5", "--timeout", "15", "--dispatch-wait", "30"]
 
 
+@dataclass(frozen=True)
+class Act:
+    step: Step
+    verb: str  # pause / resume / cancel
+    code: int
+    said: str  # its stderr's end
+    began: float  # time.time()
+    ended: float
+
+
 @dataclass
 class Report:
     seed: int
@@ -43,6 +54,7 @@ class Report:
     outcomes: dict[str, str] = field(default_factory=dict)
     seconds: float = 0.0
     governor: str = ""  # the governor variant's figures
+    acts: list[Act] = field(default_factory=list)  # the pauses, resumes and holds a person did
 
     def violate(self, step: Step | None, text: str) -> None:
         where = step.describe() if step else "(run)"
@@ -53,9 +65,16 @@ class Report:
         for outcome in self.outcomes.values():
             counts[outcome] = counts.get(outcome, 0) + 1
         text = ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))
+        acts: dict[str, int] = {}
+        for act in self.acts:
+            key = f"{act.verb}{'' if act.code == 0 else ' refused'}"
+            acts[key] = acts.get(key, 0) + 1
+        done = ", ".join(f"{k} {v}" for k, v in sorted(acts.items()))
         return (
             f"seed {self.seed}: {len(self.steps)} jobs in {self.seconds:.0f}s; {text}; "
-            f"{len(self.violations)} violation(s)" + (f"\n{self.governor}" if self.governor else "")
+            + (f"actions: {done}; " if done else "")
+            + f"{len(self.violations)} violation(s)"
+            + (f"\n{self.governor}" if self.governor else "")
         )
 
 
@@ -111,11 +130,18 @@ def _run_wave(world: World, wave: list[Step], report: Report) -> None:
             *extra,
         )
     pause = threading.Event()
-    for step in sorted(wave, key=lambda s: s.kill_after):
-        delay = t0 + step.kill_after - time.monotonic()
+    moments: list[tuple[float, Callable[[], None]]] = []
+    for step in wave:
+        moments.append((step.kill_after, lambda s=step: _kill(world, s, wrappers[s.job_id])))
+        if step.action != "none":
+            moments.append((step.action_at, lambda s=step: _act(world, s, "pause", report)))
+            moments.append((step.action_at + step.resume_after, lambda s=step: _act(world, s, "resume", report)))
+    for at, run in sorted(moments, key=lambda m: m[0]):
+        delay = t0 + at - time.monotonic()
         if delay > 0:
-            pause.wait(delay)  # the schedule's moment for this kill, not a wait for a condition
-        _kill(world, step, wrappers[step.job_id])
+            pause.wait(delay)  # the schedule's moment for this kill or action, not a wait for a condition
+        run()
+    _cancel_still_paused(world, wave, report)
     for job_id, proc in wrappers.items():
         try:
             proc.communicate(timeout=90)
@@ -128,6 +154,7 @@ def _run_wave(world: World, wave: list[Step], report: Report) -> None:
     marks.append(("restore", time.monotonic()))
     for step in wave:
         _settle(world, step, report)
+    _check_pauses(world, wave, report)
     marks.append(("settle", time.monotonic()))
     _check_panes(world, wave, report)
     _revive_sessions(world, wave, report)
@@ -182,6 +209,62 @@ def _kill(world: World, step: Step, wrapper: subprocess.Popen[str]) -> None:
         world.broker.kill()
         if step.restart:
             world.broker.restart()
+
+
+def _act(world: World, step: Step, verb: str, report: Report) -> None:
+    """A person's pause or resume of the step's job (`hold`: of the whole workspace), as the CLI does it."""
+    if step.action == "hold":
+        args = [verb, "--all", "--by", "faults"]
+    else:
+        args = ["job", verb, step.job_id, "--by", "faults"] + (["--mode", step.action] if verb == "pause" else [])
+    began = time.time()
+    proc = world.origin.run(*args, timeout=60)
+    report.acts.append(Act(step, verb, proc.returncode, (proc.stderr or "").strip()[-200:], began, time.time()))
+
+
+def _cancel_still_paused(world: World, wave: list[Step], report: Report) -> None:
+    """A job whose resume was refused (its agent killed and not resumable) stays paused, by design: a person
+    cancels it. So does this, once the wave's actions are over (else its wrapper would wait for ever)."""
+    reg = world.origin.registry()
+    try:
+        paused = [s for s in wave if (row := reg.find_job(s.job_id)) is not None and row.state == "paused"]
+    finally:
+        reg.close()
+    for step in paused:
+        world.origin.run("job", "cancel", step.job_id, timeout=60)
+        report.acts.append(Act(step, "cancel", 0, "still paused after its resume", time.time(), time.time()))
+
+
+def _check_pauses(world: World, wave: list[Step], report: Report) -> None:
+    """Nothing was typed into a paused job's session (no brief, reminder, nudge or send between its pause and its
+    resume), and no brief anywhere while the workspace was held."""
+    typed = ("injected", "resume_injected", "dispatched", "reminded", "nudge", "sent")
+    lines = {s.job_id: read_audit(world.origin.ws, s.job_id) for s in wave}
+    for step in wave:
+        window: int | None = None
+        state, pasting = "pending", False  # pasting: paused while its brief's paste was under way (claimed)
+        for line in lines[step.job_id]:
+            inp = line.get("input") if line.get("kind") == "input" else None
+            what = inp.get("input") if isinstance(inp, dict) else ""
+            if what == "pause":
+                window, pasting = int(line["ts_ms"]), state == "delivering"
+            elif what in ("resume", "end") or (line.get("kind") == "input" and line.get("state") != "paused"):
+                window = None
+            elif window is not None and line.get("kind") == "injected" and pasting:
+                pasting = False  # the end of the paste the pause found under way, not a new one
+            elif window is not None and line.get("kind") in typed:
+                report.violate(step, f"{line['kind']} at {line['ts_ms']} while paused since {window}")
+            if line.get("kind") == "input":
+                state = str(line.get("state") or state)
+    holds = [a for a in report.acts if a.step in wave and a.step.action == "hold"]
+    held_from = next((a.ended for a in holds if a.verb == "pause" and a.code == 0), None)
+    released = next((a.began for a in holds if a.verb == "resume"), None)
+    if held_from is None or released is None:
+        return
+    for step in wave:
+        for line in lines[step.job_id]:
+            if line.get("kind") in ("injected", "dispatched") and held_from * 1000 < line["ts_ms"] < released * 1000:
+                report.violate(step, f"{line['kind']} at {line['ts_ms']} while the workspace was held")
 
 
 def _sigkill(pid: int) -> None:

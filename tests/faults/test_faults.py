@@ -1,5 +1,5 @@
 """CI's short fault schedule: SIGKILL the wrapper, agent, heartbeater, monitor, runner, broker or node at
-random moments of 40 jobs; every invariant must hold. The full 200-job run:
+random moments of 40 jobs, with pauses, resumes and holds beside them; every invariant must hold. The full 200-job run:
 `.venv/bin/python -m tests.faults.run --jobs 200 --seed 1`."""
 
 from __future__ import annotations
