@@ -7,6 +7,7 @@ from typing import Any
 
 from mam.outcomes import JobState
 from mam.store import jobs as jobs_table
+from mam.store import pauses
 from mam.store.registry import Registry
 from mam.store.sessions import SessionRow
 from mam.workspace import Workspace
@@ -31,6 +32,11 @@ def session_extras(registry: Registry) -> Callable[[Workspace, SessionRow], dict
     with registry.read() as conn:
         open_rows = jobs_table.open_jobs(conn)
         every = jobs_table.list_jobs(conn, limit=1_000_000)
+        found = pauses.of(conn, [r.id for r in open_rows if r.state == JobState.PAUSED.value])
+    paused: dict[str, dict[str, Any]] = {}  # a session's paused job (mam job pause): {job, mode, since, by}
+    for row in open_rows:
+        if row.state == JobState.PAUSED.value and row.session not in paused:
+            paused[row.session] = {"job": row.id, **pauses.view(found.get(row.id))}
     open_by_session: dict[str, dict[str, Any]] = {}
     queued: dict[str, list[str]] = {}  # jobs a governor cap holds (mam.governor)
     for row in open_rows:
@@ -50,6 +56,7 @@ def session_extras(registry: Registry) -> Callable[[Workspace, SessionRow], dict
             **session_activity(ws, row, open_by_session.get(row.name)),
             "usage": sum_usage(usage_by_session.get(row.name, [])),
             "queued": queued.get(row.name, []),
+            "paused": paused.get(row.name),
         }
 
     return extras

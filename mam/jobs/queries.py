@@ -17,11 +17,6 @@ from mam.store.registry import Registry
 from mam.workspace import Workspace
 
 
-def paused_view(pause: PauseRow | None) -> dict[str, Any]:
-    """A paused job's `paused`: {mode, since, by} (safe, if its row in job_pauses was lost)."""
-    return pause.as_dict() if pause is not None else {"mode": "safe", "since": None, "by": ""}
-
-
 def job_view(row: JobRow, pause: PauseRow | None = None) -> dict[str, Any]:
     """The public record of a job (never the token); `paused` is null unless it is paused."""
     job = row.data.get("job", {})
@@ -42,7 +37,7 @@ def job_view(row: JobRow, pause: PauseRow | None = None) -> dict[str, Any]:
         "updated_at": row.updated_at,
         "ended_at": row.ended_at,
         "idempotency_key": meta.get("idempotency_key"),
-        "paused": paused_view(pause) if row.state == JobState.PAUSED else None,
+        "paused": pauses.view(pause) if row.state == JobState.PAUSED else None,
     }
 
 

@@ -25,6 +25,11 @@ class PauseRow:
         return {"mode": self.mode, "since": self.since_ms / 1000, "by": self.by}
 
 
+def view(pause: PauseRow | None) -> dict[str, object]:
+    """A paused job's `paused`: {mode, since, by} (safe, if its row in job_pauses was lost)."""
+    return pause.as_dict() if pause is not None else {"mode": "safe", "since": None, "by": ""}
+
+
 def get(conn: sqlite3.Connection, job_id: str) -> PauseRow | None:
     row = conn.execute("SELECT mode, since_ms, by FROM job_pauses WHERE job_id=?", (job_id,)).fetchone()
     return None if row is None else PauseRow(str(row[0]), int(row[1]), str(row[2]))

@@ -15,6 +15,7 @@ import time
 import pytest
 
 from mam.util.poll import wait_for
+from mam.view.feed import Feed
 from mam.workspace import Workspace
 from tests.e2e.test_interrupt import spawn_delegate, state, user_turns
 from tests.e2e.test_node import node_pid, open_job
@@ -89,6 +90,15 @@ def test_quick_and_hard_hold_and_resume_carries_the_same_job_to_completed(wired,
             message="the demo agent's turn was not interrupted",
         )
         row = session_row("p")
+        assert row["paused"] == {"job": job, **paused["paused"]}  # `mam status --json` says so too
+        top = mam("top", "--snapshot", "--width", "200", check=True).stdout
+        assert f"paused ({mode})" in top
+        feed = Feed(wired, job=job)  # what `mam tail --job ID --all` prints (it follows for ever)
+        try:
+            said = feed.read()
+        finally:
+            feed.close()
+        assert any(x.type == "paused" and f"{mode} by tester" in x.message for x in said), said
         if mode == "quick":  # the agent lives on
             assert row["status"] == "running"
         else:  # stopped as `session stop` stops it, its conversation kept
