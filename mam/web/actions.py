@@ -3,9 +3,9 @@
 The page draws a button for each action a row's `actions` names, asks the action's question, and
 sends `POST /api/<subject>/<id>/<name>` with the action's `body` (JSON: what the person saw, such
 as the tool a prompt is for). An action for a command mam does not have yet is simply not in
-`ACTIONS`: add one here when its command lands (loop reject, which needs a note typed on the page), and the
-page offers it with no other change. The workspace's own actions (the hold) are on the row `{"id": "all",
-"held": ...}`.
+`ACTIONS`: add one here when its command lands, and the page offers it with no other change. An action
+whose question takes a typed answer (a loop's rejection note) says `asks_note`: the page sends it as
+`note`. The workspace's own actions (the hold) are on the row `{"id": "all", "held": ...}`.
 """
 
 from __future__ import annotations
@@ -36,6 +36,7 @@ class Action:
     applies: Callable[[dict[str, Any]], bool]
     run: Callable[[Workspace, Settings, str, Asked], dict[str, Any]]
     body: tuple[tuple[str, str], ...] = ()  # (name, the row's field) the page sends back with the click
+    asks_note: bool = False  # the question takes a typed answer, sent as `note` (a loop's rejection)
 
 
 def cancel_job(ws: Workspace, settings: Settings, job_id: str, _asked: Asked) -> dict[str, Any]:
@@ -108,6 +109,17 @@ def approve_loop(ws: Workspace, settings: Settings, loop_id: str, _asked: Asked)
     return approve(ws, loop_id, via="web")
 
 
+def reject_loop(ws: Workspace, settings: Settings, loop_id: str, asked: Asked) -> dict[str, Any]:
+    """`mam loop reject ID --note TEXT`: the creator gets the note and another round runs."""
+    from mam.errors import UsageError
+    from mam.loop.approval import reject
+
+    note = asked.body.get("note")
+    if not isinstance(note, str) or not note.strip():
+        raise UsageError("a rejection needs a note: say what the creator should change")
+    return reject(ws, loop_id, note=note, via="web")
+
+
 def answer(which: str) -> Callable[[Workspace, Settings, str, Asked], dict[str, Any]]:
     """Allow once / deny the permission prompt a session waits on (mam.sessions.answer: typed only while
     its pane shows exactly that prompt for the tool the page showed)."""
@@ -178,6 +190,15 @@ ACTIONS: tuple[Action, ...] = (
         approve_loop,
     ),
     Action(
+        "reject",
+        "loop",
+        "Reject",
+        "Reject loop {id}? Say what its creator should change (it gets your note and another round runs):",
+        lambda row: row.get("state") == "needs_approval",
+        reject_loop,
+        asks_note=True,
+    ),
+    Action(
         "allow",
         "session",
         "Allow once",
@@ -212,6 +233,7 @@ def offered(subject: str, row: dict[str, Any]) -> list[dict[str, Any]]:
             "label": a.label,
             "question": a.question.replace("{id}", ident).replace("{tool}", tool),
             "body": {name: row.get(key) for name, key in a.body},
+            "note": a.asks_note,
         }
         for a in ACTIONS
         if a.subject == subject and a.applies(row)

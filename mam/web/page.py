@@ -127,12 +127,17 @@ function actionButtons(subject, id, actions) {
 }
 
 async function act(subject, id, action) {
-  if (!window.confirm(action.question)) return;
+  let body = action.body || {};
+  if (action.note) {  // the question takes a typed answer (a loop's rejection note)
+    const note = window.prompt(action.question, "");
+    if (!note || !note.trim()) return;
+    body = { ...body, note };
+  } else if (!window.confirm(action.question)) return;
   try {
     const r = await fetch(`/api/${subject}/${encodeURIComponent(id)}/${action.name}`, {
       method: "POST", credentials: "same-origin",
       headers: { "X-CSRF-Token": CSRF, "Content-Type": "application/json" },
-      body: JSON.stringify(action.body || {}),
+      body: JSON.stringify(body),
     });
     const body = await r.json();
     toast(r.ok ? `${subject} ${id}: ${action.name}: done` : `${subject} ${id}: ${body.error || r.status}`);

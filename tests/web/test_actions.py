@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import pytest
 
-from mam.errors import LoopNotFound, SessionNotFound, SessionRefused
+from mam.errors import LoopNotFound, SessionNotFound, SessionRefused, UsageError
 from mam.settings import load_settings
 from mam.web.actions import Asked, find, offered
 from mam.workspace import Workspace
 
 
-def test_a_loop_waiting_for_approval_offers_approve_and_no_other_loop_does() -> None:
+def test_a_loop_waiting_for_approval_offers_approve_and_reject_and_no_other_loop_does() -> None:
     waiting = offered("loop", {"id": "loop-1", "state": "needs_approval"})
-    assert [a["name"] for a in waiting] == ["approve"] and "loop-1" in waiting[0]["question"]
+    assert [a["name"] for a in waiting] == ["approve", "reject"] and "loop-1" in waiting[0]["question"]
+    assert [a["note"] for a in waiting] == [False, True]  # a rejection asks for its note
     for state in ("running", "approved", "passed", "not_passed", "failed"):
         assert offered("loop", {"id": "loop-1", "state": state}) == []
 
@@ -25,6 +26,25 @@ def test_approve_is_the_library_call_of_mam_loop_approve(tmp_path) -> None:  # t
     with pytest.raises(LoopNotFound) as refused:
         action.run(ws, load_settings(environ={}), "loop-20261202-000000-abcdef", Asked())
     assert refused.value.exit_code == 5 and not (tmp_path / ".mam").exists()
+
+
+def test_reject_needs_a_note_and_is_the_library_call_of_mam_loop_reject(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    action = find("loop", "reject")
+    assert action is not None
+    ws = Workspace(tmp_path)
+    with pytest.raises(UsageError):
+        action.run(ws, load_settings(environ={}), "loop-20261202-000000-abcdef", Asked({"note": "  "}))
+    with pytest.raises(LoopNotFound):
+        action.run(ws, load_settings(environ={}), "loop-20261202-000000-abcdef", Asked({"note": "add a test"}))
+    assert not (tmp_path / ".mam").exists()
+
+
+def test_pause_and_resume_are_offered_by_the_jobs_state_and_the_hold_by_the_workspaces() -> None:
+    assert [a["name"] for a in offered("job", {"id": "job-1", "state": "running"})] == ["cancel", "pause"]
+    assert [a["name"] for a in offered("job", {"id": "job-1", "state": "paused"})] == ["cancel", "resume"]
+    assert offered("job", {"id": "job-1", "state": "completed"}) == []
+    assert [a["name"] for a in offered("workspace", {"id": "all", "held": False})] == ["pause"]
+    assert [a["name"] for a in offered("workspace", {"id": "all", "held": True})] == ["resume"]
 
 
 def test_a_session_waiting_on_a_prompt_mam_can_read_offers_allow_and_deny_for_that_tool() -> None:
