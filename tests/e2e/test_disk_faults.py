@@ -38,11 +38,10 @@ def small_disk(workspace: Workspace) -> Iterator[Workspace]:
 def fill(folder: Path) -> Path:
     """Write zeros until the filesystem is full; the filler file is returned so it can be removed."""
     filler = folder / "filler"
-    with open(filler, "wb") as f:
+    with open(filler, "wb", buffering=0) as f:  # unbuffered: nothing is left to flush (and fail) on close
         try:
             while True:
                 f.write(b"\0" * 65536)
-                f.flush()
         except OSError as e:
             assert e.errno == errno.ENOSPC
     return filler

@@ -315,7 +315,8 @@ def test_malformed_requests_leak_no_descriptor(wired):
                     pass  # until the node closes it
             except OSError:
                 pass
-    wait_for(lambda: open_fds() == before, timeout=15, message=lambda: f"{open_fds()} descriptors, {before} before")
+    # At most as many as before (one the warm-up job still held may close meanwhile: fewer is no leak).
+    wait_for(lambda: open_fds() <= before, timeout=15, message=lambda: f"{open_fds()} descriptors, {before} before")
     caller, owner = ran_where("--target", "w", "--brief", "x", *SHORT)
     assert owner == pid != caller  # and it still serves
 
