@@ -341,7 +341,7 @@ class JobAttempt:
                 return
             delivery = self.make_delivery()  # a dispatch uses the connection
             try:
-                if self.ledger.job.state in UNCLAIMED:
+                if self.ledger.job.untyped:  # also a job paused before its brief was typed: typed once resumed
                     if not self._deliver(delivery, opening):
                         return
                 elif self._caught_up() or not self._opened(opening):
@@ -386,8 +386,8 @@ class JobAttempt:
             self.ledger.sync()  # the wait for the broker may have let a cancel or a pause in
             if self.ledger.job.terminal:
                 return False
-            if self.ledger.job.state is JobState.PAUSED:
-                continue
+            if self.ledger.job.state is JobState.PAUSED or self._held():
+                continue  # a pause or the workspace's hold came in meanwhile: wait again (the hold: queued)
             # No signal cuts the claim and the paste apart: an interrupt arriving meanwhile is raised once the
             # brief is typed and recorded delivered (the job is then left open, never pasted again).
             with interrupts.held():
@@ -405,6 +405,11 @@ class JobAttempt:
                     self.ledger.apply(Delivered(rec.now_ms()))
                     self.reporter.delivered(self.ledger)
             return True
+
+    def _held(self) -> bool:
+        """The workspace is held (`mam pause --all`), looked at right before the claim."""
+        with self.registry.read() as conn:
+            return pauses.hold(conn) is not None
 
     def _unpaused(self) -> bool:
         """While the job is paused before its brief was typed: wait for its resume (or end); False if it ended or
@@ -514,6 +519,7 @@ class JobAttempt:
         reminder = Reminder(self.ledger, self.settings, pane_typer(delivery), self.end_unreported)
         if self.waiter is not None:  # a poke (an event, a cancel, the monitor, a take-over) wakes the wait on the queue
             self.waiter.relay(self.intake.wake)
+        paused = False
         while not self.ledger.job.terminal:
             if self._letting_go():
                 break
@@ -526,7 +532,11 @@ class JobAttempt:
                 break
             if self.ledger.job.state is JobState.PAUSED:  # nothing is typed, nothing is due: its events still count
                 reminder.paused()
+                paused = True
                 continue
+            if paused:  # resumed: a hard pause's resume relaunched the agent in a new pane
+                paused = False
+                delivery.find_target()
             if self.ledger.job.state is JobState.DELIVERED:
                 delivery.nudge(self.ledger)
             elif self.ledger.job.state is JobState.RUNNING:

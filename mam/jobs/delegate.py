@@ -31,7 +31,6 @@ from mam.jobs.model import Input, Job
 from mam.jobs.request import OPTIONS, check_values
 from mam.jobs.result import Outcome, outcome_from_row
 from mam.jobs.target import Target, parse_target
-from mam.outcomes import UNCLAIMED_STATES
 from mam.settings import Settings, positive_seconds
 from mam.store.jobs import JobRow
 from mam.store.registry import Registry
@@ -212,9 +211,8 @@ def _check_take_over(existing: JobRow, target: Target, brief: str) -> None:
     own = parse_target(str(meta.get("target") or existing.target))
     if (own.session, own.runner) != (target.session, target.runner):
         raise UsageError(f"--job-id {existing.id}: that job's target is {own.text}, not {target.text}")
-    if existing.state in UNCLAIMED_STATES and hashlib.sha256(brief.encode("utf-8")).hexdigest() != meta.get(
-        "brief_sha256"
-    ):
+    untyped = Job.from_dict(existing.data.get("job", {})).untyped
+    if untyped and hashlib.sha256(brief.encode("utf-8")).hexdigest() != meta.get("brief_sha256"):
         raise UsageError(
             f"--job-id {existing.id}: its brief was not typed yet, so taking it over needs the same brief "
             "(--brief or --brief-file, the text it was delegated with); to follow it: mam job wait "

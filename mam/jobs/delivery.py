@@ -117,27 +117,33 @@ class PaneDelivery:
             session_terminated(self.ws, self.settings, row.name, f"agent not running: {problem}")
         return problem
 
+    def ready(self, ledger: Ledger) -> None:
+        """Wait (once per launch, at most T or 30 s) for the agent's screen to show it takes input; past that,
+        note `not_ready` (the paste goes ahead anyway)."""
+        assert self.row is not None and self.row.pane_id
+        row = self.row
+        if row.ready:  # readiness is established once per launch (a resume that timed out waiting included)
+            return
+        backend = backend_for(row, settings=self.settings, ws=self.ws)
+        adapter = get_adapter(row.agent)
+
+        def loading() -> bool:
+            return adapter.replay_pending(row.conversation_id, env=row.agent_env, since=row.launched_at or 0.0)
+
+        timeout = min(ledger.job.start_deadline_ms / 1000, 30.0)
+        if wait_ready(backend, row.pane_id or "", adapter, timeout=timeout, loading=loading):
+            self.row = self.registry.update_session(row.name, ready_at=time.time())
+        else:
+            ledger.note("not_ready", pane=row.pane_id, note="the agent never showed it was ready; pasting anyway")
+
     def inject(self, text: str, ledger: Ledger, *, noted: str = "injected") -> None:
         """Paste `text` once (after the agent shows it is ready, never into a dialog) and press Enter; audit line
         `noted` (a resume brief: `resume_injected`, so `injected` stays the brief's own, once)."""
+        self.ready(ledger)
         assert self.row is not None and self.row.pane_id
         backend = backend_for(self.row, settings=self.settings, ws=self.ws)
         adapter = get_adapter(self.row.agent)
         row = self.row
-        if not row.ready:  # readiness is established once per launch (a resume that timed out waiting included)
-
-            def loading() -> bool:
-                return adapter.replay_pending(row.conversation_id, env=row.agent_env, since=row.launched_at or 0.0)
-
-            timeout = min(ledger.job.start_deadline_ms / 1000, 30.0)
-            if wait_ready(backend, self.row.pane_id, adapter, timeout=timeout, loading=loading):
-                self.registry.update_session(self.row.name, ready_at=time.time())
-            else:
-                ledger.note(
-                    "not_ready",
-                    pane=self.row.pane_id,
-                    note="the agent never showed it was ready; pasting anyway",
-                )
         # Never type into a dialog or a permission prompt: look right before the paste and the Enter.
         try:
             check_no_dialog(adapter, backend.capture(self.row.pane_id, lines=200), self.row.pane_id)

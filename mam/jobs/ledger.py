@@ -244,10 +244,31 @@ class Ledger:
             assert done.row is not None
             self.job = held.base
             self._adopt(done.row)
+            self._apply_again(held)
             return
         if self.on_commit is not None:
             for job, inp in held.steps:
                 self.on_commit(job, inp)
+
+    def _apply_again(self, held: _Held) -> None:
+        """The inputs a refused commit held, applied again to the job as its row now is, when that row is still
+        open: a pause or a resume from outside left it open, and an event or a delivery must not be lost for
+        it (a cancel or an end from outside ends it: nothing is applied after that)."""
+        if self.job.terminal:
+            return
+        again = _Held(self.job)
+        job = self.job
+        for _seen, inp in held.steps:
+            new, why = step(job, inp)
+            if why or new == job:
+                continue
+            line = {"input": input_to_dict(inp), "state": new.state.value, "reason": new.reason}
+            again.steps.append((new, inp))
+            again.lines.append(("input", {**line, "exit_code": new.exit_code}))
+            job = new
+        if again.steps:
+            self.job = job
+            self._commit_now(again)
 
     def sync(self) -> None:
         """Adopt an outcome written by someone else (cancel, monitor); raise TakenOver if the owner changed."""

@@ -64,6 +64,11 @@ class Job:
     def terminal(self) -> bool:
         return self.state in TERMINAL
 
+    @property
+    def untyped(self) -> bool:
+        """Its brief was never typed: waiting for its turn, or paused while it waited."""
+        return self.state in UNCLAIMED or (self.state is JobState.PAUSED and JobState(self.paused_from) in UNCLAIMED)
+
     def as_dict(self) -> dict[str, Any]:
         """Its fields as plain data (what `dataclasses.asdict` gives, without its deep copies: every
         field is a plain value but `waiting`, a flat dict, copied)."""
@@ -198,12 +203,9 @@ def _pause(job: Job, inp: Pause | Resume) -> tuple[Job, str]:
     if job.state is not JobState.PAUSED:
         return job, Ignored.NOT_PAUSED
     was = JobState(job.paused_from)
-    resumed = replace(
-        job,
-        paused_from="",
-        paused_ms=None,
-        paused_total_ms=job.paused_total_ms + max(0, inp.at - (job.paused_ms or inp.at)),
-    )
+    # The wall-clock budget runs from delivery: only a pause after it stops its clock.
+    paused_for = 0 if was in UNCLAIMED else max(0, inp.at - (job.paused_ms or inp.at))
+    resumed = replace(job, paused_from="", paused_ms=None, paused_total_ms=job.paused_total_ms + paused_for)
     if was in UNCLAIMED:  # its brief was never typed: it waits for its turn again
         return replace(resumed, state=JobState.PENDING, queued_for="", queued_ms=None), ""
     return replace(resumed, state=JobState.DELIVERED, nonce=inp.nonce, resumed_ms=inp.at), ""

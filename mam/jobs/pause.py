@@ -76,26 +76,34 @@ def pause_job(
     check_mode(mode)
     who = audit.check_by(by)
     row = _open_local(registry, job_id)
-    with registry.read() as conn:
-        current = pauses.get(conn, job_id) if row.state == JobState.PAUSED else None
-    if current is not None and MODES.index(mode) < MODES.index(current.mode):
-        raise UsageError(
-            f"job {job_id} is paused in {current.mode} mode; a pause only escalates (safe -> quick -> hard)",
-            job_id=job_id,
-        )
-    if current is not None and current.mode == mode:
+    # The mode's row is decided and written in one transaction: two pauses at once (a click and `pause --all`)
+    # keep the higher mode, and neither drops the other's.
+    with registry.write() as conn:
+        found = jobs_table.find(conn, job_id)
+        existing = pauses.get(conn, job_id)
+        current = existing if found is not None and found.state == JobState.PAUSED else None
+        if current is not None and MODES.index(mode) < MODES.index(current.mode):
+            raise UsageError(
+                f"job {job_id} is paused in {current.mode} mode; a pause only escalates (safe -> quick -> hard)",
+                job_id=job_id,
+            )
+        unchanged = current is not None and current.mode == mode
+        since = current.since_ms if current is not None else rec.now_ms()
+        if not unchanged and (existing is None or current is None or MODES.index(mode) > MODES.index(existing.mode)):
+            pauses.put(conn, job_id, PauseRow(mode, since, who))  # before the row says paused: its mode is found
+    if unchanged:
         return status(registry, job_id)
-    since = current.since_ms if current is not None else rec.now_ms()
-    with registry.write() as conn:  # before the row says paused: whoever sees it paused finds its mode
-        pauses.put(conn, job_id, PauseRow(mode, since, who))
     job = Job.from_dict(row.data.get("job", {}))
     if current is None:
         paused = change_outside(ws, registry, job_id, lambda _j, now: Pause(now), by=who, said={"mode": mode})
-        if paused is None:  # it ended meanwhile
-            with registry.write() as conn:
-                pauses.drop(conn, job_id)
-            _refuse_closed(registry, job_id)
-        job = paused or job
+        if paused is None:  # ended meanwhile, or paused by another at the same moment
+            again = registry.job(job_id)
+            if not again.open:
+                with registry.write() as conn:
+                    pauses.drop(conn, job_id)
+                _refuse_closed(registry, job_id)
+            paused = Job.from_dict(again.data.get("job", {}))
+        job = paused
     else:
         registry_note(registry, job_id, "pause_escalated", mode=mode, was=current.mode, by=who)
     if mode != "safe" and job.paused_from == JobState.DELIVERING:
@@ -124,19 +132,31 @@ def resume_job(
     row = _open_local(registry, job_id)
     if row.state != JobState.PAUSED:
         raise PauseRefused(f"job {job_id} is not paused (it is {row.state})", job_id=job_id)
+    held = hold(registry)
+    if held is not None:  # nothing is typed anywhere while held: `mam resume --all` releases it, then resumes
+        raise PauseRefused(
+            f"job {job_id} stays paused: the workspace is held (mam pause --all by {held.by}); release it with "
+            "`mam resume --all`",
+            job_id=job_id,
+        )
     job = Job.from_dict(row.data.get("job", {}))
+    if job.paused_from == JobState.DELIVERING:  # paused while its brief was pasted: that paste ends first
+        job = _pasted(registry, job)
     with registry.read() as conn:
         mode = (pauses.get(conn, job_id) or PauseRow("safe", 0, "")).mode
-    if JobState(job.paused_from) in UNCLAIMED:
-        change_outside(ws, registry, job_id, lambda _j, now: Resume(now, job.nonce), by=who)
+    if job.untyped:
+        if change_outside(ws, registry, job_id, lambda _j, now: Resume(now, job.nonce), by=who) is None:
+            _refuse_unpaused(registry, job_id)
     else:
         delivery = _relaunched(ws, settings, registry, job, environ)
+        ledger = Ledger(ws, registry, job, row.owner, dict(row.data.get("meta", {})))
+        delivery.ready(ledger)  # before the resume is committed: a pause meanwhile finds it still paused
         nonce = secrets.token_hex(8)
         resumed = change_outside(ws, registry, job_id, lambda _j, now: Resume(now, nonce), by=who)
         if resumed is None:
-            _refuse_closed(registry, job_id)
+            _refuse_unpaused(registry, job_id)
         assert resumed is not None
-        ledger = Ledger(ws, registry, resumed, row.owner, dict(row.data.get("meta", {})))
+        ledger.job = resumed
         try:
             delivery.inject(resume_brief(job_id, nonce, resumed.heartbeat_ms / 1000), ledger, noted="resume_injected")
         except MamError as e:  # nothing typed: it is paused again, as it was
@@ -163,6 +183,14 @@ def _open_local(registry: Registry, job_id: str) -> jobs_table.JobRow:
             job_id=job_id,
         )
     return row
+
+
+def _refuse_unpaused(registry: Registry, job_id: str) -> None:
+    """A resume that lost a race: the job ended, or another resume came first."""
+    row = registry.job(job_id)
+    if not row.open:
+        _refuse_closed(registry, job_id)
+    raise PauseRefused(f"job {job_id} is not paused (it is {row.state}): another resume came first", job_id=job_id)
 
 
 def _refuse_closed(registry: Registry, job_id: str) -> None:

@@ -25,7 +25,7 @@ from mam.jobs.target import Target, parse_target
 from mam.outcomes import JobState
 from mam.sessions.audit import check_by
 from mam.settings import Settings
-from mam.store import journal
+from mam.store import journal, pauses
 from mam.store.jobs import JobRow
 from mam.store.registry import Registry
 from mam.workspace import Workspace
@@ -59,6 +59,10 @@ def send_text(
             "started it and has not ended it)",
             job_id=job_id,
         )
+    with registry.read() as conn:
+        held = pauses.hold(conn)
+    if held is not None:  # `mam pause --all`: nothing is typed anywhere until `mam resume --all`
+        raise JobRefused(f"job {job_id}: nothing sent: the workspace is held (mam pause --all by {held.by})")
     target = pane_target(row)
     from mam.jobs.delivery import PaneDelivery  # slow to import: only a send pays for it
 

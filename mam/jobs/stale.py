@@ -21,7 +21,7 @@ from mam.jobs.gate import EventGate
 from mam.jobs.ledger import owner_alive
 from mam.jobs.model import End, Event, Input, Job, Tick, input_to_dict, step
 from mam.notify import job_ended
-from mam.outcomes import UNCLAIMED, JobState, Reason, ending
+from mam.outcomes import JobState, Reason, ending
 from mam.store import journal
 from mam.store.journal import Transition
 from mam.store.registry import Registry
@@ -39,7 +39,7 @@ def close_if_abandoned(ws: Workspace, registry: Registry, job_id: str, *, by: st
         return None
 
     def decide(job: Job, now: int) -> list[Input]:
-        if job.state in UNCLAIMED:
+        if job.untyped:  # also paused before its brief was typed: nobody is left to type it
             died = ending(Reason.WRAPPER_DIED)
             return [
                 End(
