@@ -4,8 +4,6 @@ The pane itself (the text typed once, a box not empty, a prompt) is tests/e2e/te
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any, NoReturn
 
 import pytest
@@ -20,17 +18,6 @@ from mam.outcomes import Exit
 from mam.settings import load_settings
 from mam.store.registry import Registry
 from mam.workspace import Workspace
-
-
-@pytest.fixture
-def store(tmp_path: Path) -> Iterator[tuple[Workspace, Registry]]:
-    ws = Workspace((tmp_path / "ws").resolve())
-    ws.root.mkdir()
-    registry = Registry(ws)
-    try:
-        yield ws, registry
-    finally:
-        registry.close()
 
 
 def register(ws: Workspace, registry: Registry, *, state: JobState, **meta: Any) -> str:

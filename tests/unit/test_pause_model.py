@@ -19,17 +19,7 @@ from mam.jobs.model import (
     step,
 )
 from mam.outcomes import Ignored
-
-JOB = Job(
-    id="j",
-    session="s",
-    nonce="n0nce",
-    created_ms=0,
-    start_deadline_ms=1000,
-    heartbeat_ms=100,
-    heartbeat_k=4,
-    budget_ms=10_000,
-)
+from tests.unit.test_job_model import JOB
 
 
 def ev(at: int, seq: int, kind: str, **body: object) -> Event:
@@ -91,24 +81,17 @@ def test_pause_and_resume_inputs_round_trip_through_the_audit_log() -> None:
         assert input_from_dict(input_to_dict(inp)) == inp
 
 
-def test_an_event_its_attempt_commits_as_a_pause_lands_is_applied_not_lost(tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_an_event_its_attempt_commits_as_a_pause_lands_is_applied_not_lost(store) -> None:  # type: ignore[no-untyped-def]
     """The attempt's commit loses the compare-and-set to a pause from outside: the event is applied again to the
     paused job (a `completed` then ends it), never dropped."""
     from mam.jobs.ledger import Ledger, new_job_id, new_owner
     from mam.jobs.stale import change_outside
-    from mam.store.registry import Registry
-    from mam.workspace import Workspace
 
-    ws = Workspace((tmp_path / "ws").resolve())
-    ws.root.mkdir()
-    registry = Registry(ws)
-    try:
-        job = Job(**{**running().as_dict(), "id": new_job_id(), "state": JobState.RUNNING})
-        ledger = Ledger.register(ws, registry, job, owner=new_owner(), meta={"target": "s", "kind": "job"})
-        assert change_outside(ws, registry, job.id, lambda _j, now: Pause(now), by="t") is not None
-        assert ledger.job.state is JobState.RUNNING  # the attempt has not looked yet
-        assert ledger.apply(ev(500, 2, "completed", message="done")) == ""
-        row = registry.job(job.id)
-        assert row.state == "completed" and ledger.job.state is JobState.COMPLETED
-    finally:
-        registry.close()
+    ws, registry = store
+    job = Job(**{**running().as_dict(), "id": new_job_id(), "state": JobState.RUNNING})
+    ledger = Ledger.register(ws, registry, job, owner=new_owner(), meta={"target": "s", "kind": "job"})
+    assert change_outside(ws, registry, job.id, lambda _j, now: Pause(now), by="t") is not None
+    assert ledger.job.state is JobState.RUNNING  # the attempt has not looked yet
+    assert ledger.apply(ev(500, 2, "completed", message="done")) == ""
+    row = registry.job(job.id)
+    assert row.state == "completed" and ledger.job.state is JobState.COMPLETED

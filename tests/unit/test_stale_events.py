@@ -7,10 +7,6 @@ from __future__ import annotations
 
 import socket
 import subprocess
-from collections.abc import Iterator
-from pathlib import Path
-
-import pytest
 
 from mam.bus.envelope import Envelope
 from mam.jobs.emit import ON_DISK, TO_WRAPPER, Emitter
@@ -22,17 +18,6 @@ from mam.store import jobs as jobs_table
 from mam.store.registry import Registry
 from mam.util import pokes
 from mam.workspace import Workspace
-
-
-@pytest.fixture
-def store(tmp_path: Path) -> Iterator[tuple[Workspace, Registry]]:
-    ws = Workspace((tmp_path / "ws").resolve())
-    ws.root.mkdir()
-    registry = Registry(ws)
-    try:
-        yield ws, registry
-    finally:
-        registry.close()
 
 
 def dead_owner() -> str:
