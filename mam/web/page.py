@@ -139,8 +139,8 @@ async function act(subject, id, action) {
       headers: { "X-CSRF-Token": CSRF, "Content-Type": "application/json" },
       body: JSON.stringify(body),
     });
-    const body = await r.json();
-    toast(r.ok ? `${subject} ${id}: ${action.name}: done` : `${subject} ${id}: ${body.error || r.status}`);
+    const answer = await r.json();
+    toast(r.ok ? `${subject} ${id}: ${action.name}: done` : `${subject} ${id}: ${answer.error || r.status}`);
   } catch (e) {
     toast(`${subject} ${id}: ${e}`);
   }
