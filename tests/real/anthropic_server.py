@@ -10,7 +10,9 @@ skipping them.
 
 A *script* decides every reply from the request body (see `FooterScript`). The server records
 each request and the usage it reported, so a test can check what the CLI sent (the brief once,
-the earlier turns after a resume). Standard library only; bound to 127.0.0.1 on a port the OS
+the earlier turns after a resume). `server.hold_reply(after_started)` holds back the reply to the
+request that follows the footer's `started` (tests/real/_http.py `Hold`), so a turn is in progress
+for as long as a test needs. Standard library only; bound to 127.0.0.1 on a port the OS
 picks; stopped by its own handle.
 """
 

@@ -13,7 +13,8 @@ The "model" is a script, not a model: it finds the mam footer's commands in the 
 turn and asks, one tool call per reply, to run `started`, then any `RUN: <command>` lines of
 the brief, then `progress`, then `completed`; then it answers with a short text. Side queries
 (a title asked for as JSON, a request with no tools) get a short answer. Every request and the
-usage sent back for it is recorded for the test to read. Nothing here touches the network
+usage sent back for it is recorded for the test to read; `hold_reply(after_started)` holds back
+the reply that follows the footer's `started` (tests/real/_http.py `Hold`). Nothing here touches the network
 beyond the loopback socket it listens on.
 """
 
