@@ -7,6 +7,8 @@ wire format and its script. Standard library only.
 from __future__ import annotations
 
 import json
+import select
+import socket
 import sys
 import threading
 import time
@@ -71,6 +73,7 @@ class LoopbackServer(Generic[R]):
         self._lock = threading.Lock()
         self._httpd: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
+        self.hold: Hold | None = None  # a reply to hold back (tests/real/test_pause_real.py)
 
     def _handler_class(self) -> type[BaseHTTPRequestHandler]:
         raise NotImplementedError
@@ -83,7 +86,21 @@ class LoopbackServer(Generic[R]):
         self._thread.start()
         return self
 
+    def hold_reply(self, when: Callable[[dict[str, Any]], bool]) -> Hold:
+        """From now on, hold back the reply to the first request `when(body)` picks (see `Hold`)."""
+        self.hold = Hold(when)
+        return self.hold
+
+    def _held(self, body: dict[str, Any], connection: socket.socket) -> bool | None:
+        """None if this request is not held; else whether to answer it (released) or not (given up)."""
+        hold = self.hold
+        if hold is None or not hold.take(body):
+            return None
+        return hold.wait(connection)
+
     def stop(self) -> None:
+        if self.hold is not None:
+            self.hold.close()
         if self._httpd is not None:
             self._httpd.shutdown()
             self._httpd.server_close()
@@ -128,3 +145,55 @@ def serve_until_interrupted(make: Callable[..., Any]) -> None:
             time.sleep(3600)
     except KeyboardInterrupt:
         srv.stop()
+
+
+class Hold:
+    """Hold back the reply to the first request `when(body)` picks, so the CLI's turn is in progress
+    (waiting on its model) for as long as a test needs: `reached` is set once that request is held;
+    the reply goes out on `release()`. It is never sent if the client gives the request up first
+    (closes the connection: an interrupted turn) or the server stops (`close()`, which its `stop()`
+    calls, so no handler thread outlives it). `outcome`: "", then "released", "abandoned" or "closed".
+    """
+
+    def __init__(self, when: Callable[[dict[str, Any]], bool]) -> None:
+        self.when = when
+        self.reached = threading.Event()
+        self.outcome = ""
+        self._go = threading.Event()
+        self._closed = False
+        self._armed = True
+        self._lock = threading.Lock()
+
+    def take(self, body: dict[str, Any]) -> bool:
+        """Whether this request is the one to hold (only the first that matches is)."""
+        with self._lock:
+            if not self._armed or not self.when(body):
+                return False
+            self._armed = False
+            return True
+
+    def wait(self, connection: socket.socket) -> bool:
+        """Block until released (True), or until the client leaves or the server closes (False)."""
+        self.reached.set()
+        while not self._go.wait(0.05):
+            if client_gone(connection):
+                self.outcome = "abandoned"
+                return False
+        self.outcome = self.outcome or ("closed" if self._closed else "released")
+        return not self._closed
+
+    def release(self) -> None:
+        self._go.set()
+
+    def close(self) -> None:
+        self._closed = True
+        self._go.set()
+
+
+def client_gone(connection: socket.socket) -> bool:
+    """The client closed (or reset) its end: the socket reads as ended, with nothing sent meanwhile."""
+    try:
+        readable, _w, _x = select.select([connection], [], [], 0)
+        return bool(readable) and connection.recv(1, socket.MSG_PEEK) == b""
+    except OSError:
+        return True

@@ -10,7 +10,9 @@ skipping them.
 
 A *script* decides every reply from the request body (see `FooterScript`). The server records
 each request and the usage it reported, so a test can check what the CLI sent (the brief once,
-the earlier turns after a resume). Standard library only; bound to 127.0.0.1 on a port the OS
+the earlier turns after a resume). `server.hold_reply(after_started)` holds back the reply to the
+request that follows the footer's `started` (tests/real/_http.py `Hold`), so a turn is in progress
+for as long as a test needs. Standard library only; bound to 127.0.0.1 on a port the OS
 picks; stopped by its own handle.
 """
 
@@ -106,6 +108,26 @@ def footer_commands(text: str, kinds: tuple[str, ...] = ("started", "progress", 
     return [found[k] for k in kinds if k in found]
 
 
+def footer_turn(
+    body: dict[str, Any], kinds: tuple[str, ...] = ("started", "progress", "completed")
+) -> tuple[list[str], int] | None:
+    """(the footer's commands, tool calls made since) for the latest user turn holding a footer; None if none."""
+    turns = conversation(body)
+    for index in range(len(turns) - 1, -1, -1):
+        if turns[index].get("role") != "user":
+            continue
+        commands = footer_commands(text_of(turns[index].get("content")), kinds)
+        if commands:
+            return commands, sum(len(tool_uses(m)) for m in turns[index + 1 :] if m.get("role") == "assistant")
+    return None
+
+
+def after_started(body: dict[str, Any]) -> bool:
+    """The main-loop request that follows the footer's `started` (its result is in): a hold point."""
+    found = footer_turn(body) if is_main_turn(body) else None
+    return found is not None and found[1] == 1
+
+
 @dataclass
 class FooterScript:
     """Answer a brief by running its footer's commands one by one through `Bash`, then a final text.
@@ -122,15 +144,10 @@ class FooterScript:
     def __call__(self, body: dict[str, Any]) -> list[Block]:
         if not is_main_turn(body):
             return [Text("Scripted title")]
-        turns = conversation(body)
-        for index in range(len(turns) - 1, -1, -1):
-            if turns[index].get("role") != "user":
-                continue
-            commands = footer_commands(text_of(turns[index].get("content")), self.kinds)
-            if not commands:
-                continue
+        found = footer_turn(body, self.kinds)
+        if found is not None:
+            commands, done = found
             plan = [*self.before, *commands]
-            done = sum(len(tool_uses(m)) for m in turns[index + 1 :] if m.get("role") == "assistant")
             if done < len(plan):
                 command = plan[done]
                 return [
@@ -152,6 +169,7 @@ class Request:
     reply: list[Block]
     usage: dict[str, int]
     message_id: str = ""  # the id the reply's message carried (the CLI records it with the usage)
+    given_up: bool = False  # held back (`server.hold_reply`) and never answered: the CLI gave the request up
 
     @property
     def main(self) -> bool:
@@ -222,6 +240,10 @@ class _Handler(QuietHandler):
             body = json.loads(raw or b"{}")
         except ValueError:
             self._json(400, {"type": "error", "error": {"type": "invalid_request_error", "message": "bad JSON"}})
+            return
+        if server._held(body, self.connection) is False:
+            server._record(Request(self.path, body, [], {}, given_up=True))
+            self.close_connection = True
             return
         try:
             reply = server.script(body)

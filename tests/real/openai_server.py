@@ -13,7 +13,8 @@ The "model" is a script, not a model: it finds the mam footer's commands in the 
 turn and asks, one tool call per reply, to run `started`, then any `RUN: <command>` lines of
 the brief, then `progress`, then `completed`; then it answers with a short text. Side queries
 (a title asked for as JSON, a request with no tools) get a short answer. Every request and the
-usage sent back for it is recorded for the test to read. Nothing here touches the network
+usage sent back for it is recorded for the test to read; `hold_reply(after_started)` holds back
+the reply that follows the footer's `started` (tests/real/_http.py `Hold`). Nothing here touches the network
 beyond the loopback socket it listens on.
 """
 
@@ -42,7 +43,7 @@ class Recorded:
     api: str  # "responses" or "chat"
     path: str
     body: dict[str, Any]
-    reply: str  # "tool", "text" or "side"
+    reply: str  # "tool", "text" or "side"; "given up": held back (`hold_reply`) and never answered
     command: str | None = None
     usage: dict[str, int] = field(default_factory=dict)
 
@@ -135,6 +136,17 @@ def chat_texts(body: dict[str, Any]) -> list[str]:
     return [
         _text_of(m.get("content")) for m in body.get("messages", []) if isinstance(m, dict) and m.get("role") == "user"
     ]
+
+
+def after_started(body: dict[str, Any]) -> bool:
+    """The main-turn Responses request that follows the footer's `started` (its result is in): a hold point."""
+    fmt = (body.get("text") or {}).get("format") or {}
+    if fmt.get("type") == "json_schema" or not body.get("tools"):
+        return False
+    items = body.get("input", [])
+    text, done = responses_turn(items if isinstance(items, list) else [])
+    plan = script_for(text)
+    return done == 1 and bool(plan) and " event started " in f" {plan[0].command} "
 
 
 # -- tools ----------------------------------------------------------------------------------
@@ -420,6 +432,10 @@ class _Handler(QuietHandler):
             return
         path = self.path.split("?", 1)[0].rstrip("/")
         if path.endswith("/responses"):
+            if self.server_owner._held(body, self.connection) is False:
+                self.server_owner._record(Recorded("responses", "/v1/responses", body, "given up"))
+                self.close_connection = True
+                return
             self._sse(sse_event(name, data) for name, data in self.server_owner.responses(body))
         elif path.endswith("/chat/completions"):
             if not body.get("stream"):  # e.g. hermes' title query: one plain JSON completion

@@ -3,11 +3,17 @@
 from __future__ import annotations
 
 import json
+import socket
+import time
 import urllib.request
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+import pytest
+
 from mam.jobs.brief import with_footer
-from tests.real.anthropic_server import AnthropicServer, FooterScript, footer_commands
+from mam.util.poll import wait_for
+from tests.real.anthropic_server import AnthropicServer, FooterScript, after_started, footer_commands
 
 
 def post(server: AnthropicServer, body: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
@@ -89,3 +95,56 @@ def test_a_side_query_without_the_bash_tool_gets_text_and_is_not_a_main_turn() -
         events = post(server, {"model": "m", "stream": True, "messages": [{"role": "user", "content": "title?"}]})
         assert [b["type"] for b in reply_blocks(events)] == ["text"]
         assert server.requests and not server.main_requests()
+
+
+def after_started_body() -> dict[str, Any]:
+    """A main-loop request whose `started` already ran: the one `after_started` picks."""
+    brief = with_footer("Do it.", "job-1234abcd", "n0nce", 30)
+    call = {"type": "tool_use", "id": "t1", "name": "Bash", "input": {"command": footer_commands(brief)[0]}}
+    return {
+        "model": "m",
+        "stream": True,
+        "tools": BASH_TOOL,
+        "messages": [
+            {"role": "user", "content": brief},
+            {"role": "assistant", "content": [call]},
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "ok"}]},
+        ],
+    }
+
+
+def test_a_held_reply_goes_out_on_release_and_only_the_first_matching_request_is_held() -> None:
+    with AnthropicServer() as server, ThreadPoolExecutor(2) as pool:
+        hold = server.hold_reply(after_started)
+        body = after_started_body()
+        first = pool.submit(post, server, body)
+        assert hold.reached.wait(10) and not first.done()
+        assert "progress" in reply_blocks(post(server, body))[1]["input"]["command"]  # the next one is not held
+        hold.release()
+        assert "progress" in reply_blocks(first.result(10))[1]["input"]["command"]
+        assert hold.outcome == "released"
+
+
+def test_a_held_request_the_client_gives_up_is_never_answered() -> None:
+    with AnthropicServer() as server:
+        hold = server.hold_reply(after_started)
+        data = json.dumps(after_started_body()).encode()
+        with socket.create_connection(("127.0.0.1", server.port), timeout=10) as conn:
+            head = f"POST /v1/messages HTTP/1.1\r\nHost: x\r\nContent-Length: {len(data)}\r\n\r\n"
+            conn.sendall(head.encode() + data)
+            assert hold.reached.wait(10)
+        wait_for(lambda: hold.outcome == "abandoned", timeout=10)
+        wait_for(lambda: [r.given_up for r in server.main_requests()] == [True], timeout=10)
+
+
+def test_stopping_the_server_lets_a_held_request_go() -> None:
+    server = AnthropicServer().start()
+    hold = server.hold_reply(after_started)
+    with ThreadPoolExecutor(1) as pool:
+        pending = pool.submit(post, server, after_started_body())
+        assert hold.reached.wait(10)
+        started = time.monotonic()
+        server.stop()
+        with pytest.raises(OSError):  # the connection is closed unanswered
+            pending.result(10)
+    assert hold.outcome == "closed" and time.monotonic() - started < 5

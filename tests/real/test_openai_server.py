@@ -4,14 +4,17 @@ its two streams have the shapes Codex 0.171 and opencode 1.18 were seen to accep
 from __future__ import annotations
 
 import json
+import socket
 import urllib.request
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
 
 from mam.jobs.brief import with_footer
-from tests.real.openai_server import FINAL_TEXT, ScriptedModel, script_for
+from mam.util.poll import wait_for
+from tests.real.openai_server import FINAL_TEXT, ScriptedModel, after_started, script_for
 
 
 @pytest.fixture
@@ -172,3 +175,27 @@ def test_the_shell_tool_of_each_chat_cli_gets_the_command(tool: str) -> None:
         {"type": "function", "function": {"name": tool, "parameters": {"required": ["command"]}}},
     ]
     assert shell_call(tools, Step("mam event started --job j")) == (tool, {"command": "mam event started --job j"})
+
+
+def test_a_held_responses_reply_goes_out_on_release_or_never_if_the_client_gives_it_up(model: ScriptedModel) -> None:
+    started = script_for(brief())[0].command
+    items = [
+        {"type": "message", "role": "user", "content": [{"type": "input_text", "text": brief()}]},
+        {"type": "function_call", "call_id": "c1", "name": "exec_command", "arguments": json.dumps({"cmd": started})},
+        {"type": "function_call_output", "call_id": "c1", "output": "ok"},
+    ]
+    body = responses_body(items)
+    assert after_started(body) and not after_started(responses_body(items[:1]))
+    hold = model.hold_reply(after_started)
+    with ThreadPoolExecutor(1) as pool:
+        pending = pool.submit(post, model, "/v1/responses", body)
+        assert hold.reached.wait(10) and not pending.done()
+        hold.release()
+        assert "progress" in "".join(pending.result(10))
+    given_up = model.hold_reply(after_started)
+    data = json.dumps(body).encode()
+    with socket.create_connection(("127.0.0.1", model.port), timeout=10) as conn:
+        conn.sendall(f"POST /v1/responses HTTP/1.1\r\nHost: x\r\nContent-Length: {len(data)}\r\n\r\n".encode() + data)
+        assert given_up.reached.wait(10)
+    wait_for(lambda: model.snapshot()[-1].reply == "given up", timeout=10)
+    assert given_up.outcome == "abandoned"
