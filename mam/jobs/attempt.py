@@ -368,7 +368,7 @@ class JobAttempt:
         return True
 
     def _deliver(self, delivery: Delivery, opening: _Opening) -> bool:
-        problem = delivery.find_target()
+        problem = delivery.find_target(self._dispatch_wait())
         if problem:
             self._refuse_early(Reason.TARGET_NOT_FOUND, problem)
             return False
@@ -446,10 +446,11 @@ class JobAttempt:
                 self._slots.close()
                 self._slots = None
 
+    def _dispatch_wait(self) -> float:
+        return self.settings.dispatch_wait_s if self.dispatch_wait_s is None else self.dispatch_wait_s
+
     def _wait_turn_loop(self) -> bool:
-        wait = self.dispatch_wait_s
-        if wait is None:
-            wait = self.settings.dispatch_wait_s
+        wait = self._dispatch_wait()
         deadline = time.monotonic() + wait
         announced = False
         while True:

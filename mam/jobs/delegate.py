@@ -34,7 +34,7 @@ from mam.jobs.target import Target, parse_target
 from mam.settings import Settings, positive_seconds
 from mam.store.jobs import JobRow
 from mam.store.registry import Registry
-from mam.util import interrupts
+from mam.util import caller, interrupts
 from mam.workspace import Workspace
 
 if TYPE_CHECKING:
@@ -178,6 +178,8 @@ def delegate(
         "workspace": str(ws.root),
         "idempotency_key": req.idempotency_key or None,
     }
+    if caller.served():  # the node runs it for a client: while that client lives, it takes an untyped job over
+        meta["client"] = new_owner(caller.current().pid)
     if key_nonce:
         meta["key_nonce"] = key_nonce
     meta.update(tokens)

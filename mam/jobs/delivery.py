@@ -41,8 +41,9 @@ HEARTBEAT_CHECK_S = 1.0
 class Delivery(Protocol):
     confirms_itself: bool  # True: a `delivered` event from the other side marks delivery
 
-    def find_target(self) -> str:
-        """'' if the target exists, else why not."""
+    def find_target(self, wait_s: float = 0.0) -> str:
+        """'' if the target exists, else why not. A target that is away and may come back (a remote node that
+        said it is offline) is waited for up to `wait_s`."""
         ...
 
     def check_alive(self) -> str:
@@ -81,7 +82,8 @@ class PaneDelivery:
         self._looked_up = False  # the session's row looked up for a job taken over (once)
         self._dialog_told = False  # a dialog on the screen was recorded as the job's `waiting`
 
-    def find_target(self) -> str:
+    def find_target(self, wait_s: float = 0.0) -> str:
+        """A local session is there or not: nothing to wait for."""
         row = self.registry.find_session(self.target.session)
         if row is None:
             return f"no session named {self.target.session!r} in this workspace"

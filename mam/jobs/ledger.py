@@ -41,9 +41,9 @@ def new_job_id() -> str:
     return f"job-{uuid.uuid4().hex[:16]}"
 
 
-def new_owner() -> str:
-    """host:pid:start-time:random; enough to tell whether the owning process still lives."""
-    pid = os.getpid()
+def new_owner(pid: int | None = None) -> str:
+    """host:pid:start-time:random of this process (or of `pid`); enough to tell whether it still lives."""
+    pid = os.getpid() if pid is None else pid
     return f"{socket.gethostname()}:{pid}:{start_time(pid) or 0}:{uuid.uuid4().hex[:8]}"
 
 

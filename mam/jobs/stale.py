@@ -37,6 +37,11 @@ def close_if_abandoned(ws: Workspace, registry: Registry, job_id: str, *, by: st
     row = registry.find_job(job_id)
     if row is None or not row.open or owner_alive(row.owner):
         return None
+    client = str(row.data.get("meta", {}).get("client") or "")
+    if client and owner_alive(client) and Job.from_dict(row.data.get("job", {})).untyped:
+        # The node that ran it died before its brief was typed, and the `mam job delegate` that asked lives:
+        # that client runs the delegation again in the next node, which takes the job over and types it.
+        return None
 
     def decide(job: Job, now: int) -> list[Input]:
         if job.untyped:  # also paused before its brief was typed: nobody is left to type it

@@ -30,6 +30,7 @@ from mam.workspace import Workspace
 
 PRESENCE_WAIT_S = 3.0
 PRESENCE_READS = 3  # fresh subscriptions to the presence topic, one per slice of PRESENCE_WAIT_S
+OFFLINE_POLL_S = 1.0  # a runner that is offline is looked at again this often, within the job's dispatch wait
 
 
 def check_remote_allowed(settings: Settings, ws: Workspace, *, allow_insecure: bool) -> str:
@@ -169,7 +170,19 @@ class RemoteDelivery:
         self.secret = settings.dispatch_secret
         self._published: str | None = None
 
-    def find_target(self) -> str:
+    def find_target(self, wait_s: float = 0.0) -> str:
+        """'' when the runner is online with the session; a runner that said it is offline is waited for up
+        to `wait_s` (the job's dispatch wait): its node back, the dispatch goes out then, once."""
+        deadline = time.monotonic() + wait_s
+        while True:
+            problem, offline = self._look()
+            left = deadline - time.monotonic()
+            if not offline or left <= 0:
+                return problem
+            time.sleep(min(OFFLINE_POLL_S, left))
+
+    def _look(self) -> tuple[str, bool]:
+        """What stands in the way of a dispatch ('' for nothing), and whether it is the runner being offline."""
         runner = self.target.runner or ""
         seen = threading.Event()
         presence: list[Envelope] = []
@@ -200,14 +213,17 @@ class RemoteDelivery:
             return (
                 f"runner {runner!r} has never announced itself on this broker "
                 "(is it running? same MAM_DISPATCH_SECRET and MAM_TOPIC_PREFIX on both hosts?)"
-            )
+            ), False
         if presence[-1].type != "online":
             body = presence[-1].body
-            return f"runner {runner!r} is offline (it said so as host {body.get('host')!r}, pid {body.get('pid')})"
+            return (
+                f"runner {runner!r} is offline (it said so as host {body.get('host')!r}, pid {body.get('pid')})",
+                True,
+            )
         sessions = presence[-1].body.get("sessions")
         if isinstance(sessions, list) and self.target.session not in sessions:
-            return f"runner {runner!r} has no running session {self.target.session!r}"
-        return ""
+            return f"runner {runner!r} has no running session {self.target.session!r}", False
+        return "", False
 
     def check_alive(self) -> str:
         return ""  # the runner checks its own agent before it injects

@@ -258,6 +258,40 @@ def test_a_killed_node_is_replaced_and_the_job_followed_there_typed_once(wired):
     assert sum(1 for t in turns if t["role"] == "user" and job in t["text"]) == 1  # typed once
 
 
+def test_a_job_not_yet_typed_when_the_node_is_killed_is_typed_by_the_next_node_not_closed(wired):
+    """The second job waits for the session's first when the node dies: its client lives and runs the
+    delegation again in the next node, so that node's monitor leaves it open (not `wrapper_died`), and it is
+    typed once there."""
+    pid = start_node(wired)
+    s = create_demo("q")
+    first = spawn_mam(
+        "job", "delegate", "--target", "q", "--brief", "demo-sleep: 3", "--json", "--start-deadline", "30"
+    )
+    second = None
+    try:
+        open_job(wired)
+        second = spawn_mam(
+            "job", "delegate", "--target", "q", "--brief", "demo-write: q.txt :: second", "--json",
+            "--start-deadline", "30",
+        )  # fmt: skip
+        waiting = open_job(wired, "pending")
+        os.kill(pid, signal.SIGKILL)
+        out, err = second.communicate(timeout=90)
+        first.communicate(timeout=90)
+    finally:
+        for proc in (first, second):
+            if proc is not None and proc.poll() is None:
+                proc.kill()
+                proc.communicate()
+    assert second.returncode == 0, err
+    record = json.loads(out)
+    assert record["id"] == waiting and record["state"] == "completed", (err, out)
+    assert (wired.root / "q.txt").read_text() == "second\n"
+    conversation = wired.state / "demo-agent" / "conversations" / f"{s['conversation_id']}.json"
+    turns = json.loads(conversation.read_text())["turns"]
+    assert sum(1 for t in turns if t["role"] == "user" and waiting in t["text"]) == 1
+
+
 def test_a_slow_caller_stalls_no_other_delegation_and_is_dropped(wired):
     pid = start_node(wired)
     slow = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)

@@ -27,6 +27,7 @@ from mam.util.poll import Timeout, wait_for
 
 NODES = 3
 ORCHESTRATOR, RUNNER = "orchestrator", "runner-a"  # the logins docs/broker/nats-node.conf.tmpl names
+NS_PORTS = (18830, 14222, 16222)  # MQTT, client, route ports of a node in its own namespace (none is the machine's)
 READY_S = 40.0  # forming the cluster and electing JetStream's leader took ~5 s here; slack for a busy machine
 
 
@@ -46,6 +47,10 @@ class NatsNode:
     route_port: int
     conf: Path
     log: Path
+    host: str = "127.0.0.1"
+    prefix: tuple[
+        str, ...
+    ] = ()  # argv that runs the server elsewhere, e.g. `ip netns exec NS` (tests/helpers/netns.py)
     proc: subprocess.Popen[bytes] | None = None
 
     @property
@@ -55,7 +60,10 @@ class NatsNode:
     def start(self, binary: str) -> None:
         with open(self.log, "ab") as out:
             self.proc = subprocess.Popen(
-                [binary, "-c", str(self.conf)], stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT
+                [*self.prefix, binary, "-c", str(self.conf)],
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
             )
 
     def kill(self) -> None:
@@ -82,7 +90,7 @@ class NatsCluster:
 
     def broker_list(self) -> str:
         """MQTT_BROKER naming every node, in order."""
-        return ",".join(f"127.0.0.1:{n.mqtt_port}" for n in self.nodes)
+        return ",".join(f"{n.host}:{n.mqtt_port}" for n in self.nodes)
 
     def env(self, user: str = ORCHESTRATOR) -> dict[str, str]:
         """Settings that point mam at the cluster (every node listed) with one of its logins."""
@@ -93,19 +101,19 @@ class NatsCluster:
             n.stop()
 
 
-def _conf(cluster: NatsCluster, node: NatsNode, store: Path, routes: list[int]) -> str:
+def _conf(cluster: NatsCluster, node: NatsNode, store: Path, routes: list[tuple[str, int]]) -> str:
     """docs/broker/nats-node.conf.tmpl, rendered for this node on loopback."""
     from tests.helpers.secure_broker import render
 
     return render(
         "nats-node.conf.tmpl",
         name=node.name,
-        host="127.0.0.1",
+        host=node.host,
         client_port=node.client_port,
         store_dir=store,
         cluster="mam-test",
         cluster_port=node.route_port,
-        routes=", ".join(f'"nats-route://127.0.0.1:{p}"' for p in routes),
+        routes=", ".join(f'"nats-route://{h}:{p}"' for h, p in routes),
         mqtt_port=node.mqtt_port,
         orchestrator=ORCHESTRATOR,
         orchestrator_password=cluster.passwords[ORCHESTRATOR],
@@ -131,13 +139,15 @@ def _client(port: int, username: str = "", password: str = "") -> Iterator[Any]:
             c.disconnect()
 
 
-def mqtt_accepts(port: int, username: str = "", password: str = "", timeout: float = 2.0) -> bool:
+def mqtt_accepts(
+    port: int, username: str = "", password: str = "", timeout: float = 2.0, host: str = "127.0.0.1"
+) -> bool:
     """True once the node answers an MQTT CONNECT with an accepting CONNACK (JetStream is up behind it)."""
     ok: list[bool] = []
     with _client(port, username, password) as c:
         c.on_connect = lambda _c, _u, _f, rc, _p: ok.append(not rc.is_failure)
         try:
-            c.connect("127.0.0.1", port, keepalive=5)
+            c.connect(host, port, keepalive=5)
             c.loop_start()
             wait_for(lambda: bool(ok), timeout=timeout, interval=0.05, message="")
         except (OSError, Timeout):
@@ -145,16 +155,21 @@ def mqtt_accepts(port: int, username: str = "", password: str = "", timeout: flo
     return bool(ok) and ok[0]
 
 
-def start_nats_cluster(workdir: Path | None = None) -> NatsCluster:
+def start_nats_cluster(workdir: Path | None = None, hosts: list[Any] | None = None) -> NatsCluster:
+    """Three nodes on free loopback ports; or, given three `tests.helpers.netns.NsHost`s, one node in each
+    host's namespace on its own address (fixed ports: a namespace has its own)."""
     binary = nats_bin()
     if binary is None:
         raise FileNotFoundError("nats-server")
     workdir = workdir or Path(tempfile.mkdtemp(prefix="mam-nats-"))
     cluster = NatsCluster(workdir, passwords={u: secrets.token_hex(16) for u in (ORCHESTRATOR, RUNNER)})
-    ports = [(free_port(), free_port(), free_port()) for _ in range(NODES)]
-    routes = [r for _m, _c, r in ports]
-    for i, (mqtt, client, route) in enumerate(ports, 1):
-        node = NatsNode(f"n{i}", mqtt, client, route, workdir / f"n{i}.conf", workdir / f"n{i}.log")
+    if hosts is None:
+        places = [("127.0.0.1", (), (free_port(), free_port(), free_port())) for _ in range(NODES)]
+    else:
+        places = [(h.addr, tuple(h.argv()), NS_PORTS) for h in hosts]
+    routes = [(host, r) for host, _p, (_m, _c, r) in places]
+    for i, (host, prefix, (mqtt, client, route)) in enumerate(places, 1):
+        node = NatsNode(f"n{i}", mqtt, client, route, workdir / f"n{i}.conf", workdir / f"n{i}.log", host, prefix)
         store = workdir / f"n{i}-store"
         store.mkdir()
         node.conf.write_text(_conf(cluster, node, store, routes))
@@ -169,7 +184,7 @@ def start_nats_cluster(workdir: Path | None = None) -> NatsCluster:
                 if not n.running:
                     text = n.log.read_text(errors="replace") if n.log.exists() else ""
                     raise RuntimeError(f"nats-server {n.name} exited early: {text[-2000:]}")
-                return accepts(n.mqtt_port) and mqtt_accepts(n.mqtt_port, RUNNER, cluster.passwords[RUNNER])
+                return accepts_mqtt(cluster, n)
 
             wait_for(ready, timeout=READY_S, interval=0.2, message=f"NATS node {node.name} never accepted MQTT")
     except BaseException:
@@ -179,6 +194,21 @@ def start_nats_cluster(workdir: Path | None = None) -> NatsCluster:
     return cluster
 
 
+def accepts_mqtt(cluster: NatsCluster, node: NatsNode) -> bool:
+    """The node answers a runner's CONNECT; from inside its namespace when it runs in one."""
+    password = cluster.passwords[RUNNER]
+    if not node.prefix:
+        return accepts(node.mqtt_port) and mqtt_accepts(node.mqtt_port, RUNNER, password)
+    probe = f"import sys; from tests.helpers.nats import mqtt_accepts as a; sys.exit(0 if a({node.mqtt_port}, {RUNNER!r}, {password!r}, host={node.host!r}) else 1)"  # noqa: E501
+    root = Path(__file__).resolve().parents[2]
+    return (
+        subprocess.run(
+            [*node.prefix, sys.executable, "-c", probe], cwd=root, capture_output=True, timeout=30
+        ).returncode
+        == 0
+    )
+
+
 def restart_node(cluster: NatsCluster, node: NatsNode) -> None:
     """Start a stopped or killed node again on its ports and store; wait until it accepts MQTT."""
     binary = nats_bin()
@@ -186,7 +216,7 @@ def restart_node(cluster: NatsCluster, node: NatsNode) -> None:
     node.stop()
     node.start(binary)
     wait_for(
-        lambda: mqtt_accepts(node.mqtt_port, RUNNER, cluster.passwords[RUNNER]),
+        lambda: accepts_mqtt(cluster, node),
         timeout=READY_S,
         interval=0.2,
         message=f"NATS node {node.name} never accepted MQTT again",

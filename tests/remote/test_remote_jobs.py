@@ -23,6 +23,10 @@ def wait_online(origin, poll, name="rb"):
     poll(lambda: origin.mam("job", "list").returncode == 0, timeout=5)
 
 
+def job_state(host, job_id):
+    return json.loads(host.mam("job", "status", job_id, "--json").stdout or "{}").get("state")
+
+
 def runner_started(host, poll, name="rb"):
     poll(lambda: any(e["kind"] == "started" for e in host.runner_log(name)), timeout=20)
 
@@ -294,3 +298,36 @@ def test_a_runner_whose_retained_presence_is_missing_is_still_found(two_hosts, m
     )  # fmt: skip
     assert proc.returncode == 0, proc.stdout[-1500:] + proc.stderr
     assert (remote.root / "f.txt").read_text() == "found\n"
+
+
+def test_a_dispatch_to_a_runner_that_is_offline_waits_for_it_and_is_typed_once_it_is_back(
+    two_hosts, mosquitto_broker, poll
+):
+    """A runner that said it is offline (stopped: its goodbye) is waited for within --dispatch-wait: started
+    again meanwhile, it takes the dispatch once. With a short --dispatch-wait the job ends target_not_found."""
+    origin, remote = two_hosts(mosquitto_broker.env())
+    created = json.loads(
+        remote.mam("session", "create", "--agent", "demo", "--role", "dev", "--session", "d1", "--json").stdout
+    )
+    runner = start_runner(remote)
+    runner_started(remote, poll)
+    runner.terminate()
+    runner.wait(20)
+    poll(lambda: any(e["kind"] == "stopped" for e in remote.runner_log("rb")), timeout=20)
+    short = origin.mam(
+        "job", "delegate", "--target", "remote:rb/d1", "--brief", "x", "--dispatch-wait", "1", *SHORT, *INSECURE,
+        "--json",
+    )  # fmt: skip
+    assert short.returncode == 5 and json.loads(short.stdout)["reason"] == "target_not_found", short.stderr
+    assert "offline" in json.loads(short.stdout)["detail"]
+    job = origin.spawn(
+        "job", "delegate", "--target", "remote:rb/d1", "--brief", "demo-write: w.txt :: waited", "--job-id",
+        "job-waited", "--dispatch-wait", "60", *SHORT, *INSECURE, "--json",
+    )  # fmt: skip
+    poll(lambda: job_state(origin, "job-waited") == "pending", timeout=20)
+    start_runner(remote)
+    out, err = job.communicate(timeout=90)
+    assert job.returncode == 0, err + str(remote.runner_log("rb"))[-1500:]
+    record = json.loads(out)
+    assert record["state"] == "completed" and (remote.root / "w.txt").read_text() == "waited\n"
+    assert capture(remote.tmux.name, created["pane_id"]).count(record["nonce"]) == 1

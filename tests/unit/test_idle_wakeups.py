@@ -35,7 +35,7 @@ class QuietDelivery:
     def __init__(self) -> None:
         self.injected = threading.Event()
 
-    def find_target(self) -> str:
+    def find_target(self, wait_s: float = 0.0) -> str:
         return ""
 
     def check_alive(self) -> str:
