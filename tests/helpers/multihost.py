@@ -101,23 +101,22 @@ class AgentHost:
         except ValueError:
             return 0
 
-    def typed(self) -> Counter[str]:
-        """How often each nonce was submitted to this host's demo agents (their conversation files)."""
-        seen: Counter[str] = Counter()
+    def _footers(self) -> list[re.Match[str]]:
+        """Every brief footer submitted to this host's demo agents (their conversation files)."""
+        found: list[re.Match[str]] = []
         for path in (self.root / ".mam" / "demo-agent" / "conversations").glob("*.json"):
             for turn in json.loads(path.read_text()).get("turns", []):
                 if turn.get("role") == "user":
-                    seen.update(m.group("nonce") for m in STARTED.finditer(turn.get("text", "")))
-        return seen
+                    found.extend(STARTED.finditer(turn.get("text", "")))
+        return found
+
+    def typed(self) -> Counter[str]:
+        """How often each nonce was submitted to this host's demo agents."""
+        return Counter(m.group("nonce") for m in self._footers())
 
     def typed_jobs(self) -> set[str]:
         """The job ids whose footer was submitted to this host's demo agents."""
-        seen: set[str] = set()
-        for path in (self.root / ".mam" / "demo-agent" / "conversations").glob("*.json"):
-            for turn in json.loads(path.read_text()).get("turns", []):
-                if turn.get("role") == "user":
-                    seen.update(m.group("id") for m in STARTED.finditer(turn.get("text", "")))
-        return seen
+        return {m.group("id") for m in self._footers()}
 
     def stop(self) -> None:
         for proc in self.procs:
