@@ -177,9 +177,10 @@ def delegate(
         "brief_bytes": len(req.brief.encode("utf-8")),
         "workspace": str(ws.root),
         "idempotency_key": req.idempotency_key or None,
+        # The node runs it for a client: while that client lives, it takes an untyped job over (mam.jobs.stale).
+        # Always present, so a record has the same fields wherever the attempt ran.
+        "client": new_owner(caller.current().pid) if caller.served() else None,
     }
-    if caller.served():  # the node runs it for a client: while that client lives, it takes an untyped job over
-        meta["client"] = new_owner(caller.current().pid)
     if key_nonce:
         meta["key_nonce"] = key_nonce
     meta.update(tokens)
