@@ -74,10 +74,10 @@ def gaps_across(world: World, jobs: list[Delegation], at_ms: int) -> list[float]
         started, ended = job.record.get("started_ms") or 0, job.record.get("ended_ms") or 0
         if not (started and started < at_ms < ended):
             continue
-        times = sorted(
-            line["ts_ms"] if "ts_ms" in line else line.get("ms", 0)
+        times = sorted(  # when the origin recorded each event it accepted (an audit transition of input "event")
+            int(line["ts_ms"])
             for line in world.origin.mam_json("job", "log", job.id)
-            if line.get("kind") == "input" and str(line.get("input", "")).startswith("event")
+            if line.get("kind") == "input" and (line.get("input") or {}).get("input") == "event"
         )
         before = [t for t in times if t <= at_ms]
         after = [t for t in times if t > at_ms]

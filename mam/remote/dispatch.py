@@ -172,17 +172,22 @@ class RemoteDelivery:
 
     def find_target(self, wait_s: float = 0.0) -> str:
         """'' when the runner is online with the session; a runner that said it is offline is waited for up
-        to `wait_s` (the job's dispatch wait): its node back, the dispatch goes out then, once."""
+        to `wait_s` (the job's dispatch wait): its node back, the dispatch goes out then, once. A broker
+        that leaves the look unanswered is asked again within the same wait, then it is a BrokerError."""
         deadline = time.monotonic() + wait_s
         while True:
-            problem, offline = self._look()
+            problem, passing = self._look()
             left = deadline - time.monotonic()
-            if not offline or left <= 0:
+            if passing == "unanswered" and left <= 0:
+                raise BrokerError(problem)  # as any other broker that does not answer: exit 3
+            if not passing or left <= 0:
                 return problem
             time.sleep(min(OFFLINE_POLL_S, left))
 
-    def _look(self) -> tuple[str, bool]:
-        """What stands in the way of a dispatch ('' for nothing), and whether it is the runner being offline."""
+    def _look(self) -> tuple[str, str]:
+        """What stands in the way of a dispatch ('' for nothing), and what may pass with time ('' for
+        neither): the runner said it is "offline", or the broker left the look "unanswered" (a NATS cluster
+        that lost a node can hold a new subscription's SUBACK for more than 5 s, FIELD_NOTES.md)."""
         runner = self.target.runner or ""
         seen = threading.Event()
         presence: list[Envelope] = []
@@ -201,29 +206,37 @@ class RemoteDelivery:
         # times within PRESENCE_WAIT_S, before calling the runner unknown.
         topic = self.topics.presence(runner)
         deadline = time.monotonic() + PRESENCE_WAIT_S
+        unanswered = 0
         for _ in range(PRESENCE_READS):
-            self.client.subscribe(topic, on_presence)
             try:
+                self.client.subscribe(topic, on_presence, timeout=PRESENCE_WAIT_S)
                 seen.wait(max(0.0, min(PRESENCE_WAIT_S / PRESENCE_READS, deadline - time.monotonic())))
+            except BrokerError:  # no SUBACK in time: the handler still hears a late answer until unsubscribed
+                unanswered += 1
             finally:
                 self.client.unsubscribe(topic)
             if seen.is_set():
                 break
+        if not presence and unanswered:
+            return (
+                f"the MQTT broker did not acknowledge {unanswered} of {PRESENCE_READS} subscriptions "
+                f"to runner {runner!r}'s presence within {PRESENCE_WAIT_S:g}s each"
+            ), "unanswered"
         if not presence:
             return (
                 f"runner {runner!r} has never announced itself on this broker "
                 "(is it running? same MAM_DISPATCH_SECRET and MAM_TOPIC_PREFIX on both hosts?)"
-            ), False
+            ), ""
         if presence[-1].type != "online":
             body = presence[-1].body
             return (
                 f"runner {runner!r} is offline (it said so as host {body.get('host')!r}, pid {body.get('pid')})",
-                True,
+                "offline",
             )
         sessions = presence[-1].body.get("sessions")
         if isinstance(sessions, list) and self.target.session not in sessions:
-            return f"runner {runner!r} has no running session {self.target.session!r}", False
-        return "", False
+            return f"runner {runner!r} has no running session {self.target.session!r}", ""
+        return "", ""
 
     def check_alive(self) -> str:
         return ""  # the runner checks its own agent before it injects

@@ -1,0 +1,86 @@
+"""The origin's look for a runner's presence when the broker is slow to acknowledge subscriptions.
+
+A NATS cluster that has just lost a node can hold a new subscription's SUBACK for more than 5 s
+(FIELD_NOTES.md). The look must then be asked again within the job's dispatch wait instead of ending
+the delegation at once; only a broker that never answers within the wait is a BrokerError (exit 3).
+The broker here is a stand-in object: what is under test is the origin's rule, not the wire.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from mam.bus.envelope import Envelope
+from mam.bus.topics import Topics
+from mam.errors import BrokerError
+from mam.jobs.target import parse_target
+from mam.remote import dispatch
+from mam.remote.dispatch import RemoteDelivery
+from mam.settings import load_settings
+from mam.workspace import Workspace
+
+SECRET = "s" * 32
+
+
+class SlowBroker:
+    """Leaves the first `unanswered` subscriptions without a SUBACK, then answers with the retained presence."""
+
+    def __init__(self, unanswered: int, presence: bytes) -> None:
+        self.unanswered, self.presence = unanswered, presence
+        self.subscribed = self.unsubscribed = 0
+
+    def subscribe(self, topic: str, handler: Any, *, timeout: float = 5.0, qos: int = 1) -> None:
+        self.subscribed += 1
+        if self.subscribed <= self.unanswered:
+            raise BrokerError(f"MQTT broker test did not acknowledge a subscription within {timeout:.0f}s")
+        handler(topic, self.presence, True)
+
+    def unsubscribe(self, topic: str, **_: Any) -> None:
+        self.unsubscribed += 1
+
+
+def presence(kind: str = "online") -> bytes:
+    body = {"runner": "far", "host": "h", "pid": 1, "workspace": "/w", "sessions": ["w"]}
+    env = Envelope(kind="presence", job="far", seq=0, type=kind, sender="runner", ts=1, body=body)
+    return env.signed(SECRET).encode()
+
+
+def delivery(tmp_path: Path, broker: SlowBroker) -> RemoteDelivery:
+    settings = load_settings(env_file=None, environ={"MAM_DISPATCH_SECRET": SECRET})
+    return RemoteDelivery(
+        parse_target("remote:far/w"),
+        ws=Workspace(tmp_path),
+        settings=settings,
+        client=broker,  # type: ignore[arg-type]
+        topics=Topics("mam/test"),
+        brief="x",
+    )
+
+
+@pytest.fixture(autouse=True)
+def quick(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(dispatch, "PRESENCE_WAIT_S", 0.03)
+    monkeypatch.setattr(dispatch, "OFFLINE_POLL_S", 0.01)
+
+
+def test_a_look_left_unanswered_is_asked_again_within_the_dispatch_wait(tmp_path: Path) -> None:
+    broker = SlowBroker(unanswered=dispatch.PRESENCE_READS * 2, presence=presence())
+    assert delivery(tmp_path, broker).find_target(wait_s=30.0) == ""
+    assert broker.subscribed == dispatch.PRESENCE_READS * 2 + 1
+    assert broker.unsubscribed == broker.subscribed  # no subscription is left behind, answered or not
+
+
+def test_a_broker_that_never_answers_within_the_wait_is_a_broker_error(tmp_path: Path) -> None:
+    broker = SlowBroker(unanswered=10**6, presence=presence())
+    with pytest.raises(BrokerError, match="did not acknowledge 3 of 3 subscriptions"):
+        delivery(tmp_path, broker).find_target(wait_s=0.2)
+    assert broker.unsubscribed == broker.subscribed
+
+
+def test_one_read_answered_is_enough_even_when_others_were_not(tmp_path: Path) -> None:
+    broker = SlowBroker(unanswered=1, presence=presence("offline"))
+    problem = delivery(tmp_path, broker).find_target(wait_s=0.0)
+    assert "is offline" in problem
