@@ -124,6 +124,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--json", type=Path, help="write the figures as JSON")
     p.add_argument("--keep", action="store_true", help="keep the run's folder")
     args = p.parse_args(argv)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # a terminated run still tears its hosts down
     why = netns.available()
     if why:
         print(f"multihost: {why}", file=sys.stderr)
