@@ -81,12 +81,14 @@ _.action_quit
 _.action_clear_filter
 _.action_cancel_job
 _.action_stop_session
+_.action_toggle_hosts
 _.on_input_changed
 _.on_input_submitted
 _.on_data_table_row_selected
 _.on_loaded
 _.on_broker_changed
 _.on_job_moved
+_.on_fleet_moved
 _.on_notice
 
 # read by tests, not by mam

@@ -360,14 +360,28 @@ def resume(app: App, name: str, as_json: bool) -> None:
 
 @session.command("status")
 @workspace_option
-@click.option("--json", "as_json", is_flag=True, help="Print a JSON list, one object per session.")
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON list, one object per session (or node).")
+@click.option(
+    "--fleet",
+    is_flag=True,
+    help="Every node seen on the broker instead: name, host, online/offline since when, last seen, "
+    "its sessions and open jobs (from this workspace's named node, else heard on the broker for 4 s).",
+)
 @click.pass_obj
-def status(app: App, as_json: bool) -> None:
+def status(app: App, as_json: bool, fleet: bool) -> None:
     """Read-only snapshot: registry status, pane liveness, command, cwd, resume id and drift.
 
-    Never starts a broker, a server or a pane. Exit code 0.
+    \b
+    With --fleet: every node (`mam node --name`, `mam runner`) seen on the broker, one line
+    each; a node that died reads offline within 30 s (its last will, or 10 s unheard).
+    Never starts a broker, a node, a server or a pane.
+    Exit codes: 0 printed; 2 --fleet without MAM_DISPATCH_SECRET; 3 --fleet and no broker answers.
     """
+    if fleet:
+        from mam.cli.fleet import show_fleet
 
+        show_fleet(app, as_json)
+        return
     rows = session_status(ws=app.ws, settings=app.settings)
     if as_json:
         echo_json(rows)

@@ -40,6 +40,8 @@ def top(app: App, snapshot: bool, width: int | None) -> int:
     Keys: Enter attaches to the selected session's pane (as `mam session attach NAME`;
     detach with the tmux prefix, then d, to come back to top),
     c cancels the selected job, s stops the selected session (each asks first),
+    h shows the HOSTS (every node on the broker, as `mam status --fleet`; arrows
+    and Enter pick one and show its sessions and open jobs; h again hides them),
     / filters, Esc clears the filter, Tab moves between tables, q quits.
 
     It follows the broker (reloading when a job moves) and shows when the broker is

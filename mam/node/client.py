@@ -232,7 +232,8 @@ def _locked(run_dir: str) -> bool:
 
 
 def ask(path: str, op: str, timeout: float = 5.0, **fields: Any) -> dict[str, Any] | None:
-    """One question to the node (`status`, `stop`, `web`, `web-stop`): its answer, or None when none answers."""
+    """One question to the node (`status`, `stop`, `fleet`, `web`, `web-stop`): its answer, or None when
+    none answers."""
     sock = connect(path)
     if sock is None:
         return None

@@ -80,7 +80,7 @@ def serve(
     app: App, name: str | None, *, once: bool, max_jobs: int | None, idle_exit: float | None, allow_insecure: bool
 ) -> int:
     """Be the node (in the foreground), with a runner when `name` is given."""
-    beside = on_stop = None
+    beside = on_stop = fleet = None
     if name:
         from mam.remote.runner import Runner
 
@@ -92,10 +92,14 @@ def serve(
             return runner.run(once=once, max_jobs=max_jobs, idle_exit_s=idle_exit)
 
         on_stop = runner.stop
+
+        def fleet() -> list[dict[str, Any]]:
+            return [row.as_dict() for row in runner.fleet.rows()]
+
     _let_go_of_an_idle_autostarted_node(app)
     signal.signal(signal.SIGINT, lambda *_: os.kill(os.getpid(), signal.SIGTERM))
     echo(f"node{' ' + name if name else ''} serving workspace {app.ws.root}", err=True)
-    code = run_node(app.ws, app.settings, name=name or "", beside=beside, on_stop=on_stop)
+    code = run_node(app.ws, app.settings, name=name or "", beside=beside, on_stop=on_stop, fleet=fleet)
     if code == Exit.LOCK_BUSY:
         raise LockBusy(f"a node already runs for workspace {app.ws.root} (`mam node status`)")
     return code

@@ -9,12 +9,12 @@ command (mam.cli) inside `caller.serving(...)`, its output on the caller's own d
 
 Beside the requests: the monitor's reconciliation (mam.monitor.main.Monitor, in a thread), the
 routines (mam.routines.node, in a thread), with `--name NAME` the remote runner
-(mam.remote.runner.Runner), and once `mam web` asks (op `web`) the web page (mam.web.serve.Hosted, in
-a thread) until `mam web --stop` (op `web-stop`). An autostarted node ends once no request is in
-flight, no job of the workspace is open, no routine is enabled, it serves no page and the workspace's
-tmux server is not running (so `mam demo` leaves nothing behind), or once its socket file is gone or
-replaced, or mam's code on disk changed (when idle: a stale node never serves new callers);
-`mam node stop` and SIGTERM end any node.
+(mam.remote.runner.Runner; its fleet table answers op `fleet`), and once `mam web` asks (op `web`)
+the web page (mam.web.serve.Hosted, in a thread) until `mam web --stop` (op `web-stop`). An
+autostarted node ends once no request is in flight, no job of the workspace is open, no routine is
+enabled, it serves no page and the workspace's tmux server is not running (so `mam demo` leaves
+nothing behind), or once its socket file is gone or replaced, or mam's code on disk changed (when
+idle: a stale node never serves new callers); `mam node stop` and SIGTERM end any node.
 Open jobs stay open when a node ends; the next node's monitor (or a `mam job wait`) takes them over,
 and the heartbeats it ran as threads go on in heartbeater processes (mam.jobs.heartbeat.hand_over).
 """
@@ -117,8 +117,17 @@ def _check_request(msg: dict[str, Any]) -> str:
 
 
 class Node:
-    def __init__(self, ws: Workspace, settings: Settings, *, name: str = "", autostarted: bool = False) -> None:
+    def __init__(
+        self,
+        ws: Workspace,
+        settings: Settings,
+        *,
+        name: str = "",
+        autostarted: bool = False,
+        fleet: Callable[[], list[dict[str, Any]]] | None = None,
+    ) -> None:
         self.ws = ws
+        self.fleet = fleet  # with --name: the runner's fleet table (op `fleet`), as `mam status --fleet --json` rows
         self.settings = settings
         self.name = name
         self.autostarted = autostarted
@@ -330,6 +339,8 @@ class Node:
             return {"stopped": self._stop_web()}
         if op == "status":
             return self.status()
+        if op == "fleet":  # null without a runner: the asker listens to the broker itself
+            return {"fleet": self.fleet() if self.fleet is not None else None, "name": self.name}
         if op == "stop":
             self.stop("asked to stop (mam node stop)")
             return {"stopping": True, "pid": os.getpid()}
@@ -569,9 +580,10 @@ def run_node(
     lock_fd: int | None = None,
     beside: Callable[[], int] | None = None,
     on_stop: Callable[[], None] | None = None,
+    fleet: Callable[[], list[dict[str, Any]]] | None = None,
 ) -> int:
     """Be the workspace's node until stopped (SIGTERM, `mam node stop`); Exit.LOCK_BUSY when another
-    node holds the lock. `beside`/`on_stop`: a runner's run and stop (`mam node --name`)."""
+    node holds the lock. `beside`/`on_stop`/`fleet`: a runner's run, stop and fleet table (`mam node --name`)."""
     ws.ensure_state()
     with _lock_held(ws, lock_fd) as mine:
         if not mine:
@@ -579,7 +591,7 @@ def run_node(
         if autostarted and (not settings.node or settings.no_autostart):
             log.info("not started: MAM_NODE=0 or MAM_NO_AUTOSTART=1 in %s", ws.env_file)
             return Exit.OK
-        node = Node(ws, settings, name=name, autostarted=autostarted)
+        node = Node(ws, settings, name=name, autostarted=autostarted, fleet=fleet)
 
         def stop(*_: object) -> None:
             node.stop("SIGTERM")

@@ -2,7 +2,8 @@
 
 Client -> node: one request `{"argv": [...], "env": {...}, "cwd": str, "pid": int, "ppid": int}`
 with the caller's stdin, stdout and stderr attached (SCM_RIGHTS), or `{"op": "status"}` /
-`{"op": "stop"}` / `{"op": "web", host, port, token, token_source, tls_cert, tls_key}` (`mam web`:
+`{"op": "stop"}` / `{"op": "fleet"}` (answered with `fleet`: the runner's fleet rows, null without
+`--name`, and `name`) / `{"op": "web", host, port, token, token_source, tls_cert, tls_key}` (`mam web`:
 answered with `url`, `login`, `token_source`, `pid`) / `{"op": "web-stop"}` (`stopped`: the URL, or
 ''); later `{"signal": n}` when the caller is interrupted.
 Node -> client: `{"accepted": true}` (the command runs: never run it elsewhere too), `{"job": id}`

@@ -3,7 +3,8 @@
 It announces itself with a retained presence message (its last will says offline), takes
 each valid dispatch once (fresh, signed with MAM_DISPATCH_SECRET, for this runner, never
 seen before), clears the retained dispatch, injects the brief into its own session once,
-and relays the job's events from this workspace's store to the broker in `seq` order.
+and relays the job's events from this workspace's store to the broker in `seq` order. It
+follows every runner's presence into a FleetTable (mam.remote.fleet): the node's `fleet` answer.
 If the runner dies, nothing is relayed and the origin's wrapper ends by its deadlines.
 """
 
@@ -31,12 +32,12 @@ from mam.jobs.flood import RejectionLimiter, clip_fields
 from mam.jobs.stale import end_job
 from mam.outcomes import TERMINAL, Exit, JobState, Reason, Rejected, origin_reason
 from mam.remote.dispatch import Dispatch, check_remote_allowed
+from mam.remote.fleet import FleetTable, presence
 from mam.remote.runner_job import RunnerJob, brief_problem
 from mam.settings import Settings
 from mam.store import jobs as jobs_table
 from mam.store import journal
 from mam.store.registry import Registry
-from mam.store.sessions import LIVE
 from mam.util.fs import append_line
 from mam.util.proc import pid_alive
 from mam.workspace import Workspace
@@ -72,6 +73,10 @@ class Runner:
         self.log_path = self.ws.state / "runners" / f"{self.name}.jsonl"
         self.log_path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         self._limiter = RejectionLimiter(self._write_note)
+        self.since_ms = (
+            rec.now_ms()
+        )  # this life of the runner: in every presence, so a late will of an older one is told apart
+        self.fleet = FleetTable(self.secret)  # every node's presence this runner's login may read (the fleet view)
 
     # -- lifecycle ----------------------------------------------------------------------------
     def stop(self) -> None:
@@ -120,13 +125,17 @@ class Runner:
             self.settings, self.ws, role=f"runner-{self.name}-check", autostart=False, timeout=10
         ) as checker:
             self._check_name_free(checker)
-        will = Will(self.topics.presence(self.name), self._presence("offline"), qos=1, retain=True)
+        will = Will(self.topics.presence(self.name), self._presence("offline", by="will"), qos=1, retain=True)
         self.client = open_client(
             self.settings, self.ws, role=f"runner-{self.name}", will=will, autostart=False, timeout=10
         )
         self.client.on_connection_change = self._on_connection
         self.client.subscribe(self.topics.dispatch_all(self.name), lambda t, p, _r: self._dispatches.put((t, p)))
         self._announce()
+        try:
+            self.client.subscribe(self.topics.all_presence(), self.fleet.on_message)
+        except BrokerError as e:  # kept by the client: subscribed again when the connection returns
+            log.warning("the fleet's presence not followed yet: %s", e)
 
     def _check_name_free(self, client: MqttClient) -> None:
         """Refuse to start under a name another live runner holds on this broker (its retained
@@ -181,24 +190,26 @@ class Runner:
     def _announce(self, wait: bool = True) -> None:
         if self.client is not None and self.client.connected:
             try:
-                presence = self._presence("online")
-                self.client.publish(self.topics.presence(self.name), presence, qos=1, retain=True, wait=wait)
+                message = self._presence("online")
+                self.client.publish(self.topics.presence(self.name), message, qos=1, retain=True, wait=wait)
             except BrokerError as e:
                 log.warning("presence not published: %s", e)
 
-    def _presence(self, kind: str) -> bytes:
-        sessions = [r.name for r in self.registry.sessions() if r.status in LIVE]
-        body = {
-            "runner": self.name,
-            "host": socket.gethostname(),
-            "pid": os.getpid(),
-            "workspace": str(self.ws.root),
-            "sessions": sessions,
-        }
-        return (
-            Envelope(kind="presence", job=self.name, seq=0, type=kind, sender="runner", ts=rec.now_ms(), body=body)
-            .signed(self.secret)
-            .encode()
+    def _presence(self, kind: str, by: str = "") -> bytes:
+        sessions = [(r.name, r.status.value) for r in self.registry.sessions()]
+        with self.registry.read() as conn:
+            jobs = [row.id for row in jobs_table.open_jobs(conn)]
+        return presence(
+            kind,
+            name=self.name,
+            secret=self.secret,
+            since_ms=self.since_ms,
+            host=socket.gethostname(),
+            pid=os.getpid(),
+            workspace=str(self.ws.root),
+            sessions=sessions,
+            jobs=jobs,
+            by=by,
         )
 
     def _goodbye(self) -> None:
@@ -206,7 +217,11 @@ class Runner:
             try:
                 if self.client.connected:  # (a runner refused at its name check never opened this client)
                     self.client.publish(
-                        self.topics.presence(self.name), self._presence("offline"), qos=1, retain=True, timeout=3
+                        self.topics.presence(self.name),
+                        self._presence("offline", by="goodbye"),
+                        qos=1,
+                        retain=True,
+                        timeout=3,
                     )
             except BrokerError:
                 pass

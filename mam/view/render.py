@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import time
 
+from mam.remote.fleet import FleetRow
+from mam.store.sessions import SessionStatus
 from mam.view.model import JobView, LoopView, RoutineView, SessionView, Snapshot
 
 DOTS = {
@@ -29,6 +31,7 @@ SESSION_COLUMNS = ("", "SESSION", "AGENT", "ROLE", "STATE", "FROM", "JOB", "LAST
 JOB_COLUMNS = ("JOB", "SESSION", "STATE", "AGE", "QUIET", "START", "LIVENESS", "WALL", "MESSAGE")
 LOOP_COLUMNS = ("LOOP", "STATE", "ROUND", "CREATOR", "VERDICTS")
 ROUTINE_COLUMNS = ("ROUTINE", "STATE", "SCHEDULE", "NEXT TICK", "LAST", "TARGET")
+HOST_COLUMNS = ("NODE", "HOST", "STATE", "SINCE", "LAST SEEN", "SESSIONS", "JOBS")
 
 
 def age(ms: int | None, now_ms: int) -> str:
@@ -73,6 +76,22 @@ def loop_cells(loop: LoopView) -> tuple[str, ...]:
 
 def routine_cells(r: RoutineView) -> tuple[str, ...]:
     return (r.name, r.state, r.schedule, r.next_tick, r.last, r.target)
+
+
+def host_cells(h: FleetRow, now_ms: int) -> tuple[str, ...]:
+    """A node of the fleet: its state (and why offline), for how long, when last heard, sessions running / all."""
+    running = sum(1 for s in h.sessions if s.get("state") == SessionStatus.RUNNING.value)
+    state = h.state + (f" ({h.offline_by})" if h.offline_by else "")
+    return (h.name, h.host or "-", state, age(h.since_ms, now_ms), age(h.last_seen_ms, now_ms),
+            f"{running}/{len(h.sessions)}", str(len(h.jobs)))  # fmt: skip
+
+
+def host_detail(h: FleetRow, now_ms: int) -> str:
+    """What picking a host shows: its sessions with their state and its open jobs."""
+    sessions = ", ".join(f"{s.get('name')} {s.get('state')}" for s in h.sessions) or "none"
+    jobs = " ".join(h.jobs) or "none"
+    where = f"{h.host or '?'}, pid {h.pid or '?'}, {h.workspace or '?'}"
+    return f"{h.name} ({where}): {host_cells(h, now_ms)[2]}\nsessions: {sessions}\nopen jobs: {jobs}"
 
 
 def fit(

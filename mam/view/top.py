@@ -4,7 +4,9 @@ It shows `model.snapshot()` in three tables and reloads it when the broker says 
 (debounced), every `BUSY_S` while a job is open (its deadline bars move) and every `IDLE_S`
 otherwise; nothing spins in between. When the broker goes away it says so in the header and keeps
 reloading from the registry. Keys: Enter attaches to the selected session's pane, `c` cancels the
-selected job and `s` stops the selected session (each after a confirmation), `/` filters, `q` quits.
+selected job and `s` stops the selected session (each after a confirmation), `/` filters, `h` shows
+the HOSTS (every node on the broker, from their signed presence: mam.remote.fleet; Enter on one shows
+its sessions and open jobs), `q` quits.
 Looking never starts anything: no broker, server, pane or session.
 """
 
@@ -25,6 +27,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, DataTable, Footer, Input, Label, Static
 
 from mam.outcomes import Exit
+from mam.remote.fleet import FleetTable
 from mam.settings import Settings
 from mam.view import render
 from mam.view.model import Snapshot, snapshot
@@ -52,6 +55,10 @@ class BrokerChanged(Message):
 
 class JobMoved(Message):
     """Something happened: reload soon."""
+
+
+class FleetMoved(Message):
+    """A node's presence came: show the hosts again."""
 
 
 class Notice(Message):
@@ -105,12 +112,16 @@ class TopApp(App[tuple[str, str] | None]):
     .title { height: 1; padding: 0 1; color: $accent; text-style: bold; }
     DataTable { height: auto; max-height: 16; }
     #jobs { max-height: 14; }
+    .hosts { display: none; }
+    .hosts.shown { display: block; }
+    #host-detail { height: auto; padding: 0 1; }
     """
     BINDINGS = [
         Binding("q", "quit", "quit"),
         Binding("slash", "filter", "filter"),
         Binding("c", "cancel_job", "cancel job"),
         Binding("s", "stop_session", "stop session"),
+        Binding("h", "toggle_hosts", "hosts"),
         Binding("tab", "focus_next", "next table", show=False),
         Binding("escape", "clear_filter", "clear filter", show=False),
     ]
@@ -126,6 +137,9 @@ class TopApp(App[tuple[str, str] | None]):
         self._pending = threading.Event()
         self._last_load = 0.0
         self._loading = False
+        secret = self.settings.dispatch_secret
+        self.fleet = FleetTable(secret) if secret else None  # every node's presence, once the broker is followed
+        self.picked_host = ""
 
     # -- layout -------------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
@@ -133,6 +147,12 @@ class TopApp(App[tuple[str, str] | None]):
         yield Input(
             placeholder="filter: part of a session, agent, role, job or loop (Enter keeps, Esc clears)", id="filter"
         )
+        hosts = "HOSTS  (arrows + Enter: a host's sessions and jobs; h: hide)"
+        if self.fleet is None:
+            hosts += "  no MAM_DISPATCH_SECRET: a node's presence cannot be checked"
+        yield Static(hosts, id="hosts-title", classes="title hosts")
+        yield DataTable(id="hosts", cursor_type="row", zebra_stripes=True, classes="hosts")
+        yield Static("", id="host-detail", classes="hosts")
         yield Static("SESSIONS  (Enter: attach, s: stop)", classes="title")
         yield DataTable(id="sessions", cursor_type="row", zebra_stripes=True)
         yield Static("OPEN JOBS  (c: cancel)", classes="title")
@@ -148,6 +168,7 @@ class TopApp(App[tuple[str, str] | None]):
         self.query_one("#jobs", DataTable).add_columns(*render.JOB_COLUMNS)
         self.query_one("#loops", DataTable).add_columns(*render.LOOP_COLUMNS)
         self.query_one("#routines", DataTable).add_columns(*render.ROUTINE_COLUMNS)
+        self.query_one("#hosts", DataTable).add_columns(*render.HOST_COLUMNS)
         self.query_one("#sessions", DataTable).focus()
         if self.follow_broker:
             threading.Thread(target=self._connect, name="mam-top-broker", daemon=True).start()
@@ -182,6 +203,14 @@ class TopApp(App[tuple[str, str] | None]):
 
             client.subscribe(topics.all_events(), on_message)
             client.subscribe(topics.all_states(), on_message)
+            fleet = self.fleet
+            if fleet is not None:
+
+                def on_presence(_topic: str, payload: bytes, retained: bool) -> None:
+                    if fleet.feed(payload, retained=retained):
+                        self.post_message(FleetMoved())
+
+                client.subscribe(topics.all_presence(), on_presence)
         except (BrokerError, RuntimeError):
             self.post_message(BrokerChanged("down"))
             return
@@ -202,6 +231,9 @@ class TopApp(App[tuple[str, str] | None]):
     def on_job_moved(self, _message: JobMoved) -> None:
         self.reload_soon()
 
+    def on_fleet_moved(self, _message: FleetMoved) -> None:
+        self.show_hosts()
+
     def on_notice(self, message: Notice) -> None:
         self.notify(message.text, severity=message.severity)  # type: ignore[arg-type]
 
@@ -212,6 +244,7 @@ class TopApp(App[tuple[str, str] | None]):
             self._show_head()
 
     def _tick(self) -> None:
+        self.show_hosts()  # a node not heard for a while turns offline on the clock, with no message
         busy = bool(self.snap and self.snap.jobs)
         if busy or time.monotonic() - self._last_load >= IDLE_S:
             self.reload()
@@ -280,9 +313,20 @@ class TopApp(App[tuple[str, str] | None]):
         rows = render.fit(render.ROUTINE_COLUMNS, [render.routine_cells(r) for r in routines], width, keep=4)
         self._fill("#routines", [(r.name, row) for r, row in zip(routines, rows)])
 
+    def show_hosts(self) -> None:
+        if self.fleet is None or not self.query_one("#hosts", DataTable).has_class("shown"):
+            return
+        now = int(time.time() * 1000)
+        hosts = [h for h in self.fleet.rows(now) if self._match(h.name, h.host, h.state)]
+        rows = render.fit(render.HOST_COLUMNS, [render.host_cells(h, now) for h in hosts], self.size.width or 120)
+        self._fill("#hosts", [(h.name, row) for h, row in zip(hosts, rows)])
+        picked = next((h for h in hosts if h.name == self.picked_host), None)
+        self.query_one("#host-detail", Static).update(render.host_detail(picked, now) if picked else "")
+
     def on_resize(self, _event: Any) -> None:
         if self.snap is not None:
             self.show(self.snap)
+        self.show_hosts()
 
     def _fill(self, selector: str, rows: list[tuple[str, Any]]) -> None:
         table = self.query_one(selector, DataTable)
@@ -331,6 +375,21 @@ class TopApp(App[tuple[str, str] | None]):
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
         if event.data_table.id == "sessions" and event.row_key.value:
             self.attach(str(event.row_key.value))
+        elif event.data_table.id == "hosts" and event.row_key.value:
+            self.picked_host = str(event.row_key.value)
+            self.show_hosts()
+
+    def action_toggle_hosts(self) -> None:
+        """Show the HOSTS (and focus them) or hide them again."""
+        shown = not self.query_one("#hosts", DataTable).has_class("shown")
+        for widget in self.query(".hosts"):
+            widget.set_class(shown, "shown")
+        if shown:
+            self.show_hosts()
+            self.query_one("#hosts", DataTable).focus()
+        else:
+            self.picked_host = ""
+            self.query_one("#sessions", DataTable).focus()
 
     def attach(self, name: str) -> None:
         """Put this terminal on the session's pane; back here when the person detaches. Where the

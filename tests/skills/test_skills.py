@@ -108,7 +108,7 @@ RELATED: dict[str, tuple[tuple[str, ...], ...]] = {
     "multi-agent-mux-mcp": (("job", "delegate"), ("pause",), ("resume",)),
     "multi-agent-mux-loop": (("loop", "approve"), ("loop", "reject"), ("loop", "status"), ("session", "create")),
     "multi-agent-mux-status": (("job", "list"), ("job", "status"), ("session", "create"), ("web",)),  # mam web --stop
-    "multi-agent-mux-runner": (("job", "delegate"),),
+    "multi-agent-mux-runner": (("job", "delegate"), ("session", "status")),  # status.sh --fleet
     "multi-agent-mux-routine": (
         ("routine", "list"),
         ("routine", "log"),

@@ -106,6 +106,10 @@ UPWARDS: dict[str, dict[str, str]] = {
         "it only starts the program in mam/demo/agent.py"
     },
     "hooks/run.py": {"jobs": "`mam hook` reports a turn's end through the job emitter (mam.jobs.emit, activity)"},
+    "cli/fleet.py": {
+        "node": "`mam status --fleet` asks the workspace's named node for its fleet table (op `fleet`, "
+        "mam.node.client.ask) before it listens to the broker itself"
+    },
 }
 
 

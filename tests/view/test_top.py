@@ -372,3 +372,67 @@ def start_top(viewer: Any, *, keep_dead: bool = False) -> Callable[[], str]:
         return subprocess.run([*tmux, "capture-pane", "-p", "-t", "v"], capture_output=True, text=True).stdout
 
     return screen
+
+
+def test_h_shows_the_hosts_and_enter_on_one_shows_its_sessions_and_jobs(workspace, mosquitto_broker, monkeypatch):  # type: ignore[no-untyped-def]
+    """A real named node of this workspace announces itself on the broker; top's HOSTS (hidden until `h`)
+    lists it from its signed presence, arrows + Enter pick it and show its sessions and open jobs."""
+    import uuid
+
+    from textual.widgets import DataTable, Static
+
+    from mam.settings import load_settings
+    from mam.view.top import TopApp
+
+    for key, value in {**mosquitto_broker.env(), **FAST, "MAM_DISPATCH_SECRET": "top-fleet-secret"}.items():
+        monkeypatch.setenv(key, value)
+    create_demo("quiet")
+    name = f"top-{uuid.uuid4().hex[:6]}"
+    node = spawn_mam("node", "--name", name, "--allow-insecure-broker")
+    app = TopApp(workspace, load_settings(env_file=workspace.env_file))
+
+    async def drive() -> tuple[list[str], str]:
+        async with app.run_test(size=(160, 50)) as pilot:
+
+            async def until(check, what: str) -> None:  # type: ignore[no-untyped-def]
+                for _ in range(1200):
+                    if check():
+                        return
+                    await pilot.pause(0.05)
+                raise AssertionError(f"never: {what}")
+
+            hosts = app.query_one("#hosts", DataTable)
+            sessions = app.query_one("#sessions", DataTable)
+            detail = app.query_one("#host-detail", Static)
+            await until(lambda: app.broker == "up" and sessions.row_count == 1, "the broker up and the session")
+            assert not hosts.display  # hidden until asked for
+            await pilot.press("h")
+            assert hosts.display and app.focused is hosts
+
+            def keys() -> list[str]:
+                return [str(hosts.coordinate_to_cell_key((r, 0)).row_key.value) for r in range(hosts.row_count)]
+
+            await until(lambda: name in keys(), f"node {name} in the HOSTS")
+            await pilot.press("home")
+            for _ in range(keys().index(name)):
+                await pilot.press("down")
+            await pilot.press("enter")
+            await until(lambda: "quiet running" in str(detail.render()), "the picked host's sessions")
+            shown = [str(c) for c in hosts.get_row(name)]
+            text = str(detail.render())
+            await pilot.press("h")
+            await until(lambda: not hosts.display, "the HOSTS hidden again")
+            assert app.focused is sessions and app.return_value is None  # Enter on a host attached nothing
+            return shown, text
+
+    try:
+        shown, text = asyncio.run(drive())
+    finally:
+        node.terminate()
+        try:
+            node.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            node.kill()
+            node.wait()
+    assert shown[0] == name and shown[2] == "online" and shown[5] == "1/1", shown
+    assert text.startswith(f"{name} (") and "sessions: quiet running" in text and "open jobs: none" in text, text
