@@ -286,7 +286,7 @@ class Runner:
         why = self.fence.why(msg.job_id)
         if why:  # a zombie: the job ended (or moved on) at the origin while this dispatch waited for us
             self.note("fenced", job=msg.job_id, epoch=msg.epoch, detail=why)
-            job.registry.close()
+            job.drop()
             return
         self.note("taken", job=msg.job_id, session=msg.session, epoch=msg.epoch)
         thread = threading.Thread(target=job.run, name=f"job-{msg.job_id}", daemon=True)

@@ -21,7 +21,7 @@ from mam.jobs.attempt import JobAttempt, StoreEvents
 from mam.jobs.brief import MAX_BRIEF_BYTES, check_brief
 from mam.jobs.delivery import PaneDelivery
 from mam.jobs.emit import Emitter
-from mam.jobs.ledger import Ledger, new_owner
+from mam.jobs.ledger import Ledger, held, new_owner
 from mam.jobs.model import End, Job
 from mam.jobs.record import now_ms
 from mam.jobs.result import Outcome
@@ -184,6 +184,11 @@ class RunnerJob:
             self.attempt.end(reason, detail)
         finally:
             self.registry.close()
+
+    def drop(self) -> None:
+        """Let go of a job fenced before its thread started (its copy already ended): nothing runs for it."""
+        held(self.attempt.ledger.owner, False)
+        self.registry.close()
 
     def run(self) -> Outcome:
         try:

@@ -143,7 +143,7 @@ def test_a_runner_copys_events_carry_its_epoch_and_a_local_jobs_do_not(store: tu
     ws, registry = store
     settings = load_settings(environ={"MAM_DISPATCH_SECRET": SECRET})
     job = RunnerJob.take(dispatch(2), ws=ws, settings=settings, runner="rb", secret=SECRET, fence=Fence())
-    job.registry.close()
+    job.drop()
     sent = Emitter(ws, registry).emit("job-0123456789abcdef", "progress", {"message": "hi"})
     assert sent.envelope.body["epoch"] == 2 and sent.envelope.verify(dispatch().token(SECRET))
     local = register_delivered(ws, registry, topic_prefix="mam/t", started=True)
@@ -181,7 +181,7 @@ def runner_with_copy(ws: Workspace, epoch: int = 0) -> tuple[Runner, str]:
     settings = load_settings(environ={"MAM_DISPATCH_SECRET": SECRET})
     runner = Runner("rb", ws, settings, allow_insecure=True)
     job = RunnerJob.take(dispatch(epoch), ws=ws, settings=settings, runner="rb", secret=SECRET, fence=runner.fence)
-    job.registry.close()
+    job.drop()
     runner._followed.add(job.attempt.ledger.job.id)
     return runner, job.attempt.ledger.job.id
 
@@ -229,7 +229,7 @@ def test_a_fenced_copy_types_nothing_and_reports_nothing(store: tuple[Workspace,
     settings = load_settings(environ={"MAM_DISPATCH_SECRET": SECRET})
     fence = Fence()
     job = RunnerJob.take(dispatch(), ws=ws, settings=settings, runner="rb", secret=SECRET, fence=fence)
-    job.registry.close()
+    job.drop()
     ledger = job.attempt.ledger
     ledger.registry = registry  # the test's own connection to the same store
     fence.stop(ledger.job.id, "revoked by the origin")
