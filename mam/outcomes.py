@@ -88,6 +88,7 @@ class Reason(str, Enum):
     QUEUE_TIMEOUT = "queue_timeout"
     BUDGET_EXHAUSTED = "budget_exhausted"
     TOKEN_BUDGET = "token_budget"
+    REVOKED = "revoked"
 
     def __str__(self) -> str:
         return self.value
@@ -137,6 +138,7 @@ ENDINGS: Mapping[Reason, Ending] = {
         Ending(Reason.QUEUE_TIMEOUT, JobState.CANCELLED, Exit.NOT_DELIVERED, "a cap held the job queued past the wait"),
         Ending(Reason.BUDGET_EXHAUSTED, JobState.CANCELLED, Exit.BUDGET, "a token budget is spent: refused at once"),
         Ending(Reason.TOKEN_BUDGET, JobState.FAILED, Exit.BUDGET, "its measured usage passed --max-tokens"),
+        Ending(Reason.REVOKED, JobState.CANCELLED, Exit.NOT_DELIVERED, "a runner's copy the origin fenced (a revoke)"),
     )
 }
 
@@ -192,6 +194,7 @@ class Rejected(str, Enum):
     REPLAY = "replay"
     OUT_OF_ORDER = "out_of_order"
     OUT_OF_WINDOW = "out_of_window"
+    STALE_EPOCH = "stale_epoch"  # a runner's event from an older epoch of the job (fenced: the job moved on)
     # dispatches, at a runner
     WRONG_RUNNER = "wrong_runner"
     STALE = "stale"

@@ -25,6 +25,8 @@ MAX_DEPTH = 32  # JSON nesting, counting the envelope object as level 1 and `bod
 MAX_INT = 2**53  # integers stay below this in magnitude: exact in every JSON reader, and in SQLite's 64 bits
 MAX_BOARD_BYTES = 1024 * 1024  # a board value is at most 64 KiB of text; escaped JSON may be several times that
 KINDS = ("event", "state", "dispatch", "presence", "board")
+EPOCH = "epoch"  # the body field of a job's fencing epoch (a dispatch, a runner's event, a state, a revoke)
+REVOKE = "revoke"  # the type of the `state` message by which an origin tells a fenced runner to stop its copy
 _FIELDS = {"v", "kind", "job", "seq", "type", "sender", "ts", "body", "sig"}
 
 
@@ -183,6 +185,15 @@ class Envelope:
             v=obj["v"],
             sig=obj["sig"],
         )
+
+
+def epoch_of(env: Envelope) -> int:
+    """The fencing epoch `env` carries in its body; an absent one reads as 0 (a peer from before epochs).
+    Raises DecodeError (bad_shape) when it is not a whole number from 0 up."""
+    value = env.body.get(EPOCH, 0)
+    if type(value) is not int or value < 0:
+        raise DecodeError(f"body.epoch {str(value)[:40]!r} is not a whole number from 0 up", reason=Rejected.BAD_SHAPE)
+    return value
 
 
 def _no_float(text: str) -> Any:

@@ -23,7 +23,7 @@ from collections.abc import Callable
 from typing import Protocol
 
 from mam.bus.connect import open_client
-from mam.bus.envelope import Envelope
+from mam.bus.envelope import EPOCH, REVOKE, Envelope
 from mam.bus.mqtt import MqttClient
 from mam.bus.topics import Topics
 from mam.errors import BrokerError, MamError
@@ -139,6 +139,15 @@ class BrokerEvents:
             return "not connected"
         if self.owns_client:  # losing (or getting back) the broker changes how the loop waits: wake it
             self.client.on_connection_change = lambda _up: intake.wake()
+        if intake.ledger.fenced:
+            revoked: set[int] = set()
+
+            def revoke(stale: int) -> None:  # once per stale epoch: a fenced runner's every event needs no answer
+                if stale not in revoked:
+                    revoked.add(stale)
+                    self._publish_state(intake.ledger, revoke=stale)
+
+            intake.on_stale = revoke
         intake.attach(self.client, self.topics.events(intake.ledger.job.id))
         return ""
 
@@ -157,18 +166,23 @@ class BrokerEvents:
         else:  # the shared connection stays open: no UNSUBACK to wait for before a close
             self.client.unsubscribe(self.topics.events(ledger.job.id), wait=False)
 
-    def _publish_state(self, ledger: Ledger) -> None:
+    def _publish_state(self, ledger: Ledger, *, revoke: int | None = None) -> None:
+        """The job's retained state, with its epoch: at the end, its final state; with `revoke`, the job as it
+        is now, telling the copy of the job at that older epoch (a fenced runner) to stop."""
         job = ledger.job
         if self.client is None or not self.client.connected or not ledger.token:
             return
+        body = {"state": job.state.value, "reason": job.reason, "exit_code": job.exit_code, EPOCH: ledger.epoch}
+        if revoke is not None:
+            body["revoked"] = revoke
         env = Envelope(
             kind="state",
             job=job.id,
             seq=job.last_seq,
-            type="state",
+            type=REVOKE if revoke is not None else "state",
             sender="wrapper",
             ts=rec.now_ms(),
-            body={"state": job.state.value, "reason": job.reason, "exit_code": job.exit_code},
+            body=body,
         ).signed(ledger.token)
         # Not waited for here: the job's outcome is in the registry already, and on a connection shared
         # by many jobs a wrapper waiting for this ack held its caller up behind every other job's
@@ -346,6 +360,8 @@ class JobAttempt:
                         return
                 elif self._caught_up() or not self._opened(opening):
                     return
+                else:  # taken over after its brief was typed: the far side, if any, hears this attempt's epoch
+                    delivery.rejoin(self.text, self.ledger)
                 self._follow(delivery)
             finally:
                 delivery.finish(self.ledger)

@@ -52,6 +52,11 @@ class Delivery(Protocol):
 
     def inject(self, text: str, ledger: Ledger) -> None: ...
 
+    def rejoin(self, text: str, ledger: Ledger) -> None:
+        """The job was taken over after its brief was typed: tell the far side the attempt's epoch (a remote job:
+        a re-dispatch, which never types the brief twice); a pane here: nothing to tell."""
+        ...
+
     def nudge(self, ledger: Ledger) -> None: ...
 
     def keep_heartbeat(self, ledger: Ledger) -> None:
@@ -168,6 +173,9 @@ class PaneDelivery:
         step = min(max(ledger.job.start_deadline_ms / 8000, 0.5), 10.0)
         self._step = step
         self._next_nudge = time.monotonic() + step
+
+    def rejoin(self, text: str, ledger: Ledger) -> None:
+        return None  # the pane is this host's: no copy of the job anywhere else
 
     def type_idle(self, text: str) -> str:
         """Paste `text` and press Enter, only when the agent's input box is empty and no dialog shows: the

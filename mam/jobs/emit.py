@@ -7,7 +7,8 @@ wrapper heard the poke does the emitter poke `job:<id>` (whoever follows the job
 the store at once), connect (paho is imported then) and publish itself, holding the lock until the
 broker acknowledged, so events leave in `seq` order. When the broker is down too, the event stays
 on disk (a wrapper that takes the job over reads it there) and the caller is told so. A remote
-job's events wait in the store for the runner's relay. This is the one module that writes job
+job's events wait in the store for the runner's relay, each with the epoch of the runner's copy
+(`body.epoch`, signed with the rest: the origin refuses an older one). This is the one module that writes job
 events (`mam event`, the heartbeater, hooks); it imports neither paho nor click nor YAML.
 """
 
@@ -19,7 +20,7 @@ from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
-from mam.bus.envelope import MAX_EVENT_BYTES, Envelope
+from mam.bus.envelope import EPOCH, MAX_EVENT_BYTES, Envelope
 from mam.bus.topics import Topics
 from mam.errors import BrokerError, EventTooLarge, JobError
 from mam.jobs.record import now_ms, read_record
@@ -158,9 +159,10 @@ class Emitter:
                         f"job {job_id} already ended: {row.state} ({row.reason or 'no reason'})", job_id=job_id
                     )
                 seq = jobs_table.next_seq(conn, job_id)
-                env = Envelope(
-                    kind="event", job=job_id, seq=seq, type=type, sender=sender, ts=now_ms(), body=dict(body)
-                )
+                fields = dict(body)
+                if relayed(record):  # a runner's side of a remote job: the origin fences it by the epoch
+                    fields[EPOCH] = row.epoch
+                env = Envelope(kind="event", job=job_id, seq=seq, type=type, sender=sender, ts=now_ms(), body=fields)
                 env, cut = fit(env, fit_field)  # raising here rolls the seq back: nothing recorded
                 env = env.signed(token)
                 # `published` means "nothing left to relay": only a remote job's events wait for the runner's relay;

@@ -1,9 +1,10 @@
 """The receiving gate: every incoming job event is checked here before the job model sees it.
 
 Checks, in order: size, JSON, shape and protocol version, kind, job id, HMAC signature with
-the job's token, sender allowed for the type, and `seq` (strictly higher than any accepted and
-at most SEQ_WINDOW ahead of it; a gap is accepted and reported; a replay, out-of-order or
-out-of-window event is rejected). The same event
+the job's token, sender allowed for the type, the fencing epoch (for a remote job's origin: an
+event from an older epoch than the job's is `stale_epoch` and uses up no `seq`), and `seq`
+(strictly higher than any accepted and at most SEQ_WINDOW ahead of it; a gap is accepted and
+reported; a replay, out-of-order or out-of-window event is rejected). The same event
 arriving once by the disk path and once over MQTT is a duplicate, not a replay.
 """
 
@@ -11,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from mam.bus.envelope import MAX_EVENT_BYTES, Envelope
+from mam.bus.envelope import MAX_EVENT_BYTES, Envelope, epoch_of
 from mam.errors import DecodeError
 from mam.jobs.model import SENDER_TYPES
 from mam.outcomes import Rejected
@@ -41,6 +42,7 @@ class EventGate:
     token: str
     max_bytes: int = MAX_EVENT_BYTES
     last_seq: int = 0
+    epoch: int | None = None  # the job's epoch, where events must carry it (a remote job's origin); None: unchecked
     _seen: dict[int, tuple[str, set[str]]] = field(default_factory=dict)
 
     def check(self, raw: bytes | str, path: str = "mqtt") -> Admission:
@@ -56,6 +58,13 @@ class EventGate:
             return Admission(accepted=False, reason=Rejected.BAD_SIGNATURE, envelope=env)
         if env.type not in SENDER_TYPES.get(env.sender, frozenset()):
             return Admission(accepted=False, reason=Rejected.SENDER_NOT_ALLOWED, envelope=env)
+        if self.epoch is not None:
+            try:
+                stale = epoch_of(env) < self.epoch
+            except DecodeError as e:
+                return Admission(accepted=False, reason=e.reason, envelope=env)
+            if stale:  # signed, but by a copy of the job that was fenced: its seq stays free for the live one
+                return Admission(accepted=False, reason=Rejected.STALE_EPOCH, envelope=env)
         seen = self._seen.get(env.seq)
         if seen is not None:
             sig, paths = seen

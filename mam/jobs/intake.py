@@ -7,16 +7,22 @@ and relays each event it accepts from there to MQTT (signed by the agent, unchan
 and a monitor. The echo of such a relay, which comes back on the job's subscription, wakes nothing: it
 waits for the next pump, where the gate notes it as the silent duplicate it is (so a third copy, an
 attacker's replay, is still a `replay`).
+
+A remote job's origin fences its runner by the job's epoch: a signed event from an older epoch (a runner
+cut off while the job was taken over) changes nothing; it gets one `stale_epoch` audit line and one log
+line, and `on_stale` tells that runner to stop (the origin's revoke, mam.jobs.attempt).
 """
 
 from __future__ import annotations
 
+import logging
 import queue
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from mam.bus.envelope import Envelope
+from mam.bus.envelope import Envelope, epoch_of
 from mam.bus.mqtt import MqttClient
 from mam.errors import BrokerError, DecodeError
 from mam.jobs import record as rec
@@ -27,6 +33,8 @@ from mam.jobs.model import Event
 from mam.outcomes import Rejected
 from mam.store import jobs as jobs_table
 from mam.store.registry import Registry
+
+log = logging.getLogger(__name__)
 
 EXCERPT = 240
 GROUP_S = 0.005
@@ -48,10 +56,12 @@ class Intake:
     _relayed: set[bytes] = field(default_factory=set)  # relayed, their echo not back yet (under _lock)
     _echoes: list[bytes] = field(default_factory=list)  # echoes back, for the next pump (under _lock)
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    on_stale: Callable[[int], None] | None = None  # told the epoch of each stale event (the origin's revoke)
 
     def __post_init__(self) -> None:
         job = self.ledger.job
-        self.gate = EventGate(job.id, self.ledger.token, last_seq=job.last_seq)
+        epoch = self.ledger.epoch if self.ledger.fenced else None
+        self.gate = EventGate(job.id, self.ledger.token, last_seq=job.last_seq, epoch=epoch)
         self.disk_seq = job.last_seq
         self.limiter = RejectionLimiter(lambda kind, fields: self.ledger.note(kind, **fields))
 
@@ -154,6 +164,9 @@ class Intake:
 
     def _take(self, raw: bytes, path: str) -> Admission:
         verdict = self.gate.check(raw, path)
+        if verdict.reason == Rejected.STALE_EPOCH and verdict.envelope is not None:
+            self._stale(verdict.envelope, path)
+            return verdict
         if not verdict.accepted:
             if not verdict.silent and self.limiter.allow(verdict.reason):
                 self.ledger.note(
@@ -180,6 +193,24 @@ class Intake:
         if why:  # accepted events are logged by the ledger as inputs
             self.ledger.note("ignored", reason=why, path=path, seq=env.seq, type=env.type, sender=env.sender)
         return verdict
+
+    def _stale(self, env: Envelope, path: str) -> None:
+        """A signed event from a fenced copy of the job: noted and logged, the job unchanged, its sender revoked."""
+        stale = epoch_of(env)  # the gate read it already
+        if self.limiter.allow(Rejected.STALE_EPOCH):
+            self.ledger.note(
+                "stale_epoch", epoch=stale, job_epoch=self.ledger.epoch, seq=env.seq, type=env.type[:40], path=path
+            )
+            log.warning(
+                "job %s: refused a %s event (seq %d) from epoch %d; the job is at epoch %d",
+                env.job,
+                env.type[:40],
+                env.seq,
+                stale,
+                self.ledger.epoch,
+            )
+        if self.on_stale is not None:
+            self.on_stale(stale)
 
     def _relay_out(self, raw: bytes) -> None:
         """Publish an event accepted from the store (its agent woke us instead of publishing it), in seq order."""

@@ -82,15 +82,24 @@ class Ledger:
     meta: dict[str, Any] = field(default_factory=dict)  # target, kind, parent_job, topic_prefix, brief size...
     token: str = ""
     qid: int = 0
+    epoch: int = 0  # the fencing epoch this attempt holds the job at (raised by a take-over)
     on_commit: Callable[[Job, Input], None] | None = None
     _held: _Held | None = field(default=None, init=False, repr=False, compare=False)
 
     # -- registration -------------------------------------------------------------------------
     @classmethod
     def register(
-        cls, ws: Workspace, registry: Registry, job: Job, *, owner: str, meta: dict[str, Any], token: str | None = None
+        cls,
+        ws: Workspace,
+        registry: Registry,
+        job: Job,
+        *,
+        owner: str,
+        meta: dict[str, Any],
+        token: str | None = None,
+        epoch: int = 0,
     ) -> Ledger:
-        made = cls.register_keyed(ws, registry, job, owner=owner, meta=meta, token=token)
+        made = cls.register_keyed(ws, registry, job, owner=owner, meta=meta, token=token, epoch=epoch)
         assert isinstance(made, Ledger)  # without a key a job is always made
         return made
 
@@ -106,11 +115,13 @@ class Ledger:
         token: str | None = None,
         key: str = "",
         key_ttl_s: float = 0.0,
+        epoch: int = 0,
     ) -> Ledger | JobRow:
         """Register `job`; with an idempotency `key` that still names a job, register nothing and return
-        that job's row instead (its audit log gets an `attached` line, in the same transaction)."""
+        that job's row instead (its audit log gets an `attached` line, in the same transaction). `epoch`: a
+        runner's copy starts at the epoch of the dispatch it came in."""
         token = token or secrets.token_hex(32)
-        ledger = cls(ws, registry, job, owner, dict(meta), token)
+        ledger = cls(ws, registry, job, owner, dict(meta), token, epoch=epoch)
         insert = {
             "job_id": job.id,
             "session": job.session,
@@ -120,8 +131,9 @@ class Ledger:
             "state": job.state.value,
             "owner": owner,
             "data": ledger._row_data(),
+            "epoch": epoch,
         }
-        line = ("created", {"job": job.as_dict(), "meta": meta, "owner": owner})
+        line = ("created", {"job": job.as_dict(), "meta": meta, "owner": owner, "epoch": epoch})
         attach = {"owner": owner, "target": meta.get("target"), "brief_sha256": meta.get("brief_sha256")}
         held(owner, True)  # before the row names it: a monitor of this process never takes it for dead
         try:
@@ -155,20 +167,31 @@ class Ledger:
 
     @classmethod
     def take_over(cls, ws: Workspace, registry: Registry, job_id: str) -> Ledger:
-        """Become the owner of an existing job (a retried wrapper); the previous owner stops touching it."""
+        """Become the owner of an existing job (a retried wrapper); the previous owner stops touching it.
+
+        The job's epoch is raised in the same commit: whatever the previous attempt set going on another
+        host (a remote job's runner) speaks for an older epoch from now on (fenced: `stale_epoch`)."""
         token = str(rec.read_record(ws, job_id).get("token", ""))
         previous = registry.job(job_id)
-        owner = new_owner()
-        line = ("taken_over", {"previous_owner": previous.owner, "owner": owner})
+        owner, epoch = new_owner(), previous.epoch + 1
+        line = ("taken_over", {"previous_owner": previous.owner, "owner": owner, "epoch": epoch})
         held(owner, True)
         try:
-            done = journal.commit(registry, Transition(job_id, lines=[line], changes={"owner": owner}, token=token))
+            done = journal.commit(
+                registry, Transition(job_id, lines=[line], changes={"owner": owner, "epoch": epoch}, token=token)
+            )
         except BaseException:
             held(owner, False)
             raise
         row = done.row or registry.job(job_id)
         job = Job.from_dict(row.data.get("job", {}))
-        return cls(ws, registry, job, owner, dict(row.data.get("meta", {})), token, row.qid)
+        return cls(ws, registry, job, owner, dict(row.data.get("meta", {})), token, row.qid, epoch=row.epoch)
+
+    @property
+    def fenced(self) -> bool:
+        """The job's events come from a runner on another host (this is a remote job's origin): each must carry
+        the job's epoch, and one from an older epoch is refused (`stale_epoch`)."""
+        return bool(self.meta.get("runner")) and self.meta.get("relay") != "runner"
 
     # -- transitions --------------------------------------------------------------------------
     def apply(self, inp: Input) -> str:

@@ -97,7 +97,8 @@ class OrphanFollower:
         except MamError:
             return None
         job = Job.from_dict(row.data.get("job", {}))
-        ledger = Ledger(self.ws, self.registry, job, row.owner, dict(row.data.get("meta", {})), token, row.qid)
+        meta = dict(row.data.get("meta", {}))
+        ledger = Ledger(self.ws, self.registry, job, row.owner, meta, token, row.qid, epoch=row.epoch)
         intake = Intake(ledger, self.registry, local=not row.data.get("meta", {}).get("runner"))
         self.followed[job_id] = intake
         ledger.note("monitor_follows", owner=row.owner, note="the wrapper is gone; the monitor follows this job")

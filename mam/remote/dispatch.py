@@ -4,10 +4,15 @@ A dispatch is a retained QoS 1 message on `<runners prefix>/runners/<runner>/dis
 envelope of kind `dispatch` signed with MAM_DISPATCH_SECRET. It never carries the job's token:
 only the key nonce from which both hosts derive it with the secret (mam/remote/job_key.py). It
 still carries the brief, hence it is refused on an insecure broker connection.
+
+It carries the job's fencing epoch (`body.epoch`; absent reads as 0). An origin that took a job over
+after its brief was typed sends it again at the raised epoch (a re-dispatch): the runner that holds
+the job moves its copy to that epoch and types nothing; its events from the older epoch are refused.
 """
 
 from __future__ import annotations
 
+import hashlib
 import threading
 import time
 from collections.abc import Mapping
@@ -15,10 +20,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from mam.broker.endpoint import configured_endpoint
-from mam.bus.envelope import MAX_DISPATCH_BYTES, Envelope
+from mam.bus.envelope import EPOCH, MAX_DISPATCH_BYTES, Envelope, epoch_of
 from mam.bus.mqtt import MqttClient
 from mam.bus.topics import Topics, check_prefix
-from mam.errors import BrokerError, DecodeError, JobError, UsageError
+from mam.errors import BrokerError, DecodeError, JobError, MamError, UsageError
 from mam.ids import check_job_id, check_name, check_nonce
 from mam.jobs import record as rec
 from mam.jobs.ledger import Ledger
@@ -62,6 +67,7 @@ class Dispatch:
     budget_ms: int
     origin: str
     topic_prefix: str = ""  # the origin's job prefix: where the runner sends the job's events ("" = its own)
+    epoch: int = 0  # the job's fencing epoch at the origin: the runner's events carry it back
 
     def encode(self, secret: str) -> bytes:
         body: dict[str, Any] = {
@@ -75,6 +81,7 @@ class Dispatch:
             "heartbeat_k_milli": int(self.heartbeat_k * 1000),
             "budget_ms": self.budget_ms,
             "origin": self.origin,
+            EPOCH: self.epoch,
         }
         if self.topic_prefix:
             body["topic_prefix"] = self.topic_prefix
@@ -127,6 +134,7 @@ class Dispatch:
                 budget_ms=int(b["budget_ms"]),
                 origin=str(b.get("origin", "")),
                 topic_prefix=check_prefix(b["topic_prefix"]) if "topic_prefix" in b else "",
+                epoch=epoch_of(env),
             )
         except (KeyError, TypeError, ValueError, UsageError) as e:
             raise DecodeError(f"dispatch body is malformed: {e}", reason=Rejected.BAD_SHAPE) from e
@@ -168,6 +176,7 @@ class RemoteDelivery:
     ) -> None:
         self.target, self.ws, self.settings, self.client, self.topics = target, ws, settings, client, topics
         self.secret = settings.dispatch_secret
+        self.brief = brief
         self._published: str | None = None
 
     def find_target(self, wait_s: float = 0.0) -> str:
@@ -242,6 +251,26 @@ class RemoteDelivery:
         return ""  # the runner checks its own agent before it injects
 
     def inject(self, text: str, ledger: Ledger) -> None:
+        self._dispatch(text, ledger)
+        size = len(text.encode("utf-8"))
+        ledger.note("dispatched", runner=self.target.runner or "", session=self.target.session, bytes=size)
+
+    def rejoin(self, text: str, ledger: Ledger) -> None:
+        """Taken over after the brief was typed: dispatch the job again at this attempt's epoch, so the runner
+        that holds it moves its copy on (and types nothing) and the job can still complete. The brief goes
+        along only when it is the job's own (its sha256): a runner that never took the first dispatch types it
+        then; without it, such a runner refuses the re-dispatch (`brief_refused`)."""
+        own = bool(self.brief) and hashlib.sha256(self.brief.encode("utf-8")).hexdigest() == ledger.meta.get(
+            "brief_sha256"
+        )
+        try:
+            self._dispatch(text if own else "", ledger)
+        except MamError as e:  # its events stay fenced; the job ends by its own deadlines
+            ledger.note("redispatch_failed", runner=self.target.runner or "", epoch=ledger.epoch, detail=str(e))
+            return
+        ledger.note("redispatched", runner=self.target.runner or "", epoch=ledger.epoch, brief=own)
+
+    def _dispatch(self, text: str, ledger: Ledger) -> None:
         job = ledger.job
         key_nonce = str(ledger.meta.get("key_nonce") or "")
         if not KEY_NONCE.match(key_nonce):  # a job registered by a mam older than protocol 2
@@ -262,11 +291,11 @@ class RemoteDelivery:
             budget_ms=job.budget_ms,
             origin=str(self.ws.root),
             topic_prefix=self.topics.prefix,
+            epoch=ledger.epoch,
         )
         topic = self.topics.dispatch(msg.runner, job.id)
         self._published = topic  # even if the publish raises: it may still reach the broker, so `finish` clears it
         self.client.publish(topic, msg.encode(self.secret), qos=1, retain=True, timeout=10)
-        ledger.note("dispatched", runner=msg.runner, session=msg.session, bytes=len(text.encode("utf-8")))
 
     def nudge(self, ledger: Ledger) -> None:
         return None  # the runner presses Enter again on its side

@@ -6,6 +6,13 @@ seen before), clears the retained dispatch, injects the brief into its own sessi
 and relays the job's events from this workspace's store to the broker in `seq` order. It
 follows every runner's presence into a FleetTable (mam.remote.fleet): the node's `fleet` answer.
 If the runner dies, nothing is relayed and the origin's wrapper ends by its deadlines.
+
+Fencing (the job's epoch, MESSAGING.md "Fencing epochs"): before a job's thread may type anything,
+the runner has read the job's retained state (a probe of its own comes back after it); a job that
+already ended at the origin, or that the origin revoked for a newer epoch, is stopped here (`Fence`)
+and types nothing. A re-dispatch at a newer epoch of a job this runner holds open moves its copy to
+that epoch (its events carry it from then on) and types nothing. Restarted, the runner follows the
+state of every copy it still holds open, so a copy orphaned by its restart is stopped the same way.
 """
 
 from __future__ import annotations
@@ -22,7 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mam.bus.connect import open_client
-from mam.bus.envelope import Envelope
+from mam.bus.envelope import REVOKE, Envelope, epoch_of
 from mam.bus.mqtt import MqttClient, Will
 from mam.bus.topics import Topics
 from mam.errors import BrokerError, DecodeError, JobError, LockBusy, MamError
@@ -30,10 +37,10 @@ from mam.ids import check_name
 from mam.jobs import record as rec
 from mam.jobs.flood import RejectionLimiter, clip_fields
 from mam.jobs.stale import end_job
-from mam.outcomes import TERMINAL, Exit, JobState, Reason, Rejected, origin_reason
+from mam.outcomes import TERMINAL, Exit, JobState, Reason, Rejected, ending, origin_reason
 from mam.remote.dispatch import Dispatch, check_remote_allowed
 from mam.remote.fleet import FleetTable, presence
-from mam.remote.runner_job import RunnerJob, brief_problem
+from mam.remote.runner_job import Fence, RunnerJob, brief_problem
 from mam.settings import Settings
 from mam.store import jobs as jobs_table
 from mam.store import journal
@@ -63,6 +70,10 @@ class Runner:
     _dispatches: queue.Queue[tuple[str, bytes]] = field(default_factory=queue.Queue)
     _states: queue.Queue[tuple[str, bytes]] = field(default_factory=queue.Queue)
     _stop: threading.Event = field(default_factory=threading.Event)
+    fence: Fence = field(default_factory=Fence)
+    _followed: set[str] = field(default_factory=set)  # the jobs whose retained state this runner follows
+    _probes: dict[str, threading.Event] = field(default_factory=dict)
+    _probe_lock: threading.Lock = field(default_factory=threading.Lock)
 
     def __post_init__(self) -> None:
         check_name(self.name, "runner name")  # it names a log file, a lock and topic levels
@@ -93,6 +104,7 @@ class Runner:
             raise LockBusy(f"runner {self.name!r} already runs in workspace {self.ws.root}") from e
         try:
             self._connect()
+            self._follow_held()
             self.note("started", pid=os.getpid(), host=socket.gethostname())
             idle_since = announced = time.monotonic()
             while not self._stop.is_set():
@@ -130,6 +142,8 @@ class Runner:
             self.settings, self.ws, role=f"runner-{self.name}", will=will, autostart=False, timeout=10
         )
         self.client.on_connection_change = self._on_connection
+        self._probe_topic = self.topics.probe(self.name, f"fence-{uuid.uuid4().hex[:12]}")
+        self.client.subscribe(self._probe_topic, lambda _t, p, _r: self._probe_back(p))
         self.client.subscribe(self.topics.dispatch_all(self.name), lambda t, p, _r: self._dispatches.put((t, p)))
         self._announce()
         try:
@@ -252,13 +266,19 @@ class Runner:
             self.note("rejected", reason=e.reason, topic=topic, detail=str(e))
             self._clear(topic)
             return
-        if self.registry.find_job(msg.job_id) is not None:
-            self.note("rejected", reason=Rejected.DUPLICATE, job=msg.job_id, topic=topic)
+        held = self.registry.find_job(msg.job_id)
+        if held is not None:
+            if held.open and msg.epoch > held.epoch:  # a re-dispatch: the job moved on, and this copy with it
+                self._move_on(msg, held.epoch)
+            else:
+                self.note("rejected", reason=Rejected.DUPLICATE, job=msg.job_id, topic=topic)
             self._clear(topic)
             return
         refused = brief_problem(msg.text)
         try:
-            job = RunnerJob.take(msg, ws=self.ws, settings=self.settings, runner=self.name, secret=self.secret)
+            job = RunnerJob.take(
+                msg, ws=self.ws, settings=self.settings, runner=self.name, secret=self.secret, fence=self.fence
+            )
         except JobError as e:  # another copy won the insert race
             self.note("rejected", reason=Rejected.DUPLICATE, job=msg.job_id, detail=str(e))
             self._clear(topic)
@@ -274,11 +294,61 @@ class Runner:
                 self.note("error", job=msg.job_id, detail=f"could not report the refusal: {e}")
             return
         self.taken += 1
-        self.note("taken", job=msg.job_id, session=msg.session)
+        # Nothing is typed before the origin's word on the job is read: its retained state arrives before our probe.
         self._follow(msg.job_id)
+        self._barrier()
+        self._follow_states()
+        why = self.fence.why(msg.job_id)
+        if why:  # a zombie: the job ended (or moved on) at the origin while this dispatch waited for us
+            self.note("fenced", job=msg.job_id, epoch=msg.epoch, detail=why)
+            job.drop()
+            return
+        self.note("taken", job=msg.job_id, session=msg.session, epoch=msg.epoch)
         thread = threading.Thread(target=job.run, name=f"job-{msg.job_id}", daemon=True)
         self.jobs[msg.job_id] = thread
         thread.start()
+
+    def _move_on(self, msg: Dispatch, was: int) -> None:
+        """A re-dispatch of a job this runner holds open: its copy takes the new epoch (its events carry it from
+        now on: the ones stored before still carry the old one, and the origin refuses them), nothing typed."""
+        with self.registry.write() as conn:
+            raised = jobs_table.raise_epoch(conn, msg.job_id, msg.epoch)
+        if not raised:
+            return
+        try:
+            journal.note(self.registry, msg.job_id, "epoch_raised", epoch=msg.epoch, previous=was, by=self.name)
+        except MamError as e:
+            log.warning("job %s: epoch raise not noted: %s", msg.job_id, e)
+        self.fence.forget(msg.job_id)
+        self.note("moved_on", job=msg.job_id, epoch=msg.epoch, previous=was)
+        self._follow(msg.job_id)
+
+    def _probe_back(self, payload: bytes) -> None:
+        with self._probe_lock:
+            back = self._probes.get(payload.decode("ascii", "replace"))
+        if back is not None:
+            back.set()
+
+    def _barrier(self) -> None:
+        """Wait until the retained messages of the subscriptions made so far have arrived: the broker sends
+        them before a message published after the subscription on the same connection (our probe). A
+        clustered broker may not send a retained copy at all (FIELD_NOTES.md): then a later state or revoke
+        still stops the job before its brief is typed, or after."""
+        if self.client is None or not self.client.connected:
+            return
+        tag = uuid.uuid4().hex
+        back = threading.Event()
+        with self._probe_lock:
+            self._probes[tag] = back
+        try:
+            self.client.publish(self._probe_topic, tag.encode("ascii"), qos=1, timeout=PRESENCE_READ_S)
+            if not back.wait(PRESENCE_READ_S):
+                log.warning("runner %s: own probe not back within %ss", self.name, PRESENCE_READ_S)
+        except BrokerError as e:
+            log.warning("runner %s: no probe before typing: %s", self.name, e)
+        finally:
+            with self._probe_lock:
+                self._probes.pop(tag, None)
 
     def _clear(self, topic: str) -> None:
         if self.client is not None and self.client.connected:
@@ -291,9 +361,7 @@ class Runner:
         for job_id, thread in list(self.jobs.items()):
             if not thread.is_alive():
                 del self.jobs[job_id]
-                if self.client is not None:
-                    self.client.unsubscribe(self.topics_of(job_id).state(job_id))
-                self._job_topics.pop(job_id, None)
+                self._unfollow(job_id)
 
     def topics_of(self, job_id: str) -> Topics:
         """The job's topics, under the prefix its origin sent in the dispatch (kept in the job record)."""
@@ -306,45 +374,82 @@ class Runner:
         return self._job_topics[job_id]
 
     def _follow(self, job_id: str) -> None:
-        """Listen for the origin's final word on a job this runner took (its retained state)."""
+        """Listen for the origin's word on a job this runner holds (its retained state: the final one, or a revoke)."""
 
         def on_state(_topic: str, payload: bytes, _retained: bool) -> None:
             self._states.put((job_id, payload))
 
-        if self.client is not None:
+        if self.client is not None and job_id not in self._followed:
+            self._followed.add(job_id)
             try:
                 self.client.subscribe(self.topics_of(job_id).state(job_id), on_state)
             except BrokerError as e:  # kept by the client: subscribed again when the connection returns
                 log.warning("state of %s not followed yet: %s", job_id, e)
 
-    # -- the origin's word on a job: its retained final state ---------------------------------
+    def _unfollow(self, job_id: str) -> None:
+        if job_id in self._followed:
+            self._followed.discard(job_id)
+            if self.client is not None:
+                self.client.unsubscribe(self.topics_of(job_id).state(job_id))
+        self._job_topics.pop(job_id, None)
+
+    def _follow_held(self) -> None:
+        """The copies this runner still holds open (a restart left them without their thread): follow their
+        state too, so one that ended or moved on at the origin is stopped here."""
+        with self.registry.read() as conn:
+            rows = jobs_table.open_jobs(conn)
+        for row in rows:
+            meta = row.data.get("meta", {})
+            if meta.get("relay") == "runner" and meta.get("runner") == self.name:
+                self._follow(row.id)
+
+    # -- the origin's word on a job: its retained final state, or a revoke ----------------------
     def _follow_states(self) -> None:
         while True:
             try:
                 job_id, payload = self._states.get_nowait()
             except queue.Empty:
                 return
-            if not payload or job_id not in self.jobs:
+            if not payload or job_id not in self._followed:
                 continue
             try:
                 env = Envelope.decode(payload)
                 token = str(rec.read_record(self.ws, job_id).get("token", ""))
+                said = epoch_of(env)
             except (DecodeError, JobError):
                 continue
-            if env.kind == "state" and env.job == job_id and env.verify(token):
-                state = str(env.body.get("state", ""))
-                if state in {s.value for s in JobState} and JobState(state) in TERMINAL:
-                    code = env.body.get("exit_code")
-                    end_job(
-                        self.ws,
-                        self.registry,
-                        job_id,
-                        JobState(state),
-                        origin_reason(str(env.body.get("reason", state))),
-                        code if isinstance(code, int) else Exit.FAILED,
-                        "ended by the origin",
-                        by=f"runner {self.name}",
-                    )
+            row = self.registry.find_job(job_id)
+            if env.kind != "state" or env.job != job_id or not env.verify(token) or row is None or not row.open:
+                continue
+            if said < row.epoch:
+                continue  # an older attempt of the origin's: this copy moved on past it
+            state = str(env.body.get("state", ""))
+            if env.type == REVOKE:
+                if said > row.epoch:
+                    self._stop_copy(job_id, f"revoked by the origin: the job is at epoch {said}, this copy {row.epoch}")
+            elif state in {s.value for s in JobState} and JobState(state) in TERMINAL:
+                self._stop_copy(
+                    job_id,
+                    f"ended at the origin: {state} ({env.body.get('reason', state)})",
+                    JobState(state),
+                    origin_reason(str(env.body.get("reason", state))),
+                    env.body.get("exit_code"),
+                )
+
+    def _stop_copy(
+        self, job_id: str, why: str, state: JobState | None = None, reason: str = "", code: object = None
+    ) -> None:
+        """Fence the job here (nothing typed for it from now on), then end this copy: as the origin ended it,
+        or `revoked`. Never reported to the origin."""
+        self.fence.stop(job_id, why)
+        if state is None:
+            revoked = ending(Reason.REVOKED)
+            state, reason, code = revoked.state, revoked.reason, revoked.exit_code
+            self.note("revoked", job=job_id, detail=why)
+        code = code if isinstance(code, int) else Exit.FAILED
+        end_job(self.ws, self.registry, job_id, state, reason, code, why, by=f"runner {self.name}")
+        if job_id not in self.jobs:  # a copy without its thread (a restart orphaned it): nothing else follows it
+            self._unfollow(job_id)
 
     # -- relay --------------------------------------------------------------------------------
     def _relay(self) -> None:

@@ -4,11 +4,16 @@ a `JobAttempt` like a local job (wait for the session's turn, check the agent, i
 Enter again if needed, follow the disk path) from the runner's parts: the brief pasted as sent, no
 broker connection of its own (the runner relays the job's events), and `delivered` or `rejected`
 reported back to the origin as runner events.
+
+The copy is fenced: once the runner hears that the job ended at the origin or moved on without it
+(the origin's final state, or a revoke naming a newer epoch: `Fence`), nothing more is typed into
+the pane for it (no brief, no Enter, no reminder) and nothing more is reported to the origin.
 """
 
 from __future__ import annotations
 
 import os
+import threading
 
 from mam.bus.topics import prefix_for
 from mam.errors import JobError, UsageError
@@ -16,11 +21,12 @@ from mam.jobs.attempt import JobAttempt, StoreEvents
 from mam.jobs.brief import MAX_BRIEF_BYTES, check_brief
 from mam.jobs.delivery import PaneDelivery
 from mam.jobs.emit import Emitter
-from mam.jobs.ledger import Ledger, new_owner
-from mam.jobs.model import Job
+from mam.jobs.ledger import Ledger, held, new_owner
+from mam.jobs.model import End, Job
+from mam.jobs.record import now_ms
 from mam.jobs.result import Outcome
 from mam.jobs.target import Target
-from mam.outcomes import UNCLAIMED, Reason
+from mam.outcomes import UNCLAIMED, Reason, ending
 from mam.remote.dispatch import Dispatch
 from mam.settings import Settings
 from mam.store.registry import Registry
@@ -39,13 +45,72 @@ def brief_problem(text: str) -> str:
     return ""
 
 
-class ToOrigin:
-    """The reporter of a runner's job: what happens to the brief goes back to the origin as runner events."""
+class Fence:
+    """The jobs of this runner that must no longer type into a pane or speak to their origin, and why: ended at
+    the origin, or revoked (it moved on to a newer epoch). Set by the runner's loop, read by the jobs' threads."""
 
-    def __init__(self, ws: Workspace, registry: Registry) -> None:
-        self.ws, self.registry = ws, registry
+    def __init__(self) -> None:
+        self._why: dict[str, str] = {}
+        self._lock = threading.Lock()
+
+    def stop(self, job_id: str, why: str) -> None:
+        with self._lock:
+            self._why.setdefault(job_id, why)
+
+    def why(self, job_id: str) -> str:
+        """'' while the job may go on here."""
+        with self._lock:
+            return self._why.get(job_id, "")
+
+    def forget(self, job_id: str) -> None:
+        with self._lock:
+            self._why.pop(job_id, None)
+
+
+class FencedDelivery(PaneDelivery):
+    """The pane delivery of a runner's copy: it looks at the fence right before anything is typed."""
+
+    def __init__(
+        self, target: Target, *, job_id: str, fence: Fence, ws: Workspace, settings: Settings, registry: Registry
+    ) -> None:
+        super().__init__(target, ws=ws, settings=settings, registry=registry)
+        self.job_id, self.fence = job_id, fence
+
+    def inject(self, text: str, ledger: Ledger, *, noted: str = "injected") -> None:
+        why = self.fence.why(self.job_id)
+        if why:  # the copy stops here: never typed, never reported (ToOrigin is fenced too)
+            revoked = ending(Reason.REVOKED)
+            ledger.apply(
+                End(
+                    at=now_ms(),
+                    state=revoked.state,
+                    reason=revoked.reason,
+                    exit_code=revoked.exit_code,
+                    detail=f"nothing typed: {why}",
+                )
+            )
+            raise JobError(f"job {self.job_id} was fenced before its brief was typed: {why}", job_id=self.job_id)
+        super().inject(text, ledger, noted=noted)
+
+    def nudge(self, ledger: Ledger) -> None:
+        if not self.fence.why(self.job_id):
+            super().nudge(ledger)
+
+    def type_idle(self, text: str) -> str:
+        why = self.fence.why(self.job_id)
+        return f"fenced: {why}" if why else super().type_idle(text)
+
+
+class ToOrigin:
+    """The reporter of a runner's job: what happens to the brief goes back to the origin as runner events
+    (nothing once the copy is fenced: the origin's job is no longer this copy's to end)."""
+
+    def __init__(self, ws: Workspace, registry: Registry, fence: Fence) -> None:
+        self.ws, self.registry, self.fence = ws, registry, fence
 
     def report(self, job_id: str, type: str, body: dict[str, str]) -> None:
+        if self.fence.why(job_id):
+            return
         try:
             Emitter(self.ws, self.registry, None).emit(job_id, type, body, sender="runner")
         except JobError:
@@ -69,7 +134,9 @@ class RunnerJob:
         self.attempt, self.reporter, self.registry = attempt, reporter, registry
 
     @classmethod
-    def take(cls, msg: Dispatch, *, ws: Workspace, settings: Settings, runner: str, secret: str) -> RunnerJob:
+    def take(
+        cls, msg: Dispatch, *, ws: Workspace, settings: Settings, runner: str, secret: str, fence: Fence
+    ) -> RunnerJob:
         registry = Registry(ws)
         job = Job(
             id=msg.job_id,
@@ -92,15 +159,19 @@ class RunnerJob:
             "supervisor_pid": pid,
             "supervisor_start": start_time(pid) or 0,
         }
-        ledger = Ledger.register(ws, registry, job, owner=new_owner(), meta=meta, token=msg.token(secret))
-        reporter = ToOrigin(ws, registry)
+        ledger = Ledger.register(
+            ws, registry, job, owner=new_owner(), meta=meta, token=msg.token(secret), epoch=msg.epoch
+        )
+        reporter = ToOrigin(ws, registry, fence)
         target = Target(msg.session, msg.session)
         attempt = JobAttempt(
             ledger,
             registry=registry,
             settings=settings,
             text=msg.text,  # the origin already added the footer
-            delivery=lambda: PaneDelivery(target, ws=ws, settings=settings, registry=registry),
+            delivery=lambda: FencedDelivery(
+                target, job_id=msg.job_id, fence=fence, ws=ws, settings=settings, registry=registry
+            ),
             events=StoreEvents(),  # events arrive by this workspace's store; the runner relays them out
             reporter=reporter,
         )
@@ -113,6 +184,11 @@ class RunnerJob:
             self.attempt.end(reason, detail)
         finally:
             self.registry.close()
+
+    def drop(self) -> None:
+        """Let go of a job fenced before its thread started (its copy already ended): nothing runs for it."""
+        held(self.attempt.ledger.owner, False)
+        self.registry.close()
 
     def run(self) -> Outcome:
         try:

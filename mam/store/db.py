@@ -260,6 +260,11 @@ MIGRATIONS: list[list[str]] = [
             by TEXT NOT NULL
         ) WITHOUT ROWID""",
     ],
+    [
+        # The job's fencing epoch (mam.jobs.ledger): raised whenever another process takes the job over (a
+        # take-over, a re-dispatch); a remote job's runner events carry it, and an older one is `stale_epoch`.
+        "ALTER TABLE jobs ADD COLUMN epoch INTEGER NOT NULL DEFAULT 0",
+    ],
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 MOUNTS = Path("/proc/mounts")

@@ -32,6 +32,7 @@ class JobRow:
     created_at: float
     updated_at: float
     ended_at: float | None
+    epoch: int = 0  # the fencing epoch: raised whenever another process takes the job over
 
     @property
     def open(self) -> bool:
@@ -67,13 +68,26 @@ def insert(
     state: str,
     owner: str,
     data: dict[str, Any],
+    epoch: int = 0,
 ) -> JobRow:
     now = time.time()
     try:
         conn.execute(
-            "INSERT INTO jobs(id, session, kind, target, parent_job, state, owner, data, created_at, updated_at) "
-            "VALUES (?,?,?,?,?,?,?,?,?,?)",
-            (job_id, session, kind, target, parent_job, state, owner, json.dumps(data, sort_keys=True), now, now),
+            "INSERT INTO jobs(id, session, kind, target, parent_job, state, owner, data, created_at, updated_at, "
+            "epoch) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+            (
+                job_id,
+                session,
+                kind,
+                target,
+                parent_job,
+                state,
+                owner,
+                json.dumps(data, sort_keys=True),
+                now,
+                now,
+                epoch,
+            ),
         )
     except sqlite3.IntegrityError as e:
         raise JobError(f"a job with id {job_id!r} already exists", job_id=job_id) from e
@@ -102,7 +116,7 @@ def update(
     **changes: Any,
 ) -> bool:
     """Apply `changes`; with `expected_owner` / `expected_state`, only if the row still has them (compare-and-set)."""
-    allowed = {"state", "reason", "exit_code", "owner", "data", "ended_at", "session", "target"}
+    allowed = {"state", "reason", "exit_code", "owner", "data", "ended_at", "session", "target", "epoch"}
     bad = set(changes) - allowed
     if bad:
         raise ValueError(f"unknown job fields: {sorted(bad)}")
@@ -118,6 +132,16 @@ def update(
         sql += " AND state=?"
         params.append(expected_state)
     return conn.execute(sql, params).rowcount == 1
+
+
+def raise_epoch(conn: sqlite3.Connection, job_id: str, epoch: int) -> bool:
+    """Raise an open job's epoch to `epoch` (a runner's copy told of a re-dispatch); False if it is not lower."""
+    marks = ",".join("?" * len(OPEN_STATES))
+    cur = conn.execute(
+        f"UPDATE jobs SET epoch=?, updated_at=? WHERE id=? AND epoch<? AND state IN ({marks})",
+        (epoch, time.time(), job_id, epoch, *OPEN_STATES),
+    )
+    return cur.rowcount == 1
 
 
 def open_jobs_ahead(conn: sqlite3.Connection, session: str, qid: int) -> list[JobRow]:

@@ -44,6 +44,9 @@ class QuietDelivery:
     def inject(self, text: str, ledger: Ledger) -> None:
         self.injected.set()
 
+    def rejoin(self, text: str, ledger: Ledger) -> None:
+        return None
+
     def nudge(self, ledger: Ledger) -> None:
         return None
 
