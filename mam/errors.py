@@ -57,6 +57,11 @@ class BrokerError(MamError):
     exit_code: int = Exit.BROKER_UNAVAILABLE
 
 
+class Unacknowledged(BrokerError):
+    """A QoS 1 publish whose ack did not come in time after the message left: maybe sent (paho sends it
+    again after a reconnect), so the receiver may still act on it."""
+
+
 class PaneError(MamError):
     """Raised when a pane backend (tmux or herdr) fails or refuses a request."""
 

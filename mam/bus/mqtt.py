@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from mam.broker.endpoint import BrokerEndpoint
-from mam.errors import BrokerError
+from mam.errors import BrokerError, Unacknowledged
 from mam.settings import BrokerAddress
 
 if TYPE_CHECKING:
@@ -100,7 +100,9 @@ class MqttClient:
         )
         self._connected = threading.Event()
         self._answered = threading.Event()  # a CONNACK came, accepting or refusing
-        self._subs: dict[str, tuple[int, Handler]] = {}
+        # Each wanted topic: its QoS and its handlers (several callers in one process, e.g. a node's attempts
+        # looking at one runner's presence at once, may want the same topic: each is told, none drops the others).
+        self._subs: dict[str, tuple[int, list[Handler]]] = {}
         self._wildcards: set[str] = set()  # the keys of _subs with + or #: only these need matching
         self._lock = threading.Lock()
         self._reconnect = reconnect
@@ -279,11 +281,11 @@ class MqttClient:
                 while not info.is_published():
                     left = deadline - time.monotonic()
                     if left <= 0:
-                        raise BrokerError(
+                        raise Unacknowledged(
                             f"MQTT broker {self._where()} did not acknowledge a publish within {timeout:g}s"
                         )
                     if give_up_on_disconnect and not self._connected.is_set():
-                        raise BrokerError(
+                        raise Unacknowledged(
                             f"lost the connection to MQTT broker {self._where()} before it acknowledged a publish"
                         )
                     info.wait_for_publish(min(0.2, left) if give_up_on_disconnect else left)
@@ -321,7 +323,11 @@ class MqttClient:
 
     def subscribe(self, topic: str, handler: Handler, *, qos: int = 1, timeout: float = 5.0) -> None:
         with self._lock:
-            self._subs[topic] = (qos, handler)
+            held = self._subs.get(topic)
+            if held is None:
+                self._subs[topic] = (qos, [handler])
+            elif handler not in held[1]:  # (a handler subscribed again is told once: bound methods compare equal)
+                self._subs[topic] = (max(qos, held[0]), [*held[1], handler])
             if "+" in topic or "#" in topic:
                 self._wildcards.add(topic)
         if self._connected.is_set():
@@ -336,12 +342,23 @@ class MqttClient:
                     f"MQTT broker {self._where()} did not acknowledge a subscription within {timeout:.0f}s"
                 )
 
-    def unsubscribe(self, topic: str, *, timeout: float = 5.0, wait: bool = True) -> None:
-        """Stop receiving `topic`; waits (at most `timeout`, never failing) for the UNSUBACK, so that
+    def unsubscribe(
+        self, topic: str, handler: Handler | None = None, *, timeout: float = 5.0, wait: bool = True
+    ) -> None:
+        """Stop receiving `topic` (only for `handler` when given: the topic stays subscribed while another
+        handler wants it); waits (at most `timeout`, never failing) for the UNSUBACK, so that
         a close right after never leaves the broker's answer unread (closing a socket with unread
         data resets the connection, and the broker may then drop our DISCONNECT and send our will).
         `wait=False`: do not wait (the connection stays open, as a shared one does)."""
         with self._lock:
+            held = self._subs.get(topic)
+            if held is not None and handler is not None:
+                rest = list(held[1])
+                if handler in rest:
+                    rest.remove(handler)
+                if rest:
+                    self._subs[topic] = (held[0], rest)
+                    return
             self._subs.pop(topic, None)
             self._wildcards.discard(topic)
         if self._connected.is_set():
@@ -463,8 +480,10 @@ class MqttClient:
         # has one subscription per job (paho's topic_matches_sub builds a matcher per call, ~12 us).
         with self._lock:
             exact = self._subs.get(msg.topic)
-            handlers = [exact[1]] if exact is not None else []
-            handlers += [self._subs[p][1] for p in self._wildcards if self._paho.topic_matches_sub(p, msg.topic)]
+            handlers = list(exact[1]) if exact is not None else []
+            for p in self._wildcards:
+                if self._paho.topic_matches_sub(p, msg.topic):
+                    handlers += self._subs[p][1]
         for handler in handlers:
             try:
                 handler(msg.topic, msg.payload, bool(msg.retain))

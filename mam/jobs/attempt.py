@@ -384,7 +384,11 @@ class JobAttempt:
         return True
 
     def _deliver(self, delivery: Delivery, opening: _Opening) -> bool:
-        problem = delivery.find_target(self._dispatch_wait())
+        try:
+            problem = delivery.find_target(self._dispatch_wait())
+        except BrokerError as e:  # a broker that left the look unanswered all through the wait: exit 3, recorded
+            self.end(Reason.BROKER_UNAVAILABLE, str(e))
+            return False
         if problem:
             self._refuse_early(Reason.TARGET_NOT_FOUND, problem)
             return False

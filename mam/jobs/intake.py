@@ -75,11 +75,14 @@ class Intake:
         if client is None:
             return
         try:
-            client.subscribe(topic, lambda _t, payload, _r: self.feed(payload), timeout=timeout)
+            client.subscribe(topic, self._on_message, timeout=timeout)  # (again: the same handler, told once)
         except BrokerError as e:
             self.ledger.note("subscribe_slow", topic=topic, detail=str(e))
         if self.local:
             self._relay = (client, topic)
+
+    def _on_message(self, _topic: str, payload: bytes, _retained: bool) -> None:
+        self.feed(payload)
 
     def feed(self, payload: bytes) -> None:
         """Queue a message that arrived over MQTT (thread-safe); the echo of an event this intake relayed

@@ -23,7 +23,7 @@ from mam.broker.endpoint import configured_endpoint
 from mam.bus.envelope import EPOCH, MAX_DISPATCH_BYTES, Envelope, epoch_of
 from mam.bus.mqtt import MqttClient
 from mam.bus.topics import Topics, check_prefix
-from mam.errors import BrokerError, DecodeError, JobError, MamError, UsageError
+from mam.errors import BrokerError, DecodeError, JobError, MamError, Unacknowledged, UsageError
 from mam.ids import check_job_id, check_name, check_nonce
 from mam.jobs import record as rec
 from mam.jobs.ledger import Ledger
@@ -223,7 +223,7 @@ class RemoteDelivery:
             except BrokerError:  # no SUBACK in time: the handler still hears a late answer until unsubscribed
                 unanswered += 1
             finally:
-                self.client.unsubscribe(topic)
+                self.client.unsubscribe(topic, on_presence)  # other looks at this runner (other jobs) go on
             if seen.is_set():
                 break
         if not presence and unanswered:
@@ -251,8 +251,13 @@ class RemoteDelivery:
         return ""  # the runner checks its own agent before it injects
 
     def inject(self, text: str, ledger: Ledger) -> None:
-        self._dispatch(text, ledger)
         size = len(text.encode("utf-8"))
+        try:
+            self._dispatch(text, ledger)
+        except Unacknowledged as e:  # maybe sent (a loaded broker): the runner may type it, so it is not
+            # "not delivered"; its `delivered` event, or the start deadline if it never arrives, ends the wait
+            ledger.note("dispatch_unacked", runner=self.target.runner or "", session=self.target.session, detail=str(e))
+            return
         ledger.note("dispatched", runner=self.target.runner or "", session=self.target.session, bytes=size)
 
     def rejoin(self, text: str, ledger: Ledger) -> None:

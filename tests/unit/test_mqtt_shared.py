@@ -176,3 +176,36 @@ def test_publishes_handed_over_while_disconnected_do_not_break_the_next_publish_
     with caplog.at_level(logging.WARNING, logger="mam.bus.mqtt"):
         client.close(flush_s=0.2)
     assert "did not acknowledge 2 publish(es)" in caplog.text
+
+
+def test_two_handlers_of_one_topic_each_hear_it_and_one_leaving_keeps_the_other(mosquitto_broker, poll):
+    """A node's attempts look at one runner's presence at once, on one connection: each subscribe is told
+    (the broker re-sends the retained message to the new subscription), and one look's unsubscribe must not
+    end the other's (it once replaced the other's handler: at 500 sessions, 1,002 jobs `target_not_found`)."""
+    client = MqttClient(mosquitto_broker.endpoint(), reconnect=False).connect(timeout=5)
+    try:
+        topic = "mam/test/shared/presence"
+        client.publish(topic, b"here", qos=1, retain=True)
+        first: list[bytes] = []
+        second: list[bytes] = []
+
+        def hear_first(_t: str, payload: bytes, _r: bool) -> None:
+            first.append(payload)
+
+        def hear_second(_t: str, payload: bytes, _r: bool) -> None:
+            second.append(payload)
+
+        client.subscribe(topic, hear_first)
+        poll(lambda: first == [b"here"], timeout=10)
+        client.subscribe(topic, hear_second)
+        poll(lambda: second == [b"here"], timeout=10)
+        client.subscribe(topic, hear_second)  # the same handler again: told the retained copy once more, not twice
+        poll(lambda: len(second) == 2, timeout=10)
+        client.unsubscribe(topic, hear_first)
+        client.publish(topic, b"live", qos=1)
+        poll(lambda: second[-1:] == [b"live"], timeout=10)
+        assert b"live" not in first and second.count(b"live") == 1
+        client.unsubscribe(topic, hear_second)
+        client.publish(topic, b"", qos=1, retain=True)  # clears it; nobody hears it any more
+    finally:
+        client.close()

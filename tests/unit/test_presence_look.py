@@ -38,7 +38,7 @@ class SlowBroker:
             raise BrokerError(f"MQTT broker test did not acknowledge a subscription within {timeout:.0f}s")
         handler(topic, self.presence, True)
 
-    def unsubscribe(self, topic: str, **_: Any) -> None:
+    def unsubscribe(self, topic: str, handler: Any = None, **_: Any) -> None:
         self.unsubscribed += 1
 
 
