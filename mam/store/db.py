@@ -260,6 +260,11 @@ MIGRATIONS: list[list[str]] = [
             by TEXT NOT NULL
         ) WITHOUT ROWID""",
     ],
+    [
+        # The job whose hard pause stopped the session's agent ('' for none): the session's next delegation
+        # relaunches it with its conversation (mam.jobs.delivery.relaunch_after_pause), through any restart.
+        "ALTER TABLE sessions ADD COLUMN stopped_by_pause TEXT NOT NULL DEFAULT ''",
+    ],
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 MOUNTS = Path("/proc/mounts")
