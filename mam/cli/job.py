@@ -361,7 +361,8 @@ BY_HELP = "Who asks, for the audit log (default: user@host)."
     default="safe",
     show_default=True,
     help="safe: the agent finishes its turn; quick: its turn is interrupted now (its CLI's interrupt keys); "
-    "hard: as quick, then the agent is stopped with its conversation kept.",
+    "hard: as quick, then the agent is stopped with its conversation kept (relaunched by the resume, or, if the "
+    "job ends paused, by the session's next job).",
 )
 @click.option("--by", default=None, help=BY_HELP)
 @click.option("--json", "as_json", is_flag=True, help="Print the job record as JSON (with `paused`).")

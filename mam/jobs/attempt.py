@@ -30,7 +30,7 @@ from mam.errors import BrokerError, MamError
 from mam.governor.admission import Hold, Verdict
 from mam.governor.gate import Governor
 from mam.jobs import record as rec
-from mam.jobs.delivery import Delivery, interrupt
+from mam.jobs.delivery import Delivery, interrupt, relaunch_after_pause
 from mam.jobs.intake import Intake
 from mam.jobs.ledger import Ledger, TakenOver, held
 from mam.jobs.model import Claim, Delivered, End, Queued, Tick, deadlines
@@ -399,7 +399,8 @@ class JobAttempt:
             # for the broker must never stand between the look at the agent and the paste (guarantee 9).
             if self.events.reads_store and not self._opened(opening):
                 return False
-            problem = delivery.check_alive()
+            # An agent a hard pause of the job ahead stopped is relaunched first (that job ended paused).
+            problem = relaunch_after_pause(delivery, self.ledger) or delivery.check_alive()
             if problem:
                 self.refuse(Reason.TARGET_NOT_FOUND, problem)
                 return False

@@ -153,8 +153,7 @@ def delegate(
             _check_take_over(existing, target, req.brief)
             with interrupts.held():
                 ledger = Ledger.take_over(ws, registry, existing.id)
-                if on_registered is not None:
-                    on_registered(ledger.job)
+                _tell_registered(on_registered, ledger)
             return _attempt(req, target, ledger, ws, settings, registry, on_update, client, remote).run()
     check_brief(req.brief)
     check_values({name: getattr(req, name) for name in REQUEST_FIELDS})
@@ -195,8 +194,8 @@ def delegate(
             key=req.idempotency_key,
             key_ttl_s=settings.idempotency_ttl_s,
         )
-        if isinstance(made, Ledger) and on_registered is not None:
-            on_registered(made.job)
+        if isinstance(made, Ledger):
+            _tell_registered(on_registered, made)
     if not isinstance(made, Ledger):
         if on_attach is not None:
             on_attach(made.id, made.open)
@@ -204,6 +203,18 @@ def delegate(
             return replace(outcome_from_row(registry, made.id), attached=True)
         return wait_attached(registry, made.id, poll_s=settings.poll_s)
     return _attempt(req, target, made, ws, settings, registry, on_update, client, remote).run()
+
+
+def _tell_registered(on_registered: Callable[[Job], None] | None, ledger: Ledger) -> None:
+    """`on_registered(job)`; if it fails, no attempt will drive the job: this process lets go of it, so whoever
+    looks next closes it (`wrapper_died`) rather than leave it held, and open, for as long as the node lives."""
+    if on_registered is None:
+        return
+    try:
+        on_registered(ledger.job)
+    except BaseException:
+        held(ledger.owner, False)
+        raise
 
 
 def _check_take_over(existing: JobRow, target: Target, brief: str) -> None:

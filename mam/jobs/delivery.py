@@ -14,7 +14,7 @@ from typing import Protocol
 
 from mam.agents import get_adapter
 from mam.agents.ready import check_no_dialog, wait_ready
-from mam.errors import AgentDialog, JobError
+from mam.errors import AgentDialog, JobError, MamError
 from mam.jobs import heartbeat
 from mam.jobs.activity import body_of
 from mam.jobs.emit import Emitter
@@ -23,6 +23,7 @@ from mam.jobs.target import Target
 from mam.notify import session_terminated
 from mam.outcomes import JobState
 from mam.sessions.common import backend_for
+from mam.sessions.resume import resume_session
 from mam.sessions.stop import press
 from mam.settings import Settings
 from mam.store.registry import Registry
@@ -88,13 +89,14 @@ class PaneDelivery:
         self._dialog_told = False  # a dialog on the screen was recorded as the job's `waiting`
 
     def find_target(self, wait_s: float = 0.0) -> str:
-        """A local session is there or not: nothing to wait for."""
+        """A local session is there or not: nothing to wait for. One whose agent a hard pause stopped is there:
+        its job's turn relaunches it (`relaunch_after_pause`)."""
         row = self.registry.find_session(self.target.session)
         if row is None:
             return f"no session named {self.target.session!r} in this workspace"
         if self.target.backend and row.backend != self.target.backend:
             return f"session {row.name!r} runs on {row.backend}, not {self.target.backend}"
-        if row.status not in LIVE:
+        if row.status not in LIVE and not _stopped_by_pause(row):
             return f"session {row.name!r} is {row.status}" + (
                 " (resume it first)" if row.status == SessionStatus.STOPPED else ""
             )
@@ -314,6 +316,34 @@ class PaneDelivery:
             )
         except JobError:
             pass  # the job ended meanwhile
+
+
+def _stopped_by_pause(row: SessionRow) -> bool:
+    return row.status == SessionStatus.STOPPED and bool(row.stopped_by_pause)
+
+
+def relaunch_after_pause(delivery: Delivery, ledger: Ledger) -> str:
+    """At a job's turn, right before the look at its agent: relaunch with its conversation the agent a hard pause
+    of an earlier job stopped (that job ended paused: cancelled, timed out, taken over; nobody resumed it), so the
+    brief goes to a running agent. '' when there was nothing to do or it runs now, else why not (a local pane
+    only: a runner relaunches its own)."""
+    if not isinstance(delivery, PaneDelivery):
+        return ""
+    row = delivery.registry.find_session(delivery.target.session)
+    if row is None or not _stopped_by_pause(row):
+        return ""
+    try:
+        now = resume_session(
+            row.name, ws=delivery.ws, settings=delivery.settings, registry=delivery.registry, environ=caller.environ()
+        )
+    except MamError as e:
+        again = delivery.registry.find_session(row.name)
+        if again is not None and again.status == SessionStatus.RUNNING:  # a person relaunched it meanwhile
+            return ""
+        return f"session {row.name!r} (stopped by the hard pause of {row.stopped_by_pause}) was not relaunched: {e}"
+    delivery.row = now
+    ledger.note("agent_relaunched", session=row.name, paused_job=row.stopped_by_pause, pane=now.pane_id)
+    return ""
 
 
 def interrupt(delivery: Delivery, ledger: Ledger) -> None:

@@ -294,16 +294,23 @@ class Ledger:
             self._commit_now(again)
 
     def sync(self) -> None:
-        """Adopt an outcome written by someone else (cancel, monitor); raise TakenOver if the owner changed."""
+        """Take the job as its row now is (a cancel, the monitor, a pause, a resume); raise TakenOver if the owner
+        changed."""
         self._adopt(self.registry.job(self.job.id))
 
     def _adopt(self, row: JobRow) -> None:
+        """Whatever changed, not only the state: a pause and a resume from outside between two looks leave the
+        state as it was, with a new nonce and the start deadline running again from the resume."""
         if row.owner != self.owner:
-            raise TakenOver(
-                f"job {self.job.id} was taken over by another attempt; this one leaves it unchanged", job_id=self.job.id
-            )
-        if row.state != self.job.state.value:
-            self.job = Job.from_dict(row.data.get("job", {}))
+            raise self._taken_over()
+        stored = Job.from_dict(row.data.get("job", {}))
+        if stored != self.job:
+            self.job = stored
+
+    def _taken_over(self) -> TakenOver:
+        return TakenOver(
+            f"job {self.job.id} was taken over by another attempt; this one leaves it unchanged", job_id=self.job.id
+        )
 
     # -- views --------------------------------------------------------------------------------
     def _row_data(self, job: Job | None = None) -> dict[str, Any]:

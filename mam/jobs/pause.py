@@ -7,7 +7,9 @@ the agent, once, here:
 
 - `safe`: nothing; the agent finishes its turn (its events still count: a `completed` ends the job);
 - `quick`: the CLI's interrupt keys, now (never an exit; the conversation stays);
-- `hard`: as quick, then the agent is stopped as `mam session stop` stops it (its conversation id kept).
+- `hard`: as quick, then the agent is stopped as `mam session stop` stops it (its conversation id kept), the job
+  noted on the session's row (`stopped_by_pause`): if the job ends paused, the session's next job relaunches
+  the agent at its turn (mam.jobs.delivery.relaunch_after_pause).
 
 Pauses only escalate (safe -> quick -> hard). Resume: a job paused before its brief was typed waits for its
 turn again (its attempt types the brief); otherwise the agent is relaunched with its conversation if it is
@@ -222,7 +224,7 @@ def _act(ws: Workspace, settings: Settings, registry: Registry, job: Job, mode: 
     press(backend_for(session, settings=settings, ws=ws), session.pane_id, keys)
     registry_note(registry, job.id, "interrupted", pane=session.pane_id, keys=[v for _k, v in keys], by=by)
     if mode == "hard":
-        stopped = stop_session(session.name, ws=ws, settings=settings, registry=registry)
+        stopped = stop_session(session.name, ws=ws, settings=settings, registry=registry, paused_job=job.id)
         registry_note(
             registry, job.id, "agent_stopped", session=session.name, conversation=stopped.conversation_id, by=by
         )

@@ -1,5 +1,6 @@
 """Orphaned jobs: jobs whose wrapper died. The monitor follows their events (disk path and MQTT)
-into the registry and closes them by their own deadlines, so none is left open forever."""
+into the registry and closes them by their own deadlines, so none is left open forever. Each pass takes
+the job as its row is then (`Ledger.sync`): a pause, a resume or an end by another process meanwhile counts."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from dataclasses import dataclass, field
 from mam.errors import MamError
 from mam.jobs import record as rec
 from mam.jobs.intake import Intake
-from mam.jobs.ledger import Ledger, owner_alive
+from mam.jobs.ledger import Ledger, TakenOver, owner_alive
 from mam.jobs.model import Job, Tick
 from mam.jobs.stale import close_if_abandoned
 from mam.outcomes import UNCLAIMED_STATES
@@ -66,8 +67,22 @@ class OrphanFollower:
                 if ended is not None:
                     repairs.append((row.id, f"{ended.state.value} ({ended.reason}): its wrapper died before delivery"))
                 continue
-            intake = self.followed.get(row.id) or self._follow(row.id)
+            intake = self.followed.get(row.id)
+            if intake is not None and intake.ledger.owner != row.owner:  # taken over by an attempt that died too
+                self.followed.pop(row.id).flush()
+                intake = None
+            intake = intake or self._follow(row.id)
             if intake is None:
+                continue
+            try:
+                # As the row is now, never as the last pass left it: a pause and a resume from another process
+                # between two passes change its nonce and its deadlines (and a pause or an end, its state).
+                intake.ledger.sync()
+            except TakenOver:  # an attempt took it over since the look above: it follows the job
+                self.followed.pop(row.id).flush()
+                continue
+            except MamError as e:
+                repairs.append((row.id, f"could not follow: {e}"))
                 continue
             before = intake.ledger.job.state
             try:

@@ -69,12 +69,22 @@ class Stream:
             self._drop()
 
     def _drop(self) -> None:
-        old, self._file, self._tty = self._file, io.StringIO(), False
+        old, self._file, self._tty = self._file, _Gone(), False
         try:
             old.close()
         except (OSError, ValueError):
             pass
-        self._file.write = len  # swallow, keep nothing
+
+
+class _Gone(io.StringIO):
+    """What a muted stream writes to: nothing is kept, and only text is taken, as by the stream it replaces. A
+    sink that took bytes made the node's `sys.stderr` look binary to click (it probes with a write of b"" once
+    and caches what it found for the process), and every later echo, for any caller, then failed."""
+
+    def write(self, text: str) -> int:
+        if not isinstance(text, str):
+            raise TypeError(f"write() argument must be str, not {type(text).__name__}")
+        return len(text)
 
 
 class Routed:

@@ -70,6 +70,7 @@ def resume_session(
         agent_env=agent_env,
         note=note,
         ready_at=ready_at,
+        stopped_by_pause="",  # relaunched: by its next delegation, a job's resume or a person
     )
 
 

@@ -30,7 +30,11 @@ def stop_session(
     purge_conversation: bool = False,
     yes: bool = False,
     grace: float = 15.0,
+    paused_job: str = "",
 ) -> SessionRow:
+    """Exit the agent and close its pane, its conversation id kept. `paused_job`: a hard pause of that job stops
+    it, and the session's next delegation relaunches it (recorded on the row in the same write); any other stop
+    is a person's, and clears that."""
     if purge_conversation and not yes:
         raise UsageError(
             "--purge-conversation deletes this session's conversation files for good; add --yes to confirm"
@@ -44,6 +48,8 @@ def stop_session(
     if conversation_id is None and row.launched_at:
         conversation_id = discover(adapter, cwd=row.cwd, since=row.launched_at, env=row.agent_env, timeout=0)
     note = "stopped"
+    if paused_job:
+        note = f"stopped by the hard pause of {paused_job}: relaunched by its resume, or by the session's next job"
     if purge_conversation and conversation_id:
         removed = adapter.purge_conversation(conversation_id, cwd=row.cwd, env=row.agent_env)
         note = f"stopped; conversation {conversation_id} purged ({len(removed)} path(s))"
@@ -59,6 +65,7 @@ def stop_session(
         pane_id=None,
         pane_pid=None,
         note=note,
+        stopped_by_pause=paused_job,
     )
 
 

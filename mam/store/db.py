@@ -265,6 +265,11 @@ MIGRATIONS: list[list[str]] = [
         # take-over, a re-dispatch); a remote job's runner events carry it, and an older one is `stale_epoch`.
         "ALTER TABLE jobs ADD COLUMN epoch INTEGER NOT NULL DEFAULT 0",
     ],
+    [
+        # The job whose hard pause stopped the session's agent ('' for none): the session's next delegation
+        # relaunches it with its conversation (mam.jobs.delivery.relaunch_after_pause), through any restart.
+        "ALTER TABLE sessions ADD COLUMN stopped_by_pause TEXT NOT NULL DEFAULT ''",
+    ],
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 MOUNTS = Path("/proc/mounts")
