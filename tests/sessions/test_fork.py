@@ -141,10 +141,11 @@ def test_a_registry_made_before_forks_gains_forked_from_empty(tmp_path: Path) ->
     ws = Workspace(tmp_path / "old-ws")
     ws.ensure_state()
     conn = sqlite3.connect(str(ws.db_path), isolation_level=None)
-    for statements in db.MIGRATIONS[:-1]:
+    before = next(i for i, m in enumerate(db.MIGRATIONS) if any('ADD COLUMN forked_from' in s for s in m))
+    for statements in db.MIGRATIONS[:before]:
         for statement in statements:
             conn.execute(statement)
-    conn.execute(f"PRAGMA user_version={db.SCHEMA_VERSION - 1}")
+    conn.execute(f"PRAGMA user_version={before}")
     conn.execute(
         "INSERT INTO sessions (name, agent, role, backend, server, cwd, status, created_at, updated_at) "
         "VALUES ('old', 'demo', 'dev', 'tmux', 's', '/', 'stopped', 1, 1)"

@@ -72,10 +72,11 @@ def audit_kinds(registry: Registry, job_id: str) -> list[str]:
 def test_the_migration_adds_the_epoch_column_and_old_rows_read_epoch_0(tmp_path: Path) -> None:
     path = tmp_path / "old.db"
     conn = sqlite3.connect(path)
-    for statements in db.MIGRATIONS[:-1]:  # a registry made by the mam before epochs
+    before = next(i for i, m in enumerate(db.MIGRATIONS) if any('ADD COLUMN epoch' in s for s in m))
+    for statements in db.MIGRATIONS[:before]:  # a registry made by the mam before epochs
         for statement in statements:
             conn.execute(statement)
-    conn.execute(f"PRAGMA user_version={db.SCHEMA_VERSION - 1}")
+    conn.execute(f"PRAGMA user_version={before}")
     conn.execute(
         "INSERT INTO jobs(id, session, kind, target, state, owner, data, created_at, updated_at) "
         "VALUES ('job-old', 's', 'job', 's', 'running', 'o', '{}', 0, 0)"
