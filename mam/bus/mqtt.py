@@ -131,6 +131,7 @@ class MqttClient:
         self._ack_waits: dict[int, threading.Event] = {}  # waited for now
         self._acked: set[int] = set()  # acked before anyone waited
         self._unwaited: set[int] = set()  # nobody will wait: drop the ack when it comes
+        self._refused: set[int] = set()  # SUBACKs that said failure, until their subscriber has looked
         self._network_thread: int | None = None
         self._sub_mids: dict[int, str] = {}  # SUBACKs awaited: packet id -> topic (under _acks_lock)
         self._pending_lock = threading.Lock()
@@ -321,7 +322,9 @@ class MqttClient:
                 self._pending = [i for i in self._pending if not _acked(i)]
                 self._pending.append(info)
 
-    def subscribe(self, topic: str, handler: Handler, *, qos: int = 1, timeout: float = 5.0) -> None:
+    def subscribe(self, topic: str, handler: Handler, *, qos: int = 1, timeout: float = 5.0) -> bool:
+        """Want `topic` for `handler` and wait for the SUBACK: False if the broker refused it (it is tried
+        again shortly while wanted: a NATS node without a JetStream leader refuses for a while), else True."""
         with self._lock:
             held = self._subs.get(topic)
             if held is None:
@@ -341,6 +344,11 @@ class MqttClient:
                 raise BrokerError(
                     f"MQTT broker {self._where()} did not acknowledge a subscription within {timeout:.0f}s"
                 )
+            with self._acks_lock:
+                if mid in self._refused:
+                    self._refused.discard(mid)
+                    return False
+        return True
 
     def unsubscribe(
         self, topic: str, handler: Handler | None = None, *, timeout: float = 5.0, wait: bool = True
@@ -388,6 +396,7 @@ class MqttClient:
 
     def _forget_ack(self, mid: int) -> None:
         with self._acks_lock:
+            self._refused.discard(mid)
             if mid in self._acked:
                 self._acked.discard(mid)
             else:
@@ -413,6 +422,8 @@ class MqttClient:
         for topic, (qos, _h) in subs:
             _rc, mid = client.subscribe(topic, qos=qos)
             self._note_subscribe(mid, topic)
+            if mid is not None:
+                self._forget_ack(mid)  # nobody waits for these SUBACKs (a refusal still schedules another try)
         self._connected.set()
         self._answered.set()
         if self.on_connection_change is not None:
@@ -452,25 +463,30 @@ class MqttClient:
         if wanted is None or self._closing or not self._connected.is_set():
             return  # (a reconnect subscribes to every wanted topic again anyway)
         rc, mid = self._client.subscribe(topic, qos=wanted[0])
-        if rc == self._paho.MQTT_ERR_SUCCESS:
+        if rc == self._paho.MQTT_ERR_SUCCESS and mid is not None:
             self._note_subscribe(mid, topic)
+            self._forget_ack(mid)  # nobody waits for this one's SUBACK (a refusal again schedules another try)
 
     def _on_subscribe(self, _client, _userdata, mid, reason_codes, _properties) -> None:  # type: ignore[no-untyped-def]
         with self._acks_lock:
             topic = self._sub_mids.pop(mid, None)
         # A SUBACK may refuse (0x80): a NATS node whose JetStream has no leader yet after another node's loss
         # refuses the consumer behind a subscription. Nothing would ever arrive on it: try again shortly.
-        if topic is not None and any(getattr(rc, "is_failure", False) for rc in reason_codes or ()):
+        refused = topic is not None and any(getattr(rc, "is_failure", False) for rc in reason_codes or ())
+        if refused:
             log.warning("MQTT broker %s refused the subscription to %s; trying again", self._where(), topic)
             timer = threading.Timer(SUBSCRIBE_RETRY_S, self._subscribe_again, (topic,))
             timer.daemon = True
             timer.start()
         with self._acks_lock:
             event = self._ack_waits.get(mid)
+            if mid in self._unwaited:
+                self._unwaited.discard(mid)
+                return
+            if refused:
+                self._refused.add(mid)  # the subscriber reads it once it has its ack (subscribe's answer)
             if event is not None:
                 event.set()
-            elif mid in self._unwaited:
-                self._unwaited.discard(mid)
             else:
                 self._acked.add(mid)
 

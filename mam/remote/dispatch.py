@@ -218,7 +218,8 @@ class RemoteDelivery:
         unanswered = 0
         for _ in range(PRESENCE_READS):
             try:
-                self.client.subscribe(topic, on_presence, timeout=PRESENCE_WAIT_S)
+                if not self.client.subscribe(topic, on_presence, timeout=PRESENCE_WAIT_S):
+                    unanswered += 1  # refused (a NATS node without a JetStream leader): nothing would come
                 seen.wait(max(0.0, min(PRESENCE_WAIT_S / PRESENCE_READS, deadline - time.monotonic())))
             except BrokerError:  # no SUBACK in time: the handler still hears a late answer until unsubscribed
                 unanswered += 1
@@ -228,7 +229,7 @@ class RemoteDelivery:
                 break
         if not presence and unanswered:
             return (
-                f"the MQTT broker did not acknowledge {unanswered} of {PRESENCE_READS} subscriptions "
+                f"the MQTT broker refused or did not acknowledge {unanswered} of {PRESENCE_READS} subscriptions "
                 f"to runner {runner!r}'s presence within {PRESENCE_WAIT_S:g}s each"
             ), "unanswered"
         if not presence:

@@ -141,7 +141,7 @@ def test_a_registry_made_before_forks_gains_forked_from_empty(tmp_path: Path) ->
     ws = Workspace(tmp_path / "old-ws")
     ws.ensure_state()
     conn = sqlite3.connect(str(ws.db_path), isolation_level=None)
-    before = next(i for i, m in enumerate(db.MIGRATIONS) if any('ADD COLUMN forked_from' in s for s in m))
+    before = next(i for i, m in enumerate(db.MIGRATIONS) if any("ADD COLUMN forked_from" in s for s in m))
     for statements in db.MIGRATIONS[:before]:
         for statement in statements:
             conn.execute(statement)

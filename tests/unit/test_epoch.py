@@ -72,7 +72,7 @@ def audit_kinds(registry: Registry, job_id: str) -> list[str]:
 def test_the_migration_adds_the_epoch_column_and_old_rows_read_epoch_0(tmp_path: Path) -> None:
     path = tmp_path / "old.db"
     conn = sqlite3.connect(path)
-    before = next(i for i, m in enumerate(db.MIGRATIONS) if any('ADD COLUMN epoch' in s for s in m))
+    before = next(i for i, m in enumerate(db.MIGRATIONS) if any("ADD COLUMN epoch" in s for s in m))
     for statements in db.MIGRATIONS[:before]:  # a registry made by the mam before epochs
         for statement in statements:
             conn.execute(statement)

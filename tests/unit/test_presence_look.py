@@ -32,11 +32,16 @@ class SlowBroker:
         self.unanswered, self.presence = unanswered, presence
         self.subscribed = self.unsubscribed = 0
 
-    def subscribe(self, topic: str, handler: Any, *, timeout: float = 5.0, qos: int = 1) -> None:
+    refuse = False  # answer the first ones with a SUBACK that says failure, instead of no SUBACK
+
+    def subscribe(self, topic: str, handler: Any, *, timeout: float = 5.0, qos: int = 1) -> bool:
         self.subscribed += 1
         if self.subscribed <= self.unanswered:
+            if self.refuse:
+                return False
             raise BrokerError(f"MQTT broker test did not acknowledge a subscription within {timeout:.0f}s")
         handler(topic, self.presence, True)
+        return True
 
     def unsubscribe(self, topic: str, handler: Any = None, **_: Any) -> None:
         self.unsubscribed += 1
@@ -75,7 +80,7 @@ def test_a_look_left_unanswered_is_asked_again_within_the_dispatch_wait(tmp_path
 
 def test_a_broker_that_never_answers_within_the_wait_is_a_broker_error(tmp_path: Path) -> None:
     broker = SlowBroker(unanswered=10**6, presence=presence())
-    with pytest.raises(BrokerError, match="did not acknowledge 3 of 3 subscriptions"):
+    with pytest.raises(BrokerError, match="refused or did not acknowledge 3 of 3 subscriptions"):
         delivery(tmp_path, broker).find_target(wait_s=0.2)
     assert broker.unsubscribed == broker.subscribed
 
@@ -84,3 +89,10 @@ def test_one_read_answered_is_enough_even_when_others_were_not(tmp_path: Path) -
     broker = SlowBroker(unanswered=1, presence=presence("offline"))
     problem = delivery(tmp_path, broker).find_target(wait_s=0.0)
     assert "is offline" in problem
+
+
+def test_refused_subscriptions_are_asked_again_too(tmp_path: Path) -> None:
+    broker = SlowBroker(unanswered=dispatch.PRESENCE_READS + 1, presence=presence())
+    broker.refuse = True
+    assert delivery(tmp_path, broker).find_target(wait_s=30.0) == ""
+    assert broker.subscribed == dispatch.PRESENCE_READS + 2
