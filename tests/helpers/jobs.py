@@ -17,24 +17,36 @@ from tests.helpers.mamcli import mam
 FAST = {"MAM_POLL_S": "0.05", "MAM_HEARTBEAT_K": "4"}
 
 
+def delivered_job_at(at: int | None = None, **fields: Any) -> Job:
+    """A job of session `worker` as its wrapper has it once the brief is in the pane (delivered at `at`, ms;
+    now by default), deadlines of ten minutes and an hour; `fields` change any of it (state, session...)."""
+    at = now_ms() if at is None else at
+    defaults: dict[str, Any] = {
+        "id": new_job_id(),
+        "session": "worker",
+        "nonce": "n0nce",
+        "created_ms": at,
+        "start_deadline_ms": 600_000,
+        "heartbeat_ms": 600_000,
+        "heartbeat_k": 4,
+        "budget_ms": 3_600_000,
+        "state": JobState.DELIVERED,
+        "claimed_ms": at,
+        "delivered_ms": at,
+    }
+    return Job(**{**defaults, **fields})
+
+
 def register_delivered(
     ws: Workspace, registry: Registry, *, topic_prefix: str, heartbeat_ms: int = 600_000, started: bool = False
 ) -> Ledger:
     """A job of session `worker` registered as its wrapper has it once the brief is in the pane
     (`started`: and once the agent acknowledged it), without a pane or a broker."""
     now = now_ms()
-    job = Job(
-        id=new_job_id(),
-        session="worker",
-        nonce="n0nce",
-        created_ms=now,
-        start_deadline_ms=600_000,
+    job = delivered_job_at(
+        now,
         heartbeat_ms=heartbeat_ms,
-        heartbeat_k=4,
-        budget_ms=3_600_000,
         state=JobState.RUNNING if started else JobState.DELIVERED,
-        claimed_ms=now,
-        delivered_ms=now,
         started_ms=now if started else None,
     )
     meta = {"target": "worker", "kind": "job", "topic_prefix": topic_prefix}

@@ -14,8 +14,8 @@ from mam.jobs import record as rec
 from mam.jobs.emit import Emitter
 from mam.jobs.gate import EventGate
 from mam.jobs.intake import Intake
-from mam.jobs.ledger import Ledger, new_job_id, new_owner
-from mam.jobs.model import Job, JobState
+from mam.jobs.ledger import Ledger, new_owner
+from mam.jobs.model import JobState
 from mam.jobs.target import Target
 from mam.outcomes import Reason, Rejected
 from mam.remote.dispatch import Dispatch
@@ -25,7 +25,7 @@ from mam.settings import load_settings
 from mam.store import db
 from mam.store.registry import Registry
 from mam.workspace import Workspace
-from tests.helpers.jobs import register_delivered
+from tests.helpers.jobs import delivered_job_at, register_delivered
 
 SECRET = "a-dispatch-secret-for-the-epoch-tests"
 TOKEN = "ab" * 32
@@ -34,21 +34,7 @@ TOKEN = "ab" * 32
 def remote_ledger(ws: Workspace, registry: Registry) -> Ledger:
     """The origin's side of a `remote:rb/d1` job, running (the runner's `started` applied)."""
     now = rec.now_ms()
-    job = Job(
-        id=new_job_id(),
-        session="rb/d1",
-        nonce="n0nce",
-        created_ms=now,
-        start_deadline_ms=600_000,
-        heartbeat_ms=600_000,
-        heartbeat_k=4,
-        budget_ms=3_600_000,
-        state=JobState.RUNNING,
-        claimed_ms=now,
-        delivered_ms=now,
-        started_ms=now,
-        last_seq=2,
-    )
+    job = delivered_job_at(now, session="rb/d1", state=JobState.RUNNING, started_ms=now, last_seq=2)
     meta = {"target": "remote:rb/d1", "kind": "job", "topic_prefix": "mam/t", "runner": "rb"}
     return Ledger.register(ws, registry, job, owner=new_owner(), meta=meta, token=TOKEN)
 

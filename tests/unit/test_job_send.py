@@ -9,8 +9,8 @@ from typing import Any, NoReturn
 import pytest
 
 from mam.errors import JobRefused, UsageError
-from mam.jobs.ledger import Ledger, new_job_id, new_owner
-from mam.jobs.model import Job, JobState
+from mam.jobs.ledger import Ledger, new_owner
+from mam.jobs.model import JobState
 from mam.jobs.record import now_ms, read_audit
 from mam.jobs.send import pane_target, send_text
 from mam.jobs.target import Target
@@ -18,24 +18,12 @@ from mam.outcomes import Exit
 from mam.settings import load_settings
 from mam.store.registry import Registry
 from mam.workspace import Workspace
+from tests.helpers.jobs import delivered_job_at
 
 
 def register(ws: Workspace, registry: Registry, *, state: JobState, **meta: Any) -> str:
     now = now_ms()
-    job = Job(
-        id=new_job_id(),
-        session="w",
-        nonce="n0nce",
-        created_ms=now,
-        start_deadline_ms=600_000,
-        heartbeat_ms=600_000,
-        heartbeat_k=4,
-        budget_ms=3_600_000,
-        state=state,
-        claimed_ms=now,
-        delivered_ms=now,
-        started_ms=now if state is JobState.RUNNING else None,
-    )
+    job = delivered_job_at(now, session="w", state=state, started_ms=now if state is JobState.RUNNING else None)
     fields = {"target": "w", "kind": "job", "topic_prefix": "t", **meta}
     return Ledger.register(ws, registry, job, owner=new_owner(), meta=fields).job.id
 

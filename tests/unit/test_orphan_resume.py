@@ -4,31 +4,20 @@ suite's #101) must not leave the job open for ever, nor its agent's fresh `start
 
 from __future__ import annotations
 
-from mam.jobs.ledger import Ledger, held, new_job_id
-from mam.jobs.model import Job, JobState, Pause, Resume
+from mam.jobs.ledger import Ledger, held
+from mam.jobs.model import Job, Pause, Resume
 from mam.jobs.record import now_ms
 from mam.jobs.stale import change_outside
 from mam.monitor.jobs import OrphanFollower
 from mam.store.registry import Registry
 from mam.workspace import Workspace
+from tests.helpers.jobs import delivered_job_at
 from tests.unit.test_stale_events import dead_owner, store_event
 
 
 def delivered_job(ws: Workspace, registry: Registry, *, at: int) -> Ledger:
     """A job delivered at `at` (ms) whose agent has not started yet, its wrapper dead."""
-    job = Job(
-        id=new_job_id(),
-        session="worker",
-        nonce="n0nce",
-        created_ms=at,
-        start_deadline_ms=60_000,
-        heartbeat_ms=1_000,
-        heartbeat_k=4,
-        budget_ms=3_600_000,
-        state=JobState.DELIVERED,
-        claimed_ms=at,
-        delivered_ms=at,
-    )
+    job = delivered_job_at(at, start_deadline_ms=60_000, heartbeat_ms=1_000)
     meta = {"target": "worker", "kind": "job", "topic_prefix": "test/orphan"}
     return Ledger.register(ws, registry, job, owner=dead_owner(), meta=meta)
 

@@ -10,7 +10,7 @@ import subprocess
 
 from mam.bus.envelope import Envelope
 from mam.jobs.emit import ON_DISK, TO_WRAPPER, Emitter
-from mam.jobs.ledger import Ledger, new_job_id
+from mam.jobs.ledger import Ledger
 from mam.jobs.model import Job, JobState
 from mam.jobs.record import now_ms
 from mam.jobs.stale import close_if_abandoned
@@ -18,6 +18,7 @@ from mam.store import jobs as jobs_table
 from mam.store.registry import Registry
 from mam.util import pokes
 from mam.workspace import Workspace
+from tests.helpers.jobs import delivered_job_at
 
 
 def dead_owner() -> str:
@@ -30,18 +31,11 @@ def dead_owner() -> str:
 def running_job(ws: Workspace, registry: Registry) -> Ledger:
     """A running job whose heartbeat deadline passed long ago, its wrapper dead."""
     long_ago = now_ms() - 600_000
-    job = Job(
-        id=new_job_id(),
-        session="worker",
-        nonce="n0nce",
-        created_ms=long_ago,
+    job = delivered_job_at(
+        long_ago,
         start_deadline_ms=60_000,
         heartbeat_ms=1_000,
-        heartbeat_k=4,
-        budget_ms=3_600_000,
         state=JobState.RUNNING,
-        claimed_ms=long_ago,
-        delivered_ms=long_ago,
         started_ms=long_ago,
         last_event_ms=long_ago,
         last_seq=1,
