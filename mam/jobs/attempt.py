@@ -148,8 +148,7 @@ class BrokerEvents:
                     self._publish_state(intake.ledger, revoke=stale)
 
             intake.on_stale = revoke
-        intake.attach(self.client, self.topics.events(intake.ledger.job.id))
-        return ""
+        return intake.attach(self.client, self.topics.events(intake.ledger.job.id))
 
     def lost(self) -> bool:
         return not self.reads_store and self.client is not None and not self.client.connected

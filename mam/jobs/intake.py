@@ -23,7 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from mam.bus.envelope import Envelope, epoch_of
-from mam.bus.mqtt import MqttClient
+from mam.bus.mqtt import SUBSCRIBE_RETRY_S, MqttClient
 from mam.errors import BrokerError, DecodeError
 from mam.jobs import record as rec
 from mam.jobs.flood import RejectionLimiter, clip
@@ -69,17 +69,31 @@ class Intake:
         """Write the summary of rejections counted but not written one by one (call when done)."""
         self.limiter.flush()
 
-    def attach(self, client: MqttClient | None, topic: str, *, timeout: float = 30.0) -> None:
-        """Subscribe to the job's events. A SUBACK that is slow to come (a loaded broker or process) is
-        noted, not fatal: the subscription stands once acked, and a local job also has the disk path."""
+    def attach(self, client: MqttClient | None, topic: str, *, timeout: float = 30.0) -> str:
+        """Subscribe to the job's events; '' once the subscription stands, else what is wrong. A refused
+        SUBACK (a NATS cluster under load or without a JetStream leader refuses the consumer behind it) is
+        asked again until granted: a remote job's events come only this way, so its dispatch waits for it
+        (a problem after `timeout`: exit 3, nothing dispatched). A SUBACK slow to come is noted, not fatal:
+        the subscription stands once acked, and a local job also has the disk path."""
         if client is None:
-            return
+            return ""
+        deadline = time.monotonic() + timeout
+        problem = ""
         try:
-            client.subscribe(topic, self._on_message, timeout=timeout)  # (again: the same handler, told once)
+            # (asked again: the same handler, told once)
+            while not client.subscribe(topic, self._on_message, timeout=max(0.1, deadline - time.monotonic())):
+                if time.monotonic() >= deadline:
+                    problem = f"the MQTT broker refused the subscription to the job's events for {timeout:g}s"
+                    break
+                time.sleep(SUBSCRIBE_RETRY_S)
         except BrokerError as e:
             self.ledger.note("subscribe_slow", topic=topic, detail=str(e))
         if self.local:
             self._relay = (client, topic)
+            if problem:  # the disk path still brings its events
+                self.ledger.note("subscribe_slow", topic=topic, detail=problem)
+            return ""
+        return problem
 
     def _on_message(self, _topic: str, payload: bytes, _retained: bool) -> None:
         self.feed(payload)
