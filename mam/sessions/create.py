@@ -296,7 +296,7 @@ def dialog_message(error: AgentDialog, *, command: str, cwd: str, trust: bool) -
     )
 
 
-STATUS_WAIT_S = 5.0  # for the exit status of a pane already dead (a loaded machine: over 1 s once)
+STATUS_WAIT_S = 15.0  # for the exit status of a pane already dead (a loaded CI run: over 5 s once)
 
 
 def exited(backend, pane_id: str, adapter: AgentAdapter, *, lines: int = 8) -> AgentExited | None:  # type: ignore[no-untyped-def]
