@@ -80,19 +80,19 @@ class Intake:
         deadline = time.monotonic() + timeout
         problem = ""
         try:
-            # (asked again: the same handler, told once)
-            while not client.subscribe(topic, self._on_message, timeout=max(0.1, deadline - time.monotonic())):
+            granted = client.subscribe(topic, self._on_message, timeout=timeout)
+            while not granted and not self.local:  # (asked again: the same handler, told once)
                 if time.monotonic() >= deadline:
                     problem = f"the MQTT broker refused the subscription to the job's events for {timeout:g}s"
                     break
                 time.sleep(SUBSCRIBE_RETRY_S)
+                granted = client.subscribe(topic, self._on_message, timeout=max(0.1, deadline - time.monotonic()))
+            if not granted and self.local:  # the disk path brings its events; the client asks again by itself
+                self.ledger.note("subscribe_slow", topic=topic, detail="the MQTT broker refused the subscription")
         except BrokerError as e:
             self.ledger.note("subscribe_slow", topic=topic, detail=str(e))
         if self.local:
             self._relay = (client, topic)
-            if problem:  # the disk path still brings its events
-                self.ledger.note("subscribe_slow", topic=topic, detail=problem)
-            return ""
         return problem
 
     def _on_message(self, _topic: str, payload: bytes, _retained: bool) -> None:
