@@ -10,6 +10,7 @@ import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 
 from mam.errors import NotAWorkspace, UsageError, WorkspaceError
@@ -27,47 +28,50 @@ NOT_A_WORKSPACE = (
 class Workspace:
     root: Path
 
-    @property
+    # Paths are worked out once per Workspace (cached_property): the node asks for them thousands of times a
+    # minute. They depend on `root` only, which never changes.
+
+    @cached_property
     def state(self) -> Path:
         return self.root / STATE_DIR
 
-    @property
+    @cached_property
     def env_file(self) -> Path:
         return self.root / ENV_FILE
 
-    @property
+    @cached_property
     def slug(self) -> str:
         return workspace_slug(self.root)
 
-    @property
+    @cached_property
     def db_path(self) -> Path:
         return self.state / "agent-sessions.db"
 
-    @property
+    @cached_property
     def mirror_path(self) -> Path:
         return self.state / "agent-sessions.yaml"
 
-    @property
+    @cached_property
     def jobs_dir(self) -> Path:
         return self.state / "jobs"
 
-    @property
+    @cached_property
     def logs_dir(self) -> Path:
         return self.state / "delegate_job_logs"
 
-    @property
+    @cached_property
     def broker_dir(self) -> Path:
         return self.state / "broker"
 
-    @property
+    @cached_property
     def locks_dir(self) -> Path:
         return self.state / "locks"
 
-    @property
+    @cached_property
     def run_dir(self) -> Path:
         return self.state / "run"
 
-    @property
+    @cached_property
     def venv_bin(self) -> Path:
         return self.root / ".venv" / "bin"
 

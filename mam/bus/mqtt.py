@@ -322,9 +322,10 @@ class MqttClient:
                 self._pending = [i for i in self._pending if not _acked(i)]
                 self._pending.append(info)
 
-    def subscribe(self, topic: str, handler: Handler, *, qos: int = 1, timeout: float = 5.0) -> bool:
+    def subscribe(self, topic: str, handler: Handler, *, qos: int = 1, timeout: float = 5.0, wait: bool = True) -> bool:
         """Want `topic` for `handler` and wait for the SUBACK: False if the broker refused it (it is tried
-        again shortly while wanted: a NATS node without a JetStream leader refuses for a while), else True."""
+        again shortly while wanted: a NATS node without a JetStream leader refuses for a while), else True.
+        `wait=False`: return once the SUBSCRIBE is sent (True); a refusal is still tried again while wanted."""
         with self._lock:
             held = self._subs.get(topic)
             if held is None:
@@ -338,6 +339,9 @@ class MqttClient:
             if rc != self._paho.MQTT_ERR_SUCCESS or mid is None:
                 raise BrokerError(f"subscribe to {topic} failed: {self._paho.error_string(rc)}")
             self._note_subscribe(mid, topic)
+            if not wait:
+                self._forget_ack(mid)
+                return True
             # Wait for the SUBACK: a caller that subscribes and then acts (injects a brief) must not
             # race the first message. (With MQTT 3.1.1 an ACL denial still acks: see FIELD_NOTES.)
             if not self._wait_ack(mid, timeout):

@@ -27,7 +27,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from mam.bus.opener import opener
+from mam.bus.opener import Opener, opener
 from mam.errors import BrokerError, JobError
 from mam.jobs.emit import DatabaseStore, Emitter, relayed
 from mam.jobs.record import read_record
@@ -270,22 +270,27 @@ def run(
 ) -> str:
     """Beat until the job ends or the agent dies; return why it stopped.
 
-    Each beat is committed to the store and wakes the job's wrapper (which relays it to MQTT), as
-    `mam event` does; only while no wrapper listens does the heartbeater connect (importing paho
-    then) and publish the beats itself. Between beats it waits on the processes and on the job's
-    pokes: a job that ends stops it at once."""
-    store = DatabaseStore(ws)
-    beats = 0
+    The first beat comes one interval after `started` (itself the job's last sign of life), so a job
+    that ends within its first interval costs one wait and nothing more: the store and the emitter
+    are opened at the first beat. Each beat is committed to the store and wakes the job's wrapper
+    (which relays it to MQTT), as `mam event` does; only while no wrapper listens does the
+    heartbeater connect (importing paho then) and publish the beats itself. Between beats it waits
+    on the processes and on the job's pokes: a job that ends stops it at once."""
     record = read_record(ws, job_id)
     # A remote job is supervised by this host's runner: without it nobody relays the beats.
     supervisor = int(record.get("supervisor_pid") or 0), int(record.get("supervisor_start") or 0) or None
+    store: DatabaseStore | None = None
+    emitter: Emitter | None = None
+    connect: Opener | None = None
 
     def alive() -> bool:
         return pid_alive(agent_pid, agent_start) and (not supervisor[0] or pid_alive(supervisor[0], supervisor[1]))
 
     def ended() -> str:
+        nonlocal store
         if leaving is not None and leaving.is_set():
             return "handed_over"
+        store = store or DatabaseStore(ws)
         with store.db.read() as conn:
             row = jobs_table.get(conn, job_id)
         return "" if row.open else f"job_ended: job {job_id} already ended: {row.state} ({row.reason or 'no reason'})"
@@ -295,21 +300,24 @@ def run(
     watch = Watch(
         [agent_pid] + ([supervisor[0]] if supervisor[0] else []), alive, pokes.Waiter(ws, [pokes.job_key(job_id)])
     )
-
-    # A beat is on disk before it is published, so a slow broker must not hold the next beat back.
-    connect = opener(ws, "heartbeater", timeout=min(interval_s, 3.0), environ=environ)
-    emitter = Emitter(
-        ws, store, records={job_id: record}, publish_timeout=max(0.2, min(interval_s, 5.0)), connect=connect
-    )
     if agent_start is None and not pid_alive(agent_pid):
         watch.close()
-        store.close()
         return AGENT_UNSEEN
+    beats = 0
     try:
         while True:
-            deadline = time.monotonic() + interval_s
+            why = watch.until(time.monotonic() + interval_s, ended)
+            if why:
+                return why
             if not alive():
                 return "agent_gone"
+            if emitter is None:
+                store = store or DatabaseStore(ws)
+                # A beat is on disk before it is published, so a slow broker must not hold the next beat back.
+                connect = opener(ws, "heartbeater", timeout=min(interval_s, 3.0), environ=environ)
+                emitter = Emitter(
+                    ws, store, records={job_id: record}, publish_timeout=max(0.2, min(interval_s, 5.0)), connect=connect
+                )
             if emitter.client is None and emitter.connect is None and not relayed(record):
                 emitter.connect = connect  # once connected, paho reconnects by itself; until then every beat tries
             try:
@@ -321,15 +329,12 @@ def run(
             beats += 1
             if max_beats is not None and beats >= max_beats:
                 return "max_beats"
-            why = watch.until(deadline, ended)
-            if why:
-                return why
-            if not alive():
-                return "agent_gone"
     finally:
         watch.close()
-        emitter.close()
-        store.close()
+        if emitter is not None:
+            emitter.close()
+        if store is not None:
+            store.close()
 
 
 class Watch:

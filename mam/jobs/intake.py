@@ -74,21 +74,22 @@ class Intake:
         SUBACK (a NATS cluster under load or without a JetStream leader refuses the consumer behind it) is
         asked again until granted: a remote job's events come only this way, so its dispatch waits for it
         (a problem after `timeout`: exit 3, nothing dispatched). A SUBACK slow to come is noted, not fatal:
-        the subscription stands once acked, and a local job also has the disk path."""
+        the subscription stands once acked. A local job does not wait for the SUBACK (it has the disk path)."""
         if client is None:
             return ""
         deadline = time.monotonic() + timeout
         problem = ""
         try:
-            granted = client.subscribe(topic, self._on_message, timeout=timeout)
-            while not granted and not self.local:  # (asked again: the same handler, told once)
+            # A local job waits for no SUBACK before its brief is typed: its events come by the store too, and
+            # the client asks again by itself if the broker refuses. (A wait here is a round trip per job, and
+            # ~40 ms more where the broker delays small packets: Mosquitto without set_tcp_nodelay.)
+            granted = client.subscribe(topic, self._on_message, timeout=timeout, wait=not self.local)
+            while not granted:  # (asked again: the same handler, told once)
                 if time.monotonic() >= deadline:
                     problem = f"the MQTT broker refused the subscription to the job's events for {timeout:g}s"
                     break
                 time.sleep(SUBSCRIBE_RETRY_S)
                 granted = client.subscribe(topic, self._on_message, timeout=max(0.1, deadline - time.monotonic()))
-            if not granted and self.local:  # the disk path brings its events; the client asks again by itself
-                self.ledger.note("subscribe_slow", topic=topic, detail="the MQTT broker refused the subscription")
         except BrokerError as e:
             self.ledger.note("subscribe_slow", topic=topic, detail=str(e))
         if self.local:

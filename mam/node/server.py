@@ -42,6 +42,7 @@ from mam.node.wire import LOCK, SOCKET, STATUS, Frames, frame
 from mam.outcomes import Exit
 from mam.settings import Settings, load_settings
 from mam.store import jobs as jobs_table
+from mam.store.db import keep_idle
 from mam.store.registry import Registry
 from mam.util import caller
 from mam.util.fdwait import readable
@@ -150,6 +151,7 @@ class Node:
         """Serve until stopped. `beside`: a runner's `run` (mam.remote.runner), run in this thread while
         the requests are served in another; the node ends with it, and its errors are the command's."""
         streams.install()
+        keep_idle()  # this process opens the registry several times per job: its connections are kept
         listener = self._listen()
         self._write_status()
         threading.Thread(target=self._monitor, name="mam-node-monitor", daemon=True).start()

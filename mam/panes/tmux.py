@@ -204,8 +204,8 @@ class TmuxBackend:
             self._run("send-keys", "-t", pane_id, "-l", "--", text)
 
     def capture(self, pane_id: str, lines: int = 200) -> str:
-        if not self.server_running():
-            return ""
+        if not socket_path(self.server).exists():
+            return ""  # (capture-pane never starts a server: without one it fails, and this says "")
         return self._run("capture-pane", "-p", "-J", "-t", pane_id, "-S", f"-{max(1, lines)}", check=False)
 
     def kill_pane(self, pane_id: str) -> None:
@@ -219,7 +219,14 @@ class TmuxBackend:
 
 
 def _tmux() -> str:
-    return shutil.which("tmux") or "tmux"
+    path = os.environ.get("PATH", os.defpath)
+    found = _WHICH.get(path)
+    if found is None or not os.access(found, os.X_OK):  # (looked up again once it is gone)
+        found = _WHICH[path] = shutil.which("tmux", path=path) or "tmux"
+    return found
+
+
+_WHICH: dict[str, str] = {}  # PATH -> tmux found on it: the node runs several tmux commands per job
 
 
 def _err(done: subprocess.CompletedProcess[bytes]) -> str:

@@ -381,6 +381,65 @@ def _queued(fd: int) -> Iterator[None]:
         write_queue.give(fd)
 
 
+class _Idle:
+    """Connections a long-running process (the node) keeps after `Database.close`, per registry file, for
+    the next `Database` of that file: opening one costs ~0.6 ms (the connection, its pragmas, the schema
+    read), and the node opens several per job. Off unless `keep_idle` turned it on. A connection is taken
+    again only for the same file (device and inode: a registry replaced meanwhile gets a new one) and
+    only when it was left outside a transaction."""
+
+    KEEP = 8  # per file: more than the threads that open one at once in the usual case
+
+    def __init__(self) -> None:
+        self.on = False
+        self._lock = threading.Lock()
+        self._conns: dict[str, list[tuple[tuple[int, int], sqlite3.Connection, int]]] = {}
+
+    def take(self, path: Path) -> tuple[sqlite3.Connection, int, tuple[int, int]] | None:
+        if not self.on:
+            return None
+        try:
+            st = os.stat(path)
+        except OSError:
+            return None
+        ident = (st.st_dev, st.st_ino)
+        with self._lock:
+            held = self._conns.get(str(path), [])
+            while held:
+                was, conn, fd = held.pop()
+                if was == ident:
+                    return conn, fd, ident
+                _close(conn, fd)
+        return None
+
+    def give(self, path: Path, ident: tuple[int, int] | None, conn: sqlite3.Connection, fd: int) -> bool:
+        """Keep `conn` (and its write-queue descriptor) for the next Database of `path`; False: close them."""
+        if not self.on or ident is None or conn.in_transaction:
+            return False
+        with self._lock:
+            held = self._conns.setdefault(str(path), [])
+            if len(held) >= self.KEEP:
+                return False
+            held.append((ident, conn, fd))
+        return True
+
+
+def _close(conn: sqlite3.Connection, fd: int) -> None:
+    conn.close()
+    if fd >= 0:
+        os.close(fd)
+
+
+_IDLE = _Idle()
+_CLOSED = sqlite3.connect(":memory:", check_same_thread=False)
+_CLOSED.close()
+
+
+def keep_idle(on: bool = True) -> None:
+    """Keep closed connections for reuse in this process (the node, which lives long and opens many)."""
+    _IDLE.on = on
+
+
 class Database:
     """One SQLite connection, shared by the threads of one process under a lock."""
 
@@ -388,6 +447,11 @@ class Database:
         self.path = path
         self._lock = threading.RLock()
         self._write_fd = -1
+        self._ident: tuple[int, int] | None = None
+        idle = _IDLE.take(path) if journal_mode is None else None
+        if idle is not None:
+            self.conn, self._write_fd, self._ident = idle
+            return
         path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         mode = journal_mode or journal_mode_for(path.parent, mounts=mounts)
         if not os.path.lexists(path):
@@ -411,6 +475,11 @@ class Database:
             os.chmod(path, 0o600)
         except OSError:
             pass
+        try:
+            st = os.stat(path)
+            self._ident = (st.st_dev, st.st_ino)
+        except OSError:
+            self._ident = None
 
     def _open(self, mode: str) -> sqlite3.Connection:
         try:
@@ -520,7 +589,8 @@ class Database:
 
     def close(self) -> None:
         with self._lock:
-            self.conn.close()
-            if self._write_fd >= 0:
-                os.close(self._write_fd)
-                self._write_fd = -1
+            if self.conn is _CLOSED:
+                return
+            if not _IDLE.give(self.path, self._ident, self.conn, self._write_fd):
+                _close(self.conn, self._write_fd)
+            self.conn, self._write_fd = _CLOSED, -1  # a use after close fails, as on a closed connection

@@ -205,8 +205,7 @@ def write_record(ws: Workspace, job_id: str, record: Mapping[str, Any], token: s
             return
         if not token:
             return
-    ws.jobs_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
-    atomic_write_json(path, {**record, "token": token}, mode=0o600, fsync=False)
+    atomic_write_json(path, {**record, "token": token}, mode=0o600, fsync=False)  # (a jobs folder it makes is 0700)
 
 
 # -- the audit file -------------------------------------------------------------------------------

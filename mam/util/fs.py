@@ -5,17 +5,29 @@ from __future__ import annotations
 import errno
 import json
 import os
-import tempfile
+import threading
 from pathlib import Path
 from typing import Any
 
 
 def atomic_write(path: Path, data: bytes, *, mode: int = 0o644, fsync: bool = True) -> None:
-    """Replace `path` with `data` so a reader sees the old file or the new one, never a part."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    """Replace `path` with `data` so a reader sees the old file or the new one, never a part.
+
+    The temporary file beside it is named for this process and thread (made with O_EXCL, never through a
+    link): a job's record is rewritten at each of its transitions, and `tempfile.mkstemp`'s random names
+    and the folder made again each time cost more than the write."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
     try:
-        os.fchmod(fd, mode)
+        fd = os.open(tmp, flags, mode)
+    except FileNotFoundError:  # no folder yet: a private file's is made private (0700)
+        path.parent.mkdir(mode=0o777 if mode & 0o077 else 0o700, parents=True, exist_ok=True)
+        fd = os.open(tmp, flags, mode)
+    except FileExistsError:  # left by a crash of a process that had this pid (and thread id)
+        os.unlink(tmp)
+        fd = os.open(tmp, flags, mode)
+    try:
+        os.fchmod(fd, mode)  # whatever the umask
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             if fsync:

@@ -109,7 +109,7 @@ def start_mosquitto(workdir: Path | None = None, *, extra_conf: str = "", port: 
     conf = workdir / "mosquitto.conf"
     conf.write_text(
         extra_conf
-        or f"listener {port} 127.0.0.1\nallow_anonymous true\npersistence false\nlog_dest stderr\nlog_type "
+        or f"listener {port} 127.0.0.1\nallow_anonymous true\nset_tcp_nodelay true\npersistence false\nlog_dest stderr\nlog_type "
         "error\nlog_type warning\n"
     )
     argv = [binary, "-c", str(conf)]

@@ -1,9 +1,9 @@
 """The heartbeater `mam event started --heartbeat N` starts (mam/jobs/heartbeat.py, a new interpreter).
 
-It beats at once, then waits on the agent's pidfd and on a poke of the job's key (mam.util.pokes):
-a job that ends (or an agent that dies) within an interval stops it at once (`stopped: ...` in
-heartbeat.log, its pid file removed), so a prompt stop with N = 600 s shows the wait did it. A job
-that outlives N still gets its beats every N.
+Its first beat comes one interval after `started`; meanwhile it waits on the agent's pidfd and on a
+poke of the job's key (mam.util.pokes): a job that ends (or an agent that dies) within an interval
+stops it at once (`stopped: ...` in heartbeat.log, its pid file removed) having sent no beat, so a
+prompt stop with N = 600 s shows the wait did it. A job that outlives N gets a beat every N.
 
 A real `mam event` process against a job registered in a temporary workspace, with a wrapper's
 Waiter listening on the job's `events:<id>` key, as in tests/integration/test_event_command.py.
@@ -97,26 +97,26 @@ def world(tmp_path: Path) -> Iterator[World]:
 
 def test_a_job_that_ends_within_the_first_interval_stops_its_heartbeater_at_once(world: World) -> None:
     pid, start = world.started(LONG_S)
-    wait_for(lambda: len(world.beats()) == 1, timeout=10)  # the first beat, at once
+    wait_for(lambda: world.fifos(pid), timeout=10, message="the heartbeater does not listen for the job's pokes")
     assert pid_alive(pid, start) and "stopped" not in world.log()
-    assert world.fifos(pid), "the heartbeater does not listen for the job's pokes"
     world.end()
     wait_for(lambda: not pid_alive(pid, start), timeout=10)
     assert f"stopped: job_ended: job {world.id} already ended: cancelled (cancelled_by_user)" in world.log()
     assert world.log().count("stopped") == 1
     assert heartbeat.recorded(world.ws, world.id) is None, "the pid file stays"
     assert world.fifos(pid) == [], "the heartbeater's FIFO stays"
-    assert len(world.beats()) == 1
+    assert world.beats() == [], "a beat within the first interval"
 
 
 def test_an_agent_that_dies_within_the_first_interval_stops_its_heartbeater_at_once(world: World) -> None:
     pid, start = world.started(LONG_S)
-    wait_for(lambda: len(world.beats()) == 1, timeout=10)
+    wait_for(lambda: world.fifos(pid), timeout=10, message="the heartbeater does not listen for the job's pokes")
     world.agent.kill()
     world.agent.wait()
     wait_for(lambda: not pid_alive(pid, start), timeout=10)
     assert "stopped: agent_gone" in world.log()
     assert heartbeat.recorded(world.ws, world.id) is None and world.fifos(pid) == []
+    assert world.beats() == []
 
 
 def test_a_job_longer_than_the_interval_still_gets_a_beat_every_interval(world: World) -> None:

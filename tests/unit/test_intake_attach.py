@@ -24,11 +24,13 @@ class RefusingBroker:
     def __init__(self, refusals: int) -> None:
         self.refusals, self.asked = refusals, 0
         self.handlers: list[Any] = []
+        self.waited: list[bool] = []
 
-    def subscribe(self, topic: str, handler: Any, *, timeout: float = 5.0, qos: int = 1) -> bool:
+    def subscribe(self, topic: str, handler: Any, *, timeout: float = 5.0, qos: int = 1, wait: bool = True) -> bool:
         self.asked += 1
         self.handlers.append(handler)
-        return self.asked > self.refusals
+        self.waited.append(wait)
+        return not wait or self.asked > self.refusals
 
 
 @pytest.fixture(autouse=True)
@@ -51,11 +53,10 @@ def test_a_remote_job_whose_subscription_stays_refused_gets_a_problem(store: tup
     assert "refused the subscription" in problem
 
 
-def test_a_local_job_goes_on_by_its_disk_path_and_notes_it(store: tuple[Workspace, Registry]) -> None:
+def test_a_local_job_asks_once_and_goes_on_by_its_disk_path(store: tuple[Workspace, Registry]) -> None:
     ws, registry = store
     ledger = register_delivered(ws, registry, topic_prefix="t")
     intake = Intake(ledger, registry, local=True)
-    assert intake.attach(RefusingBroker(refusals=10**6), "t/jobs/x/events", timeout=0.2) == ""  # type: ignore[arg-type]
-    with registry.read() as conn:
-        kinds = [r[0] for r in conn.execute("SELECT kind FROM job_audit WHERE job_id=?", (ledger.job.id,))]
-    assert "subscribe_slow" in kinds
+    broker = RefusingBroker(refusals=10**6)
+    assert intake.attach(broker, "t/jobs/x/events", timeout=0.2) == ""  # type: ignore[arg-type]
+    assert broker.asked == 1 and broker.waited == [False]  # no wait for a SUBACK: the client asks again by itself
