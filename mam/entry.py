@@ -4,6 +4,7 @@ every other command, and one the node does not take, runs here through click (ma
 
 from __future__ import annotations
 
+import os
 import sys
 
 
@@ -13,6 +14,15 @@ def main(argv: list[str] | None = None) -> None:
 
     code = client.run(args)
     if code is not None:
+        # Served by the node: this process holds nothing to clean up, so it skips the interpreter's teardown
+        # (about 2 ms of CPU, paid by every agent event) once what it printed is out.
+        if argv is None:
+            try:
+                sys.stdout.flush()
+                sys.stderr.flush()
+            except (OSError, ValueError):
+                code = code or 1
+            os._exit(code)
         sys.exit(code)
     from mam.cli import main as cli_main
 
