@@ -37,7 +37,6 @@ from mam.store.registry import Registry
 log = logging.getLogger(__name__)
 
 EXCERPT = 240
-GROUP_S = 0.005
 WAKE = b""  # queued on a poke: read the store (no MQTT message is ever empty and valid)
 
 
@@ -118,12 +117,11 @@ class Intake:
         messages: list[bytes] = []
         try:
             messages.append(self._queue.get(timeout=wait))
-            # Group commit: what else arrives within GROUP_S joins this batch (one registry write for
-            # a burst instead of one per event, for a few milliseconds of latency).
-            until = time.monotonic() + GROUP_S
+            # Group commit: what is queued already joins this batch (one registry write for a burst). It
+            # waits for nothing more: an agent sends its events one command at a time, so a wait for
+            # company (5 ms once) only added to every event's latency.
             while True:
-                left = until - time.monotonic()
-                messages.append(self._queue.get(timeout=left) if left > 0 else self._queue.get_nowait())
+                messages.append(self._queue.get_nowait())
         except queue.Empty:
             pass
         with self.ledger.batch():
