@@ -345,9 +345,9 @@ class JobAttempt:
         # subscription stands before the agent can send anything. A remote job's dispatch needs the
         # connection first.
         opening = self._opening = _Opening(self.events)
-        if self.events.reads_store:
+        if self.events.reads_store and not self.events.announced():
             opening.start()
-        else:
+        else:  # a remote job, or a connection that is up already (the node's shared one): nothing to overlap
             opening.run()
         try:
             if not self.events.reads_store and not self._opened(opening):
@@ -417,12 +417,14 @@ class JobAttempt:
                         return False
                     continue
                 try:
-                    delivery.inject(self.text, self.ledger)
+                    with self.ledger.batch():  # the paste's audit line and `delivered`: one commit
+                        delivery.inject(self.text, self.ledger)
+                        if not delivery.confirms_itself:
+                            self.ledger.apply(Delivered(rec.now_ms()))
                 except MamError as e:
                     self.refuse(Reason.INJECT_FAILED, str(e))
                     return False
                 if not delivery.confirms_itself:
-                    self.ledger.apply(Delivered(rec.now_ms()))
                     self.reporter.delivered(self.ledger)
             return True
 

@@ -2,8 +2,8 @@
 
 It stops by itself when the job reaches a terminal state or the agent process dies, so a
 crashed agent goes silent and its job ends by `deadline_timeout` within K x N seconds. Between two
-beats it sleeps on the processes' pidfds and on a poke of the job's key (mam.util.pokes: every
-commit that changes the job's row pokes it), so a job that ends stops it at once.
+beats it sleeps on the processes' pidfds and on a poke of the job's `ended:<id>` key (mam.util.pokes:
+the commit that ends the job pokes it), so a job that ends stops it at once.
 `mam event started --heartbeat N` starts it (`begin`): in the node (the command served for the
 agent), as a thread of the node, which costs no interpreter; elsewhere as a new interpreter
 (`spawn`: never a fork, since the process running the command may hold threads). Its pid (the
@@ -138,7 +138,7 @@ class Beat:
     def leave(self) -> None:
         """Stop this thread and go on beating in a new interpreter (the node is about to end)."""
         self.leaving.set()
-        pokes.poke(self.ws, [pokes.job_key(self.job_id)])  # wakes its wait at once
+        pokes.poke(self.ws, [pokes.job_ended_key(self.job_id)])  # wakes its wait at once
         self.thread.join(timeout=5)
         if pid_alive(self.agent_pid, self.agent_start) and not self.thread.is_alive():
             spawn(self.ws, self.job_id, self.interval_s, self.agent_pid, environ=self.environ)
@@ -295,10 +295,12 @@ def run(
             row = jobs_table.get(conn, job_id)
         return "" if row.open else f"job_ended: job {job_id} already ended: {row.state} ({row.reason or 'no reason'})"
 
-    # Opened before the first look at `alive` and at the job: a pid reused, or a change, after that
-    # look cannot be missed.
+    # Opened before the first look at `alive` and at the job: a pid reused, or the job's end, after that
+    # look cannot be missed. It listens for the job's end only: the job's other changes wake nothing here.
     watch = Watch(
-        [agent_pid] + ([supervisor[0]] if supervisor[0] else []), alive, pokes.Waiter(ws, [pokes.job_key(job_id)])
+        [agent_pid] + ([supervisor[0]] if supervisor[0] else []),
+        alive,
+        pokes.Waiter(ws, [pokes.job_ended_key(job_id)]),
     )
     if agent_start is None and not pid_alive(agent_pid):
         watch.close()

@@ -162,7 +162,7 @@ def _poke(ws: Workspace, job_id: str, row: JobRow | None) -> None:
         if row.parent_job:
             keys.append(pokes.parent_key(row.parent_job))
         if not row.open:
-            keys.append(pokes.ENDED)
+            keys += [pokes.ENDED, pokes.job_ended_key(job_id)]
     pokes.poke(ws, keys)
 
 

@@ -13,7 +13,8 @@ waits until the waiter's own deadline, never a wrong answer. The keys in use:
   reads it from the store (and relays it to MQTT); the emitter publishes it itself only when no
   waiter heard this key (the wrapper is gone);
 - `job:<id>`: the job's row changed (a cancel, the monitor, a take-over; or an event nobody relays):
-  its wrapper, its heartbeater and whoever follows it from outside (`mam job wait`) look;
+  its wrapper and whoever follows it from outside (`mam job wait`) look;
+- `ended:<id>`: the job ended (its heartbeater stops; it sleeps through the job's other changes);
 - `session:<name>`: a job of the session changed state (an earlier job ended: the next one may go);
 - `parent:<id>`: a sub-job of that job changed state (the loop waits for a round's sub-jobs);
 - `ended`: some job of the workspace ended (whoever waits for a free slot);
@@ -36,7 +37,18 @@ from mam.util.fdwait import readable
 from mam.util.pokefifo import job_key
 from mam.workspace import Workspace
 
-__all__ = ["ENDED", "HOLD", "Waiter", "events_key", "folder", "job_key", "parent_key", "poke", "session_key"]
+__all__ = [
+    "ENDED",
+    "HOLD",
+    "Waiter",
+    "events_key",
+    "folder",
+    "job_ended_key",
+    "job_key",
+    "parent_key",
+    "poke",
+    "session_key",
+]
 
 ENDED = "ended"
 HOLD = "hold"
@@ -56,6 +68,10 @@ def events_key(job_id: str) -> str:
 
 def parent_key(job_id: str) -> str:
     return f"parent:{job_id}"
+
+
+def job_ended_key(job_id: str) -> str:
+    return f"ended:{job_id}"
 
 
 class Waiter(pokefifo.Fifo):
