@@ -307,6 +307,9 @@ def run(
         return AGENT_UNSEEN
     beats = 0
     try:
+        why = ended()  # the first look: an end committed before the watch listened poked nobody
+        if why:
+            return why
         while True:
             why = watch.until(time.monotonic() + interval_s, ended)
             if why:

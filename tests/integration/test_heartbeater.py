@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -27,7 +28,7 @@ from mam.outcomes import Exit, Reason
 from mam.store.registry import Registry
 from mam.util import pokes
 from mam.util.poll import wait_for
-from mam.util.proc import pid_alive
+from mam.util.proc import pid_alive, start_time
 from mam.workspace import Workspace
 from tests.helpers.jobs import register_delivered
 
@@ -133,3 +134,21 @@ def test_a_job_longer_than_the_interval_still_gets_a_beat_every_interval(world: 
     wait_for(lambda: not pid_alive(pid, start), timeout=interval * 4 + 10)
     assert "stopped: job_ended:" in world.log() and heartbeat.recorded(world.ws, world.id) is None
     assert world.log().count("stopped") == 1
+
+
+def test_a_job_that_ended_before_the_heartbeater_listened_stops_it_at_once(world: World) -> None:
+    """The end's poke went out before the heartbeater's FIFO existed (it was starting): its first look at the
+    job, made once it listens, sees the end, so it neither waits an interval nor beats."""
+    world.end()
+    outcome: list[str] = []
+    beating = threading.Thread(
+        target=lambda: outcome.append(
+            heartbeat.run(world.ws, world.id, LONG_S, world.agent.pid, start_time(world.agent.pid))
+        ),
+        daemon=True,
+    )
+    beating.start()
+    beating.join(timeout=30)
+    assert not beating.is_alive(), "the heartbeater waited for an interval on a job that had ended"
+    assert outcome and outcome[0].startswith("job_ended:"), outcome
+    assert world.beats() == []
