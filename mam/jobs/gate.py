@@ -83,3 +83,11 @@ class EventGate:
             for old in sorted(self._seen)[: len(self._seen) - MAX_REMEMBERED]:
                 del self._seen[old]
         return Admission(accepted=True, envelope=env, gap=gap)
+
+    def seen_on(self, seq: int, path: str) -> None:
+        """The event accepted as `seq` came again by `path`, as the very bytes accepted (an intake's own relay,
+        echoed by the broker): a silent duplicate, noted without decoding it again, so a later copy by that
+        path is a replay."""
+        seen = self._seen.get(seq)
+        if seen is not None:
+            seen[1].add(path)

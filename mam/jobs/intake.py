@@ -52,8 +52,8 @@ class Intake:
     _refused_rows: set[int] = field(default_factory=set)  # disk rows the gate refused: never read again
     limiter: RejectionLimiter = field(init=False)
     _relay: tuple[MqttClient, str] | None = None  # where events accepted from the disk path are relayed
-    _relayed: set[bytes] = field(default_factory=set)  # relayed, their echo not back yet (under _lock)
-    _echoes: list[bytes] = field(default_factory=list)  # echoes back, for the next pump (under _lock)
+    _relayed: dict[bytes, int] = field(default_factory=dict)  # relayed -> seq, their echo not back yet (under _lock)
+    _echoes: list[int] = field(default_factory=list)  # the seqs whose echo came back, for the next pump (under _lock)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     on_stale: Callable[[int], None] | None = None  # told the epoch of each stale event (the origin's revoke)
 
@@ -102,9 +102,9 @@ class Intake:
         """Queue a message that arrived over MQTT (thread-safe); the echo of an event this intake relayed
         wakes nothing (it was taken from the store already): it waits for the next pump."""
         with self._lock:
-            if payload in self._relayed:
-                self._relayed.discard(payload)
-                self._echoes.append(payload)
+            seq = self._relayed.pop(payload, None)
+            if seq is not None:
+                self._echoes.append(seq)
                 return
         self._queue.put(payload)
 
@@ -131,8 +131,8 @@ class Intake:
                     self._drain_disk()
                 with self._lock:
                     echoes, self._echoes = self._echoes, []
-                for payload in echoes:  # silent duplicates: noted by the gate, applied to nothing
-                    self._take(payload, "mqtt")
+                for seq in echoes:  # the very bytes accepted from the store: the gate notes their MQTT copy
+                    self.gate.seen_on(seq, "mqtt")
                 for payload in messages:
                     if payload is WAKE or not payload:
                         continue  # the disk path was read above
@@ -198,7 +198,7 @@ class Intake:
         if verdict.gap:
             self.ledger.note("seq_gap", missing=verdict.gap, seq=env.seq, path=path)
         if path == "disk" and self._relay is not None:
-            self._relay_out(raw)
+            self._relay_out(raw, env.seq)
         if not self.local and path == "mqtt":
             self._unstored.append(
                 (env, raw.decode("utf-8"))
@@ -228,17 +228,17 @@ class Intake:
         if self.on_stale is not None:
             self.on_stale(stale)
 
-    def _relay_out(self, raw: bytes) -> None:
+    def _relay_out(self, raw: bytes, seq: int) -> None:
         """Publish an event accepted from the store (its agent woke us instead of publishing it), in seq order."""
         assert self._relay is not None
         client, topic = self._relay
         with self._lock:
-            self._relayed.add(raw)
+            self._relayed[raw] = seq
         try:
             client.publish_nowait(topic, raw, qos=1)
         except BrokerError as e:
             with self._lock:
-                self._relayed.discard(raw)
+                self._relayed.pop(raw, None)
             self.ledger.note("relay_failed", detail=str(e))
 
     def _store_remote(self) -> None:

@@ -53,6 +53,19 @@ def test_the_same_event_by_disk_and_mqtt_is_a_silent_duplicate_but_a_third_copy_
     assert not again.accepted and not again.silent and again.reason == "replay"
 
 
+def test_an_echo_noted_without_decoding_makes_the_next_mqtt_copy_a_replay() -> None:
+    """An intake's own relay comes back over MQTT: noted by seq (`seen_on`), so a copy replayed later is a
+    replay, as if the echo had been checked whole."""
+    gate = EventGate("j1", KEY)
+    raw = env(1)
+    assert gate.check(raw, "disk").accepted
+    gate.seen_on(1, "mqtt")
+    gate.seen_on(7, "mqtt")  # never accepted: nothing to note
+    again = gate.check(raw, "mqtt")
+    assert not again.accepted and not again.silent and again.reason == "replay"
+    assert gate.check(env(7), "mqtt").accepted
+
+
 def test_a_non_ascii_signature_is_a_bad_signature_not_a_crash() -> None:
     """Found by tests/fuzz: hmac.compare_digest raised TypeError, which killed the wrapper (wrapper_error)."""
     gate = EventGate("j1", KEY)
