@@ -1,19 +1,28 @@
-"""Where the node's CPU goes per job: cProfile of every thread of a node serving `--jobs` delegations.
+"""Where the node's CPU goes per job: each of its threads' CPU by what it ran, or a cProfile of them.
 
-Usage: python bench/node_profile.py [--jobs 20] [--top 30] [--sort tottime|cumulative] [--out FILE]
+Usage: python bench/node_profile.py [--jobs 40] [--work-s 0.05] [--profile [--top 30] [--sort tottime|cumulative]
+                                    [--only 'job delegate'] [--out FILE]] [--json]
 
 A temporary workspace with one demo session (private tmux server and broker, as bench/_support.py
-makes them); a node started by hand in a child interpreter with a cProfile per thread, timed by
-each thread's own CPU clock (`time.thread_time_ns`: waiting costs nothing), then one untimed
-warm-up job and `--jobs` jobs through `mam job delegate --json` (the demo agent's `mam event`
-commands are served by the same node), then `mam node stop`. Prints the merged profile, per job
-(the profiler's own overhead inflates every number; compare rows, not totals against other
-benchmarks). `--out` keeps the raw pstats file. Linux only.
+makes them), a node started by hand in a child interpreter, three untimed warm-up jobs, then `--jobs`
+jobs through `mam job delegate --json`, each with `--work-s` of agent work (the demo agent's
+`mam event started`, `progress` and `completed` are served by the same node), then `mam node stop`.
+
+Default: no profiler. Every thread of the node adds its CPU time (`time.thread_time`, exact: waiting costs
+nothing) to what it ran: a request thread to its command (`job delegate`, `event started`, ...), any
+other thread to its name (the heartbeats, the wake relays, the caller watchers). Prints, per job, the
+node's whole CPU (`time.process_time`, its long-lived threads included: the broker connection's, the
+monitor's), the CPU of the children it reaped (tmux clients), and each row.
+
+`--profile`: a cProfile per request thread instead (`--only`: of the commands whose name holds that text),
+timed by each thread's CPU clock; the profiler's own overhead inflates every number (compare rows,
+not totals against other benchmarks). `--out` keeps the pstats file. Linux only.
 """
 
 from __future__ import annotations
 
 import argparse
+import collections
 import cProfile
 import io
 import json
@@ -24,37 +33,74 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 sys.path.append(str(Path(__file__).resolve().parents[1]))  # for `bench._support`
 
 from bench import _support as support  # noqa: E402
 
+WARM_UP = 3
 
-def serve(workspace: str, out: str) -> int:
-    """Run a node for `workspace` with every thread profiled; write the merged stats to `out`."""
-    from mam.node.server import serve_node
 
-    profilers: list[cProfile.Profile] = []
+def serve(workspace: str, out: str, profile: str | None) -> int:
+    """Run a node for `workspace`, counting each thread's CPU by what it ran; `profile`: also cProfile the
+    request threads whose command holds that text. Writes the counts (and the pstats file) to `out` each
+    second and at the end."""
+    import mam.node.server as server
+
     lock = threading.Lock()
+    cpu: collections.Counter[str] = collections.Counter()
+    threads: collections.Counter[str] = collections.Counter()
+    profiles: list[cProfile.Profile] = []
+    plain_run = threading.Thread.run
 
-    def start(*_args: object) -> None:
+    def run(self: threading.Thread) -> None:
+        t0 = time.thread_time()
+        try:
+            plain_run(self)
+        finally:
+            name = "heartbeats" if self.name.startswith("mam-heartbeat-") else self.name
+            with lock:
+                cpu[name] += time.thread_time() - t0
+                threads[name] += 1
+
+    plain_cli = server._run_cli
+
+    def run_cli(request: Any) -> int:
+        words = [a for a in request.argv if not a.startswith("-")]
+        at = next((i for i, w in enumerate(words) if w in ("event", "job")), 0)
+        name = threading.current_thread().name = " ".join(words[at : at + 2])
+        if profile is None or profile not in name:
+            return plain_cli(request)
         prof = cProfile.Profile(time.thread_time_ns, 1e-9)
-        with lock:
-            profilers.append(prof)
-        prof.enable()  # replaces this hook for the rest of the thread
+        try:
+            return int(prof.runcall(plain_cli, request))
+        finally:
+            with lock:
+                profiles.append(prof)
 
-    threading.setprofile(start)
-    first = cProfile.Profile(time.thread_time_ns, 1e-9)
-    profilers.append(first)
-    first.enable()
-    try:
-        return serve_node(["--workspace", workspace])
-    finally:
-        first.disable()
-        threading.setprofile(None)  # type: ignore[arg-type]
+    def dump() -> None:
         with lock:
-            stats = pstats.Stats(*profilers)
-        stats.dump_stats(out)
+            counts = {"cpu": dict(cpu), "threads": dict(threads)}
+            if profiles:
+                pstats.Stats(*profiles).dump_stats(out + ".prof")
+        kids = os.times()
+        counts |= {"process": time.process_time(), "children": kids.children_user + kids.children_system}
+        Path(out + ".tmp").write_text(json.dumps(counts))
+        os.replace(out + ".tmp", out)
+
+    def every_second() -> None:
+        while True:
+            time.sleep(1)
+            dump()
+
+    threading.Thread.run = run  # type: ignore[method-assign]
+    server._run_cli = run_cli  # type: ignore[assignment]
+    threading.Thread(target=every_second, name="bench-dump", daemon=True).start()
+    try:
+        return server.serve_node(["--workspace", workspace])
+    finally:
+        dump()
 
 
 def serving(root: Path, pid: int, timeout: float) -> bool:
@@ -71,11 +117,26 @@ def serving(root: Path, pid: int, timeout: float) -> bool:
     return False
 
 
-def run(jobs: int, top: int, sort: str, out: Path | None) -> str:
+def counts_now(path: Path, timeout: float = 10) -> dict[str, Any]:
+    """The node's counts, once written after this call (the node writes them every second)."""
+    start = time.time()
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if path.stat().st_mtime > start:
+                return dict(json.loads(path.read_text()))
+        except (OSError, ValueError):
+            pass
+        time.sleep(0.1)
+    raise RuntimeError("the node wrote no counts")
+
+
+def run(jobs: int, work_s: float, profile: str | None, out: Path | None) -> dict[str, Any]:
     with support.demo_workspace("mam-bench-node-profile-", "mosquitto") as bench:
-        prof = bench.root / "node.prof"
+        counts = bench.root / "counts.json"
+        argv = [str(support.venv_python()), __file__, "--serve", str(bench.ws.root), "--counts", str(counts)]
         node = subprocess.Popen(
-            [str(support.venv_python()), __file__, "--serve", str(bench.ws.root), "--prof", str(prof)],
+            [*argv, *(["--profile-only", profile] if profile is not None else [])],
             env=bench.env,
             cwd=bench.ws.root,
             stdout=subprocess.DEVNULL,
@@ -83,48 +144,96 @@ def run(jobs: int, top: int, sort: str, out: Path | None) -> str:
         )
         try:
             if not serving(bench.ws.root, node.pid, 60):
-                raise RuntimeError("the profiled node did not start: " + (bench.root / "node.err").read_text()[-800:])
-            argv = ["job", "delegate", "--target", f"tmux:{support.DEMO_SESSION}", "--json", "--brief"]
-            support.run_mam([*argv, "warm-up"], bench.env, bench.ws.root)
+                raise RuntimeError("the node did not start: " + (bench.root / "node.err").read_text()[-800:])
+            delegate = ["job", "delegate", "--target", f"tmux:{support.DEMO_SESSION}", "--json", "--brief"]
+            for i in range(WARM_UP):
+                support.run_mam([*delegate, f"warm-up {i}\ndemo-sleep: {work_s:g}"], bench.env, bench.ws.root)
+            support.wait_heartbeaters_gone(bench.ws)
+            before = counts_now(counts)
             t0 = time.monotonic()
             for i in range(jobs):
-                support.run_mam([*argv, f"profiled job {i}"], bench.env, bench.ws.root)
+                done = support.run_mam([*delegate, f"job {i}\ndemo-sleep: {work_s:g}"], bench.env, bench.ws.root)
+                if done.returncode != 0:
+                    raise RuntimeError(f"job {i} exited {done.returncode}: {done.stderr[-600:]}")
             wall = time.monotonic() - t0
             support.wait_heartbeaters_gone(bench.ws)
+            after = counts_now(counts)
             support.run_mam(["node", "stop"], bench.env, bench.ws.root)
             node.wait(60)
         finally:
             if node.poll() is None:
                 node.terminate()
                 node.wait(30)
-        if out is not None:
-            out.write_bytes(prof.read_bytes())
-        text = io.StringIO()
-        stats = pstats.Stats(str(prof), stream=text)
-        total = stats.total_tt  # type: ignore[attr-defined]
-        text.write(
-            f"{jobs} jobs (+1 warm-up) in {wall:.1f} s; node CPU under the profiler {total:.2f} s in all, "
-            f"{1000 * total / (jobs + 1):.1f} ms per job (start-up included)\n"
-        )
-        stats.strip_dirs().sort_stats(sort).print_stats(top)
-        return text.getvalue()
+        rows = {
+            name: (1000 * (after["cpu"][name] - before["cpu"].get(name, 0.0)) / jobs)
+            for name in after["cpu"]
+            if after["cpu"][name] - before["cpu"].get(name, 0.0) > 0
+        }
+        result: dict[str, Any] = {
+            "jobs": jobs,
+            "work_s": work_s,
+            "wall_ms_per_job": round(1000 * wall / jobs, 1),
+            "node_cpu_ms_per_job": round(1000 * (after["process"] - before["process"]) / jobs, 2),
+            "children_cpu_ms_per_job": round(1000 * (after["children"] - before["children"]) / jobs, 2),
+            "by_thread_ms_per_job": {k: round(v, 2) for k, v in sorted(rows.items(), key=lambda kv: -kv[1])},
+            "threads_per_job": {k: round((after["threads"][k] - before["threads"].get(k, 0)) / jobs, 1) for k in rows},
+        }
+        prof = Path(str(counts) + ".prof")
+        if profile is not None and prof.exists():
+            if out is not None:
+                out.write_bytes(prof.read_bytes())
+            result["profile"] = str(out or "")
+            result["_stats"] = prof.read_bytes()
+        return result
+
+
+def text(result: dict[str, Any], top: int, sort: str) -> str:
+    lines = [
+        f"{result['jobs']} jobs of {result['work_s']:g} s work, {result['wall_ms_per_job']} ms wall each; "
+        f"the node's CPU {result['node_cpu_ms_per_job']} ms per job, the children it reaped (tmux clients) "
+        f"{result['children_cpu_ms_per_job']} ms",
+        "per job, by thread (what it ran):",
+    ]
+    for name, ms in result["by_thread_ms_per_job"].items():
+        lines.append(f"  {ms:7.2f} ms  {name}  ({result['threads_per_job'][name]:g} threads)")
+    rest = result["node_cpu_ms_per_job"] - sum(result["by_thread_ms_per_job"].values())
+    lines.append(f"  {rest:7.2f} ms  the long-lived threads (broker connection, monitor, routines, accept)")
+    stats = result.pop("_stats", None)
+    if stats is not None:
+        tmp = Path(os.environ.get("TMPDIR", "/tmp")) / f"node-profile-{os.getpid()}.prof"
+        tmp.write_bytes(stats)
+        buf = io.StringIO()
+        pstats.Stats(str(tmp), stream=buf).strip_dirs().sort_stats(sort).print_stats(top)
+        tmp.unlink()
+        lines.append(buf.getvalue())
+    return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--jobs", type=int, default=20)
+    parser.add_argument("--jobs", type=int, default=40)
+    parser.add_argument("--work-s", type=float, default=0.05, help="the demo agent's work per job")
+    parser.add_argument("--profile", action="store_true", help="cProfile the request threads (inflates the numbers)")
+    parser.add_argument("--only", default="", help="with --profile: only commands whose name holds this text")
     parser.add_argument("--top", type=int, default=30)
     parser.add_argument("--sort", choices=("tottime", "cumulative"), default="cumulative")
-    parser.add_argument("--out", type=Path, default=None, help="keep the pstats file here")
+    parser.add_argument("--out", type=Path, default=None, help="with --profile: keep the pstats file here")
+    parser.add_argument("--json", action="store_true")
     parser.add_argument("--serve", help=argparse.SUPPRESS)
-    parser.add_argument("--prof", help=argparse.SUPPRESS)
+    parser.add_argument("--counts", help=argparse.SUPPRESS)
+    parser.add_argument("--profile-only", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.serve:
-        return serve(args.serve, args.prof)
+        return serve(args.serve, args.counts, args.profile_only)
     if not support.have_tmux("node_profile"):
         return 2
     os.environ.pop("MAM_NODE", None)
-    print(run(args.jobs, args.top, args.sort, args.out))
+    result = run(args.jobs, args.work_s, args.only if args.profile else None, args.out)
+    if args.json:
+        result.pop("_stats", None)
+        print(json.dumps(result, indent=2))
+    else:
+        print(text(result, args.top, args.sort))
     return 0
 
 
