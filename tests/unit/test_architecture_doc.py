@@ -1,15 +1,21 @@
 """docs/architecture.md cannot drift from the repo. "The path of one job" is a walk of at most 20 files, one
-step per file, each of them in the repo, and every file or folder that section names exists."""
+step per file, each of them in the repo, and every file or folder that section names exists. Every test the page
+cites exists: `tests/...py::name`, a `::name` that continues the file named before it, and a bare `test_name`
+after its file are each a function of that file (read with `ast`: no test module is imported)."""
 
 from __future__ import annotations
 
+import ast
 import re
+from functools import cache
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 DOC = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
 MAX_WALK = 20  # issue 23: a walk of one delegation from the skill script to its exit opens at most 20 files
 ITEM = re.compile(r"^(\d+)\. ")
+# A test file named anywhere (in a code span or a link), with its test; a `::name` or a bare `test_name` in a code span.
+CITED = re.compile(r"(tests/[\w/]+\.py)(?:::(\w+))?|`::(\w+)`|`(test_\w+)`")
 
 
 def section(title: str) -> str:
@@ -59,6 +65,12 @@ def exists(path: str) -> bool:
     return (ROOT / path).exists()
 
 
+@cache
+def functions(path: str) -> frozenset[str]:
+    tree = ast.parse((ROOT / path).read_text(encoding="utf-8"), path)
+    return frozenset(n.name for n in ast.walk(tree) if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef))
+
+
 def test_the_walk_opens_at_most_20_files_each_of_them_in_the_repo() -> None:
     steps = walk()
     assert [number for number, _ in steps] == list(range(1, len(steps) + 1)), "the walk's steps are not numbered 1..n"
@@ -80,3 +92,27 @@ def test_every_file_the_path_of_one_job_names_exists() -> None:
     assert named
     missing = sorted(p for p in named if not exists(p))
     assert not missing, f"docs/architecture.md, 'The path of one job', names what is not in the repo: {missing}"
+
+
+def test_every_test_the_page_cites_exists() -> None:
+    problems, cited, last = [], 0, ""
+    for m in CITED.finditer(DOC):
+        path, name, continued, bare = m.groups()
+        line = DOC.count("\n", 0, m.start()) + 1
+        if path:
+            last = path
+            if not (ROOT / path).is_file():
+                problems.append(f"line {line}: no file {path}")
+                continue
+        else:
+            name = continued or bare
+            if not last:
+                problems.append(f"line {line}: {name} follows no test file")
+                continue
+            if not (ROOT / last).is_file():
+                continue  # reported where it was named
+        cited += 1
+        if name and name not in functions(last):
+            problems.append(f"line {line}: {last} has no {name}")
+    assert cited > 50, "the page's test citations were not found: has their format changed?"
+    assert not problems, "docs/architecture.md cites tests that do not exist:\n" + "\n".join(problems)
