@@ -54,7 +54,7 @@ class Emitted:
 
 
 class Store(Protocol):
-    """What the emitter writes through: the Registry, or a bare Database (`mam event`'s lean path)."""
+    """What the emitter writes through: the Registry, or a bare Database (DatabaseStore: `mam event`, the heartbeater)."""
 
     def write(self) -> AbstractContextManager[sqlite3.Connection]: ...
 
