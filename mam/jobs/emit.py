@@ -54,7 +54,7 @@ class Emitted:
 
 
 class Store(Protocol):
-    """What the emitter writes through: the Registry, or a bare Database (DatabaseStore: `mam event`, the heartbeater)."""
+    """What the emitter writes through: the Registry, or a bare Database (DatabaseStore)."""
 
     def write(self) -> AbstractContextManager[sqlite3.Connection]: ...
 
