@@ -87,13 +87,16 @@ def begin(
     folder = ws.job_log_dir(job_id)
     folder.mkdir(mode=0o700, parents=True, exist_ok=True)
     beat = Beat(ws, job_id, interval_s, agent_pid, start_time(agent_pid), dict(environ or os.environ))
+    # Registered, recorded and started under the lock: `is_running` (the wrapper's look, every second for a
+    # CLI that reaps its tools' processes) never sees the pid file of a thread not started yet, which it took
+    # for a heartbeater killed, starting a second one (seen once on a loaded machine).
     with _LOCK:
         old = _BEATS.get(job_id)
         if old is not None and old.thread.is_alive():
             return None  # this node beats for it already
         _BEATS[job_id] = beat
-    record_pid(folder, os.getpid())
-    beat.thread.start()
+        record_pid(folder, os.getpid())
+        beat.thread.start()
     return None
 
 
