@@ -2,10 +2,12 @@
 SIGKILLed at which moment. The same seed always gives the same schedule.
 
 On a cluster (`cluster=True`, tests/faults/cluster.py) `broker` kills one of the three NATS nodes
-(`broker_node`), and one more fault is drawn: `partition`, the remote host cut off for `cut_s` seconds
-(longer than the jobs' liveness window), then joined again; with `takeover` the origin's node is
-also killed halfway through the cut, so the jobs it held are taken over at a new epoch while their
-runner cannot hear it. Half the jobs are remote there."""
+(`broker_node`), and one more fault is drawn: `partition`, the remote host cut off for `cut_s` seconds,
+then joined again: two times in three for longer than the jobs' liveness window (their origin ends
+them by their deadlines meanwhile), else for less (a blip). With `takeover` (every blip, half the
+others) the origin's node is also killed halfway through the cut, so the jobs it held are taken over
+at a new epoch while their runner cannot hear it: after a blip, the events the runner stored meanwhile
+reach an origin still following the job, at the older epoch. Half the jobs are remote there."""
 
 from __future__ import annotations
 
@@ -76,11 +78,12 @@ def make_schedule(
             restart=rng.random() < 0.6,
         )
         if cluster:
+            blip = faults.random() < 1 / 3  # cut off for less than the window, its jobs taken over meanwhile
             step = replace(
                 step,
                 broker_node=faults.randrange(3),
-                cut_s=round(window_s + faults.uniform(1.0, 3.0), 2),
-                takeover=faults.random() < 0.5,
+                cut_s=round(window_s * faults.uniform(0.3, 0.6) if blip else window_s + faults.uniform(1.0, 3.0), 2),
+                takeover=blip or faults.random() < 0.5,
             )
         steps.append(step)
     for i, step in enumerate(steps):

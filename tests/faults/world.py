@@ -97,6 +97,8 @@ class World:
         local = [f"a{i}" for i in range(local_sessions)]
         far = [f"b{i}" for i in range(remote_sessions)]
         if cluster:
+            # A slow agent works 4 s, so a cut off or a take-over early in a wave finds remote jobs running.
+            extra = {"MAM_DEMO_SLEEP_S": "4", **extra}
             plane = Backplane.start(_mkdir(root / "nats"))
             world = cls(
                 root,
