@@ -560,7 +560,9 @@ class JobAttempt:
             if paused:  # resumed: a hard pause's resume relaunched the agent in a new pane
                 paused = False
                 delivery.find_target()
-            if self.ledger.job.state is JobState.DELIVERED:
+            if self.ledger.job.state is JobState.DELIVERED or (
+                self.ledger.job.state is JobState.DELIVERING and delivery.confirms_itself
+            ):  # Enter again for a brief left unsubmitted; a dispatch its runner has not confirmed, sent again
                 delivery.nudge(self.ledger)
             elif self.ledger.job.state is JobState.RUNNING:
                 delivery.keep_heartbeat(self.ledger)

@@ -58,7 +58,10 @@ class Delivery(Protocol):
         a re-dispatch, which never types the brief twice); a pane here: nothing to tell."""
         ...
 
-    def nudge(self, ledger: Ledger) -> None: ...
+    def nudge(self, ledger: Ledger) -> None:
+        """When due: a pane, while the job is `delivered`, gets Enter again for a brief left unsubmitted; a delivery
+        that confirms itself (a remote job, `delivering` until its runner's `delivered`) sends its dispatch again."""
+        ...
 
     def keep_heartbeat(self, ledger: Ledger) -> None:
         """While the job runs: start the heartbeater again if the agent's sandbox killed it."""

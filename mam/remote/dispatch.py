@@ -8,6 +8,11 @@ still carries the brief, hence it is refused on an insecure broker connection.
 It carries the job's fencing epoch (`body.epoch`; absent reads as 0). An origin that took a job over
 after its brief was typed sends it again at the raised epoch (a re-dispatch): the runner that holds
 the job moves its copy to that epoch and types nothing; its events from the older epoch are refused.
+
+Until the runner's `delivered` arrives, the origin sends the dispatch again, 5 s after it and then at
+doubling intervals up to 30 s: a runner cut off when it went out, whose retained read on its return
+comes back without it (a clustered broker), still gets it. A runner takes a job id once: a copy of a
+dispatch it took is a duplicate there, and nothing is typed twice.
 """
 
 from __future__ import annotations
@@ -28,7 +33,7 @@ from mam.ids import check_job_id, check_name, check_nonce
 from mam.jobs import record as rec
 from mam.jobs.ledger import Ledger
 from mam.jobs.target import Target
-from mam.outcomes import Rejected
+from mam.outcomes import JobState, Rejected
 from mam.remote.job_key import KEY_NONCE, job_key
 from mam.settings import Settings
 from mam.workspace import Workspace
@@ -36,6 +41,8 @@ from mam.workspace import Workspace
 PRESENCE_WAIT_S = 3.0
 PRESENCE_READS = 3  # fresh subscriptions to the presence topic, one per slice of PRESENCE_WAIT_S
 OFFLINE_POLL_S = 1.0  # a runner that is offline is looked at again this often, within the job's dispatch wait
+RESEND_FIRST_S = 5.0  # a dispatch its runner has not confirmed (`delivered`) is sent again after this...
+RESEND_MAX_S = 30.0  # ...and then at doubling intervals up to this
 
 
 def check_remote_allowed(settings: Settings, ws: Workspace, *, allow_insecure: bool) -> str:
@@ -167,7 +174,8 @@ def _check_shape(b: Mapping[str, Any]) -> None:
 
 
 class RemoteDelivery:
-    """The origin side: check the runner is online, publish the dispatch once, clear it when done."""
+    """The origin side: check the runner is online, publish the dispatch (again while the runner has not
+    confirmed it), clear it when done."""
 
     confirms_itself = True  # the runner's `delivered` event marks delivery
 
@@ -178,6 +186,10 @@ class RemoteDelivery:
         self.secret = settings.dispatch_secret
         self.brief = brief
         self._published: str | None = None
+        self._sent = ""  # the text of the last dispatch: what a re-send sends again
+        self._resend_at: float | None = None  # time.monotonic() of the next re-send, once a dispatch went out
+        self._resend_step = RESEND_FIRST_S
+        self._resends = 0
 
     def find_target(self, wait_s: float = 0.0) -> str:
         """'' when the runner is online with the session; a runner that said it is offline is waited for up
@@ -258,8 +270,15 @@ class RemoteDelivery:
         except Unacknowledged as e:  # maybe sent (a loaded broker): the runner may type it, so it is not
             # "not delivered"; its `delivered` event, or the start deadline if it never arrives, ends the wait
             ledger.note("dispatch_unacked", runner=self.target.runner or "", session=self.target.session, detail=str(e))
+            self._sent_again_later(text)
             return
         ledger.note("dispatched", runner=self.target.runner or "", session=self.target.session, bytes=size)
+        self._sent_again_later(text)
+
+    def _sent_again_later(self, text: str) -> None:
+        self._sent = text
+        self._resend_at = time.monotonic() + self._resend_step
+        self._resend_step = min(self._resend_step * 2, RESEND_MAX_S)
 
     def rejoin(self, text: str, ledger: Ledger) -> None:
         """Taken over after the brief was typed: dispatch the job again at this attempt's epoch, so the runner
@@ -275,6 +294,7 @@ class RemoteDelivery:
             ledger.note("redispatch_failed", runner=self.target.runner or "", epoch=ledger.epoch, detail=str(e))
             return
         ledger.note("redispatched", runner=self.target.runner or "", epoch=ledger.epoch, brief=own)
+        self._sent_again_later(text if own else "")
 
     def _dispatch(self, text: str, ledger: Ledger) -> None:
         job = ledger.job
@@ -304,13 +324,27 @@ class RemoteDelivery:
         self.client.publish(topic, msg.encode(self.secret), qos=1, retain=True, timeout=10)
 
     def nudge(self, ledger: Ledger) -> None:
-        return None  # the runner presses Enter again on its side
+        """While the runner has not confirmed the dispatch (the job `delivering`): send it again when due. (It
+        presses Enter again on its side: nothing to do here once the job is `delivered`.)"""
+        if ledger.job.state is not JobState.DELIVERING or self._resend_at is None:
+            return
+        if time.monotonic() < self._resend_at:
+            return
+        self._sent_again_later(self._sent)
+        try:
+            self._dispatch(self._sent, ledger)
+        except Unacknowledged:  # maybe sent: counted as sent
+            pass
+        except MamError:  # not connected: the next one goes when it is due
+            return
+        self._resends += 1
+        ledger.note("dispatch_resent", runner=self.target.runner or "", epoch=ledger.epoch, count=self._resends)
 
     def keep_heartbeat(self, ledger: Ledger) -> None:
         return None  # the runner keeps the heartbeater alive on its side
 
     def due(self, ledger: Ledger) -> float | None:
-        return None  # nothing to look at on a clock here: the runner's events say it all
+        return self._resend_at if ledger.job.state is JobState.DELIVERING else None
 
     def finish(self, ledger: Ledger) -> None:
         """Never leave a retained dispatch behind (e.g. the runner never took it)."""

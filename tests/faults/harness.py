@@ -4,10 +4,17 @@ Invariants (each violation is reported with the seed and the schedule step):
 - the brief was injected at most once (audit and the pane itself);
 - the job ended in exactly one terminal state, and replaying its audit log gives that state (every
   field of the record, as `mam job replay` checks it);
+- `mam job delegate` exited with the code of the record it printed, and the registry still holds that
+  state and reason (a command refused before it registered anything exits 3 and left nothing typed);
+- no job is lost: every job on either host (a runner's copy too) ends;
+- a remote job's origin accepted no event from an epoch older than the job's at that moment;
 - every event the wrapper accepted is in the store of the host where it was emitted;
   the registries pass integrity_check and their YAML mirrors match them;
 - no process of the run is left behind, and no stale lock blocks the next job on a session;
 - with `governor=True` (tests/faults/governor.py): peak running <= the cap, no leaked slot or reservation.
+
+With `cluster=True` (tests/faults/cluster.py) the broker is a 3-node NATS cluster whose nodes the schedule
+kills, and the remote host is cut off for longer than the liveness window and joined again.
 """
 
 from __future__ import annotations
@@ -18,6 +25,7 @@ import signal
 import subprocess
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,6 +33,8 @@ from pathlib import Path
 from mam.jobs.audit_log import check as check_replay
 from mam.jobs.model import TERMINAL, JobState
 from mam.jobs.record import read_audit
+from mam.outcomes import Exit, Reason, ending
+from mam.store import jobs as jobs_table
 from mam.store import mirror
 from mam.store import sessions as sessions_table
 from mam.util.poll import Timeout, wait_for
@@ -34,6 +44,12 @@ from tests.faults.world import Host, World
 from tests.helpers.jobs import replayed_state
 
 WRAPPER_ARGS = ["--start-deadline", "3", "--heartbeat", "0.5", "--timeout", "15", "--dispatch-wait", "30"]
+# On a cluster a surviving node takes seconds to accept a client that moved and to grant its subscriptions
+# (docs/broker.md): a liveness window of 4 x 2 s, which a partition outlasts.
+CLUSTER_HEARTBEAT_S = 2.0
+CLUSTER_WRAPPER_ARGS = [
+    "--start-deadline", "10", "--heartbeat", str(CLUSTER_HEARTBEAT_S), "--timeout", "30", "--dispatch-wait", "30",
+]  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -55,6 +71,7 @@ class Report:
     seconds: float = 0.0
     governor: str = ""  # the governor variant's figures
     acts: list[Act] = field(default_factory=list)  # the pauses, resumes and holds a person did
+    seen: Counter[str] = field(default_factory=Counter)  # what the checks met that is no violation (refused epochs...)
 
     def violate(self, step: Step | None, text: str) -> None:
         where = step.describe() if step else "(run)"
@@ -70,19 +87,35 @@ class Report:
             key = f"{act.verb}{'' if act.code == 0 else ' refused'}"
             acts[key] = acts.get(key, 0) + 1
         done = ", ".join(f"{k} {v}" for k, v in sorted(acts.items()))
+        seen = ", ".join(f"{k} {v}" for k, v in sorted(self.seen.items()))
         return (
             f"seed {self.seed}: {len(self.steps)} jobs in {self.seconds:.0f}s; {text}; "
             + (f"actions: {done}; " if done else "")
+            + (f"seen: {seen}; " if seen else "")
             + f"{len(self.violations)} violation(s)"
             + (f"\n{self.governor}" if self.governor else "")
         )
 
 
-def run_schedule(root: Path, *, seed: int, jobs: int, width: int = 6, governor: bool = False) -> Report:
+def run_schedule(
+    root: Path,
+    *,
+    seed: int,
+    jobs: int,
+    width: int = 6,
+    governor: bool = False,
+    cluster: bool = False,
+    sessions: tuple[int, int] | None = None,
+) -> Report:
+    """`sessions`: (local, remote) demo sessions; by default 6 and 2, on a cluster 4 and 4."""
     started = time.monotonic()
-    world = World.build(root, extra_env=gov.env() if governor else None)
-    world.wrapper_args = gov.wrapper_args() if governor else []
-    steps = make_schedule(seed, jobs, world.origin.sessions, world.remote.sessions)
+    local, far = sessions or ((4, 4) if cluster else (6, 2))
+    world = World.build(
+        root, local_sessions=local, remote_sessions=far, extra_env=gov.env() if governor else None, cluster=cluster
+    )
+    world.wrapper_args = (CLUSTER_WRAPPER_ARGS if cluster else WRAPPER_ARGS) + (gov.wrapper_args() if governor else [])
+    window_s = CLUSTER_HEARTBEAT_S * int(world.origin.env["MAM_HEARTBEAT_K"]) if cluster else 0.0
+    steps = make_schedule(seed, jobs, world.origin.sessions, world.remote.sessions, cluster=cluster, window_s=window_s)
     report = Report(seed, steps)
     sampler = gov.Sampler(world.origin.ws.db_path) if governor else None
     if sampler is not None:
@@ -97,8 +130,11 @@ def run_schedule(root: Path, *, seed: int, jobs: int, width: int = 6, governor: 
     finally:
         if sampler is not None:
             sampler.finish()
-        world.shutdown()
-        _no_leftovers(world, report)
+        try:
+            world.shutdown()
+            _no_leftovers(world, report)
+        finally:
+            world.close()
         report.seconds = time.monotonic() - started
     return report
 
@@ -125,14 +161,13 @@ def _run_wave(world: World, wave: list[Step], report: Report) -> None:
             brief,
             "--job-id",
             step.job_id,
-            *WRAPPER_ARGS,
             *world.wrapper_args,
             *extra,
         )
     pause = threading.Event()
     moments: list[tuple[float, Callable[[], None]]] = []
     for step in wave:
-        moments.append((step.kill_after, lambda s=step: _kill(world, s, wrappers[s.job_id])))
+        moments.extend(_faults(world, step, wrappers[step.job_id]))
         if step.action != "none":
             moments.append((step.action_at, lambda s=step: _act(world, s, "pause", report)))
             moments.append((step.action_at + step.resume_after, lambda s=step: _act(world, s, "resume", report)))
@@ -142,18 +177,20 @@ def _run_wave(world: World, wave: list[Step], report: Report) -> None:
             pause.wait(delay)  # the schedule's moment for this kill or action, not a wait for a condition
         run()
     _cancel_still_paused(world, wave, report)
+    said: dict[str, Said] = {}
     for job_id, proc in wrappers.items():
         try:
-            proc.communicate(timeout=90)
+            out, err = proc.communicate(timeout=150)
+            said[job_id] = Said(proc.returncode, out, err)
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.communicate()
-            report.violate(_step(wave, job_id), "the wrapper hung for 90 s")
+            report.violate(_step(wave, job_id), "the wrapper hung for 150 s")
     marks.append(("wrappers", time.monotonic()))
     world.restore()
     marks.append(("restore", time.monotonic()))
     for step in wave:
-        _settle(world, step, report)
+        _settle(world, step, report, said.get(step.job_id))
     _check_pauses(world, wave, report)
     marks.append(("settle", time.monotonic()))
     _check_panes(world, wave, report)
@@ -170,6 +207,46 @@ def _run_wave(world: World, wave: list[Step], report: Report) -> None:
 
 def _step(wave: list[Step], job_id: str) -> Step | None:
     return next((s for s in wave if s.job_id == job_id), None)
+
+
+@dataclass(frozen=True)
+class Said:
+    """How one `mam job delegate` of the wave ended: its exit code and what it printed."""
+
+    rc: int
+    out: str
+    err: str
+
+    def record(self) -> dict:
+        try:
+            printed = json.loads(self.out or "{}")
+        except ValueError:
+            return {}
+        return printed if isinstance(printed, dict) else {}
+
+
+def _faults(world: World, step: Step, wrapper: subprocess.Popen[str]) -> list[tuple[float, Callable[[], None]]]:
+    """The step's fault as moments of the wave: (seconds after the wrappers started, what is done then)."""
+    if step.victim == "partition" and world.cluster is not None:
+        plane = world.cluster
+        moments = [
+            (step.kill_after, lambda: plane.partition("remote")),
+            (step.kill_after + step.cut_s, lambda: plane.join("remote")),
+        ]
+        if step.takeover:  # its jobs taken over at a new epoch while their runner cannot hear it
+            moments.append((step.kill_after + step.cut_s / 2, lambda: _kill_node(world)))
+        return moments
+    return [(step.kill_after, lambda: _kill(world, step, wrapper))]
+
+
+def _kill_node(world: World) -> None:
+    """SIGKILL the origin's node: every attempt of the host; each client follows its job in a new node."""
+    try:
+        pid = int(json.loads((world.origin.ws.run_dir / "node.json").read_text())["pid"])
+    except (OSError, ValueError, KeyError):
+        return
+    if "mam.node" in _cmdline(pid):
+        _sigkill(pid)
 
 
 def _kill(world: World, step: Step, wrapper: subprocess.Popen[str]) -> None:
@@ -198,14 +275,13 @@ def _kill(world: World, step: Step, wrapper: subprocess.Popen[str]) -> None:
         world.runner.wait()
         if step.restart:
             world.start_runner()
-    elif step.victim == "node":  # every attempt of the origin's host: each client follows its job in a new node
-        try:
-            pid = int(json.loads((world.origin.ws.run_dir / "node.json").read_text())["pid"])
-        except (OSError, ValueError, KeyError):
-            return
-        if "mam.node" in _cmdline(pid):
-            _sigkill(pid)
-    elif step.victim == "broker":
+    elif step.victim == "node":
+        _kill_node(world)
+    elif step.victim == "broker" and world.cluster is not None:  # one NATS node, as a crashed machine
+        world.cluster.kill_node(step.broker_node)
+        if step.restart:
+            world.cluster.start_node(step.broker_node)
+    elif step.victim == "broker" and world.broker is not None:
         world.broker.kill()
         if step.restart:
             world.broker.restart()
@@ -282,7 +358,7 @@ def _cmdline(pid: int) -> str:
         return ""
 
 
-def _settle(world: World, step: Step, report: Report) -> None:
+def _settle(world: World, step: Step, report: Report, said: Said | None) -> None:
     """Wait (by the registry) until the job is terminal: the wrapper or, if it died, the monitor ends it."""
     reg = world.origin.registry()
     try:
@@ -291,10 +367,14 @@ def _settle(world: World, step: Step, report: Report) -> None:
             row = reg.find_job(step.job_id)
             return row is not None and not row.open
 
-        if step.victim == "wrapper" and reg.find_job(step.job_id) is None:
-            report.outcomes[step.job_id] = "never_registered"  # the wrapper died before registering: nothing was sent
+        refused = said is not None and said.rc == Exit.BROKER_UNAVAILABLE and not said.record()
+        if (step.victim == "wrapper" or refused) and reg.find_job(step.job_id) is None:
+            # The wrapper died before registering, or refused at once without a broker: nothing was sent.
+            report.outcomes[step.job_id] = "never_registered" if step.victim == "wrapper" else "refused/exit_3"
             if any(line["kind"] in ("injected", "dispatched") for line in read_audit(world.origin.ws, step.job_id)):
                 report.violate(step, "a job that was never registered was injected")
+            if step.remote and any(line["kind"] == "injected" for line in read_audit(world.remote.ws, step.job_id)):
+                report.violate(step, "a job that was never registered was typed on the runner's host")
             return
         try:
             wait_for(terminal, timeout=60, interval=0.1)
@@ -308,6 +388,50 @@ def _settle(world: World, step: Step, report: Report) -> None:
         reg.close()
     report.outcomes[step.job_id] = f"{row.state}/{row.reason}"
     _check_job(world, step, row, report)
+    _check_exit(step, row, said, report)
+    if step.remote:
+        _check_epochs(world, step, report)
+        ended = int(row.data.get("job", {}).get("ended_ms") or 0)
+        typed = [int(x["ts_ms"]) for x in read_audit(world.remote.ws, step.job_id) if x["kind"] == "injected"]
+        if ended and any(at > ended for at in typed):  # a gap docs/broker.md names, not a broken invariant
+            report.seen["typed on the runner after the origin ended"] += 1
+
+
+def _check_exit(step: Step, row, said: Said | None, report: Report) -> None:
+    """`mam job delegate` exited with its record's code, and that record is what the registry still holds."""
+    if said is None or said.rc < 0:  # the wrapper killed (its job followed by the node or the monitor), or hung
+        return
+    printed = said.record()
+    if printed.get("taken_over"):  # exit 5 by design: another attempt followed the job to its end
+        if said.rc != Exit.NOT_DELIVERED:
+            report.violate(step, f"taken over, yet exited {said.rc}")
+        return
+    state, reason = printed.get("state"), printed.get("reason")
+    try:
+        ends = ending(Reason(str(reason)))
+    except ValueError:
+        report.violate(step, f"exited {said.rc} printing {state}/{reason}: {said.err.strip()[-300:]}")
+        return
+    if (ends.state.value, ends.exit_code) != (state, said.rc):
+        report.violate(step, f"exited {said.rc} printing {state}/{reason} (its code is {ends.exit_code})")
+    if (row.state, row.reason) != (state, reason):
+        report.violate(step, f"printed {state}/{reason}, the registry holds {row.state}/{row.reason}")
+
+
+def _check_epochs(world: World, step: Step, report: Report) -> None:
+    """A remote job's origin accepted no runner event from an epoch older than the job's at that moment (each
+    take-over raises it), and it counts the ones it refused (`stale_epoch`)."""
+    epoch = 0
+    for line in read_audit(world.origin.ws, step.job_id):
+        kind = line.get("kind")
+        if kind in ("created", "taken_over"):
+            epoch = int(line.get("epoch") or 0)
+        elif kind == "stale_epoch":
+            report.seen["stale_epoch refused"] += 1
+        elif kind == "input" and (inp := line.get("input") or {}).get("input") == "event":
+            carried = int((inp.get("body") or {}).get("epoch") or 0)
+            if carried < epoch:
+                report.violate(step, f"accepted {inp.get('type')} seq {inp.get('seq')} of epoch {carried} at {epoch}")
 
 
 def _check_job(world: World, step: Step, row, report: Report) -> None:
@@ -405,6 +529,13 @@ def _dead_or_fine(host: Host, name: str) -> bool:
 
 # -- after the whole schedule -------------------------------------------------------------------
 def _final_checks(world: World, report: Report) -> None:
+    # No lost job: every job of the run on either host ends, a runner's copy too (by the origin's final state or
+    # its own deadlines).
+    for host in (world.origin, world.remote):
+        try:
+            wait_for(lambda h=host: not _open_jobs(h), timeout=60, interval=0.2)
+        except Timeout:
+            report.violate(None, f"jobs still open on the {host.name} host: {_open_jobs(host)[:10]}")
     # No stale lock: one probe job per live session must be delivered and complete.
     for host, prefix in ((world.origin, "tmux"), (world.remote, "remote:rf")):
         for name in host.sessions:
@@ -461,6 +592,15 @@ def _final_checks(world: World, report: Report) -> None:
                 report.violate(None, f"{host.name} YAML mirror does not match the database")
         finally:
             reg.close()
+
+
+def _open_jobs(host: Host) -> list[str]:
+    reg = host.registry()
+    try:
+        with reg.read() as conn:
+            return [f"{row.id} {row.state}" for row in jobs_table.open_jobs(conn)]
+    finally:
+        reg.close()
 
 
 def _governor_checks(world: World, sampler: gov.Sampler, report: Report) -> None:

@@ -2,6 +2,7 @@
 
     .venv/bin/python -m tests.faults.run --jobs 200 --seed 1
     .venv/bin/python -m tests.faults.run --jobs 200 --seed 1 --governor   # caps + a token budget on
+    .venv/bin/python -m tests.faults.run --jobs 200 --seed 1 --cluster    # NATS node kills, partitions (root)
 
 Prints every invariant violation with its seed and schedule step, then a summary; exits 1 if
 any invariant was violated. Re-run with the same --seed to replay the same schedule.
@@ -31,9 +32,24 @@ def main(argv: list[str] | None = None) -> int:
         help="MAM_MAX_RUNNING_JOBS and MAM_TOKEN_BUDGET on: also check peak running <= cap and no leaked slot or "
         "reservation (tests/faults/governor.py)",
     )
+    parser.add_argument(
+        "--cluster",
+        action="store_true",
+        help="a 3-node NATS cluster and the two hosts in network namespaces: also kill -9 NATS nodes and cut the "
+        "remote host off for longer than the liveness window (tests/faults/cluster.py; needs root and ip netns)",
+    )
     args = parser.parse_args(argv)
+    if args.cluster:
+        from tests.faults.cluster import unavailable
+
+        why = unavailable()
+        if why:
+            print(f"--cluster cannot run here: {why}", file=sys.stderr)
+            return 2
     root = Path(tempfile.mkdtemp(prefix=f"mam-faults-{args.seed}-"))
-    report = run_schedule(root, seed=args.seed, jobs=args.jobs, width=args.width, governor=args.governor)
+    report = run_schedule(
+        root, seed=args.seed, jobs=args.jobs, width=args.width, governor=args.governor, cluster=args.cluster
+    )
     for line in report.violations:
         print("VIOLATION", line)
     print(report.summary())

@@ -1,6 +1,8 @@
 """CI's short fault schedule: SIGKILL the wrapper, agent, heartbeater, monitor, runner, broker or node at
 random moments of 40 jobs, with pauses, resumes and holds beside them; every invariant must hold. The full 200-job run:
-`.venv/bin/python -m tests.faults.run --jobs 200 --seed 1`."""
+`.venv/bin/python -m tests.faults.run --jobs 200 --seed 1`. On a 3-node NATS cluster with the hosts in network
+namespaces (NATS nodes killed -9, the runner's host cut off and joined again): a few jobs here, the full run
+`.venv/bin/python -m tests.faults.run --jobs 200 --seed 1 --cluster`."""
 
 from __future__ import annotations
 
@@ -8,6 +10,7 @@ import os
 
 import pytest
 
+from tests.faults.cluster import unavailable
 from tests.faults.harness import run_schedule
 
 # Read at collection: every test runs with the MAM_* variables of the caller removed (tests/conftest.py).
@@ -22,6 +25,23 @@ def test_short_fault_schedule_keeps_every_invariant(tmp_path, mosquitto_broker):
     report = run_schedule(tmp_path / "faults", seed=seed, jobs=jobs)
     print(report.summary())
     assert not report.violations, "\n".join(report.violations)
+
+
+# Its seed's three waves cut the runner's host off for 10.5 s and for a 4 s blip, each time killing the origin's node
+# mid-cut (a take-over at a new epoch), and kill a NATS node.
+CLUSTER_SEED = int(os.environ.get("MAM_FAULT_CLUSTER_SEED", "20266848"))
+CLUSTER_JOBS = int(os.environ.get("MAM_FAULT_CLUSTER_JOBS", "8"))
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+@pytest.mark.skipif(bool(unavailable()), reason=unavailable() or "the clustered backplane can run here")
+def test_cluster_fault_schedule_with_nats_node_kills_and_a_partition_keeps_every_invariant(tmp_path):
+    report = run_schedule(tmp_path / "faults", seed=CLUSTER_SEED, jobs=CLUSTER_JOBS, cluster=True, sessions=(2, 3))
+    print(report.summary())
+    assert not report.violations, "\n".join(report.violations)
+    faults = {s.victim for s in report.steps}
+    assert {"broker", "partition"} <= faults, f"the seed drew no NATS node kill or no partition: {faults}"
 
 
 @pytest.mark.timeout(600)

@@ -1,6 +1,8 @@
 """The world a fault schedule runs in: a Mosquitto broker, an origin workspace with demo sessions
-and a monitor, and a 'remote host' workspace with demo sessions and a runner. Every process is
-started and killed through its own handle; nothing is found by name."""
+and a monitor, and a 'remote host' workspace with demo sessions and a runner. With `cluster=True`
+the broker is a 3-node NATS cluster and each workspace is a host in a network namespace of its own
+(tests/faults/cluster.py). Every process is started and killed through its own handle; nothing is
+found by name."""
 
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ from pathlib import Path
 
 from mam.store.registry import Registry
 from mam.workspace import Workspace
+from tests.faults.cluster import Backplane
 from tests.helpers import brokers
 from tests.helpers.mamcli import MAM
 from tests.helpers.tmux import PrivateTmux, private_tmux
@@ -29,13 +32,14 @@ class Host:
     env: dict[str, str]
     tmux: PrivateTmux
     sessions: list[str]
+    argv: list[str] = field(default_factory=list)  # what runs a command on this host (its namespace), or nothing
 
     def run(self, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([MAM, *args], env=self.env, capture_output=True, text=True, timeout=timeout)
+        return subprocess.run([*self.argv, MAM, *args], env=self.env, capture_output=True, text=True, timeout=timeout)
 
     def spawn(self, *args: str) -> subprocess.Popen[str]:
         return subprocess.Popen(
-            [MAM, *args],
+            [*self.argv, MAM, *args],
             env=self.env,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -69,9 +73,10 @@ class Host:
 @dataclass
 class World:
     root: Path
-    broker: brokers.RunningBroker
+    broker: brokers.RunningBroker | None  # the Mosquitto broker; None on a cluster
     origin: Host
     remote: Host
+    cluster: Backplane | None = None  # the NATS cluster and the hosts' namespaces (`cluster=True`)
     monitor: subprocess.Popen[str] | None = None
     runner: subprocess.Popen[str] | None = None
     spawned: list[subprocess.Popen[str]] = field(default_factory=list)
@@ -79,19 +84,47 @@ class World:
 
     @classmethod
     def build(
-        cls, root: Path, *, local_sessions: int = 6, remote_sessions: int = 2, extra_env: dict[str, str] | None = None
+        cls,
+        root: Path,
+        *,
+        local_sessions: int = 6,
+        remote_sessions: int = 2,
+        extra_env: dict[str, str] | None = None,
+        cluster: bool = False,
     ) -> World:
-        broker = brokers.start_mosquitto(_mkdir(root / "broker"))
         prefix = f"mam/faults-{uuid.uuid4().hex[:8]}"
         extra = extra_env or {}
-        origin = _host(root, "origin", broker, prefix, [f"a{i}" for i in range(local_sessions)], extra)
-        remote = _host(root, "remote", broker, prefix, [f"b{i}" for i in range(remote_sessions)], extra)
-        world = cls(root, broker, origin, remote)
-        for host in (origin, remote):
-            for name in host.sessions:
-                host.create(name)
-        world.start_monitor()
-        world.start_runner()
+        local = [f"a{i}" for i in range(local_sessions)]
+        far = [f"b{i}" for i in range(remote_sessions)]
+        if cluster:
+            # A slow agent works 4 s, so a cut off or a take-over early in a wave finds remote jobs running.
+            extra = {"MAM_DEMO_SLEEP_S": "4", **extra}
+            plane = Backplane.start(_mkdir(root / "nats"))
+            world = cls(
+                root,
+                None,
+                _host(root, "origin", plane.env("origin"), prefix, local, extra, plane.argv("origin")),
+                _host(root, "remote", plane.env("remote"), prefix, far, extra, plane.argv("remote")),
+                cluster=plane,
+            )
+        else:
+            broker = brokers.start_mosquitto(_mkdir(root / "broker"))
+            world = cls(
+                root,
+                broker,
+                _host(root, "origin", broker.env(), prefix, local, extra),
+                _host(root, "remote", broker.env(), prefix, far, extra),
+            )
+        try:
+            for host in (world.origin, world.remote):
+                for name in host.sessions:
+                    host.create(name)
+            world.start_monitor()
+            world.start_runner()
+        except BaseException:
+            world.shutdown()
+            world.close()
+            raise
         return world
 
     # -- long-running processes ---------------------------------------------------------------
@@ -108,9 +141,11 @@ class World:
         return proc is not None and proc.poll() is None
 
     def restore(self) -> None:
-        """Bring back whatever a fault took away: broker, runner, monitor."""
-        if not self.broker.running:
+        """Bring back whatever a fault took away: broker (every NATS node, the remote host's link), runner, monitor."""
+        if self.broker is not None and not self.broker.running:
             self.broker.restart()
+        if self.cluster is not None:
+            self.cluster.restore()
         if not self.alive(self.runner):
             self.start_runner()
         if not self.alive(self.monitor):
@@ -131,9 +166,17 @@ class World:
                     stream.close()
         for host in (self.origin, self.remote):
             host.tmux.kill()
-        self.broker.stop()
-        for host in (self.origin, self.remote):
-            subprocess.run([MAM, "broker", "stop"], env=host.env, capture_output=True)
+        if self.broker is not None:
+            self.broker.stop()
+            for host in (self.origin, self.remote):
+                subprocess.run([MAM, "broker", "stop"], env=host.env, capture_output=True)
+        if self.cluster is not None:
+            self.cluster.stop()
+
+    def close(self) -> None:
+        """After shutdown() and the check for leftovers: the cluster's namespaces deleted (nothing for Mosquitto)."""
+        if self.cluster is not None:
+            self.cluster.close()
 
     def leftovers(self) -> list[str]:
         """Processes whose command line or environment names this world's folder (heartbeaters, agents, wrappers...)."""
@@ -162,7 +205,13 @@ def _mkdir(path: Path) -> Path:
 
 
 def _host(
-    root: Path, name: str, broker: brokers.RunningBroker, prefix: str, sessions: list[str], extra: dict[str, str]
+    root: Path,
+    name: str,
+    broker_env: dict[str, str],
+    prefix: str,
+    sessions: list[str],
+    extra: dict[str, str],
+    argv: list[str] | None = None,
 ) -> Host:
     ws_root = _mkdir(root / name / "ws")
     home = _mkdir(root / name / "home")
@@ -170,7 +219,7 @@ def _host(
     env = {
         **os.environ,
         **TIMING,
-        **broker.env(),
+        **broker_env,
         "MAM_WORKSPACE": str(ws_root),
         "MAM_TMUX_SERVER": tmux.name,
         "HOME": str(home),
@@ -180,7 +229,7 @@ def _host(
         "MAM_DISPATCH_SECRET": SECRET,
         **extra,
     }
-    return Host(name, Workspace(ws_root), env, tmux, sessions)
+    return Host(name, Workspace(ws_root), env, tmux, sessions, list(argv or []))
 
 
 def _wait_log(path: Path, proc: subprocess.Popen[str]) -> None:

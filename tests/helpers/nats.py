@@ -223,7 +223,7 @@ def restart_node(cluster: NatsCluster, node: NatsNode) -> None:
     )
 
 
-def subscribes(port: int, username: str, password: str, timeout: float = 3.0) -> bool:
+def subscribes(port: int, username: str, password: str, timeout: float = 3.0, host: str = "127.0.0.1") -> bool:
     """True when the node grants a QoS 1 subscription (a JetStream consumer) and delivers a message on it: after a
     node's loss the survivors refuse or time out these until JetStream has re-elected its leaders."""
     import uuid
@@ -235,7 +235,7 @@ def subscribes(port: int, username: str, password: str, timeout: float = 3.0) ->
         c.on_subscribe = lambda _c, _u, _m, codes, _p: granted.append(not any(rc.is_failure for rc in codes))
         c.on_message = lambda _c, _u, msg: got.append(msg.payload)
         try:
-            c.connect("127.0.0.1", port, keepalive=5)
+            c.connect(host, port, keepalive=5)
             c.loop_start()
             c.subscribe(topic, qos=1)
             wait_for(lambda: bool(granted), timeout=timeout, interval=0.05, message="")
@@ -248,12 +248,27 @@ def subscribes(port: int, username: str, password: str, timeout: float = 3.0) ->
             return False
 
 
+def grants(cluster: NatsCluster, node: NatsNode) -> bool:
+    """The node grants a runner's subscription and delivers on it; from inside its namespace when it runs in one."""
+    password = cluster.passwords[RUNNER]
+    if not node.prefix:
+        return subscribes(node.mqtt_port, RUNNER, password)
+    probe = f"import sys; from tests.helpers.nats import subscribes as s; sys.exit(0 if s({node.mqtt_port}, {RUNNER!r}, {password!r}, host={node.host!r}) else 1)"  # noqa: E501
+    root = Path(__file__).resolve().parents[2]
+    return (
+        subprocess.run(
+            [*node.prefix, sys.executable, "-c", probe], cwd=root, capture_output=True, timeout=30
+        ).returncode
+        == 0
+    )
+
+
 def wait_settled(cluster: NatsCluster, timeout: float = READY_S) -> None:
     """Wait until every running node grants subscriptions again (JetStream re-elected after a node's loss)."""
     for node in cluster.nodes:
         if node.running:
             wait_for(
-                lambda n=node: subscribes(n.mqtt_port, RUNNER, cluster.passwords[RUNNER]),
+                lambda n=node: grants(cluster, n),
                 timeout=timeout,
                 interval=0.2,
                 message=f"NATS node {node.name} never granted a subscription again",

@@ -331,3 +331,53 @@ def test_a_dispatch_to_a_runner_that_is_offline_waits_for_it_and_is_typed_once_i
     record = json.loads(out)
     assert record["state"] == "completed" and (remote.root / "w.txt").read_text() == "waited\n"
     assert capture(remote.tmux.name, created["pane_id"]).count(record["nonce"]) == 1
+
+
+def test_a_dispatch_its_runner_missed_is_sent_again_until_taken_and_typed_once(two_hosts, mosquitto_broker, poll):
+    """The runner cannot hear when its dispatch goes out (frozen, then killed: its presence still said online), and
+    when it is back its retained read comes back without the dispatch (a clustered broker can answer so; here the
+    retained copy is cleared outright). The origin sends the dispatch again until the runner's `delivered`: the job
+    completes, the brief typed once (at 500 sessions, 9 jobs dispatched to a host while it was cut off ended
+    agent_blocked, never typed, when the dispatch went out once)."""
+    import signal
+
+    import paho.mqtt.client as paho
+
+    origin, remote = two_hosts(mosquitto_broker.env())
+    created = json.loads(
+        remote.mam("session", "create", "--agent", "demo", "--role", "dev", "--session", "d1", "--json").stdout
+    )
+    runner = start_runner(remote)
+    runner_started(remote, poll)
+
+    def audit() -> list[dict]:
+        return json.loads(origin.mam("job", "log", "job-missed", "--json").stdout or "[]")
+
+    runner.send_signal(signal.SIGSTOP)  # its connection stays open, so its presence still says online
+    try:
+        job = origin.spawn(
+            "job", "delegate", "--target", "remote:rb/d1", "--brief", "demo-write: m.txt :: missed", "--job-id",
+            "job-missed", "--start-deadline", "60", "--heartbeat", "0.5", *INSECURE, "--json",
+        )  # fmt: skip
+        poll(lambda: any(line["kind"] == "dispatched" for line in audit()), timeout=30)
+    finally:
+        runner.kill()  # what it had not read of the dispatch goes with it
+        runner.wait(10)
+    c = paho.Client(paho.CallbackAPIVersion.VERSION2, protocol=paho.MQTTv311)
+    c.connect(mosquitto_broker.host, mosquitto_broker.port)
+    c.loop_start()
+    try:
+        topic = Topics(origin.env["MAM_TOPIC_PREFIX"]).dispatch("rb", "job-missed")
+        c.publish(topic, b"", qos=1, retain=True).wait_for_publish(5)  # no retained dispatch left to read
+    finally:
+        c.loop_stop()
+        c.disconnect()
+    start_runner(remote)
+    out, err = job.communicate(timeout=120)
+    assert job.returncode == 0, err + str(remote.runner_log("rb"))[-1500:]
+    record = json.loads(out)
+    assert record["state"] == "completed" and (remote.root / "m.txt").read_text() == "missed\n"
+    assert capture(remote.tmux.name, created["pane_id"]).count(record["nonce"]) == 1
+    assert "dispatch_resent" in [line["kind"] for line in audit()]
+    taken = [e for e in remote.runner_log("rb") if e["kind"] == "taken" and e.get("job") == "job-missed"]
+    assert len(taken) == 1, remote.runner_log("rb")
