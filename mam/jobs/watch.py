@@ -13,6 +13,7 @@ from mam.jobs.queries import status
 from mam.jobs.stale import close_if_abandoned
 from mam.store import jobs as jobs_table
 from mam.store.registry import Registry
+from mam.util import pokes
 
 
 def event_line(job: jobs_table.JobRow | dict[str, Any], line: dict[str, Any]) -> dict[str, Any] | None:
@@ -37,12 +38,23 @@ def event_line(job: jobs_table.JobRow | dict[str, Any], line: dict[str, Any]) ->
 
 
 class JobWatch:
-    """One observer of one job: each `poll()` returns its current view and the events accepted since the last poll."""
+    """One observer of one job: each `poll()` returns its current view and the events accepted since the last poll;
+    `wait(timeout)` sleeps until the job's row changes (a poke of its key: every commit that changes it pokes it) or
+    the timeout passes. `close()` when done."""
 
     def __init__(self, registry: Registry, job_id: str) -> None:
         self.registry, self.job_id = registry, check_job_id(job_id)
         self.registry.job(job_id)  # JobNotFound for an unknown id
         self.seen = 0
+        # Listening before the first poll: a change after it cannot be missed.
+        self._waiter = pokes.Waiter(registry.ws, [pokes.job_key(self.job_id)])
+
+    def wait(self, timeout: float) -> bool:
+        """Until the job's row changes (True) or `timeout` seconds (False)."""
+        return self._waiter.wait(timeout)
+
+    def close(self) -> None:
+        self._waiter.close()
 
     def poll(self) -> tuple[dict[str, Any], list[dict[str, Any]]]:
         close_if_abandoned(self.registry.ws, self.registry, self.job_id, by="watch")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import threading
 import time
 from collections.abc import Callable
 from inspect import Parameter, Signature
@@ -131,12 +132,23 @@ def build(service: Service, *, poll_s: float) -> MCPServer:
     """The MCPServer with every mam tool registered."""
     server: MCPServer = MCPServer("mam", version=__version__, instructions=INSTRUCTIONS, log_level="WARNING")
 
-    async def thread(fn: Callable[..., Any], /, **kwargs: Any) -> Any:
-        return await anyio.to_thread.run_sync(functools.partial(fn, **kwargs))
+    async def thread(fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
+        return await anyio.to_thread.run_sync(functools.partial(fn, *args, **kwargs))
+
+    async def until(event: threading.Event) -> None:
+        """Until `event` is set, waited in a worker thread a second at a time (a cancelled call lets go at once)."""
+        while not await anyio.to_thread.run_sync(event.wait, 1.0, abandon_on_cancel=True):
+            pass
 
     async def follow(job_id: str, timeout_s: float, ctx: Context | None) -> dict[str, Any]:
         """Poll the job until it ends or `timeout_s` passes; one progress notification per event."""
         watch = await thread(service.job_watch, id=job_id)
+        try:
+            return await _follow(watch, job_id, timeout_s, ctx)
+        finally:
+            watch.close()
+
+    async def _follow(watch: Any, job_id: str, timeout_s: float, ctx: Context | None) -> dict[str, Any]:
         deadline = time.monotonic() + max(0.0, timeout_s)
         count, last_beat = 0, 0.0
         while True:
@@ -156,11 +168,11 @@ def build(service: Service, *, poll_s: float) -> MCPServer:
                 return {**view, "ended": True}
             if time.monotonic() >= deadline:
                 return {**view, "ended": False}
-            await anyio.sleep(poll_s)
+            # Woken by the job's next change; at most poll_s, so a job whose wrapper died is still closed by its rules.
+            await thread(watch.wait, min(poll_s, max(0.0, deadline - time.monotonic())))
 
     async def finish(d: Delegation) -> CallToolResult:
-        while not d.done.is_set():
-            await anyio.sleep(poll_s)
+        await until(d.done)  # its thread sets it whatever happens
         if d.error is not None:
             raise d.error
         assert d.outcome is not None
@@ -287,8 +299,7 @@ def build(service: Service, *, poll_s: float) -> MCPServer:
     @guarded
     async def job_delegate(ctx: Context, wait: bool = False, **request: Any) -> CallToolResult:
         d = await thread(service.start_delegation, **request)
-        while not d.delivered.is_set():
-            await anyio.sleep(poll_s)
+        await until(d.delivered)  # set once the brief is in the pane, or the job ended (whatever happens)
         if d.done.is_set() or d.error is not None:
             return await finish(d)
         if wait:
