@@ -199,14 +199,7 @@ def accepts_mqtt(cluster: NatsCluster, node: NatsNode) -> bool:
     password = cluster.passwords[RUNNER]
     if not node.prefix:
         return accepts(node.mqtt_port) and mqtt_accepts(node.mqtt_port, RUNNER, password)
-    probe = f"import sys; from tests.helpers.nats import mqtt_accepts as a; sys.exit(0 if a({node.mqtt_port}, {RUNNER!r}, {password!r}, host={node.host!r}) else 1)"  # noqa: E501
-    root = Path(__file__).resolve().parents[2]
-    return (
-        subprocess.run(
-            [*node.prefix, sys.executable, "-c", probe], cwd=root, capture_output=True, timeout=30
-        ).returncode
-        == 0
-    )
+    return _probe_inside(node, "mqtt_accepts", password)
 
 
 def restart_node(cluster: NatsCluster, node: NatsNode) -> None:
@@ -253,14 +246,18 @@ def grants(cluster: NatsCluster, node: NatsNode) -> bool:
     password = cluster.passwords[RUNNER]
     if not node.prefix:
         return subscribes(node.mqtt_port, RUNNER, password)
-    probe = f"import sys; from tests.helpers.nats import subscribes as s; sys.exit(0 if s({node.mqtt_port}, {RUNNER!r}, {password!r}, host={node.host!r}) else 1)"  # noqa: E501
-    root = Path(__file__).resolve().parents[2]
-    return (
-        subprocess.run(
-            [*node.prefix, sys.executable, "-c", probe], cwd=root, capture_output=True, timeout=30
-        ).returncode
-        == 0
+    return _probe_inside(node, "subscribes", password)
+
+
+def _probe_inside(node: NatsNode, probe: str, password: str) -> bool:
+    """`probe(port, RUNNER, password, host=...)` of this module, run in a process inside the node's namespace."""
+    code = (
+        f"import sys; from tests.helpers.nats import {probe} as p; "
+        f"sys.exit(0 if p({node.mqtt_port}, {RUNNER!r}, {password!r}, host={node.host!r}) else 1)"
     )
+    root = Path(__file__).resolve().parents[2]
+    done = subprocess.run([*node.prefix, sys.executable, "-c", code], cwd=root, capture_output=True, timeout=30)
+    return done.returncode == 0
 
 
 def wait_settled(cluster: NatsCluster, timeout: float = READY_S) -> None:
