@@ -522,7 +522,7 @@ def _revive_sessions(world: World, wave: list[Step], report: Report) -> None:
 
 def _dead_or_fine(host: Host, name: str) -> bool:
     row = host.session_row(name)
-    if row is None or row.status == "terminated":
+    if row is None or row.status in ("terminated", "stopped"):  # stopped: a hard pause's, relaunched by its next job
         return True
     return bool(row.pane_pid) and _cmdline(row.pane_pid) != ""
 
