@@ -51,22 +51,10 @@ def delegate_args(req: DelegateRequest) -> list[str]:
     return ["job", "delegate", *command_line(req), "--json"]
 
 
-def wait_args(job_id: str) -> list[str]:
-    return ["job", "wait", job_id, "--json"]
-
-
 def delegated(run: Run, req: DelegateRequest, *, on_job: OnJob | None = None) -> Outcome | Delivered:
     """Run `req` as `mam job delegate --json`: its outcome, or (`req.detach`) Delivered while the job runs
     on; DelegationFailed when it printed no record."""
     return read(run(delegate_args(req), on_job=on_job))
-
-
-def waited(run: Run, job_id: str) -> Outcome:
-    """`mam job wait JOB --json`: the job's outcome once it ended."""
-    got = read(run(wait_args(job_id)))
-    if isinstance(got, Delivered):  # only with --timeout, never given here
-        raise DelegationFailed(f"job {job_id} is still running", exit_code=1)
-    return got
 
 
 def read(answer: Answer) -> Outcome | Delivered:
