@@ -29,7 +29,7 @@ from mam.cli.common import run_cli
 from mam.jobs.command import Answer, OnJob
 from mam.node import client, streams
 from mam.outcomes import Exit
-from mam.util import caller
+from mam.util import caller, interrupts
 
 log = logging.getLogger(__name__)
 _routing = threading.Lock()
@@ -101,14 +101,21 @@ def run_here(
         raise
     who.stdout.mute()
     who.stderr.mute()
-    if not jobs:
+    interrupted = code - 128 in interrupts.SIGNALS and threading.current_thread() is threading.main_thread()
+    if not jobs or interrupted:  # interrupted, the command let go of its job: a follower has it, or it is left open
         _close(who)
-        return code
-    # Ended already: `mam job wait` says so at once. Still open (`--detach`, a wait that gave up): it drives the
-    # job on, as the attempt this process ran would have (its owner is this process: no one else takes it over).
-    wait = ["--workspace", root, "job", "wait", jobs[-1]]
-    follower = replace(who, on_job=None)  # the library caller has had its answer
-    threading.Thread(target=_drive_on, args=(follower, wait), name=f"mam-follow-{jobs[-1]}", daemon=True).start()
+    else:
+        # Ended already: `mam job wait` says so at once. Still open (`--detach`, a wait that gave up): it drives
+        # the job on, as the attempt this process ran would have (its owner is this process: no one else takes
+        # it over while this process lives).
+        follower = replace(who, on_job=None)  # the library caller has had its answer
+        wait = ["--workspace", root, "job", "wait", jobs[-1]]
+        name = f"mam-follow-{jobs[-1]}"
+        threading.Thread(target=_drive_on, args=(follower, wait), name=name, daemon=True).start()
+    if interrupted:
+        # A signal reaches the main thread only: the command here took it as the caller's own (Ctrl-C on a loop),
+        # let go of its job and returned 128 + the signal; the caller is interrupted as it would be in the node.
+        raise interrupts.Interrupted(code - 128)
     return code
 
 

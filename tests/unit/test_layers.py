@@ -114,6 +114,10 @@ UPWARDS: dict[str, dict[str, str]] = {
         "node": "`job_delegate` and `job_fanout` hand their delegations to the workspace's node as `mam job "
         "delegate` (mam.node.call), as the CLI does"
     },
+    "loop/jobs.py": {
+        "node": "a loop's jobs are handed to the workspace's node as `mam job delegate` (mam.node.call), as the "
+        "CLI's are"
+    },
 }
 
 
