@@ -18,6 +18,7 @@ from typing import Any, Protocol
 from mam.errors import DelegationFailed
 from mam.jobs.delegate import DelegateRequest, command_line
 from mam.jobs.result import Outcome, outcome_from_dict
+from mam.outcomes import Exit
 
 OnJob = Callable[[str], None]
 
@@ -55,6 +56,16 @@ def delegated(run: Run, req: DelegateRequest, *, on_job: OnJob | None = None) ->
     """Run `req` as `mam job delegate --json`: its outcome, or (`req.detach`) Delivered while the job runs
     on; DelegationFailed when it printed no record."""
     return read(run(delegate_args(req), on_job=on_job))
+
+
+def to_its_end(run: Run, req: DelegateRequest, *, on_job: OnJob | None = None) -> Outcome:
+    """Run `req` (not detached) as `mam job delegate --json`: the job's outcome; DelegationFailed when it printed
+    no final record."""
+    got = delegated(run, req, on_job=on_job)
+    if isinstance(got, Delivered):
+        said = f"mam job delegate answered before job {got.job_id} ended ({got.state})"
+        raise DelegationFailed(said, exit_code=Exit.FAILED)
+    return got
 
 
 def read(answer: Answer) -> Outcome | Delivered:

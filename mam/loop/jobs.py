@@ -16,7 +16,7 @@ from functools import partial
 from pathlib import Path
 
 from mam.errors import MamError
-from mam.jobs.command import Delivered, Run, delegated
+from mam.jobs.command import Run, to_its_end
 from mam.jobs.delegate import DelegateRequest, Outcome
 from mam.jobs.ledger import new_job_id
 from mam.loop.files import LoopLog
@@ -71,9 +71,7 @@ class JobSender:
             self.log("job", session=brief.session, kind=brief.kind, job=job_id, state=JobState.PENDING.value)
 
         try:
-            got = delegated(self.command, req, on_job=registered)
-            assert not isinstance(got, Delivered)  # not detached: the command answers at the job's end
-            out = got
+            out = to_its_end(self.command, req, on_job=registered)
         except MamError as e:
             out = Outcome(
                 job_id="", state=JobState.FAILED, reason=type(e).__name__, exit_code=e.exit_code, detail=str(e)

@@ -34,7 +34,7 @@ from mam.errors import BrokerError, JobNotFound, MamError, RoutineError, Session
 from mam.governor.status import budget_status, empty_status
 from mam.ids import check_job_id, check_name
 from mam.jobs.brief import check_brief
-from mam.jobs.command import Delivered, Run, delegated
+from mam.jobs.command import Delivered, Run, delegated, to_its_end
 from mam.jobs.delegate import DelegateRequest, Outcome, delegate_request
 from mam.jobs.follow import hand_over
 from mam.jobs.ledger import new_job_id, owned_here
@@ -331,12 +331,10 @@ class Service:
         if self._shared_client() is None:
             raise BrokerError("no MQTT broker answers: nothing was delegated")
 
-        def one(req: DelegateRequest) -> Outcome:
-            got = delegated(self.command, req)
-            assert not isinstance(got, Delivered)  # not detached: the command answers at the job's end
-            return got
-
-        out = fanout(names, brief, aggregate=aggregate, ws=self.ws, settings=self.settings, delegator=one)
+        out = fanout(
+            names, brief, aggregate=aggregate, ws=self.ws, settings=self.settings,
+            delegator=partial(to_its_end, self.command),
+        )  # fmt: skip
         return out.as_dict()
 
     # -- the board ------------------------------------------------------------------------------
