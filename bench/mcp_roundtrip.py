@@ -10,8 +10,8 @@ one demo agent session, and one `mam mcp` server over stdio driven by the SDK's 
 Timed, alternately, `--jobs` times each (after one untimed warm-up of each):
   cli   <venv>/bin/mam job delegate --target tmux:bench --brief "..." --json ... as a fresh process
   mcp   the tool call job_delegate {target, brief, wait: true, ...} on the open session, call to result
-Both are the same wrapper (one library call), for a job the demo agent completes at once;
-the MCP server keeps its registry and its broker connection open between jobs.
+Both are the same command run by the workspace's node (the CLI through the `mam` script's thin
+client, the MCP tool through mam.node.call), for a job the demo agent completes at once.
 
 Prints the medians and the ratio mcp / cli (target: at most 1.0x). Cleans up everything it
 started: the server (its stdin closed), the tmux server (through its own socket), the broker,

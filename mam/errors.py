@@ -108,6 +108,11 @@ class JobError(MamError):
     """Raised when a job cannot be registered, found or driven."""
 
 
+class DelegationFailed(JobError):
+    """Raised when `mam job delegate`, run for a library caller (the MCP server, a loop), printed no job
+    record: its one-line error (`message`) and exit code (`exit_code=`)."""
+
+
 class EventTooLarge(JobError):
     """Raised when an event's signed envelope would exceed the wire's size limit even after cutting what may be cut."""
 

@@ -134,6 +134,7 @@ def delegate(app: App, /, brief_file: str | None, follow: bool | None, as_json: 
 
     def on_attach(job_id: str, still_open: bool) -> None:
         attached.append(job_id)
+        caller.announce_job(job_id)  # the job this call waits for: its client names it if interrupted
         _attached(job_id, still_open)
 
     try:

@@ -23,8 +23,10 @@ nothing: no broker, server or pane until a tool needs one.
 `Authorization: Bearer <token>`: MAM_MCP_TOKEN, else the token in .mam/mcp-token (0600,
 made on first use). A --host that is not loopback needs --tls-cert and --tls-key (it then
 serves https); every request's Host header must name the address served (else 421), so a web
-page cannot reach the server through a name of its own (DNS rebinding). Open jobs are handed
-to `mam job delegate --job-id` when the server exits.
+page cannot reach the server through a name of its own (DNS rebinding). Its delegations run in
+the workspace's node, as `mam job delegate`'s do, and outlive the server; with no node
+(MAM_NODE=0, or MAM_NO_AUTOSTART=1 with none running) they run in the server, and those still
+open are handed to `mam job delegate --job-id` when it exits.
 
 \b
 Exit codes:

@@ -44,7 +44,15 @@ if TYPE_CHECKING:
 
 Update = Callable[[Job, Input], None]
 REQUEST_FIELDS = frozenset(o.name for o in OPTIONS if o.request)  # the request's fields that are options
-__all__ = ["DelegateRequest", "Outcome", "RemoteOrigin", "delegate", "delegate_request", "outcome_from_row"]
+__all__ = [
+    "DelegateRequest",
+    "Outcome",
+    "RemoteOrigin",
+    "command_line",
+    "delegate",
+    "delegate_request",
+    "outcome_from_row",
+]
 
 
 @dataclass(frozen=True)
@@ -100,6 +108,10 @@ def delegate_request(
         check_job_id(job_id)
     if options.get("parent_job"):
         check_id(options["parent_job"], "parent job id")
+    if options.get("kind") is None:
+        options.pop("kind", None)  # not given: the request's own default
+    else:
+        check_id(options["kind"], "kind")
     parsed = parse_target(target)
     key = ""
     if idempotency_key is not None:
@@ -111,6 +123,18 @@ def delegate_request(
             raise UsageError("--dedup needs the brief (--brief or --brief-file)")
         key = dedup_key(_session_of(parsed), brief)
     return DelegateRequest(target=target, brief=brief or "", job_id=job_id, idempotency_key=key, **options)
+
+
+def command_line(req: DelegateRequest) -> list[str]:
+    """`req` as `mam job delegate`'s options (one argv item each, `--flag=value`: a value is never read as an
+    option), for a library caller that hands its delegation to the workspace's node (mam.node.call)."""
+    args = []
+    for opt in OPTIONS:
+        value = getattr(req, opt.name) if opt.request else None
+        if not opt.flag or value is None or value is False or value == "":
+            continue
+        args.append(opt.flag if value is True else f"{opt.flag}={value}")
+    return args
 
 
 def _session_of(target: Target) -> str:

@@ -1,8 +1,8 @@
 """`mam job fanout`: the same brief delegated to several targets at once, and their results aggregated.
 
-Each target gets a job of its own, driven by the one delegation library (mam.jobs.delegate) in a
-thread of this process, as the MCP server drives its jobs; each goes through the caps and budgets
-like any job. Aggregates:
+Each target gets a job of its own, each through the caps and budgets like any job, delegated in a
+thread of this process: by the one delegation library (mam.jobs.delegate) here (`mam job fanout`), or
+by the caller's `delegator` (the MCP server hands each to the workspace's node, mam.mcp.service). Aggregates:
 
     all    wait for every job; decided when every one completed
     first  the first job to complete wins; the others are cancelled (`mam job cancel`)
@@ -16,13 +16,14 @@ from __future__ import annotations
 
 import threading
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from mam.bus.connect import open_client
 from mam.errors import FanoutInterrupted, JobError, JobNotFound, UsageError
 from mam.jobs.brief import check_brief
-from mam.jobs.delegate import RemoteOrigin, delegate, delegate_request
+from mam.jobs.delegate import DelegateRequest, RemoteOrigin, delegate, delegate_request
 from mam.jobs.ledger import new_job_id
 from mam.jobs.queries import cancel
 from mam.jobs.result import Outcome
@@ -113,12 +114,13 @@ def fanout(
     aggregate: str,
     ws: Workspace,
     settings: Settings,
-    client: Any = None,
     remote: RemoteOrigin | None = None,
     timeout_s: float | None = None,
     start_deadline_s: float | None = None,
+    delegator: Callable[[DelegateRequest], Outcome] | None = None,
 ) -> Fanout:
-    """Delegate `brief` to every target at once and aggregate the jobs' results."""
+    """Delegate `brief` to every target at once and aggregate the jobs' results. `delegator`: how one job
+    is delegated to its end (default: here, each attempt on one broker connection of this call's)."""
     if aggregate not in AGGREGATES:
         raise UsageError(f"unknown --aggregate {aggregate!r}: use {', '.join(AGGREGATES)}")
     names = check_targets(targets)
@@ -130,22 +132,26 @@ def fanout(
         )
         for b in branches
     ]
-    own_client = client is None
-    if own_client:
-        client = open_client(settings, ws, role="fanout", timeout=30)
+    client = open_client(settings, ws, role="fanout", timeout=30) if delegator is None else None
+
+    def here(req: DelegateRequest) -> Outcome:
+        registry = Registry(ws)  # a connection of its own per thread
+        try:
+            return delegate(req, ws=ws, settings=settings, registry=registry, client=client, remote=remote)
+        finally:
+            registry.close()
+
+    one = delegator or here
     changed = threading.Condition()
     done: list[int] = []  # the branches whose delegation returned, in that order
 
     def run(i: int) -> None:
-        registry = Registry(ws)  # a connection of its own per thread
         try:
-            out = delegate(requests[i], ws=ws, settings=settings, registry=registry, client=client, remote=remote)
-            _settle(branches[i], out)
+            _settle(branches[i], one(requests[i]))
         except Exception as e:  # recorded in the provenance; the other jobs go on
             branches[i].error = str(e)
             branches[i].state = "error"
         finally:
-            registry.close()
             with changed:
                 done.append(i)
                 changed.notify_all()
@@ -169,7 +175,7 @@ def fanout(
             f"interrupted: the jobs stay open ({jobs}); follow one to its end with `mam job wait ID`"
         ) from None
     finally:
-        if own_client:
+        if client is not None:
             client.close()
     return _aggregate(aggregate, branches, ended=[branches[i] for i in done])
 

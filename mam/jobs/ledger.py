@@ -58,6 +58,12 @@ def held(owner: str, running: bool) -> None:
         _HELD.discard(owner)
 
 
+def owned_here(owner: str) -> bool:
+    """Whether `owner` names this process (an attempt it runs, or ran)."""
+    parts = owner.split(":")
+    return len(parts) == 4 and parts[0] == socket.gethostname() and parts[1] == str(os.getpid())
+
+
 def owner_alive(owner: str) -> bool:
     """Whether the job's owner still drives it: its process lives (and, when that is this process, an
     attempt here holds it: a `--detach`ed job in the node is then followed by the node itself)."""

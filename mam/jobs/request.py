@@ -3,7 +3,8 @@
 `mam job delegate`'s options (mam/cli/request_options.py), the MCP tool `job_delegate`'s parameters
 (mam/mcp/server.py) and the request `delegate_request` builds (mam/jobs/delegate.py) all come from
 `OPTIONS`; tests/unit/test_request_options.py holds them to it. A field of `DelegateRequest` that is not
-an option (`kind`, `follow_s`) is set by library callers only.
+an option (`follow_s`) is set by library callers only. `kind` is on the CLI for the library callers that
+hand their jobs to the node as `mam job delegate` (a loop's jobs, mam.loop.jobs), not offered over MCP.
 
 Options that only change what the CLI prints or where the brief is read from stay declared in the CLI:
 `--brief-file` (another way to give `brief`), `--follow/--quiet` and `--json` (presentation). `wait` is
@@ -123,6 +124,15 @@ OPTIONS: tuple[Option, ...] = (
         "Allow remote: dispatch on a broker with neither TLS nor authentication",
         flag="--allow-insecure-broker",
         mcp=False,
+    ),
+    # What the job is for, in its record: a loop's jobs (mam.loop.jobs) are handed to the node with theirs.
+    Option(
+        "kind",
+        str,
+        "What the job is for, recorded with it (a loop's jobs: loop-plan, loop-create, loop-review, loop-fix...)",
+        flag="--kind",
+        mcp=False,
+        default="job",
     ),
     # The MCP tool always returns once the brief is delivered (its `wait` follows the job to its end).
     Option(

@@ -41,6 +41,23 @@ class Outcome:
         }
 
 
+def outcome_from_dict(data: dict[str, Any]) -> Outcome:
+    """The Outcome a `mam job delegate --json` (or `mam job wait --json`) printed (`Outcome.as_dict`)."""
+    named = {"id", "state", "reason", "exit_code", "detail", "result", "taken_over", "attached"}
+    return Outcome(
+        job_id=str(data["id"]),
+        state=str(data["state"]),
+        reason=str(data.get("reason") or ""),
+        exit_code=int(data["exit_code"]),
+        detail=str(data.get("detail") or ""),
+        result=str(data.get("result") or ""),
+        report=str(data.get("report") or ""),
+        record={k: v for k, v in data.items() if k not in named},
+        taken_over=bool(data.get("taken_over")),
+        attached=bool(data.get("attached")),
+    )
+
+
 def ended_line(job: dict[str, Any]) -> str:
     """How a job that did not complete is told to a person, the same from the CLI (stderr) and MCP
     (the tool error's text): `job ID: STATE (REASON): DETAIL`."""

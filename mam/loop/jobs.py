@@ -1,24 +1,28 @@
 """Loop jobs: one delegated job per brief, and a batch of them on separate sessions at once.
 
-Each job runs through the ordinary delegation wrapper, so it has the same deadlines,
-heartbeats and audit log as any `mam job delegate`. A batch runs one thread per job, each
-with its own Registry (SQLite connections are not shared between threads).
+Each job is handed to the workspace's node as `mam job delegate ... --json`, as the CLI hands its own
+(mam.node.call, mam.jobs.command): the node runs its attempt and owns it, with the same deadlines,
+heartbeats and audit log as any `mam job delegate`; the loop waits for the command's answer. When no
+node may run it (MAM_NODE=0, or MAM_NO_AUTOSTART=1 with none running) the same command runs in the
+loop's process. A batch is one request (and one thread of the loop) per job, all at once.
 """
 
 from __future__ import annotations
 
 import threading
+from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 from mam.errors import MamError
-from mam.jobs.delegate import DelegateRequest, Outcome, delegate
-from mam.jobs.model import Input, Job
+from mam.jobs.command import Run, to_its_end
+from mam.jobs.delegate import DelegateRequest, Outcome
+from mam.jobs.ledger import new_job_id
 from mam.loop.files import LoopLog
+from mam.node import call
 from mam.outcomes import Exit, JobState, Reason, ending
-from mam.remote.origin import ORIGIN
-from mam.settings import Settings
-from mam.store.registry import Registry
+from mam.util import caller
 from mam.util.fs import atomic_write
 from mam.workspace import Workspace
 
@@ -40,17 +44,20 @@ class Brief:
 
 
 class JobSender:
-    """Runs the loop's jobs and logs when each starts and ends."""
+    """Runs the loop's jobs and logs when each starts and ends. `environ`: the environment its commands
+    run with (default: the caller's)."""
 
     def __init__(
-        self, *, ws: Workspace, settings: Settings, registry: Registry, options: JobOptions, log: LoopLog
+        self, *, ws: Workspace, options: JobOptions, log: LoopLog, environ: Mapping[str, str] | None = None
     ) -> None:
-        self.ws, self.settings, self.registry, self.options, self.log = ws, settings, registry, options, log
+        self.options, self.log = options, log
+        self.command: Run = partial(call.run, ws.root, environ=dict(environ or caller.environ()), cwd=caller.cwd())
 
-    def run(self, brief: Brief, *, registry: Registry | None = None) -> Outcome:
+    def run(self, brief: Brief) -> Outcome:
         req = DelegateRequest(
             target=brief.session,
             brief=brief.text,
+            job_id=new_job_id(),
             timeout_s=self.options.timeout_s,
             start_deadline_s=self.options.start_deadline_s,
             heartbeat_s=self.options.heartbeat_s,
@@ -59,22 +66,12 @@ class JobSender:
         )
         if brief.copy_to is not None:
             atomic_write(brief.copy_to, brief.text.encode("utf-8"), fsync=False)
-        seen: dict[str, str] = {}
 
-        def update(job: Job, _inp: Input) -> None:
-            if seen.get(job.id) != job.state.value:
-                seen[job.id] = job.state.value
-                self.log("job", session=brief.session, kind=brief.kind, job=job.id, state=job.state.value)
+        def registered(job_id: str) -> None:
+            self.log("job", session=brief.session, kind=brief.kind, job=job_id, state=JobState.PENDING.value)
 
         try:
-            out = delegate(
-                req,
-                ws=self.ws,
-                settings=self.settings,
-                registry=registry or self.registry,
-                on_update=update,
-                remote=ORIGIN,
-            )
+            out = to_its_end(self.command, req, on_job=registered)
         except MamError as e:
             out = Outcome(
                 job_id="", state=JobState.FAILED, reason=type(e).__name__, exit_code=e.exit_code, detail=str(e)
@@ -93,26 +90,22 @@ class JobSender:
         return out
 
     def run_all(self, briefs: list[Brief]) -> list[Outcome]:
-        """Run the briefs at the same time (one thread and one Registry each); outcomes in the same order."""
+        """Run the briefs at the same time (one node request and one thread each); outcomes in the same order."""
         if len(briefs) == 1:
             return [self.run(briefs[0])]
         outcomes: list[Outcome | None] = [None] * len(briefs)
 
         def one(i: int) -> None:
-            registry: Registry | None = None
             try:
-                registry = Registry(self.ws)
-                outcomes[i] = self.run(briefs[i], registry=registry)
+                outcomes[i] = self.run(briefs[i])
             except BaseException as e:  # never lose a reviewer silently: it becomes a failed outcome
                 outcomes[i] = Outcome(
                     job_id="", state=JobState.FAILED, reason=type(e).__name__, exit_code=Exit.FAILED, detail=str(e)
                 )
-            finally:
-                if registry is not None:
-                    registry.close()
 
-        # Daemon threads, not a pool: Ctrl-C on the loop must not wait for agents still working
-        # (their jobs are closed later by their own deadlines, like any job whose wrapper died).
+        # Daemon threads, not a pool: Ctrl-C on the loop must not wait for agents still working (their
+        # jobs run on in the node, whose requests they were; run here, they are closed by their own
+        # deadlines, like any job whose wrapper died).
         threads = [
             threading.Thread(target=one, args=(i,), name=f"mam-loop-{b.session}", daemon=True)
             for i, b in enumerate(briefs)

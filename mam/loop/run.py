@@ -70,7 +70,7 @@ def run_loop(
             registry=registry,
             files=files,
             log=log,
-            runner=JobSender(ws=ws, settings=settings, registry=registry, options=options, log=log),
+            runner=JobSender(ws=ws, options=options, log=log, environ=environ),
             environ=environ,
             workdir=workdir,
             repo=repo,

@@ -1,7 +1,8 @@
 """Running the server: over stdio until the client closes it, or over Streamable HTTP behind a bearer token.
 
-On the way out, jobs this server still drives are handed to detached `mam job delegate --job-id`
-processes, so a client that goes away (and takes a stdio server with it) leaves them running.
+A client that goes away (and takes a stdio server with it) leaves its jobs running: the workspace's
+node runs them. Only jobs this server drives itself (no node may run them: MAM_NODE=0) are handed,
+on the way out, to detached `mam job delegate --job-id` processes.
 """
 
 from __future__ import annotations

@@ -172,7 +172,7 @@ def build(service: Service, *, poll_s: float) -> MCPServer:
             await thread(watch.wait, min(poll_s, max(0.0, deadline - time.monotonic())))
 
     async def finish(d: Delegation) -> CallToolResult:
-        await until(d.done)  # its thread sets it whatever happens
+        await until(d.done)  # its thread sets it whatever happens, from the command's answer
         if d.error is not None:
             raise d.error
         assert d.outcome is not None
@@ -298,12 +298,15 @@ def build(service: Service, *, poll_s: float) -> MCPServer:
     @request_signature
     @guarded
     async def job_delegate(ctx: Context, wait: bool = False, **request: Any) -> CallToolResult:
-        d = await thread(service.start_delegation, **request)
-        await until(d.delivered)  # set once the brief is in the pane, or the job ended (whatever happens)
-        if d.done.is_set() or d.error is not None:
-            return await finish(d)
+        # Handed to the node as `mam job delegate --json`: with --detach it answers once the brief is delivered.
+        d = await thread(service.start_delegation, detach=not wait, **request)
         if wait:
-            await follow(d.job_id, float("inf"), ctx)
+            await until(d.registered)  # set once its job is known, or the command ended (whatever happens)
+            if not d.done.is_set():
+                await follow(d.job_id, float("inf"), ctx)  # progress notifications, one per event
+            return await finish(d)
+        await until(d.delivered)  # set once the brief is in the pane, or the job ended (whatever happens)
+        if d.done.is_set():
             return await finish(d)
         view = {**await thread(service.job_status, id=d.job_id), "attached": bool(d.attached_to)}
         return ok(view, f"job {view['id']}: {view['state']} on {view['session']}")

@@ -1,10 +1,16 @@
 """What the MCP server does, as plain blocking calls: each tool is the library call its CLI command
 makes, and returns the fields that command's `--json` prints.
 
+A delegation (`job_delegate`, each job of `job_fanout`) is handed to the workspace's node as the
+command `mam job delegate ... --json` (mam.node.call, mam.jobs.command), as the CLI hands its own: the
+node runs its attempt and owns its job, and a thread here waits for the answer. When no node may run
+it (MAM_NODE=0, or MAM_NO_AUTOSTART=1 with none running) the same command runs in this process, and
+the jobs it still drives when the server ends are handed to followers (`close`).
+
 It holds what a long-lived process can keep open between calls: the registry and one MQTT
-connection shared by the delegations it drives (each in its own thread). It opens neither until
-a call needs it: looking (status, lists, logs) opens no registry that does not exist yet and
-starts no broker, server or pane. Async, progress and the wire are `server.py`'s business.
+connection (the board's writes). It opens neither until a call needs it: looking (status, lists,
+logs) opens no registry that does not exist yet and starts no broker, server or pane. Async,
+progress and the wire are `server.py`'s business.
 """
 
 from __future__ import annotations
@@ -16,8 +22,10 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -26,9 +34,10 @@ from mam.errors import BrokerError, JobNotFound, MamError, RoutineError, Session
 from mam.governor.status import budget_status, empty_status
 from mam.ids import check_job_id, check_name
 from mam.jobs.brief import check_brief
-from mam.jobs.delegate import DelegateRequest, Outcome, delegate, delegate_request
+from mam.jobs.command import Delivered, Run, delegated, to_its_end
+from mam.jobs.delegate import DelegateRequest, Outcome, delegate_request
 from mam.jobs.follow import hand_over
-from mam.jobs.ledger import new_job_id
+from mam.jobs.ledger import new_job_id, owned_here
 from mam.jobs.pause import pause_all, pause_job, resume_all, resume_job
 from mam.jobs.queries import cancel, list_jobs, status
 from mam.jobs.queries import log as job_log
@@ -38,9 +47,9 @@ from mam.loop.approval import approve as approve_loop
 from mam.loop.approval import reject as reject_loop
 from mam.loop.files import new_loop_id
 from mam.loop.status import loop_status
+from mam.node import call
 from mam.onboarding import onboarder
 from mam.outcomes import JobState
-from mam.remote.origin import ORIGIN
 from mam.sessions.create import start_session
 from mam.sessions.fork import fork_session
 from mam.sessions.remove import remove_session
@@ -48,23 +57,26 @@ from mam.sessions.resume import resume_session
 from mam.sessions.status import session_status
 from mam.sessions.stop import stop_session
 from mam.settings import Settings
+from mam.store.jobs import JobRow
 from mam.store.registry import Registry
+from mam.util import pokes
 from mam.util.proc import module_argv, spawn_detached
 from mam.workspace import Workspace
 
 log = logging.getLogger(__name__)
-EARLY = (JobState.PENDING.value, JobState.QUEUED.value, JobState.DELIVERING.value)  # the brief is not in the pane yet
 PASTE_WAIT_S = 30.0
 
 
 @dataclass
 class Delegation:
-    """One job this process drives in a background thread; the caller polls `delivered` and `done`."""
+    """One `mam job delegate` this process asked for, answered in a background thread; the caller waits
+    on its events, each set from what the command answered (in the node, or here)."""
 
     req: DelegateRequest
-    delivered: threading.Event = field(default_factory=threading.Event)  # the brief is in the pane, or the job ended
-    done: threading.Event = field(default_factory=threading.Event)
-    state: str = JobState.PENDING.value  # as last committed by its wrapper
+    registered: threading.Event = field(default_factory=threading.Event)  # its job is known (made or attached)
+    delivered: threading.Event = field(default_factory=threading.Event)  # `--detach` answered: delivered, or ended
+    done: threading.Event = field(default_factory=threading.Event)  # the command ended with the job's outcome
+    state: str = JobState.PENDING.value  # as the command last answered
     outcome: Outcome | None = None
     error: BaseException | None = None
     thread: threading.Thread | None = None
@@ -82,6 +94,8 @@ class Service:
         self._registry: Registry | None = None
         self._client: Any = None
         self.delegations: dict[str, Delegation] = {}
+        # A command the node serves, run for this server (its environment; the workspace as its folder).
+        self.command: Run = partial(call.run, self.ws.root, environ=self.environ)
         self.loops: dict[str, subprocess.Popen[bytes]] = {}
 
     # -- what is opened on demand ---------------------------------------------------------------
@@ -99,8 +113,8 @@ class Service:
             return self._registry
 
     def _shared_client(self) -> Any:
-        """One MQTT connection for every delegation (starts the embedded broker if none is configured);
-        None if no broker answers: the delegation then fails the way `mam job delegate` does (exit 3)."""
+        """This server's MQTT connection, for the board's writes and to refuse a fan-out when no broker answers
+        (starts the embedded broker if none is configured); None if no broker answers."""
         with self._lock:
             if self._client is None:
                 try:
@@ -210,44 +224,36 @@ class Service:
 
     # -- jobs -----------------------------------------------------------------------------------
     def start_delegation(self, *, target: str, brief: str, job_id: str | None = None, **options: Any) -> Delegation:
-        """Start `mam job delegate`'s wrapper for this job in a thread of this process. `options`: the
-        delegation's other options offered over MCP (mam.jobs.request.OPTIONS), by name."""
+        """Hand `mam job delegate ... --json` for this job to the workspace's node (with `detach`: it answers
+        once the brief is delivered) and wait for its answer in a thread of this process. `options`: the
+        delegation's other options offered over MCP (mam.jobs.request.OPTIONS), by name, and `detach`."""
 
         if not job_id:
-            check_brief(brief)  # refused here, before a thread or a connection exists
+            check_brief(brief)  # refused here, before a thread or a node request exists
         req = delegate_request(target=target, brief=brief, job_id=job_id or new_job_id(), **options)
-        self.writer()
         d = Delegation(req)
 
-        def update(job: Any, _inp: Any) -> None:
-            d.state = job.state.value
-            if job.state.value not in EARLY and not job.terminal:  # an ended job is told once `done` is set
-                d.delivered.set()
-
-        def attached(job_id: str, still_open: bool) -> None:
-            d.attached_to = job_id
-            if still_open:  # an ended one is told once `done` is set, as its outcome
-                d.delivered.set()
+        def registered(job_id: str) -> None:
+            if job_id != req.job_id:
+                d.attached_to = job_id  # its idempotency key named another call's job
+            d.registered.set()
 
         def run() -> None:
-            registry = Registry(self.ws)  # a connection of its own, as the loop's job threads have
             try:
-                d.outcome = delegate(
-                    req,
-                    ws=self.ws,
-                    settings=self.settings,
-                    registry=registry,
-                    on_update=update,
-                    client=self._shared_client(),
-                    remote=ORIGIN,
-                    on_attach=attached,
-                )
+                got = delegated(self.command, req, on_job=registered)
+                if got.job_id != req.job_id:
+                    d.attached_to = got.job_id  # its idempotency key named another call's job
+                d.state = got.state
+                if isinstance(got, Delivered):
+                    d.registered.set()
+                    d.delivered.set()  # the job runs on in the node (or in a thread here): not `done`
+                    return
+                d.outcome = got
             except BaseException as e:  # handed to the caller, who reports it as the tool's error
                 d.error = e
-            finally:
-                registry.close()
-                d.done.set()
-                d.delivered.set()
+            d.done.set()
+            d.registered.set()
+            d.delivered.set()
 
         d.thread = threading.Thread(target=run, name=f"mam-mcp-{d.job_id}", daemon=True)
         with self._lock:
@@ -317,17 +323,18 @@ class Service:
         return empty_status(self.settings) if registry is None else budget_status(registry, self.settings)
 
     def job_fanout(self, *, targets: str, brief: str, aggregate: str = "all") -> dict[str, Any]:
-        """`mam job fanout --json`: every target's job driven here, each on this process's shared connection."""
+        """`mam job fanout --json`: every target's job handed to the node as `mam job delegate --json`."""
         from mam.jobs.fanout import check_targets, fanout
 
         names = check_targets(targets.split(","))
         self.writer()
-        client = self._shared_client()
-        if client is None:
+        if self._shared_client() is None:
             raise BrokerError("no MQTT broker answers: nothing was delegated")
+
         out = fanout(
-            names, brief, aggregate=aggregate, ws=self.ws, settings=self.settings, client=client, remote=ORIGIN
-        )
+            names, brief, aggregate=aggregate, ws=self.ws, settings=self.settings,
+            delegator=partial(to_its_end, self.command),
+        )  # fmt: skip
         return out.as_dict()
 
     # -- the board ------------------------------------------------------------------------------
@@ -469,20 +476,20 @@ class Service:
 
     # -- the end ------------------------------------------------------------------------------
     def close(self) -> list[str]:
-        """Hand each job still driven here to a detached `mam job delegate --job-id` (which takes it
-        over without injecting again), so the jobs outlive this server; returns their ids."""
+        """Hand each job this process still drives (run here: no node could run it) to a detached `mam job
+        delegate --job-id` (which takes it over without injecting again), so the jobs outlive this server;
+        returns their ids. A job the node runs needs nothing: the node drives it to its end."""
         handed = []
         for d in list(self.delegations.values()):
-            if d.state == JobState.DELIVERING.value:
-                d.delivered.wait(PASTE_WAIT_S)  # never leave a paste half typed: let it reach the pane first
-            if d.done.is_set() or d.attached_to:  # an attached one drives nothing: its job's wrapper does
+            registry = self.writer()
+            row = registry.find_job(d.job_id)
+            if row is None or not row.open or not owned_here(row.owner) or d.attached_to:
+                continue  # the node's, another call's (attached), or ended
+            row = self._past_the_paste(registry, row)  # never leave a paste half typed: let it reach the pane first
+            if not row.open:
                 continue
             # The same hand-over as an interrupted `mam job delegate`: the brief goes along in a 0600 file,
             # so a job not yet claimed is typed once by the follower, never as an empty brief.
-            registry = self.writer()
-            row = registry.find_job(d.job_id)
-            if row is None or not row.open:
-                continue
             if hand_over(self.ws, registry, row, d.req, environ=self.environ):
                 handed.append(d.job_id)
             else:
@@ -494,3 +501,12 @@ class Service:
             except MamError:
                 pass
         return handed
+
+    def _past_the_paste(self, registry: Registry, row: JobRow) -> JobRow:
+        """The job's row once no paste of its brief is under way (woken by each commit to it; PASTE_WAIT_S at most)."""
+        deadline = time.monotonic() + PASTE_WAIT_S
+        with pokes.Waiter(self.ws, [pokes.job_key(row.id)]) as waiter:
+            while row.state == JobState.DELIVERING.value and time.monotonic() < deadline:
+                waiter.wait(deadline - time.monotonic())
+                row = registry.job(row.id)
+        return row

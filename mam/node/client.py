@@ -17,6 +17,11 @@ served": the caller runs the command in its own process, the same click command 
   client prints `job ID is still running; follow it with: mam job wait ID` and exits 128 + the signal.
 - The node gone mid-command (killed): the client starts another and follows the job with
   `mam job wait ID` there (the new node takes it over; a brief already typed is never typed again).
+
+The `mam` script asks with its own streams, environment and folder. A library caller (mam.node.call:
+the MCP server, a loop) asks with streams of its own and says how to run a command in its process
+(`here`); its signals are its own business (none is forwarded), and a node that dies under it is
+handled as for the script.
 """
 
 from __future__ import annotations
@@ -75,19 +80,57 @@ def _workspace_arg(argv: list[str]) -> str | None:
     return found
 
 
-def _flag(name: str, default: bool) -> bool:
-    value = os.environ.get(name)
+def _flag(environ: Any, name: str, default: bool) -> bool:
+    value = environ.get(name)
     if value is None or not value.strip():
         return default
     return value.strip().strip("'\"").lower() not in _OFF
 
 
-def run(argv: list[str]) -> int | None:
-    """Run `mam <argv>` in the workspace's node and return its exit code; None: run it here."""
+class Asker:
+    """Who asks the node: the `mam` script (by default: its own standard streams, environment and
+    folder; it forwards its signals) or a library caller (streams of its own and `here`, which runs a
+    command in the caller's process). `on_job`: told the job the command drives, once the node names it."""
+
+    def __init__(
+        self,
+        streams: tuple[int, int, int] = (0, 1, 2),
+        environ: Any = None,
+        cwd: str | None = None,
+        here: Any = None,
+        on_job: Any = None,
+    ) -> None:
+        self.streams = streams
+        self.environ = os.environ if environ is None else environ
+        self.cwd = cwd
+        self.here = here  # argv -> exit code; None: the `mam` script (the command runs in click, here)
+        self.on_job = on_job
+
+    def say(self, text: str) -> None:
+        """A line of the client's own on the caller's stderr."""
+        try:
+            os.write(self.streams[2], text.encode())
+        except OSError:
+            pass
+
+
+def run(
+    argv: list[str],
+    streams: tuple[int, int, int] = (0, 1, 2),
+    *,
+    environ: Any = None,
+    cwd: str | None = None,
+    here: Any = None,
+    on_job: Any = None,
+) -> int | None:
+    """Run `mam <argv>` in the workspace's node and return its exit code; None: run it here. The
+    `mam` script gives `argv` alone; a library caller its streams, environment, folder, `here` and
+    `on_job` too (see Asker)."""
+    who = Asker(streams, environ, cwd, here, on_job)
     which = command(argv)
-    if which is None or not _flag("MAM_NODE", True):
+    if which is None or not _flag(who.environ, "MAM_NODE", True):
         return None
-    for fd in (0, 1, 2):  # a closed one would be taken by the socket and handed over as a stream
+    for fd in who.streams:  # a closed one would be taken by the socket and handed over as a stream
         try:
             os.fstat(fd)
         except OSError:
@@ -101,14 +144,14 @@ def run(argv: list[str]) -> int | None:
     path = os.path.join(run_dir, SOCKET)
     sock = connect(path)
     if sock is None:
-        if which == "event" or _flag("MAM_NO_AUTOSTART", False):
+        if which == "event" or _flag(who.environ, "MAM_NO_AUTOSTART", False):
             return None
-        sock = start(root, run_dir)
+        sock = start(root, run_dir, who.environ)
         if sock is None:
             return None
     if which == "delegate":
         argv = with_job_id(argv)
-    return _served(sock, argv, root, run_dir)
+    return _served(sock, argv, root, run_dir, who)
 
 
 def with_job_id(argv: list[str]) -> list[str]:
@@ -145,8 +188,9 @@ def connect(path: str) -> _socket.socket | None:
     return sock
 
 
-def start(root: str, run_dir: str) -> _socket.socket | None:
-    """Start a node for `root` in the background (unless one is starting) and connect to it."""
+def start(root: str, run_dir: str, environ: Any = None) -> _socket.socket | None:
+    """Start a node for `root` in the background (unless one is starting) and connect to it.
+    `environ`: the caller's environment, which the node starts with (see node_environ)."""
     path = os.path.join(run_dir, SOCKET)
     pid = 0
     until = time.monotonic() + START_WAIT_S
@@ -154,7 +198,7 @@ def start(root: str, run_dir: str) -> _socket.socket | None:
         # Tried again while another holds the lock: a node starting, or one just killed, whose lock
         # the kernel releases a moment after its sockets (the client may see the end of its
         # connection first).
-        pid = pid or spawn(root, run_dir)
+        pid = pid or spawn(root, run_dir, environ)
         sock = connect(path)
         if sock is not None:
             return sock
@@ -166,11 +210,15 @@ def start(root: str, run_dir: str) -> _socket.socket | None:
     return None
 
 
-def spawn(root: str, run_dir: str) -> int:
+_children: list[int] = []  # the nodes this process started: a long-lived caller reaps the ones that ended
+
+
+def spawn(root: str, run_dir: str, environ: Any = None) -> int:
     """Start `mam node` for `root` detached, with the start lock taken; its pid, or 0 when one is
     starting already (the lock is held) or it could not be started."""
     import fcntl
 
+    _children[:] = [pid for pid in _children if not _ended(pid)]
     try:
         fd = os.open(os.path.join(run_dir, LOCK), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
     except OSError:
@@ -192,9 +240,14 @@ def spawn(root: str, run_dir: str) -> int:
             (os.POSIX_SPAWN_DUP2, 1, 2),
         ]
         try:
-            return os.posix_spawn(sys.executable, argv, node_environ(), file_actions=actions, setsid=True)
+            pid = os.posix_spawn(
+                sys.executable, argv, node_environ(None if environ is None else dict(environ)),
+                file_actions=actions, setsid=True,
+            )  # fmt: skip
         except OSError:
             return 0
+        _children.append(pid)
+        return pid
     finally:
         os.close(fd)
 
@@ -260,8 +313,9 @@ class _Interrupted(Exception):
 class _Session:
     """One request's exchange with the node."""
 
-    def __init__(self, sock: _socket.socket) -> None:
+    def __init__(self, sock: _socket.socket, who: Asker) -> None:
         self.sock = sock
+        self.who = who
         self.frames = Frames()
         self.accepted = False
         self.job = ""
@@ -270,12 +324,12 @@ class _Session:
     def send(self, argv: list[str]) -> bool:
         request = {
             "argv": argv,
-            "env": dict(os.environ),
-            "cwd": os.getcwd(),
+            "env": dict(self.who.environ),
+            "cwd": self.who.cwd or os.getcwd(),
             "pid": os.getpid(),
             "ppid": os.getppid(),
         }
-        fds = b"".join(fd.to_bytes(4, sys.byteorder, signed=True) for fd in (0, 1, 2))
+        fds = b"".join(fd.to_bytes(4, sys.byteorder, signed=True) for fd in self.who.streams)
         data = frame(request)
         try:
             sent = self.sock.sendmsg([data], [(_socket.SOL_SOCKET, _socket.SCM_RIGHTS, fds)])
@@ -331,21 +385,22 @@ class _Session:
                     self.job = str(msg["job"])
                     if self.signum:
                         return self.left()
+                    if self.who.on_job is not None:
+                        self.who.on_job(self.job)
                 elif "exit" in msg:
                     return self.left() if self.signum and self.job else int(msg["exit"])
 
     def left(self) -> int:
-        line = f"job {self.job} is still running; follow it with: mam job wait {self.job}\n"
-        os.write(2, line.encode())
+        self.who.say(f"job {self.job} is still running; follow it with: mam job wait {self.job}\n")
         return 128 + self.signum
 
 
-def _served(sock: _socket.socket, argv: list[str], root: str, run_dir: str) -> int | None:
-    talk = _Session(sock)
+def _served(sock: _socket.socket, argv: list[str], root: str, run_dir: str, who: Asker) -> int | None:
+    talk = _Session(sock, who)
     try:
         if not talk.send(argv):
             return None
-        for signum in FORWARDED:
+        for signum in FORWARDED if who.here is None else ():  # a library caller's signals are its own
             try:
                 if _signal.getsignal(signum) != _signal.SIG_IGN:  # ignored (nohup, a background job) stays so
                     _signal.signal(signum, talk.interrupted)
@@ -360,7 +415,7 @@ def _served(sock: _socket.socket, argv: list[str], root: str, run_dir: str) -> i
         talk.job = talk.job or _job_id(argv)  # the node runs the command on: its job will exist
         if talk.job:
             return talk.left()
-        os.write(2, b"mam: interrupted\n")
+        who.say("mam: interrupted\n")
         return 128 + talk.signum
     if not talk.accepted:
         return None  # it never took the request: nothing ran
@@ -371,13 +426,13 @@ def _served(sock: _socket.socket, argv: list[str], root: str, run_dir: str) -> i
     # already) follows its job with `mam job wait`.
     job = talk.job or _job_id(argv)
     if command(argv) == "delegate" and not _brief_from_stdin(argv):
-        os.write(2, b"mam: the node ended; running the command again in a new one\n")
-        return again(argv, root, run_dir)
+        who.say("mam: the node ended; running the command again in a new one\n")
+        return again(argv, root, run_dir, who)
     if not job:
-        os.write(2, b"mam: error: the node ended before the command had a job; see .mam/run/node.log\n")
+        who.say("mam: error: the node ended before the command had a job; see .mam/run/node.log\n")
         return 1
-    os.write(2, f"mam: the node ended; following job {job} with a new one\n".encode())
-    return follow(job, "--json" in argv, root, run_dir)
+    who.say(f"mam: the node ended; following job {job} with a new one\n")
+    return follow(job, "--json" in argv, root, run_dir, who)
 
 
 def _job_id(argv: list[str]) -> str:
@@ -393,21 +448,23 @@ def _brief_from_stdin(argv: list[str]) -> bool:
     return any(a == "--brief-file=-" or (a == "-" and i and argv[i - 1] == "--brief-file") for i, a in enumerate(argv))
 
 
-def again(argv: list[str], root: str, run_dir: str) -> int:
+def again(argv: list[str], root: str, run_dir: str, who: Asker) -> int:
     """`argv` once more in a node (a new one if need be), else here."""
     for _attempt in range(3):
-        sock = connect(os.path.join(run_dir, SOCKET)) or start(root, run_dir)
+        sock = connect(os.path.join(run_dir, SOCKET)) or start(root, run_dir, who.environ)
         if sock is None:
             break
-        code = _served(sock, argv, root, run_dir)
+        code = _served(sock, argv, root, run_dir, who)
         if code is not None:
             return code
+    if who.here is not None:
+        return int(who.here(argv))
     from mam.cli import cli
     from mam.cli.common import run_cli
 
     return run_cli(cli, argv)
 
 
-def follow(job: str, as_json: bool, root: str, run_dir: str) -> int:
+def follow(job: str, as_json: bool, root: str, run_dir: str, who: Asker) -> int:
     """`mam job wait JOB` in a node (a new one if need be), else here: never the original command again."""
-    return again(["--workspace", root, "job", "wait", job] + (["--json"] if as_json else []), root, run_dir)
+    return again(["--workspace", root, "job", "wait", job] + (["--json"] if as_json else []), root, run_dir, who)

@@ -506,18 +506,11 @@ class Node:
 
 
 def _run_cli(request: Request) -> int:
-    from mam.cli import cli
-    from mam.cli.common import run_cli
+    from mam.node.call import run_as
 
-    with caller.serving(request.who):
-        try:
-            return run_cli(cli, request.argv)
-        except SystemExit as e:
-            return e.code if isinstance(e.code, int) else Exit.FAILED
-        except Exception:
-            log.exception("a command failed in the node: %s", request.argv[:3])
-            request.stderr.write("mam: error: the command failed in the node; see .mam/run/node.log\n")
-            return Exit.FAILED
+    return run_as(
+        request.who, request.argv, failed="mam: error: the command failed in the node; see .mam/run/node.log\n"
+    )
 
 
 def _tmux_running(ws: Workspace, settings: Settings) -> bool:

@@ -3,6 +3,8 @@
 A command run by the `mam` process itself runs for that process: its own `os.environ`, folder, pids
 and standard streams. A command the node runs for a client (mam.node) runs for the client, as its
 request carried them: the node serves each request in a thread of its own, inside `serving(caller)`.
+A library caller that runs a node's command in its own process (mam.node.call: no node may run it)
+does the same with streams of its own, as a caller the node does not serve (`node=False`).
 Code that would read `os.environ`, `os.getcwd()` or `os.getppid()` on a command's behalf reads them
 here instead, so the same code answers for whichever process asked (docs/architecture.md, "The node").
 """
@@ -28,6 +30,7 @@ class Caller:
     stdout: Any = None
     stderr: Any = None
     on_job: Callable[[str], None] | None = None  # told the job a command drives (the node's client follows it)
+    node: bool = True  # served by the node (False: by a library caller of this process, mam.node.call)
 
 
 _current: contextvars.ContextVar[Caller | None] = contextvars.ContextVar("mam_caller", default=None)
@@ -61,11 +64,12 @@ def cwd() -> str:
 
 def served() -> bool:
     """True inside the node, serving a client's request."""
-    return _current.get() is not None
+    served = _current.get()
+    return served is not None and served.node
 
 
 def served_streams() -> Caller | None:
-    """The served caller (for its streams), None in a command's own process."""
+    """The served caller (for its streams), None when the command writes to this process's own."""
     return _current.get()
 
 
@@ -85,7 +89,7 @@ def announce_job(job_id: str) -> None:
 
 @contextmanager
 def serving(who: Caller) -> Iterator[None]:
-    """Run the body on behalf of `who` (the node, for one request; this thread only)."""
+    """Run the body on behalf of `who` (the node for one request, or a library caller; this thread only)."""
     token = _current.set(who)
     try:
         yield

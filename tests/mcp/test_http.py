@@ -16,6 +16,7 @@ from mam.jobs.record import read_audit
 from mam.mcp.token import server_token
 from mam.settings import load_settings
 from mam.util.poll import wait_for
+from tests.e2e.test_node import node_pid, owner_pid
 from tests.helpers.jobs import create_demo
 from tests.helpers.mamcli import MAM
 from tests.mcp.client import call, http_server, http_session, job_state
@@ -77,8 +78,11 @@ def test_with_the_token_the_tools_work_and_two_clients_waiting_on_one_job_both_s
 
     with http_server(mcp_ws.root, TOKEN) as server:
         job_id = anyio.run(main, server.url)
-    kinds = [line["kind"] for line in read_audit(mcp_ws, job_id)]
-    assert "taken_over" not in kinds and kinds.count("created") == 1
+    audit = read_audit(mcp_ws, job_id)
+    assert [line["kind"] for line in audit].count("created") == 1
+    # No waiting client took it over: only the node, following its own job once job_delegate had its answer.
+    takers = {str(line["owner"]).split(":")[1] for line in audit if line["kind"] == "taken_over"}
+    assert takers <= {str(node_pid(mcp_ws))} and owner_pid(mcp_ws, job_id) == node_pid(mcp_ws)
 
 
 def test_the_token_is_generated_once_into_a_0600_file(workspace):
@@ -97,7 +101,9 @@ def test_the_token_is_generated_once_into_a_0600_file(workspace):
     )
 
 
-def test_a_stopped_http_server_hands_its_open_jobs_over(mcp_ws):
+@pytest.mark.parametrize("node", [True, False], ids=["node", "no-node"])
+def test_a_stopped_http_server_hands_its_open_jobs_over(mcp_ws, node):
+    """Its job runs on in the node that owns it; with no node, the server drove it and hands it over."""
     create_demo("w")
 
     async def main(url: str) -> str:
@@ -113,18 +119,23 @@ def test_a_stopped_http_server_hands_its_open_jobs_over(mcp_ws):
             assert not sent.error, sent.text
             return sent.data["id"]
 
-    with http_server(mcp_ws.root, TOKEN) as server:
+    with http_server(mcp_ws.root, TOKEN, env=None if node else {"MAM_NODE": "0"}) as server:
         job_id = anyio.run(main, server.url)
         server.stop()  # SIGTERM while the job runs
         assert server.proc.returncode == 0
-        assert "handed to `mam job delegate --job-id`" in server.log.read_text()
+        handed = "handed to `mam job delegate --job-id`" in server.log.read_text()
+        assert handed is not node
     wait_for(
         lambda: job_state(job_id) == "completed",
         timeout=60,
         message="the job did not complete after the server stopped",
     )
     assert (mcp_ws.root / "late.txt").read_text() == "ok\n"
-    assert "taken_over" in [line["kind"] for line in read_audit(mcp_ws, job_id)]
+    if node:
+        assert owner_pid(mcp_ws, job_id) == node_pid(mcp_ws)
+    else:
+        assert node_pid(mcp_ws) == 0
+        assert "taken_over" in [line["kind"] for line in read_audit(mcp_ws, job_id)]
 
 
 def test_a_non_loopback_host_without_tls_is_refused_with_exit_2_and_nothing_listens(mcp_ws):

@@ -6,9 +6,11 @@ import json
 from typing import Any
 
 import anyio
+import pytest
 
 from mam.jobs.record import read_audit
 from mam.util.poll import wait_for
+from tests.e2e.test_node import node_pid, owner_pid
 from tests.helpers.jobs import capture, create_demo
 from tests.helpers.mamcli import mam
 from tests.mcp.client import call, job_state, stdio_session
@@ -202,12 +204,14 @@ def test_a_wait_held_open_does_not_keep_session_status_from_being_answered(mcp_w
     anyio.run(main)
 
 
-def test_a_client_that_goes_away_leaves_its_job_running_to_the_end(mcp_ws):
-    """The stdio server exits with its client: the job it drove is handed over, not lost or ended."""
+@pytest.mark.parametrize("node", [True, False], ids=["node", "no-node"])
+def test_a_client_that_goes_away_leaves_its_job_running_to_the_end(mcp_ws, node):
+    """The stdio server exits with its client: the job runs on in the node that owns it (with no node, the
+    server drove it and hands it over), never lost or ended."""
     create_demo("w")
 
     async def main() -> str:
-        async with stdio_session(mcp_ws.root) as s:
+        async with stdio_session(mcp_ws.root, None if node else {"MAM_NODE": "0"}) as s:
             sent = await call(
                 s, "job_delegate", target="w", brief="demo-sleep: 3\ndemo-write: after.txt :: still done", **QUICK
             )
@@ -221,8 +225,11 @@ def test_a_client_that_goes_away_leaves_its_job_running_to_the_end(mcp_ws):
         lambda: job_state(job_id) == "completed", timeout=60, message="the job did not complete after its client left"
     )
     assert (mcp_ws.root / "after.txt").read_text() == "still done\n"
-    kinds = [line["kind"] for line in read_audit(mcp_ws, job_id)]
-    assert "taken_over" in kinds
+    if node:
+        assert owner_pid(mcp_ws, job_id) == node_pid(mcp_ws)  # the node drove it to its end
+    else:
+        assert node_pid(mcp_ws) == 0
+        assert "taken_over" in [line["kind"] for line in read_audit(mcp_ws, job_id)]  # by the server's follower
 
 
 def test_a_job_still_waiting_for_its_turn_is_handed_over_with_its_brief_and_typed_once(mcp_ws):

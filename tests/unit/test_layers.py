@@ -110,6 +110,14 @@ UPWARDS: dict[str, dict[str, str]] = {
         "node": "`mam status --fleet` asks the workspace's named node for its fleet table (op `fleet`, "
         "mam.node.client.ask) before it listens to the broker itself"
     },
+    "mcp/service.py": {
+        "node": "`job_delegate` and `job_fanout` hand their delegations to the workspace's node as `mam job "
+        "delegate` (mam.node.call), as the CLI does"
+    },
+    "loop/jobs.py": {
+        "node": "a loop's jobs are handed to the workspace's node as `mam job delegate` (mam.node.call), as the "
+        "CLI's are"
+    },
 }
 
 

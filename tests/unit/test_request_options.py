@@ -23,7 +23,7 @@ from mam.settings import KEYS_BY_NAME
 
 ROOT = Path(__file__).resolve().parents[2]
 CLI_OWN = {"--workspace", "--brief-file", "--follow", "--json", "--help"}  # the command's own, not the request's
-INTERNAL = {"kind", "follow_s"}  # DelegateRequest fields that library callers set, never options
+INTERNAL = {"follow_s"}  # DelegateRequest fields that library callers set, never options
 JSON_TYPE = {str: "string", bool: "boolean", int: "integer", float: "number"}
 # One value per option, none of them its default: each must arrive in the request as given.
 SAMPLE: dict[str, Any] = {
@@ -39,6 +39,7 @@ SAMPLE: dict[str, Any] = {
     "max_tokens": 5,
     "estimate_tokens": 0,
     "allow_insecure_broker": True,
+    "kind": "loop-review",
     "detach": True,
 }
 
@@ -137,3 +138,18 @@ def test_values_outside_an_option_are_refused_naming_its_flag():
     for name, bad in (("max_tokens", 0), ("estimate_tokens", -1), ("timeout_s", 0.0), ("dispatch_wait_s", -1.0)):
         with pytest.raises(UsageError, match=next(o.flag for o in OPTIONS if o.name == name)):
             delegate_request(target="w", brief="x", **{name: bad})
+
+
+def test_a_request_handed_to_the_node_as_a_command_line_arrives_as_it_was(monkeypatch):
+    """The MCP server and a loop hand a request to the node as `mam job delegate` options (command_line): every
+    option survives, a value that looks like an option included."""
+    from mam.jobs.delegate import command_line
+
+    def catch(**given: Any) -> None:
+        raise Caught(given)
+
+    monkeypatch.setattr(job_cli, "delegate_request", catch)
+    sent = delegate_request(**{**SAMPLE, "brief": "--json -x\n--detach"})
+    with pytest.raises(Caught) as e:
+        job_cli.delegate.main(command_line(sent), obj=App(), standalone_mode=False)
+    assert delegate_request(**e.value.values) == sent
