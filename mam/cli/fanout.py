@@ -9,6 +9,7 @@ from mam.cli.request_options import request_options
 from mam.errors import UsageError
 from mam.jobs.delegate import RemoteOrigin
 from mam.jobs.target import parse_target
+from mam.util import caller
 
 FANOUT_HELP = """Delegate the same brief to every target at once and aggregate their results.
 
@@ -70,6 +71,7 @@ def fanout(
         timeout_s=timeout_s,
         start_deadline_s=start_deadline_s,
         remote=remote,
+        on_jobs=_announce,  # in the node: its client names them if interrupted
     )
     if as_json:
         echo_json(out.as_dict())
@@ -82,3 +84,8 @@ def fanout(
     winner = f": {for_terminal(out.winner)}" if out.winner else ""
     echo(f"{aggregate}: {out.outcome}{winner}")
     return out.exit_code
+
+
+def _announce(job_ids: list[str]) -> None:
+    for job_id in job_ids:
+        caller.announce_job(job_id)

@@ -118,9 +118,11 @@ def fanout(
     timeout_s: float | None = None,
     start_deadline_s: float | None = None,
     delegator: Callable[[DelegateRequest], Outcome] | None = None,
+    on_jobs: Callable[[list[str]], None] | None = None,
 ) -> Fanout:
     """Delegate `brief` to every target at once and aggregate the jobs' results. `delegator`: how one job
-    is delegated to its end (default: here, each attempt on one broker connection of this call's)."""
+    is delegated to its end (default: here, each attempt on one broker connection of this call's).
+    `on_jobs`: told the jobs' ids before any is delegated, in the calling thread."""
     if aggregate not in AGGREGATES:
         raise UsageError(f"unknown --aggregate {aggregate!r}: use {', '.join(AGGREGATES)}")
     names = check_targets(targets)
@@ -132,6 +134,8 @@ def fanout(
         )
         for b in branches
     ]
+    if on_jobs is not None:
+        on_jobs([b.job_id for b in branches])
     client = open_client(settings, ws, role="fanout", timeout=30) if delegator is None else None
 
     def here(req: DelegateRequest) -> Outcome:

@@ -9,7 +9,7 @@ served": the caller runs the command in its own process, the same click command 
 
 - `mam event` (an agent reporting): served by the node when one runs, else run here (no node is
   started for it: the emitter works the same in either process).
-- `mam job delegate` / `mam job wait` / `mam routine add|resume|run`: a node is started in the
+- `mam job delegate` / `mam job wait` / `mam job fanout` / `mam routine add|resume|run`: a node is started in the
   background when none runs, unless MAM_NO_AUTOSTART=1 or MAM_NODE=0 (the node also honours them
   from `.mam.env`: an autostarted node that finds them set there exits at once, and the command runs
   here).
@@ -48,7 +48,7 @@ _OFF = frozenset({"0", "false", "no", "off"})
 
 
 def command(argv: list[str]) -> str | None:
-    """'event', 'delegate', 'wait' or 'routine' when `argv` (what follows `mam`) is a command the node serves,
+    """'event', 'delegate', 'wait', 'fanout' or 'routine' when `argv` (what follows `mam`) is a command the node serves,
     after global options only (`--workspace`/`-w DIR`, `--env-file F`); else None."""
     i = 0
     while i < len(argv) and argv[i].startswith("-"):
@@ -63,7 +63,7 @@ def command(argv: list[str]) -> str | None:
         return "event"
     if "--help" in rest or "-h" in rest:
         return None
-    if rest[:1] == ["job"] and rest[1:2] in (["delegate"], ["wait"]):
+    if rest[:1] == ["job"] and rest[1:2] in (["delegate"], ["wait"], ["fanout"]):
         return rest[1]
     if rest[:1] == ["routine"] and rest[1:2] in (["add"], ["resume"], ["run"]):
         return "routine"  # the node fires routines: these start it (mam.routines)
@@ -318,7 +318,8 @@ class _Session:
         self.who = who
         self.frames = Frames()
         self.accepted = False
-        self.job = ""
+        self.job = ""  # the last job the command named (the one to follow if the node dies)
+        self.jobs: list[str] = []  # every job it named (a fan-out names several)
         self.signum = 0
 
     def send(self, argv: list[str]) -> bool:
@@ -383,6 +384,8 @@ class _Session:
                     self.accepted = True
                 elif "job" in msg:
                     self.job = str(msg["job"])
+                    if self.job not in self.jobs:
+                        self.jobs.append(self.job)
                     if self.signum:
                         return self.left()
                     if self.who.on_job is not None:
@@ -391,7 +394,8 @@ class _Session:
                     return self.left() if self.signum and self.job else int(msg["exit"])
 
     def left(self) -> int:
-        self.who.say(f"job {self.job} is still running; follow it with: mam job wait {self.job}\n")
+        for job in self.jobs or [self.job]:
+            self.who.say(f"job {job} is still running; follow it with: mam job wait {job}\n")
         return 128 + self.signum
 
 

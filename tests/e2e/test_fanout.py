@@ -7,6 +7,7 @@ import signal
 
 import pytest
 
+from tests.e2e.test_node import node_pid, owner_pid
 from tests.helpers.jobs import FAST
 from tests.helpers.mamcli import mam, spawn_mam
 
@@ -57,6 +58,8 @@ def test_vote_over_three_sessions_answering_a_a_b_reports_a_with_every_provenanc
         )
         jobs = {j["target"]: j for j in out["jobs"]}
         assert set(jobs) == {"v1", "v2", "v3"}
+        pid = node_pid(ws)  # `mam job fanout` is served by the workspace's node: its jobs are the node's
+        assert pid and {owner_pid(ws, j["job_id"]) for j in out["jobs"]} == {pid}
         for name, env in answers.items():
             j = jobs[name]
             assert (j["state"], j["vote"]) == ("completed", env["MAM_DEMO_ANSWER"])
