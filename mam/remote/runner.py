@@ -13,6 +13,11 @@ already ended at the origin, or that the origin revoked for a newer epoch, is st
 and types nothing. A re-dispatch at a newer epoch of a job this runner holds open moves its copy to
 that epoch (its events carry it from then on) and types nothing. Restarted, the runner follows the
 state of every copy it still holds open, so a copy orphaned by its restart is stopped the same way.
+
+A copy that ended here by its own ending event (the agent's `completed` or `error`, the runner's `rejected` or
+`error`) is followed until the origin's final state says the job ended there too: a subscription at QoS 0 is at most
+once, so the event the broker acknowledged may never have reached the origin. Until then the runner sends that signed
+event again every CONFIRM_S (asking the job's retained state again each time), for at most CONFIRM_FOR_S.
 """
 
 from __future__ import annotations
@@ -30,7 +35,7 @@ from typing import Any
 
 from mam.bus.connect import open_client
 from mam.bus.envelope import REVOKE, Envelope, epoch_of
-from mam.bus.mqtt import MqttClient, Will
+from mam.bus.mqtt import Handler, MqttClient, Will
 from mam.bus.topics import Topics
 from mam.errors import BrokerError, DecodeError, JobError, LockBusy, MamError
 from mam.ids import check_name
@@ -56,6 +61,21 @@ PRESENCE_READ_S = 10.0  # at most this long a starting runner waits for its prob
 # A runner publishes its presence again this often, live: an origin listening for PRESENCE_WAIT_S (3 s) hears it even
 # when its broker answers the subscription without the retained copy (a NATS cluster with a node down: FIELD_NOTES.md).
 REANNOUNCE_S = 2.0
+# A copy's end the origin has not confirmed (its final state): the ending event is sent again this often, for at most
+# CONFIRM_FOR_S (an origin gone for good ends the job by its own deadlines; the job's heartbeat window is 30 s by
+# default, and it counts from the last event the origin heard, before this one).
+CONFIRM_S = 3.0
+CONFIRM_FOR_S = 30.0
+ENDING_TYPES = frozenset({"completed", "error", "rejected"})  # the events that end a job at its origin
+
+
+@dataclass
+class Unconfirmed:
+    """A copy that ended here, its end not yet heard back from the origin."""
+
+    next_at: float  # monotonic: when its ending event is sent again
+    until: float  # monotonic: when the runner stops asking
+    sent: int = 0
 
 
 @dataclass
@@ -71,7 +91,9 @@ class Runner:
     _states: queue.Queue[tuple[str, bytes]] = field(default_factory=queue.Queue)
     _stop: threading.Event = field(default_factory=threading.Event)
     fence: Fence = field(default_factory=Fence)
-    _followed: set[str] = field(default_factory=set)  # the jobs whose retained state this runner follows
+    _followed: dict[str, Handler] = field(default_factory=dict)  # job -> its state handler: the jobs followed
+    _unconfirmed: dict[str, Unconfirmed] = field(default_factory=dict)  # ended here, not yet at the origin
+    _origin_ended: set[str] = field(default_factory=set)  # ended at the origin while this copy's thread still ran
     _probes: dict[str, threading.Event] = field(default_factory=dict)
     _probe_lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -115,8 +137,9 @@ class Runner:
                 self._follow_states()
                 self._relay()
                 self._reap()
+                self._confirm()
                 self._limiter.tick()
-                if self.jobs or not self._dispatches.empty():
+                if self.jobs or self._unconfirmed or not self._dispatches.empty():
                     idle_since = time.monotonic()
                 elif once and self.taken > 0:
                     break
@@ -359,9 +382,61 @@ class Runner:
 
     def _reap(self) -> None:
         for job_id, thread in list(self.jobs.items()):
-            if not thread.is_alive():
-                del self.jobs[job_id]
+            if thread.is_alive():
+                continue
+            del self.jobs[job_id]
+            if self.fence.why(job_id) or job_id in self._origin_ended:
+                self._origin_ended.discard(job_id)
                 self._unfollow(job_id)
+            else:  # ended here: followed until the origin's final state says it ended there too
+                now = time.monotonic()
+                self._unconfirmed[job_id] = Unconfirmed(next_at=now + CONFIRM_S, until=now + CONFIRM_FOR_S)
+
+    def _settle(self, job_id: str) -> None:
+        """The origin said the job ended (or moved on past this copy, which ended here): nothing more to send."""
+        if job_id in self.jobs:
+            self._origin_ended.add(job_id)  # its thread is still winding down: _reap lets it go
+        else:
+            wait = self._unconfirmed.pop(job_id, None)
+            if wait is not None and wait.sent:
+                self.note("confirmed", job=job_id, sent=wait.sent)  # heard once its ending event was sent again
+            self._unfollow(job_id)
+
+    def _confirm(self) -> None:
+        """Send again the ending event of each copy whose end the origin has not confirmed, and ask the job's
+        retained state again (a subscription made anew gets it): the first copy of either may have been lost."""
+        now = time.monotonic()
+        for job_id, wait in list(self._unconfirmed.items()):
+            if now < wait.next_at:
+                continue
+            last = self._ending_event(job_id)
+            if last is None or now >= wait.until:
+                del self._unconfirmed[job_id]
+                self._unfollow(job_id)
+                if last is not None:
+                    self.note("unconfirmed", job=job_id, seq=last.seq, type=last.type, sent=wait.sent)
+                continue
+            if self.client is None or not self.client.connected:
+                continue  # asked again once the connection is back
+            topics = self.topics_of(job_id)
+            try:
+                self.client.publish(topics.events(job_id), last.raw.encode("utf-8"), qos=1, wait=False)
+                self.client.subscribe(topics.state(job_id), self._followed[job_id], wait=False)
+            except BrokerError as e:
+                log.warning("job %s: ending event not sent again: %s", job_id, e)
+                continue
+            wait.sent += 1
+            wait.next_at = now + CONFIRM_S
+            try:
+                journal.note(self.registry, job_id, "ending_resent", seq=last.seq, type=last.type, sent=wait.sent)
+            except MamError as e:
+                log.warning("job %s: re-send not noted: %s", job_id, e)
+
+    def _ending_event(self, job_id: str) -> jobs_table.EventRow | None:
+        """The event that ended this copy, published already, if one did (not a deadline, nor a fence)."""
+        rows = self.registry.events_after(job_id)
+        last = rows[-1] if rows else None
+        return last if last is not None and last.published and last.type in ENDING_TYPES else None
 
     def topics_of(self, job_id: str) -> Topics:
         """The job's topics, under the prefix its origin sent in the dispatch (kept in the job record)."""
@@ -380,15 +455,14 @@ class Runner:
             self._states.put((job_id, payload))
 
         if self.client is not None and job_id not in self._followed:
-            self._followed.add(job_id)
+            self._followed[job_id] = on_state
             try:
                 self.client.subscribe(self.topics_of(job_id).state(job_id), on_state)
             except BrokerError as e:  # kept by the client: subscribed again when the connection returns
                 log.warning("state of %s not followed yet: %s", job_id, e)
 
     def _unfollow(self, job_id: str) -> None:
-        if job_id in self._followed:
-            self._followed.discard(job_id)
+        if self._followed.pop(job_id, None) is not None:
             if self.client is not None:
                 self.client.unsubscribe(self.topics_of(job_id).state(job_id))
         self._job_topics.pop(job_id, None)
@@ -419,15 +493,20 @@ class Runner:
             except (DecodeError, JobError):
                 continue
             row = self.registry.find_job(job_id)
-            if env.kind != "state" or env.job != job_id or not env.verify(token) or row is None or not row.open:
+            if env.kind != "state" or env.job != job_id or not env.verify(token) or row is None:
                 continue
             if said < row.epoch:
                 continue  # an older attempt of the origin's: this copy moved on past it
             state = str(env.body.get("state", ""))
+            ended = state in {s.value for s in JobState} and JobState(state) in TERMINAL
+            if not row.open:  # this copy ended here: the origin's word confirms it (or the job moved on past it)
+                if ended or (env.type == REVOKE and said > row.epoch):
+                    self._settle(job_id)
+                continue
             if env.type == REVOKE:
                 if said > row.epoch:
                     self._stop_copy(job_id, f"revoked by the origin: the job is at epoch {said}, this copy {row.epoch}")
-            elif state in {s.value for s in JobState} and JobState(state) in TERMINAL:
+            elif ended:
                 self._stop_copy(
                     job_id,
                     f"ended at the origin: {state} ({env.body.get('reason', state)})",
