@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from mam.broker.embedded import port_accepts
+from mam.broker.embedded import port_accepts, status
 from mam.errors import BrokerError
 from mam.settings import BrokerAddress, Settings
 from mam.workspace import Workspace
@@ -63,3 +63,14 @@ def survey(settings: Settings, ws: Workspace, *, connect: bool = True) -> Broker
     in_use = client.address
     client.close(flush_s=0)
     return BrokerSurvey(brokers, reachable, in_use)
+
+
+def listing(settings: Settings, ws: Workspace, *, connect: bool = True) -> dict[str, Any]:
+    """The brokers as `mam broker status --json` and `mam node status --json` show them: MQTT_BROKER's list with the
+    one in use, or (`embedded`: true) the workspace's embedded broker, in use while it runs."""
+    found = survey(settings, ws, connect=connect)
+    if found is not None:
+        return {**found.as_dict(), "embedded": False}
+    st = status(ws)
+    in_use = f"127.0.0.1:{st.port}" if st.running and st.port else None
+    return {"brokers": [], "in_use": in_use, "problem": None, "embedded": True}

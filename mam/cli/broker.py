@@ -56,19 +56,17 @@ def status(app: App, as_json: bool) -> None:
     With MQTT_BROKER set (one host or a comma-separated list), every listed broker is shown with whether it
     accepts a connection, and the one in use: the first that accepts an MQTT CONNECT with this workspace's
     settings, as every mam client picks it. --json adds `brokers` [{broker, host, port, reachable, in_use}],
-    `in_use` ("host:port" or null) and `problem` (why none is in use, or null).
+    `in_use` ("host:port" or null), `problem` (why none is in use, or null) and `embedded` (no MQTT_BROKER: the
+    workspace's own broker, in use while it runs).
     """
 
-    from mam.broker.survey import survey
+    from mam.broker.survey import listing, survey
 
     st = embedded.status(app.ws)
-    found = survey(app.settings, app.ws)
     if as_json:
-        listed = found.as_dict() if found else {"brokers": [], "in_use": None, "problem": None}
-        if found is None and st.running and st.port:
-            listed["in_use"] = f"127.0.0.1:{st.port}"
-        echo_json({**st.as_dict(), **listed})
+        echo_json({**st.as_dict(), **listing(app.settings, app.ws)})
         return
+    found = survey(app.settings, app.ws)
     if found is not None:
         echo(f"configured brokers (MQTT_BROKER): {found.summary()}")
     _show(st, False)

@@ -122,8 +122,9 @@ def _let_go_of_an_idle_autostarted_node(app: App) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the status as JSON.")
 @click.pass_obj
 def status(app: App, as_json: bool) -> int:
-    """Whether the workspace's node runs: pid, started, name, broker, open jobs, commands in flight,
-    the web page it serves (`web`: url, host, port, tls, since; null when none).
+    """Whether the workspace's node runs: pid, started, name, broker (`broker`: brokers, in_use, problem,
+    embedded, as in `mam broker status --json`), open jobs, commands in flight, the web page it serves
+    (`web`: url, host, port, tls, since; null when none).
 
     Looking starts nothing. Exit codes: 0 a node runs; 5 none runs (--json: {"running": false}).
     """

@@ -413,13 +413,12 @@ class Node:
         return str(hosted.served().url)
 
     def _broker(self) -> dict[str, Any]:
-        from mam.broker.survey import survey
+        from mam.broker.survey import listing
 
         try:
-            found = survey(self.settings, self.ws, connect=False)
+            return listing(self.settings, self.ws, connect=False)
         except Exception as e:  # a status never fails for the broker's sake
             return {"error": str(e)}
-        return {} if found is None else found.as_dict()
 
     def _run(self, request: Request) -> None:
         if not self._enabled(request):

@@ -187,13 +187,16 @@ def test_it_ends_with_the_workspace_tmux_server(wired, tmux_server):
     assert not (wired.state / "run" / "node.sock").exists()
 
 
-def test_status_and_stop(wired):
+def test_status_and_stop(wired, broker):
     pid = start_node(wired)
     shown = mam("node", "status", "--json")
     assert shown.returncode == 0, shown.stderr
     status = json.loads(shown.stdout)
     assert status["running"] is True and status["pid"] == pid and status["open_jobs"] == []
     assert {"started", "name", "broker", "socket"} <= set(status)
+    address = f"{broker.host}:{broker.port}"
+    assert (status["broker"]["in_use"], status["broker"]["embedded"]) == (address, False), status["broker"]
+    assert [b["broker"] for b in status["broker"]["brokers"]] == [address]
     stopped = mam("node", "stop")
     assert stopped.returncode == 0, stopped.stderr
     wait_for(lambda: not pid_alive(pid), timeout=20, message="the node outlived `mam node stop`")
