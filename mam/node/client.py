@@ -318,6 +318,7 @@ class _Session:
         self.who = who
         self.frames = Frames()
         self.accepted = False
+        self.refused = False  # the node said the command runs in the caller (MAM_NODE=0 in its settings)
         self.job = ""  # the last job the command named (the one to follow if the node dies)
         self.jobs: list[str] = []  # every job it named (a fan-out names several)
         self.signum = 0
@@ -379,6 +380,7 @@ class _Session:
                 return None
             for msg in messages:
                 if "refused" in msg and not self.accepted:
+                    self.refused = True
                     return None
                 if msg.get("accepted"):
                     self.accepted = True
@@ -399,11 +401,15 @@ class _Session:
         return 128 + self.signum
 
 
-def _served(sock: _socket.socket, argv: list[str], root: str, run_dir: str, who: Asker) -> int | None:
+def _served(
+    sock: _socket.socket, argv: list[str], root: str, run_dir: str, who: Asker, *, retry: bool = True
+) -> int | None:
+    """The command's exit code from the node on `sock`; None: run it here. `retry`: a node that went away before it
+    took the request (one being killed still accepts a connection) is replaced and asked again (`again`)."""
     talk = _Session(sock, who)
     try:
         if not talk.send(argv):
-            return None
+            return again(argv, root, run_dir, who) if retry and _may_start(argv, who) else None
         for signum in FORWARDED if who.here is None else ():  # a library caller's signals are its own
             try:
                 if _signal.getsignal(signum) != _signal.SIG_IGN:  # ignored (nohup, a background job) stays so
@@ -421,8 +427,10 @@ def _served(sock: _socket.socket, argv: list[str], root: str, run_dir: str, who:
             return talk.left()
         who.say("mam: interrupted\n")
         return 128 + talk.signum
-    if not talk.accepted:
-        return None  # it never took the request: nothing ran
+    if not talk.accepted:  # it never took the request: nothing ran
+        if retry and not talk.refused and _may_start(argv, who):
+            return again(argv, root, run_dir, who)
+        return None
     if command(argv) == "event":
         return None  # run here (if the node stored it before it died, the copy changes nothing)
     # The node died while it ran the command: the next node runs it again. A delegation has its own
@@ -452,13 +460,18 @@ def _brief_from_stdin(argv: list[str]) -> bool:
     return any(a == "--brief-file=-" or (a == "-" and i and argv[i - 1] == "--brief-file") for i, a in enumerate(argv))
 
 
+def _may_start(argv: list[str], who: Asker) -> bool:
+    """Whether a command the node never took may start another node for itself (an agent's event runs here)."""
+    return command(argv) != "event" and not _flag(who.environ, "MAM_NO_AUTOSTART", False)
+
+
 def again(argv: list[str], root: str, run_dir: str, who: Asker) -> int:
     """`argv` once more in a node (a new one if need be), else here."""
     for _attempt in range(3):
         sock = connect(os.path.join(run_dir, SOCKET)) or start(root, run_dir, who.environ)
         if sock is None:
             break
-        code = _served(sock, argv, root, run_dir, who)
+        code = _served(sock, argv, root, run_dir, who, retry=False)
         if code is not None:
             return code
     if who.here is not None:

@@ -449,3 +449,34 @@ def test_a_killed_nodes_heartbeats_are_started_again_by_the_next_node(wired):
     assert proc.returncode == 0, err
     assert json.loads(out)["state"] == "completed"
     assert any(x["kind"] == "heartbeat_restarted" for x in read_audit(wired, job))
+
+
+def _has_socket(pid: int) -> bool:
+    try:
+        return any(os.readlink(f"/proc/{pid}/fd/{fd}").startswith("socket:") for fd in os.listdir(f"/proc/{pid}/fd"))
+    except OSError:
+        return False
+
+
+def test_a_command_sent_to_a_node_being_killed_runs_in_the_next_node(wired):
+    """A node that is being killed can still accept a connection (its listening socket lives until the process is
+    gone; under load a SIGKILL waits for a disk write): the command it never took is asked again of a new node, not
+    run in the caller, where `mam routine add` would start no node and no routine would fire."""
+    pid = start_node(wired)
+    os.kill(pid, signal.SIGSTOP)  # its backlog takes the connection; nothing answers
+    proc = spawn_mam("routine", "add", "r1", "--target", "w", "--brief", "tick", "--every", "1h")
+    try:
+        wait_for(lambda: _has_socket(proc.pid), timeout=30, message="the command never connected")
+        os.kill(pid, signal.SIGKILL)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if pid_alive(pid):
+            os.kill(pid, signal.SIGKILL)
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 0, err
+    assert "no node ran this command" not in err, err
+    assert node_pid(wired) not in (0, pid)  # the next node took it and fires the routine
+    listed = json.loads(mam("routine", "list", "--json", check=True).stdout)
+    assert [r["name"] for r in listed] == ["r1"]
