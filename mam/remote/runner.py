@@ -267,19 +267,42 @@ class Runner:
 
     # -- dispatches ---------------------------------------------------------------------------
     def _take_dispatches(self, max_jobs: int | None) -> None:
+        """Take every dispatch queued, then start their jobs once the origin's word on each was read: one probe
+        for the lot (a probe per dispatch held the loop, and with it every job's relay, for seconds when 80
+        dispatches came at once; at 500 sessions a `completed` reached its origin after the job's deadline)."""
+        taken: list[tuple[Dispatch, RunnerJob]] = []
         while True:
             try:
                 topic, payload = self._dispatches.get_nowait()
             except queue.Empty:
-                return
+                break
             if not payload:
                 continue  # a cleared retained dispatch
             if max_jobs is not None and self.taken >= max_jobs:
                 self.note("rejected", reason=Rejected.MAX_JOBS, topic=topic)
                 continue
-            self._take(topic, payload)
+            took = self._take(topic, payload)
+            if took is not None:
+                taken.append(took)
+        if not taken:
+            return
+        # Nothing is typed before the origin's word on the job is read: its retained state arrives before our probe.
+        self._barrier()
+        self._follow_states()
+        for msg, job in taken:
+            why = self.fence.why(msg.job_id)
+            if why:  # a zombie: the job ended (or moved on) at the origin while this dispatch waited for us
+                self.note("fenced", job=msg.job_id, epoch=msg.epoch, detail=why)
+                job.drop()
+                continue
+            self.note("taken", job=msg.job_id, session=msg.session, epoch=msg.epoch)
+            thread = threading.Thread(target=job.run, name=f"job-{msg.job_id}", daemon=True)
+            self.jobs[msg.job_id] = thread
+            thread.start()
 
-    def _take(self, topic: str, payload: bytes) -> None:
+    def _take(self, topic: str, payload: bytes) -> tuple[Dispatch, RunnerJob] | None:
+        """Register a valid dispatch's job and follow its state (its thread starts after the probe); None if
+        there is nothing to run (refused, a duplicate, a re-dispatch of a copy held here, a brief refused)."""
         freshness = int(self.settings.dispatch_freshness_s * 1000)
         try:
             msg = Dispatch.open(
@@ -288,7 +311,7 @@ class Runner:
         except DecodeError as e:
             self.note("rejected", reason=e.reason, topic=topic, detail=str(e))
             self._clear(topic)
-            return
+            return None
         held = self.registry.find_job(msg.job_id)
         if held is not None:
             if held.open and msg.epoch > held.epoch:  # a re-dispatch: the job moved on, and this copy with it
@@ -296,7 +319,7 @@ class Runner:
             else:
                 self.note("rejected", reason=Rejected.DUPLICATE, job=msg.job_id, topic=topic)
             self._clear(topic)
-            return
+            return None
         refused = brief_problem(msg.text)
         try:
             job = RunnerJob.take(
@@ -305,7 +328,7 @@ class Runner:
         except JobError as e:  # another copy won the insert race
             self.note("rejected", reason=Rejected.DUPLICATE, job=msg.job_id, detail=str(e))
             self._clear(topic)
-            return
+            return None
         self._clear(topic)
         if refused:
             # Signed by the origin, yet not something to paste: the job is registered here only so
@@ -315,21 +338,10 @@ class Runner:
                 job.fail(Reason.BRIEF_REFUSED, f"the runner refused the brief: {refused}")
             except MamError as e:  # the origin then ends by its own deadlines; this runner keeps serving
                 self.note("error", job=msg.job_id, detail=f"could not report the refusal: {e}")
-            return
+            return None
         self.taken += 1
-        # Nothing is typed before the origin's word on the job is read: its retained state arrives before our probe.
         self._follow(msg.job_id)
-        self._barrier()
-        self._follow_states()
-        why = self.fence.why(msg.job_id)
-        if why:  # a zombie: the job ended (or moved on) at the origin while this dispatch waited for us
-            self.note("fenced", job=msg.job_id, epoch=msg.epoch, detail=why)
-            job.drop()
-            return
-        self.note("taken", job=msg.job_id, session=msg.session, epoch=msg.epoch)
-        thread = threading.Thread(target=job.run, name=f"job-{msg.job_id}", daemon=True)
-        self.jobs[msg.job_id] = thread
-        thread.start()
+        return msg, job
 
     def _move_on(self, msg: Dispatch, was: int) -> None:
         """A re-dispatch of a job this runner holds open: its copy takes the new epoch (its events carry it from
@@ -374,9 +386,10 @@ class Runner:
                 self._probes.pop(tag, None)
 
     def _clear(self, topic: str) -> None:
+        """Clear a retained dispatch, unwaited: one left behind is only a `duplicate` here later."""
         if self.client is not None and self.client.connected:
             try:
-                self.client.publish(topic, b"", qos=1, retain=True, timeout=3)
+                self.client.publish(topic, b"", qos=1, retain=True, wait=False)
             except BrokerError:
                 pass
 
