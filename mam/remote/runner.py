@@ -34,12 +34,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mam.bus.connect import open_client
-from mam.bus.envelope import REVOKE, Envelope, epoch_of
+from mam.bus.envelope import EPOCH, REVOKE, Envelope, epoch_of
 from mam.bus.mqtt import Handler, MqttClient, Will
 from mam.bus.topics import Topics
 from mam.errors import BrokerError, DecodeError, JobError, LockBusy, MamError
 from mam.ids import check_name
 from mam.jobs import record as rec
+from mam.jobs.emit import Emitter
 from mam.jobs.flood import RejectionLimiter, clip_fields
 from mam.jobs.stale import end_job
 from mam.outcomes import TERMINAL, Exit, JobState, Reason, Rejected, ending, origin_reason
@@ -345,7 +346,8 @@ class Runner:
 
     def _move_on(self, msg: Dispatch, was: int) -> None:
         """A re-dispatch of a job this runner holds open: its copy takes the new epoch (its events carry it from
-        now on: the ones stored before still carry the old one, and the origin refuses them), nothing typed."""
+        now on: the ones stored before still carry the old one, and the origin refuses them), nothing typed. What
+        those said that the new attempt needs is said again at the new epoch (`_restate`)."""
         with self.registry.write() as conn:
             raised = jobs_table.raise_epoch(conn, msg.job_id, msg.epoch)
         if not raised:
@@ -357,6 +359,26 @@ class Runner:
         self.fence.forget(msg.job_id)
         self.note("moved_on", job=msg.job_id, epoch=msg.epoch, previous=was)
         self._follow(msg.job_id)
+        self._restate(msg.job_id)
+
+    def _restate(self, job_id: str) -> None:
+        """Say again, at the copy's new epoch, the runner's `delivered` and the agent's `started` (its nonce) that
+        the copy recorded at the old one: the origin refuses those, and without them its new attempt, taken over
+        before it heard them, would ignore every later event as `before_started` (at 500 sessions, 18 jobs typed
+        and completed on a host that came back as its origin's node was killed ended `agent_blocked`)."""
+        said = {(ev.sender, ev.type): ev for ev in self.registry.events_after(job_id)}
+        emitter = Emitter(self.ws, self.registry, None)
+        for sender, type in (("runner", "delivered"), ("agent", "started")):
+            ev = said.get((sender, type))
+            if ev is None:
+                continue
+            try:
+                body = {k: v for k, v in Envelope.decode(ev.raw.encode("utf-8")).body.items() if k != EPOCH}
+                emitter.emit(job_id, type, body, sender=sender)
+            except (DecodeError, JobError) as e:  # ended meanwhile: its ending event is what the origin needs
+                log.warning("job %s: %s not said again at the new epoch: %s", job_id, type, e)
+                return
+            journal.note(self.registry, job_id, "restated", type=type, seq=ev.seq)
 
     def _probe_back(self, payload: bytes) -> None:
         with self._probe_lock:

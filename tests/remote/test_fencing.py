@@ -172,3 +172,41 @@ def test_a_runner_coming_back_onto_a_job_that_already_ended_types_nothing(two_ho
         runner.wait(20)
     except subprocess.TimeoutExpired:
         runner.kill()
+
+
+def test_a_copy_moved_on_says_again_that_it_started_so_a_take_over_that_never_heard_it_completes(
+    two_hosts, mosquitto_broker, poll
+):
+    """The origin's wrapper dies before it hears the runner's `delivered` and the agent's `started` (the runner was
+    frozen when the dispatch went out); the take-over re-dispatches at epoch 1, and would refuse those two, recorded
+    at epoch 0. The runner says them again at epoch 1, so the job completes (without that it ended agent_blocked)."""
+    origin, remote = two_hosts(mosquitto_broker.env())
+    origin.env.update(NO_NODE)
+    created = remote_session(remote, MAM_DEMO_BEHAVIOUR="slow", MAM_DEMO_SLEEP_S="6")
+    runner = start_runner(remote)
+    runner_started(remote, poll)
+    runner.send_signal(signal.SIGSTOP)  # the dispatch waits for it at the broker
+    try:
+        first = origin.spawn(
+            "job", "delegate", "--target", "remote:rb/d1", "--brief", "demo-write: s.txt :: restated", "--job-id",
+            "job-restated", "--start-deadline", "30", "--heartbeat", "5", "--timeout", "300", *INSECURE, "--json",
+        )  # fmt: skip
+        poll(lambda: "dispatched" in kinds(origin, "job-restated"), timeout=30)
+        first.kill()  # no one at the origin hears the copy's first events
+        first.wait(10)
+    finally:
+        runner.send_signal(signal.SIGCONT)
+    poll(lambda: job_state(remote, "job-restated") == "running", timeout=30)
+    assert job_state(origin, "job-restated") == "delivering"
+    second = take_over(origin, "job-restated")
+    out, err = second.communicate(timeout=90)
+    assert second.returncode == 0, err + str(remote.runner_log("rb"))[-2000:]
+    record = json.loads(out)
+    assert record["state"] == "completed", record
+    assert [line["epoch"] for line in audit(origin, "job-restated") if line["kind"] == "taken_over"] == [1]
+    assert (remote.root / "s.txt").read_text() == "restated\n"
+    assert [line["type"] for line in audit(remote, "job-restated") if line["kind"] == "restated"] == [
+        "delivered",
+        "started",
+    ]
+    assert capture(remote.tmux.name, created["pane_id"]).count(record["nonce"]) == 1

@@ -169,7 +169,7 @@ def runner_with_copy(ws: Workspace, epoch: int = 0) -> tuple[Runner, str]:
     runner = Runner("rb", ws, settings, allow_insecure=True)
     job = RunnerJob.take(dispatch(epoch), ws=ws, settings=settings, runner="rb", secret=SECRET, fence=runner.fence)
     job.drop()
-    runner._followed.add(job.attempt.ledger.job.id)
+    runner._followed[job.attempt.ledger.job.id] = lambda _t, _p, _r: None
     return runner, job.attempt.ledger.job.id
 
 
