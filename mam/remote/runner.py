@@ -272,7 +272,7 @@ class Runner:
         for the lot (a probe per dispatch held the loop, and with it every job's relay, for seconds when 80
         dispatches came at once; at 500 sessions a `completed` reached its origin after the job's deadline)."""
         taken: list[tuple[Dispatch, RunnerJob]] = []
-        while True:
+        for _ in range(self._dispatches.qsize()):  # those queued now: a steady flood waits for the next pass
             try:
                 topic, payload = self._dispatches.get_nowait()
             except queue.Empty:
@@ -282,7 +282,11 @@ class Runner:
             if max_jobs is not None and self.taken >= max_jobs:
                 self.note("rejected", reason=Rejected.MAX_JOBS, topic=topic)
                 continue
-            took = self._take(topic, payload)
+            try:
+                took = self._take(topic, payload)
+            except (MamError, OSError) as e:  # this dispatch only: the batch taken so far still starts
+                self.note("error", topic=topic, detail=f"dispatch not taken: {e}")
+                continue
             if took is not None:
                 taken.append(took)
         if not taken:
@@ -375,10 +379,10 @@ class Runner:
             try:
                 body = {k: v for k, v in Envelope.decode(ev.raw.encode("utf-8")).body.items() if k != EPOCH}
                 emitter.emit(job_id, type, body, sender=sender)
-            except (DecodeError, JobError) as e:  # ended meanwhile: its ending event is what the origin needs
+                journal.note(self.registry, job_id, "restated", type=type, seq=ev.seq)
+            except (MamError, OSError) as e:  # ended meanwhile (JobError), or the store failed: the deadlines hold
                 log.warning("job %s: %s not said again at the new epoch: %s", job_id, type, e)
                 return
-            journal.note(self.registry, job_id, "restated", type=type, seq=ev.seq)
 
     def _probe_back(self, payload: bytes) -> None:
         with self._probe_lock:
@@ -445,33 +449,34 @@ class Runner:
             if now < wait.next_at:
                 continue
             last = self._ending_event(job_id)
-            if last is None or now >= wait.until:
+            handler = self._followed.get(job_id)
+            if last is None or handler is None or now >= wait.until:
                 del self._unconfirmed[job_id]
                 self._unfollow(job_id)
-                if last is not None:
+                if last is not None and last.published:
                     self.note("unconfirmed", job=job_id, seq=last.seq, type=last.type, sent=wait.sent)
                 continue
-            if self.client is None or not self.client.connected:
-                continue  # asked again once the connection is back
+            wait.next_at = now + CONFIRM_S
+            if not last.published or self.client is None or not self.client.connected:
+                wait.until = now + CONFIRM_FOR_S  # its window starts once the relay could publish it
+                continue
             topics = self.topics_of(job_id)
             try:
                 self.client.publish(topics.events(job_id), last.raw.encode("utf-8"), qos=1, wait=False)
-                self.client.subscribe(topics.state(job_id), self._followed[job_id], wait=False)
+                self.client.subscribe(topics.state(job_id), handler, wait=False)
             except BrokerError as e:
                 log.warning("job %s: ending event not sent again: %s", job_id, e)
                 continue
             wait.sent += 1
-            wait.next_at = now + CONFIRM_S
             try:
                 journal.note(self.registry, job_id, "ending_resent", seq=last.seq, type=last.type, sent=wait.sent)
             except MamError as e:
                 log.warning("job %s: re-send not noted: %s", job_id, e)
 
     def _ending_event(self, job_id: str) -> jobs_table.EventRow | None:
-        """The event that ended this copy, published already, if one did (not a deadline, nor a fence)."""
-        rows = self.registry.events_after(job_id)
-        last = rows[-1] if rows else None
-        return last if last is not None and last.published and last.type in ENDING_TYPES else None
+        """The event that ended this copy, if one did (not a deadline, nor a fence): the last of the ending types
+        (a heartbeat or an activity may be stored after it, before the copy's thread closed the row)."""
+        return next((ev for ev in reversed(self.registry.events_after(job_id)) if ev.type in ENDING_TYPES), None)
 
     def topics_of(self, job_id: str) -> Topics:
         """The job's topics, under the prefix its origin sent in the dispatch (kept in the job record)."""
@@ -563,6 +568,7 @@ class Runner:
         code = code if isinstance(code, int) else Exit.FAILED
         end_job(self.ws, self.registry, job_id, state, reason, code, why, by=f"runner {self.name}")
         if job_id not in self.jobs:  # a copy without its thread (a restart orphaned it): nothing else follows it
+            self._unconfirmed.pop(job_id, None)
             self._unfollow(job_id)
 
     # -- relay --------------------------------------------------------------------------------

@@ -182,7 +182,9 @@ def test_a_copy_moved_on_says_again_that_it_started_so_a_take_over_that_never_he
     at epoch 0. The runner says them again at epoch 1, so the job completes (without that it ended agent_blocked)."""
     origin, remote = two_hosts(mosquitto_broker.env())
     origin.env.update(NO_NODE)
-    created = remote_session(remote, MAM_DEMO_BEHAVIOUR="slow", MAM_DEMO_SLEEP_S="6")
+    created = remote_session(
+        remote, MAM_DEMO_BEHAVIOUR="slow", MAM_DEMO_SLEEP_S="10"
+    )  # the take-over comes well within it
     runner = start_runner(remote)
     runner_started(remote, poll)
     runner.send_signal(signal.SIGSTOP)  # the dispatch waits for it at the broker

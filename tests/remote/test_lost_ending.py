@@ -23,7 +23,7 @@ def test_an_ending_event_the_origin_missed_is_sent_again_until_the_origin_confir
     try:
         origin, remote = two_hosts(link.env(), remote_env=mosquitto_broker.env())
         origin.env.update(NO_NODE)  # the origin's attempt holds its own connection: the one the test cuts
-        created = remote_session(remote, MAM_DEMO_BEHAVIOUR="slow", MAM_DEMO_SLEEP_S="3")
+        created = remote_session(remote, MAM_DEMO_BEHAVIOUR="slow", MAM_DEMO_SLEEP_S="6")  # cut before it ends
         start_runner(remote)
         runner_started(remote, poll)
         proc = origin.spawn(
