@@ -3,6 +3,7 @@ refuses new ones until `join()`. What a broker sends a QoS 0 subscriber while it
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import struct
 import threading
@@ -10,10 +11,8 @@ import threading
 
 def _reset(sock: socket.socket) -> None:
     """Close with a RST, as a dropped link looks to the other end."""
-    try:
+    with contextlib.suppress(OSError):  # already closed by its pipe
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-    except OSError:
-        pass
     sock.close()
 
 
@@ -52,17 +51,12 @@ class CutLink:
 
     @staticmethod
     def _pipe(a: socket.socket, b: socket.socket) -> None:
-        try:
+        with contextlib.suppress(OSError):  # either end reset (a cut) or closed: the pipe ends
             while data := a.recv(65536):
                 b.sendall(data)
-        except OSError:
-            pass
-        finally:
-            for s in (a, b):
-                try:
-                    s.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
+        for s in (a, b):
+            with contextlib.suppress(OSError):
+                s.shutdown(socket.SHUT_RDWR)
 
     def cut(self) -> None:
         self._joined.clear()
