@@ -1,6 +1,6 @@
-"""The `mam` console script: `mam job delegate`, `mam job wait` and `mam event` go to the workspace's
-node through the thin client (mam.node.client, the one module that bends around start-up time);
-every other command, and one the node does not take, runs here through click (mam.cli)."""
+"""The `mam` console script: `mam event`, `mam job delegate` and `mam job wait` go to their lean front end
+(mam.node.front: one typed request to the workspace's node, mam.node.client, the one place that bends
+around start-up time); every other command runs here through click (mam.cli)."""
 
 from __future__ import annotations
 
@@ -10,12 +10,12 @@ import sys
 
 def main(argv: list[str] | None = None) -> None:
     args = sys.argv[1:] if argv is None else argv
-    from mam.node import client
+    from mam.node import front
 
-    code = client.run(args)
+    code = front.main(args)
     if code is not None:
-        # Served by the node: this process holds nothing to clean up, so it skips the interpreter's teardown
-        # (about 2 ms of CPU, paid by every agent event) once what it printed is out.
+        # This process holds nothing to clean up, so it skips the interpreter's teardown (about 2 ms of CPU,
+        # paid by every agent event) once what it printed is out.
         if argv is None:
             try:
                 sys.stdout.flush()

@@ -108,9 +108,12 @@ class JobError(MamError):
     """Raised when a job cannot be registered, found or driven."""
 
 
-class DelegationFailed(JobError):
-    """Raised when `mam job delegate`, run for a library caller (the MCP server, a loop), printed no job
-    record: its one-line error (`message`) and exit code (`exit_code=`)."""
+class Refused(MamError):
+    """Raised for a library caller (the CLI's commands, the MCP server, a loop) when the node answered an
+    operation with an error: its one line (`message`), exit code (`exit_code=`) and the name of the error
+    it raised (`kind=`: "JobNotFound"...), as the node said them."""
+
+    kind: str = ""
 
 
 class EventTooLarge(JobError):

@@ -1,5 +1,5 @@
-"""Onboarding: the first job of a new session, sent by `session create --onboard` through the
-same machinery as any job (it counts as the session's open job while it runs).
+"""Onboarding: the first job of a new session, sent by `session create --onboard` to the workspace's
+node as any delegation (it counts as the session's open job while it runs).
 
 It sits above both sessions and jobs: session creation never starts a job, the front ends hand it
 `onboarder(...)` as what follows the create (mam.sessions.create.start_session's `then`)."""
@@ -8,9 +8,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
+from typing import Any
 
-from mam.jobs.delegate import DelegateRequest, Update, delegate
-from mam.jobs.model import Job
+from mam.jobs.ledger import new_job_id
+from mam.jobs.result import outcome_from_dict
+from mam.node.call import answer, call
 from mam.outcomes import onboard_exit_code
 from mam.sessions.create import Created
 from mam.settings import Settings
@@ -51,22 +53,31 @@ def onboard_session(
     *,
     ws: Workspace,
     settings: Settings,
-    registry: Registry,
     timeout: float | None = None,
-    on_job: Callable[[Job], None] | None = None,
-    on_update: Update | None = None,
+    on_job: Callable[[str, float], None] | None = None,
+    on_progress: Callable[[dict[str, Any]], None] | None = None,
 ) -> OnboardOutcome:
-    """Delegate the onboarding job and wait for it; 0 done, 44 failed, 45 not ended in time (the session is kept).
-    `on_job` / `on_update`: as for mam.jobs.delegate.delegate (its progress, for a person watching)."""
+    """Delegate the onboarding job through the workspace's node (mam.node.call, as any delegation) and wait
+    for it; 0 done, 44 failed, 45 not ended in time (the session is kept). `on_job(job id, its budget in
+    seconds)`: once the node names the job; `on_progress`: each progress frame (a live line)."""
     budget = timeout if timeout is not None else settings.start_deadline_s
-    req = DelegateRequest(
-        target=f"{row.backend}:{row.name}",
-        brief=onboarding_brief(row, ws),
-        timeout_s=budget,
-        kind="onboard",
-        start_deadline_s=min(budget, settings.start_deadline_s),
-    )
-    out = delegate(req, ws=ws, settings=settings, registry=registry, on_registered=on_job, on_update=on_update)
+    args = {
+        "target": f"{row.backend}:{row.name}",
+        "brief": onboarding_brief(row, ws),
+        "timeout_s": budget,
+        "kind": "onboard",
+        "start_deadline_s": min(budget, settings.start_deadline_s),
+        "job_id": new_job_id(),
+        "progress": on_progress is not None,
+    }
+
+    def frame(f: dict[str, Any]) -> None:
+        if on_job is not None and isinstance(f.get("job"), str):
+            on_job(f["job"], budget)
+        if on_progress is not None and "progress" in f:
+            on_progress(f["progress"])
+
+    out = outcome_from_dict(answer(call(ws.root, "delegate", args, on_frame=frame)))
     return OnboardOutcome(
         job_id=out.job_id,
         state=out.state,
@@ -81,15 +92,15 @@ def onboarder(
     ws: Workspace,
     settings: Settings,
     timeout: float | None = None,
-    on_job: Callable[[Job], None] | None = None,
-    on_update: Update | None = None,
+    on_job: Callable[[str, float], None] | None = None,
+    on_progress: Callable[[dict[str, Any]], None] | None = None,
 ) -> Callable[[SessionRow, Registry], Created]:
     """What follows `session create --onboard`: onboard the new session and answer with its row as the
     onboarding left it, the onboarding's exit code (0, 44 or 45) and its outcome."""
 
     def then(row: SessionRow, registry: Registry) -> Created:
         outcome = onboard_session(
-            row, ws=ws, settings=settings, registry=registry, timeout=timeout, on_job=on_job, on_update=on_update
+            row, ws=ws, settings=settings, timeout=timeout, on_job=on_job, on_progress=on_progress
         )
         return Created(registry.session(row.name), outcome.exit_code, asdict(outcome))
 

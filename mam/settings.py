@@ -16,7 +16,6 @@ from typing import Any
 
 from mam.envfile import parse_env_file
 from mam.errors import ConfigError, UsageError
-from mam.util import caller
 from mam.util.trust import check_path
 
 
@@ -239,6 +238,12 @@ class Settings:
     def raw(self, name: str) -> str:
         return self.values[name]
 
+    def as_environ(self) -> dict[str, str]:
+        """These settings as the variables that make them again (with `.mam.env`, as load_settings reads
+        them): what a process mam starts for a job (the heartbeater) is handed, not anyone's environment."""
+        roles = {ROLE_CAP_PREFIX + k.upper(): str(v) for k, v in self.max_running_jobs_by_role.items()}
+        return {**{k: v for k, v in self.values.items() if self.sources.get(k) != "default"}, **roles}
+
     def with_overrides(self, **overrides: str) -> Settings:
         """A copy with some keys replaced (source 'override'), validated again."""
         values = dict(self.values)
@@ -315,7 +320,7 @@ def load_settings(
     required_env_file: bool = False,
 ) -> Settings:
     """Build Settings from defaults, then `env_file` (if it exists), then `environ`."""
-    environ = caller.environ() if environ is None else environ
+    environ = os.environ if environ is None else environ
     values = {k.name: k.default for k in KEYS}
     sources = {k.name: "default" for k in KEYS}
     extra: dict[str, str] = {}

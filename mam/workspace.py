@@ -15,7 +15,7 @@ from pathlib import Path
 
 from mam.errors import NotAWorkspace, UsageError, WorkspaceError
 from mam.ids import check_job_id
-from mam.util import caller, trust
+from mam.util import trust
 
 STATE_DIR = ".mam"
 ENV_FILE = ".mam.env"
@@ -130,7 +130,7 @@ def find_workspace(
     by another user, e.g. in /tmp above the folder mam runs in, is refused, never used.
     `check=False` (for `mam doctor`, which only looks and reports): found, not judged.
     """
-    environ = caller.environ() if environ is None else environ
+    environ = os.environ if environ is None else environ
     chosen = explicit or environ.get("MAM_WORKSPACE") or ""
     if chosen:
         root = Path(chosen).expanduser()
@@ -141,7 +141,7 @@ def find_workspace(
         if check:
             ws.check_trusted()
         return ws
-    here = (cwd or Path(caller.cwd())).resolve()
+    here = (cwd or Path.cwd()).resolve()
     for folder in (here, *here.parents):
         # lexists: a planted symbolic link counts as found (and is then refused), not skipped.
         state, env = folder / STATE_DIR, folder / ENV_FILE

@@ -45,12 +45,12 @@ COMMANDS = {
     "worktree": ("mam.cli.worktree", "worktree", "Prepare and remove issue worktrees for creator sessions."),
     "monitor": ("mam.cli.monitor", "monitor", "Reconcile the registry with panes and job events (reconcile.sh)."),
     "node": (
-        "mam.node.command",
+        "mam.cli.node",
         "node",
         "The workspace's node: runs every job of this host (started on demand); status, stop, --name for remote jobs.",
     ),
     "runner": (
-        "mam.node.command",
+        "mam.cli.node",
         "runner",
         "Take remote jobs for this host's sessions (an alias of `mam node --name`).",
     ),
@@ -63,7 +63,7 @@ COMMANDS = {
     "tail": ("mam.cli.tail", "tail", "Follow every job transition, event and loop step, live (never starts anything)."),
     "top": ("mam.cli.top", "top", "A live full-screen view of sessions, open jobs and loops (--snapshot: print one)."),
     "web": (
-        "mam.node.web",
+        "mam.cli.web",
         "web",
         "Serve a live page of sessions, jobs and loops to a browser (loopback; a token link; cancel a job).",
     ),

@@ -13,7 +13,6 @@ import click
 
 from mam.errors import MamError, UsageError
 from mam.outcomes import Exit
-from mam.util import caller
 from mam.util.text import for_terminal, json_text
 
 if TYPE_CHECKING:
@@ -36,8 +35,7 @@ class App:
         if self._ws is None:
             from mam.workspace import find_workspace
 
-            # The caller's environment and folder (the node runs some commands for a client: mam.util.caller).
-            self._ws = find_workspace(self.workspace_arg, environ=caller.environ(), cwd=Path(caller.cwd()))
+            self._ws = find_workspace(self.workspace_arg)
         return self._ws
 
     @property
@@ -46,7 +44,7 @@ class App:
             from mam.settings import load_settings
 
             if self.env_file_arg:
-                self._settings = load_settings(env_file=Path(caller.cwd()) / self.env_file_arg, required_env_file=True)
+                self._settings = load_settings(env_file=Path(self.env_file_arg).absolute(), required_env_file=True)
             else:
                 self._settings = load_settings(env_file=self.ws.env_file)
             _configure_logging(self._settings.log_level)
@@ -159,6 +157,33 @@ def read_brief(path: str) -> str:
     if path == "-":
         return str(sys.stdin.read())
     try:
-        return (Path(caller.cwd()) / path).read_text(encoding="utf-8")
+        return Path(path).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as e:
         raise UsageError(f"cannot read the brief file {path}: {e}") from e
+
+
+def node_value(app: App, op: str, args: dict[str, Any], *, signals: bool = False) -> Any:
+    """Run `op` of the node protocol for this command (mam.node.call: in the workspace's node, else here) and
+    return its answer; its error as a MamError (the node's line and exit code), a bad field as UsageError.
+    The settings' warnings the node sends are printed as every command prints them."""
+    from mam.node.call import answer, call
+    from mam.protocol import Invalid
+
+    def said(frame: dict[str, Any]) -> None:
+        if "warning" in frame:
+            echo(f"mam: warning: {frame['warning']}", err=True)
+
+    try:
+        return answer(call(app.ws.root, op, args, on_frame=said, signals=signals))
+    except Invalid as e:
+        raise UsageError(str(e)) from None
+
+
+def served_by_front() -> int:
+    """The callback of a command the `mam` script runs in its lean front end (mam.node.front: `mam event`,
+    `mam job delegate`, `mam job wait`): click declares its options for `--help` only. Reached only with a
+    global option the front end does not take (`--env-file`): the node reads the workspace's `.mam.env`."""
+    raise UsageError(
+        "--env-file is not for this command: the node reads the workspace's .mam.env (set a variable in "
+        "the environment instead)"
+    )

@@ -4,12 +4,9 @@ from __future__ import annotations
 
 import click
 
-from mam.cli.common import App, brief_options, echo, echo_json, read_brief, workspace_option
+from mam.cli.common import App, brief_options, echo, echo_json, node_value, read_brief, workspace_option
 from mam.cli.request_options import request_options
 from mam.errors import UsageError
-from mam.jobs.delegate import RemoteOrigin
-from mam.jobs.target import parse_target
-from mam.util import caller
 
 FANOUT_HELP = """Delegate the same brief to every target at once and aggregate their results.
 
@@ -50,42 +47,39 @@ def fanout(
     as_json: bool,
 ) -> int:
     from mam.jobs.fanout import check_targets
-    from mam.jobs.fanout import fanout as run_fanout
+    from mam.jobs.ledger import new_job_id
+    from mam.node.client import Gone
+    from mam.node.front import still_running
     from mam.util.text import for_terminal
 
     if (brief is None) == (brief_file is None):
         raise UsageError("give exactly one of --brief or --brief-file")
     names = check_targets(targets.split(","))
     text = brief if brief is not None else read_brief(brief_file or "-")
-    remote: RemoteOrigin | None = None
-    if any(parse_target(t).remote for t in names):
-        from mam.remote.origin import ORIGIN
-
-        remote = ORIGIN
-    out = run_fanout(
-        names,
-        text,
-        aggregate=aggregate,
-        ws=app.ws,
-        settings=app.settings,
-        timeout_s=timeout_s,
-        start_deadline_s=start_deadline_s,
-        remote=remote,
-        on_jobs=_announce,  # in the node: its client names them if interrupted
-    )
+    # The jobs' ids are this call's: if the node dies, the same request in the next node takes them over.
+    job_ids = [new_job_id() for _ in names]
+    args = {
+        "targets": names,
+        "brief": text,
+        "aggregate": aggregate,
+        "timeout_s": timeout_s,
+        "start_deadline_s": start_deadline_s,
+        "job_ids": job_ids,
+    }
+    try:
+        out = node_value(app, "fanout", args, signals=True)
+    except Gone as gone:  # the node runs the jobs on: each is named, to follow
+        for job_id in gone.jobs or job_ids:
+            echo(still_running(job_id), err=True)
+        return 128 + gone.signum
     if as_json:
-        echo_json(out.as_dict())
-        return out.exit_code
-    for b in out.branches:
-        said = (b.result or b.error or b.reason).strip()
+        echo_json(out)
+        return int(out["exit_code"])
+    for b in out["jobs"]:
+        said = (b["result"] or b["error"] or b["reason"]).strip()
         first = for_terminal(said.splitlines()[0]) if said else ""
-        vote = f" vote {for_terminal(b.vote)!r}" if b.vote is not None else ""
-        echo(f"{b.target}  {b.job_id}  {b.state}{vote}  {first}")
-    winner = f": {for_terminal(out.winner)}" if out.winner else ""
-    echo(f"{aggregate}: {out.outcome}{winner}")
-    return out.exit_code
-
-
-def _announce(job_ids: list[str]) -> None:
-    for job_id in job_ids:
-        caller.announce_job(job_id)
+        vote = f" vote {for_terminal(b['vote'])!r}" if b["vote"] is not None else ""
+        echo(f"{b['target']}  {b['job_id']}  {b['state']}{vote}  {first}")
+    winner = f": {for_terminal(out['winner'])}" if out["winner"] else ""
+    echo(f"{aggregate}: {out['outcome']}{winner}")
+    return int(out["exit_code"])

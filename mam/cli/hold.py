@@ -6,9 +6,8 @@ from typing import Any
 
 import click
 
-from mam.cli.common import App, echo, echo_json, open_registry, workspace_option
+from mam.cli.common import App, echo, echo_json, node_value, workspace_option
 from mam.errors import UsageError
-from mam.util import caller
 
 BY_HELP = "Who asks, for the audit log (default: user@host)."
 
@@ -46,14 +45,8 @@ def pause(app: App, everything: bool, mode: str, by: str | None, as_json: bool) 
     \b
     Exit codes: 0 held; 2 without --all.
     """
-    from mam.jobs.pause import pause_all
-
     _need_all(everything, "pause")
-    registry = open_registry(app)
-    try:
-        out = pause_all(app.ws, app.settings, registry, mode=mode, by=by)
-    finally:
-        registry.close()
+    out = node_value(app, "hold", {"mode": mode, "by": by})
     if as_json:
         echo_json(out)
         return
@@ -73,14 +66,8 @@ def resume(app: App, everything: bool, by: str | None, as_json: bool) -> None:
     \b
     Exit codes: 0 released (a job that could not be resumed is listed and stays paused); 2 without --all.
     """
-    from mam.jobs.pause import resume_all
-
     _need_all(everything, "resume")
-    registry = open_registry(app)
-    try:
-        out = resume_all(app.ws, app.settings, registry, by=by, environ=caller.environ())
-    finally:
-        registry.close()
+    out = node_value(app, "release", {"by": by})
     if as_json:
         echo_json(out)
         return

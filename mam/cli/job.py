@@ -2,40 +2,18 @@
 
 from __future__ import annotations
 
-import sys
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import click
 
-from mam.cli.common import (
-    App,
-    echo,
-    echo_json,
-    existing_registry,
-    open_registry,
-    read_brief,
-    workspace_option,
-)
+from mam.cli.common import App, echo, echo_json, existing_registry, node_value, served_by_front, workspace_option
 from mam.cli.fanout import fanout
 from mam.cli.replay import replay
 from mam.cli.request_options import request_options
-from mam.errors import UsageError
-from mam.ids import check_job_id
-from mam.jobs.delegate import RemoteOrigin, Update, delegate_request
-from mam.jobs.delegate import delegate as run_delegate
-from mam.jobs.model import Job
-from mam.jobs.queries import cancel as cancel_job
 from mam.jobs.queries import log, workspace_jobs
 from mam.jobs.queries import status as job_status
-from mam.jobs.result import Outcome, ended_line
-from mam.jobs.send import send_text
-from mam.jobs.target import parse_target
-from mam.outcomes import OPEN_STATES, Exit, JobState
-from mam.util import caller, interrupts
-
-if TYPE_CHECKING:
-    from mam.bus.mqtt import MqttClient
+from mam.outcomes import Exit
 
 DELEGATE_HELP = """Delegate a brief to a session and wait for the job to end.
 
@@ -100,109 +78,9 @@ def job() -> None:
     "the job id there (default: on a terminal, a live status line that is cleared at the end).",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the final job record as JSON.")
-@click.pass_obj
-def delegate(app: App, /, brief_file: str | None, follow: bool | None, as_json: bool, **request: Any) -> int:
-    """The options of the request are mam.jobs.request's (`request`, by field name); --brief-file,
-    --follow/--quiet and --json are this command's own: where the brief is read from, what is printed."""
-    # Ids first: a bad one must leave nothing behind, not even the registry that open_registry creates.
-    for value in (request["job_id"], request["parent_job"]):
-        if value is not None:
-            check_job_id(value)
-    brief = request.pop("brief")
-    if brief is not None and brief_file is not None:
-        raise UsageError("give exactly one of --brief or --brief-file")
-    text = brief if brief is not None else read_brief(brief_file) if brief_file else None
-    req = delegate_request(brief=text, **request)
-    detach = req.detach
-    remote = _remote(req.target)
-    registry = None
-    made: list[str] = []  # the job this call drives, once it exists
-    attached: list[str] = []  # the job its idempotency key named (another call's)
-
-    live = None
-    if follow is None and sys.stderr.isatty():
-        from mam.cli.live import LiveLine
-
-        live = LiveLine(out=caller.stderr())  # its thread writes to the caller, not to this process
-
-    def registered(job: Job) -> None:
-        made.append(job.id)
-        caller.announce_job(job.id)  # in the node: the client learns which job it drives
-        echo(job.id, err=True)  # first, one line: whatever happens next, the job can be found
-        if live is not None:
-            live.start(job)
-
-    def on_attach(job_id: str, still_open: bool) -> None:
-        attached.append(job_id)
-        caller.announce_job(job_id)  # the job this call waits for: its client names it if interrupted
-        _attached(job_id, still_open)
-
-    try:
-        with interrupts.raising():  # SIGTERM and SIGHUP as Ctrl-C: the job is left open (mam.jobs.follow)
-            registry = open_registry(app)
-            out = run_delegate(
-                req,
-                ws=app.ws,
-                settings=app.settings,
-                registry=registry,
-                client=_node_connection(app),
-                on_update=_printer() if follow else live.update if live is not None else None,
-                remote=remote,
-                on_attach=on_attach,
-                on_registered=registered,
-            )
-    except KeyboardInterrupt as e:
-        from mam.jobs.follow import left_behind, left_open
-
-        if live is not None:
-            live.stop()
-        with interrupts.ignored():  # a second Ctrl-C or a hang-up must not cut the hand-over in half
-            if attached and registry is not None:  # never ours to cancel: it goes on as it was
-                echo(left_open(registry, attached[-1]), err=True)
-            else:
-                echo(left_behind(app.ws, registry, made[-1] if made else None, req), err=True)
-        return 128 + interrupts.signum_of(e)
-    finally:
-        if live is not None:
-            live.stop()
-    if detach and out.state in OPEN_STATES:
-        if as_json:
-            echo_json({"id": out.job_id, "state": out.state})
-        else:
-            echo(out.job_id)
-        return Exit.OK
-    _show(out, as_json)
-    return out.exit_code
-
-
-def _node_connection(app: App) -> MqttClient | None:
-    """In the node: its one broker connection, shared by every attempt; in a command's own process, none
-    (the attempt connects by itself)."""
-    if not caller.served():
-        return None
-    from mam.bus.shared import shared_client  # paho: only a delegation pays for it
-
-    return shared_client(app.settings, app.ws)
-
-
-def _remote(target: str) -> RemoteOrigin | None:
-    if not parse_target(target).remote:  # only a remote job pays for importing its origin side
-        return None
-    from mam.remote.origin import ORIGIN
-
-    return ORIGIN
-
-
-def _show(out: Outcome, as_json: bool) -> None:
-    """A job's end as `mam job delegate` and `mam job wait` print it."""
-    if as_json:
-        echo_json(out.as_dict())
-    elif out.state == JobState.COMPLETED:
-        echo(out.result or "(completed)")
-        if out.report:
-            echo(out.report)
-    else:
-        echo(ended_line(out.as_dict()), err=True)
+def delegate(**_options: Any) -> int:
+    """Run by mam.node.front (the options are declared for this help): see `served_by_front`."""
+    return served_by_front()
 
 
 WAIT_HELP = f"""Wait until job JOB_ID ends; print its end as `mam job delegate` does and exit with its code.
@@ -226,40 +104,9 @@ first (the job stays open: `job ID is still running; follow it with: mam job wai
 @click.argument("job_id")
 @click.option("--timeout", type=float, default=None, help="Give up after S seconds (exit 124); the job stays open.")
 @click.option("--json", "as_json", is_flag=True, help="Print the final job record as JSON.")
-@click.pass_obj
-def wait(app: App, job_id: str, timeout: float | None, as_json: bool) -> int:
-    from mam.jobs.follow import left_open, still_running, wait_for, waited_job
-
-    registry, row = waited_job(app.ws, job_id)
-    caller.announce_job(job_id)
-    try:
-        with interrupts.raising():
-            out = wait_for(app.ws, app.settings, registry, job_id, timeout_s=timeout, remote=_remote(row.target))
-    except KeyboardInterrupt as e:
-        echo(left_open(registry, job_id), err=True)
-        return 128 + interrupts.signum_of(e)
-    if out is None:
-        if as_json:
-            echo_json({"id": job_id, "state": registry.job(job_id).state})
-        echo(still_running(job_id), err=True)
-        return Exit.STILL_RUNNING
-    _show(out, as_json)
-    return out.exit_code
-
-
-def _attached(job_id: str, still_open: bool) -> None:
-    echo(f"attached to job {job_id} (same idempotency key){': waiting' if still_open else ''}", err=True)
-
-
-def _printer() -> Update:
-    def show(job, inp) -> None:  # type: ignore[no-untyped-def]
-        body = getattr(inp, "body", {}) or {}
-        extra = f": {body['message']}" if body.get("message") else ""
-        reason = f" {job.reason}" if job.reason else ""
-        what = type(inp).__name__.lower() + (f" {inp.type}" if hasattr(inp, "type") else "")
-        echo(f"[{job.id}] {job.state.value}{reason} ({what}){extra}", err=True)
-
-    return show
+def wait(**_options: Any) -> int:
+    """Run by mam.node.front (the options are declared for this help)."""
+    return served_by_front()
 
 
 @job.command("status")
@@ -343,7 +190,7 @@ def log_(app: App, job_id: str, as_json: bool) -> None:
 def cancel(app: App, job_id: str, as_json: bool) -> None:
     """Cancel an open job (its wrapper then exits 5). Exit 1 if it already ended, 5 if unknown."""
 
-    view = cancel_job(app.ws, existing_registry(app, job_id), job_id)
+    view = node_value(app, "cancel", {"job": job_id})
     if as_json:
         echo_json(view)
     else:
@@ -379,9 +226,7 @@ def pause(app: App, job_id: str, mode: str, by: str | None, as_json: bool) -> No
     Exit codes: 0 paused; 2 a bad id, or a lower mode than the job's pause; 5 no such job, it already
     ended, or it runs on another host.
     """
-    from mam.jobs.pause import pause_job
-
-    view = pause_job(app.ws, app.settings, existing_registry(app, job_id), job_id, mode=mode, by=by)
+    view = node_value(app, "pause", {"job": job_id, "mode": mode, "by": by})
     if as_json:
         echo_json(view)
     else:
@@ -406,9 +251,7 @@ def resume(app: App, job_id: str, by: str | None, as_json: bool) -> None:
     Exit codes: 0 resumed; 2 a bad id; 5 no such job, it is not paused, or its agent could not be
     reached (it stays paused).
     """
-    from mam.jobs.pause import resume_job
-
-    view = resume_job(app.ws, app.settings, existing_registry(app, job_id), job_id, by=by, environ=caller.environ())
+    view = node_value(app, "resume", {"job": job_id, "by": by})
     if as_json:
         echo_json(view)
     else:
@@ -443,7 +286,7 @@ Exit codes:
 @click.option("--json", "as_json", is_flag=True, help="Print what was sent (never the text) as JSON.")
 @click.pass_obj
 def send(app: App, job_id: str, text: str, by: str | None, as_json: bool) -> None:
-    sent = send_text(app.ws, app.settings, job_id, text, by=by, registry_of=lambda: existing_registry(app, job_id))
+    sent = node_value(app, "send", {"job": job_id, "text": text, "by": by})
     if as_json:
         echo_json(sent)
     else:

@@ -11,7 +11,6 @@ import click
 from mam.cli.common import App, brief_options, echo, echo_json, open_registry, read_brief, workspace_option
 from mam.errors import UsageError
 from mam.outcomes import Exit
-from mam.util import caller
 
 if TYPE_CHECKING:
     from mam.store.registry import Registry
@@ -71,13 +70,23 @@ def _looking(app: App) -> Iterator[Registry | None]:
             registry.close()
 
 
-def _not_served_warning() -> None:
-    if not caller.served():
+def _run(app: App, op: str, args: dict[str, Any]) -> Any:
+    """`op` through the node (started when none runs): its answer; a warning when it ran here instead."""
+    from mam.node.call import answer, call
+    from mam.protocol import Invalid
+
+    try:
+        final = call(app.ws.root, op, args)
+    except Invalid as e:
+        raise UsageError(str(e)) from None
+    out = answer(final)
+    if final.get("here"):
         echo(
             "mam: warning: no node ran this command (MAM_NODE=0 or MAM_NO_AUTOSTART=1): routines fire only in "
             "a node; start one with `mam node`",
             err=True,
         )
+    return out
 
 
 @routine.command("add", help=ADD_HELP)
@@ -96,15 +105,14 @@ def _not_served_warning() -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the routine as JSON (with the secret, if any).")
 @click.pass_obj
 def add(app: App, /, name: str, brief: str | None, brief_file: str | None, as_json: bool, **options: Any) -> None:
-    from mam.routines.manage import Spec, add_row, check_routine_name, checked
+    from mam.routines.manage import Spec, check_routine_name, checked
 
     check_routine_name(name)
     if (brief is None) == (brief_file is None):
         raise UsageError("give exactly one of --brief or --brief-file")
     text = brief if brief is not None else read_brief(str(brief_file))
-    row = checked(Spec(name=name, brief=text, **options))  # before the registry: a bad option writes nothing
-    with closing(open_registry(app)) as registry:
-        out = add_row(registry, row)
+    checked(Spec(name=name, brief=text, **options))  # here first: a bad option starts no node
+    out = _run(app, "routine_add", {"name": name, "brief": text, **options})
     if as_json:
         echo_json(out)
     else:
@@ -112,7 +120,6 @@ def add(app: App, /, name: str, brief: str | None, brief_file: str | None, as_js
         if out.get("secret"):
             echo(f"webhook: POST {out['url']}")
             echo(f"secret (shown once): {out['secret']}")
-    _not_served_warning()
 
 
 @routine.command("list")
@@ -169,6 +176,10 @@ def _state_change(app: App, name: str, paused: bool, as_json: bool) -> None:
     check_routine_name(name)
     with closing(open_registry(app)) as registry:
         out = set_paused(registry, name, paused)
+    _shown_state(name, out, as_json)
+
+
+def _shown_state(name: str, out: dict[str, Any], as_json: bool) -> None:
     if as_json:
         echo_json(out)
     else:
@@ -192,8 +203,10 @@ def pause(app: App, name: str, as_json: bool) -> None:
 @click.pass_obj
 def resume(app: App, name: str, as_json: bool) -> None:
     """Resume NAME from its next tick after now (the paused ones are not caught up). Exit codes: 0; 2; 5."""
-    _state_change(app, name, False, as_json)
-    _not_served_warning()
+    from mam.routines.manage import check_routine_name
+
+    out = _run(app, "routine_resume", {"name": check_routine_name(name)})
+    _shown_state(name, out, as_json)
 
 
 @routine.command("remove")
@@ -225,18 +238,10 @@ def run(app: App, name: str, wait_s: float, as_json: bool) -> int:
     `mam job wait ID`), or why it was skipped. Exit codes: 0 decided (fired or skipped); 1 no node
     decided it within --wait (it is withdrawn: nothing fired); 2 bad name; 5 no such routine.
     """
-    from mam.routines.manage import check_routine_name, request_run, wait_decided, withdraw
+    from mam.routines.manage import check_routine_name
 
-    check_routine_name(name)  # before the registry: a bad name writes nothing
-    with closing(open_registry(app)) as registry:
-        n = request_run(registry, name)
-        out = wait_decided(registry, n, timeout_s=wait_s, poll_s=app.settings.poll_s)
-        if out is not None and out["status"] == "pending" and not out["reason"] and withdraw(registry, n):
-            echo(
-                f"mam: error: no node decided the tick within {wait_s:g} s; nothing fired (start one: `mam node`)",
-                err=True,
-            )
-            return Exit.FAILED
+    check_routine_name(name)  # before anything: a bad name writes nothing
+    out = _run(app, "routine_run", {"name": name, "wait_s": wait_s})
     if as_json:
         echo_json(out)
     elif out is not None:

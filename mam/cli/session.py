@@ -154,18 +154,15 @@ def create(
 
     live = None
     if onboard and not as_json and sys.stderr.isatty():
-        from mam.cli.live import LiveLine
+        from mam.node.live import LiveLine
 
         live = LiveLine()
 
-    def onboarding(job) -> None:  # type: ignore[no-untyped-def]
+    def onboarding(job_id: str, budget_s: float) -> None:
         echo(
-            f"session {name}: started; onboarding job {job.id}: waiting for the agent to report "
-            f"(up to {job.budget_ms / 1000:g} s)",
+            f"session {name}: started; onboarding job {job_id}: waiting for the agent to report (up to {budget_s:g} s)",
             err=True,
         )
-        if live is not None:
-            live.start(job)
 
     then: Callable[[SessionRow, Registry], Created] | None = None
     if onboard:
@@ -176,7 +173,7 @@ def create(
             settings=app.settings,
             timeout=onboard_timeout,
             on_job=onboarding,
-            on_update=live.update if live is not None else None,
+            on_progress=live.update if live is not None else None,
         )
     try:
         made = start_session(

@@ -18,11 +18,14 @@ import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from mam.broker import embedded
 from mam.demo.loop import demo_loop
-from mam.jobs.delegate import DelegateRequest, Outcome, delegate
-from mam.jobs.model import Event, Input, Job
+from mam.errors import MamError
+from mam.jobs.ledger import new_job_id
+from mam.jobs.result import Outcome, outcome_from_dict
+from mam.node.call import answer, call
 from mam.outcomes import Exit
 from mam.panes.tmux import TmuxBackend
 from mam.sessions.create import CreateRequest, create_session
@@ -149,37 +152,40 @@ def _create_sessions(ws: Workspace, settings: Settings, registry: Registry, env:
 
 def _run_jobs(ws: Workspace, settings: Settings, env: dict[str, str], say: Echo, result: DemoResult) -> None:
     def one(job: DemoJob) -> None:
-        registry = Registry(ws)
         events = 0
         t0 = time.monotonic()
 
-        def update(j: Job, inp: Input) -> None:
+        def frame(f: dict[str, Any]) -> None:
             nonlocal events
-            if isinstance(inp, Event):
+            if "progress" not in f:
+                return
+            p = f["progress"]
+            j = p["job"]
+            if p["input"].startswith("event "):
                 events += 1
-                extra = f": {inp.body['message']}" if inp.body.get("message") else ""
-                say(f"{j.session:<8} {inp.type}{extra}")
-            elif j.terminal or type(inp).__name__ in ("Delivered",):
-                say(f"{j.session:<8} {j.state.value}{' (' + j.reason + ')' if j.reason else ''}")
+                say(f"{job.session:<8} {p['type']}{': ' + p['message'] if p['message'] else ''}")
+            elif j["terminal"] or p["input"] == "delivered":
+                say(f"{job.session:<8} {j['state']}{' (' + j['reason'] + ')' if j['reason'] else ''}")
 
+        args = {
+            "target": f"tmux:{job.session}",
+            "brief": job.brief,
+            "start_deadline_s": 30,
+            "heartbeat_s": 1,
+            "timeout_s": 120,
+            "job_id": new_job_id(),
+            "progress": True,
+        }
         try:
-            out = delegate(
-                DelegateRequest(
-                    target=f"tmux:{job.session}", brief=job.brief, start_deadline_s=30, heartbeat_s=1, timeout_s=120
-                ),
-                ws=ws,
-                settings=settings,
-                registry=registry,
-                on_update=update,
-            )
-        finally:
-            registry.close()
+            out = outcome_from_dict(answer(call(ws.root, "delegate", args, environ=env, on_frame=frame)))
+        except MamError as e:
+            out = Outcome(str(args["job_id"]), "error", type(e).__name__, e.exit_code, detail=str(e))
         result.jobs.append((job, out, time.monotonic() - t0, events))
         if out.exit_code != job.expect:
             result.ok = False
 
     threads = [threading.Thread(target=one, args=(job,)) for job in JOBS]
-    say(f"delegating {len(threads)} jobs at once")
+    say(f"delegating {len(threads)} jobs at once (each run by the workspace's node)")
     for t in threads:
         t.start()
     for t in threads:

@@ -34,7 +34,7 @@ from mam.jobs.target import Target, parse_target
 from mam.settings import Settings, positive_seconds
 from mam.store.jobs import JobRow
 from mam.store.registry import Registry
-from mam.util import caller, interrupts
+from mam.util import interrupts
 from mam.workspace import Workspace
 
 if TYPE_CHECKING:
@@ -48,7 +48,6 @@ __all__ = [
     "DelegateRequest",
     "Outcome",
     "RemoteOrigin",
-    "command_line",
     "delegate",
     "delegate_request",
     "outcome_from_row",
@@ -125,18 +124,6 @@ def delegate_request(
     return DelegateRequest(target=target, brief=brief or "", job_id=job_id, idempotency_key=key, **options)
 
 
-def command_line(req: DelegateRequest) -> list[str]:
-    """`req` as `mam job delegate`'s options (one argv item each, `--flag=value`: a value is never read as an
-    option), for a library caller that hands its delegation to the workspace's node (mam.node.call)."""
-    args = []
-    for opt in OPTIONS:
-        value = getattr(req, opt.name) if opt.request else None
-        if not opt.flag or value is None or value is False or value == "":
-            continue
-        args.append(opt.flag if value is True else f"{opt.flag}={value}")
-    return args
-
-
 def _session_of(target: Target) -> str:
     return f"{target.runner}/{target.session}" if target.remote else target.session
 
@@ -152,6 +139,7 @@ def delegate(
     remote: RemoteOrigin | None = None,
     on_attach: Callable[[str, bool], None] | None = None,
     on_registered: Callable[[Job], None] | None = None,
+    client_pid: int | None = None,
 ) -> Outcome:
     """Drive one job to its end. `client`: a connected MqttClient to share between the delegations of
     one process (it is left open); without it the wrapper connects and disconnects by itself.
@@ -161,7 +149,9 @@ def delegate(
     to that job (`on_attach(its id, whether it is still open)`), waits for its end and returns its
     outcome (`attached`). `on_registered(job)`: once the job this call drives exists (made, or taken
     over), before anything is delivered, called in the same uninterruptible step (mam.util.interrupts),
-    so an interrupt after it always knows the job."""
+    so an interrupt after it always knows the job. `client_pid`: the process the node runs the delegation for
+    (while it lives, it may run the delegation again in the next node: mam.jobs.stale); None when the
+    attempt runs in the caller's own process."""
     target = parse_target(req.target)
     for value in (req.job_id, req.parent_job):
         if value:
@@ -202,7 +192,7 @@ def delegate(
         "idempotency_key": req.idempotency_key or None,
         # The node runs it for a client: while that client lives, it takes an untyped job over (mam.jobs.stale).
         # Always present, so a record has the same fields wherever the attempt ran.
-        "client": new_owner(caller.current().pid) if caller.served() else None,
+        "client": new_owner(client_pid) if client_pid is not None else None,
     }
     if key_nonce:
         meta["key_nonce"] = key_nonce

@@ -28,7 +28,6 @@ from mam.sessions.stop import press
 from mam.settings import Settings
 from mam.store.registry import Registry
 from mam.store.sessions import LIVE, SessionRow, SessionStatus
-from mam.util import caller
 from mam.util.proc import pid_alive
 from mam.workspace import Workspace
 
@@ -266,7 +265,7 @@ class PaneDelivery:
             interval,
             int(row.pane_pid or 0),
             python=self.settings.agent_python_bin,
-            environ=caller.environ(),
+            environ=self.settings.as_environ(),
         )
         ledger.note(
             "heartbeat_restarted",
@@ -337,7 +336,7 @@ def relaunch_after_pause(delivery: Delivery, ledger: Ledger) -> str:
         return ""
     try:
         now = resume_session(
-            row.name, ws=delivery.ws, settings=delivery.settings, registry=delivery.registry, environ=caller.environ()
+            row.name, ws=delivery.ws, settings=delivery.settings, registry=delivery.registry, environ=os.environ
         )
     except MamError as e:
         again = delivery.registry.find_session(row.name)

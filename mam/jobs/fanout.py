@@ -1,8 +1,8 @@
 """`mam job fanout`: the same brief delegated to several targets at once, and their results aggregated.
 
 Each target gets a job of its own, each through the caps and budgets like any job, delegated in a
-thread of this process: by the one delegation library (mam.jobs.delegate) here (`mam job fanout`), or
-by the caller's `delegator` (the MCP server hands each to the workspace's node, mam.mcp.service). Aggregates:
+thread of its own by the caller's `delegator` (the node's delegation: mam.node.service, operation
+`fanout`). Aggregates:
 
     all    wait for every job; decided when every one completed
     first  the first job to complete wins; the others are cancelled (`mam job cancel`)
@@ -20,16 +20,15 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from mam.bus.connect import open_client
 from mam.errors import FanoutInterrupted, JobError, JobNotFound, UsageError
+from mam.ids import check_job_id
 from mam.jobs.brief import check_brief
-from mam.jobs.delegate import DelegateRequest, RemoteOrigin, delegate, delegate_request
+from mam.jobs.delegate import DelegateRequest, delegate_request
 from mam.jobs.ledger import new_job_id
 from mam.jobs.queries import cancel
 from mam.jobs.result import Outcome
 from mam.jobs.target import parse_target
 from mam.outcomes import Exit, JobState
-from mam.settings import Settings
 from mam.store.registry import Registry
 from mam.workspace import Workspace
 
@@ -113,21 +112,24 @@ def fanout(
     *,
     aggregate: str,
     ws: Workspace,
-    settings: Settings,
-    remote: RemoteOrigin | None = None,
     timeout_s: float | None = None,
     start_deadline_s: float | None = None,
-    delegator: Callable[[DelegateRequest], Outcome] | None = None,
+    job_ids: list[str] | None = None,
+    delegator: Callable[[DelegateRequest], Outcome],
     on_jobs: Callable[[list[str]], None] | None = None,
 ) -> Fanout:
     """Delegate `brief` to every target at once and aggregate the jobs' results. `delegator`: how one job
-    is delegated to its end (default: here, each attempt on one broker connection of this call's).
+    is delegated to its end (the node's delegation, each in a thread of this call's). `job_ids`: the jobs'
+    ids, one per target (default: new ones); a call made again with the same ids takes its jobs over.
     `on_jobs`: told the jobs' ids before any is delegated, in the calling thread."""
     if aggregate not in AGGREGATES:
         raise UsageError(f"unknown --aggregate {aggregate!r}: use {', '.join(AGGREGATES)}")
     names = check_targets(targets)
     check_brief(brief)
-    branches = [Branch(target=t, job_id=new_job_id()) for t in names]
+    ids = job_ids or [new_job_id() for _ in names]
+    if len(ids) != len(names):
+        raise UsageError(f"{len(ids)} job ids for {len(names)} targets")
+    branches = [Branch(target=t, job_id=check_job_id(i)) for t, i in zip(names, ids, strict=True)]
     requests = [
         delegate_request(
             target=b.target, brief=brief, job_id=b.job_id, timeout_s=timeout_s, start_deadline_s=start_deadline_s
@@ -136,16 +138,7 @@ def fanout(
     ]
     if on_jobs is not None:
         on_jobs([b.job_id for b in branches])
-    client = open_client(settings, ws, role="fanout", timeout=30) if delegator is None else None
-
-    def here(req: DelegateRequest) -> Outcome:
-        registry = Registry(ws)  # a connection of its own per thread
-        try:
-            return delegate(req, ws=ws, settings=settings, registry=registry, client=client, remote=remote)
-        finally:
-            registry.close()
-
-    one = delegator or here
+    one = delegator
     changed = threading.Condition()
     done: list[int] = []  # the branches whose delegation returned, in that order
 
@@ -178,9 +171,6 @@ def fanout(
         raise FanoutInterrupted(
             f"interrupted: the jobs stay open ({jobs}); follow one to its end with `mam job wait ID`"
         ) from None
-    finally:
-        if client is not None:
-            client.close()
     return _aggregate(aggregate, branches, ended=[branches[i] for i in done])
 
 

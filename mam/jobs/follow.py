@@ -24,17 +24,18 @@ import math
 import os
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from mam.errors import JobNotFound, UsageError
 from mam.ids import check_job_id
-from mam.jobs.delegate import DelegateRequest, RemoteOrigin, delegate
+from mam.jobs.delegate import DelegateRequest
 from mam.jobs.ledger import owner_alive
+from mam.jobs.model import Job
 from mam.jobs.queries import existing_registry
 from mam.jobs.result import Outcome, outcome_from_row
 from mam.jobs.stale import close_if_abandoned, end_job
 from mam.outcomes import UNCLAIMED_STATES, Reason, ending
-from mam.settings import Settings
 from mam.store.jobs import JobRow
 from mam.store.registry import Registry
 from mam.util import pokes
@@ -143,21 +144,27 @@ def waited_job(ws: Workspace, job_id: str) -> tuple[Registry, JobRow]:
 
 def wait_for(
     ws: Workspace,
-    settings: Settings,
     registry: Registry,
     job_id: str,
     *,
     timeout_s: float | None = None,
-    remote: RemoteOrigin | None = None,
+    take_over: Callable[[DelegateRequest], Outcome],
+    on_look: Callable[[Job], None] | None = None,
 ) -> Outcome | None:
-    """Follow the job until it ends: its outcome; None if `timeout_s` passed first (the job stays open)."""
+    """Follow the job until it ends: its outcome; None if `timeout_s` passed first (the job stays open).
+    `take_over`: drives a request for the job to its end once its owner is gone (the node's attempt);
+    `on_look`: told the job each time it changed (a live status line)."""
     if timeout_s is not None and not (math.isfinite(timeout_s) and timeout_s >= 0):
         raise UsageError(f"--timeout must be a finite number of seconds, 0 or more (got {timeout_s})")
     deadline = None if timeout_s is None else time.monotonic() + timeout_s
+    seen: dict[str, Any] = {}
     with pokes.Waiter(ws, [pokes.job_key(job_id)]) as waiter:  # listening before the first look
         while True:
             close_if_abandoned(ws, registry, job_id, by="wait")  # its stored events, then its deadlines
             row = registry.job(job_id)
+            if on_look is not None and row.data.get("job") and row.data["job"] != seen:
+                seen = row.data["job"]
+                on_look(Job.from_dict(seen))
             if not row.open:
                 return outcome_from_row(registry, job_id)
             left = None if deadline is None else deadline - time.monotonic()
@@ -165,7 +172,7 @@ def wait_for(
                 return None
             if not owner_alive(row.owner) and row.state not in UNCLAIMED_STATES:
                 req = DelegateRequest(target=row.target, brief="", job_id=job_id, follow_s=left)
-                out = delegate(req, ws=ws, settings=settings, registry=registry, remote=remote)
+                out = take_over(req)
                 if not out.taken_over and not registry.job(job_id).open:
                     return out
                 continue  # let go at the timeout, or taken over by another attempt: look again

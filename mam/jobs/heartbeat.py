@@ -33,7 +33,7 @@ from mam.jobs.emit import DatabaseStore, Emitter, relayed
 from mam.jobs.record import read_record
 from mam.outcomes import Exit
 from mam.store import jobs as jobs_table
-from mam.util import caller, pokes
+from mam.util import pokes
 from mam.util.fdwait import readable
 from mam.util.proc import module_argv, pid_alive, python_bin, spawn_detached, start_time
 from mam.workspace import Workspace
@@ -63,6 +63,14 @@ def start(
     begin(ws, job_id, interval_s, agent_pid, environ=environ)
 
 
+_IN_NODE = threading.Event()  # set once by the node process (mam.node.server): its heartbeats are threads
+
+
+def as_node() -> None:
+    """This process is the workspace's node: the heartbeats it starts are threads of it (`begin`)."""
+    _IN_NODE.set()
+
+
 def note(folder: Path, text: str) -> None:
     """One line of the job's heartbeat.log, in the format of the heartbeater's own logging."""
     now = time.time()
@@ -80,9 +88,10 @@ def begin(
     python: str = "",
     environ: Mapping[str, str] | None = None,
 ) -> subprocess.Popen[bytes] | None:
-    """Start beating for the job: a thread of this process when it is the node serving a caller (None),
-    else a new interpreter (its handle: the caller may reap or stop it)."""
-    if not caller.served():
+    """Start beating for the job: in the node, a thread of it (None); elsewhere a new interpreter (its
+    handle: the caller may reap or stop it). `environ`: the settings variables its broker connection comes
+    from (the request's that started it)."""
+    if not _IN_NODE.is_set():
         return spawn(ws, job_id, interval_s, agent_pid, python=python, environ=environ)
     folder = ws.job_log_dir(job_id)
     folder.mkdir(mode=0o700, parents=True, exist_ok=True)

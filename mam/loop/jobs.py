@@ -1,10 +1,10 @@
 """Loop jobs: one delegated job per brief, and a batch of them on separate sessions at once.
 
-Each job is handed to the workspace's node as `mam job delegate ... --json`, as the CLI hands its own
-(mam.node.call, mam.jobs.command): the node runs its attempt and owns it, with the same deadlines,
-heartbeats and audit log as any `mam job delegate`; the loop waits for the command's answer. When no
-node may run it (MAM_NODE=0, or MAM_NO_AUTOSTART=1 with none running) the same command runs in the
-loop's process. A batch is one request (and one thread of the loop) per job, all at once.
+Each job is a `delegate` operation of the node protocol (mam.node.call), as the CLI's own: the node runs
+its attempt and owns it, with the same deadlines, heartbeats and audit log as any `mam job delegate`; the
+loop waits for its answer. When no node may run it (MAM_NODE=0, or MAM_NO_AUTOSTART=1 with none running)
+the same operation runs in the loop's process. A batch is one request (and one thread of the loop) per
+job, all at once.
 """
 
 from __future__ import annotations
@@ -12,17 +12,14 @@ from __future__ import annotations
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
-from functools import partial
 from pathlib import Path
 
 from mam.errors import MamError
-from mam.jobs.command import Run, to_its_end
-from mam.jobs.delegate import DelegateRequest, Outcome
 from mam.jobs.ledger import new_job_id
+from mam.jobs.result import Outcome
 from mam.loop.files import LoopLog
-from mam.node import call
+from mam.node.call import to_its_end
 from mam.outcomes import Exit, JobState, Reason, ending
-from mam.util import caller
 from mam.util.fs import atomic_write
 from mam.workspace import Workspace
 
@@ -44,26 +41,25 @@ class Brief:
 
 
 class JobSender:
-    """Runs the loop's jobs and logs when each starts and ends. `environ`: the environment its commands
-    run with (default: the caller's)."""
+    """Runs the loop's jobs and logs when each starts and ends. `environ`: the environment whose settings
+    variables its requests carry (default: this process's)."""
 
     def __init__(
         self, *, ws: Workspace, options: JobOptions, log: LoopLog, environ: Mapping[str, str] | None = None
     ) -> None:
-        self.options, self.log = options, log
-        self.command: Run = partial(call.run, ws.root, environ=dict(environ or caller.environ()), cwd=caller.cwd())
+        self.root, self.options, self.log, self.environ = ws.root, options, log, environ
 
     def run(self, brief: Brief) -> Outcome:
-        req = DelegateRequest(
-            target=brief.session,
-            brief=brief.text,
-            job_id=new_job_id(),
-            timeout_s=self.options.timeout_s,
-            start_deadline_s=self.options.start_deadline_s,
-            heartbeat_s=self.options.heartbeat_s,
-            dispatch_wait_s=self.options.dispatch_wait_s,
-            kind=brief.kind,
-        )
+        args = {
+            "target": brief.session,
+            "brief": brief.text,
+            "job_id": new_job_id(),
+            "timeout_s": self.options.timeout_s,
+            "start_deadline_s": self.options.start_deadline_s,
+            "heartbeat_s": self.options.heartbeat_s,
+            "dispatch_wait_s": self.options.dispatch_wait_s,
+            "kind": brief.kind,
+        }
         if brief.copy_to is not None:
             atomic_write(brief.copy_to, brief.text.encode("utf-8"), fsync=False)
 
@@ -71,7 +67,7 @@ class JobSender:
             self.log("job", session=brief.session, kind=brief.kind, job=job_id, state=JobState.PENDING.value)
 
         try:
-            out = to_its_end(self.command, req, on_job=registered)
+            out = to_its_end(self.root, args, environ=self.environ, on_job=registered)
         except MamError as e:
             out = Outcome(
                 job_id="", state=JobState.FAILED, reason=type(e).__name__, exit_code=e.exit_code, detail=str(e)

@@ -1,11 +1,11 @@
-"""What the MCP server does, as plain blocking calls: each tool is the library call its CLI command
-makes, and returns the fields that command's `--json` prints.
+"""What the MCP server does, as plain blocking calls: each tool is the library call or the node operation
+its CLI command makes, and returns the fields that command's `--json` prints.
 
-A delegation (`job_delegate`, each job of `job_fanout`) is handed to the workspace's node as the
-command `mam job delegate ... --json` (mam.node.call, mam.jobs.command), as the CLI hands its own: the
-node runs its attempt and owns its job, and a thread here waits for the answer. When no node may run
-it (MAM_NODE=0, or MAM_NO_AUTOSTART=1 with none running) the same command runs in this process, and
-the jobs it still drives when the server ends are handed to followers (`close`).
+What the CLI hands the node (mam.node.call: a delegation, `job_fanout`, a job's cancel, pause, resume and
+send, the hold, a routine added or run) this server hands it the same way, with typed values: the node
+runs its attempts and owns their jobs, and a thread here waits for the answer. When no node may run them
+(MAM_NODE=0, or MAM_NO_AUTOSTART=1 with none running) the same operations run in this process, and the
+jobs it still drives when the server ends are handed to followers (`close`).
 
 It holds what a long-lived process can keep open between calls: the registry and one MQTT
 connection (the board's writes). It opens neither until a call needs it: looking (status, lists,
@@ -15,7 +15,6 @@ progress and the wire are `server.py`'s business.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import subprocess
@@ -25,31 +24,29 @@ import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from functools import partial
 from pathlib import Path
 from typing import Any
 
 from mam.bus.connect import open_client
-from mam.errors import BrokerError, JobNotFound, MamError, RoutineError, SessionNotFound
+from mam.errors import BrokerError, JobNotFound, MamError, SessionNotFound, UsageError
 from mam.governor.status import budget_status, empty_status
 from mam.ids import check_job_id, check_name
 from mam.jobs.brief import check_brief
-from mam.jobs.command import Delivered, Run, delegated, to_its_end
 from mam.jobs.delegate import DelegateRequest, Outcome, delegate_request
 from mam.jobs.follow import hand_over
 from mam.jobs.ledger import new_job_id, owned_here
-from mam.jobs.pause import pause_all, pause_job, resume_all, resume_job
-from mam.jobs.queries import cancel, list_jobs, status
+from mam.jobs.queries import list_jobs, status
 from mam.jobs.queries import log as job_log
-from mam.jobs.send import send_text
 from mam.jobs.watch import JobWatch, recent_events
 from mam.loop.approval import approve as approve_loop
 from mam.loop.approval import reject as reject_loop
 from mam.loop.files import new_loop_id
 from mam.loop.status import loop_status
 from mam.node import call
+from mam.node.call import Delivered
 from mam.onboarding import onboarder
 from mam.outcomes import JobState
+from mam.protocol import Invalid
 from mam.sessions.create import start_session
 from mam.sessions.fork import fork_session
 from mam.sessions.remove import remove_session
@@ -94,9 +91,14 @@ class Service:
         self._registry: Registry | None = None
         self._client: Any = None
         self.delegations: dict[str, Delegation] = {}
-        # A command the node serves, run for this server (its environment; the workspace as its folder).
-        self.command: Run = partial(call.run, self.ws.root, environ=self.environ)
         self.loops: dict[str, subprocess.Popen[bytes]] = {}
+
+    def node(self, op: str, **args: Any) -> Any:
+        """`op` of the node protocol with this server's settings variables: its answer, or the node's error."""
+        try:
+            return call.value(self.ws.root, op, {k: v for k, v in args.items() if v is not None}, environ=self.environ)
+        except Invalid as e:
+            raise UsageError(str(e)) from None
 
     # -- what is opened on demand ---------------------------------------------------------------
     def reader(self) -> Registry | None:
@@ -224,14 +226,15 @@ class Service:
 
     # -- jobs -----------------------------------------------------------------------------------
     def start_delegation(self, *, target: str, brief: str, job_id: str | None = None, **options: Any) -> Delegation:
-        """Hand `mam job delegate ... --json` for this job to the workspace's node (with `detach`: it answers
-        once the brief is delivered) and wait for its answer in a thread of this process. `options`: the
-        delegation's other options offered over MCP (mam.jobs.request.OPTIONS), by name, and `detach`."""
+        """Hand this delegation to the workspace's node (with `detach`: it answers once the brief is delivered)
+        and wait for its answer in a thread of this process. `options`: the delegation's other options offered
+        over MCP (mam.protocol.DELEGATE), by name, and `detach`."""
 
         if not job_id:
             check_brief(brief)  # refused here, before a thread or a node request exists
         req = delegate_request(target=target, brief=brief, job_id=job_id or new_job_id(), **options)
         d = Delegation(req)
+        args = {k: v for k, v in {"target": target, "brief": brief, "job_id": req.job_id, **options}.items()}
 
         def registered(job_id: str) -> None:
             if job_id != req.job_id:
@@ -240,7 +243,7 @@ class Service:
 
         def run() -> None:
             try:
-                got = delegated(self.command, req, on_job=registered)
+                got = call.delegation(self.ws.root, args, environ=self.environ, on_job=registered)
                 if got.job_id != req.job_id:
                     d.attached_to = got.job_id  # its idempotency key named another call's job
                 d.state = got.state
@@ -249,6 +252,8 @@ class Service:
                     d.delivered.set()  # the job runs on in the node (or in a thread here): not `done`
                     return
                 d.outcome = got
+            except Invalid as e:
+                d.error = UsageError(str(e))
             except BaseException as e:  # handed to the caller, who reports it as the tool's error
                 d.error = e
             d.done.set()
@@ -280,28 +285,24 @@ class Service:
         return lines[-limit:] if limit else lines
 
     def job_cancel(self, *, id: str) -> dict[str, Any]:
-
-        return cancel(self.ws, self._existing(id), id)
+        return dict(self.node("cancel", job=check_job_id(id)))
 
     def job_pause(self, *, id: str, mode: str = "safe", by: str | None = None) -> dict[str, Any]:
-
-        return pause_job(self.ws, self.settings, self._existing(id), id, mode=mode, by=by)
+        return dict(self.node("pause", job=check_job_id(id), mode=mode, by=by))
 
     def job_resume(self, *, id: str, by: str | None = None) -> dict[str, Any]:
-
-        return resume_job(self.ws, self.settings, self._existing(id), id, by=by, environ=self.environ)
+        return dict(self.node("resume", job=check_job_id(id), by=by))
 
     def pause_all(self, *, mode: str = "safe", by: str | None = None) -> dict[str, Any]:
-
-        return pause_all(self.ws, self.settings, self.writer(), mode=mode, by=by)
+        return dict(self.node("hold", mode=mode, by=by))
 
     def resume_all(self, *, by: str | None = None) -> dict[str, Any]:
-
-        return resume_all(self.ws, self.settings, self.writer(), by=by, environ=self.environ)
+        return dict(self.node("release", by=by))
 
     def job_send(self, *, id: str, text: str, by: str | None = None) -> dict[str, Any]:
-
-        return send_text(self.ws, self.settings, id, text, by=by, registry_of=lambda: self._existing(id))
+        check_job_id(id)
+        check_brief(text, what="the text")  # before a node is asked
+        return dict(self.node("send", job=id, text=text, by=by))
 
     def job_watch(self, id: str) -> Any:
 
@@ -323,19 +324,16 @@ class Service:
         return empty_status(self.settings) if registry is None else budget_status(registry, self.settings)
 
     def job_fanout(self, *, targets: str, brief: str, aggregate: str = "all") -> dict[str, Any]:
-        """`mam job fanout --json`: every target's job handed to the node as `mam job delegate --json`."""
-        from mam.jobs.fanout import check_targets, fanout
+        """`mam job fanout --json`: the node's `fanout` operation (every target's job the node's)."""
+        from mam.jobs.fanout import check_targets
 
         names = check_targets(targets.split(","))
+        check_brief(brief)
         self.writer()
         if self._shared_client() is None:
             raise BrokerError("no MQTT broker answers: nothing was delegated")
-
-        out = fanout(
-            names, brief, aggregate=aggregate, ws=self.ws, settings=self.settings,
-            delegator=partial(to_its_end, self.command),
-        )  # fmt: skip
-        return out.as_dict()
+        job_ids = [new_job_id() for _ in names]
+        return dict(self.node("fanout", targets=names, brief=brief, aggregate=aggregate, job_ids=job_ids))
 
     # -- the board ------------------------------------------------------------------------------
     def _board_reader(self) -> Registry | None:
@@ -373,40 +371,17 @@ class Service:
 
     # -- routines -------------------------------------------------------------------------------
     def routine_add(self, **options: Any) -> dict[str, Any]:
-        """`mam routine add ... --json`, run as the command (it starts the node, which fires routines)."""
-        from mam.routines.manage import Spec, check_routine_name
+        """`mam routine add ... --json`: the node's `routine_add` (a node is started: it fires routines)."""
+        from mam.routines.manage import Spec, checked
 
-        spec = Spec(**options)
-        check_routine_name(spec.name)
-        argv = ["add", spec.name, "--target", spec.target, "--brief", spec.brief]
-        for flag, value in (
-            ("--every", spec.every),
-            ("--cron", spec.cron),
-            ("--tz", spec.tz),
-            ("--concurrency", spec.concurrency),
-            ("--catch-up", spec.catch_up),
-            ("--max-tokens", spec.max_tokens),
-            ("--timeout", spec.timeout_s),
-        ):
-            if value is not None:
-                argv += [flag, str(value)]
-        return dict(self._routine_command(*argv, *(["--on-webhook"] if spec.on_webhook else [])))
+        checked(Spec(**options))  # here first: a bad option starts no node
+        return dict(self.node("routine_add", **options))
 
     def routine_run(self, *, name: str, wait_s: float = 30.0) -> dict[str, Any]:
-        """`mam routine run NAME --json`, run as the command (the node decides and fires the tick)."""
+        """`mam routine run NAME --json`: the node decides and fires the tick."""
         from mam.routines.manage import check_routine_name
 
-        return dict(self._routine_command("run", check_routine_name(name), "--wait", str(wait_s)))
-
-    def _routine_command(self, *argv: str) -> Any:
-        """Run `mam routine ARGV --json` (one argv item each: no shell); its JSON, or its error as a MamError."""
-        full = module_argv(sys.executable, "mam", "--workspace", str(self.ws.root), "routine", *argv, "--json")
-        proc = subprocess.run(full, env=self.environ, cwd=self.ws.root, capture_output=True, text=True, timeout=600)
-        if proc.returncode != 0:
-            lines = [line for line in proc.stderr.splitlines() if line.startswith("mam: error: ")]
-            message = lines[-1][len("mam: error: ") :] if lines else f"mam routine {argv[0]} exited {proc.returncode}"
-            raise RoutineError(message, exit_code=proc.returncode)
-        return json.loads(proc.stdout)
+        return dict(self.node("routine_run", name=check_routine_name(name), wait_s=wait_s))
 
     def routine_list(self) -> list[dict[str, Any]]:
         from mam.routines.manage import list_routines

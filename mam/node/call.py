@@ -1,158 +1,107 @@
-"""A command the node serves, run for a library caller (the MCP server, a loop) with streams of its own.
+"""An operation of the node protocol for a library caller: the CLI's commands beyond the lean ones, the MCP
+server, a loop, the demo, onboarding. Typed values in, typed values out: no command line, no output text.
 
-The caller's own standard streams are not the command's (the MCP server's stdout is its protocol
-stream), so the command writes to two anonymous files that `run` reads back once it ends: its exit
-code and what it printed (mam.jobs.command.Answer). It runs in the workspace's node through the thin
-client (mam.node.client), as `mam job delegate` does, so the job's owner is the node; a node that dies
-under it is handled as for the CLI (the command runs again in the next node, which takes its job over).
-When no node may run it (MAM_NODE=0, or MAM_NO_AUTOSTART=1 with none running) it runs here: the same
-click command in this thread on the caller's behalf, as the node would have run it (`run_as`), and a
-job it leaves open (`--detach`) is followed to its end by a thread of this process, as the node follows
-one. Its signals are the caller's own: an interrupted caller closes the connection, and the node lets
-the command run on.
+`call` hands the request to the workspace's node (started when the operation needs one: mam.protocol
+STARTS_NODE), else runs it in this process (mam.node.local: MAM_NODE=0, or no node and none to start). The
+job's owner is then the node while it runs, and this caller going away (a client leaving, Ctrl-C) takes
+nothing from it. `on_frame` is told each frame before the final one (the job the operation drives, its
+progress). `answer` is the final frame's value, or Refused with the node's one line and exit code.
+A caller's signals are its own (none is forwarded): one interrupted closes the connection, and the node
+runs the operation on.
 """
 
 from __future__ import annotations
 
-import contextvars
-import logging
 import os
-import tempfile
-import threading
-from collections.abc import Mapping
-from dataclasses import replace
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
+from typing import Any
 
-from mam.cli import cli
-from mam.cli.common import run_cli
-from mam.jobs.command import Answer, OnJob
-from mam.node import client, streams
+from mam.errors import Refused
+from mam.jobs.result import Outcome, outcome_from_dict
+from mam.node import client, local
 from mam.outcomes import Exit
-from mam.util import caller, interrupts
+from mam.protocol import request, settings_of
 
-log = logging.getLogger(__name__)
-_routing = threading.Lock()
+Frame = dict[str, Any]
 
 
-def run(
-    root: str | Path,
-    args: list[str],
+def call(
+    root: str | Path | None,
+    op: str,
+    args: dict[str, Any],
     *,
-    environ: Mapping[str, str],
-    cwd: str | None = None,
-    on_job: OnJob | None = None,
-) -> Answer:
-    """`mam --workspace ROOT <args>` in the workspace's node, else here; `environ` and `cwd` (default: the
-    workspace) are the caller's; `on_job` is told the job the command drives."""
-    argv = ["--workspace", str(root), *args]
-    folder = cwd or str(root)
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err, open(os.devnull, "rb") as nothing:
-        fds = (nothing.fileno(), out.fileno(), err.fileno())
+    environ: Mapping[str, str] | None = None,
+    on_frame: Callable[[Frame], None] | None = None,
+    signals: bool = False,
+) -> Frame:
+    """The final frame of `op` with `args` for the workspace at `root` (None: found from this process's folder
+    and MAM_WORKSPACE). `environ`: the caller's environment, whose settings variables the request carries
+    (and whose MAM_NODE and MAM_NO_AUTOSTART count; default: this process's). `signals`: this process's
+    interrupts are the node's to know (a command line's own: mam.node.client.Gone names the jobs)."""
+    environ = os.environ if environ is None else environ
+    req = request(op, args, settings_of(environ))
+    tell = on_frame or _ignore
+    if client.flag(environ, "MAM_NODE", True):
+        found = client.workspace(str(root) if root is not None else None)
+        if found is not None:
+            final = client.exchange(found, req, tell, environ=environ, signals=signals)
+            if final is not None:
+                return final
+    return local.run(root, op, req["args"], req["settings"], tell)
 
-        def here(argv: list[str]) -> int:
-            return run_here(str(root), argv, fds, environ=environ, cwd=folder, on_job=on_job)
 
-        code = client.run(argv, fds, environ=environ, cwd=folder, here=here, on_job=on_job)
-        if code is None:
-            code = here(argv)
-        return Answer(code, _text(out), _text(err))
+def answer(final: Frame) -> Any:
+    """The value of a final frame; Refused (the node's line and exit code) for an error or a lost operation."""
+    if "answer" in final:
+        return final["answer"]
+    said = final.get("error") or final.get("left") or final.get("lost") or "the node gave no answer"
+    raise Refused(str(said), exit_code=int(final.get("exit", 1)), kind=str(final.get("kind") or ""))
 
 
-def run_here(
-    root: str,
-    argv: list[str],
-    fds: tuple[int, int, int],
+def value(root: str | Path | None, op: str, args: dict[str, Any], **kw: Any) -> Any:
+    """`answer(call(...))`: the operation's value, or Refused."""
+    return answer(call(root, op, args, **kw))
+
+
+def _ignore(_frame: Frame) -> None:
+    pass
+
+
+@dataclass(frozen=True)
+class Delivered:
+    """A `detach`ed delegation's answer: its brief is delivered (or its idempotency key named another call's
+    job, `job_id`), and the job runs on in `state`."""
+
+    job_id: str
+    state: str
+
+
+def delegation(
+    root: str | Path | None,
+    args: dict[str, Any],
     *,
-    environ: Mapping[str, str],
-    cwd: str,
-    on_job: OnJob | None = None,
-) -> int:
-    """`mam <argv>` in this thread, on behalf of a caller of this process whose stdin, stdout and stderr
-    are `fds` (a caller the node does not serve: its attempt connects to the broker and starts its
-    heartbeater as a command in a process of its own does). A job it leaves open is then followed to
-    its end by a thread of this process (`mam job wait`, its output dropped), as the node follows one."""
-    _route_streams()
-    jobs: list[str] = []
+    environ: Mapping[str, str] | None = None,
+    on_job: Callable[[str], None] | None = None,
+) -> Outcome | Delivered:
+    """A `delegate` operation (`args`: mam.protocol DELEGATE's fields): the job's Outcome, or Delivered for a
+    `detach`ed one that runs on; Refused when the node answered with an error. `on_job`: told the job the
+    delegation drives (made, taken over or attached to) once the node names it."""
 
-    def announced(job_id: str) -> None:
-        jobs.append(job_id)
-        if on_job is not None:
-            # Outside the command's caller: what the library caller's callback prints is its own.
-            contextvars.Context().run(on_job, job_id)
+    def told(frame: Frame) -> None:
+        if on_job is not None and isinstance(frame.get("job"), str):
+            on_job(frame["job"])
 
-    who = caller.Caller(
-        environ=dict(environ),
-        cwd=cwd,
-        pid=os.getpid(),
-        ppid=os.getppid(),
-        stdin=streams.Stream(os.dup(fds[0]), "r"),
-        stdout=streams.Stream(os.dup(fds[1]), "w"),
-        stderr=streams.Stream(os.dup(fds[2]), "w"),
-        on_job=announced,
-        node=False,
-    )
-    try:
-        code = run_as(who, argv, failed="mam: error: the command failed; see the log of the process that ran it\n")
-        who.stdout.flush()
-        who.stderr.flush()
-    except BaseException:
-        _close(who)
-        raise
-    who.stdout.mute()
-    who.stderr.mute()
-    interrupted = code - 128 in interrupts.SIGNALS and threading.current_thread() is threading.main_thread()
-    if not jobs or interrupted:  # interrupted, the command let go of its job: a follower has it, or it is left open
-        _close(who)
-    else:
-        # Ended already: `mam job wait` says so at once. Still open (`--detach`, a wait that gave up): it drives
-        # the job on, as the attempt this process ran would have (its owner is this process: no one else takes
-        # it over while this process lives).
-        follower = replace(who, on_job=None)  # the library caller has had its answer
-        wait = ["--workspace", root, "job", "wait", jobs[-1]]
-        name = f"mam-follow-{jobs[-1]}"
-        threading.Thread(target=_drive_on, args=(follower, wait), name=name, daemon=True).start()
-    if interrupted:
-        # A signal reaches the main thread only: the command here took it as the caller's own (Ctrl-C on a loop),
-        # let go of its job and returned 128 + the signal; the caller is interrupted as it would be in the node.
-        raise interrupts.Interrupted(code - 128)
-    return code
+    got = answer(call(root, "delegate", args, environ=environ, on_frame=told))
+    if set(got) == {"id", "state"}:
+        return Delivered(str(got["id"]), str(got["state"]))
+    return outcome_from_dict(got)
 
 
-def run_as(who: caller.Caller, argv: list[str], *, failed: str) -> int:
-    """The click command `mam <argv>` in this thread on behalf of `who` (the node's client, or a library
-    caller): its exit code. `failed`: what the caller is told when the command itself broke."""
-    with caller.serving(who):
-        try:
-            return run_cli(cli, argv)
-        except SystemExit as e:
-            return e.code if isinstance(e.code, int) else Exit.FAILED
-        except Exception:
-            log.exception("a command failed: %s", argv[:3])
-            if who.stderr is not None:
-                who.stderr.write(failed)
-            return Exit.FAILED
-
-
-def _drive_on(who: caller.Caller, argv: list[str]) -> None:
-    try:
-        run_as(who, argv, failed="")
-    finally:
-        _close(who)
-
-
-def _close(who: caller.Caller) -> None:
-    for stream in (who.stdin, who.stdout, who.stderr):
-        stream.close()
-
-
-def _route_streams() -> None:
-    """This process's `sys.stdout` (stdin, stderr) to the caller the current thread runs a command for:
-    once, before the first command runs here (the node routes its own at its start)."""
-    with _routing:
-        streams.install()
-
-
-def _text(f: IO[bytes]) -> str:
-    f.seek(0)
-    return f.read().decode("utf-8", errors="replace")
+def to_its_end(root: str | Path | None, args: dict[str, Any], **kw: Any) -> Outcome:
+    """A `delegate` operation (not detached) to the job's end: its Outcome; Refused otherwise."""
+    got = delegation(root, args, **kw)
+    if isinstance(got, Delivered):
+        raise Refused(f"the node answered before job {got.job_id} ended ({got.state})", exit_code=Exit.FAILED)
+    return got

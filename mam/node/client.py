@@ -1,27 +1,24 @@
-"""The thin client: hand `mam job delegate`, `mam job wait` and `mam event` to the workspace's node.
+"""The client side of the node protocol: hand one typed request (mam.protocol) to the workspace's node and
+read its frames back.
 
-This is the one module that bends around start-up time: it runs at the start of the `mam` console
-script (mam.entry), before click, and imports only `_socket`, `_signal`, `os`, `time` and
-mam.node.wire (no `json`, `re` or `typing`).
-It sends the command line, the environment, the folder and the process ids as data, with stdin,
-stdout and stderr attached, and waits for the command's exit code. `None` from `run` means "not
-served": the caller runs the command in its own process, the same click command (mam.cli).
+This module and mam.node.front are the one place that bends around start-up time: they run at the start
+of every `mam event` and `mam job delegate`, before (and instead of) click, and import only `_socket`,
+`_signal`, `os`, `sys`, `time`, mam.node.wire and mam.protocol (no `json`, `re` or `typing`).
 
-- `mam event` (an agent reporting): served by the node when one runs, else run here (no node is
-  started for it: the emitter works the same in either process).
-- `mam job delegate` / `mam job wait` / `mam job fanout` / `mam routine add|resume|run`: a node is started in the
-  background when none runs, unless MAM_NO_AUTOSTART=1 or MAM_NODE=0 (the node also honours them
-  from `.mam.env`: an autostarted node that finds them set there exits at once, and the command runs
-  here).
-- Interrupted (SIGINT, SIGTERM, SIGHUP), the client tells the node, which lets the job run on; the
-  client prints `job ID is still running; follow it with: mam job wait ID` and exits 128 + the signal.
-- The node gone mid-command (killed): the client starts another and follows the job with
-  `mam job wait ID` there (the new node takes it over; a brief already typed is never typed again).
+`exchange` connects to `.mam/run/node.sock` (only a socket of this user, mode 0600, in the 0700 run
+folder), starting a node in the background when none runs and the operation is one that needs it
+(mam.protocol.STARTS_NODE; unless MAM_NO_AUTOSTART=1), sends the request and hands each frame to
+`on_frame` until the final one, which it returns. None means "not served": no node runs (an agent's
+event, a look), MAM_NODE=0 says so, or none could be started; the caller then runs the operation in its
+own process, the same Service (mam.node.local). Nothing but the request travels: no descriptor,
+environment (beyond the request's settings variables) or folder.
 
-The `mam` script asks with its own streams, environment and folder. A library caller (mam.node.call:
-the MCP server, a loop) asks with streams of its own and says how to run a command in its process
-(`here`); its signals are its own business (none is forwarded), and a node that dies under it is
-handled as for the script.
+- Interrupted (SIGINT, SIGTERM, SIGHUP: the `mam` script only, `signals=True`), it tells the node
+  (`{"leave": signum}`), which runs the operation on, and raises Gone with the jobs it named.
+- The node gone before it took the request (one being killed still accepts a connection): the request
+  goes to a new node. Gone after it took it: a request that may run twice is sent again to a new node
+  (a delegation or a fan-out carries its job ids, so the next node takes its jobs over and never types a
+  brief twice; a wait waits again); an agent's event runs here; any other answers `lost`.
 """
 
 from __future__ import annotations
@@ -33,6 +30,7 @@ import sys
 import time
 
 from mam.node.wire import LOCK, LOG, SOCKET, Frames, frame
+from mam.protocol import STARTS_NODE
 from mam.util.private import address, check_folder, private
 from mam.util.root import STATE_DIR, find_root
 
@@ -44,124 +42,165 @@ FORWARDED = (_signal.SIGINT, _signal.SIGTERM, _signal.SIGHUP)
 START_WAIT_S = 20.0  # for a node just started to listen (imports, on a loaded 2-core machine)
 LEFT_WAIT_S = 5.0  # after an interrupt, for the node to name the job it leaves running
 NODE_START = "import sys; del sys.path[0]; from mam.node.server import main; sys.exit(main())"
+AGAIN = frozenset({"delegate", "wait", "fanout"})  # may run again in a new node (their jobs are taken over)
 _OFF = frozenset({"0", "false", "no", "off"})
 
 
-def command(argv: list[str]) -> str | None:
-    """'event', 'delegate', 'wait', 'fanout' or 'routine' when `argv` (what follows `mam`) is a command the node serves,
-    after global options only (`--workspace`/`-w DIR`, `--env-file F`); else None."""
-    i = 0
-    while i < len(argv) and argv[i].startswith("-"):
-        if argv[i] in ("--workspace", "-w", "--env-file") and i + 1 < len(argv):
-            i += 2
-        elif argv[i].startswith(("--workspace=", "--env-file=")):
-            i += 1
-        else:
-            return None  # --help, --version...: click, here
-    rest = argv[i:]
-    if rest[:1] == ["event"]:
-        return "event"
-    if "--help" in rest or "-h" in rest:
-        return None
-    if rest[:1] == ["job"] and rest[1:2] in (["delegate"], ["wait"], ["fanout"]):
-        return rest[1]
-    if rest[:1] == ["routine"] and rest[1:2] in (["add"], ["resume"], ["run"]):
-        return "routine"  # the node fires routines: these start it (mam.routines)
-    return None
-
-
-def _workspace_arg(argv: list[str]) -> str | None:
-    found = None
-    for i, arg in enumerate(argv):
-        if arg in ("--workspace", "-w") and i + 1 < len(argv):
-            found = argv[i + 1]
-        elif arg.startswith("--workspace="):
-            found = arg.split("=", 1)[1]
-    return found
-
-
-def _flag(environ: Any, name: str, default: bool) -> bool:
+def flag(environ: Any, name: str, default: bool) -> bool:
     value = environ.get(name)
     if value is None or not value.strip():
         return default
     return value.strip().strip("'\"").lower() not in _OFF
 
 
-class Asker:
-    """Who asks the node: the `mam` script (by default: its own standard streams, environment and
-    folder; it forwards its signals) or a library caller (streams of its own and `here`, which runs a
-    command in the caller's process). `on_job`: told the job the command drives, once the node names it."""
+class Gone(Exception):
+    """The caller was interrupted while the node ran its operation: the node runs it on. `jobs`: the jobs
+    the operation named (to follow with `mam job wait`); `signum`: the signal."""
 
-    def __init__(
-        self,
-        streams: tuple[int, int, int] = (0, 1, 2),
-        environ: Any = None,
-        cwd: str | None = None,
-        here: Any = None,
-        on_job: Any = None,
-    ) -> None:
-        self.streams = streams
-        self.environ = os.environ if environ is None else environ
-        self.cwd = cwd
-        self.here = here  # argv -> exit code; None: the `mam` script (the command runs in click, here)
-        self.on_job = on_job
-
-    def say(self, text: str) -> None:
-        """A line of the client's own on the caller's stderr."""
-        try:
-            os.write(self.streams[2], text.encode())
-        except OSError:
-            pass
+    def __init__(self, signum: int, jobs: list[str]) -> None:
+        super().__init__(signum)
+        self.signum, self.jobs = signum, jobs
 
 
-def run(
-    argv: list[str],
-    streams: tuple[int, int, int] = (0, 1, 2),
-    *,
-    environ: Any = None,
-    cwd: str | None = None,
-    here: Any = None,
-    on_job: Any = None,
-) -> int | None:
-    """Run `mam <argv>` in the workspace's node and return its exit code; None: run it here. The
-    `mam` script gives `argv` alone; a library caller its streams, environment, folder, `here` and
-    `on_job` too (see Asker)."""
-    who = Asker(streams, environ, cwd, here, on_job)
-    which = command(argv)
-    if which is None or not _flag(who.environ, "MAM_NODE", True):
+def workspace(explicit: str | None) -> str | None:
+    """The workspace's root if its run folder is plainly this user's (else None: the caller's process says why)."""
+    root = find_root(explicit)
+    if root is None or check_folder(os.path.join(root, STATE_DIR, "run")):
         return None
-    for fd in who.streams:  # a closed one would be taken by the socket and handed over as a stream
-        try:
-            os.fstat(fd)
-        except OSError:
-            return None
-    root = find_root(_workspace_arg(argv))
-    if root is None:
-        return None  # not a workspace (or not plainly this user's): click says so, here
+    return root
+
+
+def exchange(
+    root: str, request: dict[str, Any], on_frame: Any, *, signals: bool = False, environ: Any = None
+) -> dict[str, Any] | None:
+    """Run `request` in `root`'s node: its final frame (`answer`/`error`/`left`/`lost`, with `exit`); None when
+    no node serves it (run it here). `on_frame`: told each other frame. `signals`: the `mam` script's own
+    interrupts are the node's to know (Gone). `environ`: whose MAM_NO_AUTOSTART counts (default: this
+    process's)."""
+    environ = os.environ if environ is None else environ
+    op = request["op"]
     run_dir = os.path.join(root, STATE_DIR, "run")
-    if check_folder(run_dir):
-        return None  # no private run folder (yet): the command here makes it, or refuses
-    path = os.path.join(run_dir, SOCKET)
-    sock = connect(path)
-    if sock is None:
-        if which == "event" or _flag(who.environ, "MAM_NO_AUTOSTART", False):
-            return None
-        sock = start(root, run_dir, who.environ)
+    starts = op in STARTS_NODE and not flag(environ, "MAM_NO_AUTOSTART", False)
+    talk = _Talk(request, on_frame, signals)
+    for _attempt in range(3):
+        sock = connect(os.path.join(run_dir, SOCKET)) or (start(root, run_dir, environ) if starts else None)
         if sock is None:
             return None
-    if which == "delegate":
-        argv = with_job_id(argv)
-    return _served(sock, argv, root, run_dir, who)
+        final = talk.over(sock)
+        if final is not None:
+            return final
+        if talk.refused:
+            return None
+        if talk.accepted:  # it died while it ran the operation
+            if op == "event":
+                return None  # run here (if the node stored it before it died, the copy is refused by its seq)
+            if op not in AGAIN:
+                return {"lost": "the node ended before it answered; see .mam/run/node.log", "exit": 1}
+            _say(f"mam: the node ended; asking a new one to {op} again\n", signals)
+        starts = starts or op in AGAIN
+    return None
 
 
-def with_job_id(argv: list[str]) -> list[str]:
-    """`argv` with a `--job-id` of its own (a new id, unless it has one): if the node dies, the same
-    command runs again in the next node and takes its own job over (mam.jobs.delegate: a brief
-    already typed is never typed again; one not typed yet is typed once)."""
-    if any(a == "--job-id" or a.startswith("--job-id=") for a in argv):
-        return argv
-    at = argv.index("delegate") + 1
-    return [*argv[:at], "--job-id", f"job-{os.urandom(8).hex()}", *argv[at:]]
+class _Talk:
+    """One request's exchange with a node (tried again with the next node if one dies under it)."""
+
+    def __init__(self, request: dict[str, Any], on_frame: Any, signals: bool) -> None:
+        self.data = frame(request)
+        self.on_frame = on_frame
+        self.signals = signals
+        self.accepted = self.refused = False
+        self.jobs: list[str] = []
+        self.signum = 0
+        self.sock: _socket.socket | None = None
+
+    def over(self, sock: _socket.socket) -> dict[str, Any] | None:
+        """The final frame from the node on `sock`; None when it went away first (`accepted` says whether it
+        had taken the request) or refused it (`refused`)."""
+        self.sock, self.accepted = sock, False
+        frames = Frames()
+        before = self._trap()
+        try:
+            sock.sendall(self.data)
+            while True:
+                try:
+                    data = sock.recv(65536)
+                except InterruptedError:
+                    continue
+                except _Interrupted:
+                    raise Gone(self.signum, self.jobs) from None
+                except OSError:
+                    return None
+                if not data:
+                    return None
+                try:
+                    messages = frames.feed(data)
+                except ValueError:
+                    return None
+                for msg in messages:
+                    if "refused" in msg and not self.accepted:
+                        self.refused = True
+                        return None
+                    if msg.get("accepted"):
+                        self.accepted = True
+                    elif "exit" in msg:
+                        return msg
+                    else:
+                        if isinstance(msg.get("job"), str) and msg["job"] not in self.jobs:
+                            self.jobs.append(msg["job"])
+                        if isinstance(msg.get("jobs"), list):
+                            self.jobs.extend(j for j in msg["jobs"] if isinstance(j, str) and j not in self.jobs)
+                        self.on_frame(msg)
+        except OSError:
+            return None
+        finally:
+            self._untrap(before)
+            sock.close()
+            self.sock = None
+
+    def _trap(self) -> dict[int, Any]:
+        before: dict[int, Any] = {}
+        if not self.signals:
+            return before  # a library caller's signals are its own
+        for signum in FORWARDED:
+            try:
+                current = _signal.getsignal(signum)
+                if current != _signal.SIG_IGN:  # ignored (nohup, a background job) stays so
+                    before[signum] = current
+                    _signal.signal(signum, self._interrupted)
+            except (OSError, ValueError):
+                pass
+        return before
+
+    def _untrap(self, before: dict[int, Any]) -> None:
+        for signum, handler in before.items():
+            try:
+                _signal.signal(signum, handler)
+            except (OSError, ValueError):
+                pass
+
+    def _interrupted(self, signum: int, _frame: object) -> None:
+        if self.signum:
+            return
+        self.signum = signum
+        sock = self.sock
+        if sock is not None:
+            try:
+                sock.sendall(frame({"leave": signum}))
+            except OSError:
+                pass
+        raise _Interrupted  # out of a blocking recv (which a handler's return would resume)
+
+
+class _Interrupted(Exception):
+    """A signal the caller forwards to the node (raised by its handler)."""
+
+
+def _say(text: str, signals: bool) -> None:
+    if signals:  # the `mam` script: its stderr is the caller's own
+        try:
+            os.write(2, text.encode())
+        except OSError:
+            pass
 
 
 def connect(path: str) -> _socket.socket | None:
@@ -189,8 +228,7 @@ def connect(path: str) -> _socket.socket | None:
 
 
 def start(root: str, run_dir: str, environ: Any = None) -> _socket.socket | None:
-    """Start a node for `root` in the background (unless one is starting) and connect to it.
-    `environ`: the caller's environment, which the node starts with (see node_environ)."""
+    """Start a node for `root` in the background (unless one is starting) and connect to it."""
     path = os.path.join(run_dir, SOCKET)
     pid = 0
     until = time.monotonic() + START_WAIT_S
@@ -284,204 +322,28 @@ def _locked(run_dir: str) -> bool:
     return False
 
 
-def ask(path: str, op: str, timeout: float = 5.0, **fields: Any) -> dict[str, Any] | None:
-    """One question to the node (`status`, `stop`, `fleet`, `web`, `web-stop`): its answer, or None when
-    none answers."""
+def ask(path: str, op: str, timeout: float = 5.0, **args: Any) -> dict[str, Any] | None:
+    """One of the node's own operations (`status`, `stop`, `fleet`, `web`, `web_stop`) to the node listening
+    at `path`: its answer, `{"refused": line, "exit_code": n}` for an error, or None when none answers."""
+    from mam.protocol import request
+
     sock = connect(path)
     if sock is None:
         return None
     try:
         sock.settimeout(timeout)
-        sock.sendall(frame({"op": op, **fields}))
+        sock.sendall(frame(request(op, args)))
         frames = Frames()
         while True:
             data = sock.recv(65536)
             if not data:
                 return None
             for msg in frames.feed(data):
-                return msg
+                if "answer" in msg and isinstance(msg["answer"], dict):
+                    return msg["answer"]
+                if "exit" in msg:
+                    return {"refused": str(msg.get("error") or msg), "exit_code": msg["exit"]}
     except (OSError, ValueError):
         return None
     finally:
         sock.close()
-
-
-class _Interrupted(Exception):
-    """A signal the caller forwarded to the node (raised by its handler)."""
-
-
-class _Session:
-    """One request's exchange with the node."""
-
-    def __init__(self, sock: _socket.socket, who: Asker) -> None:
-        self.sock = sock
-        self.who = who
-        self.frames = Frames()
-        self.accepted = False
-        self.refused = False  # the node said the command runs in the caller (MAM_NODE=0 in its settings)
-        self.job = ""  # the last job the command named (the one to follow if the node dies)
-        self.jobs: list[str] = []  # every job it named (a fan-out names several)
-        self.signum = 0
-
-    def send(self, argv: list[str]) -> bool:
-        request = {
-            "argv": argv,
-            "env": dict(self.who.environ),
-            "cwd": self.who.cwd or os.getcwd(),
-            "pid": os.getpid(),
-            "ppid": os.getppid(),
-        }
-        fds = b"".join(fd.to_bytes(4, sys.byteorder, signed=True) for fd in self.who.streams)
-        data = frame(request)
-        try:
-            sent = self.sock.sendmsg([data], [(_socket.SOL_SOCKET, _socket.SCM_RIGHTS, fds)])
-            if sent < len(data):
-                self.sock.sendall(data[sent:])
-        except OSError:
-            return False
-        return True
-
-    def interrupted(self, signum: int, _frame: object) -> None:
-        if self.signum:
-            return
-        self.signum = signum
-        try:
-            self.sock.sendall(frame({"signal": signum}))
-        except OSError:
-            pass
-        raise _Interrupted  # out of a blocking recv (which a handler's return would resume)
-
-    def answer(self) -> int | None:
-        """The exit code; None when the node went away before it took the request (run it here) or
-        after (the caller follows the job, `self.job`, elsewhere)."""
-        while True:
-            try:
-                return self._answer()
-            except _Interrupted:
-                if self.job:
-                    return self.left()
-                self.sock.settimeout(LEFT_WAIT_S)  # for the node to name the job it lets run on
-
-    def _answer(self) -> int | None:
-        while True:
-            try:
-                data = self.sock.recv(65536)
-            except (InterruptedError, TimeoutError):
-                if self.signum:
-                    return None
-                continue
-            except OSError:
-                return None
-            if not data:
-                return None
-            try:
-                messages = self.frames.feed(data)
-            except ValueError:
-                return None
-            for msg in messages:
-                if "refused" in msg and not self.accepted:
-                    self.refused = True
-                    return None
-                if msg.get("accepted"):
-                    self.accepted = True
-                elif "job" in msg:
-                    self.job = str(msg["job"])
-                    if self.job not in self.jobs:
-                        self.jobs.append(self.job)
-                    if self.signum:
-                        return self.left()
-                    if self.who.on_job is not None:
-                        self.who.on_job(self.job)
-                elif "exit" in msg:
-                    return self.left() if self.signum and self.job else int(msg["exit"])
-
-    def left(self) -> int:
-        for job in self.jobs or [self.job]:
-            self.who.say(f"job {job} is still running; follow it with: mam job wait {job}\n")
-        return 128 + self.signum
-
-
-def _served(
-    sock: _socket.socket, argv: list[str], root: str, run_dir: str, who: Asker, *, retry: bool = True
-) -> int | None:
-    """The command's exit code from the node on `sock`; None: run it here. `retry`: a node that went away before it
-    took the request (one being killed still accepts a connection) is replaced and asked again (`again`)."""
-    talk = _Session(sock, who)
-    try:
-        if not talk.send(argv):
-            return again(argv, root, run_dir, who) if retry and _may_start(argv, who) else None
-        for signum in FORWARDED if who.here is None else ():  # a library caller's signals are its own
-            try:
-                if _signal.getsignal(signum) != _signal.SIG_IGN:  # ignored (nohup, a background job) stays so
-                    _signal.signal(signum, talk.interrupted)
-            except (OSError, ValueError):
-                pass
-        code = talk.answer()
-    finally:
-        sock.close()
-    if code is not None:
-        return code
-    if talk.signum:
-        talk.job = talk.job or _job_id(argv)  # the node runs the command on: its job will exist
-        if talk.job:
-            return talk.left()
-        who.say("mam: interrupted\n")
-        return 128 + talk.signum
-    if not talk.accepted:  # it never took the request: nothing ran
-        if retry and not talk.refused and _may_start(argv, who):
-            return again(argv, root, run_dir, who)
-        return None
-    if command(argv) == "event":
-        return None  # run here (if the node stored it before it died, the copy changes nothing)
-    # The node died while it ran the command: the next node runs it again. A delegation has its own
-    # `--job-id` (with_job_id), so it takes its job over there; one whose brief came from stdin (read
-    # already) follows its job with `mam job wait`.
-    job = talk.job or _job_id(argv)
-    if command(argv) == "delegate" and not _brief_from_stdin(argv):
-        who.say("mam: the node ended; running the command again in a new one\n")
-        return again(argv, root, run_dir, who)
-    if not job:
-        who.say("mam: error: the node ended before the command had a job; see .mam/run/node.log\n")
-        return 1
-    who.say(f"mam: the node ended; following job {job} with a new one\n")
-    return follow(job, "--json" in argv, root, run_dir, who)
-
-
-def _job_id(argv: list[str]) -> str:
-    for i, arg in enumerate(argv):
-        if arg == "--job-id" and i + 1 < len(argv):
-            return argv[i + 1]
-        if arg.startswith("--job-id="):
-            return arg.split("=", 1)[1]
-    return ""
-
-
-def _brief_from_stdin(argv: list[str]) -> bool:
-    return any(a == "--brief-file=-" or (a == "-" and i and argv[i - 1] == "--brief-file") for i, a in enumerate(argv))
-
-
-def _may_start(argv: list[str], who: Asker) -> bool:
-    """Whether a command the node never took may start another node for itself (an agent's event runs here)."""
-    return command(argv) != "event" and not _flag(who.environ, "MAM_NO_AUTOSTART", False)
-
-
-def again(argv: list[str], root: str, run_dir: str, who: Asker) -> int:
-    """`argv` once more in a node (a new one if need be), else here."""
-    for _attempt in range(3):
-        sock = connect(os.path.join(run_dir, SOCKET)) or start(root, run_dir, who.environ)
-        if sock is None:
-            break
-        code = _served(sock, argv, root, run_dir, who, retry=False)
-        if code is not None:
-            return code
-    if who.here is not None:
-        return int(who.here(argv))
-    from mam.cli import cli
-    from mam.cli.common import run_cli
-
-    return run_cli(cli, argv)
-
-
-def follow(job: str, as_json: bool, root: str, run_dir: str, who: Asker) -> int:
-    """`mam job wait JOB` in a node (a new one if need be), else here: never the original command again."""
-    return again(["--workspace", root, "job", "wait", job] + (["--json"] if as_json else []), root, run_dir, who)

@@ -3,9 +3,11 @@ client as `python -c NODE_START --workspace ROOT --lock-fd N --autostarted`.
 
 It holds `.mam/run/node.lock` (flock) for its whole life, listens on `.mam/run/node.sock` (0600;
 peers checked by uid) and writes `.mam/run/node.json` (pid, started, name, socket). Each connection
-gets a thread that reads its request within READ_TIMEOUT_S (a slow caller stalls only itself) and
-closes every descriptor it received however the request ends. A request runs as the ordinary click
-command (mam.cli) inside `caller.serving(...)`, its output on the caller's own descriptors.
+gets a thread that reads its request within READ_TIMEOUT_S (a slow caller stalls only itself): one
+frame of the node protocol (mam.protocol), checked, then run by the Service (mam.node.service) in
+that thread, its frames sent back as it goes; the connection's end (EOF, or a `leave` frame) only
+means the client has gone: the operation runs on. No descriptor, environment or folder of the
+caller's is taken: what a request may vary is in its fields.
 
 Beside the requests: the monitor's reconciliation (mam.monitor.main.Monitor, in a thread), the
 routines (mam.routines.node, in a thread), with `--name NAME` the remote runner
@@ -36,15 +38,16 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from mam.errors import MamError
 from mam.jobs import heartbeat
-from mam.node import streams
+from mam.node.service import Reply, Service
 from mam.node.wire import LOCK, SOCKET, STATUS, Frames, frame
 from mam.outcomes import Exit
+from mam.protocol import CONTROL, Invalid, check_request
 from mam.settings import Settings, load_settings
 from mam.store import jobs as jobs_table
 from mam.store.db import keep_idle
 from mam.store.registry import Registry
-from mam.util import caller
 from mam.util.fdwait import readable
 from mam.util.private import address
 from mam.workspace import Workspace
@@ -54,67 +57,6 @@ log = logging.getLogger("mam.node")
 READ_TIMEOUT_S = 10.0  # for a request's bytes once connected (the client sends them at once)
 CHECK_S = 2.0  # how often an idle node looks at its socket, the tmux server, the open jobs and its code
 MONITOR_RESTART_S = 30.0  # a monitor that could not run (another holds its lock) is tried again after this
-
-
-class Request:
-    """One caller's command running in this node: its streams, the job it drives, whether it left."""
-
-    def __init__(self, conn: socket.socket, fds: list[int], msg: dict[str, Any]) -> None:
-        self.conn = conn
-        self.stdin = streams.Stream(fds[0], "r")
-        self.stdout = streams.Stream(fds[1], "w")
-        self.stderr = streams.Stream(fds[2], "w")
-        self.argv = [str(a) for a in msg["argv"]]
-        self.who = caller.Caller(
-            environ=dict(msg["env"]),
-            cwd=str(msg["cwd"]),
-            pid=int(msg["pid"]),
-            ppid=int(msg["ppid"]),
-            stdin=self.stdin,
-            stdout=self.stdout,
-            stderr=self.stderr,
-            on_job=self.on_job,
-        )
-        self.job = ""
-        self.gone = False
-        self._lock = threading.Lock()
-
-    def tell(self, msg: dict[str, Any]) -> None:
-        with self._lock:
-            if self.gone:
-                return
-            try:
-                self.conn.sendall(frame(msg))
-            except OSError:
-                self.left()
-
-    def on_job(self, job_id: str) -> None:
-        self.job = job_id
-        self.tell({"job": job_id})
-
-    def left(self) -> None:
-        """The caller is gone (interrupted, killed): the command runs on, its output dropped."""
-        self.gone = True
-        for stream in (self.stdout, self.stderr):
-            stream.mute()
-
-    def close(self) -> None:
-        for stream in (self.stdin, self.stdout, self.stderr):
-            stream.close()
-
-
-def _check_request(msg: dict[str, Any]) -> str:
-    """'' if `msg` is a well-formed command request, else what is wrong with it."""
-    argv, env = msg.get("argv"), msg.get("env")
-    if not isinstance(argv, list) or not argv or not all(isinstance(a, str) for a in argv):
-        return "argv: a list of strings"
-    if not isinstance(env, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in env.items()):
-        return "env: an object of strings"
-    if not isinstance(msg.get("cwd"), str) or not os.path.isabs(msg["cwd"]):
-        return "cwd: an absolute path"
-    if not all(isinstance(msg.get(k), int) and not isinstance(msg.get(k), bool) for k in ("pid", "ppid")):
-        return "pid, ppid: integers"
-    return ""
 
 
 class Node:
@@ -135,7 +77,8 @@ class Node:
         self.path = ws.run_dir / SOCKET
         self.status_path = ws.run_dir / STATUS
         self.started = time.time()
-        self.requests: set[Request] = set()
+        self.requests: set[Served] = set()
+        self.service = Service(ws, settings, daemon=True)
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._why = ""
@@ -150,7 +93,7 @@ class Node:
     def serve(self, beside: Callable[[], int] | None = None) -> int:
         """Serve until stopped. `beside`: a runner's `run` (mam.remote.runner), run in this thread while
         the requests are served in another; the node ends with it, and its errors are the command's."""
-        streams.install()
+        heartbeat.as_node()  # the heartbeats this process starts are threads of it
         keep_idle()  # this process opens the registry several times per job: its connections are kept
         listener = self._listen()
         self._write_status()
@@ -275,39 +218,37 @@ class Node:
     # -- requests -----------------------------------------------------------------------------
 
     def _connection(self, conn: socket.socket) -> None:
-        fds: list[int] = []
         try:
-            msg = self._read_request(conn, fds)
-            if msg is None:
+            got = self._read_request(conn)
+            if got is None:
                 return
-            if "op" in msg:
-                conn.sendall(frame(self._answer(msg)))
+            frame_, pid = got
+            try:
+                op, args, env = check_request(frame_)
+            except Invalid as e:
+                conn.sendall(frame({"error": str(e), "exit": e.exit_code}))
                 return
-            problem = _check_request(msg) or ("" if len(fds) == 3 else "three descriptors: stdin, stdout, stderr")
-            if problem:
-                conn.sendall(frame({"refused": f"a malformed request ({problem})"}))
+            if op in CONTROL:
+                conn.sendall(frame(self._control(op, args)))
                 return
-            request = Request(conn, fds, msg)
-            fds = []  # the request's streams own them now
-            self._run(request)
+            if not self._enabled():
+                conn.sendall(frame({"refused": "MAM_NODE=0 in .mam.env: run in the caller's process"}))
+                return
+            self._serve(Served(conn, op, args, env, pid))
         except OSError as e:
             log.info("a connection ended early: %s", e)
         finally:
-            for fd in fds:
-                with contextlib.suppress(OSError):
-                    os.close(fd)
             conn.close()
 
-    def _read_request(self, conn: socket.socket, fds: list[int]) -> dict[str, Any] | None:
-        """The first frame and the descriptors sent with it; None for a peer of another user, a
-        malformed frame or one not complete within READ_TIMEOUT_S (every descriptor received is in `fds`)."""
+    def _read_request(self, conn: socket.socket) -> tuple[dict[str, Any], int] | None:
+        """The first frame and the peer's pid; None for a peer of another user, a malformed frame or one not
+        complete within READ_TIMEOUT_S. Descriptors sent with it are not taken (the kernel closes them)."""
         pid, uid, _gid = struct.unpack("3i", conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12))
         if uid != os.geteuid():
             log.warning("refused a connection from uid %d (pid %d)", uid, pid)
             return None
         frames = Frames()
         until = time.monotonic() + READ_TIMEOUT_S
-        space = socket.CMSG_SPACE(3 * 4)
         while True:
             left = until - time.monotonic()
             if left <= 0:
@@ -315,13 +256,9 @@ class Node:
                 return None
             conn.settimeout(left)
             try:
-                data, ancdata, _flags, _addr = conn.recvmsg(65536, space, socket.MSG_CMSG_CLOEXEC)
+                data = conn.recv(1 << 20)
             except TimeoutError:
                 continue
-            for level, kind, payload in ancdata:
-                if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
-                    usable = len(payload) - len(payload) % 4
-                    fds.extend(struct.unpack(f"{usable // 4}i", payload[:usable]))
             if not data:
                 return None
             try:
@@ -331,26 +268,24 @@ class Node:
                 return None
             if got:
                 conn.settimeout(None)
-                return got[0]
+                return got[0], pid
 
-    def _answer(self, msg: dict[str, Any]) -> dict[str, Any]:
-        op = str(msg["op"])
+    def _control(self, op: str, args: dict[str, Any]) -> dict[str, Any]:
+        """The node's own operations: answered at once, whatever else it is doing."""
         if op == "web":
-            return self._serve_web(msg)
-        if op == "web-stop":
-            return {"stopped": self._stop_web()}
+            return self._serve_web(args)
+        if op == "web_stop":
+            return {"answer": {"stopped": self._stop_web()}, "exit": Exit.OK}
         if op == "status":
-            return self.status()
+            return {"answer": self.status(), "exit": Exit.OK}
         if op == "fleet":  # null without a runner: the asker listens to the broker itself
-            return {"fleet": self.fleet() if self.fleet is not None else None, "name": self.name}
-        if op == "stop":
-            self.stop("asked to stop (mam node stop)")
-            return {"stopping": True, "pid": os.getpid()}
-        return {"refused": f"unknown op {op!r}"}
+            return {"answer": {"fleet": self.fleet() if self.fleet is not None else None, "name": self.name}, "exit": 0}
+        self.stop("asked to stop (mam node stop)")
+        return {"answer": {"stopping": True, "pid": os.getpid()}, "exit": Exit.OK}
 
     def status(self) -> dict[str, Any]:
         with self._lock:
-            running = [{"argv": r.argv[:3], "job": r.job, "pid": r.who.pid} for r in self.requests]
+            running = [{"op": r.op, "job": r.job, "pid": r.pid} for r in self.requests]
         return {
             "pid": os.getpid(),
             "started": self.started,
@@ -363,44 +298,38 @@ class Node:
             "web": self.web.status() if self.web is not None and self.web.alive() else None,
         }
 
-    def _serve_web(self, msg: dict[str, Any]) -> dict[str, Any]:
-        """Serve the page as `mam web` asks (host, port, token, token_source, tls_cert, tls_key), or
-        answer with the one served already when it is the same; `refused` (and an exit code) if not."""
+    def _serve_web(self, args: dict[str, Any]) -> dict[str, Any]:
+        """Serve the page as `mam web` asks (host, port, token, token_source, tls_cert, tls_key), or answer
+        with the one served already when it is the same; an error (and its exit code) if not."""
         from dataclasses import asdict
 
-        from mam.errors import MamError
         from mam.web.serve import Hosted
 
-        fields = {k: msg.get(k) for k in ("host", "port", "token", "token_source", "tls_cert", "tls_key")}
-        strings = all(isinstance(fields[k], str) for k in ("host", "token", "token_source"))
-        paths = all(fields[k] is None or isinstance(fields[k], str) for k in ("tls_cert", "tls_key"))
-        if not (isinstance(fields["port"], int) and strings and paths):
-            return {"refused": "a malformed web request", "exit_code": int(Exit.USAGE)}
         with self._web_lock:
             if self.web is not None and self.web.alive():
-                if not self.web.same(**{k: fields[k] for k in ("host", "port", "token", "tls_cert", "tls_key")}):
+                if not self.web.same(**{k: args.get(k) for k in ("host", "port", "token", "tls_cert", "tls_key")}):
                     return {
-                        "refused": f"this node serves the page at {self.web.served().url} already, with other "
+                        "error": f"this node serves the page at {self.web.served().url} already, with other "
                         "options or another token: stop it first (mam web --stop)",
-                        "exit_code": int(Exit.USAGE),
+                        "exit": Exit.USAGE,
                     }
-                return {**asdict(self.web.served()), "pid": os.getpid()}
+                return {"answer": {**asdict(self.web.served()), "pid": os.getpid()}, "exit": Exit.OK}
             try:
                 hosted = Hosted(
                     self.ws,
                     self.settings,
-                    host=str(fields["host"]),
-                    port=int(fields["port"]),
-                    token=str(fields["token"]),
-                    token_source=str(fields["token_source"]),
-                    tls_cert=fields["tls_cert"],
-                    tls_key=fields["tls_key"],
+                    host=args["host"],
+                    port=args["port"],
+                    token=args["token"],
+                    token_source=args["token_source"],
+                    tls_cert=args.get("tls_cert"),
+                    tls_key=args.get("tls_key"),
                 )
                 served = hosted.start()
             except MamError as e:
-                return {"refused": str(e), "exit_code": int(e.exit_code)}
+                return {"error": str(e), "exit": e.exit_code}
             self.web = hosted
-            return {**asdict(served), "pid": os.getpid()}
+            return {"answer": {**asdict(served), "pid": os.getpid()}, "exit": Exit.OK}
 
     def _stop_web(self) -> str:
         """Stop serving the page; the address it was served at ('' if none was)."""
@@ -420,64 +349,49 @@ class Node:
         except Exception as e:  # a status never fails for the broker's sake
             return {"error": str(e)}
 
-    def _run(self, request: Request) -> None:
-        if not self._enabled(request):
-            request.tell({"refused": "MAM_NODE=0: run in the caller's process"})
-            return
+    def _serve(self, request: Served) -> None:
+        """Run one operation for its client, its frames sent back as it goes; then what it does next."""
         with self._lock:
             self.requests.add(request)
-        watcher = threading.Thread(target=self._watch_caller, args=(request,), name="mam-node-caller", daemon=True)
+        threading.Thread(target=self._watch, args=(request,), name="mam-node-client", daemon=True).start()
+        then = None
         try:
-            request.tell({"accepted": True})
-            watcher.start()
-            code = _run_cli(request)
-            with contextlib.suppress(OSError, ValueError):
-                request.stdout.flush()
-                request.stderr.flush()
-            request.tell({"exit": code})
-            request.left()
-            if request.job and request.job in self._open_jobs():
-                # `--detach` returned at delivery (or a wait gave up): the node drives the job to its end.
-                request.argv = ["--workspace", str(self.ws.root), "job", "wait", request.job]
-                _run_cli(request)
+            request.reply.frame({"accepted": True})
+            final, then = self.service.serve(request.op, request.args, request.env, request.reply)
+            request.ended = True  # its client may close the connection as soon as it reads this
+            request.reply.frame(final)
         finally:
+            request.reply.gone.set()
             with self._lock:
                 self.requests.discard(request)
-            request.close()
+        if then is not None:
+            then()  # a `--detach`ed delegation: the node drives its job to its end
 
-    def _enabled(self, request: Request) -> bool:
-        """MAM_NODE=0 from the caller's environment or the workspace's `.mam.env`: run in the caller."""
+    def _enabled(self) -> bool:
+        """MAM_NODE=0 in the workspace's `.mam.env`: every request runs in its caller's process."""
         try:
-            settings = load_settings(env_file=self.ws.env_file, environ=request.who.environ)
-        except Exception:
-            return True  # the command itself reports bad settings, in the node as it would anywhere
-        return bool(settings.node)
+            return bool(self.service.settings_for({}).node)
+        except MamError:
+            return True  # the operation itself reports bad settings, in the node as it would anywhere
 
-    def _watch_caller(self, request: Request) -> None:
-        """Read what the caller sends while its command runs: an interrupt, or its end (EOF)."""
+    def _watch(self, request: Served) -> None:
+        """Read what the client sends while its operation runs: a `leave` frame or its end (EOF) mean the
+        client has gone (interrupted, killed); the operation runs on, its frames dropped."""
         frames = Frames()
-        while True:
+        while not request.reply.gone.is_set():
             try:
                 data = request.conn.recv(4096)
             except OSError:
                 data = b""
-            if not data:
-                request.left()
-                return
             try:
-                messages = frames.feed(data)
+                messages = frames.feed(data) if data else []
             except ValueError:
-                request.left()
+                messages, data = [], b""
+            if not data or any("leave" in m for m in messages):
+                if not request.reply.gone.is_set() and not request.ended:
+                    log.info("client %d left (%s); job %s runs on", request.pid, request.op, request.job or "-")
+                request.reply.gone.set()
                 return
-            for msg in messages:
-                if "signal" in msg:
-                    log.info(
-                        "caller %d interrupted (signal %s); job %s runs on",
-                        request.who.pid,
-                        msg["signal"],
-                        request.job or "-",
-                    )
-                    request.left()
 
     # -- beside the requests --------------------------------------------------------------------
 
@@ -501,15 +415,27 @@ class Node:
     def _routines(self) -> None:
         from mam.routines.node import serve
 
-        serve(self.ws, self.settings, self._stop)
+        def wake(how: Callable[[], None]) -> None:
+            self.service.wake_routines = how
+
+        serve(self.ws, self.settings, self._stop, self.service.attempt, wake)
 
 
-def _run_cli(request: Request) -> int:
-    from mam.node.call import run_as
+class Served:
+    """One client's operation running in this node."""
 
-    return run_as(
-        request.who, request.argv, failed="mam: error: the command failed in the node; see .mam/run/node.log\n"
-    )
+    def __init__(self, conn: socket.socket, op: str, args: dict[str, Any], env: dict[str, str], pid: int) -> None:
+        self.conn, self.op, self.args, self.env, self.pid = conn, op, args, env, pid
+        self.job = str(args.get("job") or args.get("job_id") or "")
+        self.ended = False  # its final frame is on its way
+        self._lock = threading.Lock()
+        self.reply = Reply(self._send, client_pid=pid)
+
+    def _send(self, msg: dict[str, Any]) -> None:
+        if "job" in msg and isinstance(msg["job"], str):
+            self.job = msg["job"]
+        with self._lock:
+            self.conn.sendall(frame(msg))
 
 
 def _tmux_running(ws: Workspace, settings: Settings) -> bool:

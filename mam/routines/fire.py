@@ -9,8 +9,8 @@ handed in (tests drive it). A step, in one registry write:
    refuses the job is a skip with reason `budget`); one that fires becomes `firing` with its job id
    fixed (`rt-<n>-<routine>`) before anything is delegated.
 
-Then each tick that fires is delegated in a thread of its own, through the same library call as
-`mam job delegate` (mam.jobs.delegate), with the tick's idempotency key `routine:NAME:TIME` and its
+Then each tick that fires is delegated in a thread of its own, by the node's attempt (`fire`: the same
+as `mam job delegate`'s, mam.node.service), with the tick's idempotency key `routine:NAME:TIME` and its
 fixed job id, and its receipt gets the job's outcome. A tick left `firing` by a node that died is
 delegated again by the next node with the same job id and key: it takes the job over (a brief
 already typed is never typed again) or reports its end, so a tick never fires twice.
@@ -29,7 +29,8 @@ from mam.governor import budget
 from mam.governor import reservations as rs
 from mam.governor.admission import Want, decide
 from mam.governor.gate import estimate_for
-from mam.jobs.delegate import delegate, delegate_request
+from mam.jobs.delegate import DelegateRequest, delegate_request
+from mam.jobs.result import Outcome
 from mam.jobs.target import parse_target
 from mam.outcomes import OPEN_STATES
 from mam.routines import decide as rules
@@ -65,10 +66,10 @@ class Scheduler:
         registry: Registry,
         *,
         clock: Callable[[], float] = time.time,
-        client: Callable[[], Any] | None = None,
+        fire: Callable[[DelegateRequest], Outcome],
     ) -> None:
         self.ws, self.settings, self.registry, self.clock = ws, settings, registry, clock
-        self.client = client or (lambda: None)
+        self.fire = fire  # drives one tick's delegation to its end (the node's attempt: mam.node.service)
         self.wake = threading.Event()
         self.threads: dict[int, threading.Thread] = {}  # tick number -> its delegation in this process
         self._lock = threading.Lock()
@@ -206,14 +207,7 @@ class Scheduler:
                 timeout_s=r.timeout_s,
                 max_tokens=r.max_tokens,
             )
-            remote = None
-            if parse_target(r.target).remote:
-                from mam.remote.origin import ORIGIN
-
-                remote = ORIGIN
-            out = delegate(
-                req, ws=self.ws, settings=self.settings, registry=self.registry, client=self.client(), remote=remote
-            )
+            out = self.fire(req)
             outcome = {"outcome": out.state, "exit_code": out.exit_code, "detail": out.reason or out.detail}
             if out.job_id != t.job_id:
                 outcome["job_id"] = out.job_id

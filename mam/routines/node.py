@@ -1,13 +1,16 @@
 """The routines' part of the node (mam.node.server starts `serve` in a thread): the scheduler and,
-while any routine has a webhook, its loopback endpoint. Their delegations share the node's broker
-connection (mam.bus.shared)."""
+while any routine has a webhook, its loopback endpoint. Their delegations are the node's attempts
+(sharing its broker connection)."""
 
 from __future__ import annotations
 
 import logging
 import threading
 import time
+from collections.abc import Callable
 
+from mam.jobs.delegate import DelegateRequest
+from mam.jobs.result import Outcome
 from mam.routines.fire import Scheduler
 from mam.routines.webhook import Endpoint
 from mam.settings import Settings
@@ -18,12 +21,18 @@ from mam.workspace import Workspace
 log = logging.getLogger(__name__)
 
 
-def serve(ws: Workspace, settings: Settings, stop: threading.Event) -> None:
-    """Fire the workspace's routines until `stop` is set."""
-    from mam.bus.shared import shared_client  # paho: only a node with routines pays for it here
-
+def serve(
+    ws: Workspace,
+    settings: Settings,
+    stop: threading.Event,
+    fire: Callable[[DelegateRequest], Outcome],
+    on_wake: Callable[[Callable[[], None]], None],
+) -> None:
+    """Fire the workspace's routines until `stop` is set: each tick's delegation through `fire` (the node's
+    attempt); `on_wake` is handed how to wake the scheduler (a routine added, resumed or run)."""
     registry = Registry(ws)
-    scheduler = Scheduler(ws, settings, registry, client=lambda: shared_client(settings, ws))
+    scheduler = Scheduler(ws, settings, registry, fire=fire)
+    on_wake(scheduler.wake.set)
     endpoint = Endpoint(registry, clock=time.time, on_tick=scheduler.wake.set)
     serving = False
     try:

@@ -41,63 +41,36 @@ class Action:
 
 def cancel_job(ws: Workspace, settings: Settings, job_id: str, _asked: Asked) -> dict[str, Any]:
     """`mam job cancel ID`."""
-    from mam.jobs.queries import cancel, existing_registry
-
-    registry = existing_registry(ws, job_id)
-    try:
-        return cancel(ws, registry, job_id)
-    finally:
-        registry.close()
+    return dict(_node_in(ws, "cancel", job=job_id))
 
 
 def _who(asked: Asked) -> str:
     return f"{asked.by.get('user') or 'someone'} via web"
 
 
-def _with_registry(ws: Workspace, job_id: str, call: Callable[[Any], dict[str, Any]]) -> dict[str, Any]:
-    from mam.jobs.queries import existing_registry
+def _node_in(ws: Workspace, op: str, **args: Any) -> Any:
+    """`op` of the node protocol in workspace `ws`, as the CLI's command runs it (mam.node.call; a page
+    carries no caller's settings: the workspace's `.mam.env` holds)."""
+    from mam.node.call import value
 
-    registry = existing_registry(ws, job_id)
-    try:
-        return call(registry)
-    finally:
-        registry.close()
+    return value(ws.root, op, {k: v for k, v in args.items() if v is not None}, environ={})
 
 
 def pause_job(ws: Workspace, settings: Settings, job_id: str, asked: Asked) -> dict[str, Any]:
     """`mam job pause ID` (safe: the agent finishes its turn)."""
-    from mam.jobs import pause
-
-    return _with_registry(ws, job_id, lambda r: pause.pause_job(ws, settings, r, job_id, by=_who(asked)))
+    return dict(_node_in(ws, "pause", job=job_id, by=_who(asked)))
 
 
 def resume_job(ws: Workspace, settings: Settings, job_id: str, asked: Asked) -> dict[str, Any]:
     """`mam job resume ID`."""
-    import os
-
-    from mam.jobs import pause
-
-    return _with_registry(
-        ws, job_id, lambda r: pause.resume_job(ws, settings, r, job_id, by=_who(asked), environ=os.environ)
-    )
+    return dict(_node_in(ws, "resume", job=job_id, by=_who(asked)))
 
 
 def hold(which: str) -> Callable[[Workspace, Settings, str, Asked], dict[str, Any]]:
     """`mam pause --all` (safe) / `mam resume --all`."""
 
     def run(ws: Workspace, settings: Settings, _ident: str, asked: Asked) -> dict[str, Any]:
-        import os
-
-        from mam.jobs import pause
-        from mam.store.registry import Registry
-
-        registry = Registry(ws)
-        try:
-            if which == "pause":
-                return pause.pause_all(ws, settings, registry, by=_who(asked))
-            return pause.resume_all(ws, settings, registry, by=_who(asked), environ=os.environ)
-        finally:
-            registry.close()
+        return dict(_node_in(ws, "hold" if which == "pause" else "release", by=_who(asked)))
 
     return run
 

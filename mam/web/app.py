@@ -38,6 +38,7 @@ from mam.web.auth import Guard, Keys
 from mam.web.live import Live
 from mam.workspace import Workspace
 
+MISSING = frozenset({"JobNotFound", "SessionNotFound"})  # what an action run by the node names (mam.errors.Refused)
 KEEPALIVE_S = 15.0
 MAX_BODY = 64 << 10  # an action's body: what the person saw (a tool call), never large
 NO_STORE = {"cache-control": "no-store"}
@@ -137,10 +138,8 @@ def build_app(
         try:
             result = await run_in_threadpool(action.run, ws, live.settings, ident, actions.Asked(body, by))
         except MamError as e:
-            return _json(
-                {"error": str(e), "exit_code": int(e.exit_code)},
-                404 if isinstance(e, (JobNotFound, SessionNotFound)) else 409,
-            )
+            missing = isinstance(e, (JobNotFound, SessionNotFound)) or getattr(e, "kind", "") in MISSING
+            return _json({"error": str(e), "exit_code": int(e.exit_code)}, 404 if missing else 409)
         live.poke.set()
         return _json({"ok": True, "result": result})
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import pytest
 
+from mam.node.service import Service
 from mam.routines.fire import Scheduler
 from mam.routines.manage import Spec, add, log, request_run, set_paused
 from mam.routines.webhook import Endpoint, signature
@@ -83,7 +84,8 @@ def world(workspace, mosquitto_broker, monkeypatch) -> Iterator[World]:
     registry = Registry(workspace)
     settings = load_settings(env_file=workspace.env_file, environ=os.environ)
     clock = Clock(T0)
-    scheduler = Scheduler(workspace, settings, registry, clock=clock)
+    # Each tick's delegation is the node's attempt (run here, as a node in this process would).
+    scheduler = Scheduler(workspace, settings, registry, clock=clock, fire=Service(workspace, settings, daemon=False).attempt)
     yield World(workspace, registry, clock, scheduler)
     scheduler.join(timeout=60)
     registry.close()

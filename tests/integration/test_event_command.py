@@ -77,7 +77,7 @@ def test_the_usual_event_pokes_the_wrapper_and_imports_no_paho_or_yaml(job) -> N
         "import json, sys\n"
         f"sys.argv = ['mam', 'event', 'progress', '--job', {ledger.job.id!r}, '--message', 'half way']\n"
         "from mam.entry import main\n"
-        "try:\n    main()\nexcept SystemExit as e:\n    code = e.code\n"
+        "try:\n    main(sys.argv[1:])\nexcept SystemExit as e:\n    code = e.code\n"
         "print(json.dumps({'code': code, 'modules': sorted(sys.modules)}), file=sys.stderr)\n"
     )
     try:
@@ -105,15 +105,17 @@ def test_help_and_usage_errors(job) -> None:
     bare = event(ws)
     assert bare.returncode == 2 and bare.stderr.startswith("Usage: mam event [OPTIONS] COMMAND [ARGS]...")
     bad = event(ws, "progress", "--job", "job-0123456789abcdef")
-    assert bad.returncode == 2 and "Error: Missing option '--message'." in bad.stderr
+    assert bad.returncode == 2 and bad.stderr == "mam: error: missing option --message\n"  # one line
     unknown = event(ws, "progress", "--job", "job-0123456789abcdef", "--message", "m")
     assert unknown.returncode == 5 and "no job 'job-0123456789abcdef'" in unknown.stderr
     tokens = event(ws, "completed", "--job", "job-0123456789abcdef", "--tokens", "x")
-    assert (
-        tokens.returncode == 2 and "Error: Invalid value for '--tokens': 'x' is not a valid integer." in tokens.stderr
-    )
+    assert tokens.returncode == 2 and tokens.stderr == "mam: error: --tokens: 'x' is not a whole number\n"
+    negative = event(ws, "completed", "--job", "job-0123456789abcdef", "--tokens", "-1")
+    assert negative.returncode == 2 and "--tokens must be a whole number of tokens, 0 or more" in negative.stderr
     folder = event(ws, "completed", "--job", "job-0123456789abcdef", "--report", str(ws.root))
-    assert folder.returncode == 2 and f"Error: Invalid value for '--report': File {str(ws.root)!r} is a directory."
+    assert folder.returncode == 2 and folder.stderr == f"mam: error: --report {str(ws.root)!r} is a directory\n"
+    stray = event(ws, "heartbeat", "--job", "job-0123456789abcdef", "--nonce", "n")
+    assert stray.returncode == 2 and stray.stderr == "mam: error: no such option: --nonce\n"
 
 
 def test_the_bodies_and_seqs_of_each_command(job) -> None:

@@ -84,7 +84,7 @@ def test_the_scan_sees_an_import_hidden_in_a_function(tmp_path: Path) -> None:
 
 # From the bottom. A name is a package or a module directly under mam/ ("__init__" is mam itself).
 LAYERS: list[tuple[str, set[str]]] = [
-    ("foundation", {"__init__", "outcomes", "errors", "ids", "envfile", "util", "workspace", "settings"}),
+    ("foundation", {"__init__", "outcomes", "errors", "ids", "envfile", "util", "workspace", "settings", "protocol"}),
     ("store", {"store"}),
     ("messages", {"bus", "broker", "notify"}),
     ("panes", {"panes"}),
@@ -92,31 +92,23 @@ LAYERS: list[tuple[str, set[str]]] = [
     ("hooks and usage", {"hooks", "usage"}),
     ("sessions", {"sessions"}),
     ("jobs", {"jobs", "governor"}),
-    ("above jobs", {"remote", "monitor", "loop", "board", "routines", "onboarding"}),
+    ("above jobs", {"remote", "monitor", "board", "routines"}),
+    ("node", {"node"}),  # serves the protocol's operations (mam.protocol): every attempt runs in it
+    ("clients of the node", {"loop", "onboarding"}),  # their jobs are the node's operations
     ("front ends", {"cli", "mcp", "web", "view", "demo", "doctor"}),
-    ("node", {"node"}),  # runs the front ends' commands for its callers; `mam node` is its own command
     ("start-up", {"__main__", "entry", "bin"}),
 ]
 ROW = {name: i for i, (_layer, names) in enumerate(LAYERS) for name in names}
 
-# The upward imports not yet removed (issue 23, item 8), file -> the package it reaches up to, each with its reason.
+# The upward imports, file -> the package it reaches up to, each with its reason.
 UPWARDS: dict[str, dict[str, str]] = {
     "agents/demo_agent.py": {
         "demo": "`python -m mam.agents.demo_agent` is the command line panes and the monitor know the demo agent by; "
         "it only starts the program in mam/demo/agent.py"
     },
     "hooks/run.py": {"jobs": "`mam hook` reports a turn's end through the job emitter (mam.jobs.emit, activity)"},
-    "cli/fleet.py": {
-        "node": "`mam status --fleet` asks the workspace's named node for its fleet table (op `fleet`, "
-        "mam.node.client.ask) before it listens to the broker itself"
-    },
-    "mcp/service.py": {
-        "node": "`job_delegate` and `job_fanout` hand their delegations to the workspace's node as `mam job "
-        "delegate` (mam.node.call), as the CLI does"
-    },
-    "loop/jobs.py": {
-        "node": "a loop's jobs are handed to the workspace's node as `mam job delegate` (mam.node.call), as the "
-        "CLI's are"
+    "node/server.py": {
+        "web": "the node serves the page `mam web` asks for (operation `web`: mam.web.serve.Hosted, imported then)"
     },
 }
 

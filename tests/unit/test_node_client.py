@@ -1,5 +1,6 @@
-"""The thin client (mam/node/client.py) is the one module that bends around start-up time: it imports
-no click, paho, settings, sqlite, pathlib, typing, json or re; and it knows which commands the node serves."""
+"""The client side of the node protocol (mam/node/client.py, mam/node/front.py) is the one place that bends
+around start-up time: it imports no click, paho, settings, sqlite, pathlib, typing, json or re; it knows which
+commands are its own; and it parses their command lines from the protocol's declarations (mam/protocol.py)."""
 
 from __future__ import annotations
 
@@ -9,16 +10,19 @@ from pathlib import Path
 
 import pytest
 
-from mam.node.client import command, node_environ
+from mam.node.client import node_environ
+from mam.node.front import Usage, command, delegate_args, parse
+from mam.protocol import OPS, Invalid, check_request, request
 
 REPO = Path(__file__).resolve().parents[2]
+SLOW = ("click", "paho", "mam.settings", "mam.cli", "sqlite3", "pathlib", "typing", "json", "re", "dataclasses", "enum")
 
 
-def test_the_client_imports_nothing_slow():
+@pytest.mark.parametrize("module", ["mam.node.client", "mam.node.front", "mam.protocol"])
+def test_the_client_imports_nothing_slow(module):
     probe = (
-        f"import sys; sys.path.insert(0, {str(REPO)!r}); import mam.node.client; "
-        "slow = ('click', 'paho', 'mam.settings', 'mam.cli', 'sqlite3', 'pathlib', 'typing', 'json', 're'); "
-        "print(' '.join(m for m in slow if m in sys.modules))"
+        f"import sys; sys.path.insert(0, {str(REPO)!r}); import {module}; "
+        f"print(' '.join(m for m in {SLOW!r} if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-S", "-c", probe], capture_output=True, text=True, check=True)
     assert out.stdout.split() == []
@@ -27,24 +31,21 @@ def test_the_client_imports_nothing_slow():
 @pytest.mark.parametrize(
     ("argv", "want"),
     [
-        (["event", "started", "--job", "j"], "event"),
-        (["job", "delegate", "--target", "w", "--brief", "x"], "delegate"),
-        (["-w", "/ws", "job", "wait", "job-1"], "wait"),
-        (["--workspace=/ws", "--env-file", "e", "job", "delegate"], "delegate"),
-        (["job", "delegate", "--help"], None),  # help is click's, here
+        (["event", "started", "--job", "j"], ("event", ["started", "--job", "j"], None)),
+        (["job", "delegate", "--target", "w", "--brief", "x"], ("delegate", ["--target", "w", "--brief", "x"], None)),
+        (["-w", "/ws", "job", "wait", "job-1"], ("wait", ["job-1"], "/ws")),
+        (["--workspace=/ws", "job", "delegate"], ("delegate", [], "/ws")),
+        (["--env-file", "e", "job", "delegate"], None),  # click's: it refuses --env-file for a node operation
+        (["job", "delegate", "--help"], None),  # help is click's
+        (["event", "bogus"], None),  # click says there is no such command
         (["--help"], None),
         (["job", "status", "job-1"], None),
-        (["-w", "/ws", "routine", "add", "r", "--every", "1m"], "routine"),  # routines fire in the node: start it
-        (["routine", "run", "r"], "routine"),
-        (["routine", "resume", "r"], "routine"),
-        (["routine", "list"], None),  # looking starts nothing
-        (["routine", "add", "--help"], None),
-        (["session", "create"], None),
+        (["routine", "add", "r", "--every", "1m"], None),
         (["--version", "job", "delegate"], None),
         ([], None),
     ],
 )
-def test_which_commands_the_node_serves(argv, want):
+def test_which_commands_are_the_lean_front_ends(argv, want):
     assert command(argv) == want
 
 
@@ -53,13 +54,68 @@ def test_a_node_starts_without_the_callers_loader_variables():
     assert node_environ(env) == {"PATH": "/bin"}
 
 
-def test_a_delegation_gets_a_job_id_of_its_own_to_run_again_with():
-    from mam.ids import check_job_id
-    from mam.node.client import with_job_id
+def test_the_delegate_command_line_is_parsed_by_its_declaration():
+    values, own, ws = delegate_args(
+        ["--target=w", "--brief", "--json", "--timeout", "5", "--dedup", "--json", "-w", "/ws", "--brief-file=-"]
+    )
+    assert values == {"target": "w", "brief": "--json", "timeout_s": 5.0, "dedup": True}
+    assert own == {"json": True, "brief-file": "-"} and ws == "/ws"
 
-    argv = ["-w", "/ws", "job", "delegate", "--target", "w", "--brief", "x"]
-    got = with_job_id(argv)
-    assert got[:4] == argv[:4] and got[4] == "--job-id" and got[6:] == argv[4:]
-    check_job_id(got[5])
-    assert with_job_id(got) == got  # one it has is kept
-    assert with_job_id(["job", "delegate", "--job-id=job-1"]) == ["job", "delegate", "--job-id=job-1"]
+
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        (["--target"], "option --target requires an argument"),
+        (["--bogus"], "no such option: --bogus"),
+        (["--dedup=yes"], "option --dedup does not take a value"),
+        (["--timeout", "soon"], "--timeout: 'soon' is not a number"),
+        (["--max-tokens", "1.5"], "--max-tokens: '1.5' is not a whole number"),
+        (["stray"], "unexpected argument 'stray'"),
+    ],
+)
+def test_a_bad_command_line_is_one_usage_error_naming_the_option(argv, said):
+    with pytest.raises(Usage, match=said):
+        delegate_args(argv)
+
+
+def test_every_field_is_checked_by_both_ends():
+    with pytest.raises(Invalid, match="missing option --target"):
+        request("delegate", {"brief": "x"})
+    with pytest.raises(Invalid, match="--timeout must be a positive, finite number of seconds"):
+        request("delegate", {"target": "w", "brief": "x", "timeout_s": 0})
+    with pytest.raises(Invalid, match="invalid job id"):
+        request("wait", {"job": "../x"})
+    with pytest.raises(Invalid, match="unknown field"):
+        request("cancel", {"job": "j-1", "force": True})
+    with pytest.raises(Invalid, match="--mode must be one of safe, quick, hard"):
+        request("pause", {"job": "j-1", "mode": "gentle"})
+    # The node trusts nothing: a frame with another version, operation or a field of the wrong type is refused.
+    for frame in (
+        {"v": 2, "op": "status"},
+        {"v": 1, "op": "exec"},
+        {"v": 1, "op": "wait", "args": {"job": 7}},
+        {"v": 1, "op": "wait", "args": {"job": "j-1"}, "settings": {"PATH": "."}},
+    ):
+        with pytest.raises(Invalid):
+            check_request(frame)
+    assert check_request(request("wait", {"job": "j-1", "timeout_s": 0}, {"MAM_POLL_S": "1"})) == (
+        "wait",
+        {"job": "j-1", "timeout_s": 0.0},
+        {"MAM_POLL_S": "1"},
+    )
+
+
+def test_every_operation_declares_typed_fields():
+    for op, fields in OPS.items():
+        for f in fields:
+            assert f.kind in (str, bool, int, float, list), (op, f.name)
+            assert f.help, (op, f.name)
+
+
+def test_the_parser_takes_only_the_declared_spelling():
+    fields = {f.flag: f for f in OPS["wait"] if f.flag}
+    assert parse(["job-1", "--timeout=0"], fields, ("--json",), positional=1)[:3] == (
+        {"timeout_s": 0.0},
+        {},
+        ["job-1"],
+    )

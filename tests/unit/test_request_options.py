@@ -14,11 +14,11 @@ import click
 import pytest
 
 from mam.cli import job as job_cli
-from mam.cli.common import App
 from mam.errors import UsageError
 from mam.jobs.delegate import DelegateRequest, delegate_request
 from mam.jobs.request import OPTIONS
 from mam.mcp.server import build
+from mam.node.front import delegate_args
 from mam.settings import KEYS_BY_NAME
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -99,18 +99,15 @@ class Caught(Exception):
         self.values = values
 
 
-def test_every_cli_option_reaches_the_request(monkeypatch):
-    def catch(**given: Any) -> None:
-        raise Caught(given)
-
-    monkeypatch.setattr(job_cli, "delegate_request", catch)
+def test_every_cli_option_reaches_the_request():
+    """`mam job delegate`'s command line is parsed from the same declaration (mam.node.front), into the request."""
     args = []
     for o in OPTIONS:
         if o.flag and o.name in SAMPLE:
             args += [o.flag] if o.kind is bool else [o.flag, str(SAMPLE[o.name])]
-    with pytest.raises(Caught) as e:
-        job_cli.delegate.main(args, obj=App(), standalone_mode=False)
-    req = delegate_request(**e.value.values)
+    values, own, _ws = delegate_args(args)
+    assert own == {}
+    req = delegate_request(**values)
     assert {name: getattr(req, name) for name in SAMPLE} == SAMPLE
 
 
@@ -140,16 +137,14 @@ def test_values_outside_an_option_are_refused_naming_its_flag():
             delegate_request(target="w", brief="x", **{name: bad})
 
 
-def test_a_request_handed_to_the_node_as_a_command_line_arrives_as_it_was(monkeypatch):
-    """The MCP server and a loop hand a request to the node as `mam job delegate` options (command_line): every
-    option survives, a value that looks like an option included."""
-    from mam.jobs.delegate import command_line
+def test_a_request_handed_to_the_node_arrives_as_it_was():
+    """The CLI, the MCP server and a loop hand a delegation to the node as the protocol's typed request: every
+    option survives the wire (mam.node.wire), a brief that looks like options included."""
+    from mam.node.wire import Frames, frame
+    from mam.protocol import check_request, request
 
-    def catch(**given: Any) -> None:
-        raise Caught(given)
-
-    monkeypatch.setattr(job_cli, "delegate_request", catch)
-    sent = delegate_request(**{**SAMPLE, "brief": "--json -x\n--detach"})
-    with pytest.raises(Caught) as e:
-        job_cli.delegate.main(command_line(sent), obj=App(), standalone_mode=False)
-    assert delegate_request(**e.value.values) == sent
+    sent = {**SAMPLE, "brief": "--json -x\n--detach", "dedup": False}
+    got = Frames().feed(frame(request("delegate", sent, {"MAM_HEARTBEAT_S": "3"})))
+    op, args, env = check_request(got[0])
+    assert op == "delegate" and env == {"MAM_HEARTBEAT_S": "3"}
+    assert delegate_request(**args) == delegate_request(**sent)

@@ -92,7 +92,7 @@ def announce(served: Served) -> None:
 def web(app: App, host: str, port: int, tls_cert: str | None, tls_key: str | None, foreground: bool, stop: bool) -> int:
     path = str(app.ws.run_dir / SOCKET)
     if stop:
-        answer = client.ask(path, "web-stop", timeout=WEB_TIMEOUT_S)
+        answer = client.ask(path, "web_stop", timeout=WEB_TIMEOUT_S)
         if answer and answer.get("stopped"):
             echo(f"mam web: stopped serving {answer['stopped']}")
         else:
