@@ -87,11 +87,17 @@ def test_the_walk_opens_at_most_20_files_each_of_them_in_the_repo() -> None:
     )
 
 
-def test_every_file_the_path_of_one_job_names_exists() -> None:
-    named = {p for p in (repo_path(span) for span in code_spans(section("The path of one job"))) if p is not None}
+def test_every_file_the_path_of_one_job_names_exists_and_counts() -> None:
+    """Every repo file the section names is one a reader opens: all of them count, no list of files "called without
+    opening" beside the walk."""
+    text = section("The path of one job")
+    named = {p for p in (repo_path(span) for span in code_spans(text)) if p is not None}
     assert named
     missing = sorted(p for p in named if not exists(p))
     assert not missing, f"docs/architecture.md, 'The path of one job', names what is not in the repo: {missing}"
+    files = {p for p in named if ((ROOT / p).is_file() or "<" in p) and not p.startswith("tests/")}
+    assert len(files) <= MAX_WALK, f"the section names {len(files)} files (at most {MAX_WALK}): {sorted(files)}"
+    assert "without opening" not in text
 
 
 def test_every_test_the_page_cites_exists() -> None:
