@@ -1,7 +1,7 @@
 """Where the node's CPU goes per job: each of its threads' CPU by what it ran, or a cProfile of them.
 
 Usage: python bench/node_profile.py [--jobs 40] [--work-s 0.05] [--profile [--top 30] [--sort tottime|cumulative]
-                                    [--only 'job delegate'] [--out FILE]] [--json]
+                                    [--only delegate] [--out FILE]] [--json]
 
 A temporary workspace with one demo session (private tmux server and broker, as bench/_support.py
 makes them), a node started by hand in a child interpreter, three untimed warm-up jobs, then `--jobs`
@@ -14,7 +14,7 @@ other thread to its name (the heartbeats, the wake relays, the caller watchers).
 node's whole CPU (`time.process_time`, its long-lived threads included: the broker connection's, the
 monitor's), the CPU of the children it reaped (tmux clients), and each row.
 
-`--profile`: a cProfile per request thread instead (`--only`: of the commands whose name holds that text),
+`--profile`: a cProfile per request thread instead (`--only`: of the operations whose name holds that text: `delegate`, `event started`...),
 timed by each thread's CPU clock; the profiler's own overhead inflates every number (compare rows,
 not totals against other benchmarks). `--out` keeps the pstats file. Linux only.
 """
@@ -47,6 +47,7 @@ def serve(workspace: str, out: str, profile: str | None) -> int:
     request threads whose command holds that text. Writes the counts (and the pstats file) to `out` each
     second and at the end."""
     import mam.node.server as server
+    import mam.node.service as service
 
     lock = threading.Lock()
     cpu: collections.Counter[str] = collections.Counter()
@@ -64,17 +65,15 @@ def serve(workspace: str, out: str, profile: str | None) -> int:
                 cpu[name] += time.thread_time() - t0
                 threads[name] += 1
 
-    plain_cli = server._run_cli
+    plain_run_op = service.Service.run
 
-    def run_cli(request: Any) -> int:
-        words = [a for a in request.argv if not a.startswith("-")]
-        at = next((i for i, w in enumerate(words) if w in ("event", "job")), 0)
-        name = threading.current_thread().name = " ".join(words[at : at + 2])
+    def run_op(self: service.Service, op: str, args: dict[str, Any], env: Any, reply: Any) -> Any:
+        name = threading.current_thread().name = f"{op} {args.get('type', '')}".strip()
         if profile is None or profile not in name:
-            return plain_cli(request)
+            return plain_run_op(self, op, args, env, reply)
         prof = cProfile.Profile(time.thread_time_ns, 1e-9)
         try:
-            return int(prof.runcall(plain_cli, request))
+            return prof.runcall(plain_run_op, self, op, args, env, reply)
         finally:
             with lock:
                 profiles.append(prof)
@@ -95,7 +94,7 @@ def serve(workspace: str, out: str, profile: str | None) -> int:
             dump()
 
     threading.Thread.run = run  # type: ignore[method-assign]
-    server._run_cli = run_cli  # type: ignore[assignment]
+    service.Service.run = run_op  # type: ignore[method-assign]
     threading.Thread(target=every_second, name="bench-dump", daemon=True).start()
     try:
         return server.serve_node(["--workspace", workspace])

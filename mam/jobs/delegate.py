@@ -141,7 +141,8 @@ def delegate(
     on_registered: Callable[[Job], None] | None = None,
     client_pid: int | None = None,
 ) -> Outcome:
-    """Drive one job to its end. `client`: a connected MqttClient to share between the delegations of
+    """Drive one job to its end (the node's attempt: mam.node.service; `req` as `delegate_request` checked it).
+    `client`: a connected MqttClient to share between the delegations of
     one process (it is left open); without it the wrapper connects and disconnects by itself.
     `remote`: the origin side of remote jobs (required for a `remote:` target).
 
@@ -153,9 +154,6 @@ def delegate(
     (while it lives, it may run the delegation again in the next node: mam.jobs.stale); None when the
     attempt runs in the caller's own process."""
     target = parse_target(req.target)
-    for value in (req.job_id, req.parent_job):
-        if value:
-            check_job_id(value)
     if target.remote and remote is None:
         raise UsageError(f"{target.text}: remote targets are not available here")
     if req.job_id:
@@ -170,7 +168,6 @@ def delegate(
                 _tell_registered(on_registered, ledger)
             return _attempt(req, target, ledger, ws, settings, registry, on_update, client, remote).run()
     check_brief(req.brief)
-    check_values({name: getattr(req, name) for name in REQUEST_FIELDS})
     job = _new_job(req, target, settings)  # checks the deadlines before anything is written
     if req.parent_job and registry.find_job(req.parent_job) is None:
         raise UsageError(f"--parent-job {req.parent_job!r}: no such job in workspace {ws.root}")

@@ -85,7 +85,9 @@ def world(workspace, mosquitto_broker, monkeypatch) -> Iterator[World]:
     settings = load_settings(env_file=workspace.env_file, environ=os.environ)
     clock = Clock(T0)
     # Each tick's delegation is the node's attempt (run here, as a node in this process would).
-    scheduler = Scheduler(workspace, settings, registry, clock=clock, fire=Service(workspace, settings, daemon=False).attempt)
+    scheduler = Scheduler(
+        workspace, settings, registry, clock=clock, fire=Service(workspace, settings, daemon=False).attempt
+    )
     yield World(workspace, registry, clock, scheduler)
     scheduler.join(timeout=60)
     registry.close()

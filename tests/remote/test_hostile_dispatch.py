@@ -98,9 +98,10 @@ def test_a_signed_dispatch_whose_brief_ends_the_paste_is_refused_on_both_sides(t
     runner_started(remote, poll)
     # A real origin whose own brief check is switched off (a compromised or buggy origin, or anyone
     # holding MAM_DISPATCH_SECRET): the dispatch it sends is validly signed.
+    # The delegation runs in this process (MAM_NODE=0: the node's own operation, here), with the check patched out.
     script = (
-        "import sys; import mam.jobs.delegate as d; d.check_brief = lambda text: text; from mam.cli import main; "
-        "sys.argv[0] = 'mam'; main()"
+        "import sys; import mam.jobs.delegate as d; d.check_brief = lambda text: text; "
+        "from mam.node.front import main; sys.exit(main(sys.argv[1:]))"
     )
     proc = subprocess.run(
         [
@@ -119,7 +120,7 @@ def test_a_signed_dispatch_whose_brief_ends_the_paste_is_refused_on_both_sides(t
             *INSECURE,
             "--json",
         ],
-        env={**__import__("os").environ, **origin.env},
+        env={**__import__("os").environ, **origin.env, "MAM_NODE": "0"},
         capture_output=True,
         text=True,
         timeout=90,
