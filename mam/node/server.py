@@ -238,6 +238,8 @@ class Node:
         except OSError as e:
             log.info("a connection ended early: %s", e)
         finally:
+            with contextlib.suppress(OSError):
+                conn.shutdown(socket.SHUT_RDWR)  # wakes the thread reading it (a close alone would not)
             conn.close()
 
     def _read_request(self, conn: socket.socket) -> tuple[dict[str, Any], int] | None:
@@ -364,6 +366,8 @@ class Node:
             request.reply.gone.set()
             with self._lock:
                 self.requests.discard(request)
+            with contextlib.suppress(OSError):
+                request.conn.shutdown(socket.SHUT_RDWR)  # the client has its answer: its watcher ends now
         if then is not None:
             then()  # a `--detach`ed delegation: the node drives its job to its end
 

@@ -1,15 +1,9 @@
 """The node's socket and its frames: a 4-byte big-endian length and a JSON object.
 
-Client -> node: one request `{"argv": [...], "env": {...}, "cwd": str, "pid": int, "ppid": int}`
-with the caller's stdin, stdout and stderr attached (SCM_RIGHTS), or `{"op": "status"}` /
-`{"op": "stop"}` / `{"op": "fleet"}` (answered with `fleet`: the runner's fleet rows, null without
-`--name`, and `name`) / `{"op": "web", host, port, token, token_source, tls_cert, tls_key}` (`mam web`:
-answered with `url`, `login`, `token_source`, `pid`) / `{"op": "web-stop"}` (`stopped`: the URL, or
-''); later `{"signal": n}` when the caller is interrupted.
-Node -> client: `{"accepted": true}` (the command runs: never run it elsewhere too), `{"job": id}`
-(the job the command drives), `{"exit": code}` (its end), or `{"refused": why}` (nothing ran).
-Both ends are this user's processes: the node checks the peer's uid, the client the socket's owner
-and mode. Lean on purpose: the client runs at the start of every `mam event`, so the JSON is written
+What the frames say is the node protocol (mam.protocol, docs/node-protocol.md): a request from the
+client, then the node's frames until its final one. Both ends are this user's processes: the node
+checks the peer's uid, the client the socket's owner and mode. Lean on purpose: the client runs at the
+start of every `mam event`, so the JSON is written
 and read with the C functions of the standard `json` package (`_json`) directly: importing `json`
 itself (and `re`, `enum` with it) cost each client about 8 ms of CPU. Both ends use these two
 functions; tests/unit/test_node_wire.py holds them to `json.dumps`/`json.loads`.
@@ -95,23 +89,27 @@ def loads(data: bytes) -> Any:
 
 
 class Frames:
-    """Cuts a byte stream into the objects it carries; ValueError for a frame too big or not an object."""
+    """Cuts a byte stream into the objects it carries; ValueError for a frame too big or not an object.
+    Linear in what it is fed: a large frame arriving in many pieces is copied once, not once per piece."""
 
     def __init__(self) -> None:
-        self.buf = b""
+        self.buf = bytearray()
 
     def feed(self, data: bytes) -> list[dict[str, Any]]:
         self.buf += data
         out = []
-        while len(self.buf) >= HEADER:
-            size = int.from_bytes(self.buf[:HEADER], "big")
+        at = 0
+        while len(self.buf) - at >= HEADER:
+            size = int.from_bytes(self.buf[at : at + HEADER], "big")
             if size > MAX_FRAME:
                 raise ValueError(f"a frame of {size} bytes")
-            if len(self.buf) < HEADER + size:
+            if len(self.buf) - at < HEADER + size:
                 break
-            obj = loads(self.buf[HEADER : HEADER + size])
-            self.buf = self.buf[HEADER + size :]
+            obj = loads(bytes(self.buf[at + HEADER : at + HEADER + size]))
+            at += HEADER + size
             if not isinstance(obj, dict):
                 raise ValueError("a frame that is not an object")
             out.append(obj)
+        if at:
+            del self.buf[:at]
         return out
