@@ -31,6 +31,7 @@ from mam.store import sessions as sessions_table
 from mam.store.registry import Registry
 from mam.store.sessions import SessionRow
 from mam.util import trust
+from mam.util.proc import find_program
 from mam.workspace import Workspace
 
 OK, WARN, FAIL = "ok", "warn", "fail"
@@ -99,7 +100,7 @@ def _version(argv: list[str], timeout: float = 15.0) -> str:
 
 
 def _tmux(settings: Any) -> Check:
-    found = shutil.which("tmux")
+    found = find_program("tmux")  # the one mam runs: never from a relative PATH entry
     needed = settings is None or settings.backend == "tmux"
     if found is None:
         how = "install it (e.g. apt-get install tmux)"

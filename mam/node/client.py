@@ -254,9 +254,14 @@ def spawn(root: str, run_dir: str, environ: Any = None) -> int:
 
 def node_environ(environ: dict[str, str] | None = None) -> dict[str, str]:
     """The environment a node starts with: the caller's without what changes which code a process
-    loads (LD_*, PYTHON*: a node serves every later caller) or where it writes its bytecode."""
+    loads (LD_*, PYTHON*: a node serves every later caller) or where it writes its bytecode, and with
+    a PATH of absolute folders only (a relative or empty entry would find programs in whatever folder
+    the node works in: a `tmux` the first caller's folder held would run for every later caller)."""
     environ = dict(os.environ) if environ is None else environ
-    return {k: v for k, v in environ.items() if not k.startswith(("LD_", "PYTHON", "GCONV_PATH"))}
+    kept = {k: v for k, v in environ.items() if not k.startswith(("LD_", "PYTHON", "GCONV_PATH"))}
+    if "PATH" in kept:
+        kept["PATH"] = os.pathsep.join(p for p in kept["PATH"].split(os.pathsep) if os.path.isabs(p))
+    return kept
 
 
 def _ended(pid: int) -> bool:

@@ -613,6 +613,7 @@ def serve_node(argv: list[str] | None = None) -> int:
     parser.add_argument("--lock-fd", type=int, default=None)
     parser.add_argument("--autostarted", action="store_true")
     args = parser.parse_args(argv)
+    os.chdir(args.workspace)  # the workspace's folder, not the first caller's: it serves every caller
     logging.basicConfig(level=logging.INFO, format="%(asctime)s node[%(process)d] %(message)s")
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # a detached node: only SIGTERM or `mam node stop` end it
     signal.signal(signal.SIGHUP, signal.SIG_IGN)

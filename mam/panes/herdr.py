@@ -35,7 +35,7 @@ from mam.panes.herdr_config import (
 from mam.settings import Settings
 from mam.util.launch import launcher_argv, write_spec
 from mam.util.poll import Timeout, wait_for
-from mam.util.proc import python_bin, spawn_detached
+from mam.util.proc import find_program, python_bin, spawn_detached
 from mam.workspace import Workspace
 
 log = logging.getLogger(__name__)
@@ -98,8 +98,12 @@ class HerdrBackend:
             raise PaneError(f"herdr socket path too long for a Unix socket: {self.socket_path}", server=self.server)
         cfg = write_session_config(self.ws, self.server, user_config_path(self.config_dir))
         logfile = self.ws.state / "herdr" / f"{self.server}.server.log"
-        argv = [self.settings.herdr_bin or "herdr", "--session", self.server, "server"]
+        program = self.settings.herdr_bin or "herdr"
+        # By absolute path: never a `herdr` a relative PATH entry finds in a working folder.
+        argv = [find_program(program) or program, "--session", self.server, "server"]
         try:
+            if not os.path.isabs(argv[0]):
+                raise FileNotFoundError(f"{program} is not on PATH")
             proc = spawn_detached(argv, log=logfile, env=_server_env(self.config_dir, cfg), cwd=self.ws.root)
         except OSError as e:
             raise PaneError(

@@ -12,7 +12,6 @@ look at the screen after it are one tmux invocation (commands chained with `;`).
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import uuid
 from collections.abc import Mapping, Sequence
@@ -22,7 +21,7 @@ from mam.errors import PaneError
 from mam.panes.base import PaneInfo
 from mam.settings import Settings
 from mam.util.launch import launcher_argv, write_spec
-from mam.util.proc import python_bin
+from mam.util.proc import find_program, python_bin
 from mam.workspace import Workspace
 
 TMUX_SESSION = "mam"
@@ -54,8 +53,8 @@ class TmuxBackend:
     # -- raw commands -------------------------------------------------------------------------
     def _exec(self, *args: str, conf: bool = False, data: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
         """One tmux process on this server's socket: `args` may chain commands with a lone ";"."""
-        argv = [_tmux(), "-L", self.server, *(("-f", str(self._conf())) if conf else ()), *args]
         try:
+            argv = [_tmux(), "-L", self.server, *(("-f", str(self._conf())) if conf else ()), *args]
             return subprocess.run(argv, input=data, capture_output=True, timeout=60)
         except FileNotFoundError as e:
             raise PaneError("tmux is not installed (apt-get install tmux / brew install tmux)") from e
@@ -219,14 +218,12 @@ class TmuxBackend:
 
 
 def _tmux() -> str:
-    path = os.environ.get("PATH", os.defpath)
-    found = _WHICH.get(path)
-    if found is None or not os.access(found, os.X_OK):  # (looked up again once it is gone)
-        found = _WHICH[path] = shutil.which("tmux", path=path) or "tmux"
+    """tmux's absolute path, from this process's PATH without its relative entries (never a `tmux`
+    planted in a working folder); FileNotFoundError when there is none."""
+    found = find_program("tmux")
+    if found is None:
+        raise FileNotFoundError("tmux")
     return found
-
-
-_WHICH: dict[str, str] = {}  # PATH -> tmux found on it: the node runs several tmux commands per job
 
 
 def _err(done: subprocess.CompletedProcess[bytes]) -> str:
