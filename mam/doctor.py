@@ -147,7 +147,13 @@ def _panes(ws: Workspace, settings: Any, sessions: dict[str, dict[str, Any]]) ->
         what = f"session {name}"
         pane_id = row.get("pane_id") or ""
         try:
-            backend = open_backend(str(row.get("backend")), str(row.get("server")), settings=settings, ws=ws)
+            backend = open_backend(
+                str(row.get("backend")),
+                str(row.get("server")),
+                settings=settings,
+                ws=ws,
+                socket=str(row.get("socket") or ""),
+            )
             info = backend.pane(pane_id) if pane_id else None
             status = backend.exit_status(pane_id) if info is not None and info.dead else None
         except MamError as e:

@@ -513,11 +513,22 @@ def _run_cli(request: Request) -> int:
 
 
 def _tmux_running(ws: Workspace, settings: Settings) -> bool:
+    """The workspace's default tmux server, or the server of any session at the socket its row recorded
+    (made by callers of other TMUX_TMPDIR than this node's), runs."""
     from mam.panes import default_server
     from mam.panes.tmux import TmuxBackend
 
     try:
-        return bool(TmuxBackend(default_server("tmux", settings, ws), settings=settings, ws=ws).server_pid())
+        servers = {(default_server("tmux", settings, ws), "")}
+        registry = Registry.open_existing(ws)
+        if registry is not None:
+            try:
+                servers |= {(r.server, r.socket) for r in registry.sessions() if r.backend == "tmux" and r.socket}
+            finally:
+                registry.close()
+        return any(
+            TmuxBackend(name, settings=settings, ws=ws, socket=path).server_pid() for name, path in sorted(servers)
+        )
     except Exception:
         return False
 

@@ -67,14 +67,24 @@ MODIFIERS = {"C": "ctrl", "M": "alt", "S": "shift"}
 class HerdrBackend:
     kind = "herdr"
 
-    def __init__(self, server: str, *, settings: Settings, ws: Workspace) -> None:
+    def __init__(self, server: str, *, settings: Settings, ws: Workspace, socket: str = "") -> None:
+        """`socket`: the API socket a session's row recorded (`<config dir>/sessions/<name>/herdr.sock`),
+        used whatever this process's XDG_CONFIG_HOME, HOME or HERDR_CONFIG_DIR say; "" to find it from them."""
         self.server = check_session_name(server)
         self.settings = settings
         self.ws = ws
-        self.config_dir = config_dir(settings)
-        self.socket_path = socket_path(self.config_dir, server)
+        if socket:
+            self.socket_path = Path(socket)
+            self.config_dir = self.socket_path.parent.parent.parent
+        else:
+            self.config_dir = config_dir(settings)
+            self.socket_path = socket_path(self.config_dir, server).absolute()
         self.client = HerdrClient(self.socket_path, server=server)
         self._proc: subprocess.Popen[bytes] | None = None  # a server this object started
+
+    @property
+    def socket(self) -> str:
+        return str(self.socket_path)
 
     # -- server -------------------------------------------------------------------------------
     def server_running(self) -> bool:

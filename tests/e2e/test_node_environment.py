@@ -1,10 +1,13 @@
 """Issue 38, item 2: the node's environment is the workspace's, not its first caller's.
 
-A program looked up on a PATH that begins with `.` is the one in the working folder. The node, started
-by whichever caller comes first, serves every later caller: it works in the workspace's folder with a
-PATH of absolute folders only, and finds tmux (and git, herdr) there by absolute path.
+`tmux -L NAME` finds its server under `$TMUX_TMPDIR/tmux-UID/`, so a process with another TMUX_TMPDIR
+does not see the same server, and a program looked up on a PATH that begins with `.` is the one in
+the working folder. The node, started by whichever caller comes first, serves every later caller: a
+session is reached by the socket its row recorded when its pane was made (`tmux -S PATH`), and the node
+works in the workspace's folder with a PATH of absolute folders only, finding tmux and git there.
 
-Real CLI, real tmux, a real broker, the demo agent and the node autostarted by the first delegation.
+Real CLI, real tmux (each test's servers under temporary TMUX_TMPDIRs it removes), a real broker, the
+demo agent and the node autostarted by the first delegation.
 """
 
 from __future__ import annotations
@@ -13,7 +16,8 @@ import json
 import os
 import shutil
 import subprocess
-from collections.abc import Iterator
+import tempfile
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -23,6 +27,8 @@ from mam.util.proc import pid_alive
 from mam.workspace import Workspace
 from tests.helpers.jobs import FAST, create_demo
 from tests.helpers.mamcli import MAM, mam
+
+TMUX = shutil.which("tmux") or "tmux"
 
 
 @pytest.fixture
@@ -37,6 +43,27 @@ def wired(workspace: Workspace, amqtt_broker, monkeypatch: pytest.MonkeyPatch) -
         pid = node_pid(workspace)
         if pid:  # it did not stop: end the process this test started, by its pid
             os.kill(pid, 9)
+
+
+@pytest.fixture
+def new_tmux_tmpdir() -> Iterator[Callable[[], Path]]:
+    """Makes fresh TMUX_TMPDIRs (short paths: a socket path has at most 107 bytes); every tmux server
+    under one is killed by its socket, and the folders removed, afterwards."""
+    made: list[Path] = []
+
+    def new() -> Path:
+        made.append(Path(tempfile.mkdtemp(prefix="mam-tt-", dir="/tmp")))
+        return made[-1]
+
+    yield new
+    for folder in made:
+        kill_servers_under(folder)
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def kill_servers_under(tmpdir: Path) -> None:
+    for sock in sorted((tmpdir / f"tmux-{os.getuid()}").glob("*")):
+        subprocess.run([TMUX, "-S", str(sock), "kill-server"], capture_output=True, timeout=30)
 
 
 def node_pid(ws: Workspace) -> int:
@@ -76,6 +103,53 @@ def delegate(
     done = json.loads(proc.stdout)
     assert done["state"] == "completed", done
     return dict(done)
+
+
+def test_mam_demo_with_a_tmux_tmpdir_of_its_own_ends_every_job_as_expected(
+    tmp_path: Path, new_tmux_tmpdir: Callable[[], Path]
+) -> None:
+    """The demo makes its sessions in its own process and hands the loop's jobs to a node started
+    without its TMUX_TMPDIR: the node reaches the sessions' server by the sockets their rows recorded."""
+    tmpdir = new_tmux_tmpdir()
+    proc = subprocess.run(
+        [MAM, "demo"],
+        env={**os.environ, "TMUX_TMPDIR": str(tmpdir)},
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, f"{proc.stdout}\n{proc.stderr}"
+    assert "every job ended as expected" in proc.stdout, proc.stdout
+    assert "target_not_found" not in proc.stdout
+
+
+def test_a_session_takes_jobs_from_callers_of_any_tmux_tmpdir_through_the_node(
+    wired: Workspace, new_tmux_tmpdir: Callable[[], Path]
+) -> None:
+    made_in, starter, other = new_tmux_tmpdir(), new_tmux_tmpdir(), new_tmux_tmpdir()
+    s = create_demo("s", env={"TMUX_TMPDIR": str(made_in)})
+    sock = made_in / f"tmux-{os.getuid()}" / os.environ["MAM_TMUX_SERVER"]
+    assert sock.exists()
+
+    # The first delegation starts the node, from a caller whose TMUX_TMPDIR names no server at all.
+    first = delegate("demo-write: one.txt :: from the node's starter", env={"TMUX_TMPDIR": str(starter)})
+    pid = wait_for(lambda: node_pid(wired), timeout=30, message="no node started")
+    assert environ_of(pid).get("TMUX_TMPDIR") == str(starter)  # the scene this test is about
+    second = delegate("demo-write: two.txt :: from another TMUX_TMPDIR", env={"TMUX_TMPDIR": str(other)})
+    third = delegate("demo-write: three.txt :: from a caller with no TMUX_TMPDIR", drop=("TMUX_TMPDIR",))
+    for job in (first, second, third):
+        assert owner_pid(wired, str(job["id"])) == pid  # each ran in the node
+    assert (wired.root / "one.txt").read_text() == "from the node's starter\n"
+    assert (wired.root / "three.txt").read_text() == "from a caller with no TMUX_TMPDIR\n"
+
+    # Looking from yet another TMUX_TMPDIR sees the same live pane, by the recorded socket.
+    looked = mam("session", "status", "--json", env={"TMUX_TMPDIR": str(other)}, check=True)
+    row = next(r for r in json.loads(looked.stdout) if r["name"] == "s")
+    assert row["server"] == os.environ["MAM_TMUX_SERVER"] and row["socket"] == str(sock), row
+    assert row["pane_alive"] and row["drift"] == "" and row["pane_id"] == s["pane_id"], row
+    # No server was ever started where the starter's or another caller's TMUX_TMPDIR points.
+    assert not list(starter.glob("tmux-*/*")) and not list(other.glob("tmux-*/*"))
 
 
 def test_a_tmux_planted_in_the_first_callers_folder_never_runs(wired: Workspace, tmp_path: Path) -> None:
