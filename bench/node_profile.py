@@ -14,7 +14,8 @@ other thread to its name (the heartbeats, the wake relays, the caller watchers).
 node's whole CPU (`time.process_time`, its long-lived threads included: the broker connection's, the
 monitor's), the CPU of the children it reaped (tmux clients), and each row.
 
-`--profile`: a cProfile per request thread instead (`--only`: of the operations whose name holds that text: `delegate`, `event started`...),
+`--profile`: a cProfile per request thread instead (`--only`: of the operations whose name holds that text:
+`delegate`, `event started`...),
 timed by each thread's CPU clock; the profiler's own overhead inflates every number (compare rows,
 not totals against other benchmarks). `--out` keeps the pstats file. Linux only.
 """

@@ -31,6 +31,7 @@ from mam.store import sessions as sessions_table
 from mam.store.registry import Registry
 from mam.store.sessions import SessionRow
 from mam.util import trust
+from mam.util.proc import find_program
 from mam.workspace import Workspace
 
 OK, WARN, FAIL = "ok", "warn", "fail"
@@ -99,7 +100,7 @@ def _version(argv: list[str], timeout: float = 15.0) -> str:
 
 
 def _tmux(settings: Any) -> Check:
-    found = shutil.which("tmux")
+    found = find_program("tmux")  # the one mam runs: never from a relative PATH entry
     needed = settings is None or settings.backend == "tmux"
     if found is None:
         how = "install it (e.g. apt-get install tmux)"
@@ -146,7 +147,13 @@ def _panes(ws: Workspace, settings: Any, sessions: dict[str, dict[str, Any]]) ->
         what = f"session {name}"
         pane_id = row.get("pane_id") or ""
         try:
-            backend = open_backend(str(row.get("backend")), str(row.get("server")), settings=settings, ws=ws)
+            backend = open_backend(
+                str(row.get("backend")),
+                str(row.get("server")),
+                settings=settings,
+                ws=ws,
+                socket=str(row.get("socket") or ""),
+            )
             info = backend.pane(pane_id) if pane_id else None
             status = backend.exit_status(pane_id) if info is not None and info.dead else None
         except MamError as e:

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from mam.errors import AgentError
+from mam.util.proc import find_program
 
 # Store timestamps are taken by the agent a moment after mam notes `since`, sometimes rounded
 # to the second; this much slack still keeps conversations of earlier sessions out.
@@ -220,7 +221,7 @@ def run_cli(command: str, args: list[str], *, cwd: str, env: Mapping[str, str], 
     """Run an agent CLI non-interactively with exactly `env` (never through a shell); True on exit 0.
     The program is looked up on env's PATH; a missing program, a failure or a timeout give False."""
 
-    program = shutil.which(command, path=env.get("PATH", ""))
+    program = find_program(command, env.get("PATH", ""))  # never from a relative PATH entry (a working folder)
     if program is None:
         return False
     folder = cwd if os.path.isdir(cwd) else str(home(env))

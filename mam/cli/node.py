@@ -20,6 +20,7 @@ from mam.node.server import run_node
 from mam.node.wire import SOCKET, STATUS
 from mam.outcomes import Exit
 from mam.sessions.common import check_name
+from mam.util.proc import clean_path
 
 STOP_WAIT_S = 15.0  # for a node asked to stop to let go of its lock
 
@@ -97,6 +98,10 @@ def serve(
             return [row.as_dict() for row in runner.fleet.rows()]
 
     _let_go_of_an_idle_autostarted_node(app)
+    # As an autostarted node (mam.node.client.node_environ): in the workspace's folder, and programs found
+    # only in absolute PATH folders (this node serves every caller, and its helpers inherit its PATH).
+    os.chdir(app.ws.root)
+    os.environ["PATH"] = clean_path()
     signal.signal(signal.SIGINT, lambda *_: os.kill(os.getpid(), signal.SIGTERM))
     echo(f"node{' ' + name if name else ''} serving workspace {app.ws.root}", err=True)
     code = run_node(app.ws, app.settings, name=name or "", beside=beside, on_stop=on_stop, fleet=fleet)

@@ -31,6 +31,7 @@ from mam.panes.tmux import TmuxBackend
 from mam.sessions.create import CreateRequest, create_session
 from mam.settings import Settings, load_settings
 from mam.store.registry import Registry
+from mam.util.proc import find_program
 from mam.workspace import Workspace
 
 Echo = Callable[[str], None]
@@ -127,10 +128,13 @@ def run_demo(
 
 
 def _git_init(root: Path) -> None:
-    git = ["git", "-C", str(root), "-c", "user.name=mam demo", "-c", "user.email=demo@mam.invalid"]
-    subprocess.run(["git", "init", "-q", str(root)], check=True, capture_output=True)
-    subprocess.run(["git", "-C", str(root), "config", "user.name", "mam demo"], check=True)
-    subprocess.run(["git", "-C", str(root), "config", "user.email", "demo@mam.invalid"], check=True)
+    program = find_program("git")  # never a `git` a relative PATH entry finds in the caller's folder
+    if program is None:
+        raise FileNotFoundError("git is not on PATH: the demo makes a git repository")
+    git = [program, "-C", str(root), "-c", "user.name=mam demo", "-c", "user.email=demo@mam.invalid"]
+    subprocess.run([program, "init", "-q", str(root)], check=True, capture_output=True)
+    subprocess.run([program, "-C", str(root), "config", "user.name", "mam demo"], check=True)
+    subprocess.run([program, "-C", str(root), "config", "user.email", "demo@mam.invalid"], check=True)
     (root / "README.md").write_text("A throwaway workspace made by `mam demo`.\n")
     (root / ".gitignore").write_text(".mam/\n.agents/\n.demo-home/\n")
     subprocess.run([*git, "add", "-A"], check=True, capture_output=True)

@@ -50,7 +50,9 @@ def watch(ws: Workspace, session: str, act: Activity, seen_at: float) -> Activit
     if row is None or not row.pane_id:
         return None
     adapter = get_adapter(row.agent)
-    backend = open_backend(row.backend, row.server, settings=load_settings(env_file=ws.env_file), ws=ws)
+    backend = open_backend(
+        row.backend, row.server, settings=load_settings(env_file=ws.env_file), ws=ws, socket=row.socket
+    )
     until = time.monotonic() + WATCH_S
     while time.monotonic() < until:
         time.sleep(STEP_S)

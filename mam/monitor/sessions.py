@@ -11,9 +11,10 @@ from mam.ids import is_name
 from mam.monitor.detect import find_agent
 from mam.notify import session_terminated
 from mam.panes import default_server
+from mam.panes.base import PaneInfo
 from mam.sessions.common import backend_for
 from mam.sessions.orchestrator import orchestrator_keys
-from mam.sessions.status import drift_of, pane_snapshot
+from mam.sessions.status import ServerKey, drift_of, pane_snapshot, server_key
 from mam.settings import Settings
 from mam.store import sessions as sessions_table
 from mam.store.registry import Registry
@@ -33,8 +34,10 @@ class Repair:
 
 def reconcile_sessions(ws: Workspace, settings: Settings, registry: Registry) -> list[Repair]:
     rows = registry.sessions()
-    servers = {(r.backend, r.server) for r in rows} | {("tmux", default_server("tmux", settings, ws))}
-    probe = [SessionRow(name="", agent="", role="", backend=k, server=s, cwd="") for k, s in servers]
+    # The rows' servers, each by its recorded socket, and the workspace's default server as this process finds it.
+    probe = [
+        SessionRow(name="", agent="", role="", backend="tmux", server=default_server("tmux", settings, ws), cwd="")
+    ]
     panes = pane_snapshot(rows + probe, settings=settings, ws=ws)
     repairs: list[Repair] = []
     now = time.time()
@@ -43,7 +46,7 @@ def reconcile_sessions(ws: Workspace, settings: Settings, registry: Registry) ->
             continue
         if row.status == SessionStatus.STARTING and now - row.updated_at < STARTING_GRACE_S:
             continue
-        found = panes.get((row.backend, row.server))
+        found = panes.get(server_key(row, settings=settings, ws=ws))
         pane, drift = drift_of(row, found)
         if (
             drift
@@ -53,7 +56,7 @@ def reconcile_sessions(ws: Workspace, settings: Settings, registry: Registry) ->
             if _mark_terminated(registry, row, drift):
                 repairs.append(Repair("terminated", row.name, drift))
                 session_terminated(ws, settings, row.name, f"monitor: {drift}")
-    repairs.extend(_register_unknown(ws, registry, panes))
+    repairs.extend(_register_unknown(ws, settings, registry, panes))
     return repairs
 
 
@@ -78,17 +81,19 @@ def _mark_terminated(registry: Registry, row: SessionRow, reason: str) -> bool:
     return True
 
 
-def _register_unknown(ws: Workspace, registry: Registry, panes: dict) -> list[Repair]:  # type: ignore[type-arg]
+def _register_unknown(
+    ws: Workspace, settings: Settings, registry: Registry, panes: dict[ServerKey, dict[str, PaneInfo] | None]
+) -> list[Repair]:
     rows = registry.sessions()
-    claimed = {(r.backend, r.server, r.pane_id) for r in rows if r.pane_id and r.status in LIVE}
+    claimed = {(*server_key(r, settings=settings, ws=ws), r.pane_id) for r in rows if r.pane_id and r.status in LIVE}
     orchestrators = orchestrator_keys(registry)
     taken = {r.name for r in rows}
     repairs = []
-    for (kind, server), found in panes.items():
+    for (kind, server, socket), found in panes.items():
         for pane in (found or {}).values():
             if (
                 pane.dead
-                or (kind, server, pane.pane_id) in claimed
+                or (kind, server, socket, pane.pane_id) in claimed
                 or f"{kind}:{server}:{pane.pane_id}" in orchestrators
             ):
                 continue
@@ -111,6 +116,7 @@ def _register_unknown(ws: Workspace, registry: Registry, panes: dict) -> list[Re
                 role="adopted",
                 backend=kind,
                 server=server,
+                socket=socket,
                 cwd=pane.cwd,
                 status=SessionStatus.RUNNING,
                 pane_id=pane.pane_id,

@@ -40,7 +40,6 @@ if TYPE_CHECKING:
 
 FORWARDED = (_signal.SIGINT, _signal.SIGTERM, _signal.SIGHUP)
 START_WAIT_S = 20.0  # for a node just started to listen (imports, on a loaded 2-core machine)
-LEFT_WAIT_S = 5.0  # after an interrupt, for the node to name the job it leaves running
 NODE_START = "import sys; del sys.path[0]; from mam.node.server import main; sys.exit(main())"
 AGAIN = frozenset({"delegate", "wait", "fanout"})  # may run again in a new node (their jobs are taken over)
 _OFF = frozenset({"0", "false", "no", "off"})
@@ -292,9 +291,14 @@ def spawn(root: str, run_dir: str, environ: Any = None) -> int:
 
 def node_environ(environ: dict[str, str] | None = None) -> dict[str, str]:
     """The environment a node starts with: the caller's without what changes which code a process
-    loads (LD_*, PYTHON*: a node serves every later caller) or where it writes its bytecode."""
+    loads (LD_*, PYTHON*: a node serves every later caller) or where it writes its bytecode, and with
+    a PATH of absolute folders only (a relative or empty entry would find programs in whatever folder
+    the node works in: a `tmux` the first caller's folder held would run for every later caller)."""
     environ = dict(os.environ) if environ is None else environ
-    return {k: v for k, v in environ.items() if not k.startswith(("LD_", "PYTHON", "GCONV_PATH"))}
+    kept = {k: v for k, v in environ.items() if not k.startswith(("LD_", "PYTHON", "GCONV_PATH"))}
+    if "PATH" in kept:
+        kept["PATH"] = os.pathsep.join(p for p in kept["PATH"].split(os.pathsep) if os.path.isabs(p))
+    return kept
 
 
 def _ended(pid: int) -> bool:

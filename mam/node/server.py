@@ -443,11 +443,22 @@ class Served:
 
 
 def _tmux_running(ws: Workspace, settings: Settings) -> bool:
+    """The workspace's default tmux server, or the server of any session at the socket its row recorded
+    (made by callers of other TMUX_TMPDIR than this node's), runs."""
     from mam.panes import default_server
     from mam.panes.tmux import TmuxBackend
 
     try:
-        return bool(TmuxBackend(default_server("tmux", settings, ws), settings=settings, ws=ws).server_pid())
+        servers = {(default_server("tmux", settings, ws), "")}
+        registry = Registry.open_existing(ws)
+        if registry is not None:
+            try:
+                servers |= {(r.server, r.socket) for r in registry.sessions() if r.backend == "tmux" and r.socket}
+            finally:
+                registry.close()
+        return any(
+            TmuxBackend(name, settings=settings, ws=ws, socket=path).server_pid() for name, path in sorted(servers)
+        )
     except Exception:
         return False
 
@@ -543,6 +554,7 @@ def serve_node(argv: list[str] | None = None) -> int:
     parser.add_argument("--lock-fd", type=int, default=None)
     parser.add_argument("--autostarted", action="store_true")
     args = parser.parse_args(argv)
+    os.chdir(args.workspace)  # the workspace's folder, not the first caller's: it serves every caller
     logging.basicConfig(level=logging.INFO, format="%(asctime)s node[%(process)d] %(message)s")
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # a detached node: only SIGTERM or `mam node stop` end it
     signal.signal(signal.SIGHUP, signal.SIG_IGN)

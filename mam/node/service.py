@@ -148,8 +148,25 @@ class Service:
         settings = self.settings_for(env)
         for warning in settings.warnings:
             reply.frame({"warning": warning})
-        handler: Callable[[dict[str, Any], Settings, Reply, Mapping[str, str]], Result] = getattr(self, f"op_{op}")
-        return handler(dict(args), settings, reply, env)
+        return self.handlers()[op](dict(args), settings, reply, env)
+
+    def handlers(self) -> dict[str, Callable[[dict[str, Any], Settings, Reply, Mapping[str, str]], Result]]:
+        """Each operation of mam.protocol this service runs (the node answers the others itself: CONTROL)."""
+        return {
+            "delegate": self.op_delegate,
+            "wait": self.op_wait,
+            "event": self.op_event,
+            "cancel": self.op_cancel,
+            "pause": self.op_pause,
+            "resume": self.op_resume,
+            "hold": self.op_hold,
+            "release": self.op_release,
+            "send": self.op_send,
+            "fanout": self.op_fanout,
+            "routine_add": self.op_routine_add,
+            "routine_resume": self.op_routine_resume,
+            "routine_run": self.op_routine_run,
+        }
 
     def settings_for(self, env: Mapping[str, str]) -> Settings:
         """The settings of a request: `.mam.env`, then the caller's settings variables (never the node's own

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from mam.errors import ConfigError
@@ -22,10 +23,22 @@ def default_server(kind: str, settings: Settings, ws: Workspace) -> str:
     return configured or f"mam-{ws.slug}"
 
 
-def open_backend(kind: str, server: str, *, settings: Settings, ws: Workspace) -> PaneBackend:
-    """A backend object for `server`; constructing it never starts anything."""
+def open_backend(kind: str, server: str, *, settings: Settings, ws: Workspace, socket: str = "") -> PaneBackend:
+    """A backend object for `server`; constructing it never starts anything. `socket`: the server's
+    socket as a session's row recorded it, reached whatever this process's environment says ("": found
+    from this process's environment, as for a new session; its `socket` is then the one to record)."""
     if kind == "tmux":
-        return TmuxBackend(server, settings=settings, ws=ws)
+        return TmuxBackend(server, settings=settings, ws=ws, socket=socket)
     if kind == "herdr":
-        return HerdrBackend(server, settings=settings, ws=ws)
+        return HerdrBackend(server, settings=settings, ws=ws, socket=socket)
     raise ConfigError(f"unknown backend {kind!r}: use one of {', '.join(BACKENDS)}")
+
+
+def socket_gone(kind: str, socket: str) -> bool:
+    """True when the folder a recorded socket was made under is gone (a temporary TMUX_TMPDIR, a herdr
+    config folder removed): no server runs there and none can start there. "" (nothing recorded): False."""
+    if not socket:
+        return False
+    path = Path(socket)
+    top = path.parents[1] if kind == "tmux" else path.parents[2]  # $TMUX_TMPDIR; <config dir> of .../sessions/NAME/
+    return not top.is_dir()

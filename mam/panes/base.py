@@ -3,7 +3,8 @@
 Rules every backend keeps:
 - looking (`server_running`, `pane`, `panes`, `capture`) never starts a server or a pane;
 - text reaches a pane byte-exact and never passes through a shell;
-- a pane runs `argv` directly (no shell), with exactly `env`, in `cwd`.
+- a pane runs `argv` directly (no shell), with exactly `env`, in `cwd`;
+- a backend given a recorded `socket` reaches the server there, whatever this process's environment.
 """
 
 from __future__ import annotations
@@ -37,6 +38,11 @@ class PaneInfo:
 class PaneBackend(Protocol):
     kind: str
     server: str
+
+    @property
+    def socket(self) -> str:
+        """The absolute path of the server's socket: the one recorded for it, else where this process finds it."""
+        ...
 
     def server_running(self) -> bool:
         """True if the server answers; never starts it and creates no socket."""

@@ -35,7 +35,7 @@ from mam.panes.herdr_config import (
 from mam.settings import Settings
 from mam.util.launch import launcher_argv, write_spec
 from mam.util.poll import Timeout, wait_for
-from mam.util.proc import python_bin, spawn_detached
+from mam.util.proc import find_program, python_bin, spawn_detached
 from mam.workspace import Workspace
 
 log = logging.getLogger(__name__)
@@ -67,14 +67,24 @@ MODIFIERS = {"C": "ctrl", "M": "alt", "S": "shift"}
 class HerdrBackend:
     kind = "herdr"
 
-    def __init__(self, server: str, *, settings: Settings, ws: Workspace) -> None:
+    def __init__(self, server: str, *, settings: Settings, ws: Workspace, socket: str = "") -> None:
+        """`socket`: the API socket a session's row recorded (`<config dir>/sessions/<name>/herdr.sock`),
+        used whatever this process's XDG_CONFIG_HOME, HOME or HERDR_CONFIG_DIR say; "" to find it from them."""
         self.server = check_session_name(server)
         self.settings = settings
         self.ws = ws
-        self.config_dir = config_dir(settings)
-        self.socket_path = socket_path(self.config_dir, server)
+        if socket:
+            self.socket_path = Path(socket)
+            self.config_dir = self.socket_path.parent.parent.parent
+        else:
+            self.config_dir = config_dir(settings)
+            self.socket_path = socket_path(self.config_dir, server).absolute()
         self.client = HerdrClient(self.socket_path, server=server)
         self._proc: subprocess.Popen[bytes] | None = None  # a server this object started
+
+    @property
+    def socket(self) -> str:
+        return str(self.socket_path)
 
     # -- server -------------------------------------------------------------------------------
     def server_running(self) -> bool:
@@ -98,8 +108,12 @@ class HerdrBackend:
             raise PaneError(f"herdr socket path too long for a Unix socket: {self.socket_path}", server=self.server)
         cfg = write_session_config(self.ws, self.server, user_config_path(self.config_dir))
         logfile = self.ws.state / "herdr" / f"{self.server}.server.log"
-        argv = [self.settings.herdr_bin or "herdr", "--session", self.server, "server"]
+        program = self.settings.herdr_bin or "herdr"
+        # By absolute path: never a `herdr` a relative PATH entry finds in a working folder.
+        argv = [find_program(program) or program, "--session", self.server, "server"]
         try:
+            if not os.path.isabs(argv[0]):
+                raise FileNotFoundError(f"{program} is not on PATH")
             proc = spawn_detached(argv, log=logfile, env=_server_env(self.config_dir, cfg), cwd=self.ws.root)
         except OSError as e:
             raise PaneError(

@@ -1,10 +1,18 @@
-"""The tmux backend: one tmux server per workspace on its own socket (`tmux -L NAME`).
+"""The tmux backend: one tmux server per workspace on its own socket.
+
+`tmux -L NAME` finds its server at `$TMUX_TMPDIR/tmux-UID/NAME` (TMUX_TMPDIR defaults to /tmp): the
+socket depends on the environment of the process that runs tmux, so two processes with different
+TMUX_TMPDIR do not see the same server. A session's row records the absolute socket path its
+server was made at (`TmuxBackend.socket` when the pane was made), and a backend built for that row
+reaches the server with `tmux -S PATH`, whoever runs it (the node serves callers of any
+environment). A backend without a recorded socket (a new session; a row made before sockets were
+recorded) uses `-L NAME` from this process's environment.
 
 Each mam session is one window (one pane) of the tmux session `mam`, running the launcher,
 which execs the agent. Briefs go in with load-buffer (stdin) + paste-buffer -p -r, so any
 bytes arrive intact at any size and nothing passes through a shell or a tmux command line.
 
-Every call is one `tmux -L NAME ...` process (about 4 ms), run directly: libtmux costs about 200 ms
+Every call is one `tmux -L NAME ...` (or `-S PATH`) process (about 4 ms), run directly: libtmux costs about 200 ms
 to import and 50 ms per new session, which the delegation path cannot afford. A paste and the
 look at the screen after it are one tmux invocation (commands chained with `;`).
 """
@@ -12,7 +20,6 @@ look at the screen after it are one tmux invocation (commands chained with `;`).
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import uuid
 from collections.abc import Mapping, Sequence
@@ -22,7 +29,7 @@ from mam.errors import PaneError
 from mam.panes.base import PaneInfo
 from mam.settings import Settings
 from mam.util.launch import launcher_argv, write_spec
-from mam.util.proc import python_bin
+from mam.util.proc import find_program, python_bin
 from mam.workspace import Workspace
 
 TMUX_SESSION = "mam"
@@ -39,23 +46,36 @@ set -s escape-time 0
 
 
 def socket_path(name: str) -> Path:
+    """The socket `tmux -L NAME` run by this process uses: `$TMUX_TMPDIR/tmux-UID/NAME`, absolute."""
     base = os.environ.get("TMUX_TMPDIR") or "/tmp"
-    return Path(base) / f"tmux-{os.getuid()}" / name
+    return Path(os.path.abspath(base)) / f"tmux-{os.getuid()}" / name
 
 
 class TmuxBackend:
     kind = "tmux"
 
-    def __init__(self, server: str, *, settings: Settings, ws: Workspace) -> None:
+    def __init__(self, server: str, *, settings: Settings, ws: Workspace, socket: str = "") -> None:
+        """`socket`: the server's recorded socket path (reached with `-S`); "" for `-L server` from this
+        process's environment."""
         self.server = server
         self.settings = settings
         self.ws = ws
+        self.recorded = socket
+
+    @property
+    def socket(self) -> str:
+        """The absolute path of the server's socket: the recorded one, else the one `-L` finds now."""
+        return self.recorded or str(socket_path(self.server))
+
+    def _socket(self) -> Path:
+        return Path(self.socket)
 
     # -- raw commands -------------------------------------------------------------------------
     def _exec(self, *args: str, conf: bool = False, data: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
         """One tmux process on this server's socket: `args` may chain commands with a lone ";"."""
-        argv = [_tmux(), "-L", self.server, *(("-f", str(self._conf())) if conf else ()), *args]
+        where = ("-S", self.recorded) if self.recorded else ("-L", self.server)
         try:
+            argv = [_tmux(), *where, *(("-f", str(self._conf())) if conf else ()), *args]
             return subprocess.run(argv, input=data, capture_output=True, timeout=60)
         except FileNotFoundError as e:
             raise PaneError("tmux is not installed (apt-get install tmux / brew install tmux)") from e
@@ -75,13 +95,13 @@ class TmuxBackend:
 
     # -- server -------------------------------------------------------------------------------
     def server_running(self) -> bool:
-        if not socket_path(self.server).exists():
+        if not self._socket().exists():
             return False  # never let a probe start anything or leave a socket behind
         return self._exec("list-sessions").returncode == 0
 
     def server_pid(self) -> int:
         """The tmux server's pid; 0 if none runs (asking never starts one)."""
-        if not socket_path(self.server).exists():
+        if not self._socket().exists():
             return 0
         done = self._exec("display-message", "-p", "#{pid}")
         text = done.stdout.decode("ascii", "replace").strip()
@@ -93,6 +113,19 @@ class TmuxBackend:
         if self.settings.no_autostart:
             raise PaneError(f"tmux server {self.server!r} is not running and MAM_NO_AUTOSTART=1", server=self.server)
         # The server starts with its first pane (create_pane): no placeholder process is needed.
+
+    def _socket_folder(self) -> None:
+        """Before a server starts on a recorded socket: its `tmux-UID` folder, made as `-L` would make it
+        (0700; a reboot empties /tmp). `-S` makes no folder; the TMUX_TMPDIR above it must exist."""
+        folder = self._socket().parent
+        if not self.recorded or folder.is_dir():
+            return
+        try:
+            folder.mkdir(mode=0o700)
+        except FileExistsError:
+            pass
+        except OSError as e:
+            raise PaneError(f"cannot make the folder of tmux socket {self.recorded}: {e}", server=self.server) from e
 
     def _has_session(self) -> bool:
         return self.server_running() and self._exec("has-session", "-t", f"={TMUX_SESSION}").returncode == 0
@@ -123,6 +156,7 @@ class TmuxBackend:
                     *command,
                 )
             else:
+                self._socket_folder()
                 out = self._run(
                     "new-session",
                     "-d",
@@ -148,7 +182,7 @@ class TmuxBackend:
         return info
 
     def pane(self, pane_id: str) -> PaneInfo | None:
-        if not pane_id.startswith("%") or not socket_path(self.server).exists():
+        if not pane_id.startswith("%") or not self._socket().exists():
             return None  # no server: nothing to ask (and nothing gets started)
         # One call: display-message on a pane that is gone (or a server that is not running) fails.
         out = self._exec("display-message", "-p", "-t", pane_id, FORMAT)
@@ -162,7 +196,7 @@ class TmuxBackend:
         raise PaneError(f"tmux display-message failed on server {self.server!r}: {err}", server=self.server)
 
     def exit_status(self, pane_id: str) -> int | None:
-        if not pane_id.startswith("%") or not socket_path(self.server).exists():
+        if not pane_id.startswith("%") or not self._socket().exists():
             return None
         out = self._exec("display-message", "-p", "-t", pane_id, "#{pane_dead}\t#{pane_dead_status}")
         dead, _, status = out.stdout.decode("utf-8", "replace").strip().partition("\t")
@@ -204,7 +238,7 @@ class TmuxBackend:
             self._run("send-keys", "-t", pane_id, "-l", "--", text)
 
     def capture(self, pane_id: str, lines: int = 200) -> str:
-        if not socket_path(self.server).exists():
+        if not self._socket().exists():
             return ""  # (capture-pane never starts a server: without one it fails, and this says "")
         return self._run("capture-pane", "-p", "-J", "-t", pane_id, "-S", f"-{max(1, lines)}", check=False)
 
@@ -215,18 +249,16 @@ class TmuxBackend:
     def kill_server(self) -> None:
         if self.server_running():
             self._exec("kill-server")
-        socket_path(self.server).unlink(missing_ok=True)
+        self._socket().unlink(missing_ok=True)
 
 
 def _tmux() -> str:
-    path = os.environ.get("PATH", os.defpath)
-    found = _WHICH.get(path)
-    if found is None or not os.access(found, os.X_OK):  # (looked up again once it is gone)
-        found = _WHICH[path] = shutil.which("tmux", path=path) or "tmux"
+    """tmux's absolute path, from this process's PATH without its relative entries (never a `tmux`
+    planted in a working folder); FileNotFoundError when there is none."""
+    found = find_program("tmux")
+    if found is None:
+        raise FileNotFoundError("tmux")
     return found
-
-
-_WHICH: dict[str, str] = {}  # PATH -> tmux found on it: the node runs several tmux commands per job
 
 
 def _err(done: subprocess.CompletedProcess[bytes]) -> str:

@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from pathlib import Path
 
 from mam.errors import SessionNotFound
 from mam.panes import open_backend
-from mam.panes.tmux import socket_path
+from mam.panes.herdr_config import config_dir
 from mam.sessions.common import check_name
 from mam.settings import Settings
 from mam.store.registry import Registry
@@ -33,7 +34,7 @@ def attach_argv(
     finally:
         registry.close()
     looking = settings.with_overrides(MAM_NO_AUTOSTART="1")
-    backend = open_backend(row.backend, row.server, settings=looking, ws=ws)
+    backend = open_backend(row.backend, row.server, settings=looking, ws=ws, socket=row.socket)
     pane = backend.pane(row.pane_id) if row.pane_id and backend.server_running() else None
     if pane is None:
         raise SessionNotFound(
@@ -43,10 +44,15 @@ def attach_argv(
         )
     pane_id = pane.pane_id
     if row.backend == "herdr":
-        return [[settings.herdr_bin or "herdr", "--session", row.server]]
-    tmux = ["tmux", "-L", row.server]
+        herdr = [settings.herdr_bin or "herdr", "--session", row.server]
+        home = Path(backend.socket).parent.parent.parent.parent  # <XDG_CONFIG_HOME>/herdr/sessions/NAME/herdr.sock
+        if row.socket and home != config_dir(settings, environ).parent:
+            return [["env", f"XDG_CONFIG_HOME={home}", *herdr]]  # the herdr the row recorded, not this one's
+        return [herdr]
+    # By the socket the row recorded (`-S`): the server it was made on, whatever this terminal's TMUX_TMPDIR.
+    tmux = ["tmux", "-S", row.socket] if row.socket else ["tmux", "-L", row.server]
     inside = environ.get("TMUX", "").split(",")[0]
-    if inside and os.path.realpath(inside) == os.path.realpath(socket_path(row.server)):
+    if inside and os.path.realpath(inside) == os.path.realpath(backend.socket):
         return [[*tmux, "switch-client", "-t", pane_id]]
     return [
         [*tmux, "select-window", "-t", pane_id],

@@ -34,4 +34,6 @@ def pane_env(ws: Workspace, name: str, environ: Mapping[str, str]) -> dict[str, 
 
 
 def backend_for(row: SessionRow, *, settings: Settings, ws: Workspace) -> PaneBackend:
-    return open_backend(row.backend, row.server, settings=settings, ws=ws)
+    """The backend of the row's server, reached by the socket the row recorded (whoever asks, whatever
+    their TMUX_TMPDIR or XDG_CONFIG_HOME); a row made before sockets were recorded: from this process's."""
+    return open_backend(row.backend, row.server, settings=settings, ws=ws, socket=row.socket)

@@ -15,7 +15,7 @@ from mam.agents.base import PERMISSION_MODES, AgentAdapter, LaunchContext, Sessi
 from mam.agents.ready import wait_ready
 from mam.errors import AgentDialog, AgentExited, SessionError, UsageError
 from mam.outcomes import Exit
-from mam.panes import BACKENDS, default_server, open_backend
+from mam.panes import BACKENDS, default_server, open_backend, socket_gone
 from mam.panes.base import PaneBackend
 from mam.panes.lock import placement_lock
 from mam.sessions import worktree as session_worktree
@@ -45,6 +45,7 @@ class CreateRequest:
     token_budget: int = 0  # --token-budget: tokens its jobs may spend in all (0: none; mam.governor)
     board: bool = False  # --board: the agent may also run `mam board ...` without a prompt
     forked_from: str = ""  # `mam session fork`: the source session (its conversation is forked, not a new one)
+    socket: str = ""  # the server's recorded socket (a fork: its source's); empty: where this process finds it
 
 
 def check_request(req: CreateRequest) -> None:
@@ -163,6 +164,10 @@ def create_session(
     env = pane_env(ws, req.name, environ)
     adapter.check_installed(env)
     conversation_id = adapter.new_conversation_id()
+    # The row records where the server's socket is, as this process reaches it (docs/architecture.md,
+    # guarantee 20): whoever looks at or delegates to the session later reaches that same server.
+    recorded = "" if socket_gone(req.backend, req.socket) else req.socket
+    backend = open_backend(req.backend, server, settings=settings, ws=ws, socket=recorded)
     row = SessionRow(
         name=req.name,
         agent=adapter.name,
@@ -178,6 +183,7 @@ def create_session(
         board=req.board,
         host=socket.gethostname(),
         forked_from=req.forked_from,
+        socket=backend.socket,
     )
     if worktree is not None:
         row.worktree, row.branch, row.base, row.base_commit = (
@@ -187,7 +193,6 @@ def create_session(
             worktree.base_commit,
         )
     _reserve(registry, row)
-    backend = open_backend(req.backend, server, settings=settings, ws=ws)
     launched = time.time()
     try:
         options = launch_options(

@@ -80,6 +80,7 @@ def fork_session(
             cwd=src.cwd,
             backend=src.backend,
             server=src.server,
+            socket=src.socket,
             permissions=src.permissions,
             forked_from=src.name,
         )

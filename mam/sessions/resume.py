@@ -9,6 +9,7 @@ from mam.agents import get_adapter
 from mam.agents.ready import wait_ready
 from mam.errors import AgentDialog, SessionError
 from mam.ids import check_name
+from mam.panes import open_backend, socket_gone
 from mam.panes.lock import placement_lock
 from mam.sessions.common import backend_for, pane_env
 from mam.sessions.create import launch_options
@@ -41,6 +42,8 @@ def resume_session(
             adapter, ws=ws, name=name, cwd=row.cwd, env=env, permissions=row.permissions, board=row.board
         )
         env = adapter.pane_env({**env, **options.env})
+        if socket_gone(row.backend, row.socket):  # (a temporary TMUX_TMPDIR removed): where this process finds it
+            backend = open_backend(row.backend, row.server, settings=settings, ws=ws)
         backend.ensure_server()
         launched = time.time()
         argv = adapter.with_options(adapter.resume_argv(row.conversation_id or ""), options)
@@ -67,6 +70,7 @@ def resume_session(
         pane_pid=info.pid,
         launched_at=launched,
         resumable=False,
+        socket=backend.socket,  # its recorded server's, or where this process made it (a row made before)
         agent_env=agent_env,
         note=note,
         ready_at=ready_at,

@@ -20,14 +20,24 @@ from mam.workspace import Workspace
 log = logging.getLogger(__name__)
 
 
+ServerKey = tuple[str, str, str]  # (backend, server name, the absolute path of its socket)
+
+
+def server_key(row: SessionRow, *, settings: Settings, ws: Workspace) -> ServerKey:
+    """The server a row's pane is on: its backend, name and socket (the recorded one, else where this
+    process finds it: a row made before sockets were recorded, or a probe of the default server)."""
+    socket = row.socket or open_backend(row.backend, row.server, settings=settings, ws=ws).socket
+    return (row.backend, row.server, socket)
+
+
 def pane_snapshot(
     rows: list[SessionRow], *, settings: Settings, ws: Workspace
-) -> dict[tuple[str, str], dict[str, PaneInfo] | None]:
-    """Panes per (backend, server), listed once each; None where the server is not running."""
+) -> dict[ServerKey, dict[str, PaneInfo] | None]:
+    """Panes per server (`server_key`), listed once each; None where the server is not running."""
     looking = settings.with_overrides(MAM_NO_AUTOSTART="1")
-    found: dict[tuple[str, str], dict[str, PaneInfo] | None] = {}
-    for key in sorted({(r.backend, r.server) for r in rows}):
-        backend = open_backend(key[0], key[1], settings=looking, ws=ws)
+    found: dict[ServerKey, dict[str, PaneInfo] | None] = {}
+    for key in sorted({server_key(r, settings=looking, ws=ws) for r in rows}):
+        backend = open_backend(key[0], key[1], settings=looking, ws=ws, socket=key[2])
         try:
             found[key] = {p.pane_id: p for p in backend.panes()} if backend.server_running() else None
         except MamError as e:
@@ -76,7 +86,7 @@ def session_status(*, ws: Workspace, settings: Settings) -> list[dict[str, Any]]
     panes = pane_snapshot(rows, settings=settings, ws=ws)
     out = []
     for row in rows:
-        pane, drift = drift_of(row, panes[(row.backend, row.server)])
+        pane, drift = drift_of(row, panes[server_key(row, settings=settings, ws=ws)])
         out.append(
             {
                 "name": row.name,
@@ -85,6 +95,7 @@ def session_status(*, ws: Workspace, settings: Settings) -> list[dict[str, Any]]
                 "status": row.status,
                 "backend": row.backend,
                 "server": row.server,
+                "socket": server_key(row, settings=settings, ws=ws)[2],
                 "pane_id": row.pane_id,
                 "cwd": row.cwd,
                 "conversation_id": row.conversation_id,

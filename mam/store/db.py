@@ -270,6 +270,13 @@ MIGRATIONS: list[list[str]] = [
         # relaunches it with its conversation (mam.jobs.delivery.relaunch_after_pause), through any restart.
         "ALTER TABLE sessions ADD COLUMN stopped_by_pause TEXT NOT NULL DEFAULT ''",
     ],
+    [
+        # `mam session create`, `fork`, `resume`: the absolute path of the socket of the session's server when
+        # its pane was made (tmux: `$TMUX_TMPDIR/tmux-UID/NAME` of the process that made it; herdr: its API
+        # socket). Every later command reaches the server by it, whatever its own environment ('' : a row made
+        # before this column, reached as before from the environment of the process that looks).
+        "ALTER TABLE sessions ADD COLUMN socket TEXT NOT NULL DEFAULT ''",
+    ],
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 MOUNTS = Path("/proc/mounts")

@@ -54,6 +54,7 @@ class SessionRow:
     host: str = ""  # the host the session's agent runs on
     forked_from: str = ""  # `mam session fork`: the session whose conversation this one started from
     stopped_by_pause: str = ""  # the job whose hard pause stopped its agent: its next delegation relaunches it
+    socket: str = ""  # the absolute path of its server's socket when its pane was made ('' : a row made before)
 
     def __post_init__(self) -> None:
         self.status = SessionStatus(self.status)  # a row read back from SQL or a mirror holds the plain string

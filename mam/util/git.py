@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from mam.errors import LoopError
+from mam.util.proc import clean_path, find_program
 
 # Variables that redirect git away from the repository found from `cwd`.
 _REDIRECTS = (
@@ -44,8 +45,16 @@ def git_env(environ: Mapping[str, str] | None, **extra: str) -> dict[str, str]:
 def git(
     args: Sequence[str], *, cwd: Path, env: Mapping[str, str], check: bool = True
 ) -> subprocess.CompletedProcess[str]:
+    """git by its absolute path, found on env's PATH without its relative and empty entries (a `git` in
+    `cwd` or the caller's folder never runs), with that PATH (so do the programs git runs)."""
+    path = clean_path(env.get("PATH", FALLBACK_PATH))
     try:
-        proc = subprocess.run(["git", *args], cwd=cwd, env=dict(env), capture_output=True, text=True, timeout=300)
+        program = find_program("git", path)
+        if program is None:
+            raise FileNotFoundError(f"git is not on PATH ({path or 'no absolute folder'})")
+        proc = subprocess.run(
+            [program, *args], cwd=cwd, env={**env, "PATH": path}, capture_output=True, text=True, timeout=300
+        )
     except (OSError, subprocess.TimeoutExpired) as e:
         raise GitError(f"cannot run git {' '.join(args[:2])} in {cwd}: {e}", cwd=str(cwd)) from e
     if check and proc.returncode != 0:

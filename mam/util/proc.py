@@ -74,6 +74,37 @@ def module_argv(python: str, module: str, *args: str) -> list[str]:
     return [python, "-c", RUN_MODULE, module, *args]
 
 
+def clean_path(path: str | None = None) -> str:
+    """`path` (default: this process's PATH) without its relative and empty entries. An empty entry, `.`
+    or `bin` names a folder relative to whichever folder the lookup happens in: a long-lived process
+    serving many callers (the node, the MCP server) would run a program planted in a working folder."""
+    value = os.environ.get("PATH", os.defpath) if path is None else path
+    return os.pathsep.join(p for p in value.split(os.pathsep) if os.path.isabs(p))
+
+
+def find_program(name: str, path: str | None = None) -> str | None:
+    """The absolute path of program `name` on `path` (default: this process's PATH), its relative and
+    empty entries left out (`clean_path`); None when it is not there. A `name` holding a `/` (a program
+    a setting names, such as HERDR_BIN) is taken as given, made absolute."""
+    if os.sep in name:
+        return os.path.abspath(name) if os.access(name, os.X_OK) and not os.path.isdir(name) else None
+    clean = clean_path(path)
+    key = (name, clean)
+    found = _FOUND.get(key)
+    if found is None or not os.access(found, os.X_OK):  # (looked up again once it is gone)
+        import shutil
+
+        found = shutil.which(name, path=clean)
+        if found is None:
+            _FOUND.pop(key, None)
+            return None
+        _FOUND[key] = found = os.path.abspath(found)
+    return found
+
+
+_FOUND: dict[tuple[str, str], str] = {}  # (name, cleaned PATH) -> where: the node runs tmux several times per job
+
+
 def python_bin(agent_python: str = "") -> str:
     """AGENT_PYTHON_BIN if set, else the interpreter running mam now."""
     return agent_python or sys.executable

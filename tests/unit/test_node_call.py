@@ -108,3 +108,12 @@ def test_a_progress_frame_carries_what_the_live_line_shows():
     assert body["input"] == "event progress" and body["type"] == "progress" and body["message"] == "half"
     assert body["job"]["id"] == "job-1" and body["job"]["budget_ms"] == 60000
     json.dumps(body)  # a frame is JSON
+
+
+def test_the_service_runs_every_operation_the_node_does_not_answer_itself(tmp_path):
+    from mam.protocol import CONTROL, OPS
+    from mam.settings import load_settings
+    from mam.workspace import Workspace
+
+    service = Service(Workspace(tmp_path), load_settings(env_file=None, environ={}), daemon=False)
+    assert set(service.handlers()) == set(OPS) - CONTROL

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from mam.panes.tmux import socket_path
 from mam.util.poll import wait_for
 from tests.helpers.jobs import FAST, create_demo
 from tests.helpers.mamcli import MAM, mam, spawn_mam
@@ -163,7 +164,8 @@ def test_attach_prints_commands_that_run_and_refuses_a_stopped_session(workspace
     mam("session", "stop", "--session", "gone", check=True)
     proc = mam("session", "attach", "quiet", "--print", check=True)
     lines = proc.stdout.splitlines()
-    assert lines[-1] == f"tmux -L {tmux_server.name} attach-session -t {s['pane_id']}"
+    # By the socket the session's row recorded (whatever the attaching terminal's TMUX_TMPDIR says).
+    assert lines[-1] == f"tmux -S {socket_path(tmux_server.name)} attach-session -t {s['pane_id']}"
     for line in lines[:-1]:  # the selection steps run as printed
         assert subprocess.run(line.split(), capture_output=True).returncode == 0
     refused = mam("session", "attach", "gone")
