@@ -49,7 +49,7 @@ def login_link(proc: subprocess.Popen[str], timeout: float = 60) -> str:
             chunk = os.read(proc.stdout.fileno(), 4096).decode()
             buf += chunk
             for line in buf.splitlines():
-                if "/login?token=" in line:
+                if "/login#code=" in line:
                     return line.strip()
             if not chunk:
                 break  # it ended without printing the link

@@ -74,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
                 stderr=subprocess.PIPE,
                 text=True,
             )
-            page.goto(read_line(web, "/login?token=", 60).strip())
+            page.goto(read_line(web, "/login#code=", 60).strip())
             page.wait_for_function(READY, timeout=60_000)
             args.out.parent.mkdir(parents=True, exist_ok=True)
             page.screenshot(path=str(args.out), full_page=False)

@@ -271,9 +271,10 @@ OPS: dict[str, tuple[Field, ...]] = {
         Field("tls_key", str, "Its key file", flag="--tls-key"),
     ),
     "web_stop": (),
+    "web_logout": (),
 }
 # Operations a running node answers at once, whatever it is doing (no job, no settings of the caller's).
-CONTROL = frozenset({"status", "stop", "fleet", "web", "web_stop"})
+CONTROL = frozenset({"status", "stop", "fleet", "web", "web_stop", "web_logout"})
 # Operations that make the node start when none runs (the routines are fired by a node).
 STARTS_NODE = frozenset({"delegate", "wait", "fanout", "routine_add", "routine_resume", "routine_run"})
 

@@ -163,6 +163,12 @@ KEYS: tuple[Key, ...] = (
         secret=True,
     ),
     Key(
+        "MAM_WEB_LOGIN_TTL_S",
+        "43200",
+        "How long a login to the `mam web` page lasts, in seconds (a new link, `mam web`, logs in again).",
+        "float",
+    ),
+    Key(
         "MAM_NOTIFY",
         "",
         "Where to tell a person about ended jobs, loops and sessions: an http(s):// URL (POST of JSON) "
@@ -232,6 +238,7 @@ class Settings:
     agent_python_bin: str
     mcp_token: str = field(repr=False)
     web_token: str = field(repr=False)
+    web_login_ttl_s: float
     notify: str = field(repr=False)  # MAM_NOTIFY: a webhook URL may hold a key
     log_level: str
 

@@ -43,16 +43,18 @@ serves in this process until Ctrl-C.
 
 \b
 Access: loopback by default. A non-loopback --host needs --tls-cert and --tls-key.
-The token is MAM_WEB_TOKEN, else the one in .mam/web-token (0600, made on first use).
-mam web prints a link holding it: open it once; it sets an HttpOnly, SameSite=Strict
-cookie and takes you to the page without the token. Scripts may send
-`Authorization: Bearer <token>` to GET /api/state. A request naming another host
-(DNS rebinding) gets 421; without the cookie or the token, 401 and no data; a change
-without the page's CSRF token, 403.
+mam web prints a login link: it works once, within 5 minutes (run mam web again for
+another). Opened, it logs that browser tab in: an HttpOnly, SameSite=Strict cookie and
+a per-login secret the page keeps in sessionStorage and sends with every request. A
+login lasts MAM_WEB_LOGIN_TTL_S (12 h); --logout-all ends every login at once. The
+cookie alone opens nothing (browsers send it to every port of the host): 401 and no
+data. Scripts may send `Authorization: Bearer <token>` (MAM_WEB_TOKEN, else the one
+in .mam/web-token, 0600, made on first use) to read, never to change. A request naming
+another host (DNS rebinding) gets 421; a change from another origin, 403.
 
 \b
 Exit codes:
-  0    served (by the node); stopped (--stop; SIGTERM with --foreground)
+  0    served (by the node); stopped (--stop; SIGTERM with --foreground); logins ended (--logout-all)
   1    the node could not be started or did not serve the page (see .mam/run/node.log)
   2    bad options: a non-loopback --host without TLS, a wildcard address, a port in use,
        or the node serves the page already at another address or with another token
@@ -64,12 +66,13 @@ Examples:
   mam web --port 0
   mam web --host 192.168.1.20 --tls-cert cert.pem --tls-key key.pem
   mam web --stop
+  mam web --logout-all
 """
 
 
 def announce(served: Served) -> None:
-    echo(f"mam web: serving {served.url} (token from {served.token_source})")
-    echo("open this link once (it sets a cookie, then drops the token from the address):")
+    echo(f"mam web: serving {served.url} (bearer token for scripts from {served.token_source})")
+    echo("open this login link within 5 minutes; it works once (mam web prints another):")
     echo(f"  {served.login}")
     sys.stdout.flush()
 
@@ -88,9 +91,26 @@ def announce(served: Served) -> None:
 @click.option("--tls-key", type=click.Path(exists=True, dir_okay=False), help="TLS private key file (PEM).")
 @click.option("--foreground", is_flag=True, help="Serve in this process until Ctrl-C, not in the node.")
 @click.option("--stop", is_flag=True, help="Stop the page the node serves (the node ends later if idle).")
+@click.option("--logout-all", is_flag=True, help="End every login to the page the node serves, and every unused link.")
 @click.pass_obj
-def web(app: App, host: str, port: int, tls_cert: str | None, tls_key: str | None, foreground: bool, stop: bool) -> int:
+def web(
+    app: App,
+    host: str,
+    port: int,
+    tls_cert: str | None,
+    tls_key: str | None,
+    foreground: bool,
+    stop: bool,
+    logout_all: bool,
+) -> int:
     path = str(app.ws.run_dir / SOCKET)
+    if logout_all:
+        answer = client.ask(path, "web_logout", timeout=WEB_TIMEOUT_S)
+        if answer and answer.get("url"):
+            echo(f"mam web: ended {answer['ended']} login(s) to {answer['url']}; `mam web` prints a new link")
+        else:
+            echo("mam web: the workspace's node serves no page (a --foreground page's logins end with it)")
+        return Exit.OK
     if stop:
         answer = client.ask(path, "web_stop", timeout=WEB_TIMEOUT_S)
         if answer and answer.get("stopped"):

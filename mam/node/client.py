@@ -327,7 +327,7 @@ def _locked(run_dir: str) -> bool:
 
 
 def ask(path: str, op: str, timeout: float = 5.0, **args: Any) -> dict[str, Any] | None:
-    """One of the node's own operations (`status`, `stop`, `fleet`, `web`, `web_stop`) to the node listening
+    """One of the node's own operations (mam.protocol.CONTROL: `status`, `stop`, `web`...) to the node listening
     at `path`: its answer, `{"refused": line, "exit_code": n}` for an error, or None when none answers."""
     from mam.protocol import request
 

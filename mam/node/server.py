@@ -12,7 +12,8 @@ caller's is taken: what a request may vary is in its fields.
 Beside the requests: the monitor's reconciliation (mam.monitor.main.Monitor, in a thread), the
 routines (mam.routines.node, in a thread), with `--name NAME` the remote runner
 (mam.remote.runner.Runner; its fleet table answers op `fleet`), and once `mam web` asks (op `web`)
-the web page (mam.web.serve.Hosted, in a thread) until `mam web --stop` (op `web-stop`). An
+the web page (mam.web.serve.Hosted, in a thread) until `mam web --stop` (op `web_stop`; `web_logout` ends
+its logins). An
 autostarted node ends once no request is in flight, no job of the workspace is open, no routine is
 enabled, it serves no page and the workspace's tmux server is not running (so `mam demo` leaves
 nothing behind), or once its socket file is gone or replaced, or mam's code on disk changed (when
@@ -278,6 +279,11 @@ class Node:
             return self._serve_web(args)
         if op == "web_stop":
             return {"answer": {"stopped": self._stop_web()}, "exit": Exit.OK}
+        if op == "web_logout":
+            with self._web_lock:
+                hosted = self.web
+            ended = hosted.logout_all() if hosted is not None else 0
+            return {"answer": {"ended": ended, "url": hosted.base() if hosted is not None else ""}, "exit": Exit.OK}
         if op == "status":
             return {"answer": self.status(), "exit": Exit.OK}
         if op == "fleet":  # null without a runner: the asker listens to the broker itself
@@ -311,7 +317,7 @@ class Node:
             if self.web is not None and self.web.alive():
                 if not self.web.same(**{k: args.get(k) for k in ("host", "port", "token", "tls_cert", "tls_key")}):
                     return {
-                        "error": f"this node serves the page at {self.web.served().url} already, with other "
+                        "error": f"this node serves the page at {self.web.base()} already, with other "
                         "options or another token: stop it first (mam web --stop)",
                         "exit": Exit.USAGE,
                     }
@@ -340,8 +346,8 @@ class Node:
         if hosted is None:
             return ""
         hosted.stop()
-        log.info("stopped serving the page at %s", hosted.served().url)
-        return str(hosted.served().url)
+        log.info("stopped serving the page at %s", hosted.base())
+        return str(hosted.base())
 
     def _broker(self) -> dict[str, Any]:
         from mam.broker.survey import listing

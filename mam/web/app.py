@@ -5,6 +5,8 @@
 
 Routes (all behind `auth.Guard`):
   GET  /                           the page (HTML; its script and style at /app.js, /app.css)
+  GET  /login                      the same page: its script starts a login with the link's code (POST /login,
+                                   answered by the guard itself)
   GET  /api/state                  what the page shows, read now (`state.state_json`)
   GET  /api/events                 server-sent events: `state` (the whole state, when it changed),
                                    `line` (a `mam tail --json` line), `note` (the broker came or went)
@@ -34,7 +36,7 @@ from mam.errors import JobNotFound, MamError, SessionNotFound
 from mam.settings import Settings
 from mam.util.hosts import allowed_hosts
 from mam.web import actions, page
-from mam.web.auth import Guard, Keys
+from mam.web.auth import Guard, Logins
 from mam.web.live import Live
 from mam.workspace import Workspace
 
@@ -70,15 +72,14 @@ def _user() -> str:
 
 
 def build_app(
-    ws: Workspace, settings: Settings, *, token: str, host: str, port: int, tls: bool = False
+    ws: Workspace, settings: Settings, *, logins: Logins, host: str, port: int, tls: bool = False
 ) -> tuple[Any, Live]:
-    """(the guarded ASGI app, its live state). The token is only compared and hashed, never shown."""
+    """(the guarded ASGI app, its live state). `logins`: who may use it (mam.web.auth)."""
     live = Live(ws, settings)
-    keys = Keys(token, port, secure=tls)
     user = _user()
 
     async def index(_request: Request) -> Response:
-        return HTMLResponse(page.html(csrf=keys.csrf), headers=HEADERS)
+        return HTMLResponse(page.HTML, headers=HEADERS)
 
     async def script(_request: Request) -> Response:
         return Response(page.SCRIPT, media_type="text/javascript", headers=HEADERS)
@@ -154,6 +155,7 @@ def build_app(
     app = Starlette(
         routes=[
             Route("/", index),
+            Route("/login", index),
             Route("/app.js", script),
             Route("/app.css", style),
             Route("/api/state", state),
@@ -163,5 +165,5 @@ def build_app(
         ],
         lifespan=lifespan,
     )
-    guarded = Guard(app, keys, allowed_hosts(host, port, tls=bool(tls)), "https" if tls else "http")
+    guarded = Guard(app, logins, allowed_hosts(host, port, tls=bool(tls)), "https" if tls else "http")
     return guarded, live

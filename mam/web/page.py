@@ -1,20 +1,21 @@
 """The page itself: one HTML document, its style and its script, served as they are (no build step, no CDN).
 
-The script draws what `/api/state` says (and each `state` event after it) with textContent only,
-so no agent text is ever read as HTML; it draws a button for each action a row offers, asks the
-action's question first and sends the page's CSRF token with it.
+The same bytes for every visitor: no data and no secret is in them. Opened from a login link
+(`/login#code=CODE`), the script trades the code for a login (POST /login: a cookie, and the login's
+secret, which it keeps in `sessionStorage`) and drops the code from the address bar and the history.
+It then sends the secret in `X-Mam-Login` with every request: the event stream is read with fetch
+(EventSource cannot send a header), and re-opened with a back-off when it drops. It draws what the
+`state` events say with textContent only, so no agent text is ever read as HTML; it draws a button
+for each action a row offers and asks the action's question first.
 """
 
 from __future__ import annotations
-
-import html as _html
 
 HTML = """<!doctype html>
 <html lang="en">
 <head>
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
-<meta name="mam-csrf" content="{csrf}">
 <title>mam</title>
 <link rel="stylesheet" href="/app.css">
 </head>
@@ -93,9 +94,39 @@ dialog pre { margin:0; padding:.6em; font-size:12px; overflow:auto; max-height: 
 
 SCRIPT = r"""
 "use strict";
-const CSRF = document.querySelector('meta[name="mam-csrf"]').content;
 const $ = (sel) => document.querySelector(sel);
 const LINES_KEPT = 50;
+const LOGIN = "mam-login";  // sessionStorage: kept per tab and per origin (port included), unlike a cookie
+let secret = sessionStorage.getItem(LOGIN);
+let refusedAlready = false;
+
+function api(path, options = {}) {
+  const headers = { ...(options.headers || {}), "X-Mam-Login": secret || "" };
+  return fetch(path, { ...options, headers, credentials: "same-origin", cache: "no-store" });
+}
+
+function refused(text) {
+  refusedAlready = true;
+  sessionStorage.removeItem(LOGIN);
+  $("#offline").textContent = text || "The server refused this page: open a new link (`mam web` prints one).";
+  $("#offline").hidden = false;
+  $("#live").textContent = "logged out";
+}
+
+async function login() {
+  const code = new URLSearchParams(location.hash.slice(1)).get("code");
+  history.replaceState(null, "", "/");  // the code leaves the address bar and this history entry
+  if (!code) return false;
+  const r = await fetch("/login", {
+    method: "POST", credentials: "same-origin", cache: "no-store",
+    headers: { "Content-Type": "application/json" }, body: JSON.stringify({ code }),
+  });
+  const answer = await r.json().catch(() => ({}));
+  if (!r.ok || !answer.secret) { refused(`The server refused this link: ${answer.error || r.status}`); return false; }
+  secret = answer.secret;
+  sessionStorage.setItem(LOGIN, secret);
+  return true;
+}
 
 function cell(text, cls, label) {
   const td = document.createElement("td");
@@ -134,11 +165,10 @@ async function act(subject, id, action) {
     body = { ...body, note };
   } else if (!window.confirm(action.question)) return;
   try {
-    const r = await fetch(`/api/${subject}/${encodeURIComponent(id)}/${action.name}`, {
-      method: "POST", credentials: "same-origin",
-      headers: { "X-CSRF-Token": CSRF, "Content-Type": "application/json" },
-      body: JSON.stringify(body),
+    const r = await api(`/api/${subject}/${encodeURIComponent(id)}/${action.name}`, {
+      method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(body),
     });
+    if (r.status === 401) { refused(); return; }
     const answer = await r.json();
     toast(r.ok ? `${subject} ${id}: ${action.name}: done` : `${subject} ${id}: ${answer.error || r.status}`);
   } catch (e) {
@@ -237,7 +267,8 @@ async function openScreen(name) {
   dlg.dataset.session = name;
   if (!dlg.open) dlg.showModal();
   try {
-    const r = await fetch(`/api/sessions/${encodeURIComponent(name)}/screen`, { credentials: "same-origin" });
+    const r = await api(`/api/sessions/${encodeURIComponent(name)}/screen`);
+    if (r.status === 401) { refused(); return; }
     const body = await r.json();
     $("#screen-text").textContent = r.ok ? body.screen : body.error;
   } catch (e) {
@@ -247,21 +278,55 @@ async function openScreen(name) {
 $("#screen-close").addEventListener("click", () => $("#screen").close());
 $("#screen-refresh").addEventListener("click", () => openScreen($("#screen").dataset.session));
 
-const events = new EventSource("/api/events");
-events.addEventListener("state", (e) => render(JSON.parse(e.data)));
-events.addEventListener("line", (e) => addLine(lineText(JSON.parse(e.data))));
-events.addEventListener("note", (e) => addLine(`mam: ${JSON.parse(e.data).message}`));
-events.onopen = () => { $("#offline").hidden = true; };
-events.onerror = () => {
-  // CONNECTING: the browser retries by itself; CLOSED: the server refused the stream (401: the cookie is gone).
-  $("#offline").textContent = events.readyState === EventSource.CLOSED
-    ? "The server refused this page: open the link `mam web` printed again."
-    : "The page lost the server; retrying…";
-  $("#offline").hidden = false;
-  $("#live").textContent = "offline";
-};
+function onEvent(block) {  // one server-sent event: `event: KIND` and `data: JSON` lines
+  let kind = "message";
+  const data = [];
+  for (const line of block.split("\n")) {
+    if (line.startsWith("event: ")) kind = line.slice(7);
+    else if (line.startsWith("data: ")) data.push(line.slice(6));
+  }
+  if (!data.length) return;  // a keep-alive comment
+  const value = JSON.parse(data.join("\n"));
+  if (kind === "state") render(value);
+  else if (kind === "line") addLine(lineText(value));
+  else if (kind === "note") addLine(`mam: ${value.message}`);
+}
+
+async function follow() {  // the event stream, read with fetch so that it carries the login's secret
+  let wait = 1000;
+  while (!refusedAlready) {
+    try {
+      const r = await api("/api/events");
+      if (r.status === 401) { refused(); return; }
+      if (!r.ok || !r.body) throw new Error(`HTTP ${r.status}`);
+      $("#offline").hidden = true;
+      wait = 1000;
+      const reader = r.body.getReader();
+      const decoder = new TextDecoder();
+      let buffer = "";
+      for (;;) {
+        const { value, done } = await reader.read();
+        if (done) break;
+        buffer += decoder.decode(value, { stream: true });
+        let end;
+        while ((end = buffer.indexOf("\n\n")) >= 0) {
+          onEvent(buffer.slice(0, end));
+          buffer = buffer.slice(end + 2);
+        }
+      }
+    } catch (e) { /* the server went away: retried below */ }
+    if (refusedAlready) return;
+    $("#offline").textContent = "The page lost the server; retrying…";
+    $("#offline").hidden = false;
+    $("#live").textContent = "offline";
+    await new Promise((done) => setTimeout(done, wait));
+    wait = Math.min(wait * 2, 10000);
+  }
+}
+
+(async () => {
+  if (location.pathname === "/login" && !(await login())) return;
+  if (!secret) { refused("This tab has no login: open a new link (`mam web` prints one)."); return; }
+  follow();
+})();
 """
-
-
-def html(*, csrf: str) -> str:
-    return HTML.replace("{csrf}", _html.escape(csrf, quote=True))

@@ -17,12 +17,12 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import quote
 
 from mam.errors import MamError, UsageError
 from mam.settings import Settings
 from mam.util.hosts import authority, is_loopback, is_wildcard
 from mam.util.tokenfile import workspace_token
+from mam.web.auth import Logins
 from mam.workspace import Workspace
 
 TOKEN_FILE = "web-token"
@@ -36,7 +36,7 @@ log = logging.getLogger(__name__)
 @dataclass(frozen=True)
 class Served:
     url: str  # where the page is
-    login: str  # the one-time link: it sets the cookie, then redirects to `url`
+    login: str  # a login link: it works once, within LINK_TTL_S (mam.web.auth)
     token_source: str  # MAM_WEB_TOKEN or the token file's path (never the token)
 
 
@@ -125,6 +125,7 @@ class Hosted:
         self.tls_cert, self.tls_key = tls_cert, tls_key
         self.port = 0
         self.since = 0.0
+        self.logins: Logins | None = None
         self._server: Any = None
         self._thread: threading.Thread | None = None
 
@@ -137,9 +138,9 @@ class Hosted:
 
         sock = bind(self.host, self.asked_port)
         self.port = sock.getsockname()[1]
-        app, _live = build_app(
-            self.ws, self.settings, token=self.token, host=self.host, port=self.port, tls=bool(self.tls_cert)
-        )
+        tls = bool(self.tls_cert)
+        self.logins = Logins(self.token, self.port, secure=tls, ttl_s=self.settings.web_login_ttl_s)
+        app, _live = build_app(self.ws, self.settings, logins=self.logins, host=self.host, port=self.port, tls=tls)
         config = uvicorn.Config(
             app,
             log_level="warning",
@@ -161,7 +162,7 @@ class Hosted:
                 raise MamError(f"the page's server did not start on {authority(self.host, self.port)}")
             time.sleep(0.02)
         self.since = time.time()
-        log.info("serving the page at %s", self.served().url)
+        log.info("serving the page at %s", self.base())
         return self.served()
 
     def _run(self, sock: socket.socket) -> None:
@@ -172,10 +173,19 @@ class Hosted:
         finally:
             sock.close()
 
+    def base(self) -> str:
+        return f"{'https' if self.tls_cert else 'http'}://{authority(self.host, self.port)}/"
+
     def served(self) -> Served:
-        base = f"{'https' if self.tls_cert else 'http'}://{authority(self.host, self.port)}"
-        login = f"{base}/login?token={quote(self.token, safe='')}"
-        return Served(url=f"{base}/", login=login, token_source=self.token_source)
+        """Where the page is, with a new login link (its code works once, within LINK_TTL_S)."""
+        assert self.logins is not None, "served() before start()"
+        return Served(
+            url=self.base(), login=f"{self.base()}login#code={self.logins.code()}", token_source=self.token_source
+        )
+
+    def logout_all(self) -> int:
+        """End every login to the page (and every unused link); how many logins there were."""
+        return self.logins.end_all() if self.logins is not None else 0
 
     def alive(self) -> bool:
         return self._thread is not None and self._thread.is_alive()
@@ -197,7 +207,7 @@ class Hosted:
     def status(self) -> dict[str, Any]:
         """For `mam node status --json`: where the page is (never its token)."""
         return {
-            "url": self.served().url,
+            "url": self.base(),
             "host": self.host,
             "port": self.port,
             "tls": bool(self.tls_cert),

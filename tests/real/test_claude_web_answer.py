@@ -1,7 +1,7 @@
 """Answering Claude Code 2.1.332's permission prompt from `mam web` (allow once / deny), the real program.
 
 The scripted model asks Claude's `Bash` tool for a command no allow rule covers, so Claude asks a
-person. The page (its JSON, with the page's cookie and CSRF token, as the browser sends it) offers
+person. The page (its JSON, with the page's cookie and per-login secret, as the browser sends it) offers
 Allow once / Deny on that session for that tool; a click types the answer only because the pane
 shows exactly that prompt: allowed, the command runs and the job completes; denied, it never runs.
 Either way the job's audit log says who answered.
@@ -22,7 +22,7 @@ from mam.util.poll import wait_for
 from tests.real.anthropic_server import FooterScript
 from tests.real.conftest import REAL_CLI_B, Rig, skip_module_without
 from tests.real.test_claude import PROMPT_MARKERS, brief_text, delegate
-from tests.web.conftest import WebServer
+from tests.web.conftest import LINK, WebServer
 
 skip_module_without("claude")
 pytestmark = REAL_CLI_B
@@ -33,14 +33,9 @@ PROCEED = "Do you want to proceed?"
 def serve(rig: Rig) -> tuple[WebServer, dict[str, str]]:
     """`mam web --port 0` in the rig's workspace (its node serves it); the page's headers for a click."""
     proc = rig.mam("web", "--port", "0", check=True)
-    login = next(line.strip() for line in proc.stdout.splitlines() if "/login?token=" in line)
-    web = WebServer(proc=proc, base=login.split("/login?", 1)[0], login=login, env=rig.env)  # type: ignore[arg-type]
-    status, headers, _ = web.request(login.split(web.base, 1)[1])
-    assert status == 303, status
-    cookie = headers["set-cookie"].split(";", 1)[0]
-    page = web.request("/", headers={"Cookie": cookie})[2].decode()
-    csrf = page.split('name="mam-csrf" content="', 1)[1].split('"', 1)[0]
-    return web, {"Cookie": cookie, "X-CSRF-Token": csrf, "Origin": web.base, "Content-Type": "application/json"}
+    login = next(line.strip() for line in proc.stdout.splitlines() if LINK in line)
+    web = WebServer(proc=proc, base=login.split(LINK, 1)[0], login=login, env=rig.env)  # type: ignore[arg-type]
+    return web, {**web.log_in(), "Origin": web.base, "Content-Type": "application/json"}
 
 
 def offered(web: WebServer, session: str) -> dict[str, Any] | None:
@@ -90,12 +85,12 @@ def test_a_prompt_answered_from_the_page_types_only_that_answer_and_says_who(cla
             status, _h, out = web.request(f"/api/session/{session}/{answer}", method="POST", headers=page, body=body)
             assert status == 409 and "not waiting on a permission prompt for Bash(rm -rf /)" in json.loads(out)["error"]
             assert any(m in rig.shown(row["pane_id"], lines=15) for m in PROMPT_MARKERS) and not marker.exists()
-            # Without the page's CSRF token nothing is typed either.
+            # Without the page's per-login secret nothing is typed either.
             status, _h, _ = web.request(
-                f"/api/session/{session}/{answer}", method="POST", headers={**page, "X-CSRF-Token": "0" * 64},
+                f"/api/session/{session}/{answer}", method="POST", headers={**page, "X-Mam-Login": "0" * 43},
                 body=json.dumps(action["body"]),
             )  # fmt: skip
-            assert status == 403
+            assert status == 401
             click = json.dumps(action["body"])
             asking = wait_for(
                 lambda: next((m for m in (AUTO_MODE, PROCEED) if m in rig.shown(row["pane_id"], lines=15)), ""),

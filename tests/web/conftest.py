@@ -27,7 +27,7 @@ from tests.helpers.mamcli import mam, spawn_mam
 class WebServer:
     proc: subprocess.Popen[str]  # `mam web` (it ends once the node serves; --foreground: it serves)
     base: str  # http://127.0.0.1:PORT
-    login: str  # the one-time link (holds the token)
+    login: str  # a login link (it works once)
     out: list[str] = field(default_factory=list)  # what it printed on stdout
     env: dict[str, str] | None = None
     stopped: bool = False
@@ -38,7 +38,32 @@ class WebServer:
 
     @property
     def token(self) -> str:
-        return self.login.split("token=", 1)[1]
+        """The bearer token for scripts: MAM_WEB_TOKEN, else the token file's."""
+        env = {**os.environ, **(self.env or {})}
+        if env.get("MAM_WEB_TOKEN"):
+            return env["MAM_WEB_TOKEN"]
+        return (Path(env["MAM_WORKSPACE"]) / ".mam" / "web-token").read_text().strip()
+
+    @property
+    def code(self) -> str:
+        return code_of(self.login)
+
+    def new_link(self) -> str:
+        """Another login link, as `mam web` asked again prints it (the node serves the page)."""
+        proc = mam("web", "--port", str(self.port), env=self.env, check=True)
+        return next(line.strip() for line in proc.stdout.splitlines() if LINK in line)
+
+    def log_in(self, link: str | None = None) -> dict[str, str]:
+        """The headers the page sends once logged in with `link` (default: the first one): its cookie and
+        its per-login secret. AssertionError when the login is refused."""
+        status, headers, body = self.request(
+            "/login",
+            method="POST",
+            headers={"Origin": self.base, "Content-Type": "application/json"},
+            body=json.dumps({"code": code_of(link or self.login)}),
+        )
+        assert status == 200, (status, body)
+        return {"Cookie": headers["set-cookie"].split(";", 1)[0], "X-Mam-Login": json.loads(body)["secret"]}
 
     @property
     def foreground(self) -> bool:
@@ -85,6 +110,13 @@ class WebServer:
         return self.proc.stderr.read() if self.proc.stderr else ""
 
 
+LINK = "/login#code="
+
+
+def code_of(link: str) -> str:
+    return link.split(LINK, 1)[1]
+
+
 def node_log() -> str:
     path = Path(os.environ["MAM_WORKSPACE"]) / ".mam" / "run" / "node.log"
     return path.read_text() if path.exists() else ""
@@ -97,7 +129,7 @@ def start_web(*args: str, env: dict[str, str] | None = None, timeout: float = 60
     lines: list[str] = []
     deadline = time.monotonic() + timeout
     buf = ""
-    while not any("/login?token=" in line for line in lines):
+    while not any(LINK in line for line in lines):
         if time.monotonic() > deadline:
             proc.kill()
             proc.wait()
@@ -116,8 +148,8 @@ def start_web(*args: str, env: dict[str, str] | None = None, timeout: float = 60
         rest, _err = proc.communicate(timeout=timeout)
         lines += (buf + rest).splitlines()
         assert proc.returncode == 0, (proc.returncode, lines, _err)
-    login = next(line.strip() for line in lines if "/login?token=" in line)
-    return WebServer(proc=proc, base=login.split("/login?", 1)[0], login=login, out=lines, env=env)
+    login = next(line.strip() for line in lines if LINK in line)
+    return WebServer(proc=proc, base=login.split(LINK, 1)[0], login=login, out=lines, env=env)
 
 
 def job_state(job_id: str) -> str:

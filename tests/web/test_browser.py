@@ -6,9 +6,11 @@ test extra).
 
 from __future__ import annotations
 
+import http.server
 import json
 import os
 import shutil
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -25,6 +27,7 @@ from tests.helpers.browser import CHROMIUM, CHROMIUM_ARGS
 from tests.helpers.jobs import create_demo
 from tests.helpers.mamcli import mam, mam_json
 from tests.web.conftest import WebServer, job_state, start_web
+from tests.web.test_http import API_ROUTES
 
 ARGS = [
     *CHROMIUM_ARGS,
@@ -57,10 +60,10 @@ def page(browser, web):  # type: ignore[no-untyped-def]
         context.close()
 
 
-def open_page(page: Any, web: WebServer) -> None:
-    page.goto(web.login)
-    assert page.url == f"{web.base}/", page.url  # the token left the address bar
+def open_page(page: Any, web: WebServer, link: str | None = None) -> None:
+    page.goto(link or web.new_link())
     page.wait_for_selector("#sessions tbody tr[data-session]")
+    assert page.url == f"{web.base}/", page.url  # the code left the address bar
 
 
 def dom_sessions(page: Any) -> list[tuple[str, str, str]]:
@@ -201,21 +204,96 @@ def test_a_sessions_screen_opens_read_only(page, web):  # type: ignore[no-untype
     assert page.is_visible("#screen") and page.locator("#screen textarea, #screen input").count() == 0
 
 
-def test_401_without_the_token_and_a_rebinding_host_refused(browser, web):  # type: ignore[no-untyped-def]
+def test_without_a_login_no_data_and_a_rebinding_host_refused(browser, web):  # type: ignore[no-untyped-def]
     context = browser.new_context()
     try:
         pg = context.new_page()
-        response = pg.goto(f"{web.base}/")
-        assert response.status == 401 and "busy" not in pg.content()
-        response = pg.goto(f"{web.base}/login?token=wrong-token-entirely")
-        assert response.status == 401 and context.cookies() == []
+        pg.goto(f"{web.base}/")  # the shell, without a login: it says so, and shows nothing
+        pg.wait_for_selector("#offline", state="visible")
+        assert "no login" in pg.inner_text("#offline") and pg.locator("#sessions tbody tr").count() == 0
+        pg.goto(f"{web.base}/login#code=not-a-code-at-all")
+        pg.wait_for_selector("#offline", state="visible")
+        assert "refused" in pg.inner_text("#offline") and context.cookies() == []
         # The rebinding page: its own name, resolving here. Even the login link is refused.
-        response = pg.goto(f"http://evil.example:{web.port}/login?token={web.token}")
+        response = pg.goto(f"http://evil.example:{web.port}/login#code={web.code}")
         assert response.status == 421 and context.cookies() == []
         response = pg.goto(f"http://evil.example:{web.port}/api/state")
         assert response.status == 421 and "busy" not in pg.content()
     finally:
         context.close()
+
+
+class CookieCatcher:
+    """Another local user's server on another port of the same host: it records what browsers send it."""
+
+    def __init__(self) -> None:
+        self.cookies: list[str] = []
+        outer = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+                outer.cookies.append(self.headers.get("Cookie", ""))
+                data = b"<html><body>another user's page</body></html>"
+                self.send_response(200)
+                self.send_header("Content-Type", "text/html")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, *_args: Any) -> None:
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.port = self.server.server_address[1]
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def test_the_cookie_another_port_receives_opens_nothing_and_a_link_works_once(browser, web):  # type: ignore[no-untyped-def]
+    """Guarantee 21: the browser, logged in, sends the page's cookie to every port of the host; replayed
+    without the page's per-login secret (kept in sessionStorage, which the other port cannot read) it gets
+    401 on every route, the event stream included, while the page goes on updating and acting."""
+    catcher = CookieCatcher()
+    context = browser.new_context()
+    try:
+        pg = context.new_page()
+        pg.set_default_timeout(30_000)
+        link = web.new_link()
+        open_page(pg, web, link)
+        secret = pg.evaluate("sessionStorage.getItem('mam-login')")
+        assert secret and pg.evaluate("document.cookie") == ""  # HttpOnly: no script reads the cookie
+        other = context.new_page()
+        other.goto(f"http://127.0.0.1:{catcher.port}/")
+        stolen = next(c for c in catcher.cookies if f"mam_web_{web.port}=" in c)  # the browser sent it there
+        assert other.evaluate("sessionStorage.getItem('mam-login')") is None  # but not the secret
+        for method, path in API_ROUTES:
+            status, _h, body = web.request(path, method=method, headers={"Cookie": stolen, "Origin": web.base})
+            assert status == 401 and b"busy" not in body, (path, status)
+        # The page itself still works: live, and its actions.
+        pg.evaluate("window.__same_page = true")
+        create_demo("late")
+        pg.wait_for_selector("#sessions tr[data-session='late']")
+        assert pg.evaluate("window.__same_page") is True
+        pg.click("#sessions tr[data-session='busy'] button[data-action='screen']")
+        pg.wait_for_function("() => document.querySelector('#screen-text').textContent.includes('demo agent ready')")
+        pg.reload()  # the tab keeps its login (sessionStorage) through a reload
+        pg.wait_for_selector("#sessions tr[data-session='late']")
+        # The same link in another browser: used already, refused; no cookie, no data.
+        again = browser.new_context()
+        try:
+            pg2 = again.new_page()
+            pg2.goto(link)
+            pg2.wait_for_selector("#offline", state="visible")
+            assert "used already" in pg2.inner_text("#offline") and again.cookies() == []
+            assert pg2.locator("#sessions tbody tr").count() == 0
+        finally:
+            again.close()
+    finally:
+        context.close()
+        catcher.close()
 
 
 def test_the_page_says_when_the_broker_is_unreachable_and_when_it_is_back(browser, workspace, tmp_path):  # type: ignore[no-untyped-def]
