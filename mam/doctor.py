@@ -71,6 +71,8 @@ def check(ws: Workspace, *, load_settings: Callable[[], Any], environ: Mapping[s
     checks.append(_records(ws))
     checks.append(_worktrees(ws, db.sessions))
     checks.append(_broker(ws, load_settings))
+    if db.sessions is not None:
+        checks.append(_webhook(ws))
     settings = _settings_or_none(load_settings)
     checks.append(_tmux(settings))
     checks.extend(_agents(ws, db.sessions or {}, os.environ if environ is None else environ))
@@ -343,6 +345,25 @@ def _records(ws: Workspace) -> Check:
             name, FAIL, f"records that hold a job token are not private to you (expected 0600): {', '.join(loose[:5])}"
         )
     return Check(name, OK, f"{len(records)} in {ws.jobs_dir}, all 0600 and yours")
+
+
+def _webhook(ws: Workspace) -> Check:
+    """Whether the routines' webhook URL reaches them: its port held by another program fails."""
+    from mam.routines.health import down, webhook_problem
+
+    registry = Registry.open_existing(ws)
+    if registry is None:
+        return Check("routine webhook", OK, "no routines")
+    try:
+        problem = webhook_problem(registry)
+        held = bool(problem) and problem == (down(registry) or {}).get("why")
+    except (MamError, sqlite3.Error) as e:
+        return Check("routine webhook", WARN, f"cannot read the routines: {e}")
+    finally:
+        registry.close()
+    if problem:
+        return Check("routine webhook", FAIL if held else WARN, f"down: {problem}")
+    return Check("routine webhook", OK, "served by the node, or no routine has one")
 
 
 def _broker(ws: Workspace, load_settings: Callable[[], Any]) -> Check:

@@ -144,6 +144,8 @@ def list_(app: App, as_json: bool) -> None:
             f"{r['name']:<20} {r['state']:<8} {r['schedule']:<24} next {r['next_tick'] or '-':<21} "
             f"{r['concurrency']}/{r['catch_up']}  last: {shown}  -> {r['target']}"
         )
+        if r.get("webhook_down"):
+            echo(f"  webhook DOWN ({r['url']}): {r['webhook_down']}")
 
 
 @routine.command("log")

@@ -380,6 +380,7 @@ def status(app: App, as_json: bool, fleet: bool) -> None:
         show_fleet(app, as_json)
         return
     rows = session_status(ws=app.ws, settings=app.settings)
+    _say_webhook_down(app)
     if as_json:
         echo_json(rows)
         return
@@ -403,6 +404,22 @@ def status(app: App, as_json: bool, fleet: bool) -> None:
     widths = [max(len(str(line[i])) for line in table) for i in range(len(header) - 1)]
     for line in table:
         echo("  ".join(str(v).ljust(w) for v, w in zip(line, widths)) + "  " + str(line[-1]))
+
+
+def _say_webhook_down(app: App) -> None:
+    """A warning on stderr while the routines' webhook URL does not reach them (their node cannot serve it)."""
+    from mam.routines.health import webhook_problem
+    from mam.store.registry import Registry
+
+    registry = Registry.open_existing(app.ws)
+    if registry is None:
+        return
+    try:
+        problem = webhook_problem(registry)
+    finally:
+        registry.close()
+    if problem:
+        echo(f"mam: warning: routine webhooks are down: {problem} (mam routine list)", err=True)
 
 
 @session.command("onboard-orchestrator")

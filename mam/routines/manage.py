@@ -18,6 +18,7 @@ from mam.jobs.brief import check_brief
 from mam.jobs.request import check_values
 from mam.jobs.target import parse_target
 from mam.routines.decide import check_catch_up, check_concurrency
+from mam.routines.health import webhook_problem
 from mam.routines.schedule import Cron, describe, iso, parse_duration, schedule_of
 from mam.routines.webhook import new_secret, port_of, url
 from mam.store import routines as table
@@ -135,6 +136,7 @@ def listing(registry: Registry, row: table.RoutineRow) -> dict[str, Any]:
         with registry.read() as conn:
             port = table.meta(conn, "routine_webhook_port")
         data["url"] = url(int(port), row.name) if port and port.isdigit() else None
+        data["webhook_down"] = webhook_problem(registry) or None
     with registry.read() as conn:
         last = table.ticks(conn, row.name, limit=1)
     data["last"] = receipt(last[0]) if last else None

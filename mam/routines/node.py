@@ -39,16 +39,15 @@ def serve(
         while not stop.is_set():
             following = None
             try:
-                if not serving and _any_webhook(registry):
-                    endpoint.start()
+                if serving or _any_webhook(registry):
                     serving = True
+                    endpoint.keep_serving()  # its recorded port, tried again while another program holds it
                 following = scheduler.step()
             except Exception:
                 log.exception("a routines step failed; trying again")
             scheduler.pause(following)
     finally:
-        if serving:
-            endpoint.stop()
+        endpoint.stop()
         registry.close()
 
 

@@ -10,7 +10,8 @@ import sqlite3
 from dataclasses import asdict, dataclass
 from typing import Any
 
-KEEP_TICKS = 1000  # receipts kept per routine (the oldest ended ones go first)
+KEEP_TICKS = 1000  # receipts kept per routine (the oldest ended ones go first), refused ones not counted
+KEEP_REFUSED = 100  # refused receipts kept per routine, apart: refusals never evict a tick that fired
 KEEP_DELIVERIES_S = 86400.0  # a delivery id is remembered this long (a delivery is valid for 5 minutes)
 
 PENDING, FIRING, DONE, SKIPPED, REFUSED = "pending", "firing", "done", "skipped", "refused"
@@ -129,10 +130,16 @@ def add_tick(
 
 
 def _prune(conn: sqlite3.Connection, routine: str) -> None:
+    """Keep the last KEEP_TICKS receipts of ticks and, apart from them, the last KEEP_REFUSED refusals."""
     conn.execute(
-        "DELETE FROM routine_ticks WHERE routine=? AND status NOT IN (?, ?) AND n <= "
-        "(SELECT n FROM routine_ticks WHERE routine=? ORDER BY n DESC LIMIT 1 OFFSET ?)",
-        (routine, PENDING, FIRING, routine, KEEP_TICKS),
+        "DELETE FROM routine_ticks WHERE routine=? AND status NOT IN (?, ?, ?) AND n <= "
+        "(SELECT n FROM routine_ticks WHERE routine=? AND status != ? ORDER BY n DESC LIMIT 1 OFFSET ?)",
+        (routine, PENDING, FIRING, REFUSED, routine, REFUSED, KEEP_TICKS),
+    )
+    conn.execute(
+        "DELETE FROM routine_ticks WHERE routine=? AND status=? AND n <= "
+        "(SELECT n FROM routine_ticks WHERE routine=? AND status=? ORDER BY n DESC LIMIT 1 OFFSET ?)",
+        (routine, REFUSED, routine, REFUSED, KEEP_REFUSED),
     )
 
 

@@ -144,6 +144,63 @@ def test_the_node_serves_a_routines_webhook_on_loopback_and_fires_one_tick_per_d
         assert typed(wired, s, done[0]["job"]) == 1
         assert [t["reason"] for t in receipts("hook") if t["status"] == "refused"] == ["replayed"]
         log = (wired.state / "run" / "node.log").read_text()
-        assert "routine webhook refused for 'hook': replayed" in log and out["secret"] not in log
+        assert "routine webhook: deliveries refused for 'hook': 1 (replayed 1)" in log and out["secret"] not in log
+    finally:
+        mam("node", "stop")
+
+
+def test_a_webhook_port_another_program_holds_is_kept_and_said_down_until_it_is_free(wired):
+    """Issue 39, item 4: the node moved to a new port and said so only in its log; senders kept the old URL and
+    got 202 from whoever held it. Now the URL never moves; `mam routine list`, `mam status` and `mam doctor`
+    say the webhook is down and why, and once the port is free the node serves it again."""
+    import socket
+    import urllib.error
+    import urllib.request
+
+    create_demo("w")
+    added = json.loads(
+        mam("routine", "add", "hook", "--target", "w", "--brief", "b", "--on-webhook", "--json", check=True).stdout
+    )
+    url, port = added["url"], int(added["url"].split(":")[2].split("/")[0])
+
+    def answer() -> int:
+        req = urllib.request.Request(url, data=b"{}", method="POST")
+        try:
+            with urllib.request.urlopen(req, timeout=10) as got:
+                return int(got.status)
+        except urllib.error.HTTPError as e:
+            return int(e.code)
+        except OSError:
+            return 0
+
+    def listed() -> dict:  # type: ignore[type-arg]
+        return json.loads(mam("routine", "list", "--json", check=True).stdout)[0]  # type: ignore[no-any-return]
+
+    try:
+        assert wait_for(lambda: answer() or None, timeout=30, message="no webhook endpoint") == 401
+        mam("node", "stop", check=True)
+        wait_for(lambda: not node_pid(wired), timeout=30, message="the node did not stop")
+        squatter = socket.socket()
+        squatter.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        squatter.bind(("127.0.0.1", port))
+        squatter.listen(8)
+        try:
+            assert mam("routine", "resume", "hook").returncode == 0  # starts a node
+            down = wait_for(lambda: listed()["webhook_down"], timeout=30, message="the webhook never said down")
+            assert f"127.0.0.1:{port} is held by another program" in down and listed()["url"] == url
+            text = mam("routine", "list", check=True).stdout
+            assert f"webhook DOWN ({url}): 127.0.0.1:{port} is held by another program" in text
+            status = mam("status")
+            assert (
+                status.returncode == 0 and "routine webhooks are down" in status.stderr and str(port) in status.stderr
+            )
+            checks = {c["name"]: c for c in json.loads(mam("doctor", "--json").stdout)["checks"]}
+            assert checks["routine webhook"]["status"] == "fail" and str(port) in checks["routine webhook"]["detail"]
+        finally:
+            squatter.close()
+        # Free again: the node takes its port back within its retry, and the URL reaches the routine.
+        wait_for(lambda: listed()["webhook_down"] is None, timeout=30, message="the webhook never came back")
+        assert answer() == 401 and listed()["url"] == url
+        assert "routine webhooks are down" not in mam("status").stderr
     finally:
         mam("node", "stop")
