@@ -21,13 +21,20 @@ def is_loopback(host: str) -> bool:
 
 
 def is_wildcard(host: str) -> bool:
-    """An address that binds every interface (`0.0.0.0`, `::`), or none given."""
-    if not host:
+    """An address that binds every interface, or none given: `0.0.0.0`, `::`, and every other spelling of
+    them the resolver takes (`0`, `0x0`, `0.0`, `::ffff:0.0.0.0`, a name that resolves to one)."""
+    if not host or not host.strip("[]"):
         return True
     try:
-        return ipaddress.ip_address(host.strip("[]")).is_unspecified
-    except ValueError:
-        return False
+        infos = socket.getaddrinfo(host.strip("[]"), None, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except (OSError, UnicodeError):
+        return False  # nothing it names can be bound either: the bind says so
+    for *_rest, address in infos:
+        ip = ipaddress.ip_address(str(address[0]).split("%", 1)[0])
+        mapped = getattr(ip, "ipv4_mapped", None)
+        if ip.is_unspecified or (mapped is not None and mapped.is_unspecified):
+            return True
+    return False
 
 
 def authority(host: str, port: int) -> str:

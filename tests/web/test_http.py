@@ -267,6 +267,9 @@ def test_bad_addresses_exit_2_and_write_nothing(workspace):  # type: ignore[no-u
         (["--host", "192.0.2.1"], "needs TLS"),
         (["--host", "0.0.0.0"], "not a wildcard"),
         (["--host", "::"], "not a wildcard"),
+        (["--host", "0"], "not a wildcard"),  # issue 39, item 8: these listened on every interface
+        (["--host", "::ffff:0.0.0.0"], "not a wildcard"),
+        (["--host", "0x0"], "not a wildcard"),
         (["--tls-cert", "/etc/hostname"], "go together"),
     ]
     for args, says in cases:
