@@ -218,7 +218,9 @@ class RemoteDelivery:
                 env = Envelope.decode(payload)
             except DecodeError:
                 return
-            if env.kind == "presence" and env.verify(self.secret):
+            # Only a presence that names this runner is its own: another runner's, signed with the same secret
+            # and replayed on this runner's topic by a broker user, says nothing about this one.
+            if env.kind == "presence" and env.verify(self.secret) and env.job == runner == env.body.get("runner"):
                 presence.append(env)
                 seen.set()
 
@@ -253,6 +255,15 @@ class RemoteDelivery:
             body = presence[-1].body
             return (
                 f"runner {runner!r} is offline (it said so as host {body.get('host')!r}, pid {body.get('pid')})",
+                "offline",
+            )
+        # A live runner says it is online every 2 s; an older "online" (a replay, or a runner that died without
+        # its will) counts only within the window a dispatch itself must be in (clocks of two hosts differ).
+        age_s = time.time() - presence[-1].ts / 1000
+        if abs(age_s) > self.settings.dispatch_freshness_s:
+            return (
+                f"runner {runner!r} last said it is online {age_s:.0f}s ago (MAM_DISPATCH_FRESHNESS_S "
+                f"{self.settings.dispatch_freshness_s:g}): not heard since",
                 "offline",
             )
         sessions = presence[-1].body.get("sessions")

@@ -128,8 +128,9 @@ class FleetTable:
         self._rows: dict[str, FleetRow] = {}
         self._lock = threading.Lock()
 
-    def feed(self, payload: bytes, *, retained: bool, now_ms: int | None = None) -> bool:
-        """Fold one message from a presence topic; False when it was not a validly signed presence."""
+    def feed(self, payload: bytes, *, retained: bool, now_ms: int | None = None, topic: str = "") -> bool:
+        """Fold one message from a presence topic; False when it was not a validly signed presence, or arrived on
+        the topic of another node than the one it names (a broker user's replay)."""
         if not payload:
             return False  # a cleared retained message
         try:
@@ -138,12 +139,14 @@ class FleetTable:
             return False
         if env.kind != "presence" or env.type not in ("online", "offline") or not env.verify(self.secret):
             return False
+        if topic and not topic.endswith(f"/runners/{env.job}/presence"):
+            return False
         self.fold(env, retained=retained, now_ms=_now() if now_ms is None else now_ms)
         return True
 
-    def on_message(self, _topic: str, payload: bytes, retained: bool) -> None:
+    def on_message(self, topic: str, payload: bytes, retained: bool) -> None:
         """An MQTT handler (mam.bus.mqtt) for the presence topics."""
-        self.feed(payload, retained=retained)
+        self.feed(payload, retained=retained, topic=topic)
 
     def fold(self, env: Envelope, *, retained: bool, now_ms: int) -> None:
         body = env.body

@@ -8,6 +8,8 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import threading
+import time
 
 import paho.mqtt.client as paho
 
@@ -196,3 +198,46 @@ def test_signed_dispatches_whose_nonce_origin_or_numbers_are_not_of_their_shape_
     assert not any((remote.root / ".mam" / "jobs" / f"{j}.json").exists() for j in hostile)
     assert "/exit" not in capture(remote.tmux.name, created["pane_id"])
     a_real_job_completes(origin, remote, "after-shape.txt")
+
+
+def retained(broker, topic: str, timeout: float = 10.0) -> bytes:
+    """The retained message on `topic`, read as a broker user reads it."""
+    got: list[bytes] = []
+    came = threading.Event()
+
+    def on_message(_c, _u, msg) -> None:  # type: ignore[no-untyped-def]
+        got.append(msg.payload)
+        came.set()
+
+    c = paho.Client(paho.CallbackAPIVersion.VERSION2, protocol=paho.MQTTv311)
+    c.on_message = on_message
+    c.connect(broker.host, broker.port)
+    c.loop_start()
+    try:
+        c.subscribe(topic, qos=1)
+        came.wait(timeout)
+    finally:
+        c.loop_stop()
+        c.disconnect()
+    assert got, f"no retained message on {topic}"
+    return got[0]
+
+
+def test_a_runners_presence_replayed_on_another_runners_topic_is_not_that_runners(two_hosts, mosquitto_broker, poll):
+    """Issue 39, item 10: runner rb's signed presence, copied by a broker user onto the topic of a runner that does
+    not exist, made the origin dispatch there; the job ended agent_blocked after its start deadline. Now it ends
+    target_not_found at once (exit 5), and the fleet view does not list the copy as another node."""
+    origin, remote = two_hosts(mosquitto_broker.env())
+    remote.mam("session", "create", "--agent", "demo", "--role", "dev", "--session", "d1", "--json")
+    start_runner(remote)
+    runner_started(remote, poll)
+    topics = Topics(origin.env["MAM_TOPIC_PREFIX"])
+    publish(mosquitto_broker, topics.presence("ghost"), retained(mosquitto_broker, topics.presence("rb")))
+    started = time.monotonic()
+    proc = origin.mam(
+        "job", "delegate", "--target", "remote:ghost/d1", "--brief", "hi", "--start-deadline", "60", *INSECURE, "--json"
+    )  # fmt: skip
+    assert proc.returncode == 5, proc.stdout + proc.stderr
+    assert json.loads(proc.stdout)["reason"] == "target_not_found" and time.monotonic() - started < 30
+    fleet = json.loads(origin.mam("status", "--fleet", "--json").stdout)
+    assert [row["name"] for row in fleet] == ["rb"]

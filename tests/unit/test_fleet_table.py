@@ -175,3 +175,16 @@ def test_rows_are_by_name_and_copies():
     assert [r.name for r in rows] == ["alpha", "zeta"]
     rows[0].jobs.append("mutated")
     assert t.rows(T0)[0].jobs == ["job-1"]
+
+
+def test_a_presence_on_another_nodes_topic_is_not_folded() -> None:
+    """Issue 39, item 10: a node's signed presence replayed by a broker user on another node's topic."""
+
+    body = {"runner": "near", "host": "h", "pid": 1, "workspace": "/w", "since": 1, "sessions": []}
+    env = Envelope(kind="presence", job="near", seq=0, type="online", sender="runner", ts=5, body=body)
+    payload = env.signed("k" * 32).encode()
+    table = FleetTable("k" * 32)
+    assert not table.feed(payload, retained=True, now_ms=10, topic="mam/runners/ghost/presence")
+    assert table.rows(now_ms=10) == []
+    assert table.feed(payload, retained=True, now_ms=10, topic="mam/runners/near/presence")
+    assert [r.name for r in table.rows(now_ms=10)] == ["near"]

@@ -8,6 +8,7 @@ The broker here is a stand-in object: what is under test is the origin's rule, n
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 
@@ -47,9 +48,10 @@ class SlowBroker:
         self.unsubscribed += 1
 
 
-def presence(kind: str = "online") -> bytes:
-    body = {"runner": "far", "host": "h", "pid": 1, "workspace": "/w", "sessions": ["w"]}
-    env = Envelope(kind="presence", job="far", seq=0, type=kind, sender="runner", ts=1, body=body)
+def presence(kind: str = "online", runner: str = "far", ts: int | None = None) -> bytes:
+    body = {"runner": runner, "host": "h", "pid": 1, "workspace": "/w", "sessions": ["w"]}
+    now = int(time.time() * 1000) if ts is None else ts
+    env = Envelope(kind="presence", job=runner, seq=0, type=kind, sender="runner", ts=now, body=body)
     return env.signed(SECRET).encode()
 
 
@@ -96,3 +98,16 @@ def test_refused_subscriptions_are_asked_again_too(tmp_path: Path) -> None:
     broker.refuse = True
     assert delivery(tmp_path, broker).find_target(wait_s=30.0) == ""
     assert broker.subscribed == dispatch.PRESENCE_READS + 2
+
+
+def test_a_presence_counts_only_for_the_runner_it_names_and_only_while_fresh(tmp_path: Path) -> None:
+    """Issue 39, item 10: runner `near`'s signed presence, replayed on `far`'s topic by a broker user, made the
+    origin dispatch to `far` (which does not exist): the job ended agent_blocked after its start deadline."""
+    replayed = SlowBroker(unanswered=0, presence=presence(runner="near"))
+    problem = delivery(tmp_path, replayed).find_target(wait_s=30.0)
+    assert "has never announced itself" in problem  # at once: target_not_found, no dispatch wait
+    stale = SlowBroker(unanswered=0, presence=presence(ts=int(time.time() * 1000) - 301_000))
+    started = time.monotonic()
+    assert "last said it is online 301s ago" in delivery(tmp_path, stale).find_target(wait_s=0.2)
+    assert time.monotonic() - started >= 0.2  # waited like for an offline runner, then refused
+    assert delivery(tmp_path, SlowBroker(unanswered=0, presence=presence())).find_target(wait_s=30.0) == ""
