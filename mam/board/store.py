@@ -110,14 +110,15 @@ def write(
                     ) from e
             if client is not None:
                 origin = "" if settings.dispatch_secret else str(ws.root)  # where a same-user watcher finds the key
-                detail = _publish(client, topics, ws, entry, secret, origin)
+                detail = publish(client, topics, ws, entry, secret, origin)
     finally:
         if own and client is not None:
             client.close()
     return Written(entry, published=not detail, detail=detail)
 
 
-def _publish(client: MqttClient, topics: Topics, ws: Workspace, entry: table.Entry, secret: str, origin: str) -> str:
+def publish(client: MqttClient, topics: Topics, ws: Workspace, entry: table.Entry, secret: str, origin: str) -> str:
+    """Publish `entry` as its key's retained, signed message (the caller holds the board lock); '' or why not."""
     msg = BoardMessage(ws.slug, entry.key, entry.value, entry.version, entry.writer, entry.ts, entry.deleted, origin)
     try:
         client.publish(

@@ -3,8 +3,10 @@ and MAM_TOPIC_PREFIX (read-only copies), each checked against its signature.
 
 A message that fails the check (forged, tampered, on the wrong topic) is never shown as a write: it
 is reported to `on_reject` and appended to `.mam/board-rejected.log` (0600). A message older than
-what was already shown for its key (a retained copy after a reconnect) is skipped. Never writes the
-registry and never starts a broker.
+what was already shown for its key (a retained copy after a reconnect) is skipped. For this workspace's
+own board the registry is the truth: a message older than the registry's version of its key (an old
+signed write a broker user published again as retained) is shown as the registry's current entry
+instead. Never writes the registry and never starts a broker.
 """
 
 from __future__ import annotations
@@ -21,7 +23,9 @@ from mam.bus.mqtt import MqttClient
 from mam.bus.topics import Topics
 from mam.errors import DecodeError
 from mam.settings import Settings
+from mam.store import board as table
 from mam.store.common import now_ms
+from mam.store.registry import Registry
 from mam.util.fs import append_line
 from mam.workspace import Workspace
 
@@ -69,6 +73,7 @@ def watch(
     seen: dict[tuple[str, str], int] = {}
     shown = 0
     deadline = None if timeout_s is None else time.monotonic() + timeout_s
+    registry = Registry.open_existing(ws)
     try:
         while count is None or shown < count:
             wait = None if deadline is None else deadline - time.monotonic()
@@ -82,6 +87,8 @@ def watch(
                 _log_rejection(ws, item)
                 on_reject(item)
                 continue
+            if item.board == ws.slug and registry is not None:
+                item = _not_older_than_registry(registry, item)
             if not item.key.startswith(prefix) or seen.get((item.board, item.key), 0) >= item.version:
                 continue
             seen[(item.board, item.key)] = item.version
@@ -89,7 +96,18 @@ def watch(
             shown += 1
     finally:
         client.unsubscribe(topic)
+        if registry is not None:
+            registry.close()
     return shown
+
+
+def _not_older_than_registry(registry: Registry, item: BoardMessage) -> BoardMessage:
+    """`item`, or the registry's current entry of its key when that is newer (this workspace's board)."""
+    with registry.read() as conn:
+        entry = table.find(conn, item.key)
+    if entry is None or entry.version <= item.version:
+        return item
+    return BoardMessage(item.board, entry.key, entry.value, entry.version, entry.writer, entry.ts, entry.deleted)
 
 
 def _log_rejection(ws: Workspace, rejection: Rejection) -> None:

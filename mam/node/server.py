@@ -10,14 +10,14 @@ means the client has gone: the operation runs on. No descriptor, environment or 
 caller's is taken: what a request may vary is in its fields.
 
 Beside the requests: the monitor's reconciliation (mam.monitor.main.Monitor, in a thread), the
-routines (mam.routines.node, in a thread), with `--name NAME` the remote runner
-(mam.remote.runner.Runner; its fleet table answers op `fleet`), and once `mam web` asks (op `web`)
-the web page (mam.web.serve.Hosted, in a thread) until `mam web --stop` (op `web_stop`; `web_logout` ends
-its logins). An
-autostarted node ends once no request is in flight, no job of the workspace is open, no routine is
-enabled, it serves no page and the workspace's tmux server is not running (so `mam demo` leaves
-nothing behind), or once its socket file is gone or replaced, or mam's code on disk changed (when
-idle: a stale node never serves new callers); `mam node stop` and SIGTERM end any node.
+routines (mam.routines.node, in a thread), the board's retained messages (mam.board.keeper), with
+`--name NAME` the remote runner (mam.remote.runner.Runner; its fleet table answers op `fleet`), and
+once `mam web` asks (op `web`) the web page (mam.web.serve.Hosted, in a thread) until `mam web
+--stop` (op `web_stop`; `web_logout` ends its logins). An autostarted node ends once no request is
+in flight, no job of the workspace is open, no routine is enabled, it serves no page and the
+workspace's tmux server is not running (so `mam demo` leaves nothing behind), or once its socket
+file is gone or replaced, or mam's code on disk changed (when idle: a stale node never serves new
+callers); `mam node stop` and SIGTERM end any node.
 Open jobs stay open when a node ends; the next node's monitor (or a `mam job wait`) takes them over,
 and the heartbeats it ran as threads go on in heartbeater processes (mam.jobs.heartbeat.hand_over).
 """
@@ -100,6 +100,7 @@ class Node:
         self._write_status()
         threading.Thread(target=self._monitor, name="mam-node-monitor", daemon=True).start()
         threading.Thread(target=self._routines, name="mam-node-routines", daemon=True).start()
+        threading.Thread(target=self._board, name="mam-node-board", daemon=True).start()
         log.info("serving workspace %s on %s (pid %d)", self.ws.root, self.path, os.getpid())
         try:
             if beside is None:
@@ -421,6 +422,14 @@ class Node:
             except Exception:
                 log.exception("the monitor failed; restarting it in %.0f s", MONITOR_RESTART_S)
             self._stop.wait(MONITOR_RESTART_S)
+
+    def _board(self) -> None:
+        from mam.board.keeper import keep
+
+        try:
+            keep(self.ws, self.settings, self._stop)  # the board's retained messages stay its current writes
+        except Exception:
+            log.exception("keeping the board's retained messages failed")
 
     def _routines(self) -> None:
         from mam.routines.node import serve

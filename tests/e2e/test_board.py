@@ -8,15 +8,17 @@ import os
 import subprocess
 import sys
 import textwrap
+import threading
 import uuid
 from pathlib import Path
 
 import pytest
 
-from mam.board.message import BoardMessage
+from mam.board.message import BoardMessage, Keys
 from mam.broker.endpoint import BrokerEndpoint
 from mam.bus.mqtt import MqttClient
 from mam.bus.topics import Topics
+from mam.settings import load_settings
 from mam.store import board as table
 from mam.store.registry import Registry
 from mam.workspace import Workspace
@@ -279,3 +281,59 @@ def test_workspaces_of_one_user_check_each_other_without_a_shared_secret(tmp_pat
     ]
     rejected = [json.loads(line)["reason"] for line in (other.state / "board-rejected.log").read_text().splitlines()]
     assert rejected == ["bad_signature"] * 3
+
+
+def _retained(board_env: dict[str, str], topic: str) -> bytes:
+    """What the broker holds retained on `topic`, read as any broker user reads it."""
+    got: list[bytes] = []
+    came = threading.Event()
+
+    def on_message(_topic: str, payload: bytes, _retained: bool) -> None:
+        got.append(payload)
+        came.set()
+
+    endpoint = BrokerEndpoint(host=board_env["MQTT_BROKER"], port=int(board_env["MQTT_PORT"]))
+    with MqttClient(endpoint, client_id=f"reader-{uuid.uuid4().hex[:6]}").connect(5) as client:
+        client.subscribe(topic, on_message)
+        assert came.wait(10), f"nothing retained on {topic}"
+    return got[-1]
+
+
+def _watched(ws: Workspace, seconds: int) -> list[tuple[str, int, str]]:
+    proc = mam("-w", str(ws.root), "board", "watch", "--json", "--timeout", str(seconds), check=True)
+    return [(m["key"], m["version"], m["value"]) for m in map(json.loads, proc.stdout.splitlines())]
+
+
+def test_an_old_write_replayed_as_retained_is_never_shown_as_the_latest(tmp_path, board_env, poll):
+    """Issue 39, item 5: a broker user re-published an old signed v1 as retained after v2; watchers started
+    afterwards, in the board's workspace and in another, showed v1 as current while the registry said v2."""
+    origin, other = _workspace(tmp_path, "origin"), _workspace(tmp_path, "other")
+    mam("-w", str(other.root), "board", "list", check=True)
+    topic = Topics(board_env["MAM_TOPIC_PREFIX"]).board(origin.slug, "plan")
+    mam("-w", str(origin.root), "board", "set", "plan", "v1", check=True)
+    old = _retained(board_env, topic)
+    mam("-w", str(origin.root), "board", "set", "plan", "v2", check=True)
+    node = subprocess.Popen([MAM, "-w", str(origin.root), "node"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        poll(lambda: mam("-w", str(origin.root), "node", "status").returncode == 0, timeout=30)
+        endpoint = BrokerEndpoint(host=board_env["MQTT_BROKER"], port=int(board_env["MQTT_PORT"]))
+        with MqttClient(endpoint, client_id=f"replayer-{uuid.uuid4().hex[:6]}").connect(5) as client:
+            client.publish(topic, old, qos=1, retain=True)
+        there = _watched(other, 6)  # another workspace: the current value within a few seconds
+        assert there and there[-1] == ("plan", 2, "v2"), there
+        here = _watched(origin, 3)  # the board's own: never older than its registry
+        assert here == [("plan", 2, "v2")], here
+        # The node put the current write back as the retained one.
+        assert (
+            BoardMessage.open(
+                topic,
+                _retained(board_env, topic),
+                keys=Keys(load_settings()),
+                topics=Topics(board_env["MAM_TOPIC_PREFIX"]),
+            ).version
+            == 2
+        )
+    finally:
+        mam("-w", str(origin.root), "node", "stop")
+        _out, err = node.communicate(timeout=60)
+    assert b"the broker held an older or unverifiable copy of plan: published v2 again" in err, err[-2000:]
