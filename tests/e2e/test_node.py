@@ -480,3 +480,45 @@ def test_a_command_sent_to_a_node_being_killed_runs_in_the_next_node(wired):
     assert node_pid(wired) not in (0, pid)  # the next node took it and fires the routine
     listed = json.loads(mam("routine", "list", "--json", check=True).stdout)
     assert [r["name"] for r in listed] == ["r1"]
+
+
+def _answered(sock: socket.socket) -> dict:  # type: ignore[type-arg]
+    """Read frames until the final one (it has `exit`) and return it; the socket stays open."""
+    from mam.node.wire import Frames
+
+    frames = Frames()
+    while True:
+        data = sock.recv(65536)
+        assert data, "the node closed the connection before its answer"
+        for msg in frames.feed(data):
+            if "exit" in msg:
+                return msg
+
+
+def test_finished_requests_whose_clients_keep_their_sockets_open_leave_no_thread(wired):
+    """Issue 39, item 11: a finished request kept a node thread while its client held the socket open (100
+    requests: 96 threads). The node shuts each connection down once it has answered."""
+    from mam.node.wire import frame
+    from mam.protocol import request
+
+    pid = start_node(wired)
+    path = str(wired.state / "run" / "node.sock")
+
+    def threads() -> int:
+        return len(os.listdir(f"/proc/{pid}/task"))
+
+    before = threads()
+    held: list[socket.socket] = []
+    try:
+        for i in range(100):
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            held.append(sock)
+            sock.connect(path)
+            # A served operation (its own watcher thread) and a control one (answered by the connection's thread).
+            asked = request("cancel", {"job": f"job-gone-{i:04d}"}) if i % 2 else request("status", {})
+            sock.sendall(frame(asked))
+            assert _answered(sock)["exit"] in (0, 5)
+        wait_for(lambda: threads() <= before, timeout=15, message=lambda: f"{threads()} threads, {before} before")
+    finally:
+        for sock in held:
+            sock.close()
