@@ -195,6 +195,7 @@ class Rejected(str, Enum):
     OUT_OF_ORDER = "out_of_order"
     OUT_OF_WINDOW = "out_of_window"
     STALE_EPOCH = "stale_epoch"  # a runner's event from an older epoch of the job (fenced: the job moved on)
+    FUTURE_EPOCH = "future_epoch"  # a token holder's event from an epoch this attempt never issued (newer than its own)
     # dispatches, at a runner
     WRONG_RUNNER = "wrong_runner"
     STALE = "stale"

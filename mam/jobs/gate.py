@@ -2,7 +2,9 @@
 
 Checks, in order: size, JSON, shape and protocol version, kind, job id, HMAC signature with
 the job's token, sender allowed for the type, the fencing epoch (for a remote job's origin: an
-event from an older epoch than the job's is `stale_epoch` and uses up no `seq`), and `seq`
+event from an older epoch than the job's is `stale_epoch` and uses up no `seq`; one from a newer epoch,
+which this attempt never issued, is `future_epoch`: only a token holder can sign it, and a copy at a
+newer epoch belongs to an attempt that superseded this one), and `seq`
 (strictly higher than any accepted and at most SEQ_WINDOW ahead of it; a gap is accepted and
 reported; a replay, out-of-order or out-of-window event is rejected). The same event
 arriving once by the disk path and once over MQTT is a duplicate, not a replay.
@@ -60,11 +62,13 @@ class EventGate:
             return Admission(accepted=False, reason=Rejected.SENDER_NOT_ALLOWED, envelope=env)
         if self.epoch is not None:
             try:
-                stale = epoch_of(env) < self.epoch
+                said = epoch_of(env)
             except DecodeError as e:
                 return Admission(accepted=False, reason=e.reason, envelope=env)
-            if stale:  # signed, but by a copy of the job that was fenced: its seq stays free for the live one
+            if said < self.epoch:  # signed, but by a copy that was fenced: its seq stays free for the live one
                 return Admission(accepted=False, reason=Rejected.STALE_EPOCH, envelope=env)
+            if said > self.epoch:
+                return Admission(accepted=False, reason=Rejected.FUTURE_EPOCH, envelope=env)
         seen = self._seen.get(env.seq)
         if seen is not None:
             sig, paths = seen

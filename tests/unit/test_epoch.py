@@ -148,6 +148,28 @@ def test_the_gate_refuses_an_older_epoch_and_keeps_its_seq_free() -> None:
     assert EventGate("job-x", TOKEN, last_seq=2).check(event("job-x", 3)).accepted  # a local job: unchecked
 
 
+def test_an_event_at_an_epoch_the_origin_never_issued_is_refused_and_uses_no_seq() -> None:
+    """Issue 39, item 12: a token holder signs an event at an epoch above the job's (no attempt issued it)."""
+    gate = EventGate("job-x", TOKEN, last_seq=2, epoch=1)
+    future = gate.check(event("job-x", 3, "completed", epoch=2))
+    assert (future.accepted, future.reason) == (False, Rejected.FUTURE_EPOCH)
+    assert gate.check(event("job-x", 3, epoch=1)).accepted  # the live copy's event takes seq 3 after all
+
+
+def test_the_intake_notes_a_future_epoch_and_the_job_is_unchanged(store: tuple[Workspace, Registry]) -> None:
+    ws, registry = store
+    ledger = remote_ledger(ws, registry)  # epoch 0
+    intake = Intake(ledger, registry, local=False, on_stale=lambda _e: None)
+    intake.feed(event(ledger.job.id, 3, "completed", epoch=5))
+    intake.pump(0)
+    assert ledger.job.state is JobState.RUNNING and registry.job(ledger.job.id).state == "running"
+    with registry.read() as conn:
+        last = conn.execute(
+            "SELECT kind, line FROM job_audit WHERE job_id=? ORDER BY n DESC LIMIT 1", (ledger.job.id,)
+        ).fetchone()
+    assert last[0] == "rejected" and "future_epoch" in last[1]
+
+
 def test_a_late_result_from_an_older_epoch_is_noted_and_changes_nothing(store: tuple[Workspace, Registry]) -> None:
     ws, registry = store
     first = remote_ledger(ws, registry)
