@@ -15,6 +15,9 @@ _PREFIX = re.compile(rf"[a-z0-9._/-]{{0,{KEY_MAX}}}\Z")
 def check_key(key: object) -> str:
     if not isinstance(key, str) or not _KEY.match(key):
         raise UsageError(f"invalid board key {key!r}: 1 to {KEY_MAX} characters of a-z, 0-9, '.', '_', '/' or '-'")
+    # A key reads like a path (plan/step): `plan/../secret` would name `secret` to any tool that normalises it.
+    if any(part in (".", "..") for part in key.split("/")):
+        raise UsageError(f"invalid board key {key!r}: no '.' or '..' between slashes")
     return key
 
 

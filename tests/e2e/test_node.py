@@ -522,3 +522,39 @@ def test_finished_requests_whose_clients_keep_their_sockets_open_leave_no_thread
     finally:
         for sock in held:
             sock.close()
+
+
+def test_a_raw_request_to_one_workspaces_node_never_acts_on_another(wired, tmp_path):
+    """Issue 39, item 12: a node request carries no workspace (docs/node-protocol.md): a node acts on its own
+    workspace only. A raw request to workspace A's node that names workspace B, by a field, by a setting, or by
+    B's job and session, is refused or acts on A, and B is left as it was."""
+    from mam.node.wire import frame
+    from mam.protocol import VERSION
+
+    start_node(wired)
+    other = tmp_path / "other"
+    other.mkdir()
+    b = ["-w", str(other)]
+    mam(*b, "session", "create", "--agent", "demo", "--role", "dev", "--session", "bw", check=True)
+    done = mam(*b, "job", "delegate", "--target", "bw", "--brief", "b's own", "--json", *SHORT, env={"MAM_NODE": "0"})
+    assert done.returncode == 0, done.stderr
+    b_job = json.loads(done.stdout)["id"]
+    record = other / ".mam" / "jobs" / f"{b_job}.json"
+    before = record.read_bytes()
+
+    def ask(args: dict, settings: dict | None = None, op: str = "cancel") -> dict:  # type: ignore[type-arg]
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+            sock.connect(str(wired.state / "run" / "node.sock"))
+            sock.sendall(frame({"v": VERSION, "op": op, "args": args, "settings": settings or {}}))
+            return _answered(sock)
+
+    named = ask({"job": b_job, "workspace": str(other)})
+    assert named["exit"] == 2 and "unknown field 'workspace'" in named["error"]
+    by_setting = ask({"job": b_job}, {"MAM_WORKSPACE": str(other)})  # no such setting: A's registry is asked
+    assert by_setting["exit"] == 5, by_setting
+    typed = ask({"target": "bw", "brief": "typed from A", "job_id": "job-cross-ws-0001"}, op="delegate")
+    assert typed["exit"] == 5, typed  # A has no session bw
+    assert record.read_bytes() == before and not (other / ".mam" / "run" / "node.sock").exists()
+    b_jobs = json.loads(mam(*b, "job", "list", "--json", check=True).stdout)
+    assert [j["id"] for j in b_jobs] == [b_job]
+    mam(*b, "session", "stop", "--session", "bw")

@@ -68,3 +68,18 @@ def test_without_a_secret_a_workspace_key_of_this_user_checks_its_own_board_only
     os.rename(a.state / SECRET_FILE, tmp_path / "elsewhere")
     os.symlink(tmp_path / "elsewhere", a.state / SECRET_FILE)
     assert _reason(lambda: _open(good, good.encode(key_a), Keys(settings))) == "bad_signature"
+
+
+@pytest.mark.parametrize("key", ["plan/../secret", "..", "../plan", "plan/..", "./plan", "plan/./x", "."])
+def test_a_key_with_a_dot_or_dot_dot_segment_is_refused_written_or_received(tmp_path, key: str) -> None:
+    """Issue 39, item 12: board keys with `..` segments are refused (a key reads like a path)."""
+    from mam.board.keys import check_key
+    from mam.errors import UsageError
+
+    with pytest.raises(UsageError, match="no '.' or '..' between slashes"):
+        check_key(key)
+    settings = load_settings(env_file=tmp_path / "none").with_overrides(MAM_DISPATCH_SECRET="s" * 40)
+    msg = BoardMessage("board", key, "v", 1, "w", 1)
+    assert _reason(lambda: _open(msg, msg.encode("s" * 40), Keys(settings))) == "bad_shape"
+    for fine in ("plan..x", "plan/.hidden", "a.b/c..d", "plan/step"):
+        assert check_key(fine) == fine
