@@ -119,6 +119,10 @@ waiting_tool  # mam/view/model.py
 _.daemon_threads  # ThreadingHTTPServer: a handler thread never holds the node's exit
 _.do_POST
 _.log_message
+_.handle_error  # socketserver: a request that failed (logged as one throttled line, never a traceback)
+# logging.LogRecord fields a Formatter reads: mam/util/throttle.py clears them (a line, never a traceback)
+_.exc_info
+_.exc_text
 
 # the attributes the C JSON scanner reads from its context (mam/node/wire.py _Rules)
 _.strict

@@ -258,7 +258,7 @@ class _Server(ThreadingHTTPServer):
         self.endpoint = endpoint
         super().__init__(address, handler)
 
-    def handle_error(self, request: Any, client_address: Any) -> None:
+    def handle_error(self, request: Any, _client_address: Any) -> None:
         failed.warning("routine webhook: a request failed")  # never a traceback per request
 
 
