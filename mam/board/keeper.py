@@ -63,8 +63,8 @@ def keep(ws: Workspace, settings: Settings, stop: threading.Event) -> None:
             return
         keeper = _Keeper(ws, settings, registry, client, topics, mine)
         while not stop.is_set():
-            try:
-                topic, payload = inbox.get(timeout=1.0)
+            try:  # asleep until a message comes, but for a key waiting out its gap
+                topic, payload = inbox.get(timeout=RESTORE_GAP_S if keeper.due else LOOK_S)
             except queue.Empty:
                 keeper.restore_due()
                 continue

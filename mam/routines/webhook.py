@@ -159,7 +159,7 @@ class Endpoint:
             return False
         if down(self.registry) is not None:
             with self.registry.write() as conn:
-                conn.execute("DELETE FROM meta WHERE key=?", (DOWN_KEY,))
+                table.delete_meta(conn, DOWN_KEY)
         threading.Thread(target=self.server.serve_forever, name="mam-routine-webhook", daemon=True).start()
         log.info("routine webhooks on %s", url(self.port, "NAME"))
         return True
