@@ -77,6 +77,14 @@ def announce(served: Served) -> None:
     sys.stdout.flush()
 
 
+def _start_node(app: App) -> None:
+    app.ws.ensure_state()
+    started = client.start(str(app.ws.root), str(app.ws.run_dir))
+    if started is None:
+        raise MamError(f"could not start the workspace's node; see {app.ws.run_dir / 'node.log'}")
+    started.close()
+
+
 @click.command("web", help=WEB_HELP)
 @workspace_option
 @click.option("--host", default="127.0.0.1", show_default=True, help="The address to serve (and browsers name).")
@@ -129,13 +137,12 @@ def web(
         return Exit.OK
     token, source = web_token(app.ws, settings)
     if running is None:
-        app.ws.ensure_state()
-        started = client.start(str(app.ws.root), str(app.ws.run_dir))
-        if started is None:
-            raise MamError(f"could not start the workspace's node; see {app.ws.run_dir / 'node.log'}")
-        started.close()
+        _start_node(app)
     fields = {"host": host, "port": port, "token": token, "token_source": source}
     answer = client.ask(path, "web", WEB_TIMEOUT_S, tls_cert=tls_cert, tls_key=tls_key, **fields)
+    if answer is None:  # the node that took the connection was ending (idle: a page just stopped): once more
+        _start_node(app)
+        answer = client.ask(path, "web", WEB_TIMEOUT_S, tls_cert=tls_cert, tls_key=tls_key, **fields)
     if answer is None:
         raise MamError(f"the workspace's node did not answer; see {app.ws.run_dir / 'node.log'}")
     if "refused" in answer:

@@ -241,7 +241,7 @@ def start(root: str, run_dir: str, environ: Any = None) -> _socket.socket | None
             return sock
         if pid and _ended(pid):
             pid = 0
-            if connect(path) is None and not running(run_dir):
+            if connect(path) is None and not _locked(run_dir):
                 return None  # it ended without listening (MAM_NODE=0 in .mam.env, or it failed: see node.log)
         time.sleep(0.01)
     return None
@@ -309,8 +309,8 @@ def _ended(pid: int) -> bool:
     return done == pid
 
 
-def running(run_dir: str) -> bool:
-    """True while a node holds the start lock (starting, or running): a look that costs the node nothing."""
+def _locked(run_dir: str) -> bool:
+    """True while a node holds the start lock (starting, or running)."""
     import fcntl
 
     try:

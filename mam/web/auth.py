@@ -104,10 +104,11 @@ class Logins:
         return ended
 
     def _prune(self) -> None:
+        """Forget expired codes and logins, and the oldest beyond KEPT (only `mam web` makes codes)."""
         now = self.clock()
+        self._codes = {k: until for k, until in self._codes.items() if until >= now}
+        self._logins = {k: login for k, login in self._logins.items() if login.expires >= now}
         for table in (self._codes, self._logins):
-            for k in [k for k, v in table.items() if (v if isinstance(v, float) else v.expires) < now]:
-                del table[k]
             while len(table) > KEPT:
                 del table[next(iter(table))]
 

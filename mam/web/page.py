@@ -116,7 +116,7 @@ function refused(text) {
 async function login() {
   const code = new URLSearchParams(location.hash.slice(1)).get("code");
   history.replaceState(null, "", "/");  // the code leaves the address bar and this history entry
-  if (!code) return false;
+  if (!code) { refused("This link holds no login code: open the one `mam web` printed."); return false; }
   const r = await fetch("/login", {
     method: "POST", credentials: "same-origin", cache: "no-store",
     headers: { "Content-Type": "application/json" }, body: JSON.stringify({ code }),

@@ -241,7 +241,7 @@ class CookieCatcher:
                 self.wfile.write(data)
 
             def log_message(self, *_args: Any) -> None:
-                pass
+                """Quiet: no line per request on the test's stderr."""
 
         self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.port = self.server.server_address[1]
