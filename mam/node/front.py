@@ -17,6 +17,7 @@ import os
 import sys
 
 from mam.node import client
+from mam.node.wire import pretty
 from mam.protocol import DELEGATE, EVENT_TYPES, OPS, Field, Invalid, check_id_text, request, settings_of
 
 TYPE_CHECKING = False  # not `typing`'s: importing it costs ~5 ms of every event's start
@@ -326,16 +327,21 @@ class _Shown:
             self.live.stop()
 
 
+_CONTROL = frozenset(chr(c) for c in (*range(0x09), *range(0x0B, 0x20), *range(0x7F, 0xA0)))
+
+
 def _clean(text: str) -> str:
+    """`text` as mam.util.text.for_terminal leaves it (no escape sequence or control character but newline and
+    tab); text with none is as it is, without importing `re` for it."""
+    if _CONTROL.isdisjoint(text):
+        return text
     from mam.util.text import for_terminal
 
     return for_terminal(text)
 
 
 def _json(obj: Any) -> None:
-    from mam.util.text import json_text
-
-    _out(json_text(obj, indent=2))
+    _out(pretty(obj))  # mam.util.text.json_text(obj, indent=2), without importing `json`
 
 
 def _ended(final: dict[str, Any], as_json: bool, shown: _Shown) -> int:

@@ -67,3 +67,29 @@ def test_the_wire_imports_no_json_package() -> None:
     )
     out = subprocess.run([sys.executable, "-S", "-c", probe], capture_output=True, text=True, check=True)
     assert out.stdout.split() == []
+
+
+PRETTY: list[Any] = [
+    *SAMPLES,
+    {"result": "done\x1b]52;c;aGk=\x07 \x9b31m end", "report": "é漢字🙂\u2028", "z": None, "a": [1.5, True, {}]},
+    {"id": "job-1", "state": "completed", "usage": {"input_tokens": 3}, "children": [], "paused": None},
+]
+
+
+@pytest.mark.parametrize("obj", PRETTY)
+def test_pretty_writes_what_json_text_writes(obj: Any) -> None:
+    """`mam job delegate --json` prints with the lean writer what mam.util.text.json_text prints."""
+    from mam.node.wire import pretty
+    from mam.util.text import json_text
+
+    assert pretty(obj) == json_text(obj, indent=2)
+
+
+@pytest.mark.parametrize(
+    "text", ["plain text\nwith\ttabs", "é漢字🙂", "a\x1b[31mred\x1b[0m", "bell\x07", "c1 \x9b2J", ""]
+)
+def test_the_front_ends_cleaning_is_for_terminals(text: str) -> None:
+    from mam.node.front import _clean
+    from mam.util.text import for_terminal
+
+    assert _clean(text) == for_terminal(text)
