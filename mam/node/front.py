@@ -4,11 +4,12 @@ Run by the `mam` script before (and instead of) click (mam.entry): each parses i
 declaration (mam.protocol), reads what the caller names (a brief or report file, relative to its folder;
 stdin), sends the node one typed request (mam.node.client) and prints the answer as the command's
 documented output, with its exit code. No node serves it (MAM_NODE=0, none runs for an event, none could
-start): the same request runs in this process (mam.node.local). `--help` and `--version` are click's
-(mam.cli: the same commands, for their help). A usage error is one line, `mam: error: ...`, exit 2.
+start): the same request runs in this process (mam.node.local). `--help` and `--version` are click's (the
+command line package declares the same commands, for their help). A usage error is one line, `mam: error:
+...`, exit 2.
 
-Lean, with mam.node.client (see there): what prints an agent's text (mam.util.text) or JSON is imported
-only when it prints.
+Lean, with mam.node.client (see there): JSON is written by mam.node.wire, and what strips an agent's text of
+escape sequences (mam.util.text) is imported only for text that holds one.
 """
 
 from __future__ import annotations
