@@ -7,7 +7,8 @@ the protocol with the real `mam event` commands and does deterministic work:
     demo-write: PATH :: TEXT      write a file (TEXT may use \\n)
     demo-append: PATH :: TEXT     append to a file
     demo-commit: MESSAGE          git add -A && git commit (argv, no shell)
-    demo-sleep: SECONDS           work that long (with progress events; Escape interrupts it)
+    demo-sleep: SECONDS           work that long (a progress event each second while work is left; Escape
+                                  interrupts it)
     demo-tokens: N                spend N output tokens at this point (see Usage)
     demo-behaviour: NAME          override the session's behaviour for this brief
     demo-verdict: V               reviewer verdict: PASS, NOT PASS, none, inline, lower, double
@@ -348,11 +349,15 @@ class DemoAgent:
         return ("; ".join(done) or "done") + (f"\n{answer}" if answer else ""), None
 
     def _sleep(self, job: str, seconds: float) -> None:
+        """Work `seconds`, saying how far it got each second while work is left (a report right before
+        `completed` would say nothing the completion does not)."""
         end = time.monotonic() + seconds
         while time.monotonic() < end:
             if self.interrupt.wait(min(1.0, max(0.0, end - time.monotonic()))):
                 raise Interrupted(job)
-            self.event("progress", job, "--message", f"working ({max(0.0, end - time.monotonic()):.0f}s left)")
+            left = end - time.monotonic()
+            if left > 0:
+                self.event("progress", job, "--message", f"working ({left:.0f}s left)")
 
     def _review(self, path: Path, directives: list[tuple[str, str]]) -> str:
         n = self.convo.data.get("reviews", 0)
