@@ -199,6 +199,7 @@ _MODE = Field(
     "mode", str, "How to pause: safe, quick or hard", flag="--mode", default="safe", choices=("safe", "quick", "hard")
 )
 EVENT_TYPES = ("started", "progress", "heartbeat", "completed", "error")
+DISPOSITIONS = ("done", "blocked", "review")  # a task's, as its job completes (mam/org)
 
 # Each operation's fields. The node answers each with one final frame (see the module's doc).
 OPS: dict[str, tuple[Field, ...]] = {
@@ -219,6 +220,15 @@ OPS: dict[str, tuple[Field, ...]] = {
         Field("report_path", str, "Where the report was read from (an absolute path)"),
         Field("tokens", int, "Tokens the job used, by the agent's own count", flag="--tokens", least=0),
         Field("agent_pid", int, "The agent's process (the heartbeat stops with it)", least=1),
+        Field(
+            "disposition",
+            str,
+            "How the task of a task's job stands: done, blocked (with --waiting-on) or review",
+            flag="--disposition",
+            default="done",
+            choices=DISPOSITIONS,
+        ),
+        Field("waiting_on", str, "With --disposition blocked: the task it waits on", flag="--waiting-on", id="task id"),
     ),
     "cancel": (_JOB,),
     "pause": (_JOB, _MODE, _BY),

@@ -455,6 +455,7 @@ def event_body(kind: str, args: dict[str, Any], record: dict[str, Any]) -> tuple
         body = {"message": args["message"][:MAX_TEXT]}
     elif kind == "completed":
         body = {"message": (args.get("message") or "")[:MAX_TEXT]}
+        body.update(disposition_of(args))
         if args.get("tokens") is not None:
             body["tokens"] = args["tokens"]
         if args.get("report") is not None:
@@ -485,3 +486,17 @@ def failure_line(op: str, job_id: str) -> str:
     """What a client is told when an operation broke inside the node (its traceback is in the node's log)."""
     job = f" (job {job_id})" if job_id else ""
     return f"the node failed to {op}{job}: see .mam/run/node.log"
+
+
+def disposition_of(args: dict[str, Any]) -> dict[str, str]:
+    """A `completed` event's disposition fields (a task's job, mam/org): `disposition` when given, and with
+    `blocked` the task it waits on (`waiting_on`, required with it and only with it)."""
+    disposition, waiting_on = args.get("disposition"), args.get("waiting_on")
+    if waiting_on is not None and disposition != "blocked":
+        raise UsageError("--waiting-on goes with --disposition blocked")
+    if disposition == "blocked" and waiting_on is None:
+        raise UsageError("--disposition blocked needs --waiting-on TASK (the task it waits on)")
+    out = {"disposition": disposition} if disposition is not None else {}
+    if waiting_on is not None:
+        out["waiting_on"] = waiting_on
+    return out
