@@ -260,6 +260,11 @@ def firing(conn: sqlite3.Connection) -> list[RunRow]:
     return [RunRow.from_sql(r) for r in rows]
 
 
+def recent_runs(conn: sqlite3.Connection, limit: int) -> list[RunRow]:
+    rows = conn.execute("SELECT * FROM task_runs ORDER BY n DESC LIMIT ?", (limit,))
+    return [RunRow.from_sql(r) for r in reversed(rows.fetchall())]
+
+
 def set_run(conn: sqlite3.Connection, n: int, **changes: Any) -> None:
     sets = ",".join(f"{k}=?" for k in changes)
     conn.execute(f"UPDATE task_runs SET {sets} WHERE n=?", (*changes.values(), n))
