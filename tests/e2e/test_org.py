@@ -238,3 +238,29 @@ def test_bad_input_is_refused_with_its_exit_code_and_writes_nothing(org):
     assert cancelled.stdout.strip() == f"task {keyed}: cancelled, now cancelled"
     assert mam("task", "done", keyed).returncode == 5
     assert mam("role", "remove", "dev", check=True).stdout.strip() == "role dev removed"
+
+
+def test_mam_demo_org_runs_a_lead_and_two_developers_through_a_breaker_and_a_reset(tmp_path):
+    """`mam demo --org`: a task with two blocked subtasks, a failure that trips dev-b's breaker (its subtask held,
+    no job), a reset, a subtask parked by its disposition and woken again; everything it started is removed."""
+    proc = mam("demo", "--org", env={"TMPDIR": str(tmp_path)}, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    out = proc.stdout
+    said = [line.split("] ", 1)[1] for line in out.splitlines() if line.startswith("[")]
+    for expected in (
+        "role dev-b: played by dev-2, reports to lead, breaker trips after 1 failure",
+        "task S2 todo (blockers)",
+        "task F  failed: job failed",
+        "task S2 todo (breaker)",
+        "task S3 blocked (waiting on S2): job completed, disposition blocked",
+        "task S3 woken (unblocked): job t-5-r2 on dev-1",
+        "task P  in_review: job completed, disposition review",
+        "task P  done",
+    ):
+        assert expected in said, (expected, out)
+    assert said.index("task S2 todo (breaker)") < said.index(
+        "dev-b's breaker is tripped: S2 waits (queued_for breaker); resetting it (mam role reset dev-b)"
+    )
+    assert not any(line.startswith("task S2 woken") for line in said[: said.index("task S2 todo (breaker)")])
+    assert "org demo finished: every task ended as expected" in out
+    assert list(tmp_path.glob("mam-demo-*")) == []  # the workspace is removed
