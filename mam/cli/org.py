@@ -122,8 +122,9 @@ def role_add(
 ) -> None:  # fmt: skip
     """Add role NAME, played by --session. Exit codes: 0; 2 a bad name or option, or NAME exists; 5 no such
     session or --reports-to role."""
-    from mam.org.manage import add_role
+    from mam.org.manage import add_role, check_role
 
+    check_role(name, session=session, reports_to=reports_to, daily_runs=daily_runs, breaker=breaker)  # writes nothing
     with closing(open_registry(app)) as registry:
         out = add_role(registry, name, session=session, reports_to=reports_to, daily_runs=daily_runs, breaker=breaker)
     if as_json:

@@ -67,16 +67,7 @@ def add_role(
 ) -> dict[str, Any]:
     """Add a role played by `session` (a session of this workspace); its view."""
     now = time.time() if now is None else now
-    check_role_name(name)
-    check_name(session, "session name")
-    if reports_to:
-        check_role_name(reports_to)
-        if reports_to == name:
-            raise UsageError(f"role {name} cannot report to itself")
-    if daily_runs is not None and daily_runs < 1:
-        raise UsageError("--daily-runs must be a whole number, 1 or more")
-    if breaker is not None and breaker < 1:
-        raise UsageError("--breaker must be a whole number of failed jobs, 1 or more")
+    check_role(name, session=session, reports_to=reports_to, daily_runs=daily_runs, breaker=breaker)
     row = RoleRow(
         name=name,
         session=session,
@@ -97,6 +88,22 @@ def add_role(
         except sqlite3.IntegrityError as e:
             raise RoleExists(f"a role named {name!r} exists (remove it first)", role=name) from e
         return role_view(conn, row, now)
+
+
+def check_role(
+    name: str, *, session: str, reports_to: str | None = None, daily_runs: int | None = None, breaker: int | None = None
+) -> None:
+    """`mam role add`'s options, checked (UsageError, exit 2); nothing is read or written."""
+    check_role_name(name)
+    check_name(session, "session name")
+    if reports_to:
+        check_role_name(reports_to)
+        if reports_to == name:
+            raise UsageError(f"role {name} cannot report to itself")
+    if daily_runs is not None and daily_runs < 1:
+        raise UsageError("--daily-runs must be a whole number, 1 or more")
+    if breaker is not None and breaker < 1:
+        raise UsageError("--breaker must be a whole number of failed jobs, 1 or more")
 
 
 def _role(conn: sqlite3.Connection, name: str) -> RoleRow:
