@@ -149,9 +149,12 @@ def test_a_role_with_breaker_2_trips_after_two_failed_jobs_and_holds_its_next_ta
     assert mam_json("role", "show", "dev")["breaker"] == {"threshold": 2, "failures": 0, "tripped": False}
 
 
-def test_a_role_with_daily_runs_1_holds_its_second_task_with_queued_for_daily_cap(org, tmp_path):
+def test_a_role_with_daily_runs_1_holds_its_second_task_with_queued_for_daily_cap(org, tmp_path, monkeypatch):
+    monkeypatch.setenv("MAM_ORG_DAILY_RUNS", "2")  # the workspace's cap: its node starts with it
     create_demo("w")
+    create_demo("v")
     mam("role", "add", "dev", "--session", "w", "--daily-runs", "1", check=True)
+    mam("role", "add", "ops", "--session", "v", check=True)
     first, second = add("One", "dev"), add("Two", "dev")
     until(first, "done")
     held = wait_for(
@@ -164,6 +167,15 @@ def test_a_role_with_daily_runs_1_holds_its_second_task_with_queued_for_daily_ca
     told = wait_for(lambda: pushes(tmp_path, "daily_cap_reached"), timeout=30, message="no daily_cap_reached push")
     assert told[0]["role"] == "dev" and told[0]["day"]
     assert "daily_cap" in mam("task", "list", check=True).stdout
+    # ops has no cap of its own: its first task runs (the workspace's second run today), its second waits.
+    third, fourth = add("Three", "ops"), add("Four", "ops")
+    until(third, "done")
+    held = wait_for(
+        lambda: (t := show(fourth))["queued_for"] == "daily_cap" and t,
+        timeout=30,
+        message=lambda: f"{fourth} is not held by MAM_ORG_DAILY_RUNS: {show(fourth)}",
+    )
+    assert held["job"] is None and mam_json("role", "show", "ops")["daily_runs"] is None
 
 
 def test_disposition_blocked_waiting_on_a_task_parks_it_until_that_task_is_done(org):
