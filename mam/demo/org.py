@@ -22,8 +22,10 @@ from typing import Any
 
 from mam.node.call import value
 from mam.org.manage import add_role, list_tasks
+from mam.org.rules import BREAKER
 from mam.sessions.create import CreateRequest, create_session
 from mam.settings import Settings
+from mam.store.org import BLOCKED, DONE, FAILED, IN_REVIEW
 from mam.store.registry import Registry
 from mam.util.poll import Timeout, wait_for
 from mam.workspace import Workspace
@@ -41,7 +43,7 @@ class OrgResult:
     error: str = ""
 
 
-EXPECTED = {"P": "done", "F": "failed", "S1": "done", "S2": "done", "S3": "done"}
+EXPECTED = {"P": DONE, "F": FAILED, "S1": DONE, "S2": DONE, "S3": DONE}
 
 
 def run_org(
@@ -79,19 +81,19 @@ def run_org(
         add("S3", "Translate the greeting", "dev-a", translate, parent=p, blocked_by=[s1])
         watch.until(
             lambda t: (
-                t["P"]["state"] == "in_review"
-                and t["F"]["state"] == "failed"
-                and t["S2"]["queued_for"] == "breaker"
-                and t["S3"]["state"] == "blocked"
+                t["P"]["state"] == IN_REVIEW
+                and t["F"]["state"] == FAILED
+                and t["S2"]["queued_for"] == BREAKER
+                and t["S3"]["state"] == BLOCKED
             ),
             "S2 held by dev-b's breaker, S3 blocked on S2",
         )
         say("dev-b's breaker is tripped: S2 waits (queued_for breaker); resetting it (mam role reset dev-b)")
         value(ws.root, "role_reset", {"role": "dev-b"}, environ=environ)
-        watch.until(lambda t: t["S2"]["state"] == "done" and t["S3"]["state"] == "done", "S2 and S3 done")
+        watch.until(lambda t: t["S2"]["state"] == DONE and t["S3"]["state"] == DONE, "S2 and S3 done")
         say("the subtasks are done: approving P (mam task done)")
         value(ws.root, "task_done", {"task": p}, environ=environ)
-        watch.until(lambda t: t["P"]["state"] == "done", "P done")
+        watch.until(lambda t: t["P"]["state"] == DONE, "P done")
         result.ok = all(t["state"] == EXPECTED[result.names[t["id"]]] for t in watch.tasks())
     except Timeout as e:
         result.error = str(e)

@@ -48,6 +48,7 @@ from mam.store.org import (
     ENDED,
     FAILED,
     IN_REVIEW,
+    REVIEW,
     RUNNING,
     TODO,
     UNBLOCKED,
@@ -277,10 +278,10 @@ def _settle(conn: Any, run: RunRow, ended: Ended, now: float) -> tuple[str, tabl
     if ended.outcome == JobState.COMPLETED.value:
         if role is not None and role.failures:
             table.update_role(conn, role.name, now=now, failures=0)
-        if ended.disposition == "blocked" and ended.waiting_on:
+        if ended.disposition == BLOCKED and ended.waiting_on:
             table.update_task(conn, t.id, now=now, state=BLOCKED, wait=ended.waiting_on, wake=UNBLOCKED)
             return BLOCKED, None
-        if ended.disposition == "review":
+        if ended.disposition == REVIEW:
             table.update_task(conn, t.id, now=now, state=IN_REVIEW)
             return IN_REVIEW, None
         table.update_task(conn, t.id, now=now, state=DONE, ended_at=now)

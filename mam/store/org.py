@@ -28,7 +28,8 @@ OPEN_TASK_STATES = (TODO, RUNNING, BLOCKED, IN_REVIEW)  # not ended: a person or
 # Why a task was woken (its run's `reason`).
 ASSIGNED, BLOCKERS_RESOLVED, REOPENED, UNBLOCKED = "assigned", "blockers_resolved", "reopened", "unblocked"
 # What the agent said of its task when its job completed (`mam event completed --disposition`).
-DISPOSITIONS = ("done", "blocked", "review")
+REVIEW = "review"
+DISPOSITIONS = (DONE, BLOCKED, REVIEW)  # as mam.protocol declares them for the event
 # A run's status.
 FIRING, ENDED = "firing", "done"
 

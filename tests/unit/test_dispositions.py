@@ -45,3 +45,10 @@ def test_a_tasks_footer_adds_the_review_command_and_says_the_blocked_one_in_word
     prose = [line for line in task.splitlines() if line and not line.startswith("  ")]
     assert any("--disposition blocked --waiting-on" in line for line in prose)
     assert not any(line.lstrip().startswith("mam ") or "[" in line for line in prose)
+
+
+def test_the_org_settles_the_dispositions_the_protocol_declares() -> None:
+    from mam.protocol import DISPOSITIONS
+    from mam.store import org
+
+    assert org.DISPOSITIONS == DISPOSITIONS
