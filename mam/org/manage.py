@@ -327,7 +327,9 @@ def world_of(conn: sqlite3.Connection, settings: Settings, now: float) -> rules.
         runs_today=table.runs_on(conn, today(now)),
         workspace_cap=settings.org_daily_runs,
         held=pauses.hold(conn) is not None,
-        busy={r.session for r in jobs_table.open_jobs(conn)},
+        # A session is busy with an open job, or with a task's run whose job is not registered yet (or whose end the
+        # node has yet to record): a role's next task never goes to a session its last one still holds.
+        busy={r.session for r in jobs_table.open_jobs(conn)} | {r.session for r in table.firing(conn)},
     )
 
 
