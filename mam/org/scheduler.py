@@ -214,6 +214,10 @@ class Scheduler:
         self.wake.set()  # the tasks it blocked, or its role's next task, may run now
 
     def _drive(self, run: RunRow, registry: Registry) -> Ended:
+        with registry.read() as conn:
+            t = table.task(conn, run.task)
+        if (t is None or t.state != RUNNING) and registry.find_job(run.job_id) is None:  # cancelled before its job
+            return Ended(JobState.CANCELLED.value, Exit.NOT_DELIVERED, "the task was cancelled before its job was made")
         try:
             req = delegate_request(
                 target=run.session,

@@ -276,3 +276,17 @@ def test_mam_demo_org_runs_a_lead_and_two_developers_through_a_breaker_and_a_res
     assert not any(line.startswith("task S2 woken") for line in said[: said.index("task S2 todo (breaker)")])
     assert "org demo finished: every task ended as expected" in out
     assert list(tmp_path.glob("mam-demo-*")) == []  # the workspace is removed
+
+
+def test_a_held_workspace_holds_a_task_until_it_is_released(org):
+    create_demo("w")
+    mam("role", "add", "dev", "--session", "w", check=True)
+    mam("pause", "--all", check=True)
+    try:
+        task = add("While held", "dev")
+        held = show(task)
+        assert (held["state"], held["queued_for"], held["job"]) == ("todo", "hold", None)
+        assert mam_json("job", "list") == []
+    finally:
+        mam("resume", "--all", check=True)
+    assert until(task, "done")["jobs"] == [f"{task}-r1"]

@@ -9,7 +9,7 @@ import threading
 
 from mam.jobs.delegate import DelegateRequest
 from mam.jobs.result import Outcome
-from mam.org.manage import TaskSpec, add_role, add_task, show_task
+from mam.org.manage import TaskSpec, add_role, add_task, cancel, show_task, world_of
 from mam.org.scheduler import Scheduler
 from mam.settings import load_settings
 from mam.store import org as table
@@ -82,3 +82,21 @@ def test_a_run_left_firing_by_a_dead_node_is_driven_again_under_its_own_job_id(s
     assert fire.asked[0].brief == run.brief and fire.asked[0].idempotency_key == f"task:{run.job_id}"
     shown = show_task(registry, task, SETTINGS)
     assert (shown["state"], shown["jobs"]) == ("done", [run.job_id])
+
+
+def test_a_task_cancelled_before_its_runs_job_was_made_gets_no_job(store) -> None:
+    ws, registry = store
+    org(registry)
+    task = add_task(registry, TaskSpec("one", "dev"), SETTINGS)["id"]
+    fire = Held()
+    fire.go.set()
+    scheduler = Scheduler(ws, SETTINGS, registry, fire=fire)
+    with registry.write() as conn:  # the wake, as a step records it, then `mam task cancel` before the thread runs
+        (t,) = table.tasks(conn, states=(table.TODO,))
+        run = scheduler._wake(conn, t, world_of(conn, SETTINGS, 0.0), 0.0)
+    cancel(registry, task)
+    scheduler._start(run)
+    scheduler.join(30)
+    assert fire.asked == []
+    shown = show_task(registry, task, SETTINGS)
+    assert shown["state"] == "cancelled" and shown["wakes"][0]["outcome"] == "cancelled"
