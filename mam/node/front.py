@@ -38,7 +38,7 @@ EVENT_OPTIONS = {
     "started": ("nonce", "heartbeat_s"),
     "progress": ("message",),
     "heartbeat": (),
-    "completed": ("message", "report", "tokens"),
+    "completed": ("message", "report", "tokens", "disposition", "waiting_on"),
     "error": ("reason",),
 }
 GLOBAL_WITH_VALUE = ("--workspace", "-w", "--env-file")
