@@ -131,3 +131,18 @@ _.object_pairs_hook
 _.parse_float
 _.parse_int
 _.parse_constant
+
+# `mam role ...` and `mam task ...`: click commands registered by their decorators (mam/cli/org.py, issue 42)
+role_add
+role_list
+role_show
+role_reset
+role_remove
+task_add
+task_list
+task_show
+task_done
+task_reopen
+task_cancel
+# a task run's field read through dataclasses.asdict (`mam task show --json`'s `wakes`)
+task_state  # mam/store/org.py RunRow.task_state

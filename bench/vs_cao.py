@@ -22,12 +22,12 @@ Both sides get the same agent work: 50 ms per job.
   demo-agent sessions made with the skill script `create_session.sh` (which returns once the
   agent is ready), jobs delegated with `delegate_job.sh` (`mam job delegate`, a thin client of the
   workspace's node, which the first delegation starts and which runs the job in a thread) with the
-  directive `demo-sleep: 0.05`: the demo agent runs the footer's `mam event started`, works 50 ms,
-  runs `mam event progress` and `mam event completed` (three fresh client processes, each served by
-  the node, and the heartbeater the node starts for `started`). `--node off` sets MAM_NODE=0: every
-  command then runs in its own process (the same code). Private tmux server, private HOME, a
-  private broker on a free loopback port (Mosquitto by default; `--broker amqtt` is the broker mam
-  embeds). Every job must end `completed` with exit 0.
+  directive `demo-sleep: 0.05`: the demo agent runs the footer's `mam event started`, works 50 ms and
+  runs `mam event completed` (two fresh client processes, each served by the node, and the heartbeat
+  the node starts for `started`; the demo agent says `progress` only each second while work is left).
+  `--node off` sets MAM_NODE=0: every operation then runs in its own process (the same Service).
+  Private tmux server, private HOME, a private broker on a free loopback port (Mosquitto by default;
+  `--broker amqtt` is the broker mam embeds). Every job must end `completed` with exit 0.
 
 Measured: create -> ready (median of --runs), one delegation round trip (median of --runs, after
 one warm-up), 5 sessions in parallel x --parallel-jobs jobs each (jobs per minute, latency median,

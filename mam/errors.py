@@ -199,3 +199,32 @@ class RoutineExists(RoutineError):
     """Raised when `mam routine add` names a routine that exists already."""
 
     exit_code: int = Exit.USAGE
+
+
+class OrgError(MamError):
+    """Raised when a role or a task of the workspace's organisation cannot be added or changed (mam/org)."""
+
+
+class RoleNotFound(OrgError):
+    """Raised when no role has the name given."""
+
+    exit_code: int = Exit.NOT_FOUND
+
+
+class RoleExists(OrgError):
+    """Raised when `mam role add` names a role that exists already."""
+
+    exit_code: int = Exit.USAGE
+
+
+class TaskNotFound(OrgError):
+    """Raised when no task has the id given."""
+
+    exit_code: int = Exit.NOT_FOUND
+
+
+class OrgRefused(OrgError):
+    """Raised when a role or task is not in a state that allows what was asked (a running task marked done, a
+    role removed while it has open tasks)."""
+
+    exit_code: int = Exit.REFUSED

@@ -17,7 +17,9 @@ never a token, password or the dispatch secret.
 Kinds: `job_ended`, `session_terminated`, `loop_ended`, `needs_approval` (a loop run with `--approve`
 passed and waits for `mam loop approve|reject`; once per loop and round), `waiting` (an agent waits for a person:
 sent by `mam hook` when that lands), `budget` (80 % of a budget, later), `paused` and `resumed` (a job: `mam job
-pause|resume`, with its `mode` and `by`), `hold` (`mam pause --all`).
+pause|resume`, with its `mode` and `by`), `hold` (`mam pause --all`), `breaker_tripped` (a role's circuit breaker
+tripped: its tasks wait until `mam role reset`) and `daily_cap_reached` (a role's task waits for tomorrow), both
+with the `role` (mam/org).
 """
 
 from __future__ import annotations
@@ -55,6 +57,9 @@ FIELDS = (
     "parent_job",
     "mode",
     "by",
+    "task",
+    "failures",
+    "day",
 )
 MESSAGE_MAX = 2000
 ATTEMPTS = 4
@@ -240,6 +245,38 @@ def waiting(
         kind="waiting",
         subject=subject,
         payload={"session": session, "job": job, "state": "waiting", "tool": tool, "message": message},
+    )
+
+
+def breaker_tripped(
+    ws: Workspace, settings: Settings | None, role: str, *, failures: int, since: float, task: str = "", job: str = ""
+) -> bool:
+    """A role's circuit breaker tripped (mam/org): its tasks are held until `mam role reset`. Subject: the role
+    and when it tripped, so each trip is told once."""
+    return send(
+        ws,
+        settings,
+        kind="breaker_tripped",
+        subject=f"{role}@{since:.3f}",
+        payload={
+            "role": role,
+            "task": task,
+            "job": job,
+            "state": "tripped",
+            "failures": failures,
+            "message": f"{failures} failed jobs in a row: its tasks wait until `mam role reset {role}`",
+        },
+    )
+
+
+def daily_cap_reached(ws: Workspace, settings: Settings | None, role: str, *, day: str, cap: str) -> bool:
+    """A task of `role` waits for tomorrow: a daily run cap is reached (mam/org). Once per role and local day."""
+    return send(
+        ws,
+        settings,
+        kind="daily_cap_reached",
+        subject=f"{role}@{day}",
+        payload={"role": role, "state": "daily_cap", "day": day, "message": cap},
     )
 
 

@@ -199,6 +199,9 @@ _MODE = Field(
     "mode", str, "How to pause: safe, quick or hard", flag="--mode", default="safe", choices=("safe", "quick", "hard")
 )
 EVENT_TYPES = ("started", "progress", "heartbeat", "completed", "error")
+DISPOSITIONS = ("done", "blocked", "review")  # a task's, as its job completes (mam/org)
+_TASK = Field("task", str, "The task id", required=True, id="task id")
+_ROLE = Field("role", str, "The role's name", required=True, id="role name")
 
 # Each operation's fields. The node answers each with one final frame (see the module's doc).
 OPS: dict[str, tuple[Field, ...]] = {
@@ -219,6 +222,15 @@ OPS: dict[str, tuple[Field, ...]] = {
         Field("report_path", str, "Where the report was read from (an absolute path)"),
         Field("tokens", int, "Tokens the job used, by the agent's own count", flag="--tokens", least=0),
         Field("agent_pid", int, "The agent's process (the heartbeat stops with it)", least=1),
+        Field(
+            "disposition",
+            str,
+            "How the task of a task's job stands: done, blocked (with --waiting-on) or review",
+            flag="--disposition",
+            default="done",
+            choices=DISPOSITIONS,
+        ),
+        Field("waiting_on", str, "With --disposition blocked: the task it waits on", flag="--waiting-on", id="task id"),
     ),
     "cancel": (_JOB,),
     "pause": (_JOB, _MODE, _BY),
@@ -259,6 +271,23 @@ OPS: dict[str, tuple[Field, ...]] = {
         Field("name", str, "The routine's name", required=True),
         Field("wait_s", float, "Seconds to wait for the node's decision", flag="--wait", least=0),
     ),
+    "task_add": (
+        Field("title", str, "The task's title (one line)", required=True),
+        Field("role", str, "The role that does it", flag="--role", required=True, id="role name"),
+        Field("brief", str, "What to do (default: the title)", flag="--brief"),
+        Field("blocked_by", list, "Tasks that must be done before it runs", flag="--blocked-by"),
+        Field("parent", str, "The task it is part of", flag="--parent", id="task id"),
+        Field(
+            "idempotency_key",
+            str,
+            "If a task with this key exists, answer with it (the same title, role, brief and blockers only)",
+            flag="--idempotency-key",
+        ),
+    ),
+    "task_done": (_TASK,),
+    "task_reopen": (_TASK, Field("note", str, "A note for its next run", flag="--note")),
+    "task_cancel": (_TASK,),
+    "role_reset": (_ROLE,),
     "status": (),
     "stop": (),
     "fleet": (),
@@ -275,8 +304,21 @@ OPS: dict[str, tuple[Field, ...]] = {
 }
 # Operations a running node answers at once, whatever it is doing (no job, no settings of the caller's).
 CONTROL = frozenset({"status", "stop", "fleet", "web", "web_stop", "web_logout"})
-# Operations that make the node start when none runs (the routines are fired by a node).
-STARTS_NODE = frozenset({"delegate", "wait", "fanout", "routine_add", "routine_resume", "routine_run"})
+# Operations that make the node start when none runs (routines are fired, and tasks woken, by a node).
+STARTS_NODE = frozenset(
+    {
+        "delegate",
+        "wait",
+        "fanout",
+        "routine_add",
+        "routine_resume",
+        "routine_run",
+        "task_add",
+        "task_done",
+        "task_reopen",
+        "role_reset",
+    }
+)
 
 
 class Invalid(Exception):

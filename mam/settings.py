@@ -106,6 +106,13 @@ KEYS: tuple[Key, ...] = (
     Key("MAM_TOKEN_BUDGET", "0", "Tokens the workspace's jobs may spend in all, ever (0: no budget).", "int"),
     Key("MAM_TOKEN_BUDGET_DAILY", "0", "Tokens the workspace's jobs may spend per UTC day (0: no budget).", "int"),
     Key(
+        "MAM_ORG_DAILY_RUNS",
+        "0",
+        "Task jobs the node starts per local day, all roles together (0: no cap); a role's own cap is "
+        "`mam role add --daily-runs N`. A task over it waits `todo` with queued_for daily_cap.",
+        "int",
+    ),
+    Key(
         "MAM_DEFAULT_ESTIMATE_TOKENS",
         "20000",
         "Tokens reserved for a job with no --estimate-tokens while its role has no completed job to go by.",
@@ -227,6 +234,7 @@ class Settings:
     token_budget: int
     token_budget_daily: int
     default_estimate_tokens: int
+    org_daily_runs: int  # MAM_ORG_DAILY_RUNS: task jobs per local day, the whole org (mam/org)
     # -- panes, helpers, the rest
     no_autostart: bool
     node: bool
@@ -376,7 +384,7 @@ def load_settings(
 # The workspace's caps and budgets (0: none). Set in `.mam.env`, they are the workspace's: a caller's
 # environment may lower them for its own jobs, never raise or remove them (MAM_MAX_RUNNING_JOBS_<ROLE>
 # too). Unset in `.mam.env`, the environment sets them as any other key.
-CAP_KEYS = frozenset({"MAM_MAX_RUNNING_JOBS", "MAM_TOKEN_BUDGET", "MAM_TOKEN_BUDGET_DAILY"})
+CAP_KEYS = frozenset({"MAM_MAX_RUNNING_JOBS", "MAM_TOKEN_BUDGET", "MAM_TOKEN_BUDGET_DAILY", "MAM_ORG_DAILY_RUNS"})
 
 
 def lowered_only(workspace: str, source: str, environment: str) -> tuple[str, str]:

@@ -39,6 +39,16 @@ COMMANDS = {
         "routine",
         "Delegations the node fires on a schedule (--every, --cron), on demand or on a signed webhook.",
     ),
+    "role": (
+        "mam.cli.org",
+        "role",
+        "The org's roles: the session that plays each, whom it reports to, daily run caps and circuit breakers.",
+    ),
+    "task": (
+        "mam.cli.org",
+        "task",
+        "The org's tasks: work the node wakes on its role's session once its blockers are done (add, list, show...).",
+    ),
     "pause": ("mam.cli.hold", "pause", "Hold the workspace: pause every open job, type nothing until `resume --all`."),
     "resume": ("mam.cli.hold", "resume", "Release the workspace's hold and resume every paused job."),
     "loop": ("mam.cli.loop", "loop", "Run planner / creator / reviewer rounds until every reviewer passes."),

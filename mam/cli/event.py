@@ -97,9 +97,22 @@ def heartbeat(**_options: Any) -> None:
     default=None,
     help="Tokens the job used, where your CLI keeps no usage mam can read (mam prefers the CLI's own records).",
 )
+@click.option(
+    "--disposition",
+    type=click.Choice(["done", "blocked", "review"]),
+    default=None,
+    help="A task's job: how the task stands (default done): blocked (with --waiting-on) or review.",
+)
+@click.option("--waiting-on", metavar="TASK", default=None, help="With --disposition blocked: the task it waits on.")
 @json_option
 def completed(**_options: Any) -> None:
-    """Finish the job successfully."""
+    """Finish the job successfully.
+
+    \b
+    A task's job (`mam task`) may also say how its task stands: done (the default),
+    review (it waits in_review for a person's `mam task done` or `reopen`), or blocked
+    with --waiting-on TASK (woken again once that task is done).
+    """
     served_by_front()
 
 

@@ -7,11 +7,15 @@ the protocol with the real `mam event` commands and does deterministic work:
     demo-write: PATH :: TEXT      write a file (TEXT may use \\n)
     demo-append: PATH :: TEXT     append to a file
     demo-commit: MESSAGE          git add -A && git commit (argv, no shell)
-    demo-sleep: SECONDS           work that long (with progress events; Escape interrupts it)
+    demo-sleep: SECONDS           work that long (a progress event each second while work is left; Escape
+                                  interrupts it)
     demo-tokens: N                spend N output tokens at this point (see Usage)
     demo-behaviour: NAME          override the session's behaviour for this brief
     demo-verdict: V               reviewer verdict: PASS, NOT PASS, none, inline, lower, double
     demo-rebut: TEXT              as a creator, answer a fix request with [REBUT: TEXT]
+    demo-disposition: D[; D...]   a task's job (mam task): complete it with `--disposition D`, D one of
+                                  done, review, blocked TASK (`--waiting-on TASK`); the Nth run of the
+                                  same task takes the Nth D (the last one from then on)
 
 A brief holding a line `Report file: PATH` is a review: the agent writes a report there
 that ends with its verdict line. A brief holding `Plan file: PATH` asks for a plan: the agent
@@ -68,6 +72,7 @@ RESUMED = (
     "was paused and is resumed now"  # a resume brief reads so (mam.jobs.brief.resume_brief), as STARTED its footer
 )
 PLAN_FILE = re.compile(r"^\s*Plan file:\s*(?P<path>\S.*?)\s*$", re.M)
+TASK_LINE = re.compile(r"^Task (?P<id>[A-Za-z0-9][A-Za-z0-9._-]*): ", re.M)  # a task's brief (mam.org.brief)
 
 
 def conversations_dir(env: Mapping[str, str]) -> Path:
@@ -298,9 +303,24 @@ class DemoAgent:
             directives.append(("sleep", os.environ.get("MAM_DEMO_SLEEP_S", "3")))
         message, report = self._do(job, text, directives)
         args = ["--message", message] + (["--report", report] if report else [])
+        args += self._disposition(text, directives)
         self.spend(job, output_tokens=REPLY_TOKENS)
         self.convo.add("agent", f"done with {job}", work="end", job=job)
         self.event("completed", job, *args)
+
+    def _disposition(self, text: str, directives: list[tuple[str, str]]) -> list[str]:
+        """`--disposition D [--waiting-on TASK]` for this run of the task (see demo-disposition), else none."""
+        said = next((v for n, v in directives if n == "disposition"), "")
+        task = TASK_LINE.search(text)
+        if not said or task is None:
+            return []
+        runs = self.convo.data.setdefault("task_runs", {})
+        n = int(runs.get(task.group("id"), 0))
+        runs[task.group("id")] = n + 1
+        self.convo.save()
+        steps = [s.split() for s in said.split(";") if s.strip()]
+        step = steps[min(n, len(steps) - 1)]
+        return ["--disposition", step[0]] + (["--waiting-on", step[1]] if len(step) > 1 else [])
 
     def spend(self, job: str, **tokens: int) -> None:
         """Record a model turn's usage, as a CLI's transcript does (see Usage in the module docstring)."""
@@ -348,11 +368,15 @@ class DemoAgent:
         return ("; ".join(done) or "done") + (f"\n{answer}" if answer else ""), None
 
     def _sleep(self, job: str, seconds: float) -> None:
+        """Work `seconds`, saying how far it got each second while work is left (a report right before
+        `completed` would say nothing the completion does not)."""
         end = time.monotonic() + seconds
         while time.monotonic() < end:
             if self.interrupt.wait(min(1.0, max(0.0, end - time.monotonic()))):
                 raise Interrupted(job)
-            self.event("progress", job, "--message", f"working ({max(0.0, end - time.monotonic()):.0f}s left)")
+            left = end - time.monotonic()
+            if left > 0:
+                self.event("progress", job, "--message", f"working ({left:.0f}s left)")
 
     def _review(self, path: Path, directives: list[tuple[str, str]]) -> str:
         n = self.convo.data.get("reviews", 0)

@@ -22,6 +22,8 @@ from typing import Any
 
 from mam.broker import embedded
 from mam.demo.loop import demo_loop
+from mam.demo.org import OrgResult, run_org
+from mam.demo.org import summary_lines as org_summary
 from mam.errors import MamError
 from mam.jobs.ledger import new_job_id
 from mam.jobs.result import Outcome, outcome_from_dict
@@ -51,6 +53,7 @@ class DemoResult:
     loop: dict[str, object] | None = None
     ok: bool = True
     workspace: Path | None = None
+    org: OrgResult | None = None  # `mam demo --org`
 
 
 JOBS = (
@@ -90,7 +93,7 @@ def demo_environ(base: Mapping[str, str], ws: Workspace, tmux_server: str) -> di
 
 
 def run_demo(
-    *, echo: Echo, keep: bool = False, loop: bool = True, environ: Mapping[str, str] | None = None
+    *, echo: Echo, keep: bool = False, loop: bool = True, org: bool = False, environ: Mapping[str, str] | None = None
 ) -> DemoResult:
 
     root = Path(tempfile.mkdtemp(prefix="mam-demo-"))
@@ -109,6 +112,10 @@ def run_demo(
         _git_init(ws.root)
         st = embedded.start(ws, settings)
         say(f"workspace {ws.root}; embedded broker on 127.0.0.1:{st.port}; tmux server {server}")
+        if org:  # `--org`: roles and tasks instead of the jobs and the loop (mam/demo/org.py)
+            result.org = run_org(ws=ws, settings=settings, registry=registry, environ=env, say=say)
+            result.ok = result.org.ok
+            return result
         _create_sessions(ws, settings, registry, env, say)
         _run_jobs(ws, settings, env, say, result)
         if loop:
@@ -203,6 +210,8 @@ def _run_loop(
 
 
 def summary_lines(result: DemoResult) -> list[str]:
+    if result.org is not None:
+        return org_summary(result.org)
     lines = [
         "",
         f"{'JOB':<22} {'SESSION':<9} {'WHAT':<24} {'STATE':<10} {'REASON':<14} {'EXIT':>4} {'EVENTS':>6} {'TIME':>6}",

@@ -39,9 +39,13 @@ def seconds(value: float) -> str:
     return str(int(value)) if float(value).is_integer() else f"{value:g}"
 
 
-def footer(job_id: str, nonce: str, heartbeat_s: float) -> str:
+TASK_KIND = "task"  # the kind of a task's job (mam/org): its footer also says how to report a disposition
+
+
+def footer(job_id: str, nonce: str, heartbeat_s: float, *, task: bool = False) -> str:
     """The commands the agent runs, one per line and each runnable exactly as printed; anything
-    optional is said in words on a line of its own (guarantee 11)."""
+    optional is said in words on a line of its own (guarantee 11). `task`: the job is a task's run
+    (mam/org), so the agent may also say how the task stands (`--disposition`)."""
     hb = seconds(heartbeat_s)
     return (
         "\n\n---\n"
@@ -53,19 +57,32 @@ def footer(job_id: str, nonce: str, heartbeat_s: float) -> str:
         f'  mam event progress --job {job_id} --message "what you are doing"\n'
         "When you are done (your one-line result between the quotes):\n"
         f'  mam event completed --job {job_id} --message "one-line result"\n'
-        "To attach a longer report, add --report and the path of a file you wrote to that command.\n"
+        + (_dispositions(job_id) if task else "")
+        + "To attach a longer report, add --report and the path of a file you wrote to that command.\n"
         "If you cannot do it:\n"
         f'  mam event error --job {job_id} --reason "why"\n'
     )
 
 
-def with_footer(brief: str, job_id: str, nonce: str, heartbeat_s: float) -> str:
-    return brief.rstrip("\n") + footer(job_id, nonce, heartbeat_s)
+def _dispositions(job_id: str) -> str:
+    return (
+        "That marks the task done. To leave it in review instead (a person marks it done or reopens it), "
+        "run this in its place:\n"
+        f'  mam event completed --job {job_id} --disposition review --message "what to review"\n'
+        "If the task cannot go on until another task is done, add --disposition blocked --waiting-on and that "
+        "task's id to the completed command: the task is woken again once that one is done.\n"
+    )
+
+
+def with_footer(brief: str, job_id: str, nonce: str, heartbeat_s: float, *, task: bool = False) -> str:
+    return brief.rstrip("\n") + footer(job_id, nonce, heartbeat_s, task=task)
 
 
 RESUMED = "was paused and is resumed now"  # how a resume brief begins (after `mam job <id> `)
 
 
-def resume_brief(job_id: str, nonce: str, heartbeat_s: float) -> str:
+def resume_brief(job_id: str, nonce: str, heartbeat_s: float, *, task: bool = False) -> str:
     """What `mam job resume` types: the job id, a new nonce (its `started` must carry it), the footer."""
-    return f"mam job {job_id} {RESUMED}: carry on with it where you left off." + footer(job_id, nonce, heartbeat_s)
+    return f"mam job {job_id} {RESUMED}: carry on with it where you left off." + footer(
+        job_id, nonce, heartbeat_s, task=task
+    )

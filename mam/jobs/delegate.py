@@ -25,7 +25,7 @@ from mam.errors import SessionNotFound, UsageError
 from mam.ids import check_id, check_job_id
 from mam.jobs import record as rec
 from mam.jobs.attach import check_key, dedup_key, wait_attached
-from mam.jobs.brief import check_brief, with_footer
+from mam.jobs.brief import TASK_KIND, check_brief, with_footer
 from mam.jobs.ledger import Ledger, held, new_job_id, new_owner
 from mam.jobs.model import Input, Job
 from mam.jobs.request import OPTIONS, check_values
@@ -300,7 +300,7 @@ def _attempt(
         ledger,
         registry=registry,
         settings=settings,
-        text=with_footer(req.brief, job.id, job.nonce, job.heartbeat_ms / 1000),
+        text=with_footer(req.brief, job.id, job.nonce, job.heartbeat_ms / 1000, task=req.kind == TASK_KIND),
         delivery=delivery,
         events=events,
         dispatch_wait_s=req.dispatch_wait_s,

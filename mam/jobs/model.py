@@ -46,6 +46,10 @@ class Job:
     last_seq: int = 0
     result: str = ""
     report: str = ""
+    # A task's run (mam/org): how the agent said the task stands when it completed (`--disposition`: done,
+    # blocked, review; '' : not said) and, blocked, the task it waits on.
+    disposition: str = ""
+    waiting_on: str = ""
     # What the agent's own hooks last said (an `activity` event; never a sign of life for the deadlines).
     activity: str = ""  # working / waiting / idle / ended
     activity_ms: int | None = None
@@ -282,6 +286,8 @@ def _event(job: Job, ev: Event) -> tuple[Job, str]:
             last_event_ms=ev.at,
             result=str(ev.body.get("message", "")),
             report=str(ev.body.get("report", "")),
+            disposition=str(ev.body.get("disposition") or "")[:16],
+            waiting_on=str(ev.body.get("waiting_on") or "")[:128],
         ), ""
     # error
     return _end(

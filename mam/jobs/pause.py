@@ -29,7 +29,7 @@ from mam.agents import get_adapter
 from mam.errors import JobError, MamError, UsageError
 from mam.ids import check_job_id
 from mam.jobs import record as rec
-from mam.jobs.brief import resume_brief
+from mam.jobs.brief import TASK_KIND, resume_brief
 from mam.jobs.delivery import PaneDelivery
 from mam.jobs.ledger import Ledger
 from mam.jobs.model import Job, Pause, Resume
@@ -160,7 +160,9 @@ def resume_job(
         assert resumed is not None
         ledger.job = resumed
         try:
-            delivery.inject(resume_brief(job_id, nonce, resumed.heartbeat_ms / 1000), ledger, noted="resume_injected")
+            task = ledger.meta.get("kind") == TASK_KIND  # a task's run: its footer says how to report a disposition
+            text = resume_brief(job_id, nonce, resumed.heartbeat_ms / 1000, task=task)
+            delivery.inject(text, ledger, noted="resume_injected")
         except MamError as e:  # nothing typed: it is paused again, as it was
             change_outside(ws, registry, job_id, lambda _j, now: Pause(now), by=who, said={"mode": mode})
             raise PauseRefused(f"job {job_id} stays paused: the resume brief was not typed: {e}", job_id=job_id) from e

@@ -519,6 +519,61 @@ def build(service: Service, *, poll_s: float) -> MCPServer:
         what = f"job {out['job']}" if out.get("job") else f"{out['status']} ({out['reason']})"
         return ok(out, f"routine {name}: {what}")
 
+    # -- the org's tasks ------------------------------------------------------------------------
+    @server.tool(
+        description="Add a task for a role (`mam task add TITLE --role ROLE --json`): the node starts it as a job "
+        "on the role's session once nothing holds it (blocked_by: task ids that must be done first; parent: the "
+        "task it is part of; idempotency_key: a key a task has already answers with that task). Returns the task "
+        "(its id in `id`). Starts the node."
+    )
+    @guarded
+    async def task_add(
+        title: str,
+        role: str,
+        brief: str | None = None,
+        blocked_by: list[str] | None = None,
+        parent: str | None = None,
+        idempotency_key: str | None = None,
+    ) -> CallToolResult:
+        out = await thread(
+            service.task_add,
+            title=title,
+            role=role,
+            brief=brief,
+            blocked_by=blocked_by,
+            parent=parent,
+            idempotency_key=idempotency_key,
+        )
+        return ok(out, f"task {out['id']}: {out['state']}")
+
+    @server.tool(
+        description="List the tasks as a tree by parent (`mam task list --json`): each with its state (todo, "
+        "running, blocked, in_review, done, failed, cancelled), queued_for (what holds a todo one: blockers, busy, "
+        "daily_cap, breaker, hold), job, depth."
+    )
+    @guarded
+    async def task_list() -> CallToolResult:
+        rows = await thread(service.task_list)
+        return ok({"tasks": rows}, f"{len(rows)} tasks")
+
+    @server.tool(
+        description="One task (`mam task show ID --json`): state, blocked_by, parent, job and jobs, queued_for, "
+        "wait (what a blocked one waits on) and its wakes with their reasons."
+    )
+    @guarded
+    async def task_show(task: str) -> CallToolResult:
+        out = await thread(service.task_show, task=task)
+        return ok(out, f"task {out['id']}: {out['state']}")
+
+    @server.tool(
+        description="Mark a task done (`mam task done ID`): from in_review, or by hand; the tasks it blocks may run. "
+        "exit_code 5: no such task, or it is running or cancelled."
+    )
+    @guarded
+    async def task_done(task: str) -> CallToolResult:
+        out = await thread(service.task_done, task=task)
+        return ok(out, f"task {out['id']}: {out['state']}")
+
     # -- loops ----------------------------------------------------------------------------------
     @server.tool(
         description="Start a review loop (the options of run_loop.sh / `mam loop`; reviewer is 'A,B') as a detached "

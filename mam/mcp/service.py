@@ -393,6 +393,49 @@ class Service:
 
         return routine_log(self.reader(), name, limit=limit)
 
+    # -- the org's tasks (mam/org) -------------------------------------------------------------------
+    def task_add(
+        self,
+        *,
+        title: str,
+        role: str,
+        brief: str | None = None,
+        blocked_by: list[str] | None = None,
+        parent: str | None = None,
+        idempotency_key: str | None = None,
+    ) -> dict[str, Any]:
+        """`mam task add ... --json`: the node's `task_add` (a node is started: it wakes tasks)."""
+        from mam.org.manage import TaskSpec, checked
+
+        spec = checked(TaskSpec(title, role, brief, tuple(blocked_by or ()), parent, idempotency_key))  # here first
+        return dict(
+            self.node(
+                "task_add",
+                title=spec.title,
+                role=spec.role,
+                brief=spec.brief,
+                blocked_by=list(spec.blocked_by) or None,
+                parent=spec.parent,
+                idempotency_key=spec.idempotency_key,
+            )
+        )
+
+    def task_done(self, *, task: str) -> dict[str, Any]:
+        """`mam task done ID`: the node's `task_done` (the tasks it blocks may run)."""
+        from mam.org.manage import check_task_id
+
+        return dict(self.node("task_done", task=check_task_id(task)))
+
+    def task_list(self) -> list[dict[str, Any]]:
+        from mam.org.manage import list_tasks
+
+        return list_tasks(self.reader(), self.settings)
+
+    def task_show(self, *, task: str) -> dict[str, Any]:
+        from mam.org.manage import show_task
+
+        return show_task(self.reader(), task, self.settings)
+
     def _existing(self, job_id: str) -> Registry:
         """The registry for a job lookup, as the CLI's read-only job commands find it (creates nothing)."""
         check_job_id(job_id)

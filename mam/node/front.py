@@ -4,11 +4,12 @@ Run by the `mam` script before (and instead of) click (mam.entry): each parses i
 declaration (mam.protocol), reads what the caller names (a brief or report file, relative to its folder;
 stdin), sends the node one typed request (mam.node.client) and prints the answer as the command's
 documented output, with its exit code. No node serves it (MAM_NODE=0, none runs for an event, none could
-start): the same request runs in this process (mam.node.local). `--help` and `--version` are click's
-(mam.cli: the same commands, for their help). A usage error is one line, `mam: error: ...`, exit 2.
+start): the same request runs in this process (mam.node.local). `--help` and `--version` are click's (the
+command line package declares the same commands, for their help). A usage error is one line, `mam: error:
+...`, exit 2.
 
-Lean, with mam.node.client (see there): what prints an agent's text (mam.util.text) or JSON is imported
-only when it prints.
+Lean, with mam.node.client (see there): JSON is written by mam.node.wire, and what strips an agent's text of
+escape sequences (mam.util.text) is imported only for text that holds one.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import os
 import sys
 
 from mam.node import client
+from mam.node.wire import pretty
 from mam.protocol import DELEGATE, EVENT_TYPES, OPS, Field, Invalid, check_id_text, request, settings_of
 
 TYPE_CHECKING = False  # not `typing`'s: importing it costs ~5 ms of every event's start
@@ -36,7 +38,7 @@ EVENT_OPTIONS = {
     "started": ("nonce", "heartbeat_s"),
     "progress": ("message",),
     "heartbeat": (),
-    "completed": ("message", "report", "tokens"),
+    "completed": ("message", "report", "tokens", "disposition", "waiting_on"),
     "error": ("reason",),
 }
 GLOBAL_WITH_VALUE = ("--workspace", "-w", "--env-file")
@@ -326,16 +328,21 @@ class _Shown:
             self.live.stop()
 
 
+_CONTROL = frozenset(chr(c) for c in (*range(0x09), *range(0x0B, 0x20), *range(0x7F, 0xA0)))
+
+
 def _clean(text: str) -> str:
+    """`text` as mam.util.text.for_terminal leaves it (no escape sequence or control character but newline and
+    tab); text with none is as it is, without importing `re` for it."""
+    if _CONTROL.isdisjoint(text):
+        return text
     from mam.util.text import for_terminal
 
     return for_terminal(text)
 
 
 def _json(obj: Any) -> None:
-    from mam.util.text import json_text
-
-    _out(json_text(obj, indent=2))
+    _out(pretty(obj))  # mam.util.text.json_text(obj, indent=2), without importing `json`
 
 
 def _ended(final: dict[str, Any], as_json: bool, shown: _Shown) -> int:

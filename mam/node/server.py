@@ -10,14 +10,15 @@ means the client has gone: the operation runs on. No descriptor, environment or 
 caller's is taken: what a request may vary is in its fields.
 
 Beside the requests: the monitor's reconciliation (mam.monitor.main.Monitor, in a thread), the
-routines (mam.routines.node, in a thread), the board's retained messages (mam.board.keeper), with
-`--name NAME` the remote runner (mam.remote.runner.Runner; its fleet table answers op `fleet`), and
-once `mam web` asks (op `web`) the web page (mam.web.serve.Hosted, in a thread) until `mam web
---stop` (op `web_stop`; `web_logout` ends its logins). An autostarted node ends once no request is
-in flight, no job of the workspace is open, no routine is enabled, it serves no page and the
-workspace's tmux server is not running (so `mam demo` leaves nothing behind), or once its socket
-file is gone or replaced, or mam's code on disk changed (when idle: a stale node never serves new
-callers); `mam node stop` and SIGTERM end any node.
+routines (mam.routines.node, in a thread), the org's scheduler that wakes tasks (mam.org.node, in a
+thread), the board's retained messages (mam.board.keeper), with `--name NAME` the remote runner
+(mam.remote.runner.Runner; its fleet table answers op `fleet`), and once `mam web` asks (op `web`)
+the web page (mam.web.serve.Hosted, in a thread) until `mam web --stop` (op `web_stop`;
+`web_logout` ends its logins). An autostarted node ends once no request is in flight, no job of
+the workspace is open, no routine is enabled, no task waits for the node to wake it, it serves no
+page and the workspace's tmux server is not running (so `mam demo` leaves nothing behind), or once
+its socket file is gone or replaced, or mam's code on disk changed (when idle: a stale node never
+serves new callers); `mam node stop` and SIGTERM end any node.
 Open jobs stay open when a node ends; the next node's monitor (or a `mam job wait`) takes them over,
 and the heartbeats it ran as threads go on in heartbeater processes (mam.jobs.heartbeat.hand_over).
 """
@@ -100,6 +101,7 @@ class Node:
         self._write_status()
         threading.Thread(target=self._monitor, name="mam-node-monitor", daemon=True).start()
         threading.Thread(target=self._routines, name="mam-node-routines", daemon=True).start()
+        threading.Thread(target=self._org, name="mam-node-org", daemon=True).start()
         threading.Thread(target=self._board, name="mam-node-board", daemon=True).start()
         log.info("serving workspace %s on %s (pid %d)", self.ws.root, self.path, os.getpid())
         try:
@@ -202,6 +204,10 @@ class Node:
         from mam.routines.node import keeps_node
 
         if keeps_node(self.ws):  # an enabled routine fires on its own schedule (mam.routines)
+            return ""
+        from mam.org.node import keeps_node as org_keeps_node
+
+        if org_keeps_node(self.ws, self.settings):  # a task the node will wake (mam.org)
             return ""
         if _tmux_running(self.ws, self.settings):
             return ""
@@ -436,6 +442,14 @@ class Node:
 
         def wake(how: Callable[[], None]) -> None:
             self.service.wake_routines = how
+
+        serve(self.ws, self.settings, self._stop, self.service.attempt, wake)
+
+    def _org(self) -> None:
+        from mam.org.node import serve
+
+        def wake(how: Callable[[], None]) -> None:
+            self.service.wake_org = how
 
         serve(self.ws, self.settings, self._stop, self.service.attempt, wake)
 

@@ -119,6 +119,7 @@ class Service:
         self.settings = settings  # the node's own (its monitor, routines, runner)
         self.daemon = daemon  # the node process (False: an operation run in its caller's process)
         self.wake_routines: Callable[[], None] = lambda: None  # set by the node that runs the scheduler
+        self.wake_org: Callable[[], None] = lambda: None  # set by the node that wakes tasks (mam.org)
         self._settings: dict[tuple[tuple[str, str], ...], tuple[float, Settings]] = {}
         self._lock = threading.Lock()
 
@@ -166,6 +167,11 @@ class Service:
             "routine_add": self.op_routine_add,
             "routine_resume": self.op_routine_resume,
             "routine_run": self.op_routine_run,
+            "task_add": self.op_task_add,
+            "task_done": self.op_task_done,
+            "task_reopen": self.op_task_reopen,
+            "task_cancel": self.op_task_cancel,
+            "role_reset": self.op_role_reset,
         }
 
     def settings_for(self, env: Mapping[str, str]) -> Settings:
@@ -376,6 +382,8 @@ class Service:
         job_id, kind = args["job"], args["type"]
         record = read_record(self.ws, job_id)  # JobNotFound (exit 5) before anything is opened or created
         body, fit = event_body(kind, args, record)
+        if body.get("waiting_on"):
+            self._check_wait(job_id, body["waiting_on"])
         store = DatabaseStore(self.ws)
         connect = opener(self.ws, "agent", reconnect=False, environ=env)
         emitter = Emitter(self.ws, store, self.broker(settings), records={job_id: record}, connect=connect)
@@ -402,6 +410,18 @@ class Service:
                 environ=env,
             )  # fmt: skip
         return Result(answer, Exit.OK)
+
+    def _check_wait(self, job_id: str, waiting_on: str) -> None:
+        """`--waiting-on TASK` names a task of this workspace (TaskNotFound, exit 5), not the job's own."""
+        from mam.org.manage import task_exists, task_of_job
+
+        with _registry(self.ws) as registry:
+            if not task_exists(registry, waiting_on):
+                from mam.errors import TaskNotFound
+
+                raise TaskNotFound(f"--waiting-on {waiting_on}: no such task (see `mam task list`)", task=waiting_on)
+            if task_of_job(registry, job_id) == waiting_on:
+                raise UsageError(f"--waiting-on {waiting_on}: that is this job's own task")
 
     # -- routines (the node fires them: mam.routines) ---------------------------------------------
     def op_routine_add(self, args: dict[str, Any], settings: Settings, reply: Reply, env: Mapping[str, str]) -> Result:
@@ -437,6 +457,61 @@ class Service:
                 raise MamError(f"no node decided the tick within {wait_s:g} s; nothing fired (start one: `mam node`)")
         return Result(out, Exit.OK)
 
+    # -- the org's tasks (the node wakes them: mam.org) -------------------------------------------
+    def op_task_add(self, args: dict[str, Any], settings: Settings, reply: Reply, env: Mapping[str, str]) -> Result:
+        from mam.org.manage import TaskSpec, add_task, checked
+
+        spec = checked(TaskSpec(**{**args, "blocked_by": tuple(args.get("blocked_by") or ())}))
+        with _registry(self.ws) as registry:
+            out = add_task(registry, spec, settings)
+        self.wake_org()
+        return Result(out, Exit.OK)
+
+    def op_task_done(self, args: dict[str, Any], settings: Settings, reply: Reply, env: Mapping[str, str]) -> Result:
+        from mam.org.manage import mark_done, show_task
+
+        with _registry(self.ws) as registry:
+            mark_done(registry, args["task"])
+            out = show_task(registry, args["task"], settings)
+        self.wake_org()
+        return Result(out, Exit.OK)
+
+    def op_task_reopen(self, args: dict[str, Any], settings: Settings, reply: Reply, env: Mapping[str, str]) -> Result:
+        from mam.org.manage import reopen, show_task
+
+        with _registry(self.ws) as registry:
+            reopen(registry, args["task"], note=args.get("note"))
+            out = show_task(registry, args["task"], settings)
+        self.wake_org()
+        return Result(out, Exit.OK)
+
+    def op_task_cancel(self, args: dict[str, Any], settings: Settings, reply: Reply, env: Mapping[str, str]) -> Result:
+        """The task cancelled first (so its job's end no longer moves it), then the job it runs, if still open."""
+        from mam.errors import JobError
+        from mam.jobs.queries import cancel as cancel_job
+        from mam.org.manage import cancel, show_task
+
+        with _registry(self.ws) as registry:
+            _row, job = cancel(registry, args["task"])
+            if job:
+                row = registry.find_job(job)
+                if row is not None and row.open:
+                    try:
+                        cancel_job(self.ws, registry, job)
+                    except JobError:
+                        pass  # it ended meanwhile
+            out = show_task(registry, args["task"], settings)
+        self.wake_org()
+        return Result(out, Exit.OK)
+
+    def op_role_reset(self, args: dict[str, Any], settings: Settings, reply: Reply, env: Mapping[str, str]) -> Result:
+        from mam.org.manage import reset_role
+
+        with _registry(self.ws) as registry:
+            out = reset_role(registry, args["role"])
+        self.wake_org()
+        return Result(out, Exit.OK)
+
 
 def event_body(kind: str, args: dict[str, Any], record: dict[str, Any]) -> tuple[dict[str, Any], str | None]:
     """The body of an agent's event from its request, and the field that may be cut to fit the wire."""
@@ -455,6 +530,7 @@ def event_body(kind: str, args: dict[str, Any], record: dict[str, Any]) -> tuple
         body = {"message": args["message"][:MAX_TEXT]}
     elif kind == "completed":
         body = {"message": (args.get("message") or "")[:MAX_TEXT]}
+        body.update(disposition_of(args))
         if args.get("tokens") is not None:
             body["tokens"] = args["tokens"]
         if args.get("report") is not None:
@@ -485,3 +561,17 @@ def failure_line(op: str, job_id: str) -> str:
     """What a client is told when an operation broke inside the node (its traceback is in the node's log)."""
     job = f" (job {job_id})" if job_id else ""
     return f"the node failed to {op}{job}: see .mam/run/node.log"
+
+
+def disposition_of(args: dict[str, Any]) -> dict[str, str]:
+    """A `completed` event's disposition fields (a task's job, mam/org): `disposition` when given, and with
+    `blocked` the task it waits on (`waiting_on`, required with it and only with it)."""
+    disposition, waiting_on = args.get("disposition"), args.get("waiting_on")
+    if waiting_on is not None and disposition != "blocked":
+        raise UsageError("--waiting-on goes with --disposition blocked")
+    if disposition == "blocked" and waiting_on is None:
+        raise UsageError("--disposition blocked needs --waiting-on TASK (the task it waits on)")
+    out = {"disposition": disposition} if disposition is not None else {}
+    if waiting_on is not None:
+        out["waiting_on"] = waiting_on
+    return out

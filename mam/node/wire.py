@@ -55,6 +55,31 @@ def dumps(obj: Any) -> str:
     raise TypeError(f"a {type(obj).__name__} is not JSON")
 
 
+_C1 = {c: f"\\u{c:04x}" for c in range(0x7F, 0xA0)}  # DEL and C1: json writes them raw, a terminal obeys C1
+
+
+def pretty(obj: Any, indent: str = "") -> str:
+    """`mam.util.text.json_text(obj, indent=2)` (sorted keys, non-ASCII text as is, every control character an
+    escape) for the JSON values the node answers with, without importing `json` or `re`: what `--json` prints."""
+    if isinstance(obj, str):
+        return str(_json.encode_basestring(obj)).translate(_C1)
+    if isinstance(obj, dict):
+        if not obj:
+            return "{}"
+        inner = indent + "  "
+        items = [f"{inner}{pretty(str(k))}: {pretty(obj[k], inner)}" for k in sorted(obj)]
+        return "{\n" + ",\n".join(items) + "\n" + indent + "}"
+    if isinstance(obj, (list, tuple)):
+        if not obj:
+            return "[]"
+        inner = indent + "  "
+        return "[\n" + ",\n".join(inner + pretty(v, inner) for v in obj) + "\n" + indent + "]"
+    try:
+        return dumps(obj)
+    except TypeError:
+        return pretty(str(obj))  # as json_text's default=str: an answer made in this process may hold one
+
+
 def _constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")  # NaN, Infinity, -Infinity: json.loads takes them, mam never sends them
 

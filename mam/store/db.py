@@ -277,6 +277,74 @@ MIGRATIONS: list[list[str]] = [
         # before this column, reached as before from the environment of the process that looks).
         "ALTER TABLE sessions ADD COLUMN socket TEXT NOT NULL DEFAULT ''",
     ],
+    [
+        # `mam role add` (mam/org): a role of the workspace's organisation, the session that plays it and whom it
+        # reports to ('' : no one); its daily cap of task jobs (NULL: none of its own) and its circuit breaker
+        # (`breaker` consecutive failed jobs trip it; `tripped_at` NULL while closed, until `mam role reset`).
+        """CREATE TABLE roles (
+            name TEXT PRIMARY KEY,
+            session TEXT NOT NULL,
+            reports_to TEXT NOT NULL DEFAULT '',
+            daily_runs INTEGER,
+            breaker INTEGER NOT NULL DEFAULT 3,
+            failures INTEGER NOT NULL DEFAULT 0,
+            tripped_at REAL,
+            created_at REAL NOT NULL,
+            updated_at REAL NOT NULL
+        ) WITHOUT ROWID""",
+        # `mam task add`: a piece of work that outlives one job (`state`: todo, running, blocked, in_review, done,
+        # failed, cancelled); `wait` the task a blocked one waits on; `wake` the reason of its next wake (assigned,
+        # blockers_resolved, reopened, unblocked); `note` what `mam task reopen --note` gave its next run.
+        """CREATE TABLE tasks (
+            n INTEGER PRIMARY KEY AUTOINCREMENT,
+            id TEXT NOT NULL UNIQUE,
+            title TEXT NOT NULL,
+            role TEXT NOT NULL,
+            brief TEXT NOT NULL DEFAULT '',
+            parent TEXT NOT NULL DEFAULT '',
+            state TEXT NOT NULL,
+            wait TEXT NOT NULL DEFAULT '',
+            wake TEXT NOT NULL DEFAULT '',
+            note TEXT NOT NULL DEFAULT '',
+            idempotency_key TEXT UNIQUE,
+            created_at REAL NOT NULL,
+            updated_at REAL NOT NULL,
+            ended_at REAL
+        )""",
+        "CREATE INDEX tasks_by_state ON tasks(state)",
+        "CREATE INDEX tasks_by_parent ON tasks(parent)",
+        # `mam task add --blocked-by`: the task runs only once every blocker is done.
+        """CREATE TABLE task_blockers (
+            task TEXT NOT NULL,
+            blocker TEXT NOT NULL,
+            PRIMARY KEY (task, blocker)
+        )""",
+        # One row per wake of a task (its job, fixed before anything is delegated: a node killed mid-task
+        # delegates the same job id again): `firing` while its job runs, then `done` with the job's outcome, the
+        # agent's disposition and the state the task moved to. `day`: the local day it counts against the caps.
+        """CREATE TABLE task_runs (
+            n INTEGER PRIMARY KEY AUTOINCREMENT,
+            task TEXT NOT NULL,
+            job_id TEXT NOT NULL UNIQUE,
+            role TEXT NOT NULL,
+            session TEXT NOT NULL,
+            reason TEXT NOT NULL,
+            day TEXT NOT NULL,
+            status TEXT NOT NULL,
+            brief TEXT NOT NULL,
+            outcome TEXT NOT NULL DEFAULT '',
+            exit_code INTEGER,
+            detail TEXT NOT NULL DEFAULT '',
+            disposition TEXT NOT NULL DEFAULT '',
+            waiting_on TEXT NOT NULL DEFAULT '',
+            task_state TEXT NOT NULL DEFAULT '',
+            created_at REAL NOT NULL,
+            ended_at REAL
+        )""",
+        "CREATE INDEX task_runs_by_task ON task_runs(task, n)",
+        "CREATE INDEX task_runs_by_day ON task_runs(day, role)",
+        "CREATE INDEX task_runs_firing ON task_runs(status) WHERE status = 'firing'",
+    ],
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 MOUNTS = Path("/proc/mounts")

@@ -7,7 +7,8 @@ event applied before it (0 before `started`). A loop's lines come from `.mam/loo
 a text typed into a job's pane by `mam job send` from the job's audit line `sent` (who, how many bytes;
 never the text); acts on sessions that are not jobs (a fork) from `.mam/session-audit.jsonl` (mam.sessions.audit);
 a routine's from its receipts (table `routine_ticks`): one line each time a tick's status changes,
-with the routine's next tick.
+with the routine's next tick; a task's (mam/org) from its runs (table `task_runs`): a line when it is woken
+(with the reason) and one when its job ended (with the disposition and what became of the task).
 
 `Feed.read(job_ids)` returns what is new since the last call. Nothing here starts anything or
 writes anything; without a registry there are simply no job lines.
@@ -28,6 +29,7 @@ from mam.jobs.send import SENT
 from mam.jobs.target import parse_target
 from mam.sessions import audit
 from mam.store import jobs as jobs_table
+from mam.store import org as org_table
 from mam.store.registry import Registry
 from mam.util.text import for_terminal
 from mam.workspace import Workspace
@@ -38,7 +40,7 @@ RECENT_TICKS = 200  # routine receipts looked at per read
 @dataclass(frozen=True)
 class Line:
     ts_ms: int
-    kind: str  # event / transition / audit (a job's `sent` line) / loop / session / routine
+    kind: str  # event / transition / audit (a job's `sent` line) / loop / session / routine / task
     job: str
     session: str
     type: str  # event type, the new job state, the job's or the session's audit line kind, or the loop log's event
@@ -46,6 +48,7 @@ class Line:
     message: str
     loop: str = ""
     routine: str = ""
+    task: str = ""
 
     def as_json(self) -> dict[str, Any]:
         out = asdict(self)
@@ -61,6 +64,7 @@ class Line:
             "loop": f"loop {self.type}",
             "session": f"session {self.type}",
             "routine": f"routine {self.type}",
+            "task": f"task {self.type}",
         }[self.kind]
         subject = self.job or self.loop or self.routine
         return f"{clock} {self.session or '-':<14} {subject:<22} {what:<20} #{self.seq:<4} {self.message}".rstrip()
@@ -119,6 +123,7 @@ class Feed:
     _loops: dict[str, _FileCursor] = field(default_factory=dict)
     _audit: _FileCursor = field(default_factory=_FileCursor)
     _ticks: dict[int, str] = field(default_factory=dict)  # a routine tick's number -> its status shown
+    _runs: dict[int, str] = field(default_factory=dict)  # a task run's number -> its status shown
     _registry: Registry | None = None
 
     def close(self) -> None:
@@ -156,6 +161,7 @@ class Feed:
             streams.extend(self._loop_lines(p) for p in self._loop_logs())
             streams.append(self._audit_lines())
             streams.append(self._routine_lines())
+            streams.append(self._task_lines())
         return list(heapq.merge(*(list(s) for s in streams), key=lambda line: line.ts_ms))
 
     def _job_lines(self, job_id: str) -> list[Line]:
@@ -304,6 +310,37 @@ class Feed:
                     routine=str(t["routine"]),
                 )
             )
+        return out
+
+    def _task_lines(self) -> list[Line]:
+        """A `woken` line for each task run (its reason), then one when its job ended (outcome, disposition, and
+        the state it moved the task to), of the last RECENT_TICKS runs."""
+        registry = self.registry()
+        if registry is None:
+            return []
+        with registry.read() as conn:
+            runs = org_table.recent_runs(conn, RECENT_TICKS)
+        out = []
+        for r in runs:
+            shown = self._runs.get(r.n)
+            if shown == r.status or (self.session is not None and r.session != self.session):
+                continue
+            self._runs[r.n] = r.status
+            if shown is None:
+                woken = f"{r.task}: woken ({r.reason}) on {r.session}"
+                out.append(
+                    Line(int(r.created_at * 1000), "task", r.job_id, r.session, "woken", r.n, woken, task=r.task)
+                )
+            if r.status == org_table.ENDED:
+                said = f"{r.task}: job {r.outcome}"
+                if r.disposition:
+                    said += f", disposition {r.disposition}" + (f" {r.waiting_on}" if r.waiting_on else "")
+                said += f"; the task is {r.task_state}" if r.task_state else "; the task was not moved"
+                if r.detail:
+                    said += f" ({r.detail})"
+                at = int((r.ended_at or r.created_at) * 1000)
+                kind = r.task_state or r.outcome
+                out.append(Line(at, "task", r.job_id, r.session, kind, r.n, for_terminal(said), task=r.task))
         return out
 
     def _audit_lines(self) -> Iterator[Line]:

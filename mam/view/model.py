@@ -84,6 +84,31 @@ class RoutineView:
     target: str
 
 
+@dataclass(frozen=True)
+class TaskView:
+    id: str
+    title: str
+    role: str
+    state: str  # todo / running / blocked / in_review / done / failed / cancelled
+    queued_for: str  # what holds a todo task (mam.org.rules), else ""
+    wait: str  # the task a blocked one waits on, else ""
+    job: str
+    depth: int  # its place in the tree by parent (0: no parent)
+    parent: str
+
+
+@dataclass(frozen=True)
+class RoleView:
+    name: str
+    session: str
+    reports_to: str
+    runs_today: int
+    daily_runs: int | None  # None: no cap of its own
+    failures: int
+    breaker: int  # the failures in a row that trip it
+    tripped: bool
+
+
 @dataclass
 class Snapshot:
     workspace: str
@@ -94,6 +119,8 @@ class Snapshot:
     broker: str = "unknown"  # up / down / unknown
     routines: list[RoutineView] = field(default_factory=list)
     hold: dict[str, Any] | None = None  # `mam pause --all`: {mode, since, by}; None when not held
+    tasks: list[TaskView] = field(default_factory=list)  # the org's tasks, as a tree by parent (mam/org)
+    roles: list[RoleView] = field(default_factory=list)
 
 
 def _ms(seconds: float | None) -> int | None:
@@ -224,7 +251,54 @@ def snapshot(ws: Workspace, settings: Settings, *, broker: str = "unknown") -> S
     snap.jobs.sort(key=lambda j: j.created_ms)
     snap.loops = loops(ws)
     snap.routines = routines(ws)
+    snap.tasks, snap.roles = org(ws, settings)
     return snap
+
+
+def org(ws: Workspace, settings: Settings, *, keep_ended: int = 20) -> tuple[list[TaskView], list[RoleView]]:
+    """The org's tasks (those not ended, and the last `keep_ended` that ended, as a tree by parent) and roles."""
+    from mam.org.manage import list_roles, list_tasks
+    from mam.store.org import OPEN_TASK_STATES
+    from mam.store.registry import Registry
+
+    registry = Registry.open_existing(ws)
+    if registry is None:
+        return [], []
+    try:
+        tasks, roles = list_tasks(registry, settings), list_roles(registry)
+    finally:
+        registry.close()
+    ended = sorted((t for t in tasks if t["state"] not in OPEN_TASK_STATES), key=lambda t: t["updated_at"])
+    shown = {t["id"] for t in tasks if t["state"] in OPEN_TASK_STATES} | {t["id"] for t in ended[-keep_ended:]}
+    task_views = [
+        TaskView(
+            id=t["id"],
+            title=for_terminal(t["title"]),
+            role=t["role"],
+            state=t["state"],
+            queued_for=t["queued_for"],
+            wait=t["wait"] or "",
+            job=t["job"] or "",
+            depth=int(t["depth"]),
+            parent=t["parent"] or "",
+        )
+        for t in tasks
+        if t["id"] in shown
+    ]
+    role_views = [
+        RoleView(
+            name=r["name"],
+            session=r["session"],
+            reports_to=r["reports_to"] or "",
+            runs_today=int(r["runs_today"]),
+            daily_runs=r["daily_runs"],
+            failures=int(r["breaker"]["failures"]),
+            breaker=int(r["breaker"]["threshold"]),
+            tripped=bool(r["breaker"]["tripped"]),
+        )
+        for r in roles
+    ]
+    return task_views, role_views
 
 
 def routines(ws: Workspace) -> list[RoutineView]:

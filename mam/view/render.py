@@ -9,7 +9,7 @@ import time
 
 from mam.remote.fleet import FleetRow
 from mam.store.sessions import SessionStatus
-from mam.view.model import JobView, LoopView, RoutineView, SessionView, Snapshot
+from mam.view.model import JobView, LoopView, RoleView, RoutineView, SessionView, Snapshot, TaskView
 
 DOTS = {
     "working": "●",
@@ -31,6 +31,8 @@ SESSION_COLUMNS = ("", "SESSION", "AGENT", "ROLE", "STATE", "FROM", "JOB", "LAST
 JOB_COLUMNS = ("JOB", "SESSION", "STATE", "AGE", "QUIET", "START", "LIVENESS", "WALL", "MESSAGE")
 LOOP_COLUMNS = ("LOOP", "STATE", "ROUND", "CREATOR", "VERDICTS")
 ROUTINE_COLUMNS = ("ROUTINE", "STATE", "SCHEDULE", "NEXT TICK", "LAST", "TARGET")
+TASK_COLUMNS = ("TASK", "STATE", "ROLE", "JOB", "TITLE")
+ROLE_COLUMNS = ("ROLE", "SESSION", "REPORTS TO", "RUNS TODAY", "BREAKER")
 HOST_COLUMNS = ("NODE", "HOST", "STATE", "SINCE", "LAST SEEN", "SESSIONS", "JOBS")
 
 
@@ -76,6 +78,19 @@ def loop_cells(loop: LoopView) -> tuple[str, ...]:
 
 def routine_cells(r: RoutineView) -> tuple[str, ...]:
     return (r.name, r.state, r.schedule, r.next_tick, r.last, r.target)
+
+
+def task_cells(t: TaskView) -> tuple[str, ...]:
+    """A task: its state with what holds it (a todo one) or what it waits on (a blocked one); its title indented by
+    its depth in the tree by parent."""
+    state = t.state + (f" ({t.queued_for})" if t.queued_for else "") + (f" (on {t.wait})" if t.wait else "")
+    return (t.id, state, t.role, t.job or "-", "  " * t.depth + t.title)
+
+
+def role_cells(r: RoleView) -> tuple[str, ...]:
+    cap = f"{r.runs_today}/{r.daily_runs}" if r.daily_runs is not None else str(r.runs_today)
+    breaker = f"TRIPPED ({r.failures} failed): mam role reset {r.name}" if r.tripped else f"{r.failures}/{r.breaker}"
+    return (r.name, r.session, r.reports_to or "-", cap, breaker)
 
 
 def host_cells(h: FleetRow, now_ms: int) -> tuple[str, ...]:
@@ -126,6 +141,9 @@ def header(snap: Snapshot) -> str:
     broker = {"up": "broker up", "down": "broker DOWN (reading the registry)"}.get(snap.broker, "broker ?")
     clock = time.strftime("%H:%M:%S", time.localtime(snap.taken_ms / 1000))
     held = f"  HELD ({snap.hold.get('mode')}, by {snap.hold.get('by')}: mam resume --all)" if snap.hold else ""
+    tripped = [r.name for r in snap.roles if r.tripped]
+    if tripped:
+        held += f"  BREAKER TRIPPED: {', '.join(tripped)} (mam role reset ROLE)"
     return f"mam top  {broker}{held}  {clock}  {snap.workspace}"
 
 
@@ -153,6 +171,13 @@ def plain(snap: Snapshot, width: int = 120) -> str:
         lines.append("")
         lines.append(f"ROUTINES ({len(snap.routines)})")
         lines += _table(ROUTINE_COLUMNS, [routine_cells(r) for r in snap.routines])
+    if snap.roles or snap.tasks:
+        lines.append("")
+        lines.append(f"TASKS ({len(snap.tasks)})")
+        lines += _table(TASK_COLUMNS, [task_cells(t) for t in snap.tasks]) if snap.tasks else ["  none"]
+        lines.append("")
+        lines.append(f"ROLES ({len(snap.roles)})")
+        lines += _table(ROLE_COLUMNS, [role_cells(r) for r in snap.roles]) if snap.roles else ["  none"]
     lines.append("")
     lines.append("dots: " + "  ".join(f"{d} {s}" for s, d in DOTS.items()))
     return "\n".join(line[:width] for line in lines) + "\n"

@@ -161,6 +161,10 @@ class TopApp(App[tuple[str, str] | None]):
         yield DataTable(id="loops", cursor_type="row", zebra_stripes=True)
         yield Static("ROUTINES", classes="title")
         yield DataTable(id="routines", cursor_type="row", zebra_stripes=True)
+        yield Static("TASKS  (queued_for: what holds a todo task)", classes="title")
+        yield DataTable(id="tasks", cursor_type="row", zebra_stripes=True)
+        yield Static("ROLES", classes="title")
+        yield DataTable(id="roles", cursor_type="row", zebra_stripes=True)
         yield Footer()
 
     def on_mount(self) -> None:
@@ -168,6 +172,8 @@ class TopApp(App[tuple[str, str] | None]):
         self.query_one("#jobs", DataTable).add_columns(*render.JOB_COLUMNS)
         self.query_one("#loops", DataTable).add_columns(*render.LOOP_COLUMNS)
         self.query_one("#routines", DataTable).add_columns(*render.ROUTINE_COLUMNS)
+        self.query_one("#tasks", DataTable).add_columns(*render.TASK_COLUMNS)
+        self.query_one("#roles", DataTable).add_columns(*render.ROLE_COLUMNS)
         self.query_one("#hosts", DataTable).add_columns(*render.HOST_COLUMNS)
         self.query_one("#sessions", DataTable).focus()
         if self.follow_broker:
@@ -312,6 +318,12 @@ class TopApp(App[tuple[str, str] | None]):
         routines = [r for r in snap.routines if self._match(r.name, r.target, r.state)]
         rows = render.fit(render.ROUTINE_COLUMNS, [render.routine_cells(r) for r in routines], width, keep=4)
         self._fill("#routines", [(r.name, row) for r, row in zip(routines, rows)])
+        tasks = [t for t in snap.tasks if self._match(t.id, t.role, t.state, t.queued_for, t.title, t.job)]
+        rows = render.fit(render.TASK_COLUMNS, [render.task_cells(t) for t in tasks], width, keep=-1)
+        self._fill("#tasks", [(t.id, row) for t, row in zip(tasks, rows)])
+        roles = [r for r in snap.roles if self._match(r.name, r.session, r.reports_to)]
+        rows = render.fit(render.ROLE_COLUMNS, [render.role_cells(r) for r in roles], width, keep=-1)
+        self._fill("#roles", [(r.name, row) for r, row in zip(roles, rows)])
 
     def show_hosts(self) -> None:
         if self.fleet is None or not self.query_one("#hosts", DataTable).has_class("shown"):

@@ -35,6 +35,12 @@ HTML = """<!doctype html>
 <section><h2>Loops <small id="n-loops"></small></h2>
 <table id="loops"><thead><tr><th>loop</th><th>state</th><th>round</th><th>creator</th><th>verdicts</th></tr></thead>
 <tbody></tbody></table></section>
+<section><h2>Tasks <small id="n-tasks"></small></h2>
+<table id="tasks"><thead><tr><th>task</th><th>state</th><th>role</th><th>job</th><th>title</th></tr></thead>
+<tbody></tbody></table></section>
+<section><h2>Roles <small id="n-roles"></small></h2>
+<table id="roles"><thead><tr><th>role</th><th>session</th><th>reports to</th><th>runs today</th><th>breaker</th></tr>
+</thead><tbody></tbody></table></section>
 <section><h2>Activity</h2><ol id="lines"></ol></section>
 </main>
 <dialog id="screen"><header><b id="screen-name"></b> <button id="screen-refresh">refresh</button>
@@ -61,6 +67,7 @@ td.mono, .mono { font-family: ui-monospace, monospace; font-size:12px; word-brea
 .dot { font-size:16px; }
 .working { color:#2a9d3a; } .waiting { color:#c89500; font-weight:bold; } .idle { color:#1f8fb3; }
 .starting { color:#3b6fd8; } .stopped { color:#888; } .terminated { color:#d33; }
+td.title { white-space: pre; } tr.tripped td { color:#d33; font-weight:bold; }
 .bars { min-width: 9em; } .bar { display:flex; align-items:center; gap:.3em; font-size:11px; color:var(--mute); }
 .bar span.track { flex:1; height:6px; background:var(--bar); border-radius:3px; overflow:hidden; min-width:4em; }
 .bar span.fill { display:block; height:100%; background:#2a9d3a; }
@@ -244,6 +251,24 @@ function render(s) {
       cell(l.verdicts.map((v) => `${v.reviewer}: ${v.verdict}`).join(", ") || "-", "verdicts", "verdicts"));
     return tr;
   }));
+  fill("tasks", (s.tasks || []).map((t) => {  // the tree by parent: a subtask indented under its parent
+    const tr = document.createElement("tr");
+    tr.dataset.task = t.id;
+    tr.dataset.state = t.state;
+    tr.dataset.depth = t.depth;
+    tr.append(cell(t.id, "id mono"), cell(t.cells.STATE, "state", "state"), cell(t.role, "role", "role"),
+      cell(t.cells.JOB, "job mono", "job"), cell(t.cells.TITLE, "title"));
+    return tr;
+  }));
+  fill("roles", (s.roles || []).map((r) => {
+    const tr = document.createElement("tr");
+    tr.dataset.role = r.name;
+    if (r.tripped) tr.className = "tripped";
+    tr.append(cell(r.name, "name mono"), cell(r.session, "session", "session"),
+      cell(r.cells["REPORTS TO"], "reports", "reports to"), cell(r.cells["RUNS TODAY"], "runs", "runs today"),
+      cell(r.cells.BREAKER, "breaker", "breaker"));
+    return tr;
+  }));
 }
 
 function addLine(text) {
@@ -256,7 +281,8 @@ function addLine(text) {
 
 function lineText(l) {
   const clock = l.ts.slice(11, 19);
-  const what = l.kind === "transition" ? `-> ${l.type}` : l.kind === "loop" ? `loop ${l.type}` : l.type;
+  const what = l.kind === "transition" ? `-> ${l.type}` : l.kind === "loop" ? `loop ${l.type}`
+    : l.kind === "task" ? `task ${l.type}` : l.type;
   return `${clock} ${l.session || "-"} ${l.job || l.loop} ${what} #${l.seq} ${l.message}`.trimEnd();
 }
 

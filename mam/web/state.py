@@ -36,6 +36,16 @@ def state_json(snap: Snapshot, *, notes: list[str] | None = None) -> dict[str, A
         row["verdicts"] = [{"reviewer": r, "verdict": v} for r, v in x.verdicts]
         row["actions"] = offered("loop", row)
         loops.append(row)
+    tasks = []
+    for t in snap.tasks:  # a tree by parent: each parent before its subtasks, with its depth
+        row = asdict(t)
+        row["cells"] = dict(zip(render.TASK_COLUMNS, render.task_cells(t)))
+        tasks.append(row)
+    roles = []
+    for r in snap.roles:
+        row = asdict(r)
+        row["cells"] = dict(zip(render.ROLE_COLUMNS, render.role_cells(r)))
+        roles.append(row)
     return {
         "workspace": snap.workspace,
         "taken_ms": now,
@@ -44,6 +54,8 @@ def state_json(snap: Snapshot, *, notes: list[str] | None = None) -> dict[str, A
         "sessions": sessions,
         "jobs": jobs,
         "loops": loops,
+        "tasks": tasks,
+        "roles": roles,
         "hold": snap.hold,
         "workspace_actions": offered("workspace", {"id": "all", "held": snap.hold is not None}),
         "dots": render.DOTS,

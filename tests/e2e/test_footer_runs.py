@@ -168,3 +168,38 @@ def test_hermes_terminal_login_shell_runs_the_footer_as_printed(
         if job.poll() is None:
             job.kill()
             job.communicate()
+
+
+def test_a_tasks_footer_runs_as_printed_and_its_review_line_leaves_the_task_in_review(
+    wired, fake_agents_on_path, tmp_path, poll
+):
+    """A task's job (issue 42): its footer's command lines, split as a shell would, run as printed; the
+    review line in place of the plain completed one leaves the task in_review."""
+    log = tmp_path / "agents.jsonl"
+    env = {"MAM_FAKE_AGENT_LOG": str(log)}
+    mam("session", "create", "--agent", "claude", "--role", "dev", "--session", "ft", env=env, check=True)
+    mam("role", "add", "dev", "--session", "ft", check=True)
+    try:
+        task = mam("task", "add", "Look it over", "--role", "dev", check=True).stdout.strip()
+        job_id = f"{task}-r1"
+        text = poll(lambda: turn_text(log, job_id), timeout=60)
+        footer = text[text.rindex("\n---\n") + 5 :]
+        lines = [shlex.split(line) for line in footer.splitlines() if line.startswith("  ")]
+        assert all(argv[:2] == ["mam", "event"] for argv in lines)
+        for line in footer.splitlines():
+            if not line.startswith("  "):
+                assert not line.lstrip().startswith("mam ") and "[" not in line, line
+        review = next(argv for argv in lines if "--disposition" in argv)
+        started = next(argv for argv in lines if argv[2] == "started")
+        for argv in (started, review):
+            run = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+            assert run.returncode == 0, (argv, run.stdout, run.stderr)
+        shown = poll(
+            lambda: (
+                (t := json.loads(mam("task", "show", task, "--json", check=True).stdout))["state"] == "in_review" and t
+            ),
+            timeout=60,
+        )
+        assert shown["wakes"][0]["disposition"] == "review"
+    finally:
+        mam("node", "stop")

@@ -55,3 +55,21 @@ def test_node_kills_during_routine_ticks_never_fire_a_tick_twice(workspace, mosq
     violations, summary = run_routine_kills(workspace, seed=ROUTINE_SEED, kills=ROUTINE_KILLS)
     print(summary)
     assert not violations, "\n".join(violations)
+
+
+TASK_SEED = int(os.environ.get("MAM_FAULT_SEED", "20261206"))
+TASK_KILLS = int(os.environ.get("MAM_FAULT_TASK_KILLS", "4"))
+
+
+@pytest.mark.timeout(600)
+def test_node_kills_while_tasks_with_blockers_run_never_give_a_task_two_jobs(workspace, mosquitto_broker, monkeypatch):
+    """tests/faults/tasks.py: tasks with blockers over two roles, their node SIGKILLed at seeded moments after a
+    task's job was made."""
+    from tests.faults.tasks import run_task_kills
+    from tests.helpers.jobs import FAST
+
+    for key, value in {**mosquitto_broker.env(), **FAST, "MAM_START_DEADLINE_S": "20"}.items():
+        monkeypatch.setenv(key, value)  # a job orphaned between claim and paste ends by its start deadline
+    violations, summary = run_task_kills(workspace, seed=TASK_SEED, kills=TASK_KILLS)
+    print(summary)
+    assert not violations, "\n".join(violations)

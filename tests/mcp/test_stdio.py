@@ -47,6 +47,10 @@ TOOLS = {
     "routine_list",
     "routine_log",
     "routine_run",
+    "task_add",
+    "task_list",
+    "task_show",
+    "task_done",
 }
 QUICK = {"heartbeat_s": 2, "start_deadline_s": 30}  # K x N = 8 s of silence allowed: a loaded machine delays heartbeats
 

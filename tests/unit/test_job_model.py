@@ -207,3 +207,11 @@ def test_replace_keeps_the_model_frozen() -> None:
     with pytest.raises(dataclasses.FrozenInstanceError):
         JOB.state = JobState.FAILED
     assert replace(JOB, state=JobState.FAILED).state is JobState.FAILED
+
+
+def test_a_completed_event_carries_the_tasks_disposition_into_the_job() -> None:
+    job = advance(running(10), ev(2, "completed", 20, message="ok", disposition="blocked", waiting_on="t-4"))
+    assert (job.state, job.disposition, job.waiting_on) == (JobState.COMPLETED, "blocked", "t-4")
+    plain = advance(running(10), ev(2, "completed", 20, message="ok"))
+    assert (plain.disposition, plain.waiting_on) == ("", "")
+    assert "disposition" in plain.as_dict() and Job.from_dict(job.as_dict()) == job

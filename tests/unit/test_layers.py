@@ -92,7 +92,7 @@ LAYERS: list[tuple[str, set[str]]] = [
     ("hooks and usage", {"hooks", "usage"}),
     ("sessions", {"sessions"}),
     ("jobs", {"jobs", "governor"}),
-    ("above jobs", {"remote", "monitor", "board", "routines"}),
+    ("above jobs", {"remote", "monitor", "board", "routines", "org"}),
     ("node", {"node"}),  # serves the protocol's operations (mam.protocol): every attempt runs in it
     ("clients of the node", {"loop", "onboarding"}),  # their jobs are the node's operations
     ("front ends", {"cli", "mcp", "web", "view", "demo", "doctor"}),

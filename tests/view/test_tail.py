@@ -231,3 +231,48 @@ def test_a_sent_line_is_a_tail_line_of_its_job_without_the_text(workspace):  # t
         assert feed.read() == []
     finally:
         registry.close()
+
+
+def test_a_tasks_wakes_and_dispositions_are_tail_lines_and_top_shows_tasks_and_roles(
+    workspace, mosquitto_broker, monkeypatch
+):  # type: ignore[no-untyped-def]
+    """Issue 42: each wake of a task is a `task woken` line (its reason), and its job's end one more (the outcome,
+    the agent's disposition, the state the task moved to); `mam top --snapshot` lists the tasks as a tree with
+    what holds a todo one, and the roles with their runs and breakers (a tripped one in the header too)."""
+    for key, value in {**mosquitto_broker.env(), **FAST}.items():
+        monkeypatch.setenv(key, value)
+    create_demo("w")
+    create_demo("x", behaviour="error")
+    mam("role", "add", "dev", "--session", "w", check=True)
+    mam("role", "add", "ops", "--session", "x", "--breaker", "1", check=True)
+    tail = spawn_mam("tail", "--json")
+    try:
+        reader = Reader(tail)
+        draft = mam("task", "add", "Draft", "--role", "dev", "--brief", "demo-disposition: review", check=True)
+        first = draft.stdout.strip()
+        second = mam("task", "add", "Publish", "--role", "dev", "--parent", first, "--blocked-by", first, check=True)
+        lines = reader.until(lambda got: any(g["kind"] == "task" and g["type"] == "in_review" for g in got))
+        broken = mam("task", "add", "Break", "--role", "ops", check=True).stdout.strip()
+        lines += reader.until(lambda got: any(g["kind"] == "task" and g["type"] == "failed" for g in got))
+    finally:
+        code, err = stop(tail)
+    assert code == 0, err
+    tasks = [g for g in lines if g["kind"] == "task"]
+    assert [(g["task"], g["type"], g["job"]) for g in tasks] == [
+        (first, "woken", f"{first}-r1"),
+        (first, "in_review", f"{first}-r1"),
+        (broken, "woken", f"{broken}-r1"),
+        (broken, "failed", f"{broken}-r1"),
+    ]
+    assert tasks[0]["message"] == f"{first}: woken (assigned) on w" and tasks[0]["session"] == "w"
+    assert tasks[1]["message"].startswith(f"{first}: job completed, disposition review; the task is in_review")
+    assert tasks[3]["message"].startswith(f"{broken}: job failed; the task is failed (agent_error")
+    try:
+        top = mam("top", "--snapshot", "--width", "200", check=True).stdout
+    finally:
+        mam("node", "stop")
+    assert "BREAKER TRIPPED: ops" in top and "TASKS (3)" in top and "ROLES (2)" in top
+    rows = {line.split()[0]: line for line in top.splitlines() if line.startswith(("t-", "dev ", "ops "))}
+    assert "in_review" in rows[first] and "Draft" in rows[first]
+    assert "todo (blockers)" in rows[second.stdout.strip()] and "  Publish" in rows[second.stdout.strip()]
+    assert "TRIPPED (1 failed): mam role reset ops" in rows["ops"] and rows["dev"].split()[-1] == "0/3"

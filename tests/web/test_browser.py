@@ -374,3 +374,35 @@ def test_a_prompt_is_answered_only_by_a_click_and_only_if_the_pane_shows_it(page
     assert json.loads(answer.value.request.post_data) == {"tool": tool}
     page.wait_for_function("() => document.querySelector('#toast') && !document.querySelector('#toast').hidden")
     assert "nothing typed" in page.inner_text("#toast")
+
+
+def test_the_page_shows_the_task_tree_and_a_tripped_breaker(page, web):  # type: ignore[no-untyped-def]
+    """Issue 42: the org's tasks as a tree by parent (a subtask indented under its parent, a todo task with what
+    holds it) and its roles, a tripped breaker marked; the state JSON lists them as `mam task list --json` does."""
+    mam("role", "add", "lead", "--session", "quiet", check=True)
+    mam("role", "add", "dev", "--session", "busy", "--reports-to", "lead", check=True)
+    mam("role", "add", "ops", "--session", "gone", "--breaker", "1", check=True)  # a stopped session: its job fails
+    parent = mam("task", "add", "Ship it", "--role", "lead", "--brief", "demo-disposition: review", check=True)
+    parent = parent.stdout.strip()
+    child = mam("task", "add", "Build it", "--role", "dev", "--parent", parent, check=True).stdout.strip()
+    top = mam("task", "add", "Release", "--role", "lead", "--blocked-by", child, check=True).stdout.strip()
+    broken = mam("task", "add", "Deploy", "--role", "ops", check=True).stdout.strip()
+    try:
+        wait_for(lambda: mam_json("role", "show", "ops")["breaker"]["tripped"], timeout=60, message="ops not tripped")
+        open_page(page, web)
+        page.wait_for_selector(f"#tasks tr[data-task='{child}'][data-depth='1'][data-state='running']")
+        page.wait_for_selector(f"#tasks tr[data-task='{broken}'][data-state='failed']")
+        page.wait_for_selector("#roles tr[data-role='ops'].tripped")
+        cells = page.eval_on_selector_all(
+            "#tasks tbody tr", "rows => rows.map(r => [r.dataset.task, r.querySelector('td.title').textContent])"
+        )
+        ids = [t["id"] for t in mam_json("task", "list")]
+        assert [c[0] for c in cells] == ids and ids.index(child) == ids.index(parent) + 1
+        assert dict(map(tuple, cells))[child] == "  Build it"
+        state = page.text_content(f"#tasks tr[data-task='{top}'] td.state")
+        assert state == "todo (blockers)"
+        assert "TRIPPED" in page.text_content("#roles tr[data-role='ops'] td.breaker")
+        assert [t["id"] for t in web.state()["tasks"]] == ids
+    finally:
+        for task in (parent, child, top):
+            mam("task", "cancel", task)
