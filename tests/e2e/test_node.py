@@ -529,7 +529,7 @@ def test_a_raw_request_to_one_workspaces_node_never_acts_on_another(wired, tmp_p
     workspace only. A raw request to workspace A's node that names workspace B, by a field, by a setting, or by
     B's job and session, is refused or acts on A, and B is left as it was."""
     from mam.node.wire import frame
-    from mam.protocol import VERSION
+    from mam.protocol import VERSION, settings_of
 
     start_node(wired)
     other = tmp_path / "other"
@@ -543,9 +543,12 @@ def test_a_raw_request_to_one_workspaces_node_never_acts_on_another(wired, tmp_p
     before = record.read_bytes()
 
     def ask(args: dict, settings: dict | None = None, op: str = "cancel") -> dict:  # type: ignore[type-arg]
+        # The test's broker settings go along (as any client sends its own): without them the node would
+        # start the workspace's embedded broker for the request.
+        sent = {**settings_of(os.environ), **(settings or {})}
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
             sock.connect(str(wired.state / "run" / "node.sock"))
-            sock.sendall(frame({"v": VERSION, "op": op, "args": args, "settings": settings or {}}))
+            sock.sendall(frame({"v": VERSION, "op": op, "args": args, "settings": sent}))
             return _answered(sock)
 
     named = ask({"job": b_job, "workspace": str(other)})
