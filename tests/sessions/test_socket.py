@@ -132,7 +132,6 @@ def test_a_registry_made_before_sockets_gains_socket_empty_and_its_rows_are_reac
     ws.ensure_state()
     conn = sqlite3.connect(str(ws.db_path), isolation_level=None)
     before = next(i for i, m in enumerate(db.MIGRATIONS) if any("ADD COLUMN socket" in s for s in m))
-    assert before == len(db.MIGRATIONS) - 1
     for statements in db.MIGRATIONS[:before]:
         for statement in statements:
             conn.execute(statement)
