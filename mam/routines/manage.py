@@ -21,6 +21,7 @@ from mam.routines.decide import check_catch_up, check_concurrency
 from mam.routines.health import webhook_problem
 from mam.routines.schedule import Cron, describe, iso, parse_duration, schedule_of
 from mam.routines.webhook import new_secret, port_of, url
+from mam.store import jobs as jobs_table
 from mam.store import routines as table
 from mam.store.registry import Registry
 
@@ -219,14 +220,17 @@ def request_run(registry: Registry, name: str, *, now: float | None = None) -> i
 
 def wait_decided(registry: Registry, n: int, *, timeout_s: float, poll_s: float = 0.1) -> dict[str, Any] | None:
     """The tick's receipt once the node has decided it (fired, skipped, or waiting with a reason), or as it
-    is after `timeout_s`."""
+    is after `timeout_s`. A fired tick counts as decided once its job is on record (or the tick has
+    ended), so the job id in the receipt can be followed at once (`mam job wait ID`)."""
     deadline = time.monotonic() + timeout_s
     while True:
         with registry.read() as conn:
             t = table.tick(conn, n)
+            recorded = t is not None and t.status == table.FIRING and jobs_table.find(conn, t.job_id) is not None
         if t is None:
             return None
-        if t.status != table.PENDING or t.reason or time.monotonic() >= deadline:
+        decided = recorded or t.reason or t.status not in (table.PENDING, table.FIRING)
+        if decided or time.monotonic() >= deadline:
             return receipt(t)
         time.sleep(poll_s)
 
