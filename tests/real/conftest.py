@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from mam.util.poll import wait_for
+from mam.util.poll import Timeout, wait_for
 from mam.workspace import Workspace
 from tests.helpers import brokers
 from tests.helpers.jobs import FAST, capture
@@ -214,6 +214,23 @@ def transcript_entries(transcript: Path) -> Iterator[Any]:
         except ValueError:
             continue
         yield entry
+
+
+def prompts_holding(home: Path, conversation_id: str, text: str, timeout: float = 30.0) -> list[str]:
+    """Claude's prompts once its transcript records one holding `text` (Claude appends to the transcript
+    from a write queue, so the entry can land a moment after the job's own events), or as they are at
+    the deadline: the caller's assertions then say what is missing."""
+    found: list[str] = []
+
+    def recorded() -> bool:
+        found[:] = claude_prompts(claude_transcript(home, conversation_id))
+        return any(text in p for p in found)
+
+    try:
+        wait_for(recorded, timeout=timeout, interval=0.2)
+    except Timeout:
+        pass
+    return found
 
 
 def claude_prompts(transcript: Path) -> list[str]:

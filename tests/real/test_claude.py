@@ -29,6 +29,7 @@ from tests.real.conftest import (
     claude_prompts,
     claude_transcript,
     claude_usage,
+    prompts_holding,
     skip_module_without,
     transcript_entries,
 )
@@ -119,7 +120,7 @@ def test_delegate_then_stop_and_resume_the_same_conversation(claude_rig: Rig) ->
     # Every footer command the model asked for ran as printed (Claude's tool results carry no usage error).
     asked = footer_commands(text_of(conversation(rig.model.main_requests()[0].body)[-1]["content"]))
     assert len(asked) == 3, asked
-    prompts = claude_prompts(claude_transcript(rig.home, conversation_id))
+    prompts = prompts_holding(rig.home, conversation_id, first)
     assert sum(first in p for p in prompts) == 1, prompts
     assert brief_count_in_requests(rig, first) == 1
     # Claude's transcript keeps the usage the model reported, once per message (what usage totals read).
@@ -157,7 +158,7 @@ def test_delegate_then_stop_and_resume_the_same_conversation(claude_rig: Rig) ->
         "the resumed conversation lost the first brief"
     )
     assert len(conversation(later)) > turns_before
-    prompts = claude_prompts(claude_transcript(rig.home, conversation_id))
+    prompts = prompts_holding(rig.home, conversation_id, second)
     assert sum(first in p for p in prompts) == 1 and sum(second in p for p in prompts) == 1, prompts
 
 
@@ -211,7 +212,7 @@ def test_a_fresh_folder_is_trusted_for_that_session_only_and_the_brief_arrives(c
     brief = brief_text("fresh")
     rc, record, err = delegate(rig, "dev-fresh", brief)
     assert_completed(rig, rc, record, err, row["pane_id"])
-    assert sum(brief in p for p in claude_prompts(claude_transcript(rig.home, row["conversation_id"]))) == 1
+    assert sum(brief in p for p in prompts_holding(rig.home, row["conversation_id"], brief)) == 1
 
 
 def test_no_trust_fails_the_create_clearly_and_answers_nothing(claude_rig: Rig, tmp_path: Path) -> None:
@@ -287,7 +288,7 @@ def test_the_skill_scripts_create_and_delegate_to_a_real_claude(claude_rig: Rig,
         status = json.loads(script("multi-agent-mux-status", "status.sh", "--json").stdout)
         row = next(r for r in status if r["name"] == "skill-dev")
         assert row["cwd"] == str(ws)
-        prompts = claude_prompts(claude_transcript(rig.home, row["conversation_id"]))
+        prompts = prompts_holding(rig.home, row["conversation_id"], brief)
         assert sum(brief in p for p in prompts) == 1 and len(prompts) == 2, prompts  # the onboarding brief, then ours
     finally:
         script("multi-agent-mux-stop", "stop_session.sh", "--session", "skill-dev", timeout=60)
