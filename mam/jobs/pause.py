@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from mam.agents import get_adapter
@@ -54,6 +55,7 @@ from mam.workspace import Workspace
 
 MODES = ("safe", "quick", "hard")
 RELEASE_CHECK_S = 5.0  # a hold's waiter looks again this often though a release pokes it
+RESUME_WORKERS = 8  # `mam resume --all` resumes at most this many jobs at once
 PASTE_WAIT_S = 30.0  # a quick or hard pause waits at most this for a paste under way to end before its keys
 
 
@@ -318,13 +320,23 @@ def resume_all(
     if released:
         audit.append(ws, "release", session="", by=who)
     pokes.poke(ws, [pokes.HOLD])
-    resumed, failed = [], []
     with registry.read() as conn:
         ids = [r.id for r in jobs_table.open_jobs(conn) if r.state == JobState.PAUSED]
-    for job_id in ids:
+
+    def resume_one(job_id: str) -> str:
+        """'' once resumed, else why not. A hard pause's resume waits for the relaunched agent to be ready,
+        so the jobs (each of its own session) are resumed side by side, each with its own registry."""
+        own = Registry(ws)
         try:
-            resume_job(ws, settings, registry, job_id, by=who, environ=environ)
-            resumed.append(job_id)
+            resume_job(ws, settings, own, job_id, by=who, environ=environ)
+            return ""
         except MamError as e:
-            failed.append({"id": job_id, "why": str(e)})
+            return str(e)
+        finally:
+            own.close()
+
+    with ThreadPoolExecutor(max_workers=max(1, min(RESUME_WORKERS, len(ids))), thread_name_prefix="mam-resume") as pool:
+        whys = list(pool.map(resume_one, ids))
+    resumed = [job_id for job_id, why in zip(ids, whys) if not why]
+    failed = [{"id": job_id, "why": why} for job_id, why in zip(ids, whys) if why]
     return {"released": released, "resumed": resumed, "failed": failed}

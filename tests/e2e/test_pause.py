@@ -233,3 +233,38 @@ def test_a_hold_types_nothing_through_a_restart_of_everything(wired):
         if proc.poll() is None:
             proc.kill()
     assert state(job) in ("cancelled", "completed")
+
+
+def test_resume_all_resumes_every_hard_paused_job_each_once(wired):
+    """Two sessions' jobs hard-paused (each agent stopped): `mam resume --all` relaunches both (side by
+    side: each waits for its agent to be ready) and each job completes with its resume brief typed once."""
+    sessions = {name: create_demo(name) for name in ("ra", "rb")}
+    procs = {
+        name: spawn_delegate("--target", name, "--brief", f"demo-sleep: 4\ndemo-write: {name}.txt :: {name}", "--json",
+                             *SHORT)
+        for name in sessions
+    }  # fmt: skip
+    try:
+        jobs = {}
+        for name in sessions:
+            wait_for(lambda n=name: any(r["session"] == n and r["state"] == "running" for r in listed()), timeout=30)
+            jobs[name] = next(r["id"] for r in listed() if r["session"] == name and r["state"] == "running")
+            mam("job", "pause", jobs[name], "--mode", "hard", "--by", "tester", check=True)
+        for name in sessions:
+            wait_for(lambda n=name: session_row(n)["status"] == "stopped", timeout=30, message=f"{name} not stopped")
+        out = json.loads(mam("resume", "--all", "--by", "tester", "--json", check=True).stdout)
+        assert sorted(out["resumed"]) == sorted(jobs.values()) and out["failed"] == [], out
+        for name, proc in procs.items():
+            stdout, err = finish(proc)
+            assert proc.returncode == 0, err
+            assert json.loads(stdout)["state"] == "completed"
+            assert (wired.root / f"{name}.txt").read_text() == f"{name}\n"
+            assert resumed_briefs(wired, sessions[name], jobs[name]) == 1
+    finally:
+        for proc in procs.values():
+            if proc.poll() is None:
+                proc.kill()
+
+
+def listed() -> list[dict]:
+    return json.loads(mam("job", "list", "--json", check=True).stdout)
