@@ -10,6 +10,9 @@ Usage (from the deploy scripts only):
   _deploy.py apply SRC WS --venv created|existing --source-hash H --env-from example|.env|kept
   _deploy.py unapply SRC WS                      take out skills, .gitignore lines, an unchanged .mam.env
   _deploy.py get WS KEY                          print one manifest field ('' when absent)
+  _deploy.py worktrees WS [--remove [--discard]] list the git worktrees under WS/.mam holding work
+                                                 found nowhere else; --remove removes them (exit 1
+                                                 if any holds such work, unless --discard)
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import hashlib
 import json
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -359,6 +363,82 @@ def cmd_unapply(args: argparse.Namespace) -> None:
     gitignore_remove(ws, manifest.get("gitignore", {}))
 
 
+def _git(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    """git with argv only, outside any GIT_* variable of the caller (GIT_DIR would point elsewhere)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
+    return subprocess.run(["git", *args], cwd=cwd, env=env, capture_output=True, text=True, check=False)
+
+
+def linked_worktrees(state: Path) -> list[Path]:
+    """Every linked git worktree under `state` (a folder holding a `.git` file), outermost only."""
+    found: list[Path] = []
+    for folder, dirs, files in os.walk(state):
+        if ".git" in files:
+            found.append(Path(folder))
+            dirs[:] = []
+        else:
+            dirs[:] = sorted(d for d in dirs if not os.path.islink(os.path.join(folder, d)))
+    return sorted(found)
+
+
+def unsaved_work(wt: Path) -> list[str]:
+    """What removing worktree `wt` would lose: uncommitted or untracked files, commits on no other ref."""
+    try:
+        status = _git(["status", "--porcelain", "--untracked-files=all", "--ignore-submodules=none"], wt)
+    except OSError:
+        return ["git was not found to check it"]
+    if status.returncode != 0:
+        return [f"git cannot read it ({status.stderr.strip().splitlines()[-1:] or ['?']})"]
+    found = []
+    changes = [line for line in status.stdout.splitlines() if line.strip()]
+    if changes:
+        listing = ", ".join(c.strip() for c in changes[:5]) + (", ..." if len(changes) > 5 else "")
+        found.append(f"{len(changes)} uncommitted change(s): {listing}")
+    branch = _git(["symbolic-ref", "--quiet", "--short", "HEAD"], wt).stdout.strip()
+    # Commits its base lacks: on HEAD and on no other branch, tag or remote branch.
+    others = ([f"--exclude={branch}"] if branch else []) + ["--branches", "--tags", "--remotes"]
+    count = _git(["rev-list", "--count", "HEAD", "--not", *others], wt)
+    if count.returncode == 0 and count.stdout.strip() not in ("", "0"):
+        where = f"on branch {branch} only" if branch else "on a detached HEAD only"
+        found.append(f"{count.stdout.strip()} commit(s) {where}")
+    return found
+
+
+def _main_checkout(wt: Path) -> Path | None:
+    listed = _git(["worktree", "list", "--porcelain"], wt)
+    first = next((line for line in listed.stdout.splitlines() if line.startswith("worktree ")), "")
+    return Path(first[len("worktree ") :]) if listed.returncode == 0 and first else None
+
+
+def cmd_worktrees(args: argparse.Namespace) -> int:
+    ws = Path(args.ws)
+    state = ws / ".mam"
+    trees = linked_worktrees(state) if state.is_dir() else []
+    risky = {wt: unsaved_work(wt) for wt in trees}
+    risky = {wt: why for wt, why in risky.items() if why}
+    listing = [f"  {wt.relative_to(ws).as_posix()}: {'; '.join(why)}" for wt, why in risky.items()]
+    if not args.remove:
+        if listing:
+            print("\n".join(listing))
+        return 0
+    if risky and not args.discard:
+        print("\n".join(listing), file=sys.stderr)
+        return 1
+    for wt in trees:
+        main = _main_checkout(wt)
+        if main is None or main == wt:
+            warn(f"{wt}: its repository cannot be found; deleted with .mam/ (see `git worktree prune`)")
+            continue
+        done = _git(["worktree", "remove", "--force", "--force", str(wt)], main)
+        _git(["worktree", "prune"], main)
+        if done.returncode != 0:
+            warn(f"git could not remove the worktree {wt}: {done.stderr.strip()}")
+            return 1
+        said = " (its unsaved work discarded)" if wt in risky else ""
+        say(f"worktree {wt.relative_to(ws).as_posix()}: removed from {main}{said}")
+    return 0
+
+
 def cmd_get(args: argparse.Namespace) -> None:
     value = read_manifest(Path(args.ws)).get(args.key, "")
     print(value if isinstance(value, str) else json.dumps(value))
@@ -389,9 +469,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("ws")
     p.add_argument("key")
     p.set_defaults(func=cmd_get)
+    p = sub.add_parser("worktrees")
+    p.add_argument("ws")
+    p.add_argument("--remove", action="store_true")
+    p.add_argument("--discard", action="store_true")
+    p.set_defaults(func=cmd_worktrees)
     args = parser.parse_args(argv)
-    args.func(args)
-    return 0
+    return args.func(args) or 0
 
 
 if __name__ == "__main__":

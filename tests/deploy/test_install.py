@@ -641,3 +641,80 @@ def test_pip_shows_its_progress_on_a_terminal_only(installed: Installed, tmp_pat
     on_terminal, piped = _pip_args(installed, tmp_path, terminal=True), _pip_args(installed, tmp_path, terminal=False)
     assert "--progress-bar on" in on_terminal and "--quiet" not in on_terminal, on_terminal
     assert "--quiet" in piped and "--progress-bar" not in piped, piped
+
+
+# -- remove.sh --purge and session worktrees ----------------------------------------------------------------
+
+
+def _git(ws: Path, *args: str) -> str:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
+    env.update(GIT_AUTHOR_NAME="t", GIT_AUTHOR_EMAIL="t@example.com", GIT_COMMITTER_NAME="t")
+    env.update(GIT_COMMITTER_EMAIL="t@example.com", GIT_CONFIG_NOSYSTEM="1", HOME=str(ws.parent))
+    return subprocess.run(["git", *args], cwd=ws, env=env, capture_output=True, text=True, check=True).stdout
+
+
+def _with_worktrees(ws: Path, **kinds: str) -> dict[str, Path]:
+    """Make ws a git checkout with one session-like worktree per name under .mam/worktrees/.
+
+    kinds: name -> "clean", "dirty" (an untracked file) or "commit" (a commit on its branch only).
+    """
+    _git(ws, "init", "-q", "-b", "main")
+    _git(ws, "add", "notes.txt")
+    _git(ws, "commit", "-q", "-m", "base")
+    made = {}
+    for name, kind in kinds.items():
+        wt = ws / ".mam" / "worktrees" / name
+        _git(ws, "worktree", "add", "-q", "-b", f"mam/{name}", str(wt), "main")
+        if kind == "dirty":
+            (wt / "important.txt").write_text("an agent's uncommitted work\n")
+        elif kind == "commit":
+            (wt / "done.txt").write_text("committed work\n")
+            _git(wt, "add", "done.txt")
+            _git(wt, "commit", "-q", "-m", "work")
+        made[name] = wt
+    return made
+
+
+@pytest.mark.parametrize("extra", [(), ("--force",)])
+def test_purge_refuses_to_delete_worktrees_holding_unsaved_work(
+    installed: Installed, ws_copy: Path, extra: tuple[str, ...]
+):
+    trees = _with_worktrees(ws_copy, w1="clean", w2="dirty", w3="commit")
+    r = run(installed.script("remove.sh"), "--purge", *extra, str(ws_copy), env=installed.env())
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert ".mam/worktrees/w2: 1 uncommitted change(s): ?? important.txt" in r.stderr
+    assert ".mam/worktrees/w3: 1 commit(s) on branch mam/w3 only" in r.stderr
+    assert "worktrees/w1" not in r.stderr and "--discard-worktrees" in r.stderr
+    # Nothing was removed: not the work, not mam.
+    assert (trees["w2"] / "important.txt").read_text() == "an agent's uncommitted work\n"
+    assert all(wt.is_dir() for wt in trees.values())
+    assert (ws_copy / ".venv/bin/mam").exists() and (ws_copy / ".mam/install-manifest.json").exists()
+
+
+def test_purge_removes_clean_worktrees_with_git_and_leaves_no_prunable_entry(installed: Installed, ws_copy: Path):
+    trees = _with_worktrees(ws_copy, w1="clean", w2="clean")
+    r = run(installed.script("remove.sh"), "--purge", str(ws_copy), env=installed.env())
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert not (ws_copy / ".mam").exists() and not any(wt.exists() for wt in trees.values())
+    listed = _git(ws_copy, "worktree", "list", "--porcelain")
+    assert "prunable" not in listed and listed.count("worktree ") == 1, listed
+    assert "worktree .mam/worktrees/w1: removed" in r.stdout
+
+
+def test_purge_with_discard_worktrees_deletes_them_anyway(installed: Installed, ws_copy: Path):
+    trees = _with_worktrees(ws_copy, w2="dirty", w3="commit")
+    r = run(installed.script("remove.sh"), "--purge", "--discard-worktrees", str(ws_copy), env=installed.env())
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert not (ws_copy / ".mam").exists() and not trees["w2"].exists()
+    assert "prunable" not in _git(ws_copy, "worktree", "list", "--porcelain")
+    assert _git(ws_copy, "branch", "--list", "mam/w3").strip()  # the branch keeps its commits
+    r = run(installed.script("remove.sh"), "--discard-worktrees", str(ws_copy), env=installed.env())
+    assert r.returncode == 2 and "goes with --purge" in r.stderr
+
+
+def test_purge_after_a_plain_remove_also_keeps_unsaved_worktrees(installed: Installed, ws_copy: Path):
+    trees = _with_worktrees(ws_copy, w2="dirty")
+    assert run(installed.script("remove.sh"), str(ws_copy), env=installed.env()).returncode == 0
+    r = run(installed.script("remove.sh"), "--purge", str(ws_copy), env=installed.env())
+    assert r.returncode == 1 and ".mam/worktrees/w2" in r.stderr
+    assert (trees["w2"] / "important.txt").exists()
