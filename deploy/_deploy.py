@@ -21,6 +21,7 @@ import argparse
 import hashlib
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -29,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 MANIFEST = Path(".mam") / "install-manifest.json"
+LAUNCHER = Path(".mam") / "bin" / "mam"  # the one file the printed `export PATH` line puts on PATH
 SKILLS = Path(".agents") / "skills"
 ENV_FILE = ".mam.env"
 EXAMPLE = ".mam.env.example"
@@ -140,6 +142,52 @@ def write_manifest(ws: Path, manifest: dict[str, Any]) -> bool:
     data = (json.dumps(manifest, indent=2, sort_keys=True) + "\n").encode("utf-8")
     (ws / MANIFEST).parent.mkdir(mode=0o700, exist_ok=True)
     return write_if_changed(ws / MANIFEST, data, mode=0o600)
+
+
+# -- the launcher on PATH --------------------------------------------------------------------------------
+
+LAUNCHER_TEXT = """#!/bin/sh
+# mam, as the `export PATH` line deploy/install.sh prints puts it on PATH (this folder holds only this
+# file, so no python3 or pip of mam's venv shadows yours). It runs the mam of the workspace it is used
+# in: $MAM_WORKSPACE's when set, else that of the nearest folder at or above the current one holding
+# .venv/bin/mam, else that of the workspace it was installed into (the last line).
+# Written by deploy/install.sh; deploy/remove.sh takes it out.
+if [ -n "${{MAM_WORKSPACE:-}}" ] && [ -x "$MAM_WORKSPACE/.venv/bin/mam" ]; then
+    exec "$MAM_WORKSPACE/.venv/bin/mam" "$@"
+fi
+dir=$(pwd -P 2>/dev/null) || dir=/
+while :; do
+    if [ -x "$dir/.venv/bin/mam" ] && [ -d "$dir/.mam" ]; then
+        exec "$dir/.venv/bin/mam" "$@"
+    fi
+    [ "$dir" = / ] && break
+    dir=${{dir%/*}}
+    [ -n "$dir" ] || dir=/
+done
+exec {mam} "$@"
+"""
+
+
+def write_launcher(ws: Path) -> dict[str, str]:
+    """`.mam/bin/mam` (0755), written only when its text changes; its record for the manifest."""
+    text = LAUNCHER_TEXT.format(mam=shlex.quote(str(ws / ".venv" / "bin" / "mam")))
+    if write_if_changed(ws / LAUNCHER, text.encode("utf-8"), mode=0o755):
+        say(f"wrote {LAUNCHER} (the folder the PATH line adds holds only mam)")
+    return {"path": LAUNCHER.as_posix(), "sha256": sha256_text(text)}
+
+
+def remove_launcher(ws: Path, record: dict[str, Any]) -> None:
+    path = ws / LAUNCHER
+    if not record or not path.is_file():
+        return
+    if sha256_file(path) != record.get("sha256"):
+        warn(f"kept {LAUNCHER}: changed since mam wrote it")
+        return
+    path.unlink()
+    try:
+        path.parent.rmdir()
+    except OSError:
+        pass
 
 
 # -- skills ------------------------------------------------------------------------------------------
@@ -316,6 +364,7 @@ def cmd_apply(args: argparse.Namespace) -> None:
     manifest["skills"] = sync_skills(src, ws, old.get("skills", {}), created_dirs)
     manifest["created_dirs"] = created_dirs
     manifest["gitignore"] = gitignore_add(ws, old.get("gitignore", {}))
+    manifest["launcher"] = write_launcher(ws)
     env = dict(old.get("env_file", {}))
     if args.env_from != "kept" or not env:
         env["from"] = args.env_from
@@ -361,6 +410,7 @@ def cmd_unapply(args: argparse.Namespace) -> None:
         else:
             say(f"{ENV_FILE}: kept (it holds your settings)")
     gitignore_remove(ws, manifest.get("gitignore", {}))
+    remove_launcher(ws, manifest.get("launcher", {}))
 
 
 def _git(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:

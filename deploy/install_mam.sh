@@ -14,6 +14,10 @@ Install mam from the source tree SRC (a clone) into the workspace folder DEST:
   DEST/.mam.env               written from SRC/.mam.env.example, only if missing; a legacy
                               DEST/.env is copied instead when there is one (the .env stays)
   DEST/.gitignore             .venv, .mam/ and .mam.env added once (existing content kept)
+  DEST/.mam/bin/mam           the one file the printed `export PATH` line puts on PATH: it runs
+                              the mam of the workspace it is used in ($MAM_WORKSPACE, else the
+                              nearest folder at or above the current one with .venv/bin/mam),
+                              else DEST's
   DEST/.mam/install-manifest.json
                               what was added, so remove.sh can take out exactly that
 
@@ -155,6 +159,7 @@ run_helper apply "$SRC" "$WS" --venv "$venv_state" --source-hash "$hash" --env-f
 
 version="$("$VENV/bin/mam" --version 2>/dev/null)" || die "$VENV/bin/mam does not run; try deploy/update.sh $WS"
 say "done: $version in $VENV"
-say "to run this workspace's mam as \`mam\`, add this line to your shell's startup file (~/.bashrc, ~/.zshrc):"
-printf '    export PATH=%q:"$PATH"\n' "$VENV/bin"
+say "to run mam as \`mam\`, add this line to your shell's startup file (~/.bashrc, ~/.zshrc):"
+printf '    export PATH=%q:"$PATH"\n' "$WS/.mam/bin"
+say "(that folder holds only mam; in any workspace made with install.sh it runs that workspace's own mam)"
 say "next: mam --help"

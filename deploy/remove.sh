@@ -16,6 +16,8 @@ in WORKSPACE/.mam/install-manifest.json:
   .mam.env              deleted only if it is unchanged from .mam.env.example
   .gitignore            the lines install added are taken out (the file is deleted only if
                         install created it and nothing else is left in it)
+  .mam/bin/mam          the launcher the printed `export PATH` line puts on PATH (kept if
+                        you changed it); take that line out of your shell's startup file
 
 Sessions whose agents still run are listed and the removal refused (their agents run mam
 from the venv); with --force they are stopped first (`mam session stop`, conversations kept).

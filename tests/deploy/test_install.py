@@ -252,7 +252,9 @@ def test_install_adds_nothing_else(installed: Installed):
     added = set(installed.after_first) - set(installed.before)
     outside_venv = {p for p in added if not p.startswith(".venv")}
     skills = {f".agents/skills/{rel}" for rel in snapshot(installed.clone / "skills")}
-    assert outside_venv == {".mam", ".mam/install-manifest.json", ".mam.env", ".agents/skills", *skills}
+    assert outside_venv == {
+        ".mam", ".mam/install-manifest.json", ".mam/bin", ".mam/bin/mam", ".mam.env", ".agents/skills", *skills
+    }  # fmt: skip
     assert installed.after_first["notes.txt"] == installed.before["notes.txt"]
     assert installed.after_first[".agents/README.md"] == installed.before[".agents/README.md"]
 
@@ -532,20 +534,55 @@ def test_install_says_how_long_and_prints_the_path_line_to_paste(installed: Inst
     out = str(installed.first["out"])
     assert "(usually 3-10 s)" in out and "venv created in " in out
     assert "(usually 15-60 s" in out and "pip-installed in " in out
-    venv_bin = installed.ws / ".venv" / "bin"
+    bin_dir = installed.ws / ".mam" / "bin"
     line = next(x for x in out.splitlines() if x.strip().startswith("export PATH="))
-    assert line == f'    export PATH={venv_bin}:"$PATH"'
-    # Pasted into a shell, `mam` is the workspace's (the script changed no file of the user's).
+    assert line == f'    export PATH={bin_dir}:"$PATH"'
+    assert sorted(p.name for p in bin_dir.iterdir()) == ["mam"]  # only mam: no python3, no pip
+    # Pasted into a shell, `mam` is the workspace's (the script changed no file of the user's), and
+    # python3 and pip are still the system's.
     r = subprocess.run(
-        ["bash", "--norc", "--noprofile", "-c", f"{line}; command -v mam; mam --version"],
+        ["bash", "--norc", "--noprofile", "-c", f"{line}; command -v mam; mam --version; command -v python3 pip"],
         env=installed.env(PATH="/usr/bin:/bin"),
+        cwd=installed.ws,
         capture_output=True,
         text=True,
         timeout=60,
         check=False,
     )
-    assert r.stdout.splitlines() == [str(venv_bin / "mam"), f"mam, version {mam.__version__}"], r.stderr
+    found = r.stdout.splitlines()
+    assert found[:2] == [str(bin_dir / "mam"), f"mam, version {mam.__version__}"], r.stderr
+    assert not any(str(installed.ws) in x for x in found[2:]), found
     assert not (installed.home / ".bashrc").exists() and not (installed.home / ".profile").exists()
+
+
+def test_the_path_line_runs_the_mam_of_the_workspace_it_is_used_in(installed: Installed, tmp_path: Path):
+    """Workspace A's PATH line, used in workspace B (or below it, or with MAM_WORKSPACE=B), runs B's mam;
+    outside every workspace, A's."""
+    ws_b = copy_workspace(installed.ws, tmp_path / "ws-b")
+    (ws_b / "sub" / "deeper").mkdir(parents=True)
+    (ws_b / ".venv/bin/mam").unlink()  # a hard link to A's: replaced, never written through
+    (ws_b / ".venv/bin/mam").write_text('#!/bin/sh\necho "mam of B: $*"\n')
+    (ws_b / ".venv/bin/mam").chmod(0o755)
+    line = f'export PATH={installed.ws / ".mam" / "bin"}:"$PATH"'
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+
+    def ran(cwd: Path, **extra: str) -> str:
+        r = subprocess.run(
+            ["bash", "--norc", "--noprofile", "-c", f"{line}; mam --version"],
+            env=installed.env(PATH="/usr/bin:/bin", **extra),
+            cwd=cwd,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert r.returncode == 0, r.stderr
+        return r.stdout.strip()
+
+    assert ran(ws_b) == ran(ws_b / "sub" / "deeper") == "mam of B: --version"
+    assert ran(outside, MAM_WORKSPACE=str(ws_b)) == "mam of B: --version"
+    assert ran(outside) == ran(installed.ws) == f"mam, version {mam.__version__}"
 
 
 def test_herdr_not_found_is_said_once_even_for_a_new_folder(installed: Installed, tmp_path: Path):
