@@ -255,6 +255,8 @@ def sync_skills(
             if folder.as_posix() not in created_dirs:
                 created_dirs.append(folder.as_posix())
     record: dict[str, dict[str, str]] = {}
+    touched: list[str] = []  # one line for all of them: an install's output stays short
+    files = 0
     for name in names:
         tree = skill_tree(src_root / name)
         changed = 0
@@ -278,7 +280,12 @@ def sync_skills(
                     prune_empty_dirs(parent)
         record[name] = tree
         if changed or stale:
-            say(f"skill {name}: {changed} file(s) copied, {len(stale)} removed")
+            touched.append(name if not stale else f"{name} ({len(stale)} file(s) removed)")
+            files += changed
+    if touched:
+        named = [t for t in touched if "(" in t]  # those that lost files are named however many changed
+        said = ", ".join(touched) if len(touched) <= 3 else ", ".join([f"{len(touched)} skills", *named])
+        say(f"{SKILLS}: {files} file(s) copied for {said}")
     for name in sorted(set(old) - set(names)):
         kept = remove_recorded_files(target_root / name, old[name])
         prune_empty_dirs(target_root / name)

@@ -646,7 +646,8 @@ exec {python} "$@"
 """
 
 
-def _pip_args(installed: Installed, tmp_path: Path, *, terminal: bool) -> str:
+def _pip_args(installed: Installed, tmp_path: Path, *, terminal: bool) -> tuple[str, str]:
+    """How install.sh called pip (with a fake venv whose python only records it), and what it printed."""
     import pty
 
     log = tmp_path / f"pip-{terminal}.log"
@@ -655,6 +656,7 @@ def _pip_args(installed: Installed, tmp_path: Path, *, terminal: bool) -> str:
     fake.chmod(0o755)
     argv = ["bash", str(installed.script("install.sh")), str(tmp_path / f"ws-{terminal}")]
     env = installed.env(PYTHON=str(fake))
+    shown = b""
     if terminal:
         master, slave = pty.openpty()
         try:
@@ -662,96 +664,58 @@ def _pip_args(installed: Installed, tmp_path: Path, *, terminal: bool) -> str:
             os.close(slave)
             while True:  # drain the terminal until every writer closed it
                 try:
-                    if not os.read(master, 4096):
-                        break
+                    chunk = os.read(master, 4096)
                 except OSError:
                     break
+                if not chunk:
+                    break
+                shown += chunk
             proc.wait(timeout=120)
         finally:
             os.close(master)
     else:
-        run(installed.script("install.sh"), argv[2], env=env)
-    return next(line for line in log.read_text().splitlines() if " -m pip install " in f" {line} ")
+        r = run(installed.script("install.sh"), argv[2], env=env)
+        shown = (r.stdout + r.stderr).encode()
+    args = next(line for line in log.read_text().splitlines() if " -m pip install " in f" {line} ")
+    return args, shown.decode("utf-8", "replace")
 
 
-def test_pip_shows_its_progress_on_a_terminal_only(installed: Installed, tmp_path: Path):
-    on_terminal, piped = _pip_args(installed, tmp_path, terminal=True), _pip_args(installed, tmp_path, terminal=False)
-    assert "--progress-bar on" in on_terminal and "--quiet" not in on_terminal, on_terminal
-    assert "--quiet" in piped and "--progress-bar" not in piped, piped
+def test_pip_is_quiet_on_a_terminal_too(installed: Installed, tmp_path: Path):
+    (on_terminal, shown), (piped, _) = (
+        _pip_args(installed, tmp_path, terminal=True),
+        _pip_args(installed, tmp_path, terminal=False),
+    )
+    for args in (on_terminal, piped):
+        assert "--quiet" in args and "--progress-bar" not in args, args
+    assert "pip-installing" in shown and "pip-installed in " in shown, shown
+    # The terminal's one counting line is cleared once pip is done: nothing of it is left on screen.
+    assert "\r\x1b[K" in shown or "pip is working" not in shown, shown
 
 
-# -- remove.sh --purge and session worktrees ----------------------------------------------------------------
+def test_install_output_is_short_and_ends_with_the_readmes_next_step(installed: Installed):
+    out = str(installed.first["out"]).splitlines()
+    assert len(out) <= 20, "\n".join(out)
+    assert out[-1].endswith(
+        f'next, as the README\'s "Your first hour with a real agent" goes: cd {installed.ws} && mam doctor'
+    )
+    assert "### Your first hour with a real agent" in (REPO / "README.md").read_text()
+    assert "mam demo" in out[-2]
 
 
-def _git(ws: Path, *args: str) -> str:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
-    env.update(GIT_AUTHOR_NAME="t", GIT_AUTHOR_EMAIL="t@example.com", GIT_COMMITTER_NAME="t")
-    env.update(GIT_COMMITTER_EMAIL="t@example.com", GIT_CONFIG_NOSYSTEM="1", HOME=str(ws.parent))
-    return subprocess.run(["git", *args], cwd=ws, env=env, capture_output=True, text=True, check=True).stdout
+def test_the_installed_mam_env_sets_nothing_so_config_shows_what_the_user_changes(installed: Installed, ws_copy: Path):
+    def sources() -> dict[str, str]:
+        r = subprocess.run(
+            [str(ws_copy / ".venv/bin/mam"), "--workspace", str(ws_copy), "config", "--json"],
+            env=installed.env(),
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
+        )
+        return {row["key"]: row["source"] for row in json.loads(r.stdout)["settings"]}
 
-
-def _with_worktrees(ws: Path, **kinds: str) -> dict[str, Path]:
-    """Make ws a git checkout with one session-like worktree per name under .mam/worktrees/.
-
-    kinds: name -> "clean", "dirty" (an untracked file) or "commit" (a commit on its branch only).
-    """
-    _git(ws, "init", "-q", "-b", "main")
-    _git(ws, "add", "notes.txt")
-    _git(ws, "commit", "-q", "-m", "base")
-    made = {}
-    for name, kind in kinds.items():
-        wt = ws / ".mam" / "worktrees" / name
-        _git(ws, "worktree", "add", "-q", "-b", f"mam/{name}", str(wt), "main")
-        if kind == "dirty":
-            (wt / "important.txt").write_text("an agent's uncommitted work\n")
-        elif kind == "commit":
-            (wt / "done.txt").write_text("committed work\n")
-            _git(wt, "add", "done.txt")
-            _git(wt, "commit", "-q", "-m", "work")
-        made[name] = wt
-    return made
-
-
-@pytest.mark.parametrize("extra", [(), ("--force",)])
-def test_purge_refuses_to_delete_worktrees_holding_unsaved_work(
-    installed: Installed, ws_copy: Path, extra: tuple[str, ...]
-):
-    trees = _with_worktrees(ws_copy, w1="clean", w2="dirty", w3="commit")
-    r = run(installed.script("remove.sh"), "--purge", *extra, str(ws_copy), env=installed.env())
-    assert r.returncode == 1, r.stdout + r.stderr
-    assert ".mam/worktrees/w2: 1 uncommitted change(s): ?? important.txt" in r.stderr
-    assert ".mam/worktrees/w3: 1 commit(s) on branch mam/w3 only" in r.stderr
-    assert "worktrees/w1" not in r.stderr and "--discard-worktrees" in r.stderr
-    # Nothing was removed: not the work, not mam.
-    assert (trees["w2"] / "important.txt").read_text() == "an agent's uncommitted work\n"
-    assert all(wt.is_dir() for wt in trees.values())
-    assert (ws_copy / ".venv/bin/mam").exists() and (ws_copy / ".mam/install-manifest.json").exists()
-
-
-def test_purge_removes_clean_worktrees_with_git_and_leaves_no_prunable_entry(installed: Installed, ws_copy: Path):
-    trees = _with_worktrees(ws_copy, w1="clean", w2="clean")
-    r = run(installed.script("remove.sh"), "--purge", str(ws_copy), env=installed.env())
-    assert r.returncode == 0, r.stdout + r.stderr
-    assert not (ws_copy / ".mam").exists() and not any(wt.exists() for wt in trees.values())
-    listed = _git(ws_copy, "worktree", "list", "--porcelain")
-    assert "prunable" not in listed and listed.count("worktree ") == 1, listed
-    assert "worktree .mam/worktrees/w1: removed" in r.stdout
-
-
-def test_purge_with_discard_worktrees_deletes_them_anyway(installed: Installed, ws_copy: Path):
-    trees = _with_worktrees(ws_copy, w2="dirty", w3="commit")
-    r = run(installed.script("remove.sh"), "--purge", "--discard-worktrees", str(ws_copy), env=installed.env())
-    assert r.returncode == 0, r.stdout + r.stderr
-    assert not (ws_copy / ".mam").exists() and not trees["w2"].exists()
-    assert "prunable" not in _git(ws_copy, "worktree", "list", "--porcelain")
-    assert _git(ws_copy, "branch", "--list", "mam/w3").strip()  # the branch keeps its commits
-    r = run(installed.script("remove.sh"), "--discard-worktrees", str(ws_copy), env=installed.env())
-    assert r.returncode == 2 and "goes with --purge" in r.stderr
-
-
-def test_purge_after_a_plain_remove_also_keeps_unsaved_worktrees(installed: Installed, ws_copy: Path):
-    trees = _with_worktrees(ws_copy, w2="dirty")
-    assert run(installed.script("remove.sh"), str(ws_copy), env=installed.env()).returncode == 0
-    r = run(installed.script("remove.sh"), "--purge", str(ws_copy), env=installed.env())
-    assert r.returncode == 1 and ".mam/worktrees/w2" in r.stderr
-    assert (trees["w2"] / "important.txt").exists()
+    assert set(sources().values()) == {"default"}
+    env_file = ws_copy / ".mam.env"
+    env_file.write_text(env_file.read_text().replace("# MAM_HEARTBEAT_S=30", "MAM_HEARTBEAT_S=12"))
+    changed = {k: v for k, v in sources().items() if v != "default"}
+    assert list(changed) == ["MAM_HEARTBEAT_S"] and changed["MAM_HEARTBEAT_S"].startswith(str(env_file))
