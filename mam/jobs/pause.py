@@ -22,6 +22,7 @@ until `mam resume --all`, no brief is typed anywhere in the workspace (a new del
 from __future__ import annotations
 
 import secrets
+import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -55,6 +56,10 @@ from mam.workspace import Workspace
 MODES = ("safe", "quick", "hard")
 RELEASE_CHECK_S = 5.0  # a hold's waiter looks again this often though a release pokes it
 PASTE_WAIT_S = 30.0  # a quick or hard pause waits at most this for a paste under way to end before its keys
+# A TUI tells a lone Escape from the start of an escape sequence by the quiet after it (the demo agent waits 50 ms,
+# terminals' escape timeouts run to a few hundred): a cancel's interrupt keys are followed by this much quiet
+# before the job ends and the session's next brief may be pasted (not a wait for an outcome).
+INTERRUPT_QUIET_S = 0.3
 
 
 class PauseRefused(JobError):
@@ -197,6 +202,7 @@ def cancel_job(
         ):
             try:
                 _act(ws, settings, registry, job, "quick", by="cancel")
+                time.sleep(INTERRUPT_QUIET_S)
             except MamError as e:  # the pane is gone or will not answer: the job is cancelled all the same
                 registry_note(registry, job_id, "interrupt_failed", note=str(e), by="cancel")
     return cancel(ws, registry, job_id)
