@@ -188,6 +188,7 @@ def remove_launcher(ws: Path, record: dict[str, Any]) -> None:
         path.parent.rmdir()
     except OSError:
         pass
+    say(f"{LAUNCHER}: removed (take its `export PATH={path.parent}:...` line out of your shell's startup file)")
 
 
 # -- skills ------------------------------------------------------------------------------------------
