@@ -10,6 +10,9 @@ Usage (from the deploy scripts only):
   _deploy.py apply SRC WS --venv created|existing --source-hash H --env-from example|.env|kept
   _deploy.py unapply SRC WS                      take out skills, .gitignore lines, an unchanged .mam.env
   _deploy.py get WS KEY                          print one manifest field ('' when absent)
+  _deploy.py worktrees WS [--remove [--discard]] list the git worktrees under WS/.mam holding work
+                                                 found nowhere else; --remove removes them (exit 1
+                                                 if any holds such work, unless --discard)
 """
 
 from __future__ import annotations
@@ -18,13 +21,16 @@ import argparse
 import hashlib
 import json
 import os
+import shlex
 import shutil
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
 from typing import Any
 
 MANIFEST = Path(".mam") / "install-manifest.json"
+LAUNCHER = Path(".mam") / "bin" / "mam"  # the one file the printed `export PATH` line puts on PATH
 SKILLS = Path(".agents") / "skills"
 ENV_FILE = ".mam.env"
 EXAMPLE = ".mam.env.example"
@@ -138,6 +144,53 @@ def write_manifest(ws: Path, manifest: dict[str, Any]) -> bool:
     return write_if_changed(ws / MANIFEST, data, mode=0o600)
 
 
+# -- the launcher on PATH --------------------------------------------------------------------------------
+
+LAUNCHER_TEXT = """#!/bin/sh
+# mam, as the `export PATH` line deploy/install.sh prints puts it on PATH (this folder holds only this
+# file, so no python3 or pip of mam's venv shadows yours). It runs the mam of the workspace it is used
+# in: $MAM_WORKSPACE's when set, else that of the nearest folder at or above the current one holding
+# .venv/bin/mam, else that of the workspace it was installed into (the last line).
+# Written by deploy/install.sh; deploy/remove.sh takes it out.
+if [ -n "${{MAM_WORKSPACE:-}}" ] && [ -x "$MAM_WORKSPACE/.venv/bin/mam" ]; then
+    exec "$MAM_WORKSPACE/.venv/bin/mam" "$@"
+fi
+dir=$(pwd -P 2>/dev/null) || dir=/
+while :; do
+    if [ -x "$dir/.venv/bin/mam" ] && [ -d "$dir/.mam" ]; then
+        exec "$dir/.venv/bin/mam" "$@"
+    fi
+    [ "$dir" = / ] && break
+    dir=${{dir%/*}}
+    [ -n "$dir" ] || dir=/
+done
+exec {mam} "$@"
+"""
+
+
+def write_launcher(ws: Path) -> dict[str, str]:
+    """`.mam/bin/mam` (0755), written only when its text changes; its record for the manifest."""
+    text = LAUNCHER_TEXT.format(mam=shlex.quote(str(ws / ".venv" / "bin" / "mam")))
+    if write_if_changed(ws / LAUNCHER, text.encode("utf-8"), mode=0o755):
+        say(f"wrote {LAUNCHER} (the folder the PATH line adds holds only mam)")
+    return {"path": LAUNCHER.as_posix(), "sha256": sha256_text(text)}
+
+
+def remove_launcher(ws: Path, record: dict[str, Any]) -> None:
+    path = ws / LAUNCHER
+    if not record or not path.is_file():
+        return
+    if sha256_file(path) != record.get("sha256"):
+        warn(f"kept {LAUNCHER}: changed since mam wrote it")
+        return
+    path.unlink()
+    try:
+        path.parent.rmdir()
+    except OSError:
+        pass
+    say(f"{LAUNCHER}: removed (take its `export PATH={path.parent}:...` line out of your shell's startup file)")
+
+
 # -- skills ------------------------------------------------------------------------------------------
 
 
@@ -203,6 +256,8 @@ def sync_skills(
             if folder.as_posix() not in created_dirs:
                 created_dirs.append(folder.as_posix())
     record: dict[str, dict[str, str]] = {}
+    touched: list[str] = []  # one line for all of them: an install's output stays short
+    files = 0
     for name in names:
         tree = skill_tree(src_root / name)
         changed = 0
@@ -226,7 +281,12 @@ def sync_skills(
                     prune_empty_dirs(parent)
         record[name] = tree
         if changed or stale:
-            say(f"skill {name}: {changed} file(s) copied, {len(stale)} removed")
+            touched.append(name if not stale else f"{name} ({len(stale)} file(s) removed)")
+            files += changed
+    if touched:
+        named = [t for t in touched if "(" in t]  # those that lost files are named however many changed
+        said = ", ".join(touched) if len(touched) <= 3 else ", ".join([f"{len(touched)} skills", *named])
+        say(f"{SKILLS}: {files} file(s) copied for {said}")
     for name in sorted(set(old) - set(names)):
         kept = remove_recorded_files(target_root / name, old[name])
         prune_empty_dirs(target_root / name)
@@ -312,6 +372,7 @@ def cmd_apply(args: argparse.Namespace) -> None:
     manifest["skills"] = sync_skills(src, ws, old.get("skills", {}), created_dirs)
     manifest["created_dirs"] = created_dirs
     manifest["gitignore"] = gitignore_add(ws, old.get("gitignore", {}))
+    manifest["launcher"] = write_launcher(ws)
     env = dict(old.get("env_file", {}))
     if args.env_from != "kept" or not env:
         env["from"] = args.env_from
@@ -357,6 +418,83 @@ def cmd_unapply(args: argparse.Namespace) -> None:
         else:
             say(f"{ENV_FILE}: kept (it holds your settings)")
     gitignore_remove(ws, manifest.get("gitignore", {}))
+    remove_launcher(ws, manifest.get("launcher", {}))
+
+
+def _git(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    """git with argv only, outside any GIT_* variable of the caller (GIT_DIR would point elsewhere)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
+    return subprocess.run(["git", *args], cwd=cwd, env=env, capture_output=True, text=True, check=False)
+
+
+def linked_worktrees(state: Path) -> list[Path]:
+    """Every linked git worktree under `state` (a folder holding a `.git` file), outermost only."""
+    found: list[Path] = []
+    for folder, dirs, files in os.walk(state):
+        if ".git" in files:
+            found.append(Path(folder))
+            dirs[:] = []
+        else:
+            dirs[:] = sorted(d for d in dirs if not os.path.islink(os.path.join(folder, d)))
+    return sorted(found)
+
+
+def unsaved_work(wt: Path) -> list[str]:
+    """What removing worktree `wt` would lose: uncommitted or untracked files, commits on no other ref."""
+    try:
+        status = _git(["status", "--porcelain", "--untracked-files=all", "--ignore-submodules=none"], wt)
+    except OSError:
+        return ["git was not found to check it"]
+    if status.returncode != 0:
+        return [f"git cannot read it ({status.stderr.strip().splitlines()[-1:] or ['?']})"]
+    found = []
+    changes = [line for line in status.stdout.splitlines() if line.strip()]
+    if changes:
+        listing = ", ".join(c.strip() for c in changes[:5]) + (", ..." if len(changes) > 5 else "")
+        found.append(f"{len(changes)} uncommitted change(s): {listing}")
+    branch = _git(["symbolic-ref", "--quiet", "--short", "HEAD"], wt).stdout.strip()
+    # Commits its base lacks: on HEAD and on no other branch, tag or remote branch.
+    others = ([f"--exclude={branch}"] if branch else []) + ["--branches", "--tags", "--remotes"]
+    count = _git(["rev-list", "--count", "HEAD", "--not", *others], wt)
+    if count.returncode == 0 and count.stdout.strip() not in ("", "0"):
+        where = f"on branch {branch} only" if branch else "on a detached HEAD only"
+        found.append(f"{count.stdout.strip()} commit(s) {where}")
+    return found
+
+
+def _main_checkout(wt: Path) -> Path | None:
+    listed = _git(["worktree", "list", "--porcelain"], wt)
+    first = next((line for line in listed.stdout.splitlines() if line.startswith("worktree ")), "")
+    return Path(first[len("worktree ") :]) if listed.returncode == 0 and first else None
+
+
+def cmd_worktrees(args: argparse.Namespace) -> int:
+    ws = Path(args.ws)
+    state = ws / ".mam"
+    trees = linked_worktrees(state) if state.is_dir() else []
+    risky = {wt: unsaved_work(wt) for wt in trees}
+    risky = {wt: why for wt, why in risky.items() if why}
+    listing = [f"  {wt.relative_to(ws).as_posix()}: {'; '.join(why)}" for wt, why in risky.items()]
+    if not args.remove:
+        if listing:
+            print("\n".join(listing))
+        return 0
+    if risky and not args.discard:
+        print("\n".join(listing), file=sys.stderr)
+        return 1
+    for wt in trees:
+        main = _main_checkout(wt)
+        if main is None or main == wt:
+            warn(f"{wt}: its repository cannot be found; deleted with .mam/ (see `git worktree prune`)")
+            continue
+        done = _git(["worktree", "remove", "--force", "--force", str(wt)], main)
+        _git(["worktree", "prune"], main)
+        if done.returncode != 0:
+            warn(f"git could not remove the worktree {wt}: {done.stderr.strip()}")
+            return 1
+        said = " (its unsaved work discarded)" if wt in risky else ""
+        say(f"worktree {wt.relative_to(ws).as_posix()}: removed from {main}{said}")
+    return 0
 
 
 def cmd_get(args: argparse.Namespace) -> None:
@@ -389,9 +527,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("ws")
     p.add_argument("key")
     p.set_defaults(func=cmd_get)
+    p = sub.add_parser("worktrees")
+    p.add_argument("ws")
+    p.add_argument("--remove", action="store_true")
+    p.add_argument("--discard", action="store_true")
+    p.set_defaults(func=cmd_worktrees)
     args = parser.parse_args(argv)
-    args.func(args)
-    return 0
+    return args.func(args) or 0
 
 
 if __name__ == "__main__":

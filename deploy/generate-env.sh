@@ -7,7 +7,8 @@ usage() {
 Usage: deploy/generate-env.sh [--force] [WORKSPACE]
 
 Create WORKSPACE/.mam.env (default WORKSPACE: the current folder) from the clone's
-.mam.env.example, which documents every setting with its default. An existing .mam.env is
+.mam.env.example, which documents every setting with its default, each commented out (so
+`mam config` shows as set in .mam.env only the keys you uncomment). An existing .mam.env is
 left alone unless --force is given.
 
 Options:

@@ -9,8 +9,12 @@ Usage: deploy/install.sh [WORKSPACE]
 Install mam from the clone this script lives in into WORKSPACE (default: the current folder;
 created if missing, once the prerequisites are met):
 a venv at WORKSPACE/.venv with mam in it, the skills in WORKSPACE/.agents/skills/, a
-WORKSPACE/.mam.env from .mam.env.example (only if missing; a legacy .env is copied instead),
-and .venv, .mam/ and .mam.env in WORKSPACE/.gitignore. What it adds is recorded in
+WORKSPACE/.mam.env from .mam.env.example (every key commented out at its default; only if
+missing; a legacy .env is copied instead),
+.venv, .mam/ and .mam.env in WORKSPACE/.gitignore, and WORKSPACE/.mam/bin/mam, the one file
+the `export PATH` line it prints puts on PATH (it runs the mam of the workspace it is used in:
+$MAM_WORKSPACE's, else the nearest folder at or above the current one with .venv/bin/mam, else
+WORKSPACE's; never the venv's python3 or pip). What it adds is recorded in
 WORKSPACE/.mam/install-manifest.json so deploy/remove.sh can take out exactly that.
 
 It is safe to run again: nothing changes when nothing changed.

@@ -14,6 +14,10 @@ Install mam from the source tree SRC (a clone) into the workspace folder DEST:
   DEST/.mam.env               written from SRC/.mam.env.example, only if missing; a legacy
                               DEST/.env is copied instead when there is one (the .env stays)
   DEST/.gitignore             .venv, .mam/ and .mam.env added once (existing content kept)
+  DEST/.mam/bin/mam           the one file the printed `export PATH` line puts on PATH: it runs
+                              the mam of the workspace it is used in ($MAM_WORKSPACE, else the
+                              nearest folder at or above the current one with .venv/bin/mam),
+                              else DEST's
   DEST/.mam/install-manifest.json
                               what was added, so remove.sh can take out exactly that
 
@@ -117,17 +121,27 @@ else
     trap 'rm -rf -- "$stage"' EXIT
     run_helper stage "$SRC" "$stage/mam" >/dev/null
     say "pip-installing mam and its dependencies into $VENV (usually 15-60 s; longer with a cold pip cache)"
-    pip_args=(install --disable-pip-version-check)
-    if [[ -t 1 ]]; then
-        pip_args+=(--progress-bar on)  # a terminal: pip's own progress
-    else
-        pip_args+=(--quiet)
-    fi
+    # pip's own output is ~100 lines of bars and notes: quiet everywhere (its errors still show); on a
+    # terminal one line counts the seconds while it runs, and is cleared after.
+    pip_args=(install --disable-pip-version-check --quiet)
     if [[ "$UPDATE" -eq 1 ]]; then
         pip_args+=(--upgrade)
     fi
     started=$SECONDS
-    if ! "$VENV/bin/python" -I -m pip "${pip_args[@]}" "$stage/mam"; then
+    pip_rc=0
+    if [[ -t 1 ]]; then
+        "$VENV/bin/python" -I -m pip "${pip_args[@]}" "$stage/mam" &
+        pip_pid=$!
+        while kill -0 "$pip_pid" 2>/dev/null; do
+            printf '\r%s: pip is working: %d s ' "$PROG" "$((SECONDS - started))"
+            sleep 1
+        done
+        printf '\r\033[K'
+        wait "$pip_pid" || pip_rc=$?
+    else
+        "$VENV/bin/python" -I -m pip "${pip_args[@]}" "$stage/mam" || pip_rc=$?
+    fi
+    if [[ "$pip_rc" -ne 0 ]]; then
         if [[ "$created_now" -eq 1 ]]; then
             rm -rf -- "$VENV"  # a half-made venv of ours: the next run starts clean
         fi
@@ -147,7 +161,7 @@ elif [[ -f "$WS/.env" ]]; then
 else
     write_env_from_example "$SRC" "$WS"
     env_from="example"
-    say "wrote .mam.env from .mam.env.example (edit it to configure mam)"
+    say "wrote .mam.env from .mam.env.example: every key commented out at its default; uncomment what you change"
 fi
 
 # 4. Skills, .gitignore and the manifest (each file written only when its content changes).
@@ -155,6 +169,8 @@ run_helper apply "$SRC" "$WS" --venv "$venv_state" --source-hash "$hash" --env-f
 
 version="$("$VENV/bin/mam" --version 2>/dev/null)" || die "$VENV/bin/mam does not run; try deploy/update.sh $WS"
 say "done: $version in $VENV"
-say "to run this workspace's mam as \`mam\`, add this line to your shell's startup file (~/.bashrc, ~/.zshrc):"
-printf '    export PATH=%q:"$PATH"\n' "$VENV/bin"
-say "next: mam --help"
+say "to run mam as \`mam\`, add this line to your shell's startup file (~/.bashrc, ~/.zshrc):"
+printf '    export PATH=%q:"$PATH"\n' "$WS/.mam/bin"
+say "(that folder holds only mam; in any workspace made with install.sh it runs that workspace's own mam)"
+say "no agent CLI yet? \`mam demo\` shows demo agents doing real jobs (no LLM needed)"
+say "next, as the README's \"Your first hour with a real agent\" goes: cd $(printf '%q' "$WS") && mam doctor"

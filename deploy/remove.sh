@@ -4,7 +4,7 @@ set -euo pipefail
 
 usage() {
     cat <<'USAGE'
-Usage: deploy/remove.sh [--purge] [--force] [WORKSPACE]
+Usage: deploy/remove.sh [--purge [--discard-worktrees]] [--force] [WORKSPACE]
 
 Remove from WORKSPACE (default: the current folder) what deploy/install.sh added, as recorded
 in WORKSPACE/.mam/install-manifest.json:
@@ -16,6 +16,8 @@ in WORKSPACE/.mam/install-manifest.json:
   .mam.env              deleted only if it is unchanged from .mam.env.example
   .gitignore            the lines install added are taken out (the file is deleted only if
                         install created it and nothing else is left in it)
+  .mam/bin/mam          the launcher the printed `export PATH` line puts on PATH (kept if
+                        you changed it); take that line out of your shell's startup file
 
 Sessions whose agents still run are listed and the removal refused (their agents run mam
 from the venv); with --force they are stopped first (`mam session stop`, conversations kept).
@@ -23,15 +25,24 @@ The workspace's embedded broker is stopped too (it runs from the venv). WORKSPAC
 (sessions, jobs, logs) is kept unless --purge is given; `remove.sh --purge` after a plain
 remove.sh deletes it then. Your own files are never touched.
 
+Session worktrees (git worktrees under WORKSPACE/.mam/, made by `mam session create
+--worktree`) go with --purge: each is removed with `git worktree remove` and pruned, so git
+keeps no entry for it; their branches are kept. A worktree holding work found nowhere else
+(uncommitted or untracked files, or commits on no other branch, tag or remote branch) is
+never deleted silently: they are listed and nothing is removed, unless --discard-worktrees
+is given too. --force does not change that.
+
 Options:
-  --purge      also delete WORKSPACE/.mam/ (the session registry, job records and logs)
-  --force      stop running sessions instead of refusing
-  -h, --help   show this help
+  --purge              also delete WORKSPACE/.mam/ (the session registry, job records, logs
+                       and session worktrees)
+  --discard-worktrees  with --purge: delete session worktrees even when they hold unsaved work
+  --force              stop running sessions instead of refusing
+  -h, --help           show this help
 Environment:
   PYTHON       the Python used by the deploy helper (default: python3, else the venv's)
 
-Exit codes: 0 removed; 1 nothing recorded to remove, sessions still running (no --force), or a
-step failed; 2 bad usage.
+Exit codes: 0 removed; 1 nothing recorded to remove, sessions still running (no --force),
+worktrees holding unsaved work (no --discard-worktrees), or a step failed; 2 bad usage.
 USAGE
 }
 
@@ -41,12 +52,14 @@ source "$(dirname "${BASH_SOURCE[0]}")/_common.sh"
 
 PURGE=0
 FORCE=0
+DISCARD=0
 ARGS=()
 while [[ $# -gt 0 ]]; do
     case "$1" in
         -h | --help) usage; exit 0 ;;
         --purge) PURGE=1 ;;
         --force) FORCE=1 ;;
+        --discard-worktrees) DISCARD=1 ;;
         --) shift; ARGS+=("$@"); break ;;
         -*) usage_error "unknown option: $1" ;;
         *) ARGS+=("$1") ;;
@@ -54,13 +67,51 @@ while [[ $# -gt 0 ]]; do
     shift
 done
 [[ "${#ARGS[@]}" -le 1 ]] || usage_error "expected at most one WORKSPACE"
+[[ "$DISCARD" -eq 0 || "$PURGE" -eq 1 ]] || usage_error "--discard-worktrees goes with --purge"
 resolve_workspace "${ARGS[0]:-$PWD}"
 
 VENV="$WS/.venv"
 MANIFEST="$WS/$MAM_MANIFEST_REL"
+
+need_python() {
+    find_python
+    if [[ -z "$PY" ]]; then
+        if [[ -x "$VENV/bin/python" ]]; then
+            PY="$VENV/bin/python"
+        else
+            die "no Python found to read $1; set PYTHON=/path/to/python3"
+        fi
+    fi
+}
+
+# --purge deletes .mam/ and the session worktrees in it: refuse, before anything changes, while
+# one holds work found nowhere else (unless --discard-worktrees).
+check_worktrees() {
+    local risky
+    [[ "$PURGE" -eq 1 && "$DISCARD" -eq 0 && -d "$WS/.mam" ]] || return 0
+    risky="$(run_helper worktrees "$WS")"
+    [[ -n "$risky" ]] || return 0
+    printf '%s: error: --purge would delete worktrees under %s/.mam holding work found nowhere else:\n' "$PROG" "$WS" >&2
+    printf '%s\n' "$risky" >&2
+    printf 'Nothing was removed. Commit, merge or copy that work first, or run again with --purge --discard-worktrees to delete them anyway.\n' >&2
+    exit 1
+}
+
+# remove_worktrees: remove every worktree under .mam/ from its repository (git worktree remove + prune).
+remove_worktrees() {
+    local discard=()
+    [[ "$DISCARD" -eq 0 ]] || discard=(--discard)
+    if ! run_helper worktrees "$WS" --remove ${discard[@]+"${discard[@]}"}; then
+        die "kept $WS/.mam: a worktree in it could not be removed, or now holds work found nowhere else (see above)"
+    fi
+}
+
 if [[ ! -f "$MANIFEST" ]]; then
     if [[ "$PURGE" -eq 1 && -d "$WS/.mam" && ! -e "$VENV/bin/mam" ]]; then
         # A plain remove.sh ran before: only the state it kept is left to delete.
+        need_python "$WS/.mam"
+        check_worktrees
+        remove_worktrees
         rm -rf -- "$WS/.mam"
         say "removed $WS/.mam (--purge; mam itself was already removed)"
         exit 0
@@ -68,14 +119,8 @@ if [[ ! -f "$MANIFEST" ]]; then
     die "nothing to remove: $MANIFEST not found (was mam installed here with deploy/install.sh?)"
 fi
 
-find_python
-if [[ -z "$PY" ]]; then
-    if [[ -x "$VENV/bin/python" ]]; then
-        PY="$VENV/bin/python"
-    else
-        die "no Python found to read $MANIFEST; set PYTHON=/path/to/python3"
-    fi
-fi
+need_python "$MANIFEST"
+check_worktrees
 say "removing mam from $WS"
 
 # Agents of running sessions run mam from the venv about to go: list them, refuse, or stop them (--force).
@@ -112,6 +157,9 @@ fi
 if [[ -x "$VENV/bin/mam" && -f "$WS/.mam/broker/broker.json" ]]; then
     "$VENV/bin/mam" --workspace "$WS" broker stop >/dev/null || warn "could not stop the embedded broker; see $WS/.mam/broker/"
 fi
+
+# --purge: the worktrees go from their repository first (while the helper's Python is surely there).
+[[ "$PURGE" -eq 0 ]] || remove_worktrees
 
 venv_state="$(run_helper get "$WS" venv)"
 run_helper unapply "$MAM_CLONE_DIR" "$WS"

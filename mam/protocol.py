@@ -232,7 +232,15 @@ OPS: dict[str, tuple[Field, ...]] = {
         ),
         Field("waiting_on", str, "With --disposition blocked: the task it waits on", flag="--waiting-on", id="task id"),
     ),
-    "cancel": (_JOB,),
+    "cancel": (
+        _JOB,
+        Field(
+            "no_interrupt",
+            bool,
+            "Do not interrupt the agent's turn: the job only ends, the agent finishes what it is doing",
+            flag="--no-interrupt",
+        ),
+    ),
     "pause": (_JOB, _MODE, _BY),
     "resume": (_JOB, _BY),
     "hold": (_MODE, _BY),

@@ -558,16 +558,19 @@ def _validate(values: Mapping[str, str], sources: Mapping[str, str]) -> None:
 
 
 def example_env_text() -> str:
-    """The text of `.mam.env.example`: every key, its meaning and its default."""
+    """The text of `.mam.env.example`: every key, its meaning and its default, each commented out, so a
+    `.mam.env` made from it holds only what the user sets (`mam config` shows those as set in the file)."""
     lines = [
         "# mam settings for this workspace. Copy to .mam.env (deploy/generate-env.sh does it).",
         "# The process environment wins over this file. Lines are KEY=VALUE; '#' starts a comment;",
         "# values may be quoted with '...' or \"...\".",
+        "# Every key is listed commented out, at its default: to set one, remove its '# ' and change",
+        "# the value (`mam config` then shows it as set here, every other as its default).",
         "",
     ]
     for key in KEYS:
         lines.append(f"# {key.doc}")
-        lines.append(f"{key.name}={_quote(key.default)}")
+        lines.append(f"# {key.name}={_quote(key.default)}")
         lines.append("")
     return "\n".join(lines)
 

@@ -129,8 +129,10 @@ def _choose_port(ws: Workspace, settings: Settings) -> int:
     return free_port()
 
 
-def start(ws: Workspace, settings: Settings, *, timeout: float = 15.0) -> BrokerStatus:
-    """Start the embedded broker if it is not running; harmless when it is."""
+def start(ws: Workspace, settings: Settings, *, timeout: float = 15.0, on_demand: bool = False) -> BrokerStatus:
+    """Start the embedded broker if it is not running; harmless when it is. `on_demand`: started because a
+    command needed it (recorded: the workspace's node stops such a broker when it ends with nothing left,
+    never one started with `mam broker start`)."""
 
     ws.ensure_state()
     ws.broker_dir.mkdir(mode=0o700, exist_ok=True)
@@ -182,6 +184,7 @@ def start(ws: Workspace, settings: Settings, *, timeout: float = 15.0) -> Broker
                 "started_at": time.time(),
                 "username": login.username,
                 "password_file": str(login.path),
+                "on_demand": on_demand,
             },
             mode=0o600,
         )
@@ -192,6 +195,11 @@ def start(ws: Workspace, settings: Settings, *, timeout: float = 15.0) -> Broker
             tail = _log_tail(log)
             raise BrokerError(f"embedded broker did not start on 127.0.0.1:{port}; log {log}:\n{tail}")
         return status(ws)
+
+
+def started_on_demand(ws: Workspace) -> bool:
+    """Whether the broker that runs (or last ran) was started on demand, not by `mam broker start`."""
+    return _read_state(ws).get("on_demand") is True
 
 
 def _wait_port(port: int, pid: int, timeout: float) -> bool:

@@ -79,7 +79,7 @@ def resolve_endpoint(settings: Settings, ws: Workspace, *, autostart: bool = Tru
             "no broker is configured (MQTT_BROKER is empty) and this workspace's embedded broker is not running; "
             "start it with `mam broker start`, or set MQTT_BROKER in .mam.env"
         )
-    started = embedded.start(ws, settings)
+    started = embedded.start(ws, settings, on_demand=True)
     if not started.port:
         raise BrokerError(f"the embedded broker started but recorded no port; see {started.log}")
     return _embedded_endpoint(ws, started.port)

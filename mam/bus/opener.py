@@ -51,8 +51,11 @@ def opener(
         except ConfigError as e:
             raise BrokerError(f"cannot read the broker settings: {e}") from e
         if warn:
+            from mam.util.once import first
+
             for warning in settings.warnings:
-                print(f"mam: warning: {warning}", file=sys.stderr)
+                if first(warning):
+                    print(f"mam: warning: {warning}", file=sys.stderr)
         endpoint = resolve_endpoint(settings, ws, autostart=False)
         return MqttClient(endpoint, client_id=client_id(settings, role), reconnect=reconnect).connect(timeout)
 

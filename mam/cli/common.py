@@ -36,6 +36,7 @@ class App:
             from mam.workspace import find_workspace
 
             self._ws = find_workspace(self.workspace_arg)
+            self.warn_settings()  # every command that acts on a workspace says its settings' warnings, once
         return self._ws
 
     @property
@@ -49,8 +50,24 @@ class App:
                 self._settings = load_settings(env_file=self.ws.env_file)
             _configure_logging(self._settings.log_level)
             for warning in self._settings.warnings:
-                echo(f"mam: warning: {warning}", err=True)
+                warn_once(warning)
         return self._settings
+
+    def warn_settings(self) -> None:
+        """Say the settings' warnings (an unknown `.mam.env` key) now: nothing when they cannot be read (a
+        command that needs them says why when it loads them)."""
+        try:
+            self.settings  # noqa: B018  # loading them says their warnings, once
+        except MamError:
+            pass
+
+
+def warn_once(warning: str) -> None:
+    """`mam: warning: ...` on stderr, once per process whatever says it (the settings, the node's frames)."""
+    from mam.util.once import first
+
+    if first(warning):
+        echo(f"mam: warning: {warning}", err=True)
 
 
 def _configure_logging(level: str) -> None:
@@ -171,7 +188,7 @@ def node_value(app: App, op: str, args: dict[str, Any], *, signals: bool = False
 
     def said(frame: dict[str, Any]) -> None:
         if "warning" in frame:
-            echo(f"mam: warning: {frame['warning']}", err=True)
+            warn_once(str(frame["warning"]))
 
     try:
         return answer(call(app.ws.root, op, args, on_frame=said, signals=signals))

@@ -185,12 +185,30 @@ def log_(app: App, job_id: str, as_json: bool) -> None:
 @job.command("cancel")
 @workspace_option
 @click.argument("job_id")
+@click.option(
+    "--no-interrupt",
+    is_flag=True,
+    help="Only end the job: the agent finishes its turn (the session's next brief waits behind it).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the job record as JSON.")
 @click.pass_obj
-def cancel(app: App, job_id: str, as_json: bool) -> None:
-    """Cancel an open job (its wrapper then exits 5). Exit 1 if it already ended, 5 if unknown."""
+def cancel(app: App, job_id: str, no_interrupt: bool, as_json: bool) -> None:
+    """Cancel an open job: its agent's turn is interrupted, then the job ends cancelled.
 
-    view = node_value(app, "cancel", {"job": job_id})
+    The agent's turn on the job is stopped with its CLI's interrupt keys (Escape; as `mam job pause
+    --mode quick` does): the agent is not exited and keeps its conversation, and the session's next
+    job is typed once the job has ended. Nothing is pressed for a job whose brief was never typed
+    (it is only dropped), whose agent's hooks say it is idle, or that runs on another host.
+    --no-interrupt: only end the job; the agent finishes its turn, and the session's next brief waits
+    in its input until then. The job's wrapper (`mam job delegate`, `mam job wait`) then exits 5.
+
+    Exit codes: 0 cancelled; 1 it already ended; 2 a bad id; 5 no such job.
+    """
+
+    args: dict[str, object] = {"job": job_id}
+    if no_interrupt:
+        args["no_interrupt"] = True
+    view = node_value(app, "cancel", args)
     if as_json:
         echo_json(view)
     else:

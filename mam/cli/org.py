@@ -8,7 +8,16 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from mam.cli.common import App, brief_options, echo, echo_json, open_registry, read_brief, workspace_option
+from mam.cli.common import (
+    App,
+    brief_options,
+    echo,
+    echo_json,
+    open_registry,
+    read_brief,
+    warn_once,
+    workspace_option,
+)
 from mam.errors import UsageError
 
 if TYPE_CHECKING:
@@ -76,7 +85,7 @@ def _run(app: App, op: str, args: dict[str, Any]) -> Any:
 
     def said(frame: dict[str, Any]) -> None:
         if "warning" in frame:
-            echo(f"mam: warning: {frame['warning']}", err=True)
+            warn_once(str(frame["warning"]))
 
     try:
         final = call(app.ws.root, op, args, on_frame=said)

@@ -22,6 +22,7 @@ until `mam resume --all`, no brief is typed anywhere in the workspace (a new del
 from __future__ import annotations
 
 import secrets
+import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -34,7 +35,7 @@ from mam.jobs.brief import TASK_KIND, resume_brief
 from mam.jobs.delivery import PaneDelivery
 from mam.jobs.ledger import Ledger
 from mam.jobs.model import Job, Pause, Resume
-from mam.jobs.queries import status
+from mam.jobs.queries import cancel, status
 from mam.jobs.stale import change_outside
 from mam.jobs.target import parse_target
 from mam.notify import send
@@ -57,6 +58,10 @@ MODES = ("safe", "quick", "hard")
 RELEASE_CHECK_S = 5.0  # a hold's waiter looks again this often though a release pokes it
 RESUME_WORKERS = 8  # `mam resume --all` resumes at most this many jobs at once
 PASTE_WAIT_S = 30.0  # a quick or hard pause waits at most this for a paste under way to end before its keys
+# A TUI tells a lone Escape from the start of an escape sequence by the quiet after it (the demo agent waits 50 ms,
+# terminals' escape timeouts run to a few hundred): a cancel's interrupt keys are followed by this much quiet
+# before the job ends and the session's next brief may be pasted (not a wait for an outcome).
+INTERRUPT_QUIET_S = 0.3
 
 
 class PauseRefused(JobError):
@@ -172,6 +177,37 @@ def resume_job(
         pauses.drop(conn, job_id)
     _notify(ws, settings, "resumed", job_id, row.session, mode=mode, by=who, since=rec.now_ms())
     return status(registry, job_id)
+
+
+def cancel_job(
+    ws: Workspace, settings: Settings, registry: Registry, job_id: str, *, interrupt: bool = True
+) -> dict[str, Any]:
+    """`mam job cancel`: first the agent's turn on the job is interrupted with its CLI's interrupt keys (as a
+    quick pause does; never an exit, the conversation stays), then the job ends cancelled, so the session's
+    next job is typed into an agent that stopped working on this one. `interrupt=False`: the job only ends
+    (the agent finishes its turn; the next brief waits in the CLI's input until then).
+
+    Nothing is pressed for a job whose brief was never typed, whose agent is known idle (its hooks said so),
+    that a quick or hard pause interrupted already, or that runs on another host."""
+    check_job_id(job_id)
+    row = registry.job(job_id)  # JobNotFound (exit 5)
+    if interrupt and row.open and not (row.data.get("meta", {}).get("runner") or parse_target(row.target).remote):
+        job = Job.from_dict(row.data.get("job", {}))
+        if JobState.DELIVERING in (job.state, job.paused_from):
+            job = _pasted(registry, job)  # keys pressed during the paste would land in it
+        with registry.read() as conn:
+            paused = pauses.get(conn, job_id) if job.state == JobState.PAUSED else None
+        if (
+            not (job.untyped or job.terminal)
+            and job.activity not in ("idle", "ended")
+            and (paused is None or paused.mode == "safe")
+        ):
+            try:
+                _act(ws, settings, registry, job, "quick", by="cancel")
+                time.sleep(INTERRUPT_QUIET_S)
+            except MamError as e:  # the pane is gone or will not answer: the job is cancelled all the same
+                registry_note(registry, job_id, "interrupt_failed", note=str(e), by="cancel")
+    return cancel(ws, registry, job_id)
 
 
 def registry_note(registry: Registry, job_id: str, kind: str, **fields: Any) -> None:

@@ -343,12 +343,13 @@ def build(service: Service, *, poll_s: float) -> MCPServer:
         return ok({"id": id, "lines": lines}, f"job {id}: {len(lines)} audit line(s)")
 
     @server.tool(
-        description=f"Cancel an open job (`mam job cancel`); exit_code {Exit.FAILED} if it already ended, "
-        f"{Exit.NOT_FOUND} if unknown."
+        description="Cancel an open job (`mam job cancel`): its agent's turn is interrupted with the CLI's interrupt "
+        "keys (never an exit; no_interrupt: the agent finishes its turn), then the job ends cancelled; exit_code "
+        f"{Exit.FAILED} if it already ended, {Exit.NOT_FOUND} if unknown."
     )
     @guarded
-    async def job_cancel(id: str) -> CallToolResult:
-        view = await thread(service.job_cancel, id=id)
+    async def job_cancel(id: str, no_interrupt: bool = False) -> CallToolResult:
+        view = await thread(service.job_cancel, id=id, no_interrupt=no_interrupt)
         return ok(view, f"job {id}: {view['state']}")
 
     @server.tool(

@@ -284,8 +284,8 @@ class Service:
         lines = job_log(self.ws, self._existing(id), id)
         return lines[-limit:] if limit else lines
 
-    def job_cancel(self, *, id: str) -> dict[str, Any]:
-        return dict(self.node("cancel", job=check_job_id(id)))
+    def job_cancel(self, *, id: str, no_interrupt: bool = False) -> dict[str, Any]:
+        return dict(self.node("cancel", job=check_job_id(id), no_interrupt=no_interrupt))
 
     def job_pause(self, *, id: str, mode: str = "safe", by: str | None = None) -> dict[str, Any]:
         return dict(self.node("pause", job=check_job_id(id), mode=mode, by=by))

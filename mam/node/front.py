@@ -20,6 +20,7 @@ import sys
 from mam.node import client
 from mam.node.wire import pretty
 from mam.protocol import DELEGATE, EVENT_TYPES, OPS, Field, Invalid, check_id_text, request, settings_of
+from mam.util.once import first
 
 TYPE_CHECKING = False  # not `typing`'s: importing it costs ~5 ms of every event's start
 if TYPE_CHECKING:
@@ -250,7 +251,8 @@ def _event(rest: list[str], ws: str | None) -> int:
     warnings: list[str] = []
     final = _run("event", values, ws, lambda m: warnings.append(str(m["warning"])) if "warning" in m else None, _gone)
     for w in warnings:
-        _err(f"mam: warning: {w}")
+        if first(w):
+            _err(f"mam: warning: {w}")
     if "answer" not in final:
         return _said(final)
     out = final["answer"]
@@ -302,7 +304,8 @@ class _Shown:
 
     def frame(self, msg: dict[str, Any]) -> None:
         if "warning" in msg:
-            self.say(f"mam: warning: {msg['warning']}")
+            if first(str(msg["warning"])):
+                self.say(f"mam: warning: {msg['warning']}")
         elif "progress" in msg:
             body = msg["progress"]
             if self.live is not None:

@@ -18,7 +18,9 @@ the web page (mam.web.serve.Hosted, in a thread) until `mam web --stop` (op `web
 the workspace is open, no routine is enabled, no task waits for the node to wake it, it serves no
 page and the workspace's tmux server is not running (so `mam demo` leaves nothing behind), or once
 its socket file is gone or replaced, or mam's code on disk changed (when idle: a stale node never
-serves new callers); `mam node stop` and SIGTERM end any node.
+serves new callers); `mam node stop` and SIGTERM end any node. A node that ends with nothing left
+(no open job, no enabled routine, no task to wake, no tmux server) stops the workspace's embedded
+broker too when a command started it on demand (never one started with `mam broker start`).
 Open jobs stay open when a node ends; the next node's monitor (or a `mam job wait`) takes them over,
 and the heartbeats it ran as threads go on in heartbeater processes (mam.jobs.heartbeat.hand_over).
 """
@@ -121,6 +123,7 @@ class Node:
                 self.monitor.stop()
             heartbeat.hand_over()  # the jobs it beats for go on beating in processes of their own
             log.info("ended: %s", self._why or "stopped")
+            self._end_broker()
 
     def _accept(self, listener: socket.socket) -> None:
         last_check = time.monotonic()
@@ -199,19 +202,45 @@ class Node:
             return ""  # a page is served until `mam web --stop` or `mam node stop`
         if not self.autostarted or self.name:
             return ""
-        if self._open_jobs():
+        if self._left():
             return ""
+        return "the workspace's tmux server is not running and no job is open"
+
+    def _left(self) -> str:
+        """What still needs the node ('' when nothing does)."""
+        if self._open_jobs():
+            return "an open job"
         from mam.routines.node import keeps_node
 
         if keeps_node(self.ws):  # an enabled routine fires on its own schedule (mam.routines)
-            return ""
+            return "an enabled routine"
         from mam.org.node import keeps_node as org_keeps_node
 
         if org_keeps_node(self.ws, self.settings):  # a task the node will wake (mam.org)
-            return ""
+            return "a task to wake"
         if _tmux_running(self.ws, self.settings):
-            return ""
-        return "the workspace's tmux server is not running and no job is open"
+            return "the workspace's tmux server (its sessions)"
+        return ""
+
+    def _end_broker(self) -> None:
+        """With nothing left, the embedded broker a command started on demand ends with the node."""
+        from mam.broker import embedded
+
+        try:
+            if not embedded.started_on_demand(self.ws) or not embedded.status(self.ws).running:
+                return
+            left = self._left()
+            if left:
+                log.info("the embedded broker keeps running: %s is left", left)
+                return
+            stopped = embedded.stop(self.ws)
+            log.info(
+                "stopped the embedded broker (started on demand; nothing is left)"
+                if not stopped.running
+                else "the embedded broker did not stop"
+            )
+        except Exception as e:  # the node's end must not fail on this: the broker stays, as before
+            log.warning("could not stop the embedded broker: %s", e)
 
     def _open_jobs(self) -> list[str]:
         registry = Registry.open_existing(self.ws)

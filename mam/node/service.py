@@ -302,9 +302,14 @@ class Service:
         return Result(out.as_dict(), out.exit_code)
 
     def op_cancel(self, args: dict[str, Any], settings: Settings, reply: Reply, env: Mapping[str, str]) -> Result:
-        from mam.jobs.queries import cancel, existing_registry
+        from mam.jobs.pause import cancel_job
+        from mam.jobs.queries import existing_registry
 
-        return Result(cancel(self.ws, existing_registry(self.ws, args["job"]), args["job"]), Exit.OK)
+        job_id = args["job"]
+        view = cancel_job(
+            self.ws, settings, existing_registry(self.ws, job_id), job_id, interrupt=not args.get("no_interrupt")
+        )
+        return Result(view, Exit.OK)
 
     def op_pause(self, args: dict[str, Any], settings: Settings, reply: Reply, env: Mapping[str, str]) -> Result:
         from mam.jobs.pause import pause_job
@@ -488,7 +493,7 @@ class Service:
     def op_task_cancel(self, args: dict[str, Any], settings: Settings, reply: Reply, env: Mapping[str, str]) -> Result:
         """The task cancelled first (so its job's end no longer moves it), then the job it runs, if still open."""
         from mam.errors import JobError
-        from mam.jobs.queries import cancel as cancel_job
+        from mam.jobs.pause import cancel_job
         from mam.org.manage import cancel, show_task
 
         with _registry(self.ws) as registry:
@@ -497,7 +502,7 @@ class Service:
                 row = registry.find_job(job)
                 if row is not None and row.open:
                     try:
-                        cancel_job(self.ws, registry, job)
+                        cancel_job(self.ws, settings, registry, job)
                     except JobError:
                         pass  # it ended meanwhile
             out = show_task(registry, args["task"], settings)

@@ -434,17 +434,19 @@ class TopApp(App[tuple[str, str] | None]):
             if yes:
                 self.run_worker(lambda: self._cancel(job), thread=True, group="act")
 
-        self.push_screen(Confirm(f"Cancel job {job}? The brief already in the pane is not taken back."), answered)
+        self.push_screen(
+            Confirm(f"Cancel job {job}? Its agent's turn on it is interrupted (the agent keeps running)."), answered
+        )
 
     def _cancel(self, job: str) -> None:
         from mam.errors import MamError
-        from mam.jobs.queries import cancel
+        from mam.jobs.pause import cancel_job
         from mam.store.registry import Registry
 
         try:
             registry = Registry(self.ws)
             try:
-                view = cancel(self.ws, registry, job)
+                view = cancel_job(self.ws, self.settings, registry, job)
             finally:
                 registry.close()
             self.post_message(Notice(f"job {job}: {view['state']} ({view['reason']})"))

@@ -117,7 +117,7 @@ ACTIONS: tuple[Action, ...] = (
         "cancel",
         "job",
         "Cancel",
-        "Cancel job {id}? The brief already in the pane is not taken back.",
+        "Cancel job {id}? Its agent's turn on it is interrupted (the agent keeps running).",
         lambda row: row.get("state") not in {s.value for s in TERMINAL},
         cancel_job,
     ),

@@ -252,7 +252,9 @@ def test_install_adds_nothing_else(installed: Installed):
     added = set(installed.after_first) - set(installed.before)
     outside_venv = {p for p in added if not p.startswith(".venv")}
     skills = {f".agents/skills/{rel}" for rel in snapshot(installed.clone / "skills")}
-    assert outside_venv == {".mam", ".mam/install-manifest.json", ".mam.env", ".agents/skills", *skills}
+    assert outside_venv == {
+        ".mam", ".mam/install-manifest.json", ".mam/bin", ".mam/bin/mam", ".mam.env", ".agents/skills", *skills
+    }  # fmt: skip
     assert installed.after_first["notes.txt"] == installed.before["notes.txt"]
     assert installed.after_first[".agents/README.md"] == installed.before[".agents/README.md"]
 
@@ -532,20 +534,55 @@ def test_install_says_how_long_and_prints_the_path_line_to_paste(installed: Inst
     out = str(installed.first["out"])
     assert "(usually 3-10 s)" in out and "venv created in " in out
     assert "(usually 15-60 s" in out and "pip-installed in " in out
-    venv_bin = installed.ws / ".venv" / "bin"
+    bin_dir = installed.ws / ".mam" / "bin"
     line = next(x for x in out.splitlines() if x.strip().startswith("export PATH="))
-    assert line == f'    export PATH={venv_bin}:"$PATH"'
-    # Pasted into a shell, `mam` is the workspace's (the script changed no file of the user's).
+    assert line == f'    export PATH={bin_dir}:"$PATH"'
+    assert sorted(p.name for p in bin_dir.iterdir()) == ["mam"]  # only mam: no python3, no pip
+    # Pasted into a shell, `mam` is the workspace's (the script changed no file of the user's), and
+    # python3 and pip are still the system's.
     r = subprocess.run(
-        ["bash", "--norc", "--noprofile", "-c", f"{line}; command -v mam; mam --version"],
+        ["bash", "--norc", "--noprofile", "-c", f"{line}; command -v mam; mam --version; command -v python3 pip"],
         env=installed.env(PATH="/usr/bin:/bin"),
+        cwd=installed.ws,
         capture_output=True,
         text=True,
         timeout=60,
         check=False,
     )
-    assert r.stdout.splitlines() == [str(venv_bin / "mam"), f"mam, version {mam.__version__}"], r.stderr
+    found = r.stdout.splitlines()
+    assert found[:2] == [str(bin_dir / "mam"), f"mam, version {mam.__version__}"], r.stderr
+    assert not any(str(installed.ws) in x for x in found[2:]), found
     assert not (installed.home / ".bashrc").exists() and not (installed.home / ".profile").exists()
+
+
+def test_the_path_line_runs_the_mam_of_the_workspace_it_is_used_in(installed: Installed, tmp_path: Path):
+    """Workspace A's PATH line, used in workspace B (or below it, or with MAM_WORKSPACE=B), runs B's mam;
+    outside every workspace, A's."""
+    ws_b = copy_workspace(installed.ws, tmp_path / "ws-b")
+    (ws_b / "sub" / "deeper").mkdir(parents=True)
+    (ws_b / ".venv/bin/mam").unlink()  # a hard link to A's: replaced, never written through
+    (ws_b / ".venv/bin/mam").write_text('#!/bin/sh\necho "mam of B: $*"\n')
+    (ws_b / ".venv/bin/mam").chmod(0o755)
+    line = f'export PATH={installed.ws / ".mam" / "bin"}:"$PATH"'
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+
+    def ran(cwd: Path, **extra: str) -> str:
+        r = subprocess.run(
+            ["bash", "--norc", "--noprofile", "-c", f"{line}; mam --version"],
+            env=installed.env(PATH="/usr/bin:/bin", **extra),
+            cwd=cwd,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert r.returncode == 0, r.stderr
+        return r.stdout.strip()
+
+    assert ran(ws_b) == ran(ws_b / "sub" / "deeper") == "mam of B: --version"
+    assert ran(outside, MAM_WORKSPACE=str(ws_b)) == "mam of B: --version"
+    assert ran(outside) == ran(installed.ws) == f"mam, version {mam.__version__}"
 
 
 def test_herdr_not_found_is_said_once_even_for_a_new_folder(installed: Installed, tmp_path: Path):
@@ -609,7 +646,8 @@ exec {python} "$@"
 """
 
 
-def _pip_args(installed: Installed, tmp_path: Path, *, terminal: bool) -> str:
+def _pip_args(installed: Installed, tmp_path: Path, *, terminal: bool) -> tuple[str, str]:
+    """How install.sh called pip (with a fake venv whose python only records it), and what it printed."""
     import pty
 
     log = tmp_path / f"pip-{terminal}.log"
@@ -618,6 +656,7 @@ def _pip_args(installed: Installed, tmp_path: Path, *, terminal: bool) -> str:
     fake.chmod(0o755)
     argv = ["bash", str(installed.script("install.sh")), str(tmp_path / f"ws-{terminal}")]
     env = installed.env(PYTHON=str(fake))
+    shown = b""
     if terminal:
         master, slave = pty.openpty()
         try:
@@ -625,19 +664,58 @@ def _pip_args(installed: Installed, tmp_path: Path, *, terminal: bool) -> str:
             os.close(slave)
             while True:  # drain the terminal until every writer closed it
                 try:
-                    if not os.read(master, 4096):
-                        break
+                    chunk = os.read(master, 4096)
                 except OSError:
                     break
+                if not chunk:
+                    break
+                shown += chunk
             proc.wait(timeout=120)
         finally:
             os.close(master)
     else:
-        run(installed.script("install.sh"), argv[2], env=env)
-    return next(line for line in log.read_text().splitlines() if " -m pip install " in f" {line} ")
+        r = run(installed.script("install.sh"), argv[2], env=env)
+        shown = (r.stdout + r.stderr).encode()
+    args = next(line for line in log.read_text().splitlines() if " -m pip install " in f" {line} ")
+    return args, shown.decode("utf-8", "replace")
 
 
-def test_pip_shows_its_progress_on_a_terminal_only(installed: Installed, tmp_path: Path):
-    on_terminal, piped = _pip_args(installed, tmp_path, terminal=True), _pip_args(installed, tmp_path, terminal=False)
-    assert "--progress-bar on" in on_terminal and "--quiet" not in on_terminal, on_terminal
-    assert "--quiet" in piped and "--progress-bar" not in piped, piped
+def test_pip_is_quiet_on_a_terminal_too(installed: Installed, tmp_path: Path):
+    (on_terminal, shown), (piped, _) = (
+        _pip_args(installed, tmp_path, terminal=True),
+        _pip_args(installed, tmp_path, terminal=False),
+    )
+    for args in (on_terminal, piped):
+        assert "--quiet" in args and "--progress-bar" not in args, args
+    assert "pip-installing" in shown and "pip-installed in " in shown, shown
+    # The terminal's one counting line is cleared once pip is done: nothing of it is left on screen.
+    assert "\r\x1b[K" in shown or "pip is working" not in shown, shown
+
+
+def test_install_output_is_short_and_ends_with_the_readmes_next_step(installed: Installed):
+    out = str(installed.first["out"]).splitlines()
+    assert len(out) <= 20, "\n".join(out)
+    assert out[-1].endswith(
+        f'next, as the README\'s "Your first hour with a real agent" goes: cd {installed.ws} && mam doctor'
+    )
+    assert "### Your first hour with a real agent" in (REPO / "README.md").read_text()
+    assert "mam demo" in out[-2]
+
+
+def test_the_installed_mam_env_sets_nothing_so_config_shows_what_the_user_changes(installed: Installed, ws_copy: Path):
+    def sources() -> dict[str, str]:
+        r = subprocess.run(
+            [str(ws_copy / ".venv/bin/mam"), "--workspace", str(ws_copy), "config", "--json"],
+            env=installed.env(),
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
+        )
+        return {row["key"]: row["source"] for row in json.loads(r.stdout)["settings"]}
+
+    assert set(sources().values()) == {"default"}
+    env_file = ws_copy / ".mam.env"
+    env_file.write_text(env_file.read_text().replace("# MAM_HEARTBEAT_S=30", "MAM_HEARTBEAT_S=12"))
+    changed = {k: v for k, v in sources().items() if v != "default"}
+    assert list(changed) == ["MAM_HEARTBEAT_S"] and changed["MAM_HEARTBEAT_S"].startswith(str(env_file))

@@ -195,3 +195,32 @@ print(json.dumps(sorted({m.split(".")[0] for m in sys.modules})))
     assert "mam, version" in r.stdout
     loaded = set(json.loads(r.stdout.strip().splitlines()[-1]))
     assert loaded.isdisjoint(HEAVY)
+
+
+def _one_job_then_nothing_left(ws: Path, poll) -> int:  # type: ignore[no-untyped-def]
+    """A demo session and one job (the node and, unless it runs, the embedded broker start on demand);
+    then the session stopped and the workspace's tmux server gone: the node ends. Its pid."""
+    made = run_mam("session", "create", "--agent", "demo", "--role", "dev", "--session", "d", ws=ws)
+    assert made.returncode == 0, made.stderr
+    done = run_mam("job", "delegate", "--target", "d", "--brief", "hello", "--start-deadline", "20", ws=ws)
+    assert done.returncode == 0, done.stderr
+    node = json.loads((ws / ".mam" / "run" / "node.json").read_text())["pid"]
+    assert proc.pid_alive(node) and broker_json("status", ws=ws)["running"] is True
+    assert run_mam("session", "stop", "--session", "d", ws=ws).returncode == 0
+    subprocess.run(["tmux", "-L", os.environ["MAM_TMUX_SERVER"], "kill-server"], capture_output=True, check=False)
+    poll(lambda: gone(node), timeout=30, message="the node did not end once nothing was left")
+    return int(node)
+
+
+def test_a_broker_started_on_demand_ends_with_the_node_once_nothing_is_left(ws: Path, poll):
+    _one_job_then_nothing_left(ws, poll)
+    status = broker_json("status", ws=ws)
+    pid = json.loads((ws / ".mam" / "broker" / "broker.json").read_text()).get("pid")
+    assert status["running"] is False and pid is None, status  # stopped by the node as it ended
+    assert "stopped the embedded broker" in (ws / ".mam" / "run" / "node.log").read_text()
+
+
+def test_a_broker_started_with_broker_start_outlives_the_node(ws: Path, poll):
+    pid = broker_json("start", ws=ws)["pid"]
+    _one_job_then_nothing_left(ws, poll)
+    assert broker_json("status", ws=ws)["pid"] == pid and proc.pid_alive(int(str(pid)))

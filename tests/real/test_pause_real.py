@@ -299,3 +299,36 @@ def test_codex_quick_and_hard_pauses_hold_and_resume_completes_the_same_job(code
         pause_hold_resume(codex_cli(codex_rig), session, mode)
     finally:
         codex_rig.model.hold = None
+
+
+@REAL_CLI_B
+def test_claude_cancel_interrupts_its_turn_and_the_next_job_completes(claude_rig: Rig) -> None:
+    """`mam job cancel` (issue 40): Claude's pending request is given up (its interrupt keys), the agent lives
+    on, and the session's next job is typed and completes."""
+    rig = claude_rig
+    session = "cl-cancel"
+    before = rig.create(session)
+    job_id = f"job-cancel{uuid.uuid4().hex[:6]}"
+    hold = rig.model.hold_reply(anth.after_started)
+    proc = spawn_delegate(rig, session, f"Check the spelling of README.md. BRIEF-{uuid.uuid4().hex[:12]}", job_id)
+    nxt: subprocess.Popen[str] | None = None
+    try:
+        held_while_running(rig, session, job_id, hold)
+        view = rig.mam_json("job", "cancel", job_id)
+        assert view["state"] == "cancelled" and view["reason"] == "cancelled_by_user", view
+        wait_for(lambda: hold.outcome == "abandoned", timeout=30, message=lambda: shown(rig, session, job_id))
+        rc, _record, err = finish(proc)
+        assert rc == 5, err
+        next_id = f"job-next{uuid.uuid4().hex[:6]}"
+        nxt = spawn_delegate(rig, session, f"Check the spelling of NOTES.md. BRIEF-{uuid.uuid4().hex[:12]}", next_id)
+        rc, record, err = finish(nxt)
+    finally:
+        hold.release()
+        for p in (proc, nxt):
+            if p is not None and p.poll() is None:
+                p.kill()
+                p.communicate()
+    assert rc == 0 and record.get("state") == "completed", f"{rc}: {record or err}\n{shown(rig, session, next_id)}"
+    row = rig.status(session)
+    assert row["status"] == "running" and row["pane_id"] == before["pane_id"] and rig.pane_alive(before["pane_id"])
+    assert "interrupted" in [str(line.get("kind")) for line in audit(rig, job_id)]

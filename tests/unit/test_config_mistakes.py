@@ -35,6 +35,32 @@ def test_an_unknown_key_is_a_warning_naming_the_closest_known_key(tmp_path: Path
     assert shown["warnings"] == [f"{tmp_path / '.mam.env'}:1: unknown key MQTT_BROKR (did you mean MQTT_BROKER?)"]
 
 
+@pytest.mark.parametrize(
+    "command",
+    [
+        ("status",),
+        ("status", "--json"),
+        ("session", "status"),
+        ("job", "list"),
+        ("job", "status", "job-doesnotexist"),
+        ("job", "log", "job-doesnotexist"),
+        ("config",),
+        ("budget",),
+        ("routine", "list"),
+        ("task", "list"),
+        ("broker", "status"),
+        ("doctor",),
+    ],
+)
+def test_an_unknown_key_is_said_exactly_once_by_every_command(tmp_path: Path, command: tuple[str, ...]):
+    """Issue 40: `mam status` said it twice (its settings, then the broker client's), `mam job list` never."""
+    (tmp_path / ".mam.env").write_text("MAM_JOB_TIMEOUT_SS=5\n")
+    proc = mam("--workspace", str(tmp_path), *command)
+    warning = f"{tmp_path / '.mam.env'}:1: unknown key MAM_JOB_TIMEOUT_SS (did you mean MAM_JOB_TIMEOUT_S?)"
+    assert (proc.stdout + proc.stderr).count("unknown key MAM_JOB_TIMEOUT_SS") == 1, proc.stdout + proc.stderr
+    assert f"mam: warning: {warning}" in proc.stderr or command == ("doctor",)
+
+
 def test_an_unknown_key_with_no_close_match_still_warns(tmp_path: Path):
     env = tmp_path / ".mam.env"
     env.write_text("COMPLETELY_DIFFERENT=1\n")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -129,20 +130,27 @@ def test_committed_example_matches_example_env_text():
     assert committed == example_env_text(), "regenerate it: python -m mam config --example > .mam.env.example"
 
 
-def test_example_documents_every_key_with_its_default():
-    entries = parse_env_text(example_env_text(), source=".mam.env.example")
+def test_example_documents_every_key_with_its_default_commented_out():
+    text = example_env_text()
+    assert parse_env_text(text, source=".mam.env.example") == []  # sets nothing (issue 40)
+    keyed = re.compile(r"# [A-Z][A-Z0-9_]*=")
+    uncommented = "\n".join(line[2:] if keyed.match(line) else "" for line in text.splitlines())
+    entries = parse_env_text(uncommented, source=".mam.env.example")
     assert [e.key for e in entries] == [k.name for k in KEYS]
     for entry in entries:
         assert entry.value == KEYS_BY_NAME[entry.key].default, entry.key
-    text = example_env_text()
     for key in KEYS:
-        assert f"# {key.doc}\n{key.name}=" in text
+        assert f"# {key.doc}\n# {key.name}=" in text
 
 
-def test_example_loads_to_the_defaults(tmp_path: Path):
+def test_example_loads_to_the_defaults_each_from_its_default(tmp_path: Path):
     env_file = write(tmp_path / ".mam.env", example_env_text())
     s = load_settings(env_file=env_file, environ={})
     assert {k.name: s.raw(k.name) for k in KEYS} == {k.name: k.default for k in KEYS}
+    assert set(s.sources.values()) == {"default"}  # `mam config` shows nothing as set by the file
+    edited = write(tmp_path / ".mam.env", example_env_text().replace("# MAM_HEARTBEAT_S=30", "MAM_HEARTBEAT_S=12"))
+    s = load_settings(env_file=edited, environ={})
+    assert s.raw("MAM_HEARTBEAT_S") == "12" and s.sources["MAM_HEARTBEAT_S"].startswith(str(edited))
 
 
 # -- `mam config` as a user runs it ----------------------------------------------------------------
