@@ -55,7 +55,9 @@ is injected: this call attaches to it, waits for its end and exits with its exit
 \b
 What is printed where:
   stderr  first the job id, one line, as soon as the job is registered; then, on a terminal, a
-          live status line (state, last event, deadlines) that is cleared at the end (--quiet:
+          live status line (state, last event, deadlines; while the job waits for its turn, the
+          job ahead of it and its session, or the workspace's hold: who placed it, since when, and
+          `mam resume --all`) that is cleared before any other line and at the end (--quiet:
           none; --follow: every transition and progress message, one a line instead); at the
           end, for a job that did not complete, one line: its id, state, reason and detail
   stdout  only the outcome: the agent's result (and report) when it completed, or with --json
@@ -89,7 +91,8 @@ WAIT_HELP = f"""Wait until job JOB_ID ends; print its end as `mam job delegate` 
 While waiting it follows the job as its owner would: if the process that started the job is gone
 (interrupted, detached, killed), it takes the job over as `mam job delegate --job-id` does (the
 events the agent stored meanwhile first, then the job's deadlines) and never types the brief.
-A job already ended is reported at once.
+A job already ended is reported at once. On a terminal it keeps the live status line `delegate`
+keeps on stderr (cleared before any other line and at the end).
 
 \b
 Exit codes: the job's own (0 completed, 1 failed, 2 timed out, 3, 5, 6: see `mam job delegate

@@ -89,7 +89,7 @@ class Ledger:
     token: str = ""
     qid: int = 0
     epoch: int = 0  # the fencing epoch this attempt holds the job at (raised by a take-over)
-    on_commit: Callable[[Job, Input], None] | None = None
+    on_commit: Callable[[Job, Input | None], None] | None = None  # told each committed step (None: `tell`)
     _held: _Held | None = field(default=None, init=False, repr=False, compare=False)
 
     # -- registration -------------------------------------------------------------------------
@@ -223,6 +223,12 @@ class Ledger:
             self._held.lines.append((kind, fields))
         else:
             journal.commit(self.registry, Transition(self.job.id, lines=[(kind, fields)], token=self.token))
+
+    def tell(self) -> None:
+        """Tell `on_commit` the job as it is, with no input: what it waits for changed, not the job (another
+        job of its session is now ahead of it)."""
+        if self.on_commit is not None:
+            self.on_commit(self.job, None)
 
     @contextmanager
     def batch(self) -> Iterator[None]:
