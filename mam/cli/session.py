@@ -387,7 +387,9 @@ def status(app: App, as_json: bool, fleet: bool) -> None:
     \b
     With --fleet: every node (`mam node --name`, `mam runner`) seen on the broker, one line
     each; a node that died reads offline within 30 s (its last will, or 10 s unheard).
-    Never starts a broker, a node, a server or a pane.
+    Never starts a broker, a node, a server or a pane. While the workspace is held (`mam pause
+    --all`), a first line says who placed the hold, since when, and that `mam resume --all`
+    releases it.
     Exit codes: 0 printed; 2 --fleet without MAM_DISPATCH_SECRET; 3 --fleet and no broker answers.
     """
     if fleet:
@@ -400,6 +402,7 @@ def status(app: App, as_json: bool, fleet: bool) -> None:
     if as_json:
         echo_json(rows)
         return
+    _say_hold(app)
     if not rows:
         echo("no sessions")
         return
@@ -420,6 +423,23 @@ def status(app: App, as_json: bool, fleet: bool) -> None:
     widths = [max(len(str(line[i])) for line in table) for i in range(len(header) - 1)]
     for line in table:
         echo("  ".join(str(v).ljust(w) for v, w in zip(line, widths)) + "  " + str(line[-1]))
+
+
+def _say_hold(app: App) -> None:
+    """A line first while the workspace is held (`mam pause --all`): who placed it, since when, what releases it."""
+    from mam.jobs.pause import hold
+    from mam.jobs.queries import held_text
+    from mam.store.registry import Registry
+
+    registry = Registry.open_existing(app.ws)
+    if registry is None:
+        return
+    try:
+        held = hold(registry)
+    finally:
+        registry.close()
+    if held is not None:
+        echo(held_text(held))
 
 
 def _say_webhook_down(app: App) -> None:

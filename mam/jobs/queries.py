@@ -71,11 +71,16 @@ def waits_for(registry: Registry, job: Job) -> str:
     if job.state is JobState.QUEUED and job.queued_for == "hold":
         with registry.read() as conn:
             held = pauses.hold(conn)
-        if held is None:
-            return ""
-        by = held.by or "someone"
-        return f"the workspace is held by {by} since {clock(held.since_ms)}: mam resume --all releases it"
+        return "" if held is None else held_text(held)
     return ""
+
+
+def held_text(held: PauseRow) -> str:
+    """The workspace's hold in words: who placed it, since when, what releases it."""
+    return (
+        f"the workspace is held by {held.by or 'someone'} since {clock(held.since_ms)} ({held.mode}): "
+        "mam resume --all releases it"
+    )
 
 
 def clock(ms: int) -> str:
