@@ -118,18 +118,20 @@ def wait(**_options: Any) -> int:
 @click.option("--json", "as_json", is_flag=True, help="Print the job record as JSON.")
 @click.pass_obj
 def status(app: App, job_id: str, as_json: bool) -> None:
-    """Show one job (and its sub-jobs). Exit 5 if there is no such job."""
+    """Show one job (and its sub-jobs): `ID: STATE (REASON) session NAME exit CODE` (an open job has no
+    exit code yet: none is shown). Exit 5 if there is no such job."""
 
     view = job_status(existing_registry(app, job_id), job_id)
     if as_json:
         echo_json(view)
         return
+    ended = f" exit {view['exit_code']}" if view["exit_code"] is not None else ""  # an open job has none yet
     echo(
         f"{view['id']}: {view['state']}{' (' + view['reason'] + ')' if view['reason'] else ''} session "
-        f"{view['session']} exit {view['exit_code']}"
+        f"{view['session'] or '-'}{ended}"
     )
     for child in view["children"]:
-        echo(f"  sub-job {child['id']}: {child['state']} {child['reason']}")
+        echo(f"  sub-job {child['id']}: {child['state']}{' (' + child['reason'] + ')' if child['reason'] else ''}")
 
 
 @job.command("list")
