@@ -13,6 +13,6 @@ imports nothing, so starting the demo agent stays quick.
 # The README's section that shows the demo agent's directives, each with an example (`mam demo` ends by
 # naming it, and `mam doctor` does when it finds no agent CLI).
 TRY_IT = (
-    'to try mam without an agent CLI, use --agent demo: README.md, "Trying it without an agent CLI" '
-    "(e.g. mam session create --agent demo --role developer --session demo-1)"
+    'try mam with the demo agent, no agent CLI needed: --agent demo (README.md, "Trying it without an agent CLI"; '
+    "e.g. mam session create --agent demo --role developer --session demo-1)"
 )
