@@ -78,6 +78,7 @@ _.on_button_pressed
 _.action_answer
 _.action_filter
 _.action_quit
+_.action_interrupt
 _.action_clear_filter
 _.action_cancel_job
 _.action_stop_session

@@ -25,6 +25,7 @@ import yaml
 from filelock import FileLock
 
 from mam.broker import embedded
+from mam.demo import TRY_IT
 from mam.errors import MamError, StoreError, UsageError
 from mam.sessions.worktree import strays
 from mam.store import sessions as sessions_table
@@ -135,6 +136,8 @@ def _agents(ws: Workspace, sessions: dict[str, dict[str, Any]], environ: Mapping
             checks.append(Check(name, status, f"{a.command} not on PATH: {how}"))
         else:
             checks.append(Check(name, OK, f"{versions[a.name] or 'version unknown'} ({where})"))
+    if not any(found.values()):
+        checks.append(Check("agents", WARN, f"no agent CLI found; {TRY_IT}"))
     return checks
 
 

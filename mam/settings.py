@@ -186,6 +186,11 @@ KEYS: tuple[Key, ...] = (
 )
 
 KEYS_BY_NAME = {k.name: k for k in KEYS}
+# How to make MAM_DISPATCH_SECRET, said wherever it is missing (the README's fleet paragraph says the same).
+MAKE_SECRET = (
+    "make one with `python3 -c 'import secrets; print(secrets.token_hex(32))'` and set MAM_DISPATCH_SECRET to it "
+    "in .mam.env on every host (the same value)"
+)
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off", ""}
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from mam.cli.common import echo
+from mam.demo import TRY_IT
 from mam.demo.tour import run_demo, summary_lines
 from mam.outcomes import Exit
 
@@ -20,7 +21,8 @@ def demo(app: object, keep: bool, no_loop: bool, org: bool) -> int:
     \b
     It creates demo sessions, delegates jobs (two at once, one failing on purpose),
     runs a short review loop with two demo reviewers, shows progress live, prints a
-    summary and removes everything it started. Needs tmux; no LLM, no network.
+    summary and removes everything it started, then names the README's section "Trying it
+    without an agent CLI" (sessions of your own with the demo agent). Needs tmux; no LLM, no network.
     With --org: a lead and two developers (roles, one reporting chain) run a task with
     two blocked subtasks; a failure trips a developer's breaker, which is reset, and
     every task's wakes and dispositions are shown (docs/org.md).
@@ -30,4 +32,5 @@ def demo(app: object, keep: bool, no_loop: bool, org: bool) -> int:
     result = run_demo(echo=echo, keep=keep, loop=not no_loop, org=org)
     for line in summary_lines(result):
         echo(line)
+    echo(f"next: {TRY_IT}")
     return Exit.OK if result.ok else Exit.FAILED

@@ -55,7 +55,9 @@ is injected: this call attaches to it, waits for its end and exits with its exit
 \b
 What is printed where:
   stderr  first the job id, one line, as soon as the job is registered; then, on a terminal, a
-          live status line (state, last event, deadlines) that is cleared at the end (--quiet:
+          live status line (state, last event, deadlines; while the job waits for its turn, the
+          job ahead of it and its session, or the workspace's hold: who placed it, since when, and
+          `mam resume --all`) that is cleared before any other line and at the end (--quiet:
           none; --follow: every transition and progress message, one a line instead); at the
           end, for a job that did not complete, one line: its id, state, reason and detail
   stdout  only the outcome: the agent's result (and report) when it completed, or with --json
@@ -89,7 +91,8 @@ WAIT_HELP = f"""Wait until job JOB_ID ends; print its end as `mam job delegate` 
 While waiting it follows the job as its owner would: if the process that started the job is gone
 (interrupted, detached, killed), it takes the job over as `mam job delegate --job-id` does (the
 events the agent stored meanwhile first, then the job's deadlines) and never types the brief.
-A job already ended is reported at once.
+A job already ended is reported at once. On a terminal it keeps the live status line `delegate`
+keeps on stderr (cleared before any other line and at the end).
 
 \b
 Exit codes: the job's own (0 completed, 1 failed, 2 timed out, 3, 5, 6: see `mam job delegate
@@ -115,18 +118,20 @@ def wait(**_options: Any) -> int:
 @click.option("--json", "as_json", is_flag=True, help="Print the job record as JSON.")
 @click.pass_obj
 def status(app: App, job_id: str, as_json: bool) -> None:
-    """Show one job (and its sub-jobs). Exit 5 if there is no such job."""
+    """Show one job (and its sub-jobs): `ID: STATE (REASON) session NAME exit CODE` (an open job has no
+    exit code yet: none is shown). Exit 5 if there is no such job."""
 
     view = job_status(existing_registry(app, job_id), job_id)
     if as_json:
         echo_json(view)
         return
+    ended = f" exit {view['exit_code']}" if view["exit_code"] is not None else ""  # an open job has none yet
     echo(
         f"{view['id']}: {view['state']}{' (' + view['reason'] + ')' if view['reason'] else ''} session "
-        f"{view['session']} exit {view['exit_code']}"
+        f"{view['session'] or '-'}{ended}"
     )
     for child in view["children"]:
-        echo(f"  sub-job {child['id']}: {child['state']} {child['reason']}")
+        echo(f"  sub-job {child['id']}: {child['state']}{' (' + child['reason'] + ')' if child['reason'] else ''}")
 
 
 @job.command("list")

@@ -36,8 +36,8 @@ With --approve, a loop whose reviewers all pass does not end: it waits in state
 needs_approval (the reviewed base, head and tree, and the passing reports, in `mam loop
 status`), notifies (MAM_NOTIFY kind needs_approval), and goes on when a person runs
 `mam loop approve ID` (the branch is merged into its base branch; exit 0) or `mam loop
-reject ID --note TEXT` (the creator gets the note in a fix brief; another round; exit 1
-once rejected past --max-loop). An approval that finds the branch moved is refused and the
+reject ID --note TEXT` (the creator gets the note in a fix brief; another round; after the
+last round of --max-loop the loop ends instead, exit 1). An approval that finds the branch moved is refused and the
 loop reviews again. The reviewed checkout must be on a branch other than the base branch
 (a creator made with `mam session create --worktree` is); the base branch is --base when
 it names a branch, else the branch the creator's worktree was made from, else the default
@@ -350,16 +350,17 @@ def approve_cmd(app: App, loop_id: str, mode: str, as_json: bool) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the approval gate as JSON.")
 @click.pass_obj
 def reject_cmd(app: App, loop_id: str, note: str, as_json: bool) -> None:
-    """Reject loop LOOP_ID, waiting in needs_approval: the creator gets NOTE in a fix brief, then another round.
+    """Reject loop LOOP_ID, waiting in needs_approval: the creator gets NOTE in a fix brief, then another round;
+    after the last round of --max-loop the loop ends instead (not passed), as the printed line says.
 
     \b
-    Exit codes: 0 rejected (the loop goes on; past --max-loop it ends with exit 1);
+    Exit codes: 0 rejected (the loop goes on; after its last round it ends with exit 1);
     5 no such loop, or it is not waiting for approval; 2 an empty --note.
     """
-    from mam.loop.approval import reject
+    from mam.loop.approval import reject, reject_line
 
     gate = reject(app.ws, loop_id, note=note)
     if as_json:
         echo_json(gate)
         return
-    echo(f"loop {loop_id}: rejected by {gate['decision']['by']}; the creator gets the note in a fix brief")
+    echo(reject_line({"loop": loop_id, **gate}))

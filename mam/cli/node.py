@@ -36,8 +36,9 @@ server is gone, no job is open and no routine is enabled. Started by hand it run
 stop`, SIGTERM or Ctrl-C. Jobs stay open when a node ends; the next node takes them over.
 
 \b
-Exit codes: 0 stopped; 2 bad settings (with --name: no MAM_DISPATCH_SECRET, an insecure broker);
-3 broker unavailable (--name); 4 another node (or runner of that name) runs for this workspace.
+Exit codes: 0 stopped (`mam node stop`, SIGTERM); 130 stopped by Ctrl-C (SIGINT); 2 bad settings
+(with --name: no MAM_DISPATCH_SECRET, an insecure broker); 3 broker unavailable (--name); 4 another
+node (or runner of that name) runs for this workspace.
 """
 
 RUNNER_OPTIONS: list[Callable[[Any], Any]] = [
@@ -102,12 +103,18 @@ def serve(
     # only in absolute PATH folders (this node serves every caller, and its helpers inherit its PATH).
     os.chdir(app.ws.root)
     os.environ["PATH"] = clean_path()
-    signal.signal(signal.SIGINT, lambda *_: os.kill(os.getpid(), signal.SIGTERM))
+    interrupted: list[int] = []
+
+    def on_ctrl_c(signum: int, _frame: object) -> None:
+        interrupted.append(signum)  # a clean stop all the same (as SIGTERM), ending with 130
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    signal.signal(signal.SIGINT, on_ctrl_c)
     echo(f"node{' ' + name if name else ''} serving workspace {app.ws.root}", err=True)
     code = run_node(app.ws, app.settings, name=name or "", beside=beside, on_stop=on_stop, fleet=fleet)
     if code == Exit.LOCK_BUSY:
         raise LockBusy(f"a node already runs for workspace {app.ws.root} (`mam node status`)")
-    return code
+    return Exit.INTERRUPTED if interrupted and code == Exit.OK else code
 
 
 def _let_go_of_an_idle_autostarted_node(app: App) -> None:
@@ -201,7 +208,8 @@ def runner(
     It announces itself (retained presence, last will "offline"), takes each valid dispatch signed
     with MAM_DISPATCH_SECRET, for this runner, fresh and new, once; injects the brief into its own
     session once and relays the job's events to the broker. SIGTERM / SIGINT stop it cleanly.
-    Exit codes: 0 stopped; 2 bad settings (no MAM_DISPATCH_SECRET, insecure broker);
+    Exit codes: 0 stopped (SIGTERM); 130 stopped by Ctrl-C (SIGINT); 2 bad settings (no
+    MAM_DISPATCH_SECRET, insecure broker);
     3 broker unavailable; 4 a runner of that name (or a node) already runs in this workspace, or the
     name is online elsewhere on this broker.
     """

@@ -127,7 +127,11 @@ def add(app: App, /, name: str, brief: str | None, brief_file: str | None, as_js
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON list of routines.")
 @click.pass_obj
 def list_(app: App, as_json: bool) -> None:
-    """List the routines: schedule, state, next tick, last receipt. Looking starts nothing. Exit 0."""
+    """List the routines, one row each under a header: NAME, STATE, SCHEDULE, NEXT (tick), CONCURRENCY (what a
+    tick does while the routine's last job is still open: skip, coalesce, queue), CATCH-UP (the ticks missed
+    while no node ran: skip, once, all:N; see `mam routine --help`), LAST (receipt) and TARGET. Looking starts
+    nothing. Exit 0."""
+    from mam.cli.tables import table
     from mam.routines.manage import list_routines
 
     with _looking(app) as registry:
@@ -137,13 +141,20 @@ def list_(app: App, as_json: bool) -> None:
         return
     if not rows:
         echo("no routines")
+        return
+    header = ("NAME", "STATE", "SCHEDULE", "NEXT", "CONCURRENCY", "CATCH-UP", "LAST", "TARGET")
+    cells = []
     for r in rows:
         last = r["last"]
         shown = "-" if last is None else f"{last['status']} {last['reason'] or last['outcome'] or ''}".strip()
-        echo(
-            f"{r['name']:<20} {r['state']:<8} {r['schedule']:<24} next {r['next_tick'] or '-':<21} "
-            f"{r['concurrency']}/{r['catch_up']}  last: {shown}  -> {r['target']}"
-        )
+        cells.append(
+            (r["name"], r["state"], r["schedule"], r["next_tick"] or "-", r["concurrency"], r["catch_up"], shown,
+             r["target"])
+        )  # fmt: skip
+    lines = table(header, cells).splitlines()
+    echo(lines[0])
+    for r, line in zip(rows, lines[1:]):
+        echo(line)
         if r.get("webhook_down"):
             echo(f"  webhook DOWN ({r['url']}): {r['webhook_down']}")
 

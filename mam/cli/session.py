@@ -37,6 +37,13 @@ def registry_of(app: App) -> Iterator[Any]:
         registry.close()
 
 
+def one_name(name: str | None, session_opt: str | None, command: str) -> str:
+    """The session a command names, as NAME or as --session NAME (either, once)."""
+    if (name is None) == (session_opt is None):
+        raise UsageError(f"give the session's name once: `mam session {command} NAME` (or --session NAME)")
+    return name or session_opt or ""
+
+
 @click.group("session")
 def session() -> None:
     """Agent sessions: one long-lived agent per pane, recorded in .mam/agent-sessions.db."""
@@ -144,9 +151,10 @@ def create(
 
     \b
     Exit codes: 0 created; 44 onboarding failed; 45 onboarding did not end in time
-    (the session is kept in both cases); 1 creation failed (also: the agent exited while
-    starting, or showed a trust dialog or a permission prompt; nothing is left behind);
-    2 bad options (also: --worktree outside git, a branch that exists, a base that is not a
+    (the session is kept in both cases); 5 refused: a session of that name exists (running or
+    stopped: resume it, or remove it to free the name); 1 creation failed (also: the agent
+    exited while starting, or showed a trust dialog or a permission prompt; nothing is left
+    behind); 2 bad options (also: --worktree outside git, a branch that exists, a base that is not a
     commit), or the agent's program is not on PATH.
     """
 
@@ -236,8 +244,9 @@ def fork(app: App, source: str, name: str, role: str | None, by: str | None, as_
     .mam/session-audit.jsonl.
 
     \b
-    Exit codes: 0 forked; 1 the name NEW is taken, SRC has no conversation yet, or the launch
-    failed (nothing is left behind); 2 a bad name, or SRC's agent cannot fork; 5 no session SRC.
+    Exit codes: 0 forked; 1 session SRC has no conversation yet, or the launch failed (nothing is left
+    behind); 2 a bad name, or SRC's agent cannot fork; 5 no session SRC, or refused: the name NEW
+    is taken.
     """
     row = fork_session(
         source,
@@ -260,17 +269,22 @@ def fork(app: App, source: str, name: str, role: str | None, by: str | None, as_
 
 @session.command("stop")
 @workspace_option
-@click.option("--session", "name", required=True, help="Session to stop.")
+@click.argument("name", required=False)
+@click.option("--session", "session_opt", default=None, help="The session to stop (instead of NAME).")
 @click.option("--purge-conversation", is_flag=True, help="Also delete the conversation's files (needs --yes).")
 @click.option("--yes", is_flag=True, help="Confirm --purge-conversation.")
 @click.option("--json", "as_json", is_flag=True, help="Print the session row as JSON.")
 @click.pass_obj
-def stop(app: App, name: str, purge_conversation: bool, yes: bool, as_json: bool) -> None:
-    """Exit the agent gracefully; the conversation id is kept (status stopped, resumable true).
+def stop(
+    app: App, name: str | None, session_opt: str | None, purge_conversation: bool, yes: bool, as_json: bool
+) -> None:
+    """Exit session NAME's agent gracefully; the conversation id is kept (status stopped, resumable true).
 
-    Exit codes: 0 stopped (or already stopped); 5 unknown session; 2 --purge-conversation without --yes.
+    Exit codes: 0 stopped (or already stopped); 5 unknown session; 2 --purge-conversation without --yes,
+    or no name (or two).
     """
 
+    name = one_name(name, session_opt, "stop")
     check_name(name)  # before registry_of creates anything
     with registry_of(app) as registry:
         row = stop_session(
@@ -336,16 +350,18 @@ def remove(
 
 @session.command("resume")
 @workspace_option
-@click.option("--session", "name", required=True, help="Session to resume.")
+@click.argument("name", required=False)
+@click.option("--session", "session_opt", default=None, help="The session to resume (instead of NAME).")
 @click.option("--json", "as_json", is_flag=True, help="Print the session row as JSON.")
 @click.pass_obj
-def resume(app: App, name: str, as_json: bool) -> None:
-    """Relaunch a stopped session's conversation in the folder it ran in.
+def resume(app: App, name: str | None, session_opt: str | None, as_json: bool) -> None:
+    """Relaunch stopped session NAME's conversation in the folder it ran in.
 
     Exit codes: 0 resumed; 1 already running, or the conversation is gone; 5 unknown session,
-    or its worktree (--worktree) is gone or on another branch.
+    or its worktree (--worktree) is gone or on another branch; 2 no name (or two).
     """
 
+    name = one_name(name, session_opt, "resume")
     check_name(name)  # before registry_of creates anything
     with registry_of(app) as registry:
         row = resume_session(name, ws=app.ws, settings=app.settings, registry=registry, environ=os.environ)
@@ -371,7 +387,9 @@ def status(app: App, as_json: bool, fleet: bool) -> None:
     \b
     With --fleet: every node (`mam node --name`, `mam runner`) seen on the broker, one line
     each; a node that died reads offline within 30 s (its last will, or 10 s unheard).
-    Never starts a broker, a node, a server or a pane.
+    Never starts a broker, a node, a server or a pane. While the workspace is held (`mam pause
+    --all`), a first line says who placed the hold, since when, and that `mam resume --all`
+    releases it.
     Exit codes: 0 printed; 2 --fleet without MAM_DISPATCH_SECRET; 3 --fleet and no broker answers.
     """
     if fleet:
@@ -384,6 +402,7 @@ def status(app: App, as_json: bool, fleet: bool) -> None:
     if as_json:
         echo_json(rows)
         return
+    _say_hold(app)
     if not rows:
         echo("no sessions")
         return
@@ -404,6 +423,23 @@ def status(app: App, as_json: bool, fleet: bool) -> None:
     widths = [max(len(str(line[i])) for line in table) for i in range(len(header) - 1)]
     for line in table:
         echo("  ".join(str(v).ljust(w) for v, w in zip(line, widths)) + "  " + str(line[-1]))
+
+
+def _say_hold(app: App) -> None:
+    """A line first while the workspace is held (`mam pause --all`): who placed it, since when, what releases it."""
+    from mam.jobs.pause import hold
+    from mam.jobs.queries import held_text
+    from mam.store.registry import Registry
+
+    registry = Registry.open_existing(app.ws)
+    if registry is None:
+        return
+    try:
+        held = hold(registry)
+    finally:
+        registry.close()
+    if held is not None:
+        echo(held_text(held))
 
 
 def _say_webhook_down(app: App) -> None:
@@ -454,10 +490,11 @@ def onboard_orchestrator(
 
 @session.command("attach")
 @workspace_option
-@click.argument("name")
+@click.argument("name", required=False)
+@click.option("--session", "session_opt", default=None, help="The session (instead of NAME).")
 @click.option("--print", "print_only", is_flag=True, help="Print the commands instead of running them.")
 @click.pass_obj
-def attach(app: App, name: str, print_only: bool) -> None:
+def attach(app: App, name: str | None, session_opt: str | None, print_only: bool) -> None:
     """Put this terminal on session NAME's pane (what Enter does in `mam top`).
 
     tmux: from a client of the workspace's own tmux server, switch to the pane; from
@@ -471,6 +508,7 @@ def attach(app: App, name: str, print_only: bool) -> None:
     from mam.sessions.attach import attach as run
     from mam.sessions.attach import attach_argv
 
+    name = one_name(name, session_opt, "attach")
     if print_only:
         for argv in attach_argv(name, ws=app.ws, settings=app.settings):
             echo(shlex.join(argv))

@@ -34,7 +34,7 @@ def tail(app: App, as_json: bool, job_id: str | None, session: str | None, since
     It follows the broker and reads what happened from the registry. With the broker
     down it says so (on stderr) and follows the registry alone, trying the broker again
     every 10 s. It never starts a
-    broker, a pane or a session. Ctrl-C ends it with exit 0.
+    broker, a pane or a session. Ctrl-C ends it with exit 130.
 
     \b
     Examples:
@@ -63,7 +63,7 @@ def tail(app: App, as_json: bool, job_id: str | None, session: str | None, since
     try:
         follower.run()
     except KeyboardInterrupt:
-        pass
+        return Exit.INTERRUPTED  # as every long-running command: Ctrl-C is 130
     finally:
         follower.close()
     return Exit.OK

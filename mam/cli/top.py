@@ -42,7 +42,7 @@ def top(app: App, snapshot: bool, width: int | None) -> int:
     c cancels the selected job, s stops the selected session (each asks first),
     h shows the HOSTS (every node on the broker, as `mam status --fleet`; arrows
     and Enter pick one and show its sessions and open jobs; h again hides them),
-    / filters, Esc clears the filter, Tab moves between tables, q quits.
+    / filters, Esc clears the filter, Tab moves between tables, q quits (Ctrl-C too, exit 130).
 
     It follows the broker (reloading when a job moves) and shows when the broker is
     down, reading the registry meanwhile. It never starts a broker, a pane or a session.
@@ -79,7 +79,7 @@ def top(app: App, snapshot: bool, width: int | None) -> int:
     # The view is closed and the terminal restored: end now rather than wait at interpreter exit for a
     # background thread (a loader or the broker's loop) that has nothing left to do.
     sys.stdout.flush()
-    os._exit(Exit.OK)
+    os._exit(Exit.INTERRUPTED if result and result[0] == "interrupted" else Exit.OK)
 
 
 def _broker_state(app: App) -> str:

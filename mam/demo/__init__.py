@@ -9,3 +9,10 @@ Panes run the agent as `python -m mam.agents.demo_agent` (that command line is w
 and the monitor know it by; mam/agents/demo_agent.py only starts `agent.main`). This module
 imports nothing, so starting the demo agent stays quick.
 """
+
+# The README's section that shows the demo agent's directives, each with an example (`mam demo` ends by
+# naming it, and `mam doctor` does when it finds no agent CLI).
+TRY_IT = (
+    'try mam with the demo agent, no agent CLI needed: --agent demo (README.md, "Trying it without an agent CLI"; '
+    "e.g. mam session create --agent demo --role developer --session demo-1)"
+)

@@ -475,6 +475,7 @@ class JobAttempt:
         wait = self._dispatch_wait()
         deadline = time.monotonic() + wait
         announced = False
+        told: list[str] = []  # the jobs ahead the last look told of (a live line names the first)
         while True:
             if self.ledger.job.state is JobState.PAUSED:  # no deadline runs while paused: the wait's neither
                 began = time.monotonic()
@@ -506,6 +507,9 @@ class JobAttempt:
             if ahead and not announced:
                 self.ledger.note("waiting", ahead=[j.id for j in ahead])
                 announced = True
+            if [a.id for a in ahead] != told:
+                told = [a.id for a in ahead]
+                self.ledger.tell()
             if time.monotonic() >= deadline:
                 if verdict is not None:
                     self._refuse_early(Reason.QUEUE_TIMEOUT, f"queued for {wait:g}s: {verdict.detail}")

@@ -42,7 +42,7 @@ if TYPE_CHECKING:
     from mam.jobs.attempt import JobAttempt
     from mam.jobs.delivery import Delivery
 
-Update = Callable[[Job, Input], None]
+Update = Callable[[Job, Input | None], None]  # None: the job unchanged, what it waits for did
 REQUEST_FIELDS = frozenset(o.name for o in OPTIONS if o.request)  # the request's fields that are options
 __all__ = [
     "DelegateRequest",

@@ -89,7 +89,7 @@ class Ledger:
     token: str = ""
     qid: int = 0
     epoch: int = 0  # the fencing epoch this attempt holds the job at (raised by a take-over)
-    on_commit: Callable[[Job, Input], None] | None = None
+    on_commit: Callable[[Job, Input | None], None] | None = None  # told each committed step (None: `tell`)
     _held: _Held | None = field(default=None, init=False, repr=False, compare=False)
 
     # -- registration -------------------------------------------------------------------------
@@ -176,11 +176,16 @@ class Ledger:
         """Become the owner of an existing job (a retried wrapper); the previous owner stops touching it.
 
         The job's epoch is raised in the same commit: whatever the previous attempt set going on another
-        host (a remote job's runner) speaks for an older epoch from now on (fenced: `stale_epoch`)."""
+        host (a remote job's runner) speaks for an older epoch from now on (fenced: `stale_epoch`).
+
+        Its audit line is `taken_over`, unless the previous owner is this same process: then it is the normal
+        hand-over of a job the process follows itself to its end (the node, once a `--detach`ed delegation
+        had its answer, or a wait it serves), logged as `followed` (same fields)."""
         token = str(rec.read_record(ws, job_id).get("token", ""))
         previous = registry.job(job_id)
         owner, epoch = new_owner(), previous.epoch + 1
-        line = ("taken_over", {"previous_owner": previous.owner, "owner": owner, "epoch": epoch})
+        own = previous.owner.rsplit(":", 1)[0] == owner.rsplit(":", 1)[0]  # host:pid:start alike
+        line = ("followed" if own else "taken_over", {"previous_owner": previous.owner, "owner": owner, "epoch": epoch})
         held(owner, True)
         try:
             done = journal.commit(
@@ -223,6 +228,12 @@ class Ledger:
             self._held.lines.append((kind, fields))
         else:
             journal.commit(self.registry, Transition(self.job.id, lines=[(kind, fields)], token=self.token))
+
+    def tell(self) -> None:
+        """Tell `on_commit` the job as it is, with no input: what it waits for changed, not the job (another
+        job of its session is now ahead of it)."""
+        if self.on_commit is not None:
+            self.on_commit(self.job, None)
 
     @contextmanager
     def batch(self) -> Iterator[None]:

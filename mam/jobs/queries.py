@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
-from mam.errors import JobError, JobNotFound
+from mam.bus.envelope import Envelope
+from mam.errors import DecodeError, JobError, JobNotFound
 from mam.ids import check_job_id
 from mam.jobs import record as rec
+from mam.jobs.model import Event, Job
 from mam.jobs.stale import end_job
 from mam.outcomes import JobState, Reason, ending
 from mam.store import jobs as jobs_table
@@ -50,6 +53,59 @@ def status(registry: Registry, job_id: str) -> dict[str, Any]:
             for c in jobs_table.list_jobs(conn, parent=job_id, limit=1000)
         ]
     return view
+
+
+def waits_for(registry: Registry, job: Job) -> str:
+    """What a job waiting for its turn waits for, in words (its live line says it): the job of its session
+    ahead of it, or the workspace's hold (who placed it, since when, what releases it); '' for any other."""
+    if job.state is JobState.PENDING:
+        row = registry.find_job(job.id)
+        if row is None:
+            return ""
+        with registry.read() as conn:
+            ahead = jobs_table.open_jobs_ahead(conn, job.session, row.qid)
+        if not ahead:
+            return ""
+        more = f" ({len(ahead) - 1} more ahead)" if len(ahead) > 1 else ""
+        return f"waiting for {ahead[0].id} ({ahead[0].state}) on session {job.session}{more}"
+    if job.state is JobState.QUEUED and job.queued_for == "hold":
+        with registry.read() as conn:
+            held = pauses.hold(conn)
+        return "" if held is None else held_text(held)
+    return ""
+
+
+def held_text(held: PauseRow) -> str:
+    """The workspace's hold in words: who placed it, since when, what releases it."""
+    return (
+        f"the workspace is held by {held.by or 'someone'} since {clock(held.since_ms)} ({held.mode}): "
+        "mam resume --all releases it"
+    )
+
+
+def clock(ms: int) -> str:
+    """A moment as a local clock time (its date too, when not today)."""
+    when = time.localtime(ms / 1000)
+    today = time.localtime()
+    same_day = when.tm_year == today.tm_year and when.tm_yday == today.tm_yday
+    return time.strftime("%H:%M:%S" if same_day else "%Y-%m-%d %H:%M", when)
+
+
+def last_event(registry: Registry, job: Job) -> Event | None:
+    """The last event `job` applied, as a model input (what a live line shows as `last:`); None if none."""
+    if not job.last_seq:
+        return None
+    for row in registry.events_after(job.id, job.last_seq - 1):
+        if row.seq != job.last_seq:
+            continue
+        try:
+            env = Envelope.decode(row.raw)
+        except DecodeError:
+            return None
+        if env.seq != row.seq:
+            return None
+        return Event(at=int(row.recorded_at * 1000), seq=env.seq, type=env.type, sender=env.sender, body=dict(env.body))
+    return None
 
 
 def existing_registry(ws: Workspace, job_id: str) -> Registry:

@@ -189,6 +189,19 @@ def reject(ws: Workspace, loop_id: str, *, note: str, via: str = "cli") -> dict[
     return gate
 
 
+def reject_line(gate: Mapping[str, Any]) -> str:
+    """What a reject does, in words: the creator gets the note and another round runs, or (the last round of
+    --max-loop) the loop ends not passed."""
+    by = (gate.get("decision") or {}).get("by")
+    number, last = gate.get("round"), gate.get("max_loop")
+    if isinstance(number, int) and isinstance(last, int) and number >= last:
+        return (
+            f"loop {gate.get('loop')}: rejected by {by}; round {number} was the last of --max-loop {last}, so the "
+            "loop ends not passed (exit 1) and the note is kept in its log"
+        )
+    return f"loop {gate.get('loop')}: rejected by {by}; the creator gets the note in a fix brief, then another round"
+
+
 def _what_changed(identity: Mapping[str, Any], branch: str, tip: str | None, tree: str) -> str:
     head = str(identity.get("head") or "")
     if tip is None:

@@ -353,6 +353,7 @@ def _await_approval(ctx: LoopRun, outcome: RoundOutcome, number: int, promoted: 
         {
             "loop": ctx.loop_id,
             "round": number,
+            "max_loop": ctx.req.max_loop,  # a reject of the last round ends the loop (`mam loop reject` says so)
             "identity": identity,
             "reports": reports,
             "promoted": promoted,

@@ -149,6 +149,8 @@ class _Talk:
                         if isinstance(msg.get("jobs"), list):
                             self.jobs.extend(j for j in msg["jobs"] if isinstance(j, str) and j not in self.jobs)
                         self.on_frame(msg)
+        except _Interrupted:  # the signal came while a frame was shown
+            raise Gone(self.signum, self.jobs) from None
         except OSError:
             return None
         finally:
@@ -197,6 +199,8 @@ class _Interrupted(Exception):
 def _say(text: str, signals: bool) -> None:
     if signals:  # the `mam` script: its stderr is the caller's own
         try:
+            if os.isatty(2):
+                text = "\r\x1b[2K" + text  # a line of its own: a live line drawn there (mam.node.live) cleared
             os.write(2, text.encode())
         except OSError:
             pass

@@ -95,6 +95,8 @@ def main(argv: list[str]) -> int | None:
     except KeyboardInterrupt:
         from mam.outcomes import Exit
 
+        if _Shown.current is not None:
+            _Shown.current.stop()  # the live line cleared before the line that says so
         _err("mam: interrupted")
         return int(Exit.INTERRUPTED)
 
@@ -287,7 +289,10 @@ def _gone(gone: client.Gone) -> dict[str, Any]:
 
 class _Shown:
     """What `mam job delegate` and `mam job wait` print while the job runs: its id first (stderr), then a
-    live line on a terminal (or every transition with --follow; nothing with --quiet)."""
+    live line on a terminal (or every transition with --follow; nothing with --quiet). Every other line it
+    prints clears the live line first (`say`)."""
+
+    current: _Shown | None = None  # the one this command shows: an interrupt clears its line before it says so
 
     def __init__(self, follow: bool | None, *, announce: bool) -> None:
         self.follow = follow
@@ -297,6 +302,7 @@ class _Shown:
             from mam.node.live import LiveLine
 
             self.live = LiveLine()
+        _Shown.current = self
 
     @property
     def progress(self) -> bool:

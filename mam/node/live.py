@@ -29,10 +29,13 @@ def _secs(ms: float) -> str:
 
 
 def status_line(job: dict[str, Any], last: str, now_ms: int) -> str:
-    """`job-... running · last: progress "msg" 3s ago · heartbeat due in 12s · timeout in 29m50s`."""
+    """`job-... running · last: progress "msg" 3s ago · no-event deadline in 12s · timeout in 29m50s`; a job
+    waiting for its turn says what for: `job-... pending · waiting for job-... (running) on session dev-1`."""
     state, reason = str(job.get("state") or ""), str(job.get("reason") or "")
     parts = [f"{job.get('id')} {state}{f' ({reason})' if reason and reason != state else ''}"]
-    if job.get("queued_for") and not job.get("terminal"):  # set only while queued (mam.jobs.model)
+    if job.get("waits") and not job.get("terminal"):  # the job ahead of it, the hold (mam.jobs.queries.waits_for)
+        parts.append(str(job["waits"]))
+    elif job.get("queued_for") and not job.get("terminal"):  # set only while queued (mam.jobs.model)
         parts.append(f"waiting for a {job['queued_for']}")
     if last:
         since = job.get("last_event_ms") or now_ms

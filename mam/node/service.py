@@ -26,7 +26,7 @@ from mam.errors import MamError, UsageError
 from mam.jobs.delegate import DelegateRequest, RemoteOrigin, delegate, delegate_request
 from mam.jobs.model import Input, Job
 from mam.jobs.target import parse_target
-from mam.outcomes import OPEN_STATES, Exit
+from mam.outcomes import OPEN_STATES, UNCLAIMED_STATES, Exit
 from mam.protocol import Invalid
 from mam.settings import Settings, load_settings
 from mam.store.registry import Registry
@@ -77,8 +77,9 @@ class Reply:
         self.frame({"job": job_id})
 
 
-def snapshot(job: Job, inp: Input | None) -> dict[str, Any]:
-    """A progress frame's body: what the live status line and `--follow` show of one transition."""
+def snapshot(job: Job, inp: Input | None, waits: str = "") -> dict[str, Any]:
+    """A progress frame's body: what the live status line and `--follow` show of one transition. `waits`:
+    what a job waiting for its turn waits for, in words (mam.jobs.queries.waits_for)."""
     body = getattr(inp, "body", {}) or {}
     kind = getattr(inp, "type", "")
     return {
@@ -87,6 +88,7 @@ def snapshot(job: Job, inp: Input | None) -> dict[str, Any]:
             "state": job.state.value,
             "reason": job.reason,
             "queued_for": job.queued_for,
+            "waits": waits,
             "waiting": job.waiting,
             "terminal": job.terminal,
             "created_ms": job.created_ms,
@@ -219,8 +221,8 @@ class Service:
             attached.append(job_id)
             reply.frame({"job": job_id, "attached": True, "open": still_open})
 
-        def update(job: Job, inp: Input) -> None:
-            reply.frame({"progress": snapshot(job, inp)})
+        def update(job: Job, inp: Input | None) -> None:
+            reply.frame({"progress": snapshot(job, inp, _waits(registry, job))})
 
         try:
             with interrupts.raising():  # in a caller's process only (signals reach its main thread)
@@ -283,7 +285,10 @@ class Service:
         reply.job(job_id)
 
         def update(job: Job) -> None:
-            reply.frame({"progress": snapshot(job, None)})
+            from mam.jobs.queries import last_event
+
+            # The line `delegate` draws: the last event the job applied, what it waits for.
+            reply.frame({"progress": snapshot(job, last_event(registry, job), _waits(registry, job))})
 
         try:
             with interrupts.raising():
@@ -547,6 +552,15 @@ def event_body(kind: str, args: dict[str, Any], record: dict[str, Any]) -> tuple
             raise UsageError("missing option --reason")
         body = {"reason": args["reason"][:MAX_TEXT]}
     return body, fit
+
+
+def _waits(registry: Registry, job: Job) -> str:
+    """What `job` waits for, in words, while it waits for its turn ('' otherwise: nothing is read)."""
+    if job.state.value not in UNCLAIMED_STATES:
+        return ""
+    from mam.jobs.queries import waits_for
+
+    return waits_for(registry, job)
 
 
 class _registry:

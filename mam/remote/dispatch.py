@@ -35,7 +35,7 @@ from mam.jobs.ledger import Ledger
 from mam.jobs.target import Target
 from mam.outcomes import JobState, Rejected
 from mam.remote.job_key import KEY_NONCE, job_key
-from mam.settings import Settings
+from mam.settings import MAKE_SECRET, Settings
 from mam.workspace import Workspace
 
 PRESENCE_WAIT_S = 3.0
@@ -49,7 +49,9 @@ def check_remote_allowed(settings: Settings, ws: Workspace, *, allow_insecure: b
     """Return the dispatch secret, or raise if remote dispatch must not happen here."""
     secret = settings.dispatch_secret
     if not secret:
-        raise UsageError("remote jobs need MAM_DISPATCH_SECRET (the same value on this host and on the runner's)")
+        raise UsageError(
+            f"remote jobs need MAM_DISPATCH_SECRET (the same value on this host and on the runner's): {MAKE_SECRET}"
+        )
     endpoint = configured_endpoint(settings)
     if not allow_insecure and (endpoint is None or not endpoint.secured):
         raise UsageError(

@@ -30,7 +30,7 @@ from mam.bus.connect import open_client
 from mam.bus.envelope import Envelope
 from mam.bus.topics import Topics
 from mam.errors import DecodeError, UsageError
-from mam.settings import Settings
+from mam.settings import MAKE_SECRET, Settings
 from mam.store.sessions import LIVE
 from mam.workspace import Workspace
 
@@ -226,7 +226,9 @@ def listen(ws: Workspace, settings: Settings, listen_s: float = LISTEN_S) -> lis
     UsageError without MAM_DISPATCH_SECRET (presence is signed with it); BrokerError when no broker answers."""
     secret = settings.dispatch_secret
     if not secret:
-        raise UsageError("the fleet view needs MAM_DISPATCH_SECRET (every node signs its presence with it)")
+        raise UsageError(
+            f"the fleet view needs MAM_DISPATCH_SECRET (every node signs its presence with it): {MAKE_SECRET}"
+        )
     table = FleetTable(secret)
     with open_client(settings, ws, role="fleet", autostart=False, timeout=5) as bus:
         bus.subscribe(Topics.of(settings, ws).all_presence(), table.on_message)

@@ -13,7 +13,7 @@ from typing import Any
 from mam.agents import get_adapter, known_agents
 from mam.agents.base import PERMISSION_MODES, AgentAdapter, LaunchContext, SessionOptions
 from mam.agents.ready import wait_ready
-from mam.errors import AgentDialog, AgentExited, SessionError, UsageError
+from mam.errors import AgentDialog, AgentExited, SessionRefused, UsageError
 from mam.outcomes import Exit
 from mam.panes import BACKENDS, default_server, open_backend, socket_gone
 from mam.panes.base import PaneBackend
@@ -341,7 +341,7 @@ def _reserve(registry: Registry, row: SessionRow) -> None:
         if existing is not None:
             if existing.status != SessionStatus.TERMINATED:
                 hint = " (resume it with `mam session resume`)" if existing.status == SessionStatus.STOPPED else ""
-                raise SessionError(
+                raise SessionRefused(
                     f"session {row.name!r} already exists and is {existing.status}{hint}", session=row.name
                 )
             sessions_table.delete(conn, row.name)

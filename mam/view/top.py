@@ -118,6 +118,7 @@ class TopApp(App[tuple[str, str] | None]):
     """
     BINDINGS = [
         Binding("q", "quit", "quit"),
+        Binding("ctrl+c", "interrupt", show=False, priority=True),  # as every long-running command: exit 130
         Binding("slash", "filter", "filter"),
         Binding("c", "cancel_job", "cancel job"),
         Binding("s", "stop_session", "stop session"),
@@ -188,6 +189,13 @@ class TopApp(App[tuple[str, str] | None]):
         guard.daemon = True
         guard.start()
         self.exit()
+
+    async def action_interrupt(self) -> None:
+        """Ctrl-C (a key here: the terminal is raw): leave as `q` does, the command exiting 130."""
+        guard = threading.Timer(QUIT_GRACE_S, os._exit, args=(Exit.INTERRUPTED,))
+        guard.daemon = True
+        guard.start()
+        self.exit(("interrupted", ""))
 
     def on_unmount(self) -> None:
         if self._client is not None:  # closed aside: quitting never waits on the broker

@@ -424,7 +424,7 @@ def _check_epochs(world: World, step: Step, report: Report) -> None:
     epoch = 0
     for line in read_audit(world.origin.ws, step.job_id):
         kind = line.get("kind")
-        if kind in ("created", "taken_over"):
+        if kind in ("created", "taken_over", "followed"):
             epoch = int(line.get("epoch") or 0)
         elif kind == "stale_epoch":
             report.seen["stale_epoch refused"] += 1

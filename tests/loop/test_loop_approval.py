@@ -185,6 +185,7 @@ def test_a_branch_moved_after_review_is_refused_and_reviewed_again_then_rejected
         note = "demo-append: NOTE.md :: from the person\ndemo-commit: address the note"
         proc = mam("loop", "reject", "loop-appr-2", "--note", note)
         assert proc.returncode == 0, proc.stderr
+        assert proc.stdout.endswith("the creator gets the note in a fix brief, then another round\n"), proc.stdout
         wait_gate(loop, "loop-appr-2", 3)
         fix = (ws.state / "loops" / "loop-appr-2" / "round-2" / "brief-fix-creator.md").read_text()
         assert fix.splitlines()[0] == "[mam-loop: fix]" and "demo-append: NOTE.md :: from the person" in fix
@@ -192,7 +193,13 @@ def test_a_branch_moved_after_review_is_refused_and_reviewed_again_then_rejected
         assert git(tree_dir, "log", "-1", "--format=%s") == "address the note"
 
         # Rejected again in round 3, the last of --max-loop: the loop ends, exit 1; main never moved.
-        assert mam("loop", "reject", "loop-appr-2", "--note", "still no").returncode == 0
+        proc = mam("loop", "reject", "loop-appr-2", "--note", "still no")
+        assert proc.returncode == 0, proc.stderr
+        said = proc.stdout.strip()
+        assert said.endswith(
+            "round 3 was the last of --max-loop 3, so the loop ends not passed (exit 1) and the note is kept in its log"
+        )
+        assert "fix brief" not in said  # nobody gets it: the loop ends
         code, summary, err = finish(loop)
     finally:
         if loop.poll() is None:

@@ -81,7 +81,7 @@ def test_with_the_token_the_tools_work_and_two_clients_waiting_on_one_job_both_s
     audit = read_audit(mcp_ws, job_id)
     assert [line["kind"] for line in audit].count("created") == 1
     # No waiting client took it over: only the node, following its own job once job_delegate had its answer.
-    takers = {str(line["owner"]).split(":")[1] for line in audit if line["kind"] == "taken_over"}
+    takers = {str(line["owner"]).split(":")[1] for line in audit if line["kind"] in ("taken_over", "followed")}
     assert takers <= {str(node_pid(mcp_ws))} and owner_pid(mcp_ws, job_id) == node_pid(mcp_ws)
 
 

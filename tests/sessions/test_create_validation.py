@@ -84,10 +84,10 @@ def test_existing_sessions_are_refused_and_a_terminated_one_can_be_created_again
     mam("session", "stop", "--session", "resting", check=True)
 
     again = create("busy")
-    assert again.returncode == 1
+    assert again.returncode == 5  # a taken name is a refusal (the exit table's code for one)
     assert "session 'busy' already exists and is running" in again.stderr
     again = create("resting")
-    assert again.returncode == 1
+    assert again.returncode == 5
     assert "session 'resting' already exists and is stopped (resume it with `mam session resume`)" in again.stderr
     assert len(pane_ids(tmux_server.name)) == 2  # busy and the long one; the refusals started nothing
 

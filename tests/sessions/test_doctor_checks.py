@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import sys
 from pathlib import Path
@@ -45,6 +46,7 @@ def test_tmux_and_each_agent_cli_version_or_missing(workspace: Workspace, tmp_pa
     codex = checks["agent codex"]
     assert codex["status"] == "warn" and "codex not on PATH" in codex["detail"] and "@openai/codex" in codex["detail"]
     assert "agent demo" not in checks
+    assert "agents" not in checks  # one CLI found: no pointer to the demo agent
     # A session of the workspace runs codex: its CLI missing is a failure.
     registry = Registry(workspace)
     try:
@@ -63,6 +65,22 @@ def test_tmux_and_each_agent_cli_version_or_missing(workspace: Workspace, tmp_pa
         registry.close()
     code, checks = doctor({"PATH": path_with(bin_dir)})
     assert code == 1 and checks["agent codex"]["status"] == "fail"
+
+
+def test_no_agent_cli_found_points_to_the_demo_agent(workspace: Workspace, tmp_path: Path) -> None:
+    bin_dir = tmp_path / "bin"  # tmux only: no agent CLI on the panes' PATH
+    bin_dir.mkdir()
+    tmux = shutil.which("tmux")
+    assert tmux is not None
+    (bin_dir / "tmux").symlink_to(tmux)
+    code, checks = doctor({"PATH": os.pathsep.join([str(bin_dir), str(Path(sys.executable).parent)])})
+    assert code == 0, checks
+    assert all(c["status"] == "warn" for name, c in checks.items() if name.startswith("agent "))
+    hint = checks["agents"]
+    assert hint["status"] == "warn" and "--agent demo" in hint["detail"], hint
+    assert '"Trying it without an agent CLI"' in hint["detail"]
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    assert "\n### Trying it without an agent CLI\n" in readme
 
 
 def test_a_session_whose_agent_died_fails(workspace: Workspace, tmux_server: Any, poll) -> None:

@@ -347,7 +347,7 @@ def test_help_parsers_see_what_the_help_says():
         "--help",
         "--workspace",
     }
-    assert help_exit_codes(("session", "create")) == {0, 1, 2, 44, 45}
+    assert help_exit_codes(("session", "create")) == {0, 1, 2, 5, 44, 45}
     assert help_exit_codes(("job", "delegate")) == {0, 1, 2, 3, 5, 6, 129, 130, 143}
     assert help_exit_codes(("session", "onboard-orchestrator")) == {0}
 
@@ -617,7 +617,7 @@ def test_the_scripts_drive_a_demo_session_end_to_end(workspace: Workspace, tmux_
         assert row["status"] == "stopped" and row["resumable"] is True and row["conversation_id"]
         conversation = row["conversation_id"]
         assert (
-            skill("multi-agent-mux-create", "--agent", "demo", "--role", "dev", "--session", "s1").returncode == 1
+            skill("multi-agent-mux-create", "--agent", "demo", "--role", "dev", "--session", "s1").returncode == 5
         )  # name taken
 
         proc = skill("multi-agent-mux-resume", "--session", "s1")

@@ -1,0 +1,112 @@
+"""Ctrl-C ends every long-running command with exit 130 (the exit table's `interrupted`): `mam tail`,
+`mam board watch`, `mam monitor`, `mam node` in the foreground and `mam top` (where Ctrl-C is a key of its
+raw terminal); each is interrupted once it runs (what it says when ready, polled with a deadline)."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import pty
+import signal
+import struct
+import subprocess
+import termios
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from tests.helpers.jobs import FAST
+from tests.helpers.mamcli import MAM, default_sigint
+
+
+@pytest.fixture
+def wired(workspace, amqtt_broker, monkeypatch):
+    for key, value in {**amqtt_broker.env(), **FAST}.items():
+        monkeypatch.setenv(key, value)
+    return workspace
+
+
+def interrupted_once(args: list[str], ready: Callable[[str], bool], timeout: float = 60) -> tuple[int, str]:
+    """Start `mam args`, wait until `ready(its stderr so far)`, send SIGINT: (exit code, stderr)."""
+    proc = subprocess.Popen(
+        [MAM, *args], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True,
+        preexec_fn=default_sigint,
+    )  # fmt: skip
+    assert proc.stderr is not None
+    said: list[str] = []
+    reader = threading.Thread(target=lambda: said.extend(iter(proc.stderr.readline, "")), daemon=True)
+    reader.start()
+    try:
+        deadline = time.monotonic() + timeout
+        while not ready("".join(said)):
+            assert proc.poll() is None, f"mam {' '.join(args)} ended first ({proc.returncode}): {''.join(said)}"
+            assert time.monotonic() < deadline, f"mam {' '.join(args)} never got ready: {''.join(said)}"
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGINT)
+        code = proc.wait(timeout=timeout)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        reader.join(timeout=10)
+    return code, "".join(said)
+
+
+def test_tail_exits_130(workspace):
+    # No broker configured: it says so and follows the registry (it is running).
+    code, said = interrupted_once(["tail"], lambda s: "following the registry" in s)
+    assert code == 130, said
+
+
+def test_board_watch_exits_130(wired):
+    code, said = interrupted_once(["board", "watch"], lambda s: "watching" in s)
+    assert code == 130, said
+
+
+def test_monitor_exits_130(wired):
+    pidfile = Path(wired.run_dir) / "monitor.pid"
+    code, said = interrupted_once(["monitor"], lambda _s: pidfile.exists())
+    assert code == 130, said
+
+
+def test_a_foreground_node_exits_130(wired):
+    code, said = interrupted_once(["node"], lambda s: "serving workspace" in s)
+    assert code == 130, said
+
+
+def test_top_exits_130_on_ctrl_c(wired):
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 120, 0, 0))
+    proc = subprocess.Popen([MAM, "top"], stdin=slave, stdout=slave, stderr=slave, start_new_session=True)
+    os.close(slave)
+    seen: list[bytes] = []
+
+    def drain() -> None:
+        while True:
+            try:
+                data = os.read(master, 65536)
+            except OSError:
+                return
+            if not data:
+                return
+            seen.append(data)
+
+    reader = threading.Thread(target=drain, daemon=True)
+    reader.start()
+    try:
+        deadline = time.monotonic() + 60
+        while b"SESSIONS" not in b"".join(seen):
+            assert proc.poll() is None and time.monotonic() < deadline, b"".join(seen)[-2000:]
+            time.sleep(0.05)
+        os.write(master, b"\x03")
+        code = proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        os.close(master)
+        reader.join(timeout=10)
+    assert code == 130
