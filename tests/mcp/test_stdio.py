@@ -301,7 +301,7 @@ def test_session_fork_starts_a_copy_of_the_conversation_and_refuses_an_unknown_s
             assert made.data["conversation_id"] and made.data["conversation_id"] != src["conversation_id"]
             assert made.data["status"] == "running" and made.data["pane_id"] != src["pane_id"]
             again = await call(s, "session_fork", source="src", name="f")
-            assert again.error and again.data["exit_code"] == 1 and "already exists" in again.text
+            assert again.error and again.data["exit_code"] == 5 and "already exists" in again.text
 
     anyio.run(main)
     copy = mcp_ws.state / "demo-agent" / "conversations"

@@ -79,7 +79,7 @@ def test_same_name_from_five_processes_exactly_one_wins(workspace: Workspace, tm
     assert len(winners) == 1, results
     assert len(losers) == SAME_NAME - 1
     for rc, err in losers:
-        assert rc == 1 and "session 'same' already exists" in err, (rc, err)
+        assert rc == 5 and "session 'same' already exists" in err, (rc, err)
 
     row = json.loads(winners[0])
     assert pane_ids(tmux_server.name) == [row["pane_id"]]  # the losers started nothing

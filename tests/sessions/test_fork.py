@@ -103,8 +103,8 @@ def test_refused_forks_write_nothing(wired_ws: Workspace) -> None:
 
     cases = [
         (("nope", "--session", "new"), 5, "nope"),  # unknown source
-        (("src", "--session", "other"), 1, "already exists"),  # NEW exists
-        (("src", "--session", "src"), 1, "already exists"),
+        (("src", "--session", "other"), 5, "already exists"),  # NEW exists
+        (("src", "--session", "src"), 5, "already exists"),
         (("src", "--session", "bad name;x"), 2, "session name"),
         (("src", "--session", "new", "--role", "$(x)"), 2, "role"),
         (("src", "--session", "new", "--by", "a\x1b[2Jb"), 2, "--by"),

@@ -86,7 +86,8 @@ def test_each_take_over_raises_the_epoch_by_one_and_says_so_in_the_audit(store: 
     assert (first.epoch, second.epoch, registry.job(ledger.job.id).epoch) == (1, 2, 2)
     with registry.read() as conn:
         lines = conn.execute(
-            "SELECT line FROM job_audit WHERE job_id=? AND kind='taken_over' ORDER BY n", (ledger.job.id,)
+            "SELECT line FROM job_audit WHERE job_id=? AND kind IN ('taken_over', 'followed') ORDER BY n",
+            (ledger.job.id,),
         ).fetchall()
     assert ['"epoch": 1' in r[0] for r in lines] == [True, False]
 
