@@ -85,7 +85,7 @@ def _put(inbox: queue.Queue[tuple[str, bytes]], topic: str, payload: bytes) -> N
 
 def _has_keys(registry: Registry) -> bool:
     with registry.read() as conn:
-        return conn.execute("SELECT 1 FROM board LIMIT 1").fetchone() is not None
+        return table.any_entry(conn)
 
 
 class _Keeper:

@@ -26,7 +26,6 @@ from typing import Any
 
 from mam.errors import MamError
 from mam.governor import budget
-from mam.governor import reservations as rs
 from mam.governor.admission import Want, decide
 from mam.governor.gate import estimate_for
 from mam.jobs.delegate import DelegateRequest, delegate_request
@@ -38,6 +37,7 @@ from mam.routines.hold import workspace_hold
 from mam.routines.schedule import due, iso, period_at, schedule_of
 from mam.settings import Settings
 from mam.store import jobs as jobs_table
+from mam.store import reservations as rs
 from mam.store import routines as table
 from mam.store import sessions as sessions_table
 from mam.store.registry import Registry

@@ -234,5 +234,4 @@ def wait_decided(registry: Registry, n: int, *, timeout_s: float, poll_s: float 
 def withdraw(registry: Registry, n: int) -> bool:
     """Delete tick `n` if no node has decided it yet; whether it was deleted."""
     with registry.write() as conn:
-        cur = conn.execute("DELETE FROM routine_ticks WHERE n=? AND status=? AND reason=''", (n, table.PENDING))
-        return cur.rowcount == 1
+        return table.withdraw_tick(conn, n)

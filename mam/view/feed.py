@@ -30,6 +30,7 @@ from mam.jobs.target import parse_target
 from mam.sessions import audit
 from mam.store import jobs as jobs_table
 from mam.store import org as org_table
+from mam.store import routines as routines_table
 from mam.store.registry import Registry
 from mam.util.text import for_terminal
 from mam.workspace import Workspace
@@ -279,8 +280,8 @@ class Feed:
         if registry is None:
             return []
         with registry.read() as conn:
-            ticks = conn.execute("SELECT * FROM routine_ticks ORDER BY n DESC LIMIT ?", (RECENT_TICKS,)).fetchall()
-            routines = {str(r["name"]): r for r in conn.execute("SELECT name, next_at, target FROM routines")}
+            ticks = routines_table.recent_ticks(conn, RECENT_TICKS)
+            routines = routines_table.targets(conn)
         out = []
         for t in reversed(ticks):
             status = str(t["status"])

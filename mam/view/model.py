@@ -17,6 +17,7 @@ from typing import Any
 
 from mam.outcomes import UNCLAIMED_STATES, JobState
 from mam.settings import Settings
+from mam.store import jobs as jobs_table
 from mam.util.text import for_terminal
 from mam.workspace import Workspace
 
@@ -163,13 +164,11 @@ def session_state(row: dict[str, Any], open_job: dict[str, Any] | None) -> tuple
 
 
 def _last_progress(conn: Any, job_id: str) -> str:
-    row = conn.execute(
-        "SELECT raw FROM events WHERE job_id=? AND type IN ('progress','started') ORDER BY seq DESC LIMIT 1", (job_id,)
-    ).fetchone()
-    if row is None:
+    raw = jobs_table.last_progress_raw(conn, job_id)
+    if raw is None:
         return ""
     try:
-        return str((json.loads(row[0]).get("body") or {}).get("message", "") or "")
+        return str((json.loads(raw).get("body") or {}).get("message", "") or "")
     except (ValueError, AttributeError):
         return ""
 
@@ -177,7 +176,6 @@ def _last_progress(conn: Any, job_id: str) -> str:
 def snapshot(ws: Workspace, settings: Settings, *, broker: str = "unknown") -> Snapshot:
     from mam.jobs.queries import job_view
     from mam.sessions.status import session_status
-    from mam.store import jobs as jobs_table
     from mam.store import pauses
     from mam.store.registry import Registry
 
