@@ -5,6 +5,7 @@ graph itself (the layers, the upward imports) is tests/unit/test_layers.py's."""
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 MAM = Path(__file__).resolve().parents[2] / "mam"
@@ -60,3 +61,58 @@ def test_the_sql_check_can_fail(tmp_path: Path) -> None:
     probe = tmp_path / "probe.py"
     probe.write_text("def f(conn):\n    with conn:\n        return conn.cursor().execute('SELECT 1')\n")
     assert sql_lines(probe) == [3]
+
+
+# -- the events table: one module writes it ---------------------------------------------------------------------
+
+EVENT_WRITES = {"add_event", "mark_published"}  # mam/store/jobs.py's functions that write the events table
+EVENTS_WRITER = "jobs/emit.py"  # the emitter: new events, a remote job's received ones, a runner's relay mark
+WRITES_EVENTS_SQL = re.compile(r"\b(INSERT(\s+OR\s+\w+)?\s+INTO|REPLACE\s+INTO|UPDATE|DELETE\s+FROM)\s+events\b", re.I)
+
+
+def sql_writing_events(path: Path) -> set[str]:
+    """The functions of a file holding SQL text that writes the events table ("" for module level)."""
+    found: set[str] = set()
+
+    def visit(node: ast.AST, where: str) -> None:
+        for child in ast.iter_child_nodes(node):
+            inner = child.name if isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef) else where
+            if (
+                isinstance(child, ast.Constant)
+                and isinstance(child.value, str)
+                and WRITES_EVENTS_SQL.search(child.value)
+            ):
+                found.add(where)
+            visit(child, inner)
+
+    visit(tree(path), "")
+    return found
+
+
+def calls_of(path: Path, names: set[str]) -> set[str]:
+    """Which of `names` a file calls (as a function or an attribute: `jobs_table.add_event(...)`)."""
+    out = set()
+    for n in ast.walk(tree(path)):
+        if isinstance(n, ast.Call):
+            name = n.func.attr if isinstance(n.func, ast.Attribute) else getattr(n.func, "id", "")
+            if name in names:
+                out.add(name)
+    return out
+
+
+def test_only_the_emitter_writes_the_events_table() -> None:
+    sql = {f"{rel(p)}:{fn}" for p in all_files() for fn in sql_writing_events(p)}
+    assert sql == {f"store/jobs.py:{fn}" for fn in EVENT_WRITES}
+    callers = {rel(p) for p in all_files() if rel(p) != "store/jobs.py" and calls_of(p, EVENT_WRITES)}
+    assert callers == {EVENTS_WRITER}
+
+
+def test_the_events_writer_check_can_fail(tmp_path: Path) -> None:
+    probe = tmp_path / "probe.py"
+    probe.write_text(
+        "def sneak(conn, jobs_table):\n"
+        "    conn.execute('INSERT OR IGNORE INTO events(job_id) VALUES (?)', ('j',))\n"
+        "    jobs_table.add_event(conn, job_id='j')\n"
+    )
+    assert sql_writing_events(probe) == {"sneak"}
+    assert calls_of(probe, EVENT_WRITES) == {"add_event"}
