@@ -116,3 +116,71 @@ def test_the_events_writer_check_can_fail(tmp_path: Path) -> None:
     )
     assert sql_writing_events(probe) == {"sneak"}
     assert calls_of(probe, EVENT_WRITES) == {"add_event"}
+
+
+# -- the environment: mam/settings.py reads it, and the files named here ----------------------------------------
+
+ENV_NAMES = {"environ", "environb", "getenv", "putenv", "unsetenv"}
+# The library below the front ends takes the environment as a parameter (`environ=`); these files read
+# this process's own, each for its reason.
+FRONT = "a front end: hands its caller's environment to the library, which takes it as a parameter"
+PANE_SIDE = "runs in an agent's pane, where the variables mam set at launch are its only input"
+ENVIRON_READERS: dict[str, str] = {
+    "cli/board.py": FRONT + " (MAM_SESSION: the writing session, set in its pane)",
+    "cli/hook.py": FRONT + " (MAM_SESSION, set in the agent's pane)",
+    "cli/loop.py": FRONT,
+    "cli/mcp.py": FRONT,
+    "cli/session.py": FRONT,
+    "cli/worktree.py": FRONT,
+    "cli/node.py": "`mam node` strips relative PATH entries from its own environment, as an autostarted node",
+    "demo/agent.py": PANE_SIDE + " (MAM_DEMO_*: the demo agent's scripted behaviour; its conversation folder)",
+    "demo/tour.py": FRONT + " (the demo's panes get the caller's environment, their settings changed)",
+    "doctor.py": FRONT + " (which agent CLIs the caller's PATH finds)",
+    "hooks/run.py": PANE_SIDE + " (`mam hook`: MAM_WORKSPACE; MAM_HOOK_TRACE, a trace of each call for tests)",
+    "jobs/delivery.py": "a session stopped by a pause is resumed with the wrapper's environment, as the CLI would",
+    "jobs/heartbeat.py": "the heartbeater process starts with its starter's environment unless handed one",
+    "node/call.py": "a library caller's default: its own environment's settings variables go with the request",
+    "node/client.py": "the client runs in the caller's process: MAM_NODE, MAM_NO_AUTOSTART; the node it starts",
+    "node/front.py": PANE_SIDE
+    + " and the lean front end (`mam event`, `mam job delegate`): settings variables, MAM_AGENT_PID, MAM_NODE",
+    "node/server.py": "the node's own settings when a request carries none (the `web` operation)",
+    "node/service.py": "the node resumes a session stopped by a pause with its own environment",
+    "panes/herdr.py": "a herdr server mam starts inherits its environment, minus the enclosing pane's HERDR_*",
+    "panes/herdr_config.py": "where herdr keeps its config (XDG_CONFIG_HOME, HERDR_CONFIG_DIR) by default",
+    "panes/tmux.py": "where `tmux -L` finds its server: this process's TMUX_TMPDIR",
+    "sessions/attach.py": "`mam session attach` runs tmux in the caller's terminal, with its environment",
+    "util/launch.py": PANE_SIDE + " (the launcher keeps what the multiplexer told the pane: TMUX_PANE, ...)",
+    "util/proc.py": "clean_path's default: this process's PATH without relative entries",
+    "util/root.py": "the lean front end's workspace lookup (MAM_WORKSPACE) before settings are imported",
+    "workspace.py": "find_workspace's default: this process's MAM_WORKSPACE",
+}
+
+
+def env_lines(path: Path) -> list[int]:
+    """The lines of a file that read or change this process's environment (os.environ, os.getenv, ...)."""
+    found = []
+    for n in ast.walk(tree(path)):
+        if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id == "os":
+            if n.attr in ENV_NAMES:
+                found.append(n.lineno)
+        elif isinstance(n, ast.ImportFrom) and n.module == "os" and {a.name for a in n.names} & ENV_NAMES:
+            found.append(n.lineno)
+    return sorted(found)
+
+
+def reads_environ() -> set[str]:
+    return {rel(p) for p in all_files() if rel(p) != "settings.py" and env_lines(p)}
+
+
+def test_only_settings_and_the_named_files_read_the_environment() -> None:
+    assert reads_environ() - set(ENVIRON_READERS) == set(), "read it through mam.settings, or take an environ="
+
+
+def test_the_environ_allow_list_holds_only_what_is_still_there() -> None:
+    assert set(ENVIRON_READERS) - reads_environ() == set()
+
+
+def test_the_environ_check_can_fail(tmp_path: Path) -> None:
+    probe = tmp_path / "probe.py"
+    probe.write_text("import os\nfrom os import getenv\nA = os.environ.get('X')\nB = os.getenv('Y')\n")
+    assert env_lines(probe) == [2, 3, 4]
