@@ -24,7 +24,9 @@ from typing import Any
 import yaml
 from filelock import FileLock
 
+from mam.agents import get_adapter, known_agents
 from mam.broker import embedded
+from mam.broker.survey import survey
 from mam.errors import MamError, StoreError, UsageError
 from mam.sessions.worktree import strays
 from mam.store import inspect
@@ -115,7 +117,6 @@ def _tmux(settings: Any) -> Check:
 def _agents(ws: Workspace, sessions: dict[str, dict[str, Any]], environ: Mapping[str, str]) -> list[Check]:
     """Each agent CLI: where it is on the panes' PATH and its version, or missing (a failure only when a
     live or resumable session of the workspace runs it)."""
-    from mam.agents import get_adapter, known_agents
 
     first = ws.venv_bin if (ws.venv_bin / "mam").exists() else Path(sys.executable).parent
     path = os.pathsep.join([str(first), environ.get("PATH", os.defpath)])
@@ -347,7 +348,6 @@ def _webhook(ws: Workspace) -> Check:
 
 
 def _broker(ws: Workspace, load_settings: Callable[[], Any]) -> Check:
-    from mam.broker.survey import survey
 
     try:
         settings = load_settings()

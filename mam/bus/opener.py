@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from mam.errors import BrokerError
+from mam.errors import BrokerError, ConfigError
 from mam.workspace import Workspace
 
 if TYPE_CHECKING:
@@ -40,7 +40,6 @@ def opener(
         from mam.broker.endpoint import resolve_endpoint
         from mam.bus.connect import client_id
         from mam.bus.mqtt import MqttClient
-        from mam.errors import ConfigError
         from mam.settings import load_settings
 
         try:

@@ -12,7 +12,10 @@ import click
 from mam.cli.common import App, echo, echo_json, open_registry, workspace_option
 from mam.errors import UsageError
 from mam.loop import LoopRequest, run_loop
+from mam.loop.approval import approve, reject
 from mam.loop.describe import describe
+from mam.loop.model import LoopState
+from mam.loop.status import all_loops, loop_status
 from mam.outcomes import Exit
 
 LOOP_HELP = """Run a task through plan (optional), implement, and review rounds until every reviewer passes.
@@ -228,7 +231,6 @@ def _progress(event: dict[str, Any]) -> None:
 
 
 def _summary(result: Any) -> None:
-    from mam.loop.model import LoopState
 
     head = {
         LoopState.PASSED: f"PASSED in round {result.rounds}",
@@ -267,7 +269,6 @@ def status(app: App, loop_id: str | None, as_json: bool) -> None:
     \b
     Exit codes: 0 shown; 5 no such loop; 2 a malformed LOOP_ID.
     """
-    from mam.loop.status import all_loops, loop_status
 
     if loop_id is not None:
         one = loop_status(app.ws, loop_id)
@@ -333,7 +334,6 @@ def approve_cmd(app: App, loop_id: str, mode: str, as_json: bool) -> None:
     the branch moved since the review (the loop reviews again), not a fast-forward, a
     conflict, or the base branch's checkout has local changes; 2 bad options.
     """
-    from mam.loop.approval import approve
 
     gate = approve(app.ws, loop_id, mode=mode, environ=dict(os.environ))
     if as_json:
@@ -356,7 +356,6 @@ def reject_cmd(app: App, loop_id: str, note: str, as_json: bool) -> None:
     Exit codes: 0 rejected (the loop goes on; past --max-loop it ends with exit 1);
     5 no such loop, or it is not waiting for approval; 2 an empty --note.
     """
-    from mam.loop.approval import reject
 
     gate = reject(app.ws, loop_id, note=note)
     if as_json:

@@ -10,6 +10,7 @@ import click
 
 from mam.cli.common import App, brief_options, echo, echo_json, open_registry, read_brief, workspace_option
 from mam.errors import UsageError
+from mam.protocol import Invalid
 
 if TYPE_CHECKING:
     from mam.store.registry import Registry
@@ -72,7 +73,6 @@ def _looking(app: App) -> Iterator[Registry | None]:
 def _run(app: App, op: str, args: dict[str, Any]) -> Any:
     """`op` through the node (started when the operation starts one): its answer; a warning when it ran here."""
     from mam.node.call import answer, call
-    from mam.protocol import Invalid
 
     def said(frame: dict[str, Any]) -> None:
         if "warning" in frame:

@@ -11,6 +11,7 @@ import click
 from mam.cli.common import App, brief_options, echo, echo_json, open_registry, read_brief, workspace_option
 from mam.errors import UsageError
 from mam.outcomes import Exit
+from mam.protocol import Invalid
 
 if TYPE_CHECKING:
     from mam.store.registry import Registry
@@ -73,7 +74,6 @@ def _looking(app: App) -> Iterator[Registry | None]:
 def _run(app: App, op: str, args: dict[str, Any]) -> Any:
     """`op` through the node (started when none runs): its answer; a warning when it ran here instead."""
     from mam.node.call import answer, call
-    from mam.protocol import Invalid
 
     try:
         final = call(app.ws.root, op, args)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import shlex
+import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict
@@ -13,7 +15,11 @@ import click
 from mam.cli.common import App, echo, echo_json, open_registry, workspace_option
 from mam.errors import UsageError
 from mam.ids import check_name
+from mam.node.live import LiveLine
 from mam.outcomes import Exit
+from mam.routines.health import webhook_problem
+from mam.sessions.attach import attach as attach_session
+from mam.sessions.attach import attach_argv
 from mam.sessions.create import Created, start_session
 from mam.sessions.fork import fork_session
 from mam.sessions.orchestrator import onboard_orchestrator as record
@@ -150,12 +156,8 @@ def create(
     commit), or the agent's program is not on PATH.
     """
 
-    import sys
-
     live = None
     if onboard and not as_json and sys.stderr.isatty():
-        from mam.node.live import LiveLine
-
         live = LiveLine()
 
     def onboarding(job_id: str, budget_s: float) -> None:
@@ -408,8 +410,6 @@ def status(app: App, as_json: bool, fleet: bool) -> None:
 
 def _say_webhook_down(app: App) -> None:
     """A warning on stderr while the routines' webhook URL does not reach them (their node cannot serve it)."""
-    from mam.routines.health import webhook_problem
-    from mam.store.registry import Registry
 
     registry = Registry.open_existing(app.ws)
     if registry is None:
@@ -466,13 +466,9 @@ def attach(app: App, name: str, print_only: bool) -> None:
     nothing: a session with no live pane is refused (exit 5) with the resume command.
     With --print, prints the commands (one a line, runnable as printed) and exits 0.
     """
-    import shlex
-
-    from mam.sessions.attach import attach as run
-    from mam.sessions.attach import attach_argv
 
     if print_only:
         for argv in attach_argv(name, ws=app.ws, settings=app.settings):
             echo(shlex.join(argv))
         return
-    run(name, ws=app.ws, settings=app.settings)
+    attach_session(name, ws=app.ws, settings=app.settings)

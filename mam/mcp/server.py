@@ -28,6 +28,7 @@ from mam.errors import MamError
 from mam.jobs.request import OPTIONS
 from mam.jobs.result import ended_line
 from mam.mcp.service import Delegation, Service
+from mam.onboarding import onboarding_line
 from mam.outcomes import TERMINAL, Exit
 
 log = logging.getLogger(__name__)
@@ -223,8 +224,6 @@ def build(service: Service, *, poll_s: float) -> MCPServer:
             f"in {data['backend']}:{data['server']} pane {data['pane_id']}"
         )
         if code:
-            from mam.onboarding import onboarding_line
-
             said = onboarding_line(data.get("onboarding") or {})
             return failed(f"{line}; {said}", code, data, text=f"{said}\n{line}")
         return ok(data, line)

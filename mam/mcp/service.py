@@ -15,6 +15,7 @@ progress and the wire are `server.py`'s business.
 
 from __future__ import annotations
 
+import getpass
 import logging
 import os
 import subprocess
@@ -356,7 +357,6 @@ class Service:
         return [e.as_dict() for e in list_keys(self._board_reader(), prefix)]
 
     def board_write(self, *, key: str, value: str | None, if_version: int | None = None) -> dict[str, Any]:
-        import getpass
 
         from mam.board.store import check_writer, write
 

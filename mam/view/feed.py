@@ -27,6 +27,7 @@ from typing import Any
 from mam.errors import UsageError
 from mam.jobs.send import SENT
 from mam.jobs.target import parse_target
+from mam.loop.describe import describe
 from mam.sessions import audit
 from mam.store import jobs as jobs_table
 from mam.store import org as org_table
@@ -255,7 +256,6 @@ class Feed:
             return []
 
     def _loop_lines(self, path: Path) -> Iterator[Line]:
-        from mam.loop.describe import describe
 
         loop_id = path.parent.name
         cur = self._loops.setdefault(loop_id, _FileCursor())

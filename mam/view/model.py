@@ -15,9 +15,11 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from mam.errors import MamError
 from mam.outcomes import UNCLAIMED_STATES, JobState
 from mam.settings import Settings
 from mam.store import jobs as jobs_table
+from mam.store import pauses
 from mam.util.text import for_terminal
 from mam.workspace import Workspace
 
@@ -176,7 +178,6 @@ def _last_progress(conn: Any, job_id: str) -> str:
 def snapshot(ws: Workspace, settings: Settings, *, broker: str = "unknown") -> Snapshot:
     from mam.jobs.queries import job_view
     from mam.sessions.status import session_status
-    from mam.store import pauses
     from mam.store.registry import Registry
 
     now = int(time.time() * 1000)
@@ -329,7 +330,6 @@ def routines(ws: Workspace) -> list[RoutineView]:
 
 
 def loops(ws: Workspace, limit: int = 10) -> list[LoopView]:
-    from mam.errors import MamError
     from mam.loop.status import loop_status
 
     folder = ws.state / "loops"
