@@ -184,3 +184,94 @@ def test_the_environ_check_can_fail(tmp_path: Path) -> None:
     probe = tmp_path / "probe.py"
     probe.write_text("import os\nfrom os import getenv\nA = os.environ.get('X')\nB = os.getenv('Y')\n")
     assert env_lines(probe) == [2, 3, 4]
+
+
+# -- one wake channel: no fixed-interval polling loop but the named ones ------------------------------------------
+
+# A wait on something mam writes is woken by its writer's poke (mam/util/pokes.py: a job's row, its events, a
+# session's turn, the hold, a free slot). What remains polls something that tells nobody when it changes, each
+# named here ("file:function") with its reason. A polling loop: a sleep inside a loop, or a call of
+# mam.util.poll.wait_for (the helper that polls with a deadline).
+SCREEN = "a pane's screen: tmux and herdr tell nobody when it changes"
+PROCESS = "another process's end or start (not a child of ours: no wait() for it)"
+POLLING: dict[str, str] = {
+    "agents/ready.py:wait_ready": SCREEN + " (the agent's ready screen)",
+    "broker/embedded.py:_wait_port": "the embedded broker's TCP port starting to accept",
+    "broker/embedded.py:_wait_gone": PROCESS + " (the embedded broker)",
+    "cli/node.py:_let_go_of_an_idle_autostarted_node": PROCESS + " (the autostarted node let go)",
+    "cli/node.py:stop": PROCESS + " (`mam node stop`: the node's exit)",
+    "demo/org.py:until": "the demo's narration of the org's tasks, read as the node's scheduler moves them",
+    "hooks/prompt_watch.py:watch": SCREEN + " (a prompt the hooks said is up)",
+    "jobs/intake.py:attach": "a subscription the broker refused, asked again after SUBSCRIBE_RETRY_S",
+    "loop/approval.py:wait_decision": "the approval gate, a file `mam loop approve` or the web page writes",
+    "mcp/server.py:loop_start": PROCESS + " (the `mam loop` the tool started, until it says it has started)",
+    "node/client.py:start": "the node's socket appearing after a start (no process to be poked by yet)",
+    "notify.py:sender_main": "the back-off between a notification's tries",
+    "panes/herdr.py:_start": PROCESS + " (a herdr server answering on its socket)",
+    "panes/herdr.py:kill_server": PROCESS + " (a herdr server gone)",
+    "remote/dispatch.py:find_target": "a runner's presence (retained MQTT) after it said it is offline",
+    "routines/manage.py:wait_decided": "a tick the node's routine thread decides (`mam routine run --wait`)",
+    "sessions/answer.py:_steady": SCREEN,
+    "sessions/answer.py:_gone": SCREEN,
+    "sessions/answer.py:_select": SCREEN,
+    "sessions/create.py:exited": PROCESS + " (the agent, after its pane closed)",
+    "sessions/create.py:discover": "an agent CLI's conversation file appearing on disk",
+    "sessions/stop.py:exit_agent": "the pauses between the keys that make an agent exit (pacing, not a wait)",
+    "sessions/stop.py:press": "the pauses a key sequence asks for (pacing, not a wait)",
+    "store/db.py:__init__": "the back-off while SQLite reports the registry locked as it opens",
+    "usage/readers.py:_settle": "an agent CLI's usage file to stop growing",
+    "util/poll.py:wait_for": "the helper itself",
+    "web/serve.py:start": "the web server's port starting to accept",
+}
+SLEEPS = {"sleep"}  # time.sleep, anyio.sleep, asyncio.sleep, or a `sleep` passed in
+
+
+def polling(path: Path) -> set[str]:
+    """The functions of a file that poll: a sleep inside a loop, or a call of mam.util.poll's wait_for."""
+    module = tree(path)
+    helper = any(
+        isinstance(n, ast.ImportFrom)
+        and n.module == "mam.util.poll"
+        and any(a.name == "wait_for" and a.asname is None for a in n.names)
+        for n in ast.walk(module)
+    )
+    found: set[str] = set()
+
+    def visit(node: ast.AST, fn: str, in_loop: bool) -> None:
+        for child in ast.iter_child_nodes(node):
+            here, loop = fn, in_loop
+            if isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef):
+                here, loop = child.name, False
+            elif isinstance(child, ast.While | ast.For | ast.AsyncFor):
+                loop = True
+            elif isinstance(child, ast.Call):
+                name = child.func.attr if isinstance(child.func, ast.Attribute) else getattr(child.func, "id", "")
+                if (name in SLEEPS and in_loop) or (helper and isinstance(child.func, ast.Name) and name == "wait_for"):
+                    found.add(fn)
+            visit(child, here, loop)
+
+    visit(module, "", False)
+    return found
+
+
+def polls() -> set[str]:
+    return {f"{rel(p)}:{fn}" for p in all_files() for fn in polling(p)}
+
+
+def test_no_polling_loop_but_the_named_ones() -> None:
+    assert polls() - set(POLLING) == set(), "wait on a poke (mam/util/pokes.py), or name it in POLLING"
+
+
+def test_the_polling_list_holds_only_what_is_still_there() -> None:
+    assert set(POLLING) - polls() == set()
+
+
+def test_the_polling_check_can_fail(tmp_path: Path) -> None:
+    probe = tmp_path / "probe.py"
+    probe.write_text(
+        "import time\nfrom mam.util.poll import wait_for\n"
+        "def spin(look):\n    while not look():\n        time.sleep(0.1)\n"
+        "def helped(look):\n    return wait_for(look, timeout=1)\n"
+        "def once():\n    time.sleep(1)\n"
+    )
+    assert polling(probe) == {"spin", "helped"}
