@@ -275,3 +275,41 @@ def test_the_polling_check_can_fail(tmp_path: Path) -> None:
         "def once():\n    time.sleep(1)\n"
     )
     assert polling(probe) == {"spin", "helped"}
+
+
+# -- start-up: the bends are on the lean path only ---------------------------------------------------------------
+
+# `TYPE_CHECKING = False` in place of typing's spares `import typing` (~5 ms) in the modules `mam event` and
+# `mam job delegate` import (agents run `mam event` once per event): the lean front end and its client,
+# and what the event's own operation imports when no node serves it (the emitter's wake channel, outcomes).
+LEAN_PATH = {
+    "node/client.py",
+    "node/front.py",
+    "node/live.py",
+    "node/wire.py",
+    "protocol.py",
+    "outcomes.py",
+    "util/fdwait.py",
+    "util/pokefifo.py",
+    "util/proc.py",
+}
+
+
+def bends(path: Path) -> bool:
+    """Whether a file sets TYPE_CHECKING itself (`TYPE_CHECKING = False`) rather than importing typing's."""
+    return any(
+        isinstance(n, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "TYPE_CHECKING" for t in n.targets)
+        for n in tree(path).body
+    )
+
+
+def test_start_up_bends_are_only_on_the_lean_path() -> None:
+    assert {rel(p) for p in all_files() if bends(p)} == LEAN_PATH
+
+
+def test_the_start_up_check_can_fail(tmp_path: Path) -> None:
+    probe = tmp_path / "probe.py"
+    probe.write_text("TYPE_CHECKING = False\nif TYPE_CHECKING:\n    import sqlite3\n")
+    assert bends(probe)
+    probe.write_text("from typing import TYPE_CHECKING\n")
+    assert not bends(probe)
