@@ -14,8 +14,6 @@ import sys
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
-import anyio
-
 from mam.mcp.service import Service
 from mam.outcomes import Exit
 from mam.util.hosts import allowed_hosts
@@ -94,6 +92,7 @@ def _exit_on_sigterm() -> None:
 
 
 def serve_stdio(service: Service, *, poll_s: float) -> None:
+    import anyio
 
     from mam.mcp.server import build
 
@@ -117,6 +116,7 @@ def serve_http(
 ) -> None:
     """Serve on host:port; `tls` (cert file, key file) makes it HTTPS. The caller has checked that a
     non-loopback host has TLS (mam.cli.mcp)."""
+    import anyio
     import uvicorn
 
     from mam.mcp.server import build

@@ -16,7 +16,9 @@ MAM = Path(__file__).resolve().parents[2] / "mam"
 # Slow to import, so imported where used (a name covers its submodules): `mam event` (once per agent event)
 # and `mam --help` never pay for them. filelock (about 40 ms: it imports asyncio) and PyYAML (about 20 ms)
 # guard and write the mirror; urllib.request (about 25 ms) only sends a notification.
-SLOW = {"paho", "amqtt", "libtmux", "textual", "filelock", "yaml", "uvicorn", "urllib.request", "subprocess", "logging"}
+SLOW = {"paho", "amqtt", "libtmux", "textual", "filelock", "yaml", "urllib.request", "subprocess", "logging"}
+# The MCP server's stack, imported by `mam mcp` alone (tests/mcp/test_startup.py): uvicorn, anyio.
+SLOW |= {"uvicorn", "anyio"}
 # mam's own modules that are slow because of what they pull in, imported only once needed. Measured with
 # `python -X importtime` as what importing the module adds to its importer (2 cores, warm bytecode), the
 # largest over its importers: mam.jobs.attempt ~60-110 ms (mam.bus.mqtt and the broker endpoint, the
