@@ -313,3 +313,26 @@ def test_the_start_up_check_can_fail(tmp_path: Path) -> None:
     assert bends(probe)
     probe.write_text("from typing import TYPE_CHECKING\n")
     assert not bends(probe)
+
+
+# -- no function over 100 lines ------------------------------------------------------------------------------------
+
+LONGEST = 100  # lines of a function, from its `def` to its last line (decorators not counted)
+
+
+def long_functions(path: Path) -> list[str]:
+    return [
+        f"{n.name} ({n.end_lineno - n.lineno + 1} lines)"
+        for n in ast.walk(tree(path))
+        if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef) and (n.end_lineno or 0) - n.lineno + 1 > LONGEST
+    ]
+
+
+def test_no_function_is_over_100_lines() -> None:
+    assert {rel(p): found for p in all_files() if (found := long_functions(p))} == {}
+
+
+def test_the_function_length_check_can_fail(tmp_path: Path) -> None:
+    probe = tmp_path / "probe.py"
+    probe.write_text("def long():\n" + "    x = 1\n" * LONGEST + "def short():\n    pass\n")
+    assert long_functions(probe) == [f"long ({LONGEST + 1} lines)"]
