@@ -336,3 +336,48 @@ def test_the_function_length_check_can_fail(tmp_path: Path) -> None:
     probe = tmp_path / "probe.py"
     probe.write_text("def long():\n" + "    x = 1\n" * LONGEST + "def short():\n    pass\n")
     assert long_functions(probe) == [f"long ({LONGEST + 1} lines)"]
+
+
+# -- every attempt runs in the node ----------------------------------------------------------------------------
+
+# Who makes a JobAttempt, and who calls `delegate` (the function that makes a local job's attempt and runs it).
+ATTEMPT_MAKERS = {
+    "jobs/delegate.py": "delegate: a job's attempt, made and run",
+    "remote/runner_job.py": "a remote job's attempt on its runner's host, in `mam node --name`",
+}
+DELEGATE_CALLERS = {"node/service.py"}  # Service.op_delegate: the node's (or, with no node, the caller's Service)
+
+
+def makes(path: Path, name: str) -> bool:
+    """Whether a file calls `name` (a function or class, called by that name)."""
+    return any(
+        isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == name for n in ast.walk(tree(path))
+    )
+
+
+def imports_delegate(path: Path) -> bool:
+    return any(
+        isinstance(n, ast.ImportFrom)
+        and n.module == "mam.jobs.delegate"
+        and any(a.name == "delegate" for a in n.names)
+        or isinstance(n, ast.ImportFrom)
+        and n.module == "mam.jobs"
+        and any(a.name == "delegate" for a in n.names)
+        or isinstance(n, ast.Import)
+        and any(a.name == "mam.jobs.delegate" for a in n.names)
+        for n in ast.walk(tree(path))
+    )
+
+
+def test_every_attempt_is_made_by_delegate_or_the_runner_and_delegate_runs_in_the_service() -> None:
+    assert {rel(p) for p in all_files() if makes(p, "JobAttempt")} == set(ATTEMPT_MAKERS)
+    assert {rel(p) for p in all_files() if imports_delegate(p)} == DELEGATE_CALLERS
+
+
+def test_the_attempt_check_can_fail(tmp_path: Path) -> None:
+    probe = tmp_path / "probe.py"
+    probe.write_text(
+        "from mam.jobs.delegate import delegate\nfrom mam.jobs.attempt import JobAttempt\n"
+        "def run(req):\n    return JobAttempt(req).run()\n"
+    )
+    assert makes(probe, "JobAttempt") and imports_delegate(probe)
