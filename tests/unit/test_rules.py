@@ -203,7 +203,6 @@ POLLING: dict[str, str] = {
     "demo/org.py:until": "the demo's narration of the org's tasks, read as the node's scheduler moves them",
     "hooks/prompt_watch.py:watch": SCREEN + " (a prompt the hooks said is up)",
     "jobs/intake.py:attach": "a subscription the broker refused, asked again after SUBSCRIBE_RETRY_S",
-    "loop/approval.py:wait_decision": "the approval gate, a file `mam loop approve` or the web page writes",
     "mcp/server.py:loop_start": PROCESS + " (the `mam loop` the tool started, until it says it has started)",
     "node/client.py:start": "the node's socket appearing after a start (no process to be poked by yet)",
     "notify.py:sender_main": "the back-off between a notification's tries",
