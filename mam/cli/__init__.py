@@ -7,7 +7,6 @@ until it runs.
 
 from __future__ import annotations
 
-import difflib
 import gc
 import importlib
 import sys
@@ -104,6 +103,8 @@ class LazyGroup(click.Group):
     ) -> tuple[str | None, click.Command | None, list[str]]:
         name = click.utils.make_str(args[0]) if args else ""
         if args and name not in COMMANDS and not name.startswith("-"):
+            import difflib  # a typo's suggestion only: every other command spares its import
+
             close = difflib.get_close_matches(name, COMMANDS, n=1, cutoff=0.6)
             hint = f" Did you mean {close[0]!r}?" if close else ""
             ctx.fail(f"No such command {name!r}.{hint}")

@@ -19,6 +19,8 @@ MAM = Path(__file__).resolve().parents[2] / "mam"
 SLOW = {"paho", "amqtt", "libtmux", "textual", "filelock", "yaml", "urllib.request", "subprocess", "logging"}
 # The MCP server's stack, imported by `mam mcp` alone (tests/mcp/test_startup.py): uvicorn, anyio.
 SLOW |= {"uvicorn", "anyio"}
+# difflib (with heapq, ~1.5 ms) only suggests the command a typo meant (mam/cli/__init__.py): no command pays for it.
+SLOW |= {"difflib"}
 # mam's own modules that are slow because of what they pull in, imported only once needed. Measured with
 # `python -X importtime` as what importing the module adds to its importer (2 cores, warm bytecode), the
 # largest over its importers: mam.jobs.attempt ~60-110 ms (mam.bus.mqtt and the broker endpoint, the
