@@ -12,10 +12,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import click
 
 from mam.errors import MamError, UsageError
-from mam.ids import check_job_id
 from mam.outcomes import Exit
-from mam.protocol import Invalid
-from mam.util.fs import describe_os_error
 from mam.util.text import for_terminal, json_text
 
 if TYPE_CHECKING:
@@ -100,6 +97,7 @@ def run_cli(group: click.Group, argv: list[str] | None) -> int:
         return Exit.OK
     except OSError as e:
         # The last net for a file mam could not write (disk full, read-only .mam/...): one line, no traceback.
+        from mam.util.fs import describe_os_error
 
         echo(f"mam: error: {describe_os_error(e)}", err=True)
         return Exit.FAILED
@@ -147,6 +145,7 @@ def open_registry(app: App) -> Registry:
 
 def existing_registry(app: App, job_id: str) -> Registry:
     """For read-only job commands: the registry if the workspace has one (creates nothing), else JobNotFound."""
+    from mam.ids import check_job_id
     from mam.jobs.queries import existing_registry as find
 
     check_job_id(job_id)
@@ -168,6 +167,7 @@ def node_value(app: App, op: str, args: dict[str, Any], *, signals: bool = False
     return its answer; its error as a MamError (the node's line and exit code), a bad field as UsageError.
     The settings' warnings the node sends are printed as every command prints them."""
     from mam.node.call import answer, call
+    from mam.protocol import Invalid
 
     def said(frame: dict[str, Any]) -> None:
         if "warning" in frame:
