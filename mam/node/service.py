@@ -22,15 +22,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from mam.bus.opener import opener
-from mam.errors import JobError, MamError, TaskNotFound, UsageError
-from mam.jobs import heartbeat as heartbeater
+from mam.errors import MamError, UsageError
 from mam.jobs.delegate import DelegateRequest, RemoteOrigin, delegate, delegate_request
-from mam.jobs.emit import DatabaseStore, Emitter
-from mam.jobs.follow import left_behind, left_open, wait_for, waited_job
 from mam.jobs.model import Input, Job
-from mam.jobs.record import read_record
-from mam.jobs.send import send_text
 from mam.jobs.target import parse_target
 from mam.outcomes import OPEN_STATES, Exit
 from mam.protocol import Invalid
@@ -243,6 +237,8 @@ class Service:
                     client_pid=reply.client_pid,
                 )
         except KeyboardInterrupt as e:
+            from mam.jobs.follow import left_behind, left_open
+
             with interrupts.ignored():  # a second Ctrl-C or a hang-up must not cut the hand-over in half
                 if attached:  # never ours to cancel: it goes on as it was
                     line = left_open(registry, attached[-1])
@@ -280,6 +276,7 @@ class Service:
         return follow
 
     def op_wait(self, args: dict[str, Any], settings: Settings, reply: Reply, env: Mapping[str, str]) -> Result:
+        from mam.jobs.follow import left_open, wait_for, waited_job
 
         job_id = args["job"]
         registry, _row = waited_job(self.ws, job_id)
@@ -346,6 +343,7 @@ class Service:
 
     def op_send(self, args: dict[str, Any], settings: Settings, reply: Reply, env: Mapping[str, str]) -> Result:
         from mam.jobs.queries import existing_registry
+        from mam.jobs.send import send_text
 
         job_id = args["job"]
         sent = send_text(
@@ -376,6 +374,10 @@ class Service:
 
     # -- what an agent reports ------------------------------------------------------------------
     def op_event(self, args: dict[str, Any], settings: Settings, reply: Reply, env: Mapping[str, str]) -> Result:
+        from mam.bus.opener import opener
+        from mam.jobs import heartbeat as heartbeater
+        from mam.jobs.emit import DatabaseStore, Emitter
+        from mam.jobs.record import read_record
 
         job_id, kind = args["job"], args["type"]
         record = read_record(self.ws, job_id)  # JobNotFound (exit 5) before anything is opened or created
@@ -415,6 +417,8 @@ class Service:
 
         with _registry(self.ws) as registry:
             if not task_exists(registry, waiting_on):
+                from mam.errors import TaskNotFound
+
                 raise TaskNotFound(f"--waiting-on {waiting_on}: no such task (see `mam task list`)", task=waiting_on)
             if task_of_job(registry, job_id) == waiting_on:
                 raise UsageError(f"--waiting-on {waiting_on}: that is this job's own task")
@@ -483,6 +487,7 @@ class Service:
 
     def op_task_cancel(self, args: dict[str, Any], settings: Settings, reply: Reply, env: Mapping[str, str]) -> Result:
         """The task cancelled first (so its job's end no longer moves it), then the job it runs, if still open."""
+        from mam.errors import JobError
         from mam.jobs.queries import cancel as cancel_job
         from mam.org.manage import cancel, show_task
 

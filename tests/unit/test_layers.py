@@ -87,6 +87,8 @@ LAZY_FILES: dict[str, str] = {
     "node/client.py": "the lean front end's client (tests/unit/test_node_client.py holds what it imports)",
     "protocol.py": "imported by the lean front end, which imports no enum (mam.outcomes) until an answer comes",
     "hooks/run.py": "`mam hook` arms its time budget first, so that no import can make the agent wait past it",
+    "node/service.py": "runs in the caller's process when no node serves (`mam event` once per agent event): each "
+    "operation imports what only it needs",
     "cli/common.py": "imported by every click command (`mam --help` too): what only some commands need is imported "
     "where used",
 }
