@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import shutil
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -93,6 +92,8 @@ def find_program(name: str, path: str | None = None) -> str | None:
     key = (name, clean)
     found = _FOUND.get(key)
     if found is None or not os.access(found, os.X_OK):  # (looked up again once it is gone)
+        import shutil
+
         found = shutil.which(name, path=clean)
         if found is None:
             _FOUND.pop(key, None)

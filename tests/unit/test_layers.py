@@ -21,6 +21,8 @@ SLOW = {"paho", "amqtt", "libtmux", "textual", "filelock", "yaml", "urllib.reque
 SLOW |= {"uvicorn", "anyio"}
 # difflib (with heapq, ~1.5 ms) only suggests the command a typo meant (mam/cli/__init__.py): no command pays for it.
 SLOW |= {"difflib"}
+# shutil (~3 ms: it imports bz2, lzma, zlib) only finds a program (mam/util/proc.py, on the path of `mam event`).
+SLOW |= {"shutil"}
 # mam's own modules that are slow because of what they pull in, imported only once needed. Measured with
 # `python -X importtime` as what importing the module adds to its importer (2 cores, warm bytecode), the
 # largest over its importers: mam.jobs.attempt ~60-110 ms (mam.bus.mqtt and the broker endpoint, the
