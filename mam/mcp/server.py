@@ -5,6 +5,10 @@ holds up another; waits poll the registry from the event loop and can be cancell
 (a client that goes away cancels only its own request, never the job). A result carries the
 fields of the CLI's `--json` as structured content and a one-line text summary; a refusal is an
 MCP tool error (isError) with the CLI's message and its `exit_code`. Nothing here ends a job.
+
+The tools are the methods of `Tools`, each entered in the table `TOOLS` by `@tool` with its description and,
+when its parameters come from a declaration (`session create`'s CREATE, the delegation's OPTIONS, ROUTINE_ADD,
+LOOP), that declaration; `build` registers them in the table's order (the README lists them in that order).
 """
 
 from __future__ import annotations
