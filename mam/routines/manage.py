@@ -23,6 +23,7 @@ from mam.routines.schedule import Cron, describe, iso, parse_duration, schedule_
 from mam.routines.webhook import new_secret, port_of, url
 from mam.store import routines as table
 from mam.store.registry import Registry
+from mam.util import pokes
 
 LOG_LIMIT = 20
 
@@ -217,18 +218,20 @@ def request_run(registry: Registry, name: str, *, now: float | None = None) -> i
     return n
 
 
-def wait_decided(registry: Registry, n: int, *, timeout_s: float, poll_s: float = 0.1) -> dict[str, Any] | None:
+def wait_decided(registry: Registry, n: int, *, timeout_s: float) -> dict[str, Any] | None:
     """The tick's receipt once the node has decided it (fired, skipped, or waiting with a reason), or as it
-    is after `timeout_s`."""
+    is after `timeout_s`. Woken by the routine thread's poke after each decision (`routines`)."""
     deadline = time.monotonic() + timeout_s
-    while True:
-        with registry.read() as conn:
-            t = table.tick(conn, n)
-        if t is None:
-            return None
-        if t.status != table.PENDING or t.reason or time.monotonic() >= deadline:
-            return receipt(t)
-        time.sleep(poll_s)
+    with pokes.Waiter(registry.ws, [pokes.ROUTINES]) as waiter:  # listening before the first look
+        while True:
+            with registry.read() as conn:
+                t = table.tick(conn, n)
+            if t is None:
+                return None
+            left = deadline - time.monotonic()
+            if t.status != table.PENDING or t.reason or left <= 0:
+                return receipt(t)
+            waiter.wait(left)
 
 
 def withdraw(registry: Registry, n: int) -> bool:

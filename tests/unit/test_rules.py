@@ -209,7 +209,6 @@ POLLING: dict[str, str] = {
     "panes/herdr.py:_start": PROCESS + " (a herdr server answering on its socket)",
     "panes/herdr.py:kill_server": PROCESS + " (a herdr server gone)",
     "remote/dispatch.py:find_target": "a runner's presence (retained MQTT) after it said it is offline",
-    "routines/manage.py:wait_decided": "a tick the node's routine thread decides (`mam routine run --wait`)",
     "sessions/answer.py:_steady": SCREEN,
     "sessions/answer.py:_gone": SCREEN,
     "sessions/answer.py:_select": SCREEN,
