@@ -24,10 +24,13 @@ from typing import Any
 import yaml
 from filelock import FileLock
 
+from mam.agents import get_adapter, known_agents
 from mam.broker import embedded
+from mam.broker.survey import survey
 from mam.demo import TRY_IT
 from mam.errors import MamError, StoreError, UsageError
 from mam.sessions.worktree import strays
+from mam.store import inspect
 from mam.store import sessions as sessions_table
 from mam.store.registry import Registry
 from mam.store.sessions import SessionRow
@@ -115,7 +118,6 @@ def _tmux(settings: Any) -> Check:
 def _agents(ws: Workspace, sessions: dict[str, dict[str, Any]], environ: Mapping[str, str]) -> list[Check]:
     """Each agent CLI: where it is on the panes' PATH and its version, or missing (a failure only when a
     live or resumable session of the workspace runs it)."""
-    from mam.agents import get_adapter, known_agents
 
     first = ws.venv_bin if (ws.venv_bin / "mam").exists() else Path(sys.executable).parent
     path = os.pathsep.join([str(first), environ.get("PATH", os.defpath)])
@@ -227,19 +229,11 @@ def _registry(ws: Workspace) -> _Db:
         )
     if stat.S_IMODE(st.st_mode) & 0o077:
         return _Db(
-            Check(name, WARN, f"{path}: mode {stat.S_IMODE(st.st_mode):04o}, expected 0600"), _read_sessions(path)
+            Check(name, WARN, f"{path}: mode {stat.S_IMODE(st.st_mode):04o}, expected 0600"),
+            inspect.read_sessions(path),
         )
     try:
-        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-        try:
-            version = conn.execute("PRAGMA user_version").fetchone()[0]
-            problems = [r[0] for r in conn.execute("PRAGMA integrity_check(5)")]
-            conn.row_factory = sqlite3.Row
-            sessions = (
-                {r["name"]: dict(r) for r in conn.execute("SELECT * FROM sessions")} if problems == ["ok"] else None
-            )
-        finally:
-            conn.close()
+        version, problems, sessions = inspect.examine(path)
     except sqlite3.Error as e:
         return _Db(
             Check(name, FAIL, f"{path} is damaged ({e}); restore the sessions with `mam doctor --restore-from-mirror`"),
@@ -258,18 +252,6 @@ def _worktrees(ws: Workspace, sessions: dict[str, dict[str, Any]] | None) -> Che
     if not found:
         return Check("worktrees", OK, "every session worktree has its session and every session its worktree")
     return Check("worktrees", WARN, "; ".join(s.describe() for s in found))
-
-
-def _read_sessions(path: Path) -> dict[str, dict[str, Any]] | None:
-    try:
-        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-        try:
-            conn.row_factory = sqlite3.Row
-            return {r["name"]: dict(r) for r in conn.execute("SELECT * FROM sessions")}
-        finally:
-            conn.close()
-    except sqlite3.Error:
-        return None
 
 
 def read_mirror(path: Path) -> tuple[int, list[dict[str, Any]]]:
@@ -369,7 +351,6 @@ def _webhook(ws: Workspace) -> Check:
 
 
 def _broker(ws: Workspace, load_settings: Callable[[], Any]) -> Check:
-    from mam.broker.survey import survey
 
     try:
         settings = load_settings()
@@ -446,7 +427,7 @@ def restore(ws: Workspace, plan: RestorePlan) -> int:
         with registry.write() as conn:
             for row in rows:
                 sessions_table.insert(conn, row)
-            conn.execute("UPDATE meta SET value = ? WHERE key = 'sessions_gen'", (str(plan.generation + 1),))
+            sessions_table.set_generation(conn, plan.generation + 1)
         registry.refresh_mirror(force=True)
     finally:
         registry.close()

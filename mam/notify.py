@@ -28,14 +28,16 @@ import hashlib
 import json
 import logging
 import os
+import shlex
 import subprocess
 import sys
 import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
-from mam.settings import Settings
+from mam.settings import Settings, load_settings
 from mam.util.proc import module_argv
 from mam.workspace import Workspace
 
@@ -134,7 +136,6 @@ def send(ws: Workspace, settings: Settings | None, *, kind: str, subject: str, p
 
 def _settings_of(ws: Workspace) -> Settings | None:
     """For callers that hold no settings (a job ended from outside its wrapper): the workspace's."""
-    from mam.settings import load_settings
 
     try:
         return load_settings(env_file=ws.env_file)
@@ -292,7 +293,6 @@ def deliver(target: str, payload: Mapping[str, Any], timeout: float = TIMEOUT_S)
             if resp.status >= 300:
                 raise OSError(f"HTTP {resp.status}")
         return
-    import shlex
 
     argv = shlex.split(target)
     proc = subprocess.run(argv, input=data, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=timeout)
@@ -303,11 +303,8 @@ def deliver(target: str, payload: Mapping[str, Any], timeout: float = TIMEOUT_S)
 def describe_target(target: str) -> str:
     """For the log: the scheme and host of a URL, the program of a command (never a URL's path or query)."""
     if target.startswith(("http://", "https://")):
-        from urllib.parse import urlsplit
-
         parts = urlsplit(target)
         return f"{parts.scheme}://{parts.hostname}" + (f":{parts.port}" if parts.port else "")
-    import shlex
 
     try:
         return os.path.basename(shlex.split(target)[0])

@@ -37,7 +37,8 @@ class Field:
     names. `least`: an int's smallest value; a float's is 0 with `least=0`, else it must be a positive number
     of seconds (at least a millisecond). `request`: a field of mam.jobs.delegate.DelegateRequest (else an
     input the node turns into one: `dedup`). `id`: the value names a job, session or other thing: it must
-    be an id (mam.ids). `choices`: the values allowed."""
+    be an id (mam.ids). `choices`: the values allowed. `value`: the value a front end passes for it unset
+    (the CLI's default, the MCP parameter's), None: unset. `metavar`: the CLI's name for its value."""
 
     __slots__ = (
         "name",
@@ -52,6 +53,8 @@ class Field:
         "request",
         "id",
         "choices",
+        "value",
+        "metavar",
     )
 
     def __init__(
@@ -69,10 +72,12 @@ class Field:
         request: bool = True,
         id: str = "",
         choices: tuple[str, ...] = (),
+        value: Any = None,
+        metavar: str = "",
     ) -> None:
         self.name, self.kind, self.help, self.flag, self.mcp = name, kind, help, flag, mcp
         self.default, self.setting, self.least, self.required = default, setting, least, required
-        self.request, self.id, self.choices = request, id, choices
+        self.request, self.id, self.choices, self.value, self.metavar = request, id, choices, value, metavar
 
     def __repr__(self) -> str:
         return f"Field({self.name!r}, {self.kind.__name__})"
@@ -192,6 +197,34 @@ DELEGATE: tuple[Field, ...] = (
     ),
 )
 
+# `mam routine add`'s options (the CLI's, the MCP tool routine_add's), as the node's operation takes them.
+ROUTINE_ADD: tuple[Field, ...] = (
+    Field("name", str, "The routine's name", required=True),
+    Field("target", str, "tmux:NAME, herdr:NAME, remote:RUNNER/NAME, or NAME", flag="--target", required=True),
+    Field("brief", str, "The brief text", flag="--brief", required=True),
+    Field("every", str, "Fire every DURATION: 30s, 10m, 2h, 1d", flag="--every", metavar="DURATION"),
+    Field("cron", str, "Fire on a five-field cron expression", flag="--cron", metavar="EXPR"),
+    Field("tz", str, "The --cron expression's time zone (IANA name)", flag="--tz", value="UTC", default="UTC"),
+    Field(
+        "concurrency",
+        str,
+        "When its last job is open at a tick: skip, coalesce or queue",
+        flag="--concurrency",
+        value="skip",
+        default="skip",
+    ),
+    Field(
+        "catch_up",
+        str,
+        "For ticks missed while no node ran: skip, once or all:N",
+        flag="--catch-up",
+        value="skip",
+        default="skip",
+    ),
+    Field("max_tokens", int, "Each job: stop it (exit 6) past N measured tokens", flag="--max-tokens", least=1),
+    Field("timeout_s", float, "Each job's wall-clock budget in seconds", flag="--timeout"),
+    Field("on_webhook", bool, "Also fire on a signed POST to a loopback URL (printed)", flag="--on-webhook"),
+)
 _PROGRESS = Field("progress", bool, "Send progress frames (each transition of the job) while it runs", mcp=False)
 _JOB = Field("job", str, "The job id", required=True, id="job id")
 _BY = Field("by", str, "Who asks, for the audit log (default: user@host)", flag="--by")
@@ -261,19 +294,7 @@ OPS: dict[str, tuple[Field, ...]] = {
         Field("start_deadline_s", float, "Each job's seconds to wait for `started`", flag="--start-deadline"),
         Field("job_ids", list, "The jobs' ids, one per target (the client's: a node that dies runs them again)"),
     ),
-    "routine_add": (
-        Field("name", str, "The routine's name", required=True),
-        Field("target", str, "The target", flag="--target", required=True),
-        Field("brief", str, "The brief text", flag="--brief", required=True),
-        Field("every", str, "Fire every DURATION", flag="--every"),
-        Field("cron", str, "Fire on a cron expression", flag="--cron"),
-        Field("tz", str, "The --cron expression's time zone", flag="--tz"),
-        Field("concurrency", str, "skip, coalesce or queue", flag="--concurrency"),
-        Field("catch_up", str, "skip, once or all:N", flag="--catch-up"),
-        Field("max_tokens", int, "Each job's token cap", flag="--max-tokens", least=1),
-        Field("timeout_s", float, "Each job's wall-clock budget", flag="--timeout"),
-        Field("on_webhook", bool, "Also fire on a signed POST", flag="--on-webhook"),
-    ),
+    "routine_add": ROUTINE_ADD,
     "routine_resume": (Field("name", str, "The routine's name", required=True),),
     "routine_run": (
         Field("name", str, "The routine's name", required=True),

@@ -21,6 +21,7 @@ from filelock import FileLock
 from mam.board.keys import check_key
 from mam.board.message import BoardMessage, Keys, board_secret
 from mam.board.store import publish
+from mam.bus.connect import open_client
 from mam.bus.mqtt import MqttClient
 from mam.bus.topics import Topics
 from mam.errors import BrokerError, DecodeError, MamError, UsageError
@@ -38,7 +39,6 @@ RESTORE_GAP_S = 1.0  # one key is published again at most this often (a flood of
 
 def keep(ws: Workspace, settings: Settings, stop: threading.Event) -> None:
     """Follow this workspace's board until `stop` is set, restoring each key's retained message."""
-    from mam.bus.connect import open_client
 
     topics = Topics.of(settings, ws)
     mine = topics.board(ws.slug, "")  # `<prefix>/board/<slug>/`: the key follows
@@ -85,7 +85,7 @@ def _put(inbox: queue.Queue[tuple[str, bytes]], topic: str, payload: bytes) -> N
 
 def _has_keys(registry: Registry) -> bool:
     with registry.read() as conn:
-        return conn.execute("SELECT 1 FROM board LIMIT 1").fetchone() is not None
+        return table.any_entry(conn)
 
 
 class _Keeper:

@@ -15,6 +15,7 @@ from filelock import FileLock
 
 from mam.board.keys import check_key, check_prefix, check_value
 from mam.board.message import BoardMessage, board_secret
+from mam.bus.connect import open_client
 from mam.bus.mqtt import MqttClient
 from mam.bus.topics import Topics
 from mam.errors import BoardKeyNotFound, BrokerError, StaleVersion, UsageError
@@ -91,8 +92,6 @@ def write(
     own, detail = client is None, ""
     if client is None:
         try:
-            from mam.bus.connect import open_client
-
             client = open_client(settings, ws, role="board")
         except BrokerError as e:
             detail = str(e)

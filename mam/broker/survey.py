@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from mam.broker.embedded import port_accepts, status
+from mam.broker.endpoint import configured_endpoint
 from mam.errors import BrokerError
 from mam.settings import BrokerAddress, Settings
 from mam.workspace import Workspace
@@ -43,7 +44,6 @@ class BrokerSurvey:
 def survey(settings: Settings, ws: Workspace, *, connect: bool = True) -> BrokerSurvey | None:
     """None when MQTT_BROKER is empty (the embedded broker). `connect=False`: TCP probes only, and the
     first reachable broker is named in use (no paho import, no login)."""
-    from mam.broker.endpoint import configured_endpoint
 
     endpoint = configured_endpoint(settings)
     if endpoint is None:

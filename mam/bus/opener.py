@@ -12,7 +12,8 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from mam.errors import BrokerError
+from mam.errors import BrokerError, ConfigError
+from mam.util.once import first
 from mam.workspace import Workspace
 
 if TYPE_CHECKING:
@@ -40,7 +41,6 @@ def opener(
         from mam.broker.endpoint import resolve_endpoint
         from mam.bus.connect import client_id
         from mam.bus.mqtt import MqttClient
-        from mam.errors import ConfigError
         from mam.settings import load_settings
 
         try:
@@ -51,8 +51,6 @@ def opener(
         except ConfigError as e:
             raise BrokerError(f"cannot read the broker settings: {e}") from e
         if warn:
-            from mam.util.once import first
-
             for warning in settings.warnings:
                 if first(warning):
                     print(f"mam: warning: {warning}", file=sys.stderr)

@@ -103,7 +103,7 @@ class LazyGroup(click.Group):
     ) -> tuple[str | None, click.Command | None, list[str]]:
         name = click.utils.make_str(args[0]) if args else ""
         if args and name not in COMMANDS and not name.startswith("-"):
-            import difflib
+            import difflib  # a typo's suggestion only: every other command spares its import
 
             close = difflib.get_close_matches(name, COMMANDS, n=1, cutoff=0.6)
             hint = f" Did you mean {close[0]!r}?" if close else ""

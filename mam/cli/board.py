@@ -8,7 +8,9 @@ import os
 
 import click
 
+from mam.board.keys import check_key, check_prefix, check_value
 from mam.cli.common import App, echo, echo_json, open_registry, workspace_option
+from mam.util.text import for_terminal
 
 BOARD_HELP = """The workspace's blackboard: versioned text values that agents and people share.
 
@@ -68,7 +70,6 @@ def _look(app: App):  # type: ignore[no-untyped-def]
 @click.pass_obj
 def set_(app: App, key: str, value: str, if_version: int | None, as_json: bool) -> None:
     """Set KEY to VALUE at the next version (exit 5 on a stale --if-version)."""
-    from mam.board.keys import check_key, check_value
     from mam.board.store import write
 
     check_key(key)
@@ -85,7 +86,6 @@ def set_(app: App, key: str, value: str, if_version: int | None, as_json: bool) 
 @click.pass_obj
 def delete(app: App, key: str, if_version: int | None, as_json: bool) -> None:
     """Delete KEY (a write: its version is raised; exit 5 if there is no such key)."""
-    from mam.board.keys import check_key
     from mam.board.store import write
 
     check_key(key)
@@ -110,9 +110,7 @@ def _report(out, as_json: bool) -> None:  # type: ignore[no-untyped-def]
 @click.pass_obj
 def get(app: App, key: str, as_json: bool) -> None:
     """Print KEY's value (exit 5 if there is no such key)."""
-    from mam.board.keys import check_key
     from mam.board.store import get as get_entry
-    from mam.util.text import for_terminal
 
     check_key(key)
     entry = get_entry(_look(app), key)
@@ -129,9 +127,7 @@ def get(app: App, key: str, as_json: bool) -> None:
 @click.pass_obj
 def list_(app: App, prefix: str, as_json: bool) -> None:
     """List the board's keys, in key order."""
-    from mam.board.keys import check_prefix
     from mam.board.store import list_keys
-    from mam.util.text import for_terminal
 
     check_prefix(prefix)
     entries = list_keys(_look(app), prefix)
@@ -160,10 +156,8 @@ def watch(app: App, prefix: str, count: int | None, timeout: float | None, as_js
     those of every workspace sharing the broker and MAM_TOPIC_PREFIX. The latest write of each key
     is shown first. A message whose signature does not check is rejected: reported on stderr and in
     .mam/board-rejected.log, never shown. Never starts a broker (exit 3 if none is running)."""
-    from mam.board.keys import check_prefix
     from mam.board.watch import watch as follow
     from mam.bus.connect import open_client
-    from mam.util.text import for_terminal
 
     check_prefix(prefix)
     registry = _look(app)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from mam.broker import embedded
+from mam.broker.survey import listing, survey
 from mam.cli.common import App, echo, echo_json
 
 
@@ -59,8 +60,6 @@ def status(app: App, as_json: bool) -> None:
     `in_use` ("host:port" or null), `problem` (why none is in use, or null) and `embedded` (no MQTT_BROKER: the
     workspace's own broker, in use while it runs).
     """
-
-    from mam.broker.survey import listing, survey
 
     st = embedded.status(app.ws)
     if as_json:

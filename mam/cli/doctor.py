@@ -11,6 +11,7 @@ from mam.cli.common import App, echo, echo_json, workspace_option
 from mam.errors import UsageError
 from mam.outcomes import Exit
 from mam.settings import load_settings
+from mam.workspace import find_workspace
 
 
 @click.command("doctor")
@@ -44,7 +45,6 @@ def doctor(app: App, restore: bool, yes: bool, as_json: bool) -> int:
 
     if yes and not restore:
         raise UsageError("--yes goes with --restore-from-mirror")
-    from mam.workspace import find_workspace
 
     # Looking, a file others may write is a failed check, not a refusal; restoring writes, so it is refused.
     ws = find_workspace(app.workspace_arg, check=restore)

@@ -7,6 +7,7 @@ import click
 from mam.cli.common import App, brief_options, echo, echo_json, node_value, read_brief, workspace_option
 from mam.cli.request_options import request_options
 from mam.errors import UsageError
+from mam.util.text import for_terminal
 
 FANOUT_HELP = """Delegate the same brief to every target at once and aggregate their results.
 
@@ -50,7 +51,6 @@ def fanout(
     from mam.jobs.ledger import new_job_id
     from mam.node.client import Gone
     from mam.node.front import still_running
-    from mam.util.text import for_terminal
 
     if (brief is None) == (brief_file is None):
         raise UsageError("give exactly one of --brief or --brief-file")

@@ -8,6 +8,8 @@ few seconds, printing nothing: a hook must never block or fail the agent.
 
 from __future__ import annotations
 
+import os
+
 import click
 
 
@@ -18,7 +20,6 @@ import click
 @click.argument("payload", required=False)
 def hook(agent: str, session: str, workspace: str, payload: str | None) -> None:
     """Record one hook call of AGENT's CLI (JSON on stdin, or PAYLOAD). Always exits 0."""
-    import os
 
     from mam.hooks.run import main
 

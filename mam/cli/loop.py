@@ -10,9 +10,14 @@ from typing import Any
 import click
 
 from mam.cli.common import App, echo, echo_json, open_registry, workspace_option
+from mam.cli.request_options import field_options
 from mam.errors import UsageError
 from mam.loop import LoopRequest, run_loop
+from mam.loop.approval import approve, reject, reject_line
 from mam.loop.describe import describe
+from mam.loop.model import LoopState
+from mam.loop.options import LOOP
+from mam.loop.status import all_loops, loop_status
 from mam.outcomes import Exit
 
 LOOP_HELP = """Run a task through plan (optional), implement, and review rounds until every reviewer passes.
@@ -58,142 +63,43 @@ Exit codes:
 
 @click.group("loop", help=LOOP_HELP, invoke_without_command=True, subcommand_metavar="[status|approve|reject]")
 @workspace_option
-@click.option("--creator", default=None, help="Session that implements the task and fixes findings (required).")
-@click.option("--reviewer", "reviewer", default=None, metavar="A,B", help="Reviewer sessions, comma-separated.")
-@click.option("--all-reviewer", is_flag=True, help="Every running session whose role is reviewer, except the creator.")
-@click.option("--task", default=None, help="The task, given verbatim to the creator.")
+@field_options(LOOP)
 @click.option(
     "--task-file",
     type=click.Path(dir_okay=False, allow_dash=True),
     default=None,
     help="Read the task from a file ('-': stdin).",
 )
-@click.option("--planner", default=None, help="Session that writes the plan first (implies --plan).")
-@click.option("--plan", "plan", is_flag=True, help="Plan before implementing (without --planner the creator plans).")
-@click.option(
-    "--plan-talk", type=int, default=2, show_default=True, help="Turns the creator may challenge the planner's plan."
-)
-@click.option(
-    "--max-loop", type=int, default=3, show_default=True, help=f"Review rounds before giving up (exit {Exit.FAILED})."
-)
-@click.option(
-    "--max-rebut", type=int, default=1, show_default=True, help="[REBUT: ...] answers accepted in the whole loop."
-)
-@click.option("--review-only", is_flag=True, help="Skip the implementation: review work done outside the loop.")
-@click.option(
-    "--worktree",
-    default=None,
-    metavar="DIR",
-    help="Checkout to review (default: the creator's folder, else the workspace).",
-)
-@click.option(
-    "--base",
-    default=None,
-    metavar="REV",
-    help="Base of the reviewed change (default: merge-base of HEAD with the default branch).",
-)
-@click.option(
-    "--timeout", type=float, default=None, help="Wall-clock budget of each job, seconds (default MAM_JOB_TIMEOUT_S)."
-)
-@click.option(
-    "--start-deadline",
-    type=float,
-    default=None,
-    help="Seconds each agent has to start its job (default MAM_START_DEADLINE_S).",
-)
-@click.option(
-    "--heartbeat", type=float, default=None, help="Heartbeat interval asked of each agent (default MAM_HEARTBEAT_S)."
-)
-@click.option(
-    "--dispatch-wait",
-    type=float,
-    default=None,
-    help="Seconds a job waits for its session's earlier jobs (default MAM_DISPATCH_WAIT_S).",
-)
-@click.option(
-    "--subjob-wait",
-    type=float,
-    default=None,
-    help="Cap on waiting for the creator's sub-jobs before a review (default MAM_JOB_TIMEOUT_S).",
-)
-@click.option(
-    "--max-repeats",
-    type=int,
-    default=3,
-    show_default=True,
-    help="Times a round is reviewed again because the source changed during it, before the loop fails.",
-)
-@click.option("--slug", default=None, help="Folder name under .agents/reports/ (default: from the task).")
-@click.option(
-    "--loop-id", default=None, help="Name the loop (default: a new loop-<time>-<hex> id); refused if it exists."
-)
-@click.option(
-    "--approve",
-    "approve",
-    is_flag=True,
-    help="When every reviewer passes, wait in state needs_approval for `mam loop approve|reject`.",
-)
+@click.option("--worktree", "old_worktree", default=None, hidden=True)  # refused: now --worktree-dir
 @click.option("--quiet", is_flag=True, help="Do not print progress lines on stderr.")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
 @click.pass_context
 def loop(
     ctx: click.Context,
-    creator: str | None,
-    reviewer: str | None,
-    all_reviewer: bool,
-    task: str | None,
+    /,
     task_file: str | None,
-    planner: str | None,
-    plan: bool,
-    plan_talk: int,
-    max_loop: int,
-    max_rebut: int,
-    review_only: bool,
-    worktree: str | None,
-    base: str | None,
-    timeout: float | None,
-    start_deadline: float | None,
-    heartbeat: float | None,
-    dispatch_wait: float | None,
-    subjob_wait: float | None,
-    max_repeats: int,
-    slug: str | None,
-    loop_id: str | None,
-    approve: bool,
+    old_worktree: str | None,
     quiet: bool,
     as_json: bool,
+    **options: Any,
 ) -> int:
 
     if ctx.invoked_subcommand is not None:
         return Exit.OK
     app: App = ctx.obj
-    if creator is None:
+    if old_worktree is not None:
+        raise UsageError("mam loop takes the checkout to review as --worktree-dir DIR (--worktree is not an option)")
+    if options["creator"] is None:
         raise UsageError("--creator is required (or run `mam loop status|approve|reject`)")
+    task, reviewer = options.pop("task"), options.pop("reviewer")
     if (task is None) == (task_file is None):
         raise UsageError("give exactly one of --task or --task-file")
     text = task if task is not None else _read(task_file or "-")
     req = LoopRequest(
-        creator=creator,
         task=text,
-        reviewers=tuple((reviewer or "").split(",")) if reviewer else (),
-        all_reviewer=all_reviewer,
-        planner=planner,
-        plan=plan,
-        plan_talk=plan_talk,
-        max_loop=max_loop,
-        max_rebut=max_rebut,
-        review_only=review_only,
-        worktree=worktree,
-        base=base,
-        timeout_s=timeout,
-        start_deadline_s=start_deadline,
-        heartbeat_s=heartbeat,
-        dispatch_wait_s=dispatch_wait,
-        subjob_wait_s=subjob_wait,
-        max_repeats=max_repeats,
-        slug=slug,
-        loop_id=loop_id,
-        approve=approve,
+        reviewers=tuple(reviewer.split(",")) if reviewer else (),
+        worktree=options.pop("worktree_dir"),
+        **options,
     )
     result = run_loop(
         req,
@@ -228,7 +134,6 @@ def _progress(event: dict[str, Any]) -> None:
 
 
 def _summary(result: Any) -> None:
-    from mam.loop.model import LoopState
 
     head = {
         LoopState.PASSED: f"PASSED in round {result.rounds}",
@@ -267,7 +172,6 @@ def status(app: App, loop_id: str | None, as_json: bool) -> None:
     \b
     Exit codes: 0 shown; 5 no such loop; 2 a malformed LOOP_ID.
     """
-    from mam.loop.status import all_loops, loop_status
 
     if loop_id is not None:
         one = loop_status(app.ws, loop_id)
@@ -333,7 +237,6 @@ def approve_cmd(app: App, loop_id: str, mode: str, as_json: bool) -> None:
     the branch moved since the review (the loop reviews again), not a fast-forward, a
     conflict, or the base branch's checkout has local changes; 2 bad options.
     """
-    from mam.loop.approval import approve
 
     gate = approve(app.ws, loop_id, mode=mode, environ=dict(os.environ))
     if as_json:
@@ -357,7 +260,6 @@ def reject_cmd(app: App, loop_id: str, note: str, as_json: bool) -> None:
     Exit codes: 0 rejected (the loop goes on; after its last round it ends with exit 1);
     5 no such loop, or it is not waiting for approval; 2 an empty --note.
     """
-    from mam.loop.approval import reject, reject_line
 
     gate = reject(app.ws, loop_id, note=note)
     if as_json:

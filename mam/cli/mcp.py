@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import click
 
 from mam.cli.common import App, echo, workspace_option
+from mam.errors import UsageError
 from mam.mcp.run import serve_http, serve_stdio
 from mam.mcp.service import Service
 from mam.mcp.token import server_token
 from mam.outcomes import Exit
 from mam.util.hosts import is_loopback
+from mam.util.trust import check_path
 
 MCP_HELP = """Serve mam's tools (sessions, jobs, loops) to an MCP client, over stdio (default) or Streamable HTTP.
 
@@ -81,10 +84,6 @@ def mcp(app: App, http: bool, host: str, port: int, tls_cert: str | None, tls_ke
 
 def check_tls(http: bool, host: str, cert: str | None, key: str | None) -> tuple[str, str] | None:
     """(cert, key) to serve https with, None for plain http on loopback; UsageError (exit 2) otherwise."""
-    from pathlib import Path
-
-    from mam.errors import UsageError
-    from mam.util.trust import check_path
 
     if (cert or key) and not http:
         raise UsageError("--tls-cert and --tls-key go with --http")

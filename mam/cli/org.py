@@ -19,6 +19,7 @@ from mam.cli.common import (
     workspace_option,
 )
 from mam.errors import UsageError
+from mam.protocol import Invalid
 
 if TYPE_CHECKING:
     from mam.store.registry import Registry
@@ -81,7 +82,6 @@ def _looking(app: App) -> Iterator[Registry | None]:
 def _run(app: App, op: str, args: dict[str, Any]) -> Any:
     """`op` through the node (started when the operation starts one): its answer; a warning when it ran here."""
     from mam.node.call import answer, call
-    from mam.protocol import Invalid
 
     def said(frame: dict[str, Any]) -> None:
         if "warning" in frame:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from mam.cli.common import App, echo, echo_json, existing_registry, workspace_option
+from mam.outcomes import Exit
 
 REPLAY_HELP = """Re-derive a job's state from its audit log and compare it with the recorded state.
 
@@ -27,7 +28,6 @@ with its audit line, and every differing field, are printed); 5 no such job.
 @click.pass_obj
 def replay(app: App, job_id: str, verbose: bool, as_json: bool) -> int:
     from mam.jobs.audit_log import check
-    from mam.outcomes import Exit
 
     out = check(app.ws, existing_registry(app, job_id), job_id)
     if as_json:

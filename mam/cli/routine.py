@@ -8,9 +8,11 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from mam.cli.common import App, brief_options, echo, echo_json, open_registry, read_brief, workspace_option
+from mam.cli.common import App, echo, echo_json, open_registry, read_brief, workspace_option
+from mam.cli.request_options import field_options
 from mam.errors import UsageError
 from mam.outcomes import Exit
+from mam.protocol import ROUTINE_ADD, Invalid
 
 if TYPE_CHECKING:
     from mam.store.registry import Registry
@@ -73,7 +75,6 @@ def _looking(app: App) -> Iterator[Registry | None]:
 def _run(app: App, op: str, args: dict[str, Any]) -> Any:
     """`op` through the node (started when none runs): its answer; a warning when it ran here instead."""
     from mam.node.call import answer, call
-    from mam.protocol import Invalid
 
     try:
         final = call(app.ws.root, op, args)
@@ -92,16 +93,7 @@ def _run(app: App, op: str, args: dict[str, Any]) -> Any:
 @routine.command("add", help=ADD_HELP)
 @workspace_option
 @click.argument("name")
-@click.option("--target", required=True, help="tmux:NAME, herdr:NAME, remote:RUNNER/NAME, or NAME.")
-@brief_options
-@click.option("--every", default=None, metavar="DURATION", help="Fire every DURATION: 30s, 10m, 2h, 1d.")
-@click.option("--cron", default=None, metavar="EXPR", help="Fire on a five-field cron expression.")
-@click.option("--tz", default="UTC", show_default=True, help="The --cron expression's time zone (IANA name).")
-@click.option("--concurrency", default="skip", show_default=True, help="skip, coalesce or queue.")
-@click.option("--catch-up", "catch_up", default="skip", show_default=True, help="skip, once or all:N.")
-@click.option("--max-tokens", type=int, default=None, help="Each job: stop it (exit 6) past N measured tokens.")
-@click.option("--timeout", "timeout_s", type=float, default=None, help="Each job's wall-clock budget in seconds.")
-@click.option("--on-webhook", is_flag=True, help="Also fire on a signed POST to a loopback URL (printed).")
+@field_options(ROUTINE_ADD, skip=("name",))
 @click.option("--json", "as_json", is_flag=True, help="Print the routine as JSON (with the secret, if any).")
 @click.pass_obj
 def add(app: App, /, name: str, brief: str | None, brief_file: str | None, as_json: bool, **options: Any) -> None:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import shlex
+import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict
@@ -11,11 +13,16 @@ from typing import Any
 import click
 
 from mam.cli.common import App, echo, echo_json, open_registry, workspace_option
+from mam.cli.request_options import field_options
 from mam.errors import UsageError
 from mam.ids import check_name
-from mam.outcomes import Exit
+from mam.node.live import LiveLine
+from mam.routines.health import webhook_problem
+from mam.sessions.attach import attach as attach_session
+from mam.sessions.attach import attach_argv
 from mam.sessions.create import Created, start_session
 from mam.sessions.fork import fork_session
+from mam.sessions.options import CREATE
 from mam.sessions.orchestrator import onboard_orchestrator as record
 from mam.sessions.remove import check_request as check_remove
 from mam.sessions.remove import remove_session
@@ -51,71 +58,7 @@ def session() -> None:
 
 @session.command("create")
 @workspace_option
-@click.option("--agent", required=True, help="Agent CLI: claude, codex, gemini, agy, hermes, grok, opencode, or demo.")
-@click.option("--role", required=True, help="Role of the session (developer, reviewer, planner...).")
-@click.option("--session", "name", required=True, help="Unique session name (letters, digits, . _ -).")
-@click.option(
-    "--backend", type=click.Choice(["tmux", "herdr"]), default=None, help="Pane backend (default MAM_BACKEND, tmux)."
-)
-@click.option("--server", default=None, help="tmux socket / herdr session name (default: mam-<workspace slug>).")
-@click.option("--herdr-session", default=None, help="herdr session (server) to use; implies --backend herdr.")
-@click.option("--cwd", default=None, help="Folder the agent works in (default: the workspace).")
-@click.option(
-    "--permissions",
-    type=click.Choice(["ask", "report", "full"]),
-    default="report",
-    show_default=True,
-    help="report: the agent may run `mam event ...` without a prompt, nothing more, except codex: it has no "
-    "per-command rule, so every command in its sandbox may use the network and write under .mam/ (job records "
-    "with their tokens), as `session status --json` says (`beyond_reporting`); full: the CLI's own "
-    "skip-every-approval flag; ask: no permission option passed (the CLI asks for each tool call; for codex, "
-    "the narrower mode).",
-)
-@click.option(
-    "--board",
-    is_flag=True,
-    help="Also let the agent run `mam board ...` without a prompt (adds it to the allow rule of --permissions "
-    "report; `mam board` refuses a session created without it).",
-)
-@click.option(
-    "--no-trust",
-    is_flag=True,
-    help="Do not record the folder as trusted for the CLI; if the agent then asks "
-    "whether to trust it, the create fails (mam never answers a dialog). A folder you marked untrusted in the "
-    "CLI's own file is left so, and the create fails saying so.",
-)
-@click.option(
-    "--token-budget",
-    type=click.IntRange(min=0),
-    default=0,
-    help="Tokens this session's jobs may spend in all (0: no budget of its own); see `mam budget --help`.",
-)
-@click.option(
-    "--onboard",
-    is_flag=True,
-    help=f"Send an onboarding job and wait for it (exit {Exit.ONBOARD_FAILED} failed, "
-    f"{Exit.ONBOARD_LATE} not ended in time).",
-)
-@click.option(
-    "--onboard-timeout",
-    type=float,
-    default=None,
-    help="Seconds the onboarding job may take (default MAM_START_DEADLINE_S).",
-)
-@click.option(
-    "--worktree",
-    "worktree",
-    is_flag=True,
-    help="Start the agent in a new git worktree .mam/worktrees/NAME/ on its own branch (see --branch, --base).",
-)
-@click.option("--branch", default=None, help="With --worktree: the new branch (default mam/NAME).")
-@click.option(
-    "--base",
-    default=None,
-    metavar="REF",
-    help="With --worktree: the commit or branch the new branch starts from (default: the branch checked "
-    "out now, recorded by name so an approval merges back into it).",
-)
+@field_options(CREATE)
 @click.option("--json", "as_json", is_flag=True, help="Print the session row as JSON.")
 @click.pass_obj
 def create(
@@ -158,12 +101,8 @@ def create(
     commit), or the agent's program is not on PATH.
     """
 
-    import sys
-
     live = None
     if onboard and not as_json and sys.stderr.isatty():
-        from mam.node.live import LiveLine
-
         live = LiveLine()
 
     def onboarding(job_id: str, budget_s: float) -> None:
@@ -444,8 +383,6 @@ def _say_hold(app: App) -> None:
 
 def _say_webhook_down(app: App) -> None:
     """A warning on stderr while the routines' webhook URL does not reach them (their node cannot serve it)."""
-    from mam.routines.health import webhook_problem
-    from mam.store.registry import Registry
 
     registry = Registry.open_existing(app.ws)
     if registry is None:
@@ -503,14 +440,10 @@ def attach(app: App, name: str | None, session_opt: str | None, print_only: bool
     nothing: a session with no live pane is refused (exit 5) with the resume command.
     With --print, prints the commands (one a line, runnable as printed) and exits 0.
     """
-    import shlex
-
-    from mam.sessions.attach import attach as run
-    from mam.sessions.attach import attach_argv
 
     name = one_name(name, session_opt, "attach")
     if print_only:
         for argv in attach_argv(name, ws=app.ws, settings=app.settings):
             echo(shlex.join(argv))
         return
-    run(name, ws=app.ws, settings=app.settings)
+    attach_session(name, ws=app.ws, settings=app.settings)

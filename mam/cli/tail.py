@@ -7,6 +7,7 @@ import sys
 import click
 
 from mam.cli.common import App, echo, workspace_option
+from mam.ids import check_job_id
 from mam.outcomes import Exit
 from mam.util.text import json_text
 
@@ -44,7 +45,6 @@ def tail(app: App, as_json: bool, job_id: str | None, session: str | None, since
     """
     if since is not None and everything:
         raise click.UsageError("--since and --all are alternatives: give one")
-    from mam.ids import check_job_id
     from mam.view.tail import Note, Tail
 
     if job_id:

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 
 import click
 
 from mam.cli.common import App, echo, workspace_option
+from mam.errors import BrokerError
 from mam.outcomes import Exit
 
 
@@ -55,8 +57,6 @@ def top(app: App, snapshot: bool, width: int | None) -> int:
     if width is not None and not snapshot:
         raise click.UsageError("--width goes with --snapshot")
     if snapshot:
-        import shutil
-
         from mam.view.model import snapshot as take
         from mam.view.render import plain
 
@@ -85,7 +85,6 @@ def top(app: App, snapshot: bool, width: int | None) -> int:
 def _broker_state(app: App) -> str:
     """up / down, by connecting once (no autostart)."""
     from mam.bus.connect import open_client
-    from mam.errors import BrokerError
 
     try:
         client = open_client(

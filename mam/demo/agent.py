@@ -56,6 +56,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from mam.util.proc import module_argv
+
 REPLY_TOKENS = 100
 ESCAPE_WAIT_S = 0.05  # a lone Escape is one that no other byte follows this soon (a TUI's escape timeout)
 BEHAVIOURS = ("ok", "never_start", "crash_after_start", "silent_after_start", "error", "slow", "unsubmitted")
@@ -434,7 +436,6 @@ class DemoAgent:
         return "plan written"
 
     def event(self, kind: str, job: str, *args: str) -> None:
-        from mam.util.proc import module_argv
 
         argv = ([self.mam] if self.mam else module_argv(sys.executable, "mam")) + ["event", kind, "--job", job, *args]
         proc = subprocess.run(argv, capture_output=True, text=True)

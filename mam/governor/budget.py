@@ -15,13 +15,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from mam.governor import reservations as rs
 from mam.governor.admission import Cap, Load, Want
 from mam.jobs.ledger import Ledger, owner_alive
 from mam.jobs.usage import total
 from mam.notify import send
 from mam.outcomes import OPEN_STATES
 from mam.settings import Settings
+from mam.store import reservations as rs
 from mam.store import sessions as sessions_table
 
 WARN_AT = 0.8

@@ -14,7 +14,6 @@ import time
 from typing import Any
 
 from mam.governor import budget
-from mam.governor import reservations as rs
 from mam.governor.admission import Verdict, Want, decide
 from mam.jobs import record as rec
 from mam.jobs.ledger import Ledger, owner_alive
@@ -22,6 +21,7 @@ from mam.jobs.stale import close_if_abandoned
 from mam.jobs.usage import measure, total
 from mam.outcomes import OPEN_STATES, JobState
 from mam.settings import Settings
+from mam.store import reservations as rs
 from mam.store import sessions as sessions_table
 from mam.store.registry import Registry
 

@@ -12,9 +12,10 @@ import sqlite3
 from typing import Any
 
 from mam.governor import budget
-from mam.governor import reservations as rs
 from mam.outcomes import OPEN_STATES, JobState
 from mam.settings import Settings
+from mam.store import jobs as jobs_table
+from mam.store import reservations as rs
 from mam.store import sessions as sessions_table
 from mam.store.registry import Registry
 
@@ -54,11 +55,11 @@ def budget_status(registry: Registry, settings: Settings) -> dict[str, Any]:
         by_session = rs.committed_by(conn, "session")
         by_role = rs.committed_by(conn, "role")
         sessions = sessions_table.list_all(conn)
-        queued_jobs = conn.execute("SELECT session FROM jobs WHERE state = ?", (JobState.QUEUED.value,)).fetchall()
+        queued_jobs = jobs_table.sessions_in_state(conn, JobState.QUEUED.value)
         saved = tokens_saved_by_dedup(conn)
     running = [r for r in rows if r.status == rs.HELD and r.job_state in OPEN_STATES]
     queued_by_session: dict[str, int] = {}
-    for (name,) in queued_jobs:
+    for name in queued_jobs:
         queued_by_session[name] = queued_by_session.get(name, 0) + 1
     role_of = {s.name: s.role for s in sessions}
     caps = [

@@ -13,6 +13,8 @@ from __future__ import annotations
 import os
 import time
 
+from mam.agents import get_adapter
+from mam.hooks import session_state
 from mam.hooks.translate import Activity
 from mam.workspace import Workspace
 
@@ -34,8 +36,6 @@ def detach() -> bool:
 
 def watch(ws: Workspace, session: str, act: Activity, seen_at: float) -> Activity | None:
     """The waiting activity if a prompt shows while `act` is still the session's last hook; else None."""
-    from mam.agents import get_adapter
-    from mam.hooks import session_state
     from mam.panes import open_backend
     from mam.settings import load_settings
     from mam.store.registry import Registry

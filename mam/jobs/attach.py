@@ -8,13 +8,13 @@ an attached caller never waits on an orphan forever.
 from __future__ import annotations
 
 import hashlib
-import time
 from dataclasses import replace
 
 from mam.ids import check_id
 from mam.jobs.result import Outcome, outcome_from_row
 from mam.jobs.stale import close_if_abandoned
 from mam.store.registry import Registry
+from mam.util import pokes
 
 KEY_MAX = 128
 DEDUP_PREFIX = "dedup-"
@@ -32,11 +32,17 @@ def dedup_key(session: str, brief: str) -> str:
     return DEDUP_PREFIX + digest
 
 
-def wait_attached(registry: Registry, job_id: str, *, poll_s: float) -> Outcome:
-    """Wait until the job ends (it has its own deadlines; a dead wrapper's job is closed), then its outcome."""
-    while True:
-        row = registry.job(job_id)
-        if not row.open:
-            return replace(outcome_from_row(registry, job_id), attached=True)
-        close_if_abandoned(registry.ws, registry, job_id)
-        time.sleep(poll_s)
+# A wrapper that dies commits nothing, so nothing pokes: its job is looked at this often to close it.
+OWNER_CHECK_S = 2.0
+
+
+def wait_attached(registry: Registry, job_id: str) -> Outcome:
+    """Wait until the job ends (it has its own deadlines; a dead wrapper's job is closed), then its outcome.
+    Woken by each commit of the job's row (its `job:<id>` key), and every OWNER_CHECK_S for a dead owner."""
+    with pokes.Waiter(registry.ws, [pokes.job_key(job_id)]) as waiter:  # listening before the first look
+        while True:
+            row = registry.job(job_id)
+            if not row.open:
+                return replace(outcome_from_row(registry, job_id), attached=True)
+            close_if_abandoned(registry.ws, registry, job_id)
+            waiter.wait(OWNER_CHECK_S)

@@ -212,7 +212,7 @@ def delegate(
             on_attach(made.id, made.open)
         if req.detach:  # the job is another call's: nothing to deliver here
             return replace(outcome_from_row(registry, made.id), attached=True)
-        return wait_attached(registry, made.id, poll_s=settings.poll_s)
+        return wait_attached(registry, made.id)
     return _attempt(req, target, made, ws, settings, registry, on_update, client, remote).run()
 
 

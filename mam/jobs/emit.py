@@ -223,3 +223,16 @@ class DatabaseStore:
 
     def close(self) -> None:
         self.db.close()
+
+
+def store_received(conn: sqlite3.Connection, events: list[tuple[Envelope, str]]) -> None:
+    """Store events of a remote job as they arrived over MQTT (signed by the emitter on the runner's host)."""
+    for env, raw in events:
+        jobs_table.add_event(
+            conn, job_id=env.job, seq=env.seq, type=env.type, sender=env.sender, ts=env.ts, raw=raw, published=True
+        )
+
+
+def note_relayed(conn: sqlite3.Connection, job_id: str, seq: int) -> None:
+    """Note that a runner relayed the event to the broker."""
+    jobs_table.mark_published(conn, job_id, seq)

@@ -25,13 +25,13 @@ from dataclasses import dataclass, field
 from mam.bus.envelope import Envelope, epoch_of
 from mam.bus.mqtt import SUBSCRIBE_RETRY_S, MqttClient
 from mam.errors import BrokerError, DecodeError
+from mam.jobs import emit
 from mam.jobs import record as rec
 from mam.jobs.flood import RejectionLimiter, clip
 from mam.jobs.gate import Admission, EventGate
 from mam.jobs.ledger import Ledger
 from mam.jobs.model import Event
 from mam.outcomes import Rejected
-from mam.store import jobs as jobs_table
 from mam.store.registry import Registry
 
 log = logging.getLogger(__name__)
@@ -249,15 +249,5 @@ class Intake:
         if not self._unstored:
             return
         with self.registry.write() as conn:
-            for env, raw in self._unstored:
-                jobs_table.add_event(
-                    conn,
-                    job_id=env.job,
-                    seq=env.seq,
-                    type=env.type,
-                    sender=env.sender,
-                    ts=env.ts,
-                    raw=raw,
-                    published=True,
-                )
+            emit.store_received(conn, self._unstored)
         self._unstored.clear()

@@ -51,7 +51,6 @@ from mam.store.pauses import PauseRow
 from mam.store.registry import Registry
 from mam.store.sessions import LIVE
 from mam.util import pokes
-from mam.util.poll import Timeout, wait_for
 from mam.workspace import Workspace
 
 MODES = ("safe", "quick", "hard")
@@ -249,10 +248,14 @@ def _pasted(registry: Registry, job: Job) -> Job:
         now = Job.from_dict(row.data.get("job", {})) if row is not None else job
         return now if now.paused_from != JobState.DELIVERING or now.terminal else None
 
-    try:
-        return wait_for(done, timeout=PASTE_WAIT_S, interval=0.05) or job
-    except Timeout:
-        return job
+    deadline = time.monotonic() + PASTE_WAIT_S
+    with pokes.Waiter(registry.ws, [pokes.job_key(job.id)]) as waiter:  # the attempt's commit pokes it
+        while True:
+            now = done()
+            left = deadline - time.monotonic()
+            if now is not None or left <= 0:
+                return now or job
+            waiter.wait(left)
 
 
 def _act(ws: Workspace, settings: Settings, registry: Registry, job: Job, mode: str, *, by: str) -> None:

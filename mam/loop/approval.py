@@ -3,8 +3,9 @@
 The gate is one file, `.mam/loops/<id>/approval.json` (0600, replaced atomically, changed under
 `approval.lock`), so it survives the waiting `mam loop` process and any other process can act on
 it: `mam loop approve` / `reject` (or the MCP tools) write the decision there and log it in the
-loop's log; the waiting loop polls the file (a stat and a small read every `POLL_S`, with no
-deadline: a person may take days) and goes on from what it finds.
+loop's log, and poke the loop's wake key (`loop:<id>`, mam/util/pokes.py); the waiting loop sleeps on
+that key (with no deadline: a person may take days; a gate changed by other means is looked at every
+`LOOK_S`) and goes on from what it finds.
 
 States of the gate: `needs_approval` (waiting); `approved` (merged: by, at, mode, merged
 commit); `rejected` (a note for the creator's next fix); `review` (an approval found the branch
@@ -19,7 +20,7 @@ import getpass
 import json
 import socket
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +30,7 @@ from mam.errors import ApprovalRefused, LoopNotFound, UsageError
 from mam.ids import check_loop_id
 from mam.loop.files import LoopLog, loop_folder
 from mam.loop.merge import MODES, branch_tip, merge, tree_of
+from mam.util import pokes
 from mam.util.fs import atomic_write_json
 from mam.util.git import git, git_env, maybe
 from mam.workspace import Workspace
@@ -37,7 +39,7 @@ NEEDS_APPROVAL = "needs_approval"
 APPROVED = "approved"
 REJECTED = "rejected"
 REVIEW = "review"
-POLL_S = 0.5
+LOOK_S = 60.0  # a gate changed otherwise than by approve or reject (by hand) is seen within this
 
 
 def gate_path(ws: Workspace, loop_id: str) -> Path:
@@ -64,15 +66,25 @@ def open_gate(ws: Workspace, loop_id: str, record: Mapping[str, Any]) -> dict[st
     return gate
 
 
-def wait_decision(
-    ws: Workspace, loop_id: str, *, poll_s: float = POLL_S, sleep: Callable[[float], None] = time.sleep
-) -> dict[str, Any]:
-    """Wait, without a deadline, until the gate leaves `needs_approval`; return it."""
-    while True:
-        gate = read_gate(ws, loop_id)
-        if gate is not None and gate.get("state") != NEEDS_APPROVAL:
-            return gate
-        sleep(poll_s)
+def wait_decision(ws: Workspace, loop_id: str) -> dict[str, Any]:
+    """Wait, without a deadline, until the gate leaves `needs_approval`; return it. Woken by the poke of each
+    decision written here."""
+    with pokes.Waiter(ws, [pokes.loop_key(loop_id)]) as waiter:  # listening before the first look
+        while True:
+            gate = read_gate(ws, loop_id)
+            if gate is not None and gate.get("state") != NEEDS_APPROVAL:
+                return gate
+            waiter.wait(LOOK_S)
+
+
+def _decide(ws: Workspace, loop_id: str, gate: Mapping[str, Any]) -> None:
+    """Write a decision to the gate (its log line follows; then `_wake`)."""
+    atomic_write_json(gate_path(ws, loop_id), dict(gate), mode=0o600)
+
+
+def _wake(ws: Workspace, loop_id: str) -> None:
+    """Wake the loop waiting for the decision, once its log line is written (the loop's next lines follow it)."""
+    pokes.poke(ws, [pokes.loop_key(loop_id)])
 
 
 def who() -> str:
@@ -125,8 +137,9 @@ def approve(
         if now_tree != identity["tree"]:
             why = _what_changed(identity, branch, tip, now_tree)
             gate.update(state=REVIEW, decision={"by": who(), "at": time.time(), "via": via, "refused": why})
-            atomic_write_json(gate_path(ws, loop_id), gate, mode=0o600)
+            _decide(ws, loop_id, gate)
             log("approval-refused", by=gate["decision"]["by"], via=via, reason=why, review_again=True)
+            _wake(ws, loop_id)
             raise ApprovalRefused(f"loop {loop_id}: not approved: {why}; the loop reviews it again", loop_id=loop_id)
         assert tip is not None
         landing = _unreviewed(repo, base_branch, tip, identity["base"], env)
@@ -153,9 +166,10 @@ def approve(
             "message": done,
         }
         gate.update(state=APPROVED, decision=decision)
-        atomic_write_json(gate_path(ws, loop_id), gate, mode=0o600)
+        _decide(ws, loop_id, gate)
         _stamp_sidecars(gate.get("promoted") or [], decision)
         log("approved", **decision)
+        _wake(ws, loop_id)
     return gate
 
 
@@ -184,8 +198,9 @@ def reject(ws: Workspace, loop_id: str, *, note: str, via: str = "cli") -> dict[
         gate = _waiting_gate(ws, loop_id)
         decision = {"by": who(), "at": time.time(), "via": via, "note": note[:20000]}
         gate.update(state=REJECTED, decision=decision)
-        atomic_write_json(gate_path(ws, loop_id), gate, mode=0o600)
+        _decide(ws, loop_id, gate)
         log("rejected", by=decision["by"], via=via, note=note[:2000])
+        _wake(ws, loop_id)
     return gate
 
 

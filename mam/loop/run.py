@@ -147,7 +147,7 @@ def _locate(
         workdir = Path(req.worktree).expanduser().resolve()
         repo = toplevel(workdir, env)
         if repo is None:
-            raise UsageError(f"--worktree {req.worktree}: not a folder inside a git checkout")
+            raise UsageError(f"--worktree-dir {req.worktree}: not a folder inside a git checkout")
         return workdir, repo, ""
     for folder in (creator_cwd, ws.root):
         repo = toplevel(folder, env)

@@ -15,6 +15,7 @@ progress and the wire are `server.py`'s business.
 
 from __future__ import annotations
 
+import getpass
 import logging
 import os
 import subprocess
@@ -41,6 +42,7 @@ from mam.jobs.watch import JobWatch, recent_events
 from mam.loop.approval import approve as approve_loop
 from mam.loop.approval import reject as reject_loop
 from mam.loop.files import new_loop_id
+from mam.loop.options import LOOP
 from mam.loop.status import loop_status
 from mam.node import call
 from mam.node.call import Delivered
@@ -59,6 +61,8 @@ from mam.store.registry import Registry
 from mam.util import pokes
 from mam.util.proc import module_argv, spawn_detached
 from mam.workspace import Workspace
+
+LOOP_FLAG = {f.name: f.flag for f in LOOP}
 
 log = logging.getLogger(__name__)
 PASTE_WAIT_S = 30.0
@@ -128,39 +132,17 @@ class Service:
 
     # -- sessions ---------------------------------------------------------------------------------
     def session_create(
-        self,
-        *,
-        agent: str,
-        role: str,
-        name: str,
-        backend: str | None = None,
-        cwd: str | None = None,
-        onboard: bool = False,
-        permissions: str = "report",
-        no_trust: bool = False,
-        board: bool = False,
-        worktree: bool = False,
-        branch: str | None = None,
-        base: str | None = None,
+        self, *, onboard: bool = False, no_trust: bool = False, **options: Any
     ) -> tuple[dict[str, Any], int]:
-
+        """`mam session create --json`, with the options mam/sessions/options.py offers over MCP."""
         made = start_session(
-            name=name,
-            agent=agent,
-            role=role,
             ws=self.ws,
             settings=self.settings,
             registry_of=lambda: Registry(self.ws),
             environ=self.environ,
-            backend=backend,
-            cwd=cwd,
-            permissions=permissions,
             trust=not no_trust,
-            board=board,
-            worktree=worktree,
-            branch=branch,
-            base=base,
             then=onboarder(ws=self.ws, settings=self.settings) if onboard else None,
+            **options,
         )
         data = made.row.as_dict()
         if made.onboarding is not None:
@@ -356,7 +338,6 @@ class Service:
         return [e.as_dict() for e in list_keys(self._board_reader(), prefix)]
 
     def board_write(self, *, key: str, value: str | None, if_version: int | None = None) -> dict[str, Any]:
-        import getpass
 
         from mam.board.store import check_writer, write
 
@@ -467,7 +448,7 @@ class Service:
         for key, value in options.items():
             if value is None or value is False:
                 continue
-            flag = "--" + (key[:-2] if key.endswith("_s") else key).replace("_", "-")
+            flag = LOOP_FLAG[key]  # the option's declared spelling (mam/loop/options.py)
             argv.append(
                 flag if value is True else f"{flag}={value}"
             )  # one argv item each: no shell, no option injection

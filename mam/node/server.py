@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import fcntl
 import json
 import logging
 import os
@@ -39,10 +40,12 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from mam.errors import MamError
+from mam.broker import embedded
+from mam.errors import LockBusy, MamError
 from mam.jobs import heartbeat
 from mam.node.service import Reply, Service
 from mam.node.wire import LOCK, SOCKET, STATUS, Frames, frame
@@ -224,7 +227,6 @@ class Node:
 
     def _end_broker(self) -> None:
         """With nothing left, the embedded broker a command started on demand ends with the node."""
-        from mam.broker import embedded
 
         try:
             if not embedded.started_on_demand(self.ws) or not embedded.status(self.ws).running:
@@ -345,7 +347,6 @@ class Node:
     def _serve_web(self, args: dict[str, Any]) -> dict[str, Any]:
         """Serve the page as `mam web` asks (host, port, token, token_source, tls_cert, tls_key), or answer
         with the one served already when it is the same; an error (and its exit code) if not."""
-        from dataclasses import asdict
 
         from mam.web.serve import Hosted
 
@@ -442,7 +443,6 @@ class Node:
     # -- beside the requests --------------------------------------------------------------------
 
     def _monitor(self) -> None:
-        from mam.errors import LockBusy
         from mam.monitor.main import Monitor
 
         while not self._stop.is_set():
@@ -546,7 +546,6 @@ class CodeWatch:
 @contextlib.contextmanager
 def _lock_held(ws: Workspace, lock_fd: int | None) -> Iterator[bool]:
     """The node's start lock: the descriptor the client passed (taken already), else taken here."""
-    import fcntl
 
     fd = lock_fd
     if fd is None:

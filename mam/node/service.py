@@ -462,7 +462,7 @@ class Service:
         with _registry(self.ws) as registry:
             n = request_run(registry, name)
             self.wake_routines()
-            out = wait_decided(registry, n, timeout_s=wait_s, poll_s=settings.poll_s)
+            out = wait_decided(registry, n, timeout_s=wait_s)
             if out is not None and out["status"] == "pending" and not out["reason"] and withdraw(registry, n):
                 raise MamError(f"no node decided the tick within {wait_s:g} s; nothing fired (start one: `mam node`)")
         return Result(out, Exit.OK)

@@ -118,8 +118,7 @@ def role_view(conn: sqlite3.Connection, row: RoleRow, now: float) -> dict[str, A
     """A role as `mam role show --json` prints it."""
     roles = {r.name: r for r in table.roles(conn)}
     counts = {s: 0 for s in table.TASK_STATES}
-    for r in conn.execute("SELECT state, COUNT(*) FROM tasks WHERE role=? GROUP BY state", (row.name,)):
-        counts[str(r[0])] = int(r[1])
+    counts.update(table.task_counts(conn, row.name))
     return {
         "name": row.name,
         "session": row.session,
@@ -352,7 +351,7 @@ def task_view(
     if holds is None:
         holds = held(conn, settings, now) if row.state == TODO else {}
     if children is None:
-        children = [str(r[0]) for r in conn.execute("SELECT id FROM tasks WHERE parent=? ORDER BY n", (row.id,))]
+        children = table.children(conn, row.id)
     role = table.role(conn, row.role)
     return {
         "id": row.id,

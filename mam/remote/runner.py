@@ -40,7 +40,7 @@ from mam.bus.topics import Topics
 from mam.errors import BrokerError, DecodeError, JobError, LockBusy, MamError
 from mam.ids import check_name
 from mam.jobs import record as rec
-from mam.jobs.emit import Emitter
+from mam.jobs.emit import Emitter, note_relayed
 from mam.jobs.flood import RejectionLimiter, clip_fields
 from mam.jobs.stale import end_job
 from mam.outcomes import TERMINAL, Exit, JobState, Reason, Rejected, ending, origin_reason
@@ -586,7 +586,7 @@ class Runner:
             except BrokerError:
                 return
             with self.registry.write() as conn:
-                jobs_table.mark_published(conn, ev.job_id, ev.seq)
+                note_relayed(conn, ev.job_id, ev.seq)
 
     def note(self, kind: str, **fields: Any) -> None:
         if kind == "rejected" and not self._limiter.allow(str(fields.get("reason", ""))):

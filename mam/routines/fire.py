@@ -26,7 +26,6 @@ from typing import Any
 
 from mam.errors import MamError
 from mam.governor import budget
-from mam.governor import reservations as rs
 from mam.governor.admission import Want, decide
 from mam.governor.gate import estimate_for
 from mam.jobs.delegate import DelegateRequest, delegate_request
@@ -38,9 +37,11 @@ from mam.routines.hold import workspace_hold
 from mam.routines.schedule import due, iso, period_at, schedule_of
 from mam.settings import Settings
 from mam.store import jobs as jobs_table
+from mam.store import reservations as rs
 from mam.store import routines as table
 from mam.store import sessions as sessions_table
 from mam.store.registry import Registry
+from mam.util import pokes
 from mam.workspace import Workspace
 
 log = logging.getLogger(__name__)
@@ -96,6 +97,7 @@ class Scheduler:
                 self._schedule(conn, r, now)
             start = self._pending(conn, by_name, hold, now)
             routines = table.list_all(conn)
+        pokes.poke(self.ws, [pokes.ROUTINES])  # `mam routine run` waits for its tick's decision
         for n, r in start:
             self._start(n, r)
         return _next_tick(routines)

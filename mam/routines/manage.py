@@ -24,8 +24,10 @@ from mam.routines.webhook import new_secret, port_of, url
 from mam.store import jobs as jobs_table
 from mam.store import routines as table
 from mam.store.registry import Registry
+from mam.util import pokes
 
 LOG_LIMIT = 20
+JOB_LOOK_S = 0.05  # a fired tick's job row is looked for this often (wait_decided)
 
 
 @dataclass(frozen=True)
@@ -218,25 +220,27 @@ def request_run(registry: Registry, name: str, *, now: float | None = None) -> i
     return n
 
 
-def wait_decided(registry: Registry, n: int, *, timeout_s: float, poll_s: float = 0.1) -> dict[str, Any] | None:
+def wait_decided(registry: Registry, n: int, *, timeout_s: float) -> dict[str, Any] | None:
     """The tick's receipt once the node has decided it (fired, skipped, or waiting with a reason), or as it
-    is after `timeout_s`. A fired tick counts as decided once its job is on record (or the tick has
-    ended), so the job id in the receipt can be followed at once (`mam job wait ID`)."""
+    is after `timeout_s`. Woken by the routine thread's poke after each decision (`routines`). A fired tick
+    counts as decided once its job is on record (or the tick has ended), so the job id in the receipt can
+    be followed at once (`mam job wait ID`); the attempt's thread writes that row and pokes nothing here,
+    so a fired tick is looked at again every JOB_LOOK_S until then."""
     deadline = time.monotonic() + timeout_s
-    while True:
-        with registry.read() as conn:
-            t = table.tick(conn, n)
-            recorded = t is not None and t.status == table.FIRING and jobs_table.find(conn, t.job_id) is not None
-        if t is None:
-            return None
-        decided = recorded or t.reason or t.status not in (table.PENDING, table.FIRING)
-        if decided or time.monotonic() >= deadline:
-            return receipt(t)
-        time.sleep(poll_s)
+    with pokes.Waiter(registry.ws, [pokes.ROUTINES]) as waiter:  # listening before the first look
+        while True:
+            with registry.read() as conn:
+                t = table.tick(conn, n)
+                unrecorded = t is not None and t.status == table.FIRING and jobs_table.find(conn, t.job_id) is None
+            if t is None:
+                return None
+            left = deadline - time.monotonic()
+            if (t.status != table.PENDING and not unrecorded) or t.reason or left <= 0:
+                return receipt(t)
+            waiter.wait(min(left, JOB_LOOK_S) if unrecorded else left)
 
 
 def withdraw(registry: Registry, n: int) -> bool:
     """Delete tick `n` if no node has decided it yet; whether it was deleted."""
     with registry.write() as conn:
-        cur = conn.execute("DELETE FROM routine_ticks WHERE n=? AND status=? AND reason=''", (n, table.PENDING))
-        return cur.rowcount == 1
+        return table.withdraw_tick(conn, n)

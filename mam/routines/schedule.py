@@ -6,26 +6,30 @@ Pure: no clock, no I/O. Times are POSIX seconds (UTC). A schedule answers one qu
 - `every`: ticks at `anchor + k * period` (the anchor is when the routine was added), so a restart
   never shifts them.
 - `cron`: the usual five fields, minute hour day-of-month month day-of-week (0-7, 0 and 7 are
-  Sunday), each `*`, a number, a range `a-b`, a list `a,b` and a step `*/n` or `a-b/n`. As in cron,
-  when both day fields are restricted a day matches either. Times are wall-clock times in the zone
-  (zoneinfo; UTC by default): a time the zone skips (spring forward) does not fire; a time it repeats
-  (fall back) fires once, at its first occurrence.
+  Sunday; names such as `mon` and `jan` too), each `*`, a number, a range `a-b`, a list `a,b` and a
+  step `*/n` or `a-b/n`, read by cronsim (a maintained library tested against cron's corner cases).
+  As in (Debian) cron, when both day fields are restricted and neither starts with `*`, a day matches
+  either. cronsim's extensions `L`, `W`, `#` and `?` are refused. Times are wall-clock times in the zone
+  (zoneinfo; UTC by default): a time the zone skips (spring forward) does not fire; an expression with
+  a fixed minute and hour fires once at a time the zone repeats (fall back), at its first occurrence,
+  while one whose minute or hour starts with `*` follows the clock as it passes (a repeated hour's
+  ticks fire in both occurrences).
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from datetime import date, datetime, timedelta, timezone
+from datetime import datetime, timezone
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from cronsim import CronSim, CronSimError
 
 from mam.errors import UsageError
 
 UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 MIN_PERIOD_S = 1
 MAX_PERIOD_S = 366 * 86400
-SEARCH_DAYS = 8 * 366  # a cron expression that matches no day in 8 years (Feb 30) never fires
-FIELDS = (("minute", 0, 59), ("hour", 0, 23), ("day of month", 1, 31), ("month", 1, 12), ("day of week", 0, 7))
 
 
 def parse_duration(text: str) -> int:
@@ -46,37 +50,14 @@ def zone(name: str) -> ZoneInfo:
         raise UsageError(f"--tz {name!r}: not a time zone this system knows (e.g. UTC, Europe/Paris)") from e
 
 
-def _field(text: str, name: str, low: int, high: int) -> frozenset[int]:
-    out: set[int] = set()
-    for part in text.split(","):
-        m = re.fullmatch(r"(\*|(\d+)(?:-(\d+))?)(?:/(\d+))?", part)
-        if m is None:
-            raise UsageError(f"cron {name} {text!r}: use *, N, A-B, lists A,B and steps */N or A-B/N")
-        if m.group(1) == "*":
-            a, b = low, high
-        else:
-            a = int(m.group(2))
-            b = int(m.group(3)) if m.group(3) is not None else (high if m.group(4) else a)
-        step = int(m.group(4) or 1)
-        if not (low <= a <= b <= high) or step < 1:
-            raise UsageError(
-                f"cron {name} {text!r}: values are {low}-{high}, a range goes upwards, a step is 1 or more"
-            )
-        out.update(range(a, b + 1, step))
-    return frozenset(out)
+# cronsim's extensions, refused: L (last day), W (nearest weekday), # (nth weekday), ? (any).
+EXTENSIONS = re.compile(r"^(L|LW|\d*W|\?)$|L$|#", re.I)
 
 
 @dataclass(frozen=True)
 class Cron:
     text: str
     tz: str
-    minutes: frozenset[int]
-    hours: frozenset[int]
-    days: frozenset[int]
-    months: frozenset[int]
-    weekdays: frozenset[int]  # 0 = Sunday
-    any_day: bool  # day of month is '*'
-    any_weekday: bool  # day of week is '*'
 
     @classmethod
     def parse(cls, text: str, tz: str = "UTC") -> Cron:
@@ -84,46 +65,27 @@ class Cron:
         if len(parts) != 5:
             raise UsageError(f"--cron {text!r}: give five fields: minute hour day-of-month month day-of-week")
         zone(tz)
-        sets = [_field(p, name, low, high) for p, (name, low, high) in zip(parts, FIELDS, strict=True)]
-        weekdays = frozenset(d % 7 for d in sets[4])
-        return cls(" ".join(parts), tz, sets[0], sets[1], sets[2], sets[3], weekdays, parts[2] == "*", parts[4] == "*")
-
-    def _day_matches(self, d: date) -> bool:
-        if d.month not in self.months:
-            return False
-        in_month = d.day in self.days
-        in_week = (d.isoweekday() % 7) in self.weekdays
-        if self.any_day or self.any_weekday:
-            return in_month and in_week
-        return in_month or in_week
+        if any(EXTENSIONS.search(item) for part in parts for item in part.split(",")):
+            raise UsageError(
+                f"--cron {text!r}: L, W, # and ? (last day, nearest weekday, nth weekday) are not supported; "
+                "use numbers, ranges, lists and steps"
+            )
+        expr = " ".join(parts)
+        try:
+            CronSim(expr, datetime(2000, 1, 1, tzinfo=timezone.utc))
+        except CronSimError as e:
+            raise UsageError(f"--cron {text!r}: {str(e).rstrip('.')}") from None
+        return cls(expr, tz)
 
     def after(self, t: float) -> float | None:
-        tz = zone(self.tz)
-        start = datetime.fromtimestamp(t, tz)
-        day = start.date()
-        first = (start.hour, start.minute)
-        for n in range(SEARCH_DAYS):
-            if self._day_matches(day):
-                for hour in sorted(self.hours):
-                    if n == 0 and hour < first[0]:
-                        continue
-                    for minute in sorted(self.minutes):
-                        if n == 0 and (hour, minute) < first:
-                            continue
-                        local = datetime(day.year, day.month, day.day, hour, minute, tzinfo=tz)
-                        if local.fold or _skipped(local):
-                            continue
-                        at = local.timestamp()
-                        if at > t:
-                            return at
-            day += timedelta(days=1)
+        """The first tick strictly after `t`; None if none falls within cronsim's 50 years."""
+        sim = CronSim(self.text, datetime.fromtimestamp(t, zone(self.tz)))
+        for at in sim:
+            if at.hour not in sim.hours or at.minute not in sim.minutes:
+                continue  # cronsim moved a time the zone skips to the first one after it: no tick then
+            if at.timestamp() > t:
+                return at.timestamp()
         return None
-
-
-def _skipped(local: datetime) -> bool:
-    """A wall-clock time the zone skips (spring forward): it does not survive a round trip through UTC."""
-    back = local.astimezone(timezone.utc).astimezone(local.tzinfo)
-    return (back.hour, back.minute) != (local.hour, local.minute)
 
 
 @dataclass(frozen=True)

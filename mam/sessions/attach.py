@@ -9,6 +9,7 @@ whose pane is gone is refused (exit 5) with the command that brings it back.
 from __future__ import annotations
 
 import os
+import subprocess
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -71,14 +72,12 @@ def attach(name: str, *, ws: Workspace, settings: Settings) -> None:
 def run_attach(steps: list[list[str]]) -> int:
     """Run the commands (as attach_argv gives them) and wait: the last one returns when the person
     detaches (`mam top` then shows itself again). Its exit status."""
-    import subprocess
 
     last = _prepare(steps)
     return subprocess.run(last, env=_attach_env(last), check=False).returncode
 
 
 def _prepare(steps: list[list[str]]) -> list[str]:
-    import subprocess
 
     for argv in steps[:-1]:
         subprocess.run(argv, check=False, capture_output=True)

@@ -216,32 +216,18 @@ def create_session(
     except BaseException:
         registry.delete_session(req.name)  # free the name: nothing was started
         raise
-    note = "created"
-    ready_at = None
-    try:
-        ready = wait_ready(backend, info.pane_id, adapter, timeout=req.ready_timeout)
-    except AgentDialog as e:
-        _undo(backend, info.pane_id, registry, req.name)
-        raise AgentDialog(
-            dialog_message(e, command=adapter.command, cwd=str(cwd), trust=req.trust),
-            session=req.name,
-            kind=e.context.get("kind", ""),
-        ) from None
-    except BaseException:
-        _undo(backend, info.pane_id, registry, req.name)
-        raise
-    ended = exited(backend, info.pane_id, adapter)
-    if ended is not None:
-        _undo(backend, info.pane_id, registry, req.name)
-        raise ended
-    if ready:
-        ready_at = time.time()
-    else:
-        note = "created; the agent did not show it was ready in time"
-    if conversation_id is None:
-        conversation_id = discover(
-            adapter, cwd=str(cwd), since=launched, env=env, timeout=req.discover_timeout, not_id=not_id
-        )
+    note, ready_at, conversation_id = _started(
+        req,
+        backend,
+        info.pane_id,
+        adapter,
+        registry,
+        cwd=cwd,
+        env=env,
+        launched=launched,
+        not_id=not_id,
+        conversation_id=conversation_id,
+    )
     return registry.update_session(
         req.name,
         status=SessionStatus.RUNNING,
@@ -252,6 +238,50 @@ def create_session(
         note=note,
         ready_at=ready_at,
     )
+
+
+def _started(
+    req: CreateRequest,
+    backend: PaneBackend,
+    pane_id: str,
+    adapter: AgentAdapter,
+    registry: Registry,
+    *,
+    cwd: Path,
+    env: dict[str, str],
+    launched: float,
+    not_id: str | None,
+    conversation_id: str | None,
+) -> tuple[str, float | None, str | None]:
+    """Wait for the agent in its new pane to be ready (undoing the pane and the row if it shows a dialog or
+    exits): the row's note, when it was ready, and its conversation id (discovered if the CLI picks it)."""
+    note = "created"
+    ready_at = None
+    try:
+        ready = wait_ready(backend, pane_id, adapter, timeout=req.ready_timeout)
+    except AgentDialog as e:
+        _undo(backend, pane_id, registry, req.name)
+        raise AgentDialog(
+            dialog_message(e, command=adapter.command, cwd=str(cwd), trust=req.trust),
+            session=req.name,
+            kind=e.context.get("kind", ""),
+        ) from None
+    except BaseException:
+        _undo(backend, pane_id, registry, req.name)
+        raise
+    ended = exited(backend, pane_id, adapter)
+    if ended is not None:
+        _undo(backend, pane_id, registry, req.name)
+        raise ended
+    if ready:
+        ready_at = time.time()
+    else:
+        note = "created; the agent did not show it was ready in time"
+    if conversation_id is None:
+        conversation_id = discover(
+            adapter, cwd=str(cwd), since=launched, env=env, timeout=req.discover_timeout, not_id=not_id
+        )
+    return note, ready_at, conversation_id
 
 
 def launch_options(

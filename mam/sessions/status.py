@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from mam.agents import get_adapter
 from mam.errors import MamError
 from mam.hooks.summary import session_extras
 from mam.panes import open_backend
@@ -65,7 +66,6 @@ def drift_of(row: SessionRow, panes: dict[str, PaneInfo] | None) -> tuple[PaneIn
 
 def _beyond_reporting(row: SessionRow, ws: Workspace) -> tuple[str, ...]:
     """What the session's permissions let its agent do without a prompt besides `mam event`."""
-    from mam.agents import get_adapter
 
     try:
         adapter = get_adapter(row.agent)

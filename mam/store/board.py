@@ -82,3 +82,8 @@ def audit(conn: sqlite3.Connection, key: str | None = None) -> list[dict[str, An
     else:
         rows = conn.execute("SELECT * FROM board_audit WHERE key=? ORDER BY n", (key,))
     return [dict(r) for r in rows]
+
+
+def any_entry(conn: sqlite3.Connection) -> bool:
+    """Whether the board holds any key (live or deleted)."""
+    return conn.execute("SELECT 1 FROM board LIMIT 1").fetchone() is not None

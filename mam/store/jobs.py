@@ -265,3 +265,16 @@ def events_after(conn: sqlite3.Connection, job_id: str, seq: int = 0) -> list[Ev
 def unpublished(conn: sqlite3.Connection, limit: int = 500) -> list[EventRow]:
     rows = conn.execute("SELECT * FROM events WHERE published=0 ORDER BY job_id, seq LIMIT ?", (limit,))
     return [EventRow(**{**dict(r), "published": bool(r["published"])}) for r in rows]
+
+
+def sessions_in_state(conn: sqlite3.Connection, state: str) -> list[str]:
+    """The session of each job in `state` (a session once per such job)."""
+    return [str(r[0]) for r in conn.execute("SELECT session FROM jobs WHERE state = ?", (state,))]
+
+
+def last_progress_raw(conn: sqlite3.Connection, job_id: str) -> str | None:
+    """The raw envelope of the job's last `progress` or `started` event, or None."""
+    row = conn.execute(
+        "SELECT raw FROM events WHERE job_id=? AND type IN ('progress','started') ORDER BY seq DESC LIMIT 1", (job_id,)
+    ).fetchone()
+    return None if row is None else str(row[0])

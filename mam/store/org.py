@@ -281,3 +281,14 @@ def task_of_job(conn: sqlite3.Connection, job_id: str) -> str:
     """The task whose run `job_id` is ('' : none)."""
     row = conn.execute("SELECT task FROM task_runs WHERE job_id=?", (job_id,)).fetchone()
     return str(row[0]) if row is not None else ""
+
+
+def task_counts(conn: sqlite3.Connection, role_name: str) -> dict[str, int]:
+    """The role's tasks counted by state (a state without a task is absent)."""
+    rows = conn.execute("SELECT state, COUNT(*) FROM tasks WHERE role=? GROUP BY state", (role_name,))
+    return {str(r[0]): int(r[1]) for r in rows}
+
+
+def children(conn: sqlite3.Connection, task_id: str) -> list[str]:
+    """The ids of the task's subtasks, oldest first."""
+    return [str(r[0]) for r in conn.execute("SELECT id FROM tasks WHERE parent=? ORDER BY n", (task_id,))]

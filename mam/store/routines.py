@@ -196,3 +196,19 @@ def set_meta(conn: sqlite3.Connection, key: str, value: str) -> None:
 
 def delete_meta(conn: sqlite3.Connection, key: str) -> None:
     conn.execute("DELETE FROM meta WHERE key=?", (key,))
+
+
+def withdraw_tick(conn: sqlite3.Connection, n: int) -> bool:
+    """Delete tick `n` if it is still pending and undecided; whether it was deleted."""
+    cur = conn.execute("DELETE FROM routine_ticks WHERE n=? AND status=? AND reason=''", (n, PENDING))
+    return cur.rowcount == 1
+
+
+def recent_ticks(conn: sqlite3.Connection, limit: int) -> list[sqlite3.Row]:
+    """The last `limit` ticks of every routine, newest first (raw rows)."""
+    return list(conn.execute("SELECT * FROM routine_ticks ORDER BY n DESC LIMIT ?", (limit,)))
+
+
+def targets(conn: sqlite3.Connection) -> dict[str, sqlite3.Row]:
+    """Each routine's name, next_at and target (raw rows), by name."""
+    return {str(r["name"]): r for r in conn.execute("SELECT name, next_at, target FROM routines")}

@@ -137,6 +137,10 @@ def bump_generation(conn: sqlite3.Connection) -> int:
     return generation(conn)
 
 
+def set_generation(conn: sqlite3.Connection, generation: int) -> None:
+    conn.execute("UPDATE meta SET value = ? WHERE key='sessions_gen'", (str(generation),))
+
+
 def generation(conn: sqlite3.Connection) -> int:
     row = conn.execute("SELECT value FROM meta WHERE key='sessions_gen'").fetchone()
     return int(row[0]) if row else 0

@@ -21,11 +21,14 @@ or None (nothing recorded, or a CLI mam reads no usage of).
 from __future__ import annotations
 
 import json
+import sqlite3
 import time
 from collections.abc import Iterator, Mapping
 from datetime import datetime
 from pathlib import Path
 from typing import Any
+
+from mam.agents import get_adapter
 
 SETTLE_S = 5.0  # how long to wait for the record of a response still in flight at the job's end
 KEYS = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens")
@@ -132,7 +135,6 @@ def opencode_db(db: Path, session_id: str, since_ms: int, until_ms: int) -> tupl
     cache.read, cache.write), one per model step of that session, by their time. As with codex, the
     step whose tool call ended the job finishes just after the end: the first step-finish after the
     end counts when a step was under way at the end."""
-    import sqlite3
 
     try:
         conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=2.0)
@@ -221,7 +223,6 @@ def job_usage(
 ) -> dict[str, Any] | None:
     """The job's usage from the session's CLI records (None when there are none); `settle=False` reads
     what is there now, without waiting for the record of a response still in flight."""
-    from mam.agents import get_adapter
 
     adapter = get_adapter(agent)
     if agent == "claude":

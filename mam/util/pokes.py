@@ -18,7 +18,9 @@ waits until the waiter's own deadline, never a wrong answer. The keys in use:
 - `session:<name>`: a job of the session changed state (an earlier job ended: the next one may go);
 - `parent:<id>`: a sub-job of that job changed state (the loop waits for a round's sub-jobs);
 - `ended`: some job of the workspace ended (whoever waits for a free slot);
-- `hold`: the workspace's hold was set or released (`mam pause --all`, `mam resume --all`: mam.jobs.pause).
+- `hold`: the workspace's hold was set or released (`mam pause --all`, `mam resume --all`: mam.jobs.pause);
+- `loop:<id>`: a person approved or rejected a loop waiting in `needs_approval` (mam.loop.approval);
+- `routines`: the node's routine thread decided what was due (`mam routine run` waits for its tick: mam.routines).
 
 `mam.store.journal.commit` pokes them after every commit that changed a row, mam.jobs.emit after every
 event. The files themselves are handled in mam.util.pokefifo (which also refuses a folder or a FIFO
@@ -52,6 +54,7 @@ __all__ = [
 
 ENDED = "ended"
 HOLD = "hold"
+ROUTINES = "routines"
 
 
 def folder(ws: Workspace) -> Path:
@@ -68,6 +71,10 @@ def events_key(job_id: str) -> str:
 
 def parent_key(job_id: str) -> str:
     return f"parent:{job_id}"
+
+
+def loop_key(loop_id: str) -> str:
+    return f"loop:{loop_id}"
 
 
 def job_ended_key(job_id: str) -> str:

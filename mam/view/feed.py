@@ -27,9 +27,11 @@ from typing import Any
 from mam.errors import UsageError
 from mam.jobs.send import SENT
 from mam.jobs.target import parse_target
+from mam.loop.describe import describe
 from mam.sessions import audit
 from mam.store import jobs as jobs_table
 from mam.store import org as org_table
+from mam.store import routines as routines_table
 from mam.store.registry import Registry
 from mam.util.text import for_terminal
 from mam.workspace import Workspace
@@ -254,7 +256,6 @@ class Feed:
             return []
 
     def _loop_lines(self, path: Path) -> Iterator[Line]:
-        from mam.loop.describe import describe
 
         loop_id = path.parent.name
         cur = self._loops.setdefault(loop_id, _FileCursor())
@@ -279,8 +280,8 @@ class Feed:
         if registry is None:
             return []
         with registry.read() as conn:
-            ticks = conn.execute("SELECT * FROM routine_ticks ORDER BY n DESC LIMIT ?", (RECENT_TICKS,)).fetchall()
-            routines = {str(r["name"]): r for r in conn.execute("SELECT name, next_at, target FROM routines")}
+            ticks = routines_table.recent_ticks(conn, RECENT_TICKS)
+            routines = routines_table.targets(conn)
         out = []
         for t in reversed(ticks):
             status = str(t["status"])

@@ -15,8 +15,11 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from mam.errors import MamError
 from mam.outcomes import UNCLAIMED_STATES, JobState
 from mam.settings import Settings
+from mam.store import jobs as jobs_table
+from mam.store import pauses
 from mam.util.text import for_terminal
 from mam.workspace import Workspace
 
@@ -163,13 +166,11 @@ def session_state(row: dict[str, Any], open_job: dict[str, Any] | None) -> tuple
 
 
 def _last_progress(conn: Any, job_id: str) -> str:
-    row = conn.execute(
-        "SELECT raw FROM events WHERE job_id=? AND type IN ('progress','started') ORDER BY seq DESC LIMIT 1", (job_id,)
-    ).fetchone()
-    if row is None:
+    raw = jobs_table.last_progress_raw(conn, job_id)
+    if raw is None:
         return ""
     try:
-        return str((json.loads(row[0]).get("body") or {}).get("message", "") or "")
+        return str((json.loads(raw).get("body") or {}).get("message", "") or "")
     except (ValueError, AttributeError):
         return ""
 
@@ -177,8 +178,6 @@ def _last_progress(conn: Any, job_id: str) -> str:
 def snapshot(ws: Workspace, settings: Settings, *, broker: str = "unknown") -> Snapshot:
     from mam.jobs.queries import job_view
     from mam.sessions.status import session_status
-    from mam.store import jobs as jobs_table
-    from mam.store import pauses
     from mam.store.registry import Registry
 
     now = int(time.time() * 1000)
@@ -331,7 +330,6 @@ def routines(ws: Workspace) -> list[RoutineView]:
 
 
 def loops(ws: Workspace, limit: int = 10) -> list[LoopView]:
-    from mam.errors import MamError
     from mam.loop.status import loop_status
 
     folder = ws.state / "loops"

@@ -18,7 +18,9 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from mam.bus.connect import open_client
 from mam.bus.mqtt import MqttClient
+from mam.bus.topics import Topics
 from mam.errors import BrokerError
 from mam.settings import Settings
 from mam.view.feed import Feed, Line
@@ -73,8 +75,6 @@ class Tail:
     # -- the broker ---------------------------------------------------------------------------
     def connect(self, *, again: bool = False) -> bool:
         """Follow the broker; False (and a note, unless `again`: a retry says only when it worked) if it is down."""
-        from mam.bus.connect import open_client
-        from mam.bus.topics import Topics
 
         try:
             client = open_client(self.settings, self.ws, role="tail", autostart=False, timeout=2)

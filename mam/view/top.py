@@ -26,9 +26,14 @@ from textual.message import Message
 from textual.screen import ModalScreen
 from textual.widgets import Button, DataTable, Footer, Input, Label, Static
 
+from mam.bus.connect import open_client
+from mam.bus.topics import Topics
+from mam.errors import BrokerError, MamError
+from mam.jobs.pause import cancel_job
 from mam.outcomes import Exit
 from mam.remote.fleet import FleetTable
 from mam.settings import Settings
+from mam.store.registry import Registry
 from mam.view import render
 from mam.view.model import Snapshot, snapshot
 from mam.workspace import Workspace
@@ -203,9 +208,6 @@ class TopApp(App[tuple[str, str] | None]):
 
     # -- loading ------------------------------------------------------------------------------
     def _connect(self) -> None:
-        from mam.bus.connect import open_client
-        from mam.bus.topics import Topics
-        from mam.errors import BrokerError
 
         try:
             client = open_client(self.settings, self.ws, role="top", autostart=False, timeout=2)
@@ -416,7 +418,6 @@ class TopApp(App[tuple[str, str] | None]):
         terminal cannot be handed over (no real terminal), end and let `mam top` attach instead."""
         from textual.app import SuspendNotSupported
 
-        from mam.errors import MamError
         from mam.sessions.attach import attach_argv, run_attach
 
         try:
@@ -447,10 +448,6 @@ class TopApp(App[tuple[str, str] | None]):
         )
 
     def _cancel(self, job: str) -> None:
-        from mam.errors import MamError
-        from mam.jobs.pause import cancel_job
-        from mam.store.registry import Registry
-
         try:
             registry = Registry(self.ws)
             try:
@@ -477,9 +474,7 @@ class TopApp(App[tuple[str, str] | None]):
         )
 
     def _stop(self, name: str) -> None:
-        from mam.errors import MamError
         from mam.sessions.stop import stop_session
-        from mam.store.registry import Registry
 
         try:
             registry = Registry(self.ws)

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from mam.errors import UsageError
 from mam.outcomes import TERMINAL, JobState
 from mam.settings import Settings
 from mam.workspace import Workspace
@@ -84,7 +85,6 @@ def approve_loop(ws: Workspace, settings: Settings, loop_id: str, _asked: Asked)
 
 def reject_loop(ws: Workspace, settings: Settings, loop_id: str, asked: Asked) -> dict[str, Any]:
     """`mam loop reject ID --note TEXT`: the creator gets the note and another round runs."""
-    from mam.errors import UsageError
     from mam.loop.approval import reject
 
     note = asked.body.get("note")

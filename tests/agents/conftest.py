@@ -12,9 +12,11 @@ from pathlib import Path
 
 import pytest
 
+from mam.agents import known_agents
 from tests.fakes.fake_stores import STORES
 
-AGENTS = ("claude", "codex", "agy", "hermes", "grok", "opencode", "gemini")
+# Every adapter of mam/agents ADAPTERS but the demo agent: a new adapter is tested with no list to edit here.
+AGENTS = tuple(a for a in known_agents() if a != "demo")
 DISCOVERING = ("codex", "agy", "hermes", "opencode")  # the CLIs that pick their own id
 
 

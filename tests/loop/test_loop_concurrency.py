@@ -120,7 +120,7 @@ def test_a_loop_on_an_issue_worktree_pins_base_and_tree(loop_ws, tmp_path):
         "creator",
         "--reviewer",
         "rev",
-        "--worktree",
+        "--worktree-dir",
         str(wt),
         "--base",
         "main",

@@ -28,12 +28,12 @@ import pytest
 
 from mam.agents import get_adapter
 from mam.util.poll import wait_for
+from tests.agents.conftest import AGENTS
 from tests.conftest import FAKES_BIN
 from tests.fakes.fake_stores import STORES
 from tests.helpers.mamcli import mam
 from tests.sessions.conftest import pane_ids, screen, type_line
 
-AGENTS = ("claude", "codex", "agy", "hermes", "grok", "opencode", "gemini")
 WAIT = 20.0  # a deadline, not a delay
 OWN_DELETE = {
     "codex": ["delete", "--force"],

@@ -69,7 +69,7 @@ CONTRACT: dict[str, tuple[str, tuple[str, ...], set[str], set[int]]] = {
             "--max-loop",
             "--max-rebut",
             "--review-only",
-            "--worktree",
+            "--worktree-dir",
             "--base",
         },
         {0, 1},

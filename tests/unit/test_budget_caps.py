@@ -7,8 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from mam.governor import budget
-from mam.governor import reservations as rs
 from mam.settings import load_settings
+from mam.store import reservations as rs
 from mam.store.registry import Registry
 from mam.store.sessions import SessionRow
 from mam.workspace import Workspace

@@ -83,6 +83,39 @@ def test_bad_cron_is_refused(expr):
         Cron.parse(expr)
 
 
+def test_a_dst_gap_skips_fixed_times_in_it_and_a_clock_following_schedule_jumps_it():
+    """New York springs forward at 2026-03-08 02:00 (EST, UTC-5) to 03:00 (EDT, UTC-4)."""
+    fixed = Cron.parse("15 2 * * *", "America/New_York")
+    assert ticks(fixed, "2026-03-07T12:00:00", 2) == ["2026-03-09T06:15:00Z", "2026-03-10T06:15:00Z"]
+    quarter = Cron.parse("*/30 * * * *", "America/New_York")  # 01:30 EST, then 03:00 EDT: an hour later
+    assert ticks(quarter, "2026-03-08T06:20:00", 2) == ["2026-03-08T06:30:00Z", "2026-03-08T07:00:00Z"]
+
+
+def test_a_dst_fold_fires_a_fixed_time_once_and_a_clock_following_schedule_in_both_hours():
+    """New York falls back at 2026-11-01 02:00 (EDT) to 01:00 (EST): 01:xx happens twice."""
+    fixed = Cron.parse("30 1 * * *", "America/New_York")
+    assert ticks(fixed, "2026-10-31T12:00:00", 2) == ["2026-11-01T05:30:00Z", "2026-11-02T06:30:00Z"]
+    hourly = Cron.parse("30 * * * *", "America/New_York")  # 01:30 EDT and 01:30 EST, an hour apart
+    assert ticks(hourly, "2026-11-01T05:00:00", 3) == [
+        "2026-11-01T05:30:00Z",
+        "2026-11-01T06:30:00Z",
+        "2026-11-01T07:30:00Z",
+    ]
+
+
+def test_day_of_month_with_day_of_week_matches_both_when_one_starts_with_a_star():
+    c = Cron.parse("0 12 */2 * 5", "UTC")  # odd days that are Fridays (a field starting with * makes it AND)
+    assert [d[:10] for d in ticks(c, "2026-01-01T00:00:00", 3)] == ["2026-01-09", "2026-01-23", "2026-02-13"]
+    named = Cron.parse("0 12 13 * fri", "UTC")  # the 13th, or any Friday (names are accepted)
+    assert [d[:10] for d in ticks(named, "2026-02-11T00:00:00", 3)] == ["2026-02-13", "2026-02-20", "2026-02-27"]
+
+
+@pytest.mark.parametrize("expr", ["0 0 L * *", "0 0 LW * *", "0 0 15W * *", "0 0 * * 5L", "0 0 * * 5#2", "0 0 ? * 1"])
+def test_cron_extensions_l_w_hash_and_question_mark_are_refused_clearly(expr):
+    with pytest.raises(UsageError, match="L, W, # and \\? .* are not supported"):
+        Cron.parse(expr)
+
+
 def test_an_unknown_zone_is_refused():
     with pytest.raises(UsageError, match="time zone"):
         Cron.parse("0 0 * * *", "Mars/Olympus")
