@@ -65,12 +65,14 @@ def test_delegate_then_stop_and_resume_the_same_conversation(rig: Rig) -> None:
     rig.create(session, cwd=sc.git_folder(rig.ws.root / "repo"))
     first = sc.delegate_completed(rig, session, "Say hello.", timeout=JOB_S, start_deadline=START_S)
     sc.assert_footer_events(rig, first)
+    sc.assert_turn_usage(rig, first, "grok-updates")
 
     conversation = sc.stop_keeping_conversation(rig, session)
     assert sum(first.tag in t for t in user_prompts(rig, conversation)) == 1
 
     seen = sc.resume(rig, session)
     second = sc.delegate_completed(rig, session, "Say hello again.", timeout=JOB_S, start_deadline=START_S)
+    sc.assert_turn_usage(rig, second, "grok-updates")  # the resumed session's earlier turn not counted again
     assert rig.status(session)["conversation_id"] == conversation
     turns = [r for r in rig.model.snapshot()[seen:] if r.api == "chat" and r.reply != "side"]
     assert turns and all(any(first.tag in t for t in chat_texts(r.body)) for r in turns)
