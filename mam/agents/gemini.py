@@ -71,12 +71,13 @@ class GeminiAdapter(AgentAdapter):
 
     # -- screen --------------------------------------------------------------------------------
     def input_box(self, screen: str) -> str:
-        """The line starting ` > ` below the last `─` rule (the submitted brief stays on screen above)."""
+        """The line starting ` > ` (` * ` in YOLO mode: `--permissions full`) below the last `─` rule
+        (the submitted brief stays on screen above)."""
         lines = screen.rstrip("\n").splitlines()
         rules = [i for i, line in enumerate(lines) if len(line.strip()) >= 10 and set(line.strip()) == {"\u2500"}]
         if not rules:
             return ""
-        return next((line for line in lines[rules[-1] + 1 :] if line.startswith(" > ")), "")
+        return next((line for line in lines[rules[-1] + 1 :] if line.startswith((" > ", " * "))), "")
 
     def is_ready(self, screen: str) -> bool:
         """Its input box shows (empty: the ready marker; or holding text) and no dialog is in the way

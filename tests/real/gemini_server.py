@@ -16,6 +16,7 @@ request and the usage sent back for it is recorded for the test to read.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -104,6 +105,10 @@ class GeminiModel(LoopbackServer[Recorded]):
 
     thread_name = "gemini-model"
 
+    def __init__(self, *, log_path: str | None = None, more: Callable[[str], list[Step]] | None = None) -> None:
+        super().__init__(log_path=log_path)
+        self.more = more  # a test's own steps for a user turn (tests/real/openai_server.py script_for)
+
     def _handler_class(self) -> type[_Handler]:
         return _Handler
 
@@ -142,7 +147,7 @@ class GeminiModel(LoopbackServer[Recorded]):
             ]
         else:
             text, done = turn(body.get("contents") or [])
-            step = next_step(text, done)
+            step = next_step(text, done, self.more)
             parts = (
                 [{"functionCall": {"name": SHELL_TOOL, "args": {"command": step.command}}}]
                 if step
