@@ -38,6 +38,7 @@ priority = 900
 class GeminiAdapter(AgentAdapter):
     name = "gemini"
     command = "gemini"
+    verified_version = "0.61.0"
     install_hint = "npm install -g @google/gemini-cli"
     id_at_launch = True
     launch_id_args = ("--session-id", "{id}")

@@ -17,6 +17,7 @@ from mam.agents.base import AgentAdapter, LaunchContext, SessionOptions
 class GrokAdapter(AgentAdapter):
     name = "grok"
     command = "grok"
+    verified_version = "0.2.111"
     install_hint = "pipx install grok-cli-bin"
     id_at_launch = True
     launch_id_args = ("--session-id", "{id}")
