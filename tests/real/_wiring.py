@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import secrets
 from collections.abc import Callable
 from pathlib import Path
@@ -18,11 +19,20 @@ from typing import Any
 
 from tests.real import _codex_home as cx
 from tests.real import _opencode_home as oc
-from tests.real.anthropic_server import AnthropicServer, Block, FooterScript, Text, footer_turn, is_main_turn
+from tests.real.anthropic_server import (
+    AnthropicServer,
+    Block,
+    FooterScript,
+    Text,
+    ToolUse,
+    footer_turn,
+    is_main_turn,
+    tool_names,
+)
 from tests.real.clis import BY_NAME
 from tests.real.conftest import CACHE, claude_env, claude_home
 from tests.real.gemini_server import GeminiModel
-from tests.real.openai_server import ScriptedModel, Step
+from tests.real.openai_server import ScriptedModel, Step, named_tool
 
 GEMINI_SETTINGS = {
     "security": {"auth": {"selectedType": "gemini-api-key"}},
@@ -33,8 +43,7 @@ GEMINI_SETTINGS = {
 
 
 class Models:
-    """The three scripted servers, each running `more(user text)`'s steps after the footer's `started`
-    (claude's: before it; FooterScript runs `before` first)."""
+    """The three scripted servers, each running `more(user text)`'s steps after the footer's `started`."""
 
     def __init__(self, more: Callable[[str], list[Step]], log_dir: Path) -> None:
         self.more = more
@@ -42,14 +51,35 @@ class Models:
         self.gemini = GeminiModel(more=more, log_path=str(log_dir / "gemini-requests.jsonl"))
         self.anthropic = AnthropicServer(self._claude_script)
         self.claude_key = f"sk-ant-api03-{secrets.token_urlsafe(48)}"
+        self._deferred: set[str] = set()
 
     def _claude_script(self, body: dict[str, Any]) -> list[Block]:
+        """Claude's model: the footer's `started`, then `more`'s steps (a shell command through Bash, or
+        an MCP tool call), then `progress` and `completed`, then a final text."""
+        # Claude Code 2.1 defers MCP tools: their names come once, in a system reminder of an early
+        # request, and the model may call one by name (`mcp__<server>__<tool>`).
+        self._deferred.update(re.findall(r"mcp__\w+", json.dumps(body)))
         if not is_main_turn(body):
             return [Text("Scripted title")]
         found = footer_turn(body, FooterScript.kinds)
-        brief = _last_footer_text(body) if found is not None else ""
-        work = tuple(s.command for s in self.more(brief)) if brief else ()
-        return FooterScript(before=work, final_text="Done.")(body)
+        if found is None:
+            return [Text("Nothing to run.")]
+        commands, done = found
+        plan = [Step(commands[0]), *self.more(_last_footer_text(body)), *(Step(c) for c in commands[1:])]
+        if done >= len(plan):
+            return [Text("Done.")]
+        step = plan[done]
+        if step.tool:
+            name = named_tool([*tool_names(body), *self._deferred], step.tool)
+            return [Text(f"Step {done + 1}."), ToolUse(name, dict(step.args))]
+        return [
+            Text(f"Step {done + 1}."),
+            ToolUse("Bash", {"command": step.command, "description": f"step {done + 1}"}),
+        ]
+
+    def server_for(self, name: str) -> Any:
+        """The scripted server CLI `name` talks to."""
+        return {"claude": self.anthropic, "gemini": self.gemini}.get(name, self.openai)
 
     def __enter__(self) -> Models:
         self.openai.start()

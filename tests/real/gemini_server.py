@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tests.real._http import LoopbackServer, QuietHandler, serve_until_interrupted
-from tests.real.openai_server import FINAL_TEXT, Step, next_step
+from tests.real.openai_server import FINAL_TEXT, Step, named_tool, next_step
 
 SHELL_TOOL = "run_shell_command"
 
@@ -148,11 +148,10 @@ class GeminiModel(LoopbackServer[Recorded]):
         else:
             text, done = turn(body.get("contents") or [])
             step = next_step(text, done, self.more)
-            parts = (
-                [{"functionCall": {"name": SHELL_TOOL, "args": {"command": step.command}}}]
-                if step
-                else [{"text": FINAL_TEXT}]
-            )
+            call = {"name": SHELL_TOOL, "args": {"command": step.command}} if step else None
+            if step and step.tool:
+                call = {"name": named_tool(list(tool_names(body)), step.tool), "args": dict(step.args)}
+            parts = [{"functionCall": call}] if call else [{"text": FINAL_TEXT}]
         prompt_tokens, out_tokens = max(1, len(json.dumps(body)) // 4), 12
         usage = {
             "promptTokenCount": prompt_tokens,
