@@ -15,7 +15,7 @@ from mam.jobs import record as rec
 from mam.jobs.ledger import Ledger
 from mam.store import journal
 from mam.store.registry import Registry
-from mam.usage.readers import job_usage, running_counters
+from mam.usage.readers import COUNTER_AGENTS, job_usage, running_counters
 from mam.workspace import Workspace
 
 log = logging.getLogger(__name__)
@@ -80,7 +80,7 @@ def mark_usage(registry: Registry, ledger: Ledger) -> None:
     """Right before the claim: keep the running token counters of a CLI that records only those (hermes),
     for `measure` to subtract (none kept for the other CLIs; a failure only logs: no usage then)."""
     row = registry.find_session(ledger.job.session)
-    if row is None:
+    if row is None or row.agent not in COUNTER_AGENTS:
         return
     try:
         conversation = row.conversation_id or _discover(row)

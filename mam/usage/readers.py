@@ -297,10 +297,13 @@ def hermes_db(db: Path, session_id: str, base: Mapping[str, int], since_ms: int)
     return {**usage, "source": "hermes-db"}, settled
 
 
+COUNTER_AGENTS = ("hermes",)  # the CLIs whose records are running totals only (read before the claim)
+
+
 def running_counters(agent: str, *, conversation_id: str | None, env: Mapping[str, str]) -> dict[str, int] | None:
     """The running token totals of a CLI that records only those (hermes), to subtract at the job's end;
     None for the CLIs whose records are read per message."""
-    if agent != "hermes":
+    if agent not in COUNTER_AGENTS:
         return None
     from mam.agents import get_adapter
 
