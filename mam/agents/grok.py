@@ -22,6 +22,10 @@ class GrokAdapter(AgentAdapter):
     id_at_launch = True
     launch_id_args = ("--session-id", "{id}")
     resume_args = ("--resume", "{id}")
+    # Verified with 0.2.111 (`grok --help`): "--fork-session  When resuming (`--resume` / `--continue`), create
+    # a new session ID instead of reusing the original (optionally set via `--session-id`)".
+    fork_mode = "native"
+    fork_args = ("--resume", "{id}", "--fork-session", "--session-id", "{new}")
     exit_keys = (("text", "/quit"), ("key", "Enter"))
     env_keys = ("HOME", "GROK_HOME")
     paste_placeholders = ("[Pasted: ",)
