@@ -137,10 +137,30 @@ def _agents(ws: Workspace, sessions: dict[str, dict[str, Any]], environ: Mapping
             status = FAIL if a.name in used else WARN
             checks.append(Check(name, status, f"{a.command} not on PATH: {how}"))
         else:
-            checks.append(Check(name, OK, f"{versions[a.name] or 'version unknown'} ({where})"))
+            checks.append(_drift(name, a, versions[a.name], where))
     if not any(found.values()):
         checks.append(Check("agents", WARN, f"no agent CLI found; {TRY_IT}"))
     return checks
+
+
+_SEMVER = re.compile(r"\b(\d+\.\d+\.\d+)\b")
+
+
+def _drift(name: str, adapter: Any, said: str, where: str) -> Check:
+    """An installed CLI against the version mam's screen reading was verified with: a warning naming
+    what relies on its screen when they differ (or its version cannot be told)."""
+    found = _SEMVER.search(said)
+    have = found.group(1) if found else ""
+    verified = adapter.verified_version
+    if not verified or have == verified:
+        note = " (verified with mam)" if verified else ""
+        return Check(name, OK, f"{said or 'version unknown'}{note} ({where})")
+    relies = "; ".join(adapter.screen_checks())
+    return Check(
+        name,
+        WARN,
+        f"{have or 'version unknown'} ({where}), mam was verified with {verified}: mam reads its screen for {relies}",
+    )
 
 
 def _panes(ws: Workspace, settings: Any, sessions: dict[str, dict[str, Any]]) -> list[Check]:

@@ -152,6 +152,20 @@ class AgentAdapter:
     # How long the ready screen must hold (no dialog replacing it) before mam takes it as ready:
     # for a CLI that draws its input box first and a startup dialog over it a moment later.
     ready_settle_s: ClassVar[float] = 0.0
+    # The CLI version mam's reading of its screen was checked against (the captured screens of
+    # tests/agents/screens/<name>-<version>/ and the real-program tests); `mam doctor` names a drift.
+    verified_version: ClassVar[str] = ""
+
+    def screen_checks(self) -> tuple[str, ...]:
+        """What mam decides from this CLI's screen (what a new version's look can break)."""
+        checks = ["ready: its input box", "a brief still in the input box (the Enter that submits it)"]
+        if self.paste_placeholders:
+            checks.append(f"a long paste shown as {self.paste_placeholders[0].strip()!r}")
+        if self.trust_markers:
+            checks.append("its folder-trust dialog")
+        if self.prompt_markers:
+            checks.append("its dialogs and permission prompts (the job's waiting state)")
+        return tuple(checks)
 
     # -- launching ----------------------------------------------------------------------------
     def new_conversation_id(self) -> str | None:

@@ -22,6 +22,7 @@ from mam.agents.hooks import claude_settings
 class ClaudeAdapter(AgentAdapter):
     name = "claude"
     command = "claude"
+    verified_version = "2.1.332"
     install_hint = "npm install -g @anthropic-ai/claude-code"
     id_at_launch = True
     launch_id_args = ("--session-id", "{id}")

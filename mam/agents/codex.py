@@ -20,6 +20,7 @@ from mam.agents.hooks import codex_notify
 class CodexAdapter(AgentAdapter):
     name = "codex"
     command = "codex"
+    verified_version = "0.171.0"
     install_hint = "npm install -g @openai/codex"
     resume_args = ("resume", "{id}")
     # Verified with 0.171.0: `codex fork [SESSION_ID]` ("Fork a previous interactive session"), with the

@@ -38,6 +38,7 @@ priority = 900
 class GeminiAdapter(AgentAdapter):
     name = "gemini"
     command = "gemini"
+    verified_version = "0.61.0"
     install_hint = "npm install -g @google/gemini-cli"
     id_at_launch = True
     launch_id_args = ("--session-id", "{id}")
@@ -71,12 +72,13 @@ class GeminiAdapter(AgentAdapter):
 
     # -- screen --------------------------------------------------------------------------------
     def input_box(self, screen: str) -> str:
-        """The line starting ` > ` below the last `─` rule (the submitted brief stays on screen above)."""
+        """The line starting ` > ` (` * ` in YOLO mode: `--permissions full`) below the last `─` rule
+        (the submitted brief stays on screen above)."""
         lines = screen.rstrip("\n").splitlines()
         rules = [i for i, line in enumerate(lines) if len(line.strip()) >= 10 and set(line.strip()) == {"\u2500"}]
         if not rules:
             return ""
-        return next((line for line in lines[rules[-1] + 1 :] if line.startswith(" > ")), "")
+        return next((line for line in lines[rules[-1] + 1 :] if line.startswith((" > ", " * "))), "")
 
     def is_ready(self, screen: str) -> bool:
         """Its input box shows (empty: the ready marker; or holding text) and no dialog is in the way

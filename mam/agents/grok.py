@@ -17,10 +17,15 @@ from mam.agents.base import AgentAdapter, LaunchContext, SessionOptions
 class GrokAdapter(AgentAdapter):
     name = "grok"
     command = "grok"
+    verified_version = "0.2.111"
     install_hint = "pipx install grok-cli-bin"
     id_at_launch = True
     launch_id_args = ("--session-id", "{id}")
     resume_args = ("--resume", "{id}")
+    # Verified with 0.2.111 (`grok --help`): "--fork-session  When resuming (`--resume` / `--continue`), create
+    # a new session ID instead of reusing the original (optionally set via `--session-id`)".
+    fork_mode = "native"
+    fork_args = ("--resume", "{id}", "--fork-session", "--session-id", "{new}")
     exit_keys = (("text", "/quit"), ("key", "Enter"))
     env_keys = ("HOME", "GROK_HOME")
     paste_placeholders = ("[Pasted: ",)

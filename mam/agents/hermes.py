@@ -26,6 +26,7 @@ _PROFILE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
 class HermesAdapter(AgentAdapter):
     name = "hermes"
     command = "hermes"
+    verified_version = "0.19.0"
     install_hint = "pipx install --python python3.12 hermes-agent"
     resume_args = ("--resume", "{id}")
     delete_args = ("sessions", "delete", "--yes", "{id}")

@@ -22,6 +22,7 @@ from mam.errors import AgentError
 class OpencodeAdapter(AgentAdapter):
     name = "opencode"
     command = "opencode"
+    verified_version = "1.18.33"
     install_hint = "npm install -g opencode-ai"
     resume_args = ("--session", "{id}")
     # No fork (fork_mode ""): 1.18.33 has `--session ID --fork` ("fork the session when continuing"), and

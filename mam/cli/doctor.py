@@ -31,7 +31,8 @@ def doctor(app: App, restore: bool, yes: bool, as_json: bool) -> int:
     """Check this workspace: owners and modes of .mam.env and .mam/, the settings, the registry's
     integrity, the YAML mirror's agreement with it, the job records, the broker (the embedded one's
     state, or a configured one's port), tmux and its version, each agent CLI on the panes' PATH (its
-    version, or missing: a failure when a session of the workspace runs it; none found: how to try
+    version, or missing: a failure when a session of the workspace runs it; a version other than the
+    one mam was verified with is a warning naming what mam reads from its screen; none found: how to try
     mam with the demo agent), and each running
     session's pane (a dead or gone agent fails).
 

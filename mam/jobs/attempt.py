@@ -37,7 +37,7 @@ from mam.jobs.model import Claim, Delivered, End, Queued, Tick, deadlines
 from mam.jobs.remind import Reminder, pane_typer
 from mam.jobs.result import Outcome, outcome_from_row
 from mam.jobs.stale import close_if_abandoned
-from mam.jobs.usage import record_usage
+from mam.jobs.usage import mark_usage, record_usage
 from mam.notify import job_ended
 from mam.outcomes import TAKEN_OVER_DETAIL, TAKEN_OVER_EXIT, UNCLAIMED, Exit, JobState, Reason, ending
 from mam.settings import Settings
@@ -410,6 +410,7 @@ class JobAttempt:
                 continue  # a pause or the workspace's hold came in meanwhile: wait again (the hold: queued)
             # No signal cuts the claim and the paste apart: an interrupt arriving meanwhile is raised once the
             # brief is typed and recorded delivered (the job is then left open, never pasted again).
+            mark_usage(self.registry, self.ledger)  # the counters before the paste (hermes keeps only those)
             with interrupts.held():
                 self.ledger.apply(Claim(rec.now_ms()))
                 if self.ledger.job.state is not JobState.DELIVERING:  # a pause or a cancel won the commit

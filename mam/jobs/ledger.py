@@ -90,6 +90,9 @@ class Ledger:
     qid: int = 0
     epoch: int = 0  # the fencing epoch this attempt holds the job at (raised by a take-over)
     on_commit: Callable[[Job, Input | None], None] | None = None  # told each committed step (None: `tell`)
+    # The session CLI's running token counters right before the claim, for a CLI that keeps only those
+    # (hermes: mam.jobs.usage.mark); held by this attempt only, never written (a take-over has none).
+    usage_base: dict[str, int] | None = field(default=None, compare=False)
     _held: _Held | None = field(default=None, init=False, repr=False, compare=False)
 
     # -- registration -------------------------------------------------------------------------

@@ -15,7 +15,7 @@ from mam.jobs import record as rec
 from mam.jobs.ledger import Ledger
 from mam.store import journal
 from mam.store.registry import Registry
-from mam.usage.readers import job_usage
+from mam.usage.readers import COUNTER_AGENTS, job_usage, running_counters
 from mam.workspace import Workspace
 
 log = logging.getLogger(__name__)
@@ -66,6 +66,7 @@ def measure(
             since_ms=since,
             until_ms=until,
             settle=settle,
+            base=ledger.usage_base,
         )
     if usage is None and until_ms is None:
         tokens = reported_tokens(ws, job.id)
@@ -73,6 +74,19 @@ def measure(
             usage = {"input_tokens": 0, "output_tokens": 0, "cache_read_tokens": 0, "cache_write_tokens": 0}
             usage.update({"total_tokens": tokens, "source": "agent"})
     return usage
+
+
+def mark_usage(registry: Registry, ledger: Ledger) -> None:
+    """Right before the claim: keep the running token counters of a CLI that records only those (hermes),
+    for `measure` to subtract (none kept for the other CLIs; a failure only logs: no usage then)."""
+    row = registry.find_session(ledger.job.session)
+    if row is None or row.agent not in COUNTER_AGENTS:
+        return
+    try:
+        conversation = row.conversation_id or _discover(row)
+        ledger.usage_base = running_counters(row.agent, conversation_id=conversation, env=row.agent_env)
+    except (OSError, ValueError, MamError) as e:
+        log.warning("job %s: usage counters not read: %s", ledger.job.id, e)
 
 
 def _discover(row: Any) -> str | None:

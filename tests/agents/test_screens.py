@@ -72,6 +72,9 @@ EXPECTED = {
     # with no key (create fails naming it); a user whose default approval mode is plan (ready).
     ("gemini-0.61.0", "api-key-dialog"): (False, "prompt", False),
     ("gemini-0.61.0", "ready-plan-mode"): (True, None, False),
+    # `--approval-mode yolo` (mam's `--permissions full`): the box's prompt is `*`, not `>`
+    ("gemini-0.61.0", "ready-yolo"): (True, None, False),
+    ("gemini-0.61.0", "brief-unsubmitted-yolo"): (True, None, True),
     ("gemini-0.61.0", "trust-dialog"): (False, "trust", False),
     # drawn for ~0.2 s in a folder not yet trusted, before the trust dialog replaces it: it looks
     # ready (the adapter's ready_settle_s is what keeps mam from pasting into it)

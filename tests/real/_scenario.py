@@ -181,6 +181,17 @@ def assert_footer_events(rig: Rig, d: Delegation) -> None:
     assert [k for k in kinds if k in FOOTER_KINDS] == FOOTER_KINDS, kinds
 
 
+def assert_turn_usage(rig: Rig, d: Delegation, source: str) -> None:
+    """The job's usage (from `source`, a CLI that records usage per turn or as running totals: grok,
+    hermes) is what the Chat Completions server sent for the job's whole turn, token for token: the
+    three tool calls and the closing reply (side queries such as a title are not in the turn)."""
+    turn = [r for r in rig.model.snapshot()[d.model_from :] if r.api == "chat" and r.reply != "side"][:4]
+    usage = d.record["usage"]
+    assert usage["source"] == source and [r.reply for r in turn] == ["tool"] * 3 + ["text"], (usage, turn)
+    assert usage["input_tokens"] == sum(r.usage["input_tokens"] for r in turn), (usage, turn)
+    assert usage["output_tokens"] == sum(r.usage["output_tokens"] for r in turn), (usage, turn)
+
+
 def stop_keeping_conversation(rig: Rig, session: str) -> str:
     """`mam session stop`: the session is stopped and knows its conversation id (returned)."""
     rig.mam_json("session", "stop", "--session", session)

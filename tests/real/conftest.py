@@ -34,8 +34,8 @@ CACHE = cache_dir()  # read at import, before any fixture points HOME elsewhere
 # modules start at once on different workers, each module's rig is made once, and the many short
 # tests fill in around them. Split so each half holds one of the two longest modules (opencode,
 # gemini: 2-3.5 min each on a loaded machine).
-REAL_CLI_A = pytest.mark.xdist_group("real-cli-a")  # opencode, codex, hermes
-REAL_CLI_B = pytest.mark.xdist_group("real-cli-b")  # gemini, claude, grok
+REAL_CLI_A = pytest.mark.xdist_group("real-cli-a")  # opencode, codex, hermes, the loop-role pairs
+REAL_CLI_B = pytest.mark.xdist_group("real-cli-b")  # gemini, claude, grok, the MCP clients
 INSTALL_HINT = "python3 -m tests.real.install_clis"
 
 

@@ -16,11 +16,12 @@ request and the usage sent back for it is recorded for the test to read.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from tests.real._http import LoopbackServer, QuietHandler, serve_until_interrupted
-from tests.real.openai_server import FINAL_TEXT, Step, next_step
+from tests.real.openai_server import FINAL_TEXT, Step, named_tool, next_step
 
 SHELL_TOOL = "run_shell_command"
 
@@ -104,6 +105,10 @@ class GeminiModel(LoopbackServer[Recorded]):
 
     thread_name = "gemini-model"
 
+    def __init__(self, *, log_path: str | None = None, more: Callable[[str], list[Step]] | None = None) -> None:
+        super().__init__(log_path=log_path)
+        self.more = more  # a test's own steps for a user turn (tests/real/openai_server.py script_for)
+
     def _handler_class(self) -> type[_Handler]:
         return _Handler
 
@@ -142,12 +147,11 @@ class GeminiModel(LoopbackServer[Recorded]):
             ]
         else:
             text, done = turn(body.get("contents") or [])
-            step = next_step(text, done)
-            parts = (
-                [{"functionCall": {"name": SHELL_TOOL, "args": {"command": step.command}}}]
-                if step
-                else [{"text": FINAL_TEXT}]
-            )
+            step = next_step(text, done, self.more)
+            call = {"name": SHELL_TOOL, "args": {"command": step.command}} if step else None
+            if step and step.tool:
+                call = {"name": named_tool(list(tool_names(body)), step.tool), "args": dict(step.args)}
+            parts = [{"functionCall": call}] if call else [{"text": FINAL_TEXT}]
         prompt_tokens, out_tokens = max(1, len(json.dumps(body)) // 4), 12
         usage = {
             "promptTokenCount": prompt_tokens,

@@ -52,6 +52,22 @@ class Recorded:
 class Step:
     command: str
     escalate: bool = False  # ask to run outside the CLI's sandbox
+    tool: str = ""  # call the offered tool whose name ends with this (an MCP server's) instead of the shell
+    args: tuple[tuple[str, Any], ...] = ()  # that call's arguments
+
+
+def tool_step(tool: str, args: dict[str, Any]) -> Step:
+    """A step that calls an MCP tool (found by the end of its name, as each CLI prefixes its own)."""
+    return Step(f"MCP {tool} {json.dumps(args, sort_keys=True)}", tool=tool, args=tuple(sorted(args.items())))
+
+
+def named_tool(names: list[str], tool: str) -> str:
+    """The offered tool that is `tool` of an MCP server (claude: mcp__mam__x, opencode: mam_x, ...)."""
+    ends = ("_" + tool, "." + tool, "/" + tool, ":" + tool)
+    found = [n for n in names if n == tool or n.endswith(ends)]
+    if not found:
+        raise LookupError(f"no tool {tool!r} among {sorted(names)}")
+    return min(found, key=len)
 
 
 def script_for(text: str, more: Callable[[str], list[Step]] | None = None) -> list[Step]:
@@ -151,9 +167,15 @@ def after_started(body: dict[str, Any]) -> bool:
 
 # -- tools ----------------------------------------------------------------------------------
 def _tool_names(tools: list[Any]) -> dict[str, dict[str, Any]]:
+    """Tool name -> parameters; a tool of a Responses `namespace` group (Codex: one per MCP server) as
+    `<namespace>::<name>` (its call names both: see `responses`)."""
     named: dict[str, dict[str, Any]] = {}
     for t in tools or []:
         if not isinstance(t, dict):
+            continue
+        if t.get("type") == "namespace":
+            for inner, params in _tool_names(t.get("tools") or []).items():
+                named[f"{t.get('name')}::{inner}"] = params
             continue
         fn = t.get("function") if isinstance(t.get("function"), dict) else t
         if fn.get("name"):
@@ -164,6 +186,8 @@ def _tool_names(tools: list[Any]) -> dict[str, dict[str, Any]]:
 def shell_call(tools: list[Any], step: Step) -> tuple[str, dict[str, Any]]:
     """The shell tool the CLI offers and the arguments that run `step` with it."""
     named = _tool_names(tools)
+    if step.tool:
+        return named_tool(list(named), step.tool), dict(step.args)
     command = step.command
     if "exec_command" in named:  # Codex's unified exec tool
         if step.escalate:
@@ -258,10 +282,12 @@ class ScriptedModel(LoopbackServer[Recorded]):
         if step is not None:
             name, args = shell_call(body.get("tools", []), step)
             arguments = json.dumps(args)
+            namespace, _, name = name.rpartition("::")
             item = {
                 "type": "function_call",
                 "id": f"fc_{n}",
                 "call_id": f"call_{n}",
+                **({"namespace": namespace} if namespace else {}),
                 "name": name,
                 "arguments": "",
                 "status": "in_progress",

@@ -115,6 +115,14 @@ def test_delegate_then_stop_and_resume_the_same_conversation(rig: Rig) -> None:
     first = sc.delegate_completed(rig, session, "Say hello.", timeout=JOB_S, start_deadline=START_S)
     sc.assert_footer_events(rig, first)
     assert [c.split()[2] for c in first.commands(rig)] == ["started", "progress", "completed"]
+    # The job's usage, from gemini's transcript: the tokens the server sent for the job's three
+    # tool-call replies, token for token (the side queries are no messages; the closing text comes
+    # after the end).
+    asked = [r for r in rig.model.snapshot()[first.model_from :] if r.reply == "tool"]
+    usage = first.record["usage"]
+    assert usage["source"] == "gemini-transcript" and len(asked) == 3, (usage, asked)
+    assert usage["input_tokens"] == sum(r.usage["promptTokenCount"] for r in asked), (usage, asked)
+    assert usage["output_tokens"] == sum(r.usage["candidatesTokenCount"] for r in asked), (usage, asked)
 
     wait_turn_saved(rig, 1)  # stop an idle gemini, not one still finishing its turn (see wait_turn_saved)
     conversation = sc.stop_keeping_conversation(rig, session)

@@ -65,12 +65,14 @@ def test_delegate_then_stop_and_resume_the_same_conversation(rig: Rig) -> None:
     rig.create(session, cwd=sc.git_folder(rig.ws.root / "repo"))
     first = sc.delegate_completed(rig, session, "Say hello.", timeout=JOB_S, start_deadline=START_S)
     sc.assert_footer_events(rig, first)
+    sc.assert_turn_usage(rig, first, "grok-updates")
 
     conversation = sc.stop_keeping_conversation(rig, session)
     assert sum(first.tag in t for t in user_prompts(rig, conversation)) == 1
 
     seen = sc.resume(rig, session)
     second = sc.delegate_completed(rig, session, "Say hello again.", timeout=JOB_S, start_deadline=START_S)
+    sc.assert_turn_usage(rig, second, "grok-updates")  # the resumed session's earlier turn not counted again
     assert rig.status(session)["conversation_id"] == conversation
     turns = [r for r in rig.model.snapshot()[seen:] if r.api == "chat" and r.reply != "side"]
     assert turns and all(any(first.tag in t for t in chat_texts(r.body)) for r in turns)
@@ -89,3 +91,27 @@ def test_a_command_outside_the_allow_rules_leaves_the_prompt_and_the_job_ends_wi
     pane, screen = sc.left_waiting(rig, session, d)  # it reported, then waited for a person
     assert "Yes, proceed" in screen and f"touch {marker}" in screen, rig.shown(pane)
     assert not marker.exists()
+
+
+def test_a_fork_holds_the_sources_messages_under_a_new_id_and_the_source_is_untouched(rig: Rig) -> None:
+    """`mam session fork` on a running grok session: `grok --resume SRC --fork-session --session-id NEW`.
+    The fork's own chat history (its session folder) holds the source's brief and its own under the new
+    id; the source keeps running and its history gains nothing; the fork's model sees the source's turn."""
+    src = rig.create("gk-src", cwd=sc.git_folder(rig.ws.root / "fork-repo"))
+    first = sc.delegate_completed(rig, "gk-src", "Before the fork.", timeout=JOB_S, start_deadline=START_S)
+    src_prompts = user_prompts(rig, src["conversation_id"])
+    assert sum(first.tag in t for t in src_prompts) == 1, src_prompts
+
+    fork = rig.mam_json("session", "fork", "gk-src", "--session", "gk-fork", "--by", "tester@here")
+    rig.sessions.append("gk-fork")
+    assert fork["forked_from"] == "gk-src" and fork["agent"] == "grok", fork
+    assert fork["conversation_id"] and fork["conversation_id"] != src["conversation_id"], fork
+
+    second = sc.delegate_completed(rig, "gk-fork", "In the fork.", timeout=JOB_S, start_deadline=START_S)
+    turns = [r for r in rig.model.snapshot()[second.model_from :] if r.api == "chat" and r.reply != "side"]
+    assert turns and all(any(first.tag in t for t in chat_texts(r.body)) for r in turns)
+    fork_prompts = user_prompts(rig, fork["conversation_id"])
+    assert (sum(first.tag in t for t in fork_prompts), sum(second.tag in t for t in fork_prompts)) == (1, 1)
+    # The source: still running in its pane, its conversation as it was.
+    assert rig.pane_alive(src["pane_id"]) and rig.status("gk-src")["pane_id"] == src["pane_id"]
+    assert user_prompts(rig, src["conversation_id"]) == src_prompts

@@ -73,6 +73,7 @@ def test_delegate_then_stop_and_resume_the_same_conversation(rig: Rig) -> None:
     rig.create(session, cwd=sc.git_folder(rig.ws.root / "repo"))
     first = sc.delegate_completed(rig, session, "Say hello.", timeout=JOB_S, start_deadline=START_S)
     sc.assert_footer_events(rig, first)
+    sc.assert_turn_usage(rig, first, "hermes-db")
     assert [c.split()[2] for c in first.commands(rig)] == ["started", "progress", "completed"]
 
     conversation = sc.stop_keeping_conversation(rig, session)
@@ -80,6 +81,7 @@ def test_delegate_then_stop_and_resume_the_same_conversation(rig: Rig) -> None:
 
     seen = sc.resume(rig, session)
     second = sc.delegate_completed(rig, session, "Say hello again.", timeout=JOB_S, start_deadline=START_S)
+    sc.assert_turn_usage(rig, second, "hermes-db")  # the resumed session's earlier turn not counted again
     assert rig.status(session)["conversation_id"] == conversation
     turns = [r for r in rig.model.snapshot()[seen:] if r.api == "chat" and r.reply != "side"]
     assert turns and all(any(first.tag in t for t in chat_texts(r.body)) for r in turns), json.dumps(

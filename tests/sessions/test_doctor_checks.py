@@ -41,7 +41,7 @@ def test_tmux_and_each_agent_cli_version_or_missing(workspace: Workspace, tmp_pa
     assert checks["agent claude"] == {
         "name": "agent claude",
         "status": "ok",
-        "detail": f"2.1.332 (Claude Code) ({claude})",
+        "detail": f"2.1.332 (Claude Code) (verified with mam) ({claude})",
     }
     codex = checks["agent codex"]
     assert codex["status"] == "warn" and "codex not on PATH" in codex["detail"] and "@openai/codex" in codex["detail"]
@@ -81,6 +81,22 @@ def test_no_agent_cli_found_points_to_the_demo_agent(workspace: Workspace, tmp_p
     assert '"Trying it without an agent CLI"' in hint["detail"]
     readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
     assert "\n### Trying it without an agent CLI\n" in readme
+
+
+def test_a_cli_at_another_version_than_verified_is_a_warning_naming_what_reads_its_screen(
+    workspace: Workspace, tmp_path: Path
+) -> None:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    gemini = bin_dir / "gemini"
+    gemini.write_text("#!/bin/sh\n[ \"$1\" = --version ] && echo '0.62.1'\n")
+    gemini.chmod(0o755)
+    code, checks = doctor({"PATH": path_with(bin_dir)})
+    assert code == 0, checks  # a warning: the CLI may still work
+    detail = checks["agent gemini"]["detail"]
+    assert checks["agent gemini"]["status"] == "warn", detail
+    assert detail.startswith(f"0.62.1 ({gemini}), mam was verified with 0.61.0: mam reads its screen for ready"), detail
+    assert "permission prompts" in detail and "[Pasted Text:" in detail
 
 
 def test_a_session_whose_agent_died_fails(workspace: Workspace, tmux_server: Any, poll) -> None:

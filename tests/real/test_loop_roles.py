@@ -1,0 +1,152 @@
+"""Every real CLI in a loop, as creator and as reviewer: five runs of the skill's run_loop.sh, each
+pairing one CLI that creates in its own worktree with another that reviews (claude creating and
+codex reviewing is tests/real/test_loop_real.py), so each of the six holds each role at least once.
+
+One scripted rule for every model server, decided from each brief as mam wrote it: the creation
+brief writes feature.txt (version 1) and commits it, the fix brief writes version 2 and commits;
+the review brief writes the report file it names, NOT PASS in round 1 and PASS after. Every
+command runs through the CLI's own shell tool, both sessions with `--permissions full` (what a
+person gives a loop it leaves alone; the per-CLI modules cover the `report` rules).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from mam.workspace import Workspace
+from tests.helpers import brokers
+from tests.helpers.jobs import FAST, capture
+from tests.helpers.mamcli import MAM, mam
+from tests.helpers.tmux import PrivateTmux
+from tests.loop.gitrepo import git, make_repo
+from tests.real import _wiring as wiring
+from tests.real.conftest import REAL_CLI_A, missing_reason
+from tests.real.openai_server import Step
+
+pytestmark = [pytest.mark.timeout(600), REAL_CLI_A]
+
+RUN_LOOP = Path(__file__).resolve().parents[2] / "skills" / "multi-agent-mux-loop" / "scripts" / "run_loop.sh"
+TASK = "Add feature.txt holding the line 'version 2' and commit it."
+CREATE = "printf 'version 1\\n' > feature.txt && git add feature.txt && git commit -q -m 'add feature.txt'"
+FIX = "printf 'version 2\\n' > feature.txt && git commit -q -am 'feature.txt: version 2'"
+REPORT_FILE = re.compile(r"^Report file: (?P<path>\S.*?)\s*$", re.M)
+ROUND = re.compile(r"^Loop \S+, round (?P<n>\d+)\.$", re.M)
+# (creator, reviewer): each CLI creates once and reviews once across these and test_loop_real.py.
+PAIRS = [("codex", "claude"), ("opencode", "gemini"), ("gemini", "grok"), ("grok", "hermes"), ("hermes", "opencode")]
+
+
+def loop_steps(text: str) -> list[Step]:
+    """What the scripted model does for a loop brief, whichever CLI it drives."""
+    if "[mam-loop: fix]" in text:
+        return [Step(FIX)]
+    if "[mam-loop: create]" in text:
+        return [Step(CREATE)]
+    report, round_ = REPORT_FILE.search(text), ROUND.search(text)
+    if "[mam-loop: review]" not in text or report is None or round_ is None:
+        return []
+    first = int(round_.group("n")) == 1
+    lines = [
+        "# Review",
+        "",
+        "- feature.txt holds 'version 1'; the task asks for 'version 2'." if first else "- feature.txt is right.",
+        "",
+        "[VERDICT: NOT PASS]" if first else "[VERDICT: PASS]",
+    ]
+    return [Step("printf '%s\\n' " + " ".join(shlex.quote(line) for line in lines) + " > " + report.group("path"))]
+
+
+@pytest.fixture
+def pair_rig(
+    request: pytest.FixtureRequest,
+    isolated_env: Path,
+    workspace: Workspace,
+    tmux_server: PrivateTmux,
+    real_broker: brokers.RunningBroker,
+    tmp_path: Path,
+) -> Iterator[dict[str, Any]]:
+    creator, reviewer = request.param
+    for name in (creator, reviewer):
+        reason = missing_reason(name)
+        if reason:
+            pytest.skip(reason)
+    with wiring.Models(loop_steps, tmp_path) as models:
+        env = {
+            **real_broker.env(),
+            **FAST,
+            "MAM_TMUX_SERVER": tmux_server.name,
+            "MAM_WORKSPACE": str(workspace.root),
+            "HOME": str(isolated_env),
+            "TERM": "xterm-256color",
+            **wiring.wire(creator, isolated_env, models),
+            **wiring.wire(reviewer, isolated_env, models),
+            "PATH": wiring.path_with([creator, reviewer]),
+        }
+        try:
+            yield {"ws": workspace, "env": env, "creator": creator, "reviewer": reviewer}
+        finally:
+            for session in ("creator", "rev"):
+                mam("session", "stop", "--session", session, env=env, timeout=90)
+
+
+def panes(env: dict[str, str]) -> str:
+    """Each session's pane as it stands (for a failure message)."""
+    proc = mam("session", "status", "--json", env=env)
+    rows = json.loads(proc.stdout) if proc.returncode == 0 else []
+    shown = []
+    for row in rows:
+        if row.get("pane_id"):
+            screen = capture(env["MAM_TMUX_SERVER"], row["pane_id"])
+            lines = [line for line in screen.splitlines() if line.strip()][-30:]
+            shown.append(f"--- {row['name']} ({row['agent']}, {row.get('status')}):\n" + "\n".join(lines))
+    return "\n".join(shown)
+
+
+@pytest.mark.parametrize("pair_rig", PAIRS, ids=[f"{c}-creates-{r}-reviews" for c, r in PAIRS], indirect=True)
+def test_a_loop_not_pass_fix_pass(pair_rig: dict[str, Any]) -> None:
+    ws, env = pair_rig["ws"], pair_rig["env"]
+    make_repo(ws.root)
+    base = git(ws.root, "rev-parse", "main")
+    made = mam(
+        "session", "create", "--agent", pair_rig["creator"], "--role", "developer", "--session", "creator",
+        "--worktree", "--permissions", "full", "--json", env=env, timeout=180,
+    )  # fmt: skip
+    assert made.returncode == 0, made.stderr
+    tree_dir = Path(json.loads(made.stdout)["worktree"])
+    made = mam(
+        "session", "create", "--agent", pair_rig["reviewer"], "--role", "reviewer", "--session", "rev",
+        "--permissions", "full", "--json", env=env, timeout=180,
+    )  # fmt: skip
+    assert made.returncode == 0, made.stderr
+
+    loop = subprocess.run(
+        [
+            "bash", str(RUN_LOOP), "--creator", "creator", "--reviewer", "rev", "--task", TASK,
+            "--max-loop", "3", "--loop-id", "loop-roles", "--start-deadline", "150", "--heartbeat", "10",
+            "--timeout", "300", "--json",
+        ],
+        env={**os.environ, **env, "MAM_BIN": MAM},
+        capture_output=True,
+        text=True,
+        timeout=540,
+        check=False,
+    )  # fmt: skip
+    assert loop.returncode == 0, f"loop exited {loop.returncode}\n{loop.stdout}\n{loop.stderr}\n{panes(env)}"
+    summary = json.loads(loop.stdout)
+    verdicts = [[(r["reviewer"], r["verdict"]) for r in h["reviews"]] for h in summary["history"]]
+    assert verdicts == [[("rev", "NOT PASS")], [("rev", "PASS")]], summary["history"]
+    assert (tree_dir / "feature.txt").read_text() == "version 2\n"
+    assert git(tree_dir, "log", "--format=%s", f"{base}..HEAD").splitlines() == [
+        "feature.txt: version 2",
+        "add feature.txt",
+    ]
+    fix = (ws.state / "loops" / "loop-roles" / "round-1" / "brief-fix-creator.md").read_text()
+    assert "the task asks for 'version 2'" in fix  # the reviewer's finding reached the creator
