@@ -1,6 +1,7 @@
 """The real opencode (1.18.33) taking a job's brief through its own server (mam.agents.opencode_server)
 rather than a paste: the brief reaches opencode exactly once (counted in opencode.db), as a turn the
-TUI in the pane shows; with the server unreachable the paste is used instead, once.
+TUI in the pane shows; with the server unreachable the paste is used instead, once; a permission
+prompt on the screen means no delivery, through the channel or the paste.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ import os
 import socket
 import urllib.error
 import urllib.request
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -34,7 +36,8 @@ def rig(tmp_path_factory: pytest.TempPathFactory, real_broker: brokers.RunningBr
     with sc.module_rig(
         "opencode", tmp_path_factory, real_broker, ScriptedModel, env=lambda root, model: dict(oc.ENV)
     ) as r:
-        oc.write_config(r.home / ".config", base_url=r.model.base_url)
+        # The user's opencode asks before every bash command: mam's `report` lets `mam event` through.
+        oc.write_config(r.home / ".config", base_url=r.model.base_url, permission={"bash": {"*": "ask"}})
         yield r
 
 
@@ -108,3 +111,22 @@ def test_with_the_server_unreachable_the_brief_is_pasted_once(rig: Rig) -> None:
     assert "channel_unavailable" in kinds(lines), kinds(lines)
     assert [line.get("via") for line in injected(lines)] == ["paste"], kinds(lines)
     assert told(rig, session, d.tag) == 1
+
+
+def test_a_permission_prompt_on_the_screen_means_no_delivery_through_the_channel_either(rig: Rig) -> None:
+    session = "oc-dialog"
+    cwd = sc.git_folder(rig.ws.root / "dialog-repo")
+    rig.create(session, cwd=cwd)
+    marker = cwd / f"asked-{uuid.uuid4().hex[:8]}"
+    first = sc.delegate(
+        rig, session, f"Touch a file. {{tag}}\nRUN: touch {marker}", timeout=60, start_deadline=60, heartbeat=3
+    )
+    pane, screen = sc.left_waiting(rig, session, first)  # opencode asks a person about `touch`
+    assert oc.PROMPT_TEXT in screen, rig.shown(pane)
+
+    second = sc.delegate(rig, session, "Say hello.", timeout=60, start_deadline=30)
+    lines = audit(rig, second.record["id"])
+    assert second.rc != 0 and not injected(lines), (second.record, kinds(lines))
+    assert "permission prompt" in json.dumps(second.record), second.record
+    assert told(rig, session, second.tag) == 0
+    assert oc.PROMPT_TEXT in rig.screen(pane) and not marker.exists(), rig.shown(pane)
