@@ -14,7 +14,7 @@ import sqlite3
 from collections.abc import Mapping
 from pathlib import Path
 
-from mam.agents import convo
+from mam.agents import convo, opencode_server
 from mam.agents.base import AgentAdapter, LaunchContext, SessionOptions
 from mam.errors import AgentError
 
@@ -38,6 +38,13 @@ class OpencodeAdapter(AgentAdapter):
     paste_placeholders = ("[Pasted ~",)
     full_args = ("--auto",)
     prompt_markers = ("Permission required", "Allow once   Allow always   Reject")
+
+    def session_options(self, ctx: LaunchContext) -> SessionOptions:
+        """The base options plus the delivery channel: opencode's own server on a free loopback port,
+        behind a fresh secret (mam.agents.opencode_server)."""
+        options = super().session_options(ctx)
+        args, env = opencode_server.launch_options(opencode_server.open_channel(ctx.state_dir))
+        return SessionOptions(args=(*options.args, *args), env={**options.env, **env})
 
     def report_options(self, ctx: LaunchContext) -> SessionOptions:
         """One bash allow rule, given as the highest-precedence config layer (OPENCODE_CONFIG_CONTENT).

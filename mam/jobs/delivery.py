@@ -12,7 +12,7 @@ import subprocess
 import time
 from typing import Protocol
 
-from mam.agents import get_adapter
+from mam.agents import get_adapter, opencode_server
 from mam.agents.ready import check_no_dialog, wait_ready
 from mam.errors import AgentDialog, JobError, MamError
 from mam.jobs import heartbeat
@@ -160,23 +160,49 @@ class PaneDelivery:
             check_no_dialog(adapter, backend.capture(self.row.pane_id, lines=200), self.row.pane_id)
         except AgentDialog as e:
             raise AgentDialog(f"{e}: `mam session attach {row.name}`", **e.context) from None
-        after = backend.paste_and_capture(self.row.pane_id, text, lines=200)
-        try:
-            check_no_dialog(adapter, after, self.row.pane_id)
-        except AgentDialog as e:  # pasted but not submitted: a nudge submits it once the dialog is answered
-            ledger.note("enter_withheld", pane=self.row.pane_id, note=str(e))
-        else:
-            backend.send_keys(self.row.pane_id, "Enter")
+        via = self._through_channel(text, ledger)
+        if not via:
+            after = backend.paste_and_capture(self.row.pane_id, text, lines=200)
+            try:
+                check_no_dialog(adapter, after, self.row.pane_id)
+            except AgentDialog as e:  # pasted but not submitted: a nudge submits it once the dialog is answered
+                ledger.note("enter_withheld", pane=self.row.pane_id, note=str(e))
+            else:
+                backend.send_keys(self.row.pane_id, "Enter")
         data = text.encode("utf-8")
         ledger.note(
             noted,
             pane=self.row.pane_id,
             bytes=len(data),
             sha256=hashlib.sha256(data).hexdigest(),
+            via=via or "paste",
         )
         step = min(max(ledger.job.start_deadline_ms / 8000, 0.5), 10.0)
         self._step = step
         self._next_nudge = time.monotonic() + step
+
+    def _through_channel(self, text: str, ledger: Ledger) -> str:
+        """Start the agent's turn through its CLI's own channel when the session's launch opened one
+        (opencode: mam.agents.opencode_server): "channel" when it went that way, "" to paste instead
+        (no channel, or one that took nothing: noted as `channel_unavailable`). A prompt sent that got
+        no answer counts as delivered: pasting after it could type the brief twice; a brief that was
+        lost is caught by the start deadline, as a lost paste is."""
+        row = self.row
+        assert row is not None
+        if row.agent != "opencode":
+            return ""
+        channel = opencode_server.read_channel(self.ws.session_dir(row.name))
+        if channel is None:
+            return ""
+        outcome = opencode_server.deliver(channel, text, row.conversation_id)
+        if outcome.sent is opencode_server.Sent.UNAVAILABLE:
+            ledger.note("channel_unavailable", pane=row.pane_id, note=outcome.why)
+            return ""
+        if outcome.conversation_id and outcome.conversation_id != row.conversation_id:
+            self.row = self.registry.update_session(row.name, conversation_id=outcome.conversation_id)
+        if outcome.sent is opencode_server.Sent.UNKNOWN:
+            ledger.note("channel_no_answer", pane=row.pane_id, note=outcome.why)
+        return "channel"
 
     def rejoin(self, text: str, ledger: Ledger) -> None:
         return None  # the pane is this host's: no copy of the job anywhere else

@@ -31,7 +31,13 @@ def test_ask_passes_no_permission_option(agent: str, tmp_path: Path) -> None:
     # hermes always gets its pinned HERMES_HOME (where mam looks for its sessions) and the BASH_ENV
     # that keeps the pane's PATH in its terminal tool, never a permission
     pinned = {"HERMES_HOME", "BASH_ENV"} if agent == "hermes" else set()
-    assert options.args == (*adapter.session_args, *hooks.args)
+    # opencode always gets its delivery channel (its server on loopback, behind a secret), never a permission
+    channel: tuple[str, ...] = ()
+    if agent == "opencode":
+        pinned = {"OPENCODE_SERVER_PASSWORD", "OPENCODE_SERVER_USERNAME"}
+        channel = options.args[-5:]
+        assert channel[::2] == ("--port", "--hostname", "--mdns=false") and channel[3] == "127.0.0.1", channel
+    assert options.args == (*adapter.session_args, *hooks.args, *channel)
     assert set(options.env) == pinned | set(hooks.env)
 
 

@@ -225,7 +225,7 @@ CLIS = {
     "opencode": Cli(
         resume_flags=("--session", "-s"),
         value_flags=("-m", "--model", "--agent", "--prompt", "--port", "--hostname"),
-        flags=("--auto",),
+        flags=("--auto", "--mdns"),
         exit_commands=("/exit", "/quit", "/q"),
         not_found="Error: Session not found: {id}",
         leader_quit=True,

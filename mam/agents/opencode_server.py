@@ -1,0 +1,157 @@
+"""opencode's own server as a delivery channel: a job's brief becomes a turn started through the HTTP
+API of the opencode TUI in the session's pane, instead of a paste.
+
+The opencode TUI (checked with 1.18.33) is a client of its own server; `--port N` makes that server
+listen on N (`--hostname`, default 127.0.0.1), and with OPENCODE_SERVER_PASSWORD set every route
+answers 401 without HTTP basic auth (user OPENCODE_SERVER_USERNAME, default "opencode").
+`POST /session/{id}/prompt_async` starts a turn in that session (204, the turn runs on), and
+`POST /tui/select-session` makes the TUI show that session: the person in the pane sees the brief
+and the reply as if it had been typed.
+
+Each launch gets a free loopback port and a fresh secret, kept in the session's 0600 file
+`.mam/sessions/<name>/opencode-server.json` (never on a command line: the secret reaches opencode
+through the pane's environment, which the launcher takes from a 0600 spec file).
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import http.client
+import json
+import os
+import secrets
+import socket
+from dataclasses import dataclass
+from enum import Enum
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+from mam.util.fs import atomic_write_json
+
+CHANNEL_FILE = "opencode-server.json"
+HOST = "127.0.0.1"
+USERNAME = "opencode"
+TIMEOUT_S = 10.0
+
+
+@dataclass(frozen=True)
+class Channel:
+    port: int
+    password: str
+    username: str = USERNAME
+
+
+class Sent(Enum):
+    DELIVERED = "delivered"  # the server took the prompt (204): a turn started
+    UNAVAILABLE = "unavailable"  # nothing was taken: the paste may go ahead
+    UNKNOWN = "unknown"  # the prompt went out but no answer came: never paste after it
+
+
+@dataclass(frozen=True)
+class Outcome:
+    sent: Sent
+    why: str = ""
+    conversation_id: str = ""
+
+
+def free_port() -> int:
+    """A loopback port nobody listens on now (opencode binds it a moment later)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((HOST, 0))
+        return int(s.getsockname()[1])
+
+
+def open_channel(state_dir: Path) -> Channel:
+    """A new port and secret for one launch, written to the session's 0600 channel file."""
+    channel = Channel(port=free_port(), password=secrets.token_urlsafe(32))
+    atomic_write_json(
+        state_dir / CHANNEL_FILE,
+        {"host": HOST, "port": channel.port, "username": channel.username, "password": channel.password},
+        mode=0o600,
+    )
+    return channel
+
+
+def launch_options(channel: Channel) -> tuple[tuple[str, ...], dict[str, str]]:
+    """The TUI's args (loopback only, no mDNS whatever the user's config says) and env (the secret)."""
+    args = ("--port", str(channel.port), "--hostname", HOST, "--mdns=false")
+    return args, {"OPENCODE_SERVER_PASSWORD": channel.password, "OPENCODE_SERVER_USERNAME": channel.username}
+
+
+def read_channel(state_dir: Path) -> Channel | None:
+    """The channel of the session's current launch, or None (a session launched without one, or a
+    file not private to this user)."""
+    path = state_dir / CHANNEL_FILE
+    try:
+        st = path.stat()
+        if st.st_uid != os.getuid() or st.st_mode & 0o077:
+            return None
+        data = json.loads(path.read_text(encoding="utf-8"))
+        return Channel(port=int(data["port"]), password=str(data["password"]), username=str(data["username"]))
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+class _Refused(Exception):
+    """Nothing was taken: no connection, or a refusal (4xx: a wrong secret, no such session...)."""
+
+
+class _NoAnswer(Exception):
+    """The request went out and no answer came, or a server error (5xx): it may have been taken."""
+
+
+def _call(channel: Channel, method: str, path: str, body: Any | None) -> Any:
+    auth = base64.b64encode(f"{channel.username}:{channel.password}".encode()).decode()
+    headers = {"Authorization": f"Basic {auth}", "Accept": "application/json"}
+    data = None if body is None else json.dumps(body).encode("utf-8")
+    if data is not None:
+        headers["Content-Type"] = "application/json"
+    conn = http.client.HTTPConnection(HOST, channel.port, timeout=TIMEOUT_S)
+    try:
+        try:
+            conn.connect()
+        except OSError as e:
+            raise _Refused(f"opencode's server on {HOST}:{channel.port} is not reachable: {e}") from None
+        try:
+            conn.request(method, path, body=data, headers=headers)
+            resp = conn.getresponse()
+            payload = resp.read()
+        except (OSError, http.client.HTTPException) as e:
+            raise _NoAnswer(f"no answer from opencode's server to {method} {path.split('?')[0]}: {e}") from None
+        if resp.status >= 500:  # it may have failed half-way through
+            raise _NoAnswer(f"opencode's server answered {resp.status} to {method} {path.split('?')[0]}")
+        if resp.status // 100 != 2:
+            raise _Refused(f"opencode's server answered {resp.status} to {method} {path.split('?')[0]}")
+        return json.loads(payload) if payload.strip() else None
+    finally:
+        with contextlib.suppress(OSError):
+            conn.close()
+
+
+def deliver(channel: Channel, text: str, conversation_id: str | None) -> Outcome:
+    """Start a turn holding `text` in the session `conversation_id` (a new one when None, as a paste
+    into a fresh TUI would), shown in the TUI first. Only the prompt itself can leave an unknown
+    outcome; every step before it either works or took nothing."""
+    try:
+        if not conversation_id:
+            made = _call(channel, "POST", "/session", {})
+            conversation_id = str((made or {}).get("id") or "")
+            if not conversation_id.startswith("ses_"):
+                return Outcome(Sent.UNAVAILABLE, f"opencode's server made no session: {made!r}")
+        _call(channel, "POST", "/tui/select-session", {"sessionID": conversation_id})
+    except (_Refused, _NoAnswer) as e:  # nothing typed yet: the paste may go ahead
+        return Outcome(Sent.UNAVAILABLE, str(e), conversation_id or "")
+    try:
+        _call(
+            channel,
+            "POST",
+            f"/session/{quote(conversation_id, safe='')}/prompt_async",
+            {"parts": [{"type": "text", "text": text}]},
+        )
+    except _Refused as e:
+        return Outcome(Sent.UNAVAILABLE, str(e), conversation_id)
+    except _NoAnswer as e:  # it may have started a turn: never paste after it
+        return Outcome(Sent.UNKNOWN, str(e), conversation_id)
+    return Outcome(Sent.DELIVERED, "", conversation_id)
