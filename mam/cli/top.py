@@ -83,15 +83,22 @@ def top(app: App, snapshot: bool, width: int | None) -> int:
 
 
 def _broker_state(app: App) -> str:
-    """up / down, by connecting once (no autostart)."""
+    """up / down, by connecting once (no autostart); `idle` when the broker is the workspace's embedded one and
+    it has not been started (a new workspace before its first job: nothing is wrong)."""
+    from mam.broker import embedded
     from mam.bus.connect import open_client
-    from mam.errors import BrokerError
+    from mam.errors import BrokerError, MamError
 
     try:
         client = open_client(
             app.settings.with_overrides(MAM_NO_AUTOSTART="1"), app.ws, role="top", autostart=False, timeout=2
         )
     except BrokerError:
-        return "down"
+        if app.settings.brokers:
+            return "down"
+        try:
+            return "down" if embedded.status(app.ws).running else "idle"
+        except MamError:
+            return "down"
     client.close()
     return "up"
