@@ -84,7 +84,7 @@ def top(app: App, snapshot: bool, width: int | None) -> int:
 
 def _broker_state(app: App) -> str:
     """up / down, by connecting once (no autostart); `idle` when the broker is the workspace's embedded one and
-    it has not been started (a new workspace before its first job: nothing is wrong)."""
+    it does not run (a new workspace before its first job, or one whose node ended: nothing is wrong)."""
     from mam.broker import embedded
     from mam.bus.connect import open_client
     from mam.errors import BrokerError, MamError

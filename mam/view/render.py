@@ -141,7 +141,7 @@ def header(snap: Snapshot) -> str:
     broker = {
         "up": "broker up",
         "down": "broker DOWN (reading the registry)",
-        "idle": "broker not started yet (the first job starts it)",
+        "idle": "broker not running (the next job starts it)",
     }.get(snap.broker, "broker ?")
     clock = time.strftime("%H:%M:%S", time.localtime(snap.taken_ms / 1000))
     held = f"  HELD ({snap.hold.get('mode')}, by {snap.hold.get('by')}: mam resume --all)" if snap.hold else ""
