@@ -10,6 +10,7 @@ import click
 
 from mam.board.keys import check_key, check_prefix, check_value
 from mam.cli.common import App, echo, echo_json, open_registry, workspace_option
+from mam.outcomes import Exit
 from mam.util.text import for_terminal
 
 BOARD_HELP = """The workspace's blackboard: versioned text values that agents and people share.
@@ -151,7 +152,7 @@ def list_(app: App, prefix: str, as_json: bool) -> None:
     help="One JSON object a line: {board, key, value, version, writer, ts, deleted, remote}.",
 )
 @click.pass_obj
-def watch(app: App, prefix: str, count: int | None, timeout: float | None, as_json: bool) -> None:
+def watch(app: App, prefix: str, count: int | None, timeout: float | None, as_json: bool) -> int:
     """Print every board write as it is published: this workspace's and, as read-only copies (remote),
     those of every workspace sharing the broker and MAM_TOPIC_PREFIX. The latest write of each key
     is shown first. A message whose signature does not check is rejected: reported on stderr and in
@@ -191,5 +192,8 @@ def watch(app: App, prefix: str, count: int | None, timeout: float | None, as_js
             count=count,
             timeout_s=timeout,
         )
+    except KeyboardInterrupt:
+        return Exit.INTERRUPTED  # as `mam tail`: Ctrl-C is 130, with no "aborted" line
     finally:
         client.close()
+    return Exit.OK

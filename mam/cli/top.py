@@ -8,8 +8,9 @@ import sys
 
 import click
 
+from mam.broker import embedded
 from mam.cli.common import App, echo, workspace_option
-from mam.errors import BrokerError
+from mam.errors import BrokerError, MamError
 from mam.outcomes import Exit
 
 
@@ -83,7 +84,8 @@ def top(app: App, snapshot: bool, width: int | None) -> int:
 
 
 def _broker_state(app: App) -> str:
-    """up / down, by connecting once (no autostart)."""
+    """up / down, by connecting once (no autostart); `idle` when the broker is the workspace's embedded one and
+    it does not run (a new workspace before its first job, or one whose node ended: nothing is wrong)."""
     from mam.bus.connect import open_client
 
     try:
@@ -91,6 +93,11 @@ def _broker_state(app: App) -> str:
             app.settings.with_overrides(MAM_NO_AUTOSTART="1"), app.ws, role="top", autostart=False, timeout=2
         )
     except BrokerError:
-        return "down"
+        if app.settings.brokers:
+            return "down"
+        try:
+            return "down" if embedded.status(app.ws).running else "idle"
+        except MamError:
+            return "down"
     client.close()
     return "up"

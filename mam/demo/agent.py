@@ -6,7 +6,8 @@ the protocol with the real `mam event` commands and does deterministic work:
 
     demo-write: PATH :: TEXT      write a file (TEXT may use \\n)
     demo-append: PATH :: TEXT     append to a file
-    demo-commit: MESSAGE          git add -A && git commit (argv, no shell)
+    demo-commit: MESSAGE          git add -A && git commit (argv, no shell); a failed commit is named in the
+                                  result with git's reason (`commit failed: fatal: ...`)
     demo-sleep: SECONDS           work that long (a progress event each second while work is left; Escape
                                   interrupts it)
     demo-tokens: N                spend N output tokens at this point (see Usage)
@@ -93,6 +94,22 @@ def conversation_paths(env: Mapping[str, str], cid: str) -> list[Path]:
     """Where conversation `cid` may be: the current place first, then ~/.mam-demo (where sessions
     created by mam 0.1.0 before 2026-11-30 kept theirs)."""
     return list(dict.fromkeys([conversations_dir(env) / f"{cid}.json", _home_dir(env) / f"{cid}.json"]))
+
+
+def commit(message: str, cwd: Path | None = None) -> str:
+    """`git add -A` and `git commit` in `cwd`: `commit`, `nothing to commit`, or `commit failed: ` and git's
+    own first line of why (no user.name or user.email, not a git repository), never a failure passed off
+    as nothing to do."""
+    subprocess.run(["git", "add", "-A"], check=False, capture_output=True, cwd=cwd)
+    proc = subprocess.run(["git", "commit", "-q", "-m", message], capture_output=True, text=True, cwd=cwd)
+    if proc.returncode == 0:
+        return "commit"
+    status = subprocess.run(["git", "status", "--porcelain"], capture_output=True, text=True, cwd=cwd)
+    if status.returncode == 0 and not status.stdout.strip():
+        return "nothing to commit"
+    lines = [line.strip() for line in (proc.stderr + proc.stdout).splitlines() if line.strip()]
+    why = next((line for line in lines if line.startswith("fatal:")), lines[0] if lines else f"exit {proc.returncode}")
+    return f"commit failed: {why}"
 
 
 class Interrupted(Exception):
@@ -352,11 +369,7 @@ class DemoAgent:
                     f.write(content.replace("\\n", "\n") + ("\n" if not content.endswith("\\n") else ""))
                 done.append(f"{name} {target}")
             elif name == "commit":
-                subprocess.run(["git", "add", "-A"], check=False, capture_output=True)
-                proc = subprocess.run(
-                    ["git", "commit", "-q", "-m", value or "demo commit"], capture_output=True, text=True
-                )
-                done.append("commit" if proc.returncode == 0 else "nothing to commit")
+                done.append(commit(value or "demo commit"))
             elif name == "sleep":
                 self._sleep(job, float(value or "1"))
                 done.append(f"worked {value}s")

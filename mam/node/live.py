@@ -21,6 +21,9 @@ if TYPE_CHECKING:
 _CONTROL = {c: " " for c in [*range(0x20), *range(0x7F, 0xA0)]}
 CLEAR = "\r\x1b[2K"
 COLUMNS = 100  # when the terminal does not say how wide it is
+ECHO_ROOM = 3  # columns left free at the right: a terminal echoes Ctrl-C as `^C` after the line; were the
+# line to reach the last column, the echo would wrap to a new line and the clear would leave the live line
+# (and a stray `^`) on the screen above the next message
 
 
 def _secs(ms: float) -> str:
@@ -108,7 +111,7 @@ class LiveLine:
         job = self.job
         if job is None or self._stop.is_set():
             return
-        width = max(20, self._columns() - 1)
+        width = max(20, self._columns() - ECHO_ROOM)
         line = status_line(job, self.last, int(time.time() * 1000))
         if len(line) > width:
             line = line[: width - 1] + "…"

@@ -60,6 +60,11 @@ def plan(
     # `session remove` compares with where it is then); HEAD itself only when it is detached.
     ref = base or maybe(["symbolic-ref", "--quiet", "--short", "HEAD"], cwd=repo, env=env) or "HEAD"
     commit = maybe(["rev-parse", "--verify", "--quiet", "--end-of-options", f"{ref}^{{commit}}"], cwd=repo, env=env)
+    if not commit and not base and not maybe(["rev-parse", "--verify", "--quiet", "HEAD"], cwd=repo, env=env):
+        raise UsageError(
+            f"--worktree needs a commit to start from, and the git repository {repo} has none yet: "
+            "make one first (e.g. git commit --allow-empty -m start)"
+        )
     if not commit:
         raise UsageError(f"--base {ref!r} is not a commit in {repo}")
     path = worktree_path(ws, session)

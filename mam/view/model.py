@@ -119,7 +119,7 @@ class Snapshot:
     sessions: list[SessionView] = field(default_factory=list)
     jobs: list[JobView] = field(default_factory=list)
     loops: list[LoopView] = field(default_factory=list)
-    broker: str = "unknown"  # up / down / unknown
+    broker: str = "unknown"  # up / down / idle (the embedded broker, not running) / unknown
     routines: list[RoutineView] = field(default_factory=list)
     hold: dict[str, Any] | None = None  # `mam pause --all`: {mode, since, by}; None when not held
     tasks: list[TaskView] = field(default_factory=list)  # the org's tasks, as a tree by parent (mam/org)

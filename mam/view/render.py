@@ -138,7 +138,11 @@ def cut(text: str, width: int) -> str:
 
 
 def header(snap: Snapshot) -> str:
-    broker = {"up": "broker up", "down": "broker DOWN (reading the registry)"}.get(snap.broker, "broker ?")
+    broker = {
+        "up": "broker up",
+        "down": "broker DOWN (reading the registry)",
+        "idle": "broker not running (the next job starts it)",
+    }.get(snap.broker, "broker ?")
     clock = time.strftime("%H:%M:%S", time.localtime(snap.taken_ms / 1000))
     held = f"  HELD ({snap.hold.get('mode')}, by {snap.hold.get('by')}: mam resume --all)" if snap.hold else ""
     tripped = [r.name for r in snap.roles if r.tripped]

@@ -64,6 +64,7 @@ def test_tail_exits_130(workspace):
 def test_board_watch_exits_130(wired):
     code, said = interrupted_once(["board", "watch"], lambda s: "watching" in s)
     assert code == 130, said
+    assert "aborted" not in said, said  # as `mam tail`: no line of its own (seen in the README walk)
 
 
 def test_monitor_exits_130(wired):

@@ -154,3 +154,13 @@ def test_remove_a_plain_session_stopped_or_terminated_frees_its_name(loop_ws):
     done = json.loads(proc.stdout)
     assert done["status"] == "terminated" and done["purged"] is True and done["worktree"] is None
     assert not conversation.exists()  # purged as `session stop --purge-conversation --yes` does
+
+
+def test_a_worktree_in_a_repository_without_a_commit_says_to_make_one(workspace):
+    """Seen in the README walk: `git init` in a new workspace, then `--worktree`, said `--base 'master' is not
+    a commit` though no --base was given."""
+    subprocess.run(["git", "init", "-q", "-b", "main"], cwd=workspace.root, check=True)
+    proc = mam("session", "create", "--agent", "demo", "--role", "dev", "--session", "w1", "--worktree")
+    assert proc.returncode == 2, proc.stderr
+    assert "has none yet" in proc.stderr and "git commit" in proc.stderr and "--base" not in proc.stderr, proc.stderr
+    assert not (workspace.state / "worktrees").exists() and not workspace.db_path.exists()

@@ -438,3 +438,15 @@ def test_h_shows_the_hosts_and_enter_on_one_shows_its_sessions_and_jobs(workspac
             node.wait()
     assert shown[0] == name and shown[2] == "online" and shown[5] == "1/1", shown
     assert text.startswith(f"{name} (") and "sessions: quiet running" in text and "open jobs: none" in text, text
+
+
+def test_an_embedded_broker_not_started_is_not_running_not_down(workspace, monkeypatch):  # type: ignore[no-untyped-def]
+    """Seen in the README walk: before the first job, `mam top --snapshot` said `broker DOWN` of the embedded
+    broker that simply had not been started (nothing was wrong); it must also not start one."""
+    for key in [k for k in os.environ if k.startswith("MQTT_") or k == "MAM_BROKER_PORT"]:
+        monkeypatch.delenv(key)
+    (workspace.root / ".mam.env").write_text("")
+    proc = mam("top", "--snapshot", "--width", "120", check=True)
+    head = proc.stdout.splitlines()[0]
+    assert "broker not running (the next job starts it)" in head and "DOWN" not in head, head
+    assert not (workspace.root / ".mam" / "broker" / "broker.pid").exists()
