@@ -1,4 +1,4 @@
-"""Fixtures for every test: an isolated HOME, private tmux servers, real brokers, a workspace.
+"""Fixtures for every test: an isolated HOME, private tmux servers, brokers (the double, real ones), a workspace.
 
 No test sleeps to wait (poll with `wait_for`), none uses port 1883, none kills by name.
 """
@@ -15,6 +15,7 @@ import pytest
 from mam.util.poll import wait_for
 from mam.workspace import Workspace
 from tests.helpers import brokers, home_guard
+from tests.helpers.mqtt_double import MqttDouble, running_double
 from tests.helpers.tmux import PrivateTmux, kill_stray_default_server, private_tmux
 
 REAL_HOME = Path(os.path.expanduser("~"))
@@ -104,9 +105,22 @@ def mosquitto_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[broke
     b.stop()
 
 
-@pytest.fixture(params=["amqtt", "mosquitto"])
-def broker(request: pytest.FixtureRequest) -> brokers.RunningBroker:
-    """The same test against the embedded amqtt broker and against Mosquitto."""
+@pytest.fixture(scope="session")
+def double_broker() -> Iterator[MqttDouble]:
+    """The in-memory MQTT broker (tests/helpers/mqtt_double.py), one per test process."""
+    yield from running_double()
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """`broker` is the in-memory double; a test marked `real_brokers` runs on amqtt and on Mosquitto instead."""
+    if "broker" in metafunc.fixturenames:
+        real = metafunc.definition.get_closest_marker("real_brokers") is not None
+        metafunc.parametrize("broker", ["amqtt", "mosquitto"] if real else ["double"], indirect=True)
+
+
+@pytest.fixture
+def broker(request: pytest.FixtureRequest) -> brokers.RunningBroker | MqttDouble:
+    """The broker of a job-path test: the in-memory double, or (marked `real_brokers`) amqtt and Mosquitto."""
     return request.getfixturevalue(f"{request.param}_broker")
 
 
