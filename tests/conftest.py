@@ -23,6 +23,30 @@ FAKES_BIN = Path(__file__).parent / "fakes" / "bin"
 ENV_PREFIXES = ("MQTT_", "MAM_", "HERDR_", "TMUX", "CLAUDE_", "CODEX_", "GROK_", "HERMES_", "OPENCODE_", "AGENT_PYTHON")
 
 
+LONG_TIMEOUT_S = 120.0  # pyproject.toml's default timeout: a test that asks for more is a long one
+
+
+def expected_long(item: pytest.Item) -> float:
+    """How long a test may run when it asked for more than the default timeout (0 for the rest): its own
+    `timeout` marker, at least 300 s for one marked `slow`."""
+    marker = item.get_closest_marker("timeout")
+    limit = float(marker.args[0]) if marker is not None and marker.args else 0.0
+    if item.get_closest_marker("slow") is not None:
+        limit = max(limit, 300.0)
+    return limit if limit > LONG_TIMEOUT_S else 0.0
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under xdist, the long tests first (the real CLIs, the fault schedules, ...), longest allowed first.
+
+    `--dist loadgroup` hands out the tests in collection order (a group, like tests/deploy's, before
+    them all), so a 2-minute test collected last would run alone at the end while the other workers
+    wait; started first, the short tests fill in around it. The sort is stable and the same on every
+    worker (xdist requires one collection)."""
+    if hasattr(config, "workerinput"):
+        items.sort(key=lambda item: -expected_long(item))
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _real_home_untouched() -> Iterator[None]:
     """Session-level guard: nothing may be written to the real user's agent folders."""
