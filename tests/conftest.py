@@ -1,4 +1,4 @@
-"""Fixtures for every test: an isolated HOME, private tmux servers, real brokers, a workspace.
+"""Fixtures for every test: an isolated HOME, private tmux servers, brokers (the double, real ones), a workspace.
 
 No test sleeps to wait (poll with `wait_for`), none uses port 1883, none kills by name.
 """
@@ -15,11 +15,36 @@ import pytest
 from mam.util.poll import wait_for
 from mam.workspace import Workspace
 from tests.helpers import brokers, home_guard
+from tests.helpers.mqtt_double import MqttDouble, running_double
 from tests.helpers.tmux import PrivateTmux, kill_stray_default_server, private_tmux
 
 REAL_HOME = Path(os.path.expanduser("~"))
 FAKES_BIN = Path(__file__).parent / "fakes" / "bin"
 ENV_PREFIXES = ("MQTT_", "MAM_", "HERDR_", "TMUX", "CLAUDE_", "CODEX_", "GROK_", "HERMES_", "OPENCODE_", "AGENT_PYTHON")
+
+
+LONG_TIMEOUT_S = 120.0  # pyproject.toml's default timeout: a test that asks for more is a long one
+
+
+def expected_long(item: pytest.Item) -> float:
+    """How long a test may run when it asked for more than the default timeout (0 for the rest): its own
+    `timeout` marker, at least 300 s for one marked `slow`."""
+    marker = item.get_closest_marker("timeout")
+    limit = float(marker.args[0]) if marker is not None and marker.args else 0.0
+    if item.get_closest_marker("slow") is not None:
+        limit = max(limit, 300.0)
+    return limit if limit > LONG_TIMEOUT_S else 0.0
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under xdist, the long tests first (the real CLIs, the fault schedules, ...), longest allowed first.
+
+    `--dist loadgroup` hands out the tests in collection order (a group, like tests/deploy's, before
+    them all), so a 2-minute test collected last would run alone at the end while the other workers
+    wait; started first, the short tests fill in around it. The sort is stable and the same on every
+    worker (xdist requires one collection)."""
+    if hasattr(config, "workerinput"):
+        items.sort(key=lambda item: -expected_long(item))
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -104,9 +129,22 @@ def mosquitto_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[broke
     b.stop()
 
 
-@pytest.fixture(params=["amqtt", "mosquitto"])
-def broker(request: pytest.FixtureRequest) -> brokers.RunningBroker:
-    """The same test against the embedded amqtt broker and against Mosquitto."""
+@pytest.fixture(scope="session")
+def double_broker() -> Iterator[MqttDouble]:
+    """The in-memory MQTT broker (tests/helpers/mqtt_double.py), one per test process."""
+    yield from running_double()
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """`broker` is the in-memory double; a test marked `real_brokers` runs on amqtt and on Mosquitto instead."""
+    if "broker" in metafunc.fixturenames:
+        real = metafunc.definition.get_closest_marker("real_brokers") is not None
+        metafunc.parametrize("broker", ["amqtt", "mosquitto"] if real else ["double"], indirect=True)
+
+
+@pytest.fixture
+def broker(request: pytest.FixtureRequest) -> brokers.RunningBroker | MqttDouble:
+    """The broker of a job-path test: the in-memory double, or (marked `real_brokers`) amqtt and Mosquitto."""
     return request.getfixturevalue(f"{request.param}_broker")
 
 

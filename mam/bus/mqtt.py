@@ -353,7 +353,8 @@ class MqttClient:
                 self._forget_ack(mid)
                 return True
             # Wait for the SUBACK: a caller that subscribes and then acts (injects a brief) must not
-            # race the first message. (With MQTT 3.1.1 an ACL denial still acks: see FIELD_NOTES.)
+            # race the first message. (With MQTT 3.1.1 an ACL denial still acks: docs/broker.md,
+            # "What mam's code relies on, as measured".)
             if not self._wait_ack(mid, timeout):
                 raise BrokerError(
                     f"MQTT broker {self._where()} did not acknowledge a subscription within {timeout:.0f}s"

@@ -10,6 +10,8 @@ the protocol with the real `mam event` commands and does deterministic work:
                                   result with git's reason (`commit failed: fatal: ...`)
     demo-sleep: SECONDS           work that long (a progress event each second while work is left; Escape
                                   interrupts it)
+    demo-await: PATH              work until PATH exists (at most AWAIT_LIMIT_S; Escape interrupts it): a test
+                                  holds the turn open for as long as it needs, whatever the machine's load
     demo-tokens: N                spend N output tokens at this point (see Usage)
     demo-behaviour: NAME          override the session's behaviour for this brief
     demo-verdict: V               reviewer verdict: PASS, NOT PASS, none, inline, lower, double
@@ -67,6 +69,7 @@ PROMPT = "\u203a"  # the input box's glyph: the last line of the screen is "› 
 STARTED = re.compile(
     r"mam event started --job (?P<id>[A-Za-z0-9._-]+) --nonce (?P<nonce>[A-Za-z0-9]+) --heartbeat (?P<hb>[0-9.]+)"
 )
+AWAIT_LIMIT_S = 120.0  # demo-await: a test that never makes its file still sees the job end
 DIRECTIVE = re.compile(r"^\s*demo-(?P<name>[a-z]+):\s?(?P<value>.*?)\s*$", re.M)
 REPORT_FILE = re.compile(r"^\s*Report file:\s*(?P<path>\S.*?)\s*$", re.M)
 FIX_REQUEST = "[mam-loop: fix]"
@@ -373,6 +376,9 @@ class DemoAgent:
             elif name == "sleep":
                 self._sleep(job, float(value or "1"))
                 done.append(f"worked {value}s")
+            elif name == "await":
+                self._await(job, Path(value))
+                done.append(f"saw {value}")
         report = REPORT_FILE.search(text)
         if report:
             return self._review(Path(report.group("path")), directives), report.group("path")
@@ -392,6 +398,13 @@ class DemoAgent:
             left = end - time.monotonic()
             if left > 0:
                 self.event("progress", job, "--message", f"working ({left:.0f}s left)")
+
+    def _await(self, job: str, path: Path) -> None:
+        """Work until `path` exists (or AWAIT_LIMIT_S passed), looking each 0.05 s."""
+        end = time.monotonic() + AWAIT_LIMIT_S
+        while not path.exists() and time.monotonic() < end:
+            if self.interrupt.wait(0.05):
+                raise Interrupted(job)
 
     def _review(self, path: Path, directives: list[tuple[str, str]]) -> str:
         n = self.convo.data.get("reviews", 0)

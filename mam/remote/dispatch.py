@@ -210,7 +210,7 @@ class RemoteDelivery:
     def _look(self) -> tuple[str, str]:
         """What stands in the way of a dispatch ('' for nothing), and what may pass with time ('' for
         neither): the runner said it is "offline", or the broker left the look "unanswered" (a NATS cluster
-        that lost a node can hold a new subscription's SUBACK for more than 5 s, FIELD_NOTES.md)."""
+        that lost a node can hold a new subscription's SUBACK for more than 5 s: docs/broker.md)."""
         runner = self.target.runner or ""
         seen = threading.Event()
         presence: list[Envelope] = []
@@ -227,7 +227,7 @@ class RemoteDelivery:
                 seen.set()
 
         # A clustered broker may answer a new subscription without the retained presence (NATS with a node
-        # down: about half of them, FIELD_NOTES.md): read it again on a fresh subscription, PRESENCE_READS
+        # down: about half of them, docs/broker.md): read it again on a fresh subscription, PRESENCE_READS
         # times within PRESENCE_WAIT_S, before calling the runner unknown.
         topic = self.topics.presence(runner)
         deadline = time.monotonic() + PRESENCE_WAIT_S

@@ -60,7 +60,7 @@ log = logging.getLogger(__name__)
 
 PRESENCE_READ_S = 10.0  # at most this long a starting runner waits for its probe (it comes back in milliseconds)
 # A runner publishes its presence again this often, live: an origin listening for PRESENCE_WAIT_S (3 s) hears it even
-# when its broker answers the subscription without the retained copy (a NATS cluster with a node down: FIELD_NOTES.md).
+# when its broker answers the subscription without the retained copy (a NATS cluster with a node down: docs/broker.md).
 REANNOUNCE_S = 2.0
 # A copy's end the origin has not confirmed (its final state): the ending event is sent again this often, for at most
 # CONFIRM_FOR_S (an origin gone for good ends the job by its own deadlines; the job's heartbeat window is 30 s by
@@ -393,7 +393,7 @@ class Runner:
     def _barrier(self) -> None:
         """Wait until the retained messages of the subscriptions made so far have arrived: the broker sends
         them before a message published after the subscription on the same connection (our probe). A
-        clustered broker may not send a retained copy at all (FIELD_NOTES.md): then a later state or revoke
+        clustered broker may not send a retained copy at all (docs/broker.md): then a later state or revoke
         still stops the job before its brief is typed, or after."""
         if self.client is None or not self.client.connected:
             return

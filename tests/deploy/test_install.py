@@ -1,8 +1,9 @@
 """deploy/*.sh end to end: a real venv, a real pip install, real files in temp workspaces.
 
-The one slow step (venv + pip, ~12 s) runs once per test run, shared by the xdist workers through
-a lock: `installed` installs into workspace A twice and records snapshots. Tests that change a
-workspace work on a copy of A (its venv included, so they pay no second pip install).
+The one slow step (venv + pip, ~12 s) runs once per test run, shared through a lock (with the real
+claude test of the skill scripts; this module's tests are one xdist group, so one worker runs them):
+`installed` installs into workspace A twice and records snapshots. Tests that change a workspace work
+on a copy of A (its venv included, so they pay no second pip install).
 Every script runs from a temp clone with fake skills, so the repo itself is never written to.
 """
 
@@ -24,6 +25,8 @@ from filelock import FileLock
 import mam
 
 REPO = Path(__file__).resolve().parents[2]
+# One worker runs this module (`--dist loadgroup`): the others never wait on the shared install's lock.
+pytestmark = pytest.mark.xdist_group("deploy")
 BASE_PYTHON = os.path.realpath(getattr(sys, "_base_executable", sys.executable))
 ENV_PREFIXES = ("MQTT_", "MAM_", "HERDR_", "TMUX", "PYTHON", "VIRTUAL_ENV")
 SCRIPTS = ("install.sh", "update.sh", "remove.sh", "generate-env.sh", "install_mam.sh")

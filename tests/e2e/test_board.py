@@ -75,7 +75,7 @@ def board_env(mosquitto_broker, monkeypatch):
 
 @pytest.fixture
 def shared_broker_env(broker, monkeypatch):
-    """The same, on the embedded amqtt broker and on Mosquitto."""
+    """The same, on `broker` (the double; amqtt and Mosquitto for a test marked `real_brokers`)."""
     return _board_env(broker, monkeypatch)
 
 
@@ -177,6 +177,7 @@ def _spawn_watch(
     return proc, out, err
 
 
+@pytest.mark.real_brokers  # the job path on amqtt and Mosquitto, not only the double
 def test_watcher_in_another_workspace_sees_every_write_and_rejects_a_forgery(tmp_path, shared_broker_env, poll):
     board_env = shared_broker_env
     origin, other = _workspace(tmp_path, "origin"), _workspace(tmp_path, "other")

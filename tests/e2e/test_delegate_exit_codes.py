@@ -22,6 +22,7 @@ def nonce_count(tmux_server, session: dict, record: dict) -> int:
     return capture(tmux_server.name, session["pane_id"]).count(record["nonce"])
 
 
+@pytest.mark.real_brokers  # the job path on amqtt and Mosquitto, not only the double
 def test_completed_exits_0_and_the_brief_is_in_the_pane_once(wired, tmux_server):
     s = create_demo("worker")
     code, record, proc = delegate("--target", "tmux:worker", "--brief", "demo-write: out.txt :: done it", *SHORT)

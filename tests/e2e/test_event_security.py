@@ -7,6 +7,7 @@ import json
 import threading
 
 import paho.mqtt.client as paho
+import pytest
 
 from mam.bus.envelope import Envelope
 from mam.bus.topics import Topics
@@ -23,6 +24,7 @@ def raw_client(broker):
     return c
 
 
+@pytest.mark.real_brokers  # the job path on amqtt and Mosquitto, not only the double
 def test_attacks_are_rejected_logged_and_change_nothing(wired, broker, poll):
     create_demo("w", behaviour="slow", env={"MAM_DEMO_SLEEP_S": "3"})
     create_demo("other", behaviour="slow", env={"MAM_DEMO_SLEEP_S": "3"})

@@ -20,11 +20,6 @@ from tests.helpers.mamcli import mam, spawn_mam
 SHORT = ["--start-deadline", "30", "--heartbeat", "2"]
 
 
-@pytest.fixture
-def broker(mosquitto_broker):
-    return mosquitto_broker
-
-
 def user_turns(ws: Workspace, session: dict, needle: str) -> int:
     """How many messages the demo agent itself recorded receiving that hold `needle` (its own log)."""
     path = ws.state / "demo-agent" / "conversations" / f"{session['conversation_id']}.json"

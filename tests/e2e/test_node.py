@@ -239,6 +239,7 @@ def test_an_interrupted_caller_leaves_the_job_running_in_the_node(wired, sig, co
     assert (wired.root / "out.txt").read_text() == "finished after the interrupt\n"
 
 
+@pytest.mark.real_brokers  # the job path on amqtt and Mosquitto, not only the double
 def test_a_killed_node_is_replaced_and_the_job_followed_there_typed_once(wired):
     pid = start_node(wired)
     s = create_demo("x")

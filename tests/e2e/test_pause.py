@@ -130,10 +130,15 @@ def test_quick_and_hard_hold_and_resume_carries_the_same_job_to_completed(wired,
 
 def test_a_safe_pause_lets_the_turn_finish_and_its_completed_ends_the_job(wired):
     s = create_demo("f")
-    proc = spawn_delegate("--target", "f", "--brief", "demo-sleep: 2\ndemo-write: f.txt :: finished", "--json", *SHORT)
+    # The turn goes on until the test has paused the job (demo-await), however slow the machine: with a
+    # fixed `demo-sleep: 2` a loaded machine let the job complete before `mam job pause` ran.
+    go = wired.root / "go"
+    brief = f"demo-await: {go}\ndemo-write: f.txt :: finished"
+    proc = spawn_delegate("--target", "f", "--brief", brief, "--json", *SHORT)
     try:
         job = open_job(wired)
         assert json.loads(mam("job", "pause", job, "--json", check=True).stdout)["paused"]["mode"] == "safe"
+        go.touch()
         out, err = finish(proc)
     finally:
         if proc.poll() is None:

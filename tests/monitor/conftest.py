@@ -1,1 +1,1 @@
-from tests.e2e.conftest import wired  # noqa: F401  (workspace + broker, both amqtt and Mosquitto)
+from tests.e2e.conftest import wired  # noqa: F401  (workspace + broker: the double, or real ones)

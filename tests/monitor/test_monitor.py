@@ -8,6 +8,8 @@ import signal
 import subprocess
 import sys
 
+import pytest
+
 from mam.panes.tmux import socket_path
 from tests.helpers.jobs import FAST, create_demo
 from tests.helpers.mamcli import mam, spawn_mam
@@ -115,6 +117,7 @@ def _cmd(pid: str) -> str:
         return ""
 
 
+@pytest.mark.real_brokers  # the job path on amqtt and Mosquitto, not only the double
 def test_a_job_whose_wrapper_died_is_followed_to_its_end(wired, poll):
     create_demo("w", behaviour="slow", env={"MAM_DEMO_SLEEP_S": "2"})
     wrapper = spawn_mam(

@@ -29,13 +29,6 @@ from tests.real.anthropic_server import AnthropicServer
 from tests.real.clis import BY_NAME, cache_dir
 
 CACHE = cache_dir()  # read at import, before any fixture points HOME elsewhere
-# Under `pytest -n 3 --dist loadgroup` (as .ci/run runs the suite) each group runs on one worker,
-# and xdist hands out the groups with the most tests first: the two halves of the real-CLI
-# modules start at once on different workers, each module's rig is made once, and the many short
-# tests fill in around them. Split so each half holds one of the two longest modules (opencode,
-# gemini: 2-3.5 min each on a loaded machine).
-REAL_CLI_A = pytest.mark.xdist_group("real-cli-a")  # opencode, codex, hermes, the loop-role pairs
-REAL_CLI_B = pytest.mark.xdist_group("real-cli-b")  # gemini, claude, grok, the MCP clients
 INSTALL_HINT = "python3 -m tests.real.install_clis"
 
 

@@ -24,7 +24,6 @@ from tests.real._scenario import refused_without_trust
 from tests.real.anthropic_server import FooterScript, conversation, footer_commands, text_of
 from tests.real.clis import BY_NAME
 from tests.real.conftest import (
-    REAL_CLI_B,
     Rig,
     claude_prompts,
     claude_transcript,
@@ -35,7 +34,6 @@ from tests.real.conftest import (
 )
 
 skip_module_without("claude")
-pytestmark = REAL_CLI_B
 installed = deploy.installed  # the workspace tests/deploy installs once per run (shared across xdist workers)
 
 # What Claude 2.1.332 shows when a tool call needs a person (auto mode with no server-side check,

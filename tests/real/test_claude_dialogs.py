@@ -13,11 +13,10 @@ from __future__ import annotations
 import json
 
 from mam.util.poll import wait_for
-from tests.real.conftest import REAL_CLI_B, Rig, skip_module_without
+from tests.real.conftest import Rig, skip_module_without
 from tests.real.test_claude import assert_completed, brief_text, delegate
 
 skip_module_without("claude")
-pytestmark = REAL_CLI_B
 
 NUDGE = "Make auto mode your default permission mode?"
 

@@ -27,10 +27,10 @@ from tests.real.anthropic_server import (
     is_main_turn,
     text_of,
 )
-from tests.real.conftest import REAL_CLI_A, Rig, skip_module_without
+from tests.real.conftest import Rig, skip_module_without
 
 skip_module_without("claude")
-pytestmark = [pytest.mark.timeout(420), REAL_CLI_A]  # group A: B holds test_claude.py and the long gemini module
+pytestmark = pytest.mark.timeout(420)
 
 REMINDER = "is still open: you have not reported on it"
 

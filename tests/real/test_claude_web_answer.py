@@ -20,12 +20,11 @@ import pytest
 
 from mam.util.poll import wait_for
 from tests.real.anthropic_server import FooterScript
-from tests.real.conftest import REAL_CLI_B, Rig, skip_module_without
+from tests.real.conftest import Rig, skip_module_without
 from tests.real.test_claude import PROMPT_MARKERS, brief_text, delegate
 from tests.web.conftest import LINK, WebServer
 
 skip_module_without("claude")
-pytestmark = REAL_CLI_B
 AUTO_MODE = "Enter to stay in auto mode"
 PROCEED = "Do you want to proceed?"
 

@@ -21,11 +21,11 @@ from tests.helpers import brokers
 from tests.real import _codex_home as cx
 from tests.real import _scenario as sc
 from tests.real.clis import BY_NAME
-from tests.real.conftest import REAL_CLI_A, Rig, skip_module_without
+from tests.real.conftest import Rig, skip_module_without
 from tests.real.openai_server import ScriptedModel, responses_texts
 
 skip_module_without("codex")
-pytestmark = [pytest.mark.timeout(420), REAL_CLI_A]
+pytestmark = pytest.mark.timeout(420)
 
 
 @pytest.fixture(scope="module")

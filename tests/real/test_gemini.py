@@ -21,12 +21,12 @@ from mam.util.poll import wait_for
 from tests.helpers import brokers
 from tests.real import _scenario as sc
 from tests.real.clis import BY_NAME
-from tests.real.conftest import REAL_CLI_B, Rig, skip_module_without
+from tests.real.conftest import Rig, skip_module_without
 from tests.real.gemini_server import GeminiModel, user_texts
 from tests.real.openai_server import FINAL_TEXT
 
 skip_module_without("gemini")
-pytestmark = [pytest.mark.timeout(900), REAL_CLI_B]
+pytestmark = pytest.mark.timeout(900)
 
 START_S, JOB_S = 120, 240
 SETTINGS = {

@@ -15,11 +15,11 @@ import pytest
 from tests.helpers import brokers
 from tests.real import _scenario as sc
 from tests.real.clis import BY_NAME
-from tests.real.conftest import REAL_CLI_B, Rig, skip_module_without
+from tests.real.conftest import Rig, skip_module_without
 from tests.real.openai_server import ScriptedModel, chat_texts
 
 skip_module_without("grok")
-pytestmark = [pytest.mark.timeout(600), REAL_CLI_B]
+pytestmark = pytest.mark.timeout(600)
 
 START_S, JOB_S = 90, 180
 

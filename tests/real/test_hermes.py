@@ -17,11 +17,11 @@ from tests.helpers import brokers
 from tests.real import _scenario as sc
 from tests.real._known_gaps import hermes_terminal_loses_pane_path
 from tests.real.clis import BY_NAME
-from tests.real.conftest import REAL_CLI_A, Rig, skip_module_without
+from tests.real.conftest import Rig, skip_module_without
 from tests.real.openai_server import ScriptedModel, chat_texts
 
 skip_module_without("hermes")
-pytestmark = [pytest.mark.timeout(900), REAL_CLI_A]
+pytestmark = pytest.mark.timeout(900)
 
 START_S, JOB_S = 150, 300  # hermes starts in 15-40 s on this machine, more under load
 

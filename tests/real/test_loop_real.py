@@ -41,12 +41,12 @@ from tests.real.anthropic_server import (
     text_of,
 )
 from tests.real.clis import BY_NAME
-from tests.real.conftest import REAL_CLI_B, claude_env, claude_home, require_cli, skip_module_without
+from tests.real.conftest import claude_env, claude_home, require_cli, skip_module_without
 from tests.real.openai_server import ScriptedModel, Step
 
 skip_module_without("claude")
 skip_module_without("codex")
-pytestmark = [pytest.mark.timeout(900), REAL_CLI_B]
+pytestmark = pytest.mark.timeout(900)
 
 RUN_LOOP = Path(__file__).resolve().parents[2] / "skills" / "multi-agent-mux-loop" / "scripts" / "run_loop.sh"
 TASK = "Add feature.txt holding the line 'version 2' and commit it."

@@ -29,10 +29,10 @@ from tests.helpers.mamcli import MAM, mam
 from tests.helpers.tmux import PrivateTmux
 from tests.loop.gitrepo import git, make_repo
 from tests.real import _wiring as wiring
-from tests.real.conftest import REAL_CLI_A, missing_reason
+from tests.real.conftest import missing_reason
 from tests.real.openai_server import Step
 
-pytestmark = [pytest.mark.timeout(600), REAL_CLI_A]
+pytestmark = [pytest.mark.timeout(600)]
 
 RUN_LOOP = Path(__file__).resolve().parents[2] / "skills" / "multi-agent-mux-loop" / "scripts" / "run_loop.sh"
 TASK = "Add feature.txt holding the line 'version 2' and commit it."

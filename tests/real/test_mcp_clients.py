@@ -32,10 +32,10 @@ from tests.helpers.tmux import PrivateTmux
 from tests.real import _scenario as sc
 from tests.real import _wiring as wiring
 from tests.real.clis import BY_NAME
-from tests.real.conftest import CACHE, REAL_CLI_B, Rig, missing_reason
+from tests.real.conftest import CACHE, Rig, missing_reason
 from tests.real.openai_server import Step, tool_step
 
-pytestmark = [pytest.mark.timeout(600), REAL_CLI_B]
+pytestmark = [pytest.mark.timeout(600)]
 
 GROK_NEVER_CONNECTS = pytest.mark.xfail(
     run=False,

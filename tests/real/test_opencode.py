@@ -20,11 +20,11 @@ from tests.real import _opencode_home as oc
 from tests.real import _scenario as sc
 from tests.real._known_gaps import opencode_ready_without_looking
 from tests.real.clis import BY_NAME
-from tests.real.conftest import REAL_CLI_A, Rig, skip_module_without
+from tests.real.conftest import Rig, skip_module_without
 from tests.real.openai_server import ScriptedModel, chat_texts
 
 skip_module_without("opencode")
-pytestmark = [pytest.mark.timeout(900), REAL_CLI_A]
+pytestmark = pytest.mark.timeout(900)
 
 # opencode starts in 6-7 s on an idle machine and runs a command 2-4 s after the model asks;
 # under a loaded CI machine several times that.

@@ -22,11 +22,11 @@ from mam.agents import get_adapter, opencode_server
 from tests.helpers import brokers
 from tests.real import _opencode_home as oc
 from tests.real import _scenario as sc
-from tests.real.conftest import REAL_CLI_A, Rig, skip_module_without
+from tests.real.conftest import Rig, skip_module_without
 from tests.real.openai_server import ScriptedModel
 
 skip_module_without("opencode")
-pytestmark = [pytest.mark.timeout(900), REAL_CLI_A]
+pytestmark = [pytest.mark.timeout(900)]
 
 START_S, JOB_S = 150, 300
 

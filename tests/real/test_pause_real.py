@@ -39,7 +39,7 @@ from tests.real import _scenario as sc
 from tests.real import anthropic_server as anth
 from tests.real import openai_server as oai
 from tests.real._http import Hold
-from tests.real.conftest import REAL_CLI_A, REAL_CLI_B, Rig, claude_prompts, claude_transcript, missing_reason
+from tests.real.conftest import Rig, claude_prompts, claude_transcript, missing_reason
 
 pytestmark = pytest.mark.timeout(420)
 
@@ -246,14 +246,12 @@ def pause_hold_resume(cli: Cli, session: str, mode: str) -> None:
 
 
 # -- the tests --------------------------------------------------------------------------------------
-@REAL_CLI_B
 @pytest.mark.parametrize("mode", ["quick", "hard"])
 def test_claude_quick_and_hard_pauses_hold_and_resume_completes_the_same_job(claude_rig: Rig, mode: str) -> None:
     claude_rig.create(f"cl-{mode}")
     pause_hold_resume(claude_cli(claude_rig), f"cl-{mode}", mode)
 
 
-@REAL_CLI_B
 def test_claude_safe_pause_lets_the_turn_finish_and_its_completed_ends_the_job(claude_rig: Rig) -> None:
     rig = claude_rig
     session = "cl-safe"
@@ -290,7 +288,6 @@ def test_claude_safe_pause_lets_the_turn_finish_and_its_completed_ends_the_job(c
     assert [tag in p for p in prompts] == [True], prompts  # the brief, once, and nothing else typed
 
 
-@REAL_CLI_A
 @pytest.mark.parametrize("mode", ["quick", "hard"])
 def test_codex_quick_and_hard_pauses_hold_and_resume_completes_the_same_job(codex_rig: Rig, mode: str) -> None:
     session = f"cx-{mode}"
@@ -301,7 +298,6 @@ def test_codex_quick_and_hard_pauses_hold_and_resume_completes_the_same_job(code
         codex_rig.model.hold = None
 
 
-@REAL_CLI_B
 def test_claude_cancel_interrupts_its_turn_and_the_next_job_completes(claude_rig: Rig) -> None:
     """`mam job cancel` (issue 40): Claude's pending request is given up (its interrupt keys), the agent lives
     on, and the session's next job is typed and completes."""

@@ -247,6 +247,9 @@ def run_deleted_by_hand(*, base: Path, log: FakeLog, tmux_name: str) -> None:
     assert len(log.events(event="start", agent="claude", cwd=str(cwd))) == starts, "a refused resume launched the CLI"
 
 
+# Eight flows at once, each launching and resuming a fake CLI in a pane: in a full run at a load average of 12-24
+# it passed the default 120 s timeout and was cut off. A bound, not a timing; over 120 s it also starts first.
+@pytest.mark.timeout(360)
 def test_each_agent_stops_resumes_and_purges_its_own_conversation(
     workspace: Any, tmux_server: Any, fake_agents_on_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

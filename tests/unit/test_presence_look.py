@@ -1,7 +1,7 @@
 """The origin's look for a runner's presence when the broker is slow to acknowledge subscriptions.
 
 A NATS cluster that has just lost a node can hold a new subscription's SUBACK for more than 5 s
-(FIELD_NOTES.md). The look must then be asked again within the job's dispatch wait instead of ending
+(docs/broker.md). The look must then be asked again within the job's dispatch wait instead of ending
 the delegation at once; only a broker that never answers within the wait is a BrokerError (exit 3).
 The broker here is a stand-in object: what is under test is the origin's rule, not the wire.
 """
