@@ -4,13 +4,8 @@ raw terminal); each is interrupted once it runs (what it says when ready, polled
 
 from __future__ import annotations
 
-import fcntl
-import os
-import pty
 import signal
-import struct
 import subprocess
-import termios
 import threading
 import time
 from collections.abc import Callable
@@ -20,6 +15,7 @@ import pytest
 
 from tests.helpers.jobs import FAST
 from tests.helpers.mamcli import MAM, default_sigint
+from tests.helpers.terminal import Terminal
 
 
 @pytest.fixture
@@ -79,35 +75,21 @@ def test_a_foreground_node_exits_130(wired):
 
 
 def test_top_exits_130_on_ctrl_c(wired):
-    master, slave = pty.openpty()
-    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 120, 0, 0))
-    proc = subprocess.Popen([MAM, "top"], stdin=slave, stdout=slave, stderr=slave, start_new_session=True)
-    os.close(slave)
-    seen: list[bytes] = []
-
-    def drain() -> None:
-        while True:
-            try:
-                data = os.read(master, 65536)
-            except OSError:
-                return
-            if not data:
-                return
-            seen.append(data)
-
-    reader = threading.Thread(target=drain, daemon=True)
-    reader.start()
+    term = Terminal(40, 120)
+    proc = subprocess.Popen(
+        [MAM, "top"], stdin=term.slave, stdout=term.slave, stderr=term.slave, start_new_session=True
+    )
+    term.handed()
     try:
         deadline = time.monotonic() + 60
-        while b"SESSIONS" not in b"".join(seen):
-            assert proc.poll() is None and time.monotonic() < deadline, b"".join(seen)[-2000:]
+        while b"SESSIONS" not in term.seen:
+            assert proc.poll() is None and time.monotonic() < deadline, term.seen[-2000:]
             time.sleep(0.05)
-        os.write(master, b"\x03")
+        term.type(b"\x03")
         code = proc.wait(timeout=30)
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-        os.close(master)
-        reader.join(timeout=10)
+        term.close(timeout=10)
     assert code == 130

@@ -3,19 +3,14 @@ the job id first on stderr, a live status line on a terminal only, tables people
 
 from __future__ import annotations
 
-import fcntl
 import json
-import os
-import pty
 import re
-import struct
 import subprocess
-import termios
-import threading
 from datetime import datetime
 
 from tests.helpers.jobs import create_demo
 from tests.helpers.mamcli import MAM, mam
+from tests.helpers.terminal import Terminal
 
 SHORT = ["--start-deadline", "5", "--heartbeat", "0.5"]
 JOB_ID = re.compile(r"^job-[0-9a-f]{16}$")
@@ -23,33 +18,19 @@ JOB_ID = re.compile(r"^job-[0-9a-f]{16}$")
 
 def on_a_terminal(*args: str, timeout: float = 60) -> tuple[int, str, str]:
     """Run mam with stderr on a pseudo-terminal (stdout a pipe); return (exit code, stdout, terminal text)."""
-    master, slave = pty.openpty()
-    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 50, 200, 0, 0))  # 200 columns: nothing cut
-    proc = subprocess.Popen([MAM, *args], stdout=subprocess.PIPE, stderr=slave, stdin=subprocess.DEVNULL, text=True)
-    os.close(slave)
-    chunks: list[bytes] = []
-
-    def drain() -> None:
-        while True:
-            try:
-                data = os.read(master, 4096)
-            except OSError:  # EIO: every writer closed the terminal
-                return
-            if not data:
-                return
-            chunks.append(data)
-
-    reader = threading.Thread(target=drain, daemon=True)
-    reader.start()
+    term = Terminal(50, 200)  # 200 columns: nothing cut
+    proc = subprocess.Popen(
+        [MAM, *args], stdout=subprocess.PIPE, stderr=term.slave, stdin=subprocess.DEVNULL, text=True
+    )
+    term.handed()
     try:
         out, _ = proc.communicate(timeout=timeout)
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-        reader.join(timeout=10)
-        os.close(master)
-    return proc.returncode, out, b"".join(chunks).decode("utf-8", "replace")
+        seen = term.close(timeout=10)
+    return proc.returncode, out, seen.decode("utf-8", "replace")
 
 
 def test_the_job_id_comes_first_on_stderr_and_stdout_keeps_the_result(wired):

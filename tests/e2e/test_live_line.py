@@ -3,15 +3,9 @@ bytes read): the same line for both, cleared before any other line, and naming w
 
 from __future__ import annotations
 
-import fcntl
 import json
-import os
-import pty
 import signal
-import struct
 import subprocess
-import termios
-import threading
 import time
 
 import pytest
@@ -19,6 +13,7 @@ import pytest
 from tests.e2e.test_delegate_output import SHORT, on_a_terminal
 from tests.helpers.jobs import FAST, create_demo
 from tests.helpers.mamcli import MAM, default_sigint, mam, spawn_mam
+from tests.helpers.terminal import Terminal
 
 CLEAR = "\r\x1b[2K"
 
@@ -97,30 +92,15 @@ def test_a_held_job_names_the_hold_who_placed_it_and_how_to_release_it(wired):
 def test_ctrl_c_clears_the_live_line_before_saying_the_job_runs_on(wired):
     create_demo("dev-1")
     job = detached("demo-sleep: 6")
-    master, slave = pty.openpty()
-    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 50, 200, 0, 0))
+    term = Terminal(50, 200)
     proc = subprocess.Popen(
-        [MAM, "job", "wait", job], stdout=subprocess.PIPE, stderr=slave, stdin=subprocess.DEVNULL,
+        [MAM, "job", "wait", job], stdout=subprocess.PIPE, stderr=term.slave, stdin=subprocess.DEVNULL,
         preexec_fn=default_sigint,
     )  # fmt: skip
-    os.close(slave)
-    chunks: list[bytes] = []
-
-    def drain() -> None:
-        while True:
-            try:
-                data = os.read(master, 4096)
-            except OSError:
-                return
-            if not data:
-                return
-            chunks.append(data)
-
-    reader = threading.Thread(target=drain, daemon=True)
-    reader.start()
+    term.handed()
     try:
         deadline = time.monotonic() + 30
-        while f"{job} running".encode() not in b"".join(chunks) and time.monotonic() < deadline:
+        while f"{job} running".encode() not in term.seen and time.monotonic() < deadline:
             time.sleep(0.05)
         proc.send_signal(signal.SIGINT)
         code = proc.wait(timeout=30)
@@ -128,9 +108,8 @@ def test_ctrl_c_clears_the_live_line_before_saying_the_job_runs_on(wired):
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-        reader.join(timeout=10)
-        os.close(master)
-    screen = b"".join(chunks).decode("utf-8", "replace")
+        seen = term.close(timeout=10)
+    screen = seen.decode("utf-8", "replace")
     assert code == 130, screen
     said = f"job {job} is still running; follow it with: mam job wait {job}"
     before, found, _after = screen.partition(said)
