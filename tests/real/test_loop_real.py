@@ -12,9 +12,7 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import secrets
-import shlex
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -30,6 +28,7 @@ from tests.helpers.mamcli import MAM, mam
 from tests.helpers.tmux import PrivateTmux
 from tests.loop.gitrepo import git, make_repo
 from tests.real import _codex_home as cx
+from tests.real._loop_script import CREATE, FIX, RUN_LOOP, TASK, reviewer_steps
 from tests.real.anthropic_server import (
     AnthropicServer,
     Block,
@@ -42,18 +41,11 @@ from tests.real.anthropic_server import (
 )
 from tests.real.clis import BY_NAME
 from tests.real.conftest import claude_env, claude_home, require_cli, skip_module_without
-from tests.real.openai_server import ScriptedModel, Step
+from tests.real.openai_server import ScriptedModel
 
 skip_module_without("claude")
 skip_module_without("codex")
 pytestmark = pytest.mark.timeout(900)
-
-RUN_LOOP = Path(__file__).resolve().parents[2] / "skills" / "multi-agent-mux-loop" / "scripts" / "run_loop.sh"
-TASK = "Add feature.txt holding the line 'version 2' and commit it."
-CREATE = "printf 'version 1\\n' > feature.txt && git add feature.txt && git commit -q -m 'add feature.txt'"
-FIX = "printf 'version 2\\n' > feature.txt && git commit -q -am 'feature.txt: version 2'"
-REPORT_FILE = re.compile(r"^Report file: (?P<path>\S.*?)\s*$", re.M)
-ROUND = re.compile(r"^Loop \S+, round (?P<n>\d+)\.$", re.M)
 
 
 def creator_script(body: dict[str, Any]) -> list[Block]:
@@ -70,22 +62,6 @@ def creator_script(body: dict[str, Any]) -> list[Block]:
     )
     work = (FIX,) if "[mam-loop: fix]" in brief else (CREATE,) if "[mam-loop: create]" in brief else ()
     return FooterScript(before=work, final_text="Done.")(body)
-
-
-def reviewer_steps(text: str) -> list[Step]:
-    """Codex's model: write the report file the review brief names; NOT PASS in round 1, PASS later."""
-    report, round_ = REPORT_FILE.search(text), ROUND.search(text)
-    if "[mam-loop: review]" not in text or report is None or round_ is None:
-        return []
-    first = int(round_.group("n")) == 1
-    lines = [
-        "# Review",
-        "",
-        "- feature.txt holds 'version 1'; the task asks for 'version 2'." if first else "- feature.txt is right.",
-        "",
-        "[VERDICT: NOT PASS]" if first else "[VERDICT: PASS]",
-    ]
-    return [Step("printf '%s\\n' " + " ".join(shlex.quote(line) for line in lines) + " > " + report.group("path"))]
 
 
 @pytest.fixture

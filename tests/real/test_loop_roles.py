@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
-import shlex
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -29,17 +27,12 @@ from tests.helpers.mamcli import MAM, mam
 from tests.helpers.tmux import PrivateTmux
 from tests.loop.gitrepo import git, make_repo
 from tests.real import _wiring as wiring
+from tests.real._loop_script import CREATE, FIX, RUN_LOOP, TASK, reviewer_steps
 from tests.real.conftest import missing_reason
 from tests.real.openai_server import Step
 
 pytestmark = [pytest.mark.timeout(600)]
 
-RUN_LOOP = Path(__file__).resolve().parents[2] / "skills" / "multi-agent-mux-loop" / "scripts" / "run_loop.sh"
-TASK = "Add feature.txt holding the line 'version 2' and commit it."
-CREATE = "printf 'version 1\\n' > feature.txt && git add feature.txt && git commit -q -m 'add feature.txt'"
-FIX = "printf 'version 2\\n' > feature.txt && git commit -q -am 'feature.txt: version 2'"
-REPORT_FILE = re.compile(r"^Report file: (?P<path>\S.*?)\s*$", re.M)
-ROUND = re.compile(r"^Loop \S+, round (?P<n>\d+)\.$", re.M)
 # (creator, reviewer): each CLI creates once and reviews once across these and test_loop_real.py.
 PAIRS = [("codex", "claude"), ("opencode", "gemini"), ("gemini", "grok"), ("grok", "hermes"), ("hermes", "opencode")]
 
@@ -50,18 +43,7 @@ def loop_steps(text: str) -> list[Step]:
         return [Step(FIX)]
     if "[mam-loop: create]" in text:
         return [Step(CREATE)]
-    report, round_ = REPORT_FILE.search(text), ROUND.search(text)
-    if "[mam-loop: review]" not in text or report is None or round_ is None:
-        return []
-    first = int(round_.group("n")) == 1
-    lines = [
-        "# Review",
-        "",
-        "- feature.txt holds 'version 1'; the task asks for 'version 2'." if first else "- feature.txt is right.",
-        "",
-        "[VERDICT: NOT PASS]" if first else "[VERDICT: PASS]",
-    ]
-    return [Step("printf '%s\\n' " + " ".join(shlex.quote(line) for line in lines) + " > " + report.group("path"))]
+    return reviewer_steps(text)
 
 
 @pytest.fixture
