@@ -316,7 +316,9 @@ def test_claude_cancel_interrupts_its_turn_and_the_next_job_completes(claude_rig
         rc, _record, err = finish(proc)
         assert rc == 5, err
         next_id = f"job-next{uuid.uuid4().hex[:6]}"
-        nxt = spawn_delegate(rig, session, f"Check the spelling of NOTES.md. BRIEF-{uuid.uuid4().hex[:12]}", next_id)
+        nxt = spawn_delegate(
+            rig, session, f"Check the spelling of the notes file. BRIEF-{uuid.uuid4().hex[:12]}", next_id
+        )
         rc, record, err = finish(nxt)
     finally:
         hold.release()
