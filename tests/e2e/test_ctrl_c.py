@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from mam.util.poll import wait_for
 from tests.helpers.jobs import FAST
 from tests.helpers.mamcli import MAM, default_sigint
 from tests.helpers.terminal import Terminal
@@ -81,10 +82,12 @@ def test_top_exits_130_on_ctrl_c(wired):
     )
     term.handed()
     try:
-        deadline = time.monotonic() + 60
-        while b"SESSIONS" not in term.seen:
-            assert proc.poll() is None and time.monotonic() < deadline, term.seen[-2000:]
-            time.sleep(0.05)
+
+        def drawn() -> bool:
+            assert proc.poll() is None, term.seen[-2000:]  # top ended before it drew its table
+            return b"SESSIONS" in term.seen
+
+        wait_for(drawn, timeout=60, message=lambda: f"top drew no table: {term.seen[-2000:]!r}")
         term.type(b"\x03")
         code = proc.wait(timeout=30)
     finally:

@@ -6,10 +6,10 @@ from __future__ import annotations
 import json
 import signal
 import subprocess
-import time
 
 import pytest
 
+from mam.util.poll import wait_for
 from tests.e2e.test_delegate_output import SHORT, on_a_terminal
 from tests.helpers.jobs import FAST, create_demo
 from tests.helpers.mamcli import MAM, default_sigint, mam, spawn_mam
@@ -58,10 +58,7 @@ def test_a_job_behind_a_busy_session_names_the_job_ahead(wired):
     ahead = detached("demo-sleep: 4")
     behind = spawn_mam("job", "delegate", "--target", "dev-1", "--brief", "demo-write: b.txt :: b", *SHORT, "--quiet")
     try:
-        deadline = time.monotonic() + 30
-        while not (pending := open_jobs()) and time.monotonic() < deadline:
-            time.sleep(0.1)
-        assert pending, "the second job never appeared"
+        pending = wait_for(open_jobs, timeout=30, message="the second job never appeared")
         code, _out, screen = on_a_terminal("job", "wait", pending[0]["id"], "--timeout", "1")
         waits = f"waiting for {ahead} (running) on session dev-1"
         assert any(p.startswith(f"{pending[0]['id']} pending") and waits in p for p in drawn(screen)), screen
@@ -99,9 +96,7 @@ def test_ctrl_c_clears_the_live_line_before_saying_the_job_runs_on(wired):
     )  # fmt: skip
     term.handed()
     try:
-        deadline = time.monotonic() + 30
-        while f"{job} running".encode() not in term.seen and time.monotonic() < deadline:
-            time.sleep(0.05)
+        wait_for(lambda: f"{job} running".encode() in term.seen, timeout=30, message="no live line")
         proc.send_signal(signal.SIGINT)
         code = proc.wait(timeout=30)
     finally:
