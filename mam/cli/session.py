@@ -8,7 +8,7 @@ import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict
-from typing import Any
+from typing import Any, TypeVar
 
 import click
 
@@ -31,6 +31,8 @@ from mam.sessions.status import session_status
 from mam.sessions.stop import stop_session
 from mam.store.registry import Registry
 from mam.store.sessions import SessionRow
+
+T = TypeVar("T")
 
 
 @contextmanager
@@ -364,33 +366,30 @@ def status(app: App, as_json: bool, fleet: bool) -> None:
         echo("  ".join(str(v).ljust(w) for v, w in zip(line, widths)) + "  " + str(line[-1]))
 
 
+def _read(app: App, read: Callable[[Registry], T]) -> T | None:
+    """`read` of the workspace's registry, if it has one (None otherwise: nothing is created)."""
+    registry = Registry.open_existing(app.ws)
+    if registry is None:
+        return None
+    try:
+        return read(registry)
+    finally:
+        registry.close()
+
+
 def _say_hold(app: App) -> None:
     """A line first while the workspace is held (`mam pause --all`): who placed it, since when, what releases it."""
     from mam.jobs.pause import hold
     from mam.jobs.queries import held_text
-    from mam.store.registry import Registry
 
-    registry = Registry.open_existing(app.ws)
-    if registry is None:
-        return
-    try:
-        held = hold(registry)
-    finally:
-        registry.close()
+    held = _read(app, hold)
     if held is not None:
         echo(held_text(held))
 
 
 def _say_webhook_down(app: App) -> None:
     """A warning on stderr while the routines' webhook URL does not reach them (their node cannot serve it)."""
-
-    registry = Registry.open_existing(app.ws)
-    if registry is None:
-        return
-    try:
-        problem = webhook_problem(registry)
-    finally:
-        registry.close()
+    problem = _read(app, webhook_problem)
     if problem:
         echo(f"mam: warning: routine webhooks are down: {problem} (mam routine list)", err=True)
 

@@ -18,14 +18,10 @@ from mam.broker.endpoint import BrokerEndpoint
 from mam.util.poll import wait_for
 
 
-@dataclass
-class RunningBroker:
-    kind: str
+class Loopback:
+    """A broker on 127.0.0.1 at `self.port`: how mam reaches it."""
+
     port: int
-    proc: subprocess.Popen[bytes]
-    workdir: Path
-    argv: list[str] = field(default_factory=list)
-    log: Path | None = None
 
     @property
     def host(self) -> str:
@@ -37,6 +33,16 @@ class RunningBroker:
     def env(self) -> dict[str, str]:
         """Settings that point mam at this broker."""
         return {"MQTT_BROKER": self.host, "MQTT_PORT": str(self.port)}
+
+
+@dataclass
+class RunningBroker(Loopback):
+    kind: str
+    port: int
+    proc: subprocess.Popen[bytes]
+    workdir: Path
+    argv: list[str] = field(default_factory=list)
+    log: Path | None = None
 
     def stop(self, sig: int = signal.SIGINT) -> None:
         if self.proc.poll() is None:

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from mam.broker.embedded import free_port
-from mam.broker.endpoint import BrokerEndpoint
+from tests.helpers.brokers import Loopback
 
 CONNECT, CONNACK, PUBLISH, PUBACK = 1, 2, 3, 4
 SUBSCRIBE, SUBACK, UNSUBSCRIBE, UNSUBACK = 8, 9, 10, 11
@@ -108,7 +108,7 @@ class _Client:
         return self.next_id
 
 
-class MqttDouble:
+class MqttDouble(Loopback):
     """One in-memory broker on 127.0.0.1:`port`. Use `start_double()`; `stop()` when done.
 
     Shaped like tests.helpers.brokers.RunningBroker (`kind`, `host`, `port`, `env()`, `endpoint()`,
@@ -127,18 +127,7 @@ class MqttDouble:
         self._thread.start()
         self.workdir = Path("/nonexistent")  # no files: everything is in memory
 
-    # -- the RunningBroker shape ------------------------------------------------------------------
-    @property
-    def host(self) -> str:
-        return "127.0.0.1"
-
-    def endpoint(self) -> BrokerEndpoint:
-        return BrokerEndpoint(host=self.host, port=self.port)
-
-    def env(self) -> dict[str, str]:
-        """Settings that point mam at this broker."""
-        return {"MQTT_BROKER": self.host, "MQTT_PORT": str(self.port)}
-
+    # -- the RunningBroker shape (host, endpoint, env: brokers.Loopback) --------------------------
     @property
     def running(self) -> bool:
         return self._server is not None
