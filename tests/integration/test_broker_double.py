@@ -170,6 +170,10 @@ def test_a_lost_connection_publishes_its_retained_will_and_a_clean_disconnect_do
     lost.client.loop_stop()
     lost.client.socket().shutdown(socket.SHUT_RDWR)  # the connection ends without a DISCONNECT
     topic, payload, qos, retain = watcher.next()
+    if any_broker.kind == "amqtt" and topic == f"{base}/presence/clean":
+        # amqtt races a DISCONNECT followed at once by the socket's close and may publish that will too (seen
+        # once in CI under load); mam never relies on a will's absence (a runner says offline itself).
+        topic, payload, qos, retain = watcher.next()
     # amqtt sends a will at its own QoS (1) to a QoS 0 subscription; the spec, Mosquitto and the double: 0.
     assert (topic, payload, qos, retain) == (f"{base}/presence/lost", b"offline", qos, False)
     assert qos == (1 if any_broker.kind == "amqtt" else 0)
