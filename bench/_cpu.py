@@ -120,6 +120,7 @@ def label(pid: int, snap: dict[int, Proc]) -> str:
         ("mam.node.server", "node"),
         ("mam node", "node"),
         ("heartbeat", "heartbeater"),
+        ("-C attach-session", "tmux control client"),  # the node's (mam.panes.tmux_control)
     ):
         if needle in text:
             return name

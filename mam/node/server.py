@@ -50,6 +50,7 @@ from mam.jobs import heartbeat
 from mam.node.service import Reply, Service
 from mam.node.wire import LOCK, SOCKET, STATUS, Frames, frame
 from mam.outcomes import Exit
+from mam.panes import tmux_control
 from mam.protocol import CONTROL, Invalid, check_request
 from mam.settings import Settings, load_settings
 from mam.store import jobs as jobs_table
@@ -102,6 +103,7 @@ class Node:
         the requests are served in another; the node ends with it, and its errors are the command's."""
         heartbeat.as_node()  # the heartbeats this process starts are threads of it
         keep_idle()  # this process opens the registry several times per job: its connections are kept
+        tmux_control.serve(self.ws.run_dir / "tmux")  # one control client per tmux server, not a process per call
         listener = self._listen()
         self._write_status()
         threading.Thread(target=self._monitor, name="mam-node-monitor", daemon=True).start()
@@ -125,6 +127,7 @@ class Node:
             if self.monitor is not None:
                 self.monitor.stop()
             heartbeat.hand_over()  # the jobs it beats for go on beating in processes of their own
+            tmux_control.close_all()
             log.info("ended: %s", self._why or "stopped")
             self._end_broker()
 

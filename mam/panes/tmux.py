@@ -13,8 +13,9 @@ which execs the agent. Briefs go in with load-buffer (stdin) + paste-buffer -p -
 bytes arrive intact at any size and nothing passes through a shell or a tmux command line.
 
 Every call is one `tmux -L NAME ...` (or `-S PATH`) process (about 4 ms), run directly: libtmux costs about 200 ms
-to import and 50 ms per new session, which the delegation path cannot afford. A paste and the
-look at the screen after it are one tmux invocation (commands chained with `;`).
+to import and 50 ms per new session, which the delegation path cannot afford. In the node, the calls that
+only look or type go through its one control-mode client of the server instead (mam.panes.tmux_control).
+A paste and the look at the screen after it are one tmux invocation (commands chained with `;`).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from mam.errors import PaneError
+from mam.panes import tmux_control
 from mam.panes.base import PaneInfo
 from mam.settings import Settings
 from mam.util.launch import launcher_argv, write_spec
@@ -75,6 +77,8 @@ class TmuxBackend:
         """One tmux process on this server's socket: `args` may chain commands with a lone ";"."""
         where = ("-S", self.recorded) if self.recorded else ("-L", self.server)
         try:
+            if not conf and tmux_control.routable(args, data):
+                return tmux_control.run(_tmux(), self.socket, args, data)
             argv = [_tmux(), *where, *(("-f", str(self._conf())) if conf else ()), *args]
             return subprocess.run(argv, input=data, capture_output=True, timeout=60)
         except FileNotFoundError as e:

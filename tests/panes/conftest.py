@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from mam.panes import tmux_control
 from mam.panes.base import PaneBackend
 from mam.panes.herdr import HerdrBackend
 from mam.panes.tmux import TmuxBackend
@@ -62,19 +63,24 @@ def settings(**overrides: str) -> Settings:
     return base.with_overrides(**overrides) if overrides else base
 
 
-@pytest.fixture(params=["tmux", "herdr"])
+@pytest.fixture(params=["tmux", "tmux-control", "herdr"])
 def harness(
     request: pytest.FixtureRequest, workspace: Workspace, tmux_server, short_config_home: Path
 ) -> Iterator[Harness]:
-    if request.param == "tmux":
-        yield Harness(
-            kind="tmux",
-            backend=TmuxBackend(tmux_server.name, settings=settings(), ws=workspace),
-            make=lambda name: TmuxBackend(name, settings=settings(), ws=workspace),
-            socket_for=tmux_socket,
-            keeps_dead_panes=True,
-            missing_pane="%999",
-        )
+    if request.param.startswith("tmux"):
+        if request.param == "tmux-control":  # as the node runs it: one control-mode client per server
+            tmux_control.serve(workspace.run_dir / "tmux")
+        try:
+            yield Harness(
+                kind="tmux",
+                backend=TmuxBackend(tmux_server.name, settings=settings(), ws=workspace),
+                make=lambda name: TmuxBackend(name, settings=settings(), ws=workspace),
+                socket_for=tmux_socket,
+                keeps_dead_panes=True,
+                missing_pane="%999",
+            )
+        finally:
+            tmux_control.close_all()
         return
     backend = HerdrBackend(herdr_name(), settings=settings(), ws=workspace)
     fake = FakeHerdr(backend.socket_path).start()
