@@ -12,7 +12,8 @@ Default: no profiler. Every thread of the node adds its CPU time (`time.thread_t
 nothing) to what it ran: a request thread to its command (`job delegate`, `event started`, ...), any
 other thread to its name (the heartbeats, the wake relays, the caller watchers). Prints, per job, the
 node's whole CPU (`time.process_time`, its long-lived threads included: the broker connection's, the
-monitor's), the CPU of the children it reaped (tmux clients), and each row.
+monitor's), the CPU of its children (the tmux clients it reaped, and those still running: its tmux control
+clients), and each row.
 
 `--profile`: a cProfile per request thread instead (`--only`: of the operations whose name holds that text:
 `delegate`, `event started`...),
@@ -85,7 +86,15 @@ def serve(workspace: str, out: str, profile: str | None) -> int:
             if profiles:
                 pstats.Stats(*profiles).dump_stats(out + ".prof")
         kids = os.times()
-        counts |= {"process": time.process_time(), "children": kids.children_user + kids.children_system}
+        live = 0.0  # the children still running (the tmux control clients): their CPU so far
+        for entry in Path("/proc").iterdir():
+            try:
+                fields = (entry / "stat").read_bytes().rpartition(b")")[2].split() if entry.name.isdigit() else []
+            except OSError:
+                continue
+            if fields and int(fields[1]) == os.getpid():
+                live += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        counts |= {"process": time.process_time(), "children": kids.children_user + kids.children_system + live}
         Path(out + ".tmp").write_text(json.dumps(counts))
         os.replace(out + ".tmp", out)
 
@@ -190,7 +199,7 @@ def run(jobs: int, work_s: float, profile: str | None, out: Path | None) -> dict
 def text(result: dict[str, Any], top: int, sort: str) -> str:
     lines = [
         f"{result['jobs']} jobs of {result['work_s']:g} s work, {result['wall_ms_per_job']} ms wall each; "
-        f"the node's CPU {result['node_cpu_ms_per_job']} ms per job, the children it reaped (tmux clients) "
+        f"the node's CPU {result['node_cpu_ms_per_job']} ms per job, its children (tmux clients) "
         f"{result['children_cpu_ms_per_job']} ms",
         "per job, by thread (what it ran):",
     ]

@@ -20,8 +20,9 @@ shows a line like `%end ...` could end a block early: each command is followed b
 TOKEN` (TOKEN random per command, never on a screen), a command's answer is complete only once that
 block follows it, and its end is the last `%end`/`%error` line before it that repeats its `%begin`. A
 client that exits, times out or answers out of step is closed; the next command starts a new one. A
-command written to a client that failed is never written again (a paste typed twice is worse than one
-that failed): it fails as a tmux process that failed would.
+look (`LOOKS`) that such a client did not answer is asked again as a process; a command that types is
+never written again (a paste typed twice is worse than one that failed): it fails as a tmux process that
+failed would.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from pathlib import Path
 from mam.util.fdwait import readable
 
 ROUTED = frozenset({"capture-pane", "display-message", "send-keys", "load-buffer", "paste-buffer", "delete-buffer"})
+LOOKS = frozenset({"capture-pane", "display-message"})  # asked again as a process when a client fails
 TIMEOUT_S = 20.0
 _UNSAFE = ("'", "\n", "\r", "\0")
 _ENDS = (b"%end ", b"%error ")
@@ -100,7 +102,12 @@ def run(tmux: str, socket: str, args: tuple[str, ...], data: bytes | None) -> su
             return _process(tmux, socket, args)
         out = b""
         for command in _commands(args):  # one at a time: a chain's commands answer in blocks of their own
-            done = client.run(command)
+            try:
+                done = client.run(command)
+            except Gone as e:
+                if all(c[0] in LOOKS for c in _commands(args)):  # asking again changes nothing
+                    return _process(tmux, socket, args)
+                return subprocess.CompletedProcess(list(args), 1, out, str(e).encode())
             out += done.stdout
             if done.returncode != 0:  # as tmux does: the rest of the chain does not run
                 return subprocess.CompletedProcess(list(args), done.returncode, out, done.stderr)
@@ -198,15 +205,16 @@ class Client:
             self._proc.wait()
 
     def run(self, args: tuple[str, ...]) -> subprocess.CompletedProcess[bytes]:
+        """The command's answer; Gone when the client ended before it answered (it may have run)."""
         with self._run_lock:
             if self._dead:
-                return _failed(args, "the tmux control client ended")
+                raise Gone("the tmux control client ended")
             try:
                 token = self._start(args)
                 return self._sentinel_answer(token, time.monotonic() + TIMEOUT_S, args)
             except OSError as e:
                 self.close()
-                return _failed(args, f"the tmux control client failed: {e}")
+                raise Gone(f"the tmux control client failed: {e}") from e
 
     # -- the wire ------------------------------------------------------------------------------
     def _start(self, args: tuple[str, ...]) -> str:
@@ -269,5 +277,5 @@ def _answer(args: tuple[str, ...], lines: list[bytes]) -> subprocess.CompletedPr
     return subprocess.CompletedProcess(list(args), 0, body, b"")
 
 
-def _failed(args: tuple[str, ...], why: str) -> subprocess.CompletedProcess[bytes]:
-    return subprocess.CompletedProcess(list(args), 1, b"", why.encode())
+class Gone(OSError):
+    """The control client ended (or answered out of step) before the command's answer was read."""

@@ -138,8 +138,29 @@ def test_a_client_that_died_is_replaced_and_its_command_is_not_written_again(
     assert client is not None
     os.kill(second, signal.SIGKILL)
     poll(lambda: not client.alive(), timeout=10)
-    done = client.run(("send-keys", "-t", info.pane_id, "x"))
-    assert done.returncode == 1 and b"tmux control client" in done.stderr  # failed, never retried
+    with pytest.raises(tmux_control.Gone):
+        client.run(("send-keys", "-t", info.pane_id, "x"))
+    monkeypatch.setattr(client, "alive", lambda: True)  # as if it died under the next call
+    done = backend._exec("send-keys", "-t", info.pane_id, "x")
+    assert done.returncode == 1 and b"tmux control client" in done.stderr  # failed, never typed as a process
+
+
+def test_a_look_a_dying_client_did_not_answer_is_asked_again_as_a_process(
+    workspace: Workspace, tmux_server, control: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    backend = TmuxBackend(tmux_server.name, settings=settings(), ws=workspace)
+    info = backend.create_pane(name="l", argv=["sleep", "600"], cwd=str(tmp_path), env=ENV)
+    assert backend.pane(info.pane_id) is not None
+    client = tmux_control._client(tmux_module._tmux(), str(tmux_socket(tmux_server.name)))
+    assert client is not None
+    client.close()
+    monkeypatch.setattr(client, "alive", lambda: True)
+    started: list[list[str]] = []
+    real_run = subprocess.run
+    monkeypatch.setattr(subprocess, "run", lambda argv, **kw: started.append(argv) or real_run(argv, **kw))
+    looked = backend.pane(info.pane_id)  # never "gone" because the client was
+    assert looked is not None and looked.pid == info.pid
+    assert [argv[3] for argv in started] == ["display-message"]
 
 
 def test_nothing_is_left_when_the_node_ends(workspace: Workspace, tmux_server, tmp_path: Path) -> None:
