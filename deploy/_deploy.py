@@ -2,12 +2,14 @@
 
 Standard library only: it runs with whatever Python the scripts found, before mam is installed.
 It never writes a file whose content would not change, so a second install touches nothing.
+In the venv it changes one line: the first of .venv/bin/mam, after pip, to add -S (script_without_site).
 The bash scripts own everything else (checks, the venv, pip, processes).
 
 Usage (from the deploy scripts only):
   _deploy.py source-hash SRC
   _deploy.py stage SRC DEST                      copy the package files; print the source hash
   _deploy.py apply SRC WS --venv created|existing --source-hash H --env-from example|.env|kept
+                                                 skills, .gitignore, the launcher, -S in .venv/bin/mam
   _deploy.py unapply SRC WS                      take out skills, .gitignore lines, an unchanged .mam.env
   _deploy.py get WS KEY                          print one manifest field ('' when absent)
   _deploy.py worktrees WS [--remove [--discard]] list the git worktrees under WS/.mam holding work
@@ -189,6 +191,55 @@ def remove_launcher(ws: Path, record: dict[str, Any]) -> None:
     except OSError:
         pass
     say(f"{LAUNCHER}: removed (take its `export PATH={path.parent}:...` line out of your shell's startup file)")
+
+
+# -- the venv's mam script -------------------------------------------------------------------------------
+
+SCRIPT = Path(".venv") / "bin" / "mam"
+SHEBANG_MAX = 127  # bytes of a `#!` line every Linux kernel reads whole (older ones cut it at 127)
+
+
+def _venv_has_no_system_site(python: str) -> bool:
+    """True if `python` is a venv's interpreter whose pyvenv.cfg leaves the system's site-packages out."""
+    try:
+        text = (Path(python).parent.parent / "pyvenv.cfg").read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return False
+    for line in text.splitlines():
+        key, eq, value = line.partition("=")
+        if eq and key.strip().lower() == "include-system-site-packages":
+            return value.strip().lower() != "true"
+    return True  # the key is absent: venv's default, no system site-packages
+
+
+def script_without_site(ws: Path) -> dict[str, str]:
+    """Make `.venv/bin/mam` start its Python with -S; its record for the manifest ({} if no script).
+
+    pip writes the script's first line as `#!<the venv's python>` (no flags); only that line changes,
+    and only when it is that simple, the venv has no system site-packages (mam/bin/mam then finds
+    everything in the venv's own site-packages) and the line stays short enough for any kernel.
+    """
+    path = ws / SCRIPT
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return {}
+    first, nl, rest = data.partition(b"\n")
+    words = first[2:].split() if first.startswith(b"#!") else []
+    python = words[0].decode("utf-8", "surrogateescape") if words else ""
+    if not python or words[1:] not in ([], [b"-S"]) or not os.path.isabs(python):
+        warn(f"left {SCRIPT} as pip wrote it: its first line is not `#!/path/to/python`")
+        return {"path": SCRIPT.as_posix(), "first_line": first.decode("utf-8", "replace")}
+    wanted = b"#!" + words[0]
+    if not _venv_has_no_system_site(python):
+        say(f"{SCRIPT}: starts Python without -S (-S suits only a venv's Python without the system's packages)")
+    elif len(wanted) + len(b" -S") > SHEBANG_MAX:
+        say(f"{SCRIPT}: starts Python without -S (its first line would pass {SHEBANG_MAX} bytes)")
+    else:
+        wanted += b" -S"
+    if write_if_changed(path, wanted + nl + rest) and wanted.endswith(b" -S"):
+        say(f"{SCRIPT}: starts Python with -S (it skips Python's `site` step at every start)")
+    return {"path": SCRIPT.as_posix(), "first_line": wanted.decode("utf-8", "surrogateescape")}
 
 
 # -- skills ------------------------------------------------------------------------------------------
@@ -373,6 +424,7 @@ def cmd_apply(args: argparse.Namespace) -> None:
     manifest["created_dirs"] = created_dirs
     manifest["gitignore"] = gitignore_add(ws, old.get("gitignore", {}))
     manifest["launcher"] = write_launcher(ws)
+    manifest["script"] = script_without_site(ws)
     env = dict(old.get("env_file", {}))
     if args.env_from != "kept" or not env:
         env["from"] = args.env_from

@@ -8,7 +8,8 @@ Usage: deploy/install.sh [WORKSPACE]
 
 Install mam from the clone this script lives in into WORKSPACE (default: the current folder;
 created if missing, once the prerequisites are met):
-a venv at WORKSPACE/.venv with mam in it, the skills in WORKSPACE/.agents/skills/, a
+a venv at WORKSPACE/.venv with mam in it (its bin/mam starts Python with -S: no `site`
+step), the skills in WORKSPACE/.agents/skills/, a
 WORKSPACE/.mam.env from .mam.env.example (every key commented out at its default; only if
 missing; a legacy .env is copied instead),
 .venv, .mam/ and .mam.env in WORKSPACE/.gitignore, and WORKSPACE/.mam/bin/mam, the one file

@@ -9,7 +9,8 @@ Usage: install_mam.sh [--update] SRC DEST
 Install mam from the source tree SRC (a clone) into the workspace folder DEST:
 
   DEST/.venv                  a venv with mam installed from SRC (not editable: DEST does not
-                              depend on SRC staying where it is)
+                              depend on SRC staying where it is); the first line of its bin/mam
+                              gets -S (Python skips `site`: mam/bin/mam finds the venv's packages)
   DEST/.agents/skills/NAME/   a copy of every folder in SRC/skills/
   DEST/.mam.env               written from SRC/.mam.env.example, only if missing; a legacy
                               DEST/.env is copied instead when there is one (the .env stays)
@@ -164,7 +165,7 @@ else
     say "wrote .mam.env from .mam.env.example: every key commented out at its default; uncomment what you change"
 fi
 
-# 4. Skills, .gitignore and the manifest (each file written only when its content changes).
+# 4. Skills, .gitignore, -S in .venv/bin/mam and the manifest (each file written only when its content changes).
 run_helper apply "$SRC" "$WS" --venv "$venv_state" --source-hash "$hash" --env-from "$env_from"
 
 version="$("$VENV/bin/mam" --version 2>/dev/null)" || die "$VENV/bin/mam does not run; try deploy/update.sh $WS"

@@ -10,6 +10,7 @@ Every script runs from a temp clone with fake skills, so the repo itself is neve
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import json
 import os
 import shutil
@@ -204,6 +205,27 @@ def skill_files(clone: Path, prefix: str = ".agents/skills/") -> dict[str, str]:
     return {prefix + rel: text for rel, text in contents(clone / "skills").items()}
 
 
+def deploy_helper():
+    """deploy/_deploy.py as a module (it is a script of the deploy folder, not part of the package)."""
+    spec = importlib.util.spec_from_file_location("mam_deploy_helper", REPO / "deploy" / "_deploy.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def fake_venv_script(ws: Path, first_line: str, *, system_site: str | None = None) -> Path:
+    """WS/.venv with a pyvenv.cfg and a bin/mam whose first line is `first_line` ({venv} -> the venv)."""
+    venv = ws / ".venv"
+    (venv / "bin").mkdir(parents=True)
+    cfg = "home = /usr/bin\n" + (f"include-system-site-packages = {system_site}\n" if system_site else "")
+    (venv / "pyvenv.cfg").write_text(cfg + "version = 3.11.7\n")
+    script = venv / "bin" / "mam"
+    script.write_text(first_line.format(venv=venv) + "\nimport sys\n")
+    script.chmod(0o755)
+    return script
+
+
 # -- the first install ----------------------------------------------------------------------------------
 
 
@@ -226,6 +248,80 @@ def test_install_succeeds_and_mam_runs_from_the_workspace_venv(installed: Instal
     assert (ws / ".venv/.mam-source-hash").read_text().strip() == json.loads(
         (ws / ".mam/install-manifest.json").read_text()
     )["source_hash"]
+
+
+def test_the_workspace_mam_starts_python_with_no_site_and_install_records_it(installed: Installed):
+    ws = installed.ws
+    first_line = f"#!{ws}/.venv/bin/python -S"
+    assert (ws / ".venv/bin/mam").read_text().splitlines()[0] == first_line
+    manifest = json.loads((ws / ".mam/install-manifest.json").read_text())
+    assert manifest["script"] == {"path": ".venv/bin/mam", "first_line": first_line}
+    assert ".venv/bin/mam: starts Python with -S" in str(installed.first["out"])
+    assert ".venv/bin/mam" not in str(installed.second["out"])  # said once, when written
+
+
+def test_every_kind_of_command_runs_under_no_site_a_delegation_too(installed: Installed, ws_copy: Path, tmux_server):
+    """The -S script runs the lean front ends (an event, a delegation), click's commands and their help; a demo
+    agent's `mam event started` / `completed` are this venv's -S script too (the venv's bin leads its PATH)."""
+    env = installed.env(MAM_TMUX_SERVER=tmux_server.name)
+    mam_bin = str(ws_copy / ".venv" / "bin" / "mam")
+
+    def mam_cmd(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [mam_bin, "--workspace", str(ws_copy), *args],
+            env=env, cwd=ws_copy, capture_output=True, text=True, timeout=120, check=False,
+        )  # fmt: skip
+
+    assert (ws_copy / ".venv/bin/mam").read_text().startswith(f"#!{installed.ws}/.venv/bin/python -S\n")
+    version = mam_cmd("--version")
+    assert version.returncode == 0 and version.stdout == f"mam, version {mam.__version__}\n", version.stderr
+    helped = mam_cmd("job", "delegate", "--help")
+    assert helped.returncode == 0 and helped.stdout.startswith("Usage: mam job delegate [OPTIONS]"), helped.stderr
+    unknown = mam_cmd("event", "progress", "--job", "job-0123456789abcdef", "--message", "m")
+    assert unknown.returncode == 5 and "no job 'job-0123456789abcdef'" in unknown.stderr, unknown.stderr
+    status = mam_cmd("session", "status", "--json")
+    assert status.returncode == 0 and json.loads(status.stdout) == [], status.stderr
+    made = mam_cmd("session", "create", "--agent", "demo", "--role", "dev", "--session", "dev-1", "--json")
+    assert made.returncode == 0, made.stderr
+    try:
+        done = mam_cmd("job", "delegate", "--target", "tmux:dev-1", "--brief", "say hello", "--json")
+        assert done.returncode == 0, done.stdout + done.stderr
+        record = json.loads(done.stdout)
+        assert record["state"] == "completed" and record["last_seq"] >= 2, record
+    finally:
+        mam_cmd("session", "stop", "--session", "dev-1")
+        mam_cmd("node", "stop")
+
+
+def test_no_site_is_added_once_only_to_a_plain_first_line_of_a_venv_without_system_packages(tmp_path: Path, capsys):
+    helper = deploy_helper()
+    ws = tmp_path / "plain"
+    script = fake_venv_script(ws, "#!{venv}/bin/python", system_site="false")
+    record = helper.script_without_site(ws)
+    assert script.read_text() == f"#!{ws}/.venv/bin/python -S\nimport sys\n"
+    assert record == {"path": ".venv/bin/mam", "first_line": f"#!{ws}/.venv/bin/python -S"}
+    assert stat.S_IMODE(script.stat().st_mode) == 0o755
+    before = script.stat().st_mtime_ns
+    assert helper.script_without_site(ws) == record and script.stat().st_mtime_ns == before  # idempotent
+    assert capsys.readouterr().out.count("starts Python with -S") == 1
+
+    # A venv that reads the system's site-packages keeps pip's line (and loses an -S it had).
+    ws = tmp_path / "system"
+    script = fake_venv_script(ws, "#!{venv}/bin/python -S", system_site="true")
+    assert helper.script_without_site(ws)["first_line"] == f"#!{ws}/.venv/bin/python"
+    assert script.read_text().splitlines()[0] == f"#!{ws}/.venv/bin/python"
+
+    # A line over 127 bytes with -S, or not `#!/path/to/python`: left as it is.
+    ws = tmp_path / ("x" * (127 - len(str(tmp_path)) - len("/#!/.venv/bin/python") - 1))
+    script = fake_venv_script(ws, "#!{venv}/bin/python")
+    assert len(script.read_text().splitlines()[0]) == 126
+    assert helper.script_without_site(ws)["first_line"] == f"#!{ws}/.venv/bin/python"
+    for line in ("#!/usr/bin/env python", "#!/bin/sh", "#!{venv}/bin/python -E"):
+        ws = tmp_path / f"other-{len(line)}"
+        script = fake_venv_script(ws, line)
+        helper.script_without_site(ws)
+        assert script.read_text().splitlines()[0] == line.format(venv=ws / ".venv")
+    assert helper.script_without_site(tmp_path / "no-venv") == {}
 
 
 def test_install_copies_the_skills(installed: Installed):
@@ -457,6 +553,10 @@ def test_update_reinstalls_refreshes_skills_and_keeps_settings(installed: Instal
         [str(ws_copy / ".venv/bin/mam"), "--version"], capture_output=True, text=True, timeout=60, check=False
     )
     assert r.returncode == 0 and mam.__version__ in r.stdout
+    # pip wrote the script anew (`#!<python>`); update put -S back on its first line.
+    first_line = f"#!{ws_copy.resolve()}/.venv/bin/python -S"
+    assert (ws_copy / ".venv/bin/mam").read_text().splitlines()[0] == first_line
+    assert manifest["script"]["first_line"] == first_line
 
 
 def test_update_without_an_install_says_so(installed: Installed, tmp_path: Path):

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+import mam
 from mam.bus.envelope import Envelope
 from mam.bus.mqtt import MqttClient
 from mam.bus.topics import Topics
@@ -94,6 +95,28 @@ def test_the_usual_event_pokes_the_wrapper_and_imports_no_paho_or_yaml(job) -> N
     raw = registry.events_after(ledger.job.id)[-1].raw
     env = Envelope.decode(raw)
     assert env.verify(ledger.token) and env.body == {"message": "half way"} and env.sender == "agent"
+
+
+def test_the_script_started_with_no_site_still_finds_an_editable_mam(job) -> None:
+    """mam/bin/mam under `python -S` (deploy/install.sh's first line): in this venv, editable or not, mam is
+    found (through its .pth file, `site` run by the script, when the venv's site-packages lacks it)."""
+    ws, registry, ledger = job
+    script = str(Path(mam.__file__).resolve().parent / "bin" / "mam")
+    woken = threading.Event()
+    wrapper = pokes.Waiter(ws, [pokes.events_key(ledger.job.id)])
+    wrapper.relay(woken.set)
+    argv = [sys.executable, "-S", script, "event", "progress", "--job", ledger.job.id, "--message", "no site"]
+    try:
+        proc = subprocess.run(argv, cwd=ws.root, capture_output=True, text=True, timeout=60, check=False)
+        assert proc.returncode == 0 and "handed to the wrapper" in proc.stdout, proc.stdout + proc.stderr
+        assert woken.wait(10)
+    finally:
+        wrapper.close()
+    assert Envelope.decode(registry.events_after(ledger.job.id)[-1].raw).body == {"message": "no site"}
+    version = subprocess.run(
+        [sys.executable, "-S", script, "--version"], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert version.returncode == 0 and version.stdout == f"mam, version {mam.__version__}\n", version.stderr
 
 
 def test_help_and_usage_errors(job) -> None:
