@@ -77,8 +77,8 @@ def test_the_usual_event_pokes_the_wrapper_and_imports_no_paho_or_yaml(job) -> N
     code = (
         "import json, sys\n"
         f"sys.argv = ['mam', 'event', 'progress', '--job', {ledger.job.id!r}, '--message', 'half way']\n"
-        "from mam.entry import main\n"
-        "try:\n    main(sys.argv[1:])\nexcept SystemExit as e:\n    code = e.code\n"
+        "from mam.node.front import main\n"
+        "code = main(sys.argv[1:])\n"
         "print(json.dumps({'code': code, 'modules': sorted(sys.modules)}), file=sys.stderr)\n"
     )
     try:

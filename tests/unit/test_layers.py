@@ -84,7 +84,7 @@ SLOW_MAM = {
 }
 # Files whose every import may sit in a function, each with its reason.
 LAZY_FILES: dict[str, str] = {
-    "entry.py": "the console script's router: `mam event` and `mam job delegate` import no click",
+    "__main__.py": "`python -m mam`, routed as mam/bin/mam routes: click only for what the lean front end leaves",
     "node/front.py": "the lean front end of `mam event`, `mam job delegate`, `mam job wait` (test_node_client.py)",
     "node/client.py": "the lean front end's client (tests/unit/test_node_client.py holds what it imports)",
     "protocol.py": "imported by the lean front end, which imports no enum (mam.outcomes) until an answer comes",
@@ -204,7 +204,7 @@ LAYERS: list[tuple[str, set[str]]] = [
     ("node", {"node"}),  # serves the protocol's operations (mam.protocol): every attempt runs in it
     ("clients of the node", {"loop", "onboarding"}),  # their jobs are the node's operations
     ("front ends", {"cli", "mcp", "web", "view", "demo", "doctor"}),
-    ("start-up", {"__main__", "entry", "bin"}),
+    ("start-up", {"__main__", "bin"}),
 ]
 ROW = {name: i for i, (_layer, names) in enumerate(LAYERS) for name in names}
 
