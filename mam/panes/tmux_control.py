@@ -230,32 +230,39 @@ class Client:
     def _sentinel_answer(
         self, token: str, deadline: float, args: tuple[str, ...] = ()
     ) -> subprocess.CompletedProcess[bytes]:
-        lines: list[bytes] = []
-        want = token.encode()
+        """Read until the sentinel's block (`%begin`, TOKEN, the matching `%end`); the command's answer
+        from what came before it. The buffer is searched, not split line by line: a capture is 200 lines."""
+        mark = b"\n" + token.encode() + b"\n"
+        seen = 0
         while True:
-            line = self._line(deadline)
-            lines.append(line)
-            n = len(lines)
-            if n >= 2 and line == want and lines[-2].startswith(b"%begin "):
-                end = self._line(deadline)
-                if end.split(b" ")[1:] != lines[-2].split(b" ")[1:] or not end.startswith(b"%end "):
-                    raise OSError("the tmux control client answered out of step")
-                return _answer(args, lines[:-2])
+            at = self._buf.find(mark, seen)
+            if at >= 0:
+                after = at + len(mark)
+                stop = self._buf.find(b"\n", after)
+                if stop >= 0:
+                    start = self._buf.rfind(b"\n", 0, at) + 1
+                    head, tail = self._buf[start:at], self._buf[after:stop]
+                    if not (head.startswith(b"%begin ") and tail.startswith(b"%end ")) or (
+                        head.split(b" ")[1:] != tail.split(b" ")[1:]
+                    ):
+                        raise OSError("the tmux control client answered out of step")
+                    before, self._buf = self._buf[:start], self._buf[stop + 1 :]
+                    return _answer(args, before.split(b"\n")[:-1])
+            else:
+                seen = max(0, len(self._buf) - len(mark))
+            self._read(deadline)
 
-    def _line(self, deadline: float) -> bytes:
+    def _read(self, deadline: float) -> None:
         stdout = self._proc.stdout
         assert stdout is not None
         fd = stdout.fileno()
-        while b"\n" not in self._buf:
-            left = deadline - time.monotonic()
-            if left <= 0 or not readable([fd], left):
-                raise OSError("no answer from the tmux control client")
-            chunk = os.read(fd, 65536)
-            if not chunk:
-                raise OSError("the tmux control client exited")
-            self._buf += chunk
-        line, _, self._buf = self._buf.partition(b"\n")
-        return line
+        left = deadline - time.monotonic()
+        if left <= 0 or not readable([fd], left):
+            raise OSError("no answer from the tmux control client")
+        chunk = os.read(fd, 65536)
+        if not chunk:
+            raise OSError("the tmux control client exited")
+        self._buf += chunk
 
 
 def _answer(args: tuple[str, ...], lines: list[bytes]) -> subprocess.CompletedProcess[bytes]:
