@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from mam.agents import codex_server
+from mam.hooks import session_state
 from mam.util.poll import wait_for
 from tests.helpers import brokers
 from tests.real import _codex_home as cx
@@ -97,13 +98,21 @@ def test_the_brief_is_a_turn_started_through_codexs_app_server_exactly_once(rig:
     assert told(rig, session, first.tag) == 1
     pane = rig.status(session)["pane_id"]
     assert first.tag in rig.screen(pane), rig.shown(pane)  # the person sees the brief in the TUI
+    # The app-server runs the turns, so it got mam's `-c notify=[...]`: `mam hook codex` ran at the turn's end.
+    conversation = rig.status(session)["conversation_id"]
+    wait_for(
+        lambda: session_state.read(rig.ws, session).get("conversation_id") == conversation,
+        timeout=30,
+        message=lambda: f"no turn-end hook for {conversation}: {session_state.read(rig.ws, session)}",
+    )
+    assert session_state.read(rig.ws, session)["source"] == "notify"
 
     second = sc.delegate_completed(rig, session, "Say hello again.")
     assert vias(rig, second) == ["channel"]
     assert (told(rig, session, first.tag), told(rig, session, second.tag)) == (1, 1)
 
     # A stop ends the app-server with the TUI; a resume starts a new one on the same thread.
-    conversation = sc.stop_keeping_conversation(rig, session)
+    assert sc.stop_keeping_conversation(rig, session) == conversation
     gone(sock)
     sc.resume(rig, session)
     assert servers(sock)
