@@ -112,13 +112,19 @@ def _die_with_parent(parent: int) -> None:
         os._exit(1)  # no guard, or the parent already gone: never run unguarded
 
 
+def address(sock: Path) -> str:
+    """Where to connect: the socket codex's symlink names (in `/tmp/codex-daemon-<uid>/`, short
+    whatever the workspace's path: a unix socket's path must fit in 107 bytes)."""
+    return os.path.realpath(sock)
+
+
 def _listening(sock: Path, server: subprocess.Popen[bytes]) -> str:
     if server.poll() is not None:
         return f"exited {server.returncode}"
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
         s.settimeout(2.0)
         try:
-            s.connect(str(sock))
+            s.connect(address(sock))
         except OSError:
             return ""
     return "up"
@@ -175,7 +181,7 @@ class _Rpc:
 
     def __init__(self, sock: Path) -> None:
         try:
-            self._ws = Client(str(sock), timeout=TIMEOUT_S)
+            self._ws = Client(address(sock), timeout=TIMEOUT_S)
         except OSError as e:
             raise Refused(f"codex's app-server at {sock} is not reachable: {e}") from None
         self._next = 0

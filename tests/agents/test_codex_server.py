@@ -5,13 +5,16 @@ split between the app-server and the TUI, and the app-server's lifetime tied to 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
+import shutil
 import signal
 import socket
 import struct
 import subprocess
 import sys
+import tempfile
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,9 +25,13 @@ import pytest
 from mam.agents import codex_server as cxs
 from mam.agents.base import LaunchContext, SessionOptions
 from mam.agents.channel import Outcome, Sent
+from mam.jobs.delivery import PaneDelivery
+from mam.jobs.target import parse_target
+from mam.store.sessions import SessionRow
 from mam.util import websocket
 from mam.util.poll import wait_for
 from mam.util.proc import module_argv
+from mam.workspace import Workspace
 
 THREAD = "01a24af7-dd6a-7d21-88b4-44afae73b582"
 
@@ -42,9 +49,13 @@ class StandIn:
         self.path, self.threads = path, threads
         self.turn, self.http = "ok", False
         self.calls: list[tuple[str, Any]] = []
+        # As codex does: the socket in a short private folder, `path` a symlink to it (a deep workspace's
+        # path would not fit in a unix socket's address).
+        self.real = Path(tempfile.mkdtemp(prefix="cxs-", dir="/tmp")) / "s"
         self.server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.server.bind(str(path))
+        self.server.bind(str(self.real))
         self.server.listen(8)
+        path.symlink_to(self.real)
         threading.Thread(target=self._serve, daemon=True).start()
 
     def _serve(self) -> None:
@@ -112,6 +123,7 @@ class StandIn:
 
     def close(self) -> None:
         self.server.close()
+        shutil.rmtree(self.real.parent, ignore_errors=True)
 
 
 def read_frame(reader: Any) -> tuple[int, bytes]:
@@ -202,7 +214,8 @@ def test_no_server_a_stranger_or_a_shared_socket_takes_nothing(server: StandIn, 
     server.http = False
     os.chmod(server.path, 0o666)
     assert "not private" in cxs.deliver(state, "b", THREAD, str(tmp_path)).why
-    server.close()
+    server.close()  # the socket gone, the symlink left dangling (a crashed server)
+    assert cxs.deliver(state, "b", THREAD, str(tmp_path)).sent is Sent.UNAVAILABLE
     server.path.unlink()
     assert cxs.deliver(state, "b", THREAD, str(tmp_path)).sent is Sent.UNAVAILABLE
     assert server.turns() == []
@@ -281,3 +294,71 @@ def test_without_an_app_server_the_tui_starts_as_before(tmp_path: Path) -> None:
     finally:
         pane.kill()
         pane.wait()
+
+
+def test_a_deep_workspace_reaches_the_socket_through_codexs_symlink(tmp_path: Path) -> None:
+    state = tmp_path / ("deep" * 30) / "s"  # the symlink's own path is too long for a unix socket address
+    (state / cxs.CHANNEL_DIR).mkdir(parents=True, mode=0o700)
+    server = StandIn(state / cxs.CHANNEL_DIR / cxs.SOCKET, [thread(THREAD, str(tmp_path))])
+    try:
+        os.chmod(server.path, 0o600)
+        assert len(str(server.path)) > 108
+        assert cxs.deliver(state, "b", THREAD, str(tmp_path)).sent is Sent.DELIVERED
+    finally:
+        server.close()
+
+
+class Notes:
+    """The job's ledger as the delivery uses it: its audit notes."""
+
+    def __init__(self) -> None:
+        self.lines: list[tuple[str, dict[str, Any]]] = []
+
+    def note(self, kind: str, **fields: Any) -> None:
+        self.lines.append((kind, fields))
+
+
+class Rows:
+    """The registry as the delivery uses it here: a session's row, updated."""
+
+    def __init__(self, row: SessionRow) -> None:
+        self.row = row
+
+    def update_session(self, name: str, **changes: Any) -> SessionRow:
+        self.row = dataclasses.replace(self.row, **changes)
+        return self.row
+
+
+@pytest.mark.parametrize(
+    ("answer", "via", "noted"),
+    [
+        ("ok", "channel", []),
+        ("error", "", ["channel_unavailable"]),  # refused: nothing taken, the paste goes ahead
+        ("drop", "channel", ["channel_no_answer"]),  # maybe taken: never pasted after it
+        ("gone", "", ["channel_unavailable"]),
+    ],
+)
+def test_the_delivery_pastes_only_when_the_channel_took_nothing(
+    answer: str, via: str, noted: list[str], tmp_path: Path
+) -> None:
+    ws = Workspace(tmp_path / "ws")
+    folder = ws.session_dir("s") / cxs.CHANNEL_DIR
+    folder.mkdir(parents=True, mode=0o700)
+    server = StandIn(folder / cxs.SOCKET, [thread(THREAD, str(tmp_path))])
+    try:
+        os.chmod(server.path, 0o600)
+        server.turn = answer
+        if answer == "gone":
+            server.close()
+        row = SessionRow(name="s", agent="codex", role="dev", backend="tmux", server="x", cwd=str(tmp_path))
+        rows = Rows(row)
+        delivery = PaneDelivery(parse_target("tmux:s"), ws=ws, settings=None, registry=rows)  # type: ignore[arg-type]
+        delivery.row = row
+        notes = Notes()
+        assert delivery._through_channel("the brief", notes) == via  # type: ignore[arg-type]
+        assert [kind for kind, _f in notes.lines] == noted
+        assert len(server.turns()) == (0 if answer == "gone" else 1)
+        # the thread found becomes the session's conversation id (mam learns it before codex's rollout exists)
+        assert rows.row.conversation_id == (THREAD if via else None)
+    finally:
+        server.close()
