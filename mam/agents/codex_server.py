@@ -156,6 +156,8 @@ def start_server(sock: Path, log: Path, server_argv: Sequence[str]) -> str:
     if state == "up":
         return ""
     server.terminate()
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        server.wait(timeout=5)  # reaped here: the TUI that replaces this process would never wait for it
     return f"codex app-server {state}"
 
 
