@@ -33,6 +33,7 @@ import tempfile
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -59,11 +60,9 @@ def _p90(values: list[float]) -> float:
     return ordered[min(len(ordered) - 1, int(round(0.9 * (len(ordered) - 1))))]
 
 
-def one_job(session: str, i: int, env: dict[str, str], ws: Any, db: Path) -> dict[str, Any]:
-    from mam.agents import get_adapter
+def delegate(session: str, i: int, env: dict[str, str], ws: Any) -> dict[str, Any]:
+    """One `mam job delegate --json` with a tagged brief: its tag, state, way in and timings (audit log)."""
     from mam.jobs.record import read_audit
-    from mam.store.registry import Registry
-    from tests.real import _opencode_home as oc
 
     tag = f"BRIEF-{uuid.uuid4().hex[:12]}"
     run = subprocess.run(
@@ -92,15 +91,93 @@ def one_job(session: str, i: int, env: dict[str, str], ws: Any, db: Path) -> dic
             out["inject"] = at["injected"] - at["claim"]
         if {"claim", "started"} <= at.keys():
             out["round_trip"] = at["started"] - at["claim"]
+    return out
+
+
+def session_row(ws: Any, session: str) -> Any:
+    from mam.store.registry import Registry
+
     registry = Registry(ws)
     try:
         row = registry.find_session(session)
     finally:
         registry.close()
     assert row is not None
+    return row
+
+
+def one_job(session: str, i: int, env: dict[str, str], ws: Any, db: Path) -> dict[str, Any]:
+    from mam.agents import get_adapter
+    from tests.real import _opencode_home as oc
+
+    out = delegate(session, i, env, ws)
+    row = session_row(ws, session)
     conversation = row.conversation_id or get_adapter("opencode").discover(cwd=row.cwd, since=0.0, env=row.agent_env)
-    out["count"] = sum(tag in t for t in oc.user_texts(db, conversation or ""))
+    out["count"] = sum(out["tag"] in t for t in oc.user_texts(db, conversation or ""))
     return out
+
+
+def side_by_side(one: Callable[[str, int], dict[str, Any]], jobs: int, quiet: bool) -> tuple[dict[str, Any], float]:
+    """Each way in its own thread: an untimed warm-up job, then `jobs` jobs; the results and the wall time."""
+    results: dict[str, list[dict[str, Any]]] = {w: [] for w in WAYS}
+    started = time.perf_counter()
+
+    def run(way: str) -> None:
+        warm = one(way, 0)  # untimed: the session's first turn, caches
+        if warm["count"] != 1 or warm["state"] != "completed":
+            results[way].append(warm)  # still counted as lost, doubled or not completed
+        for i in range(1, jobs + 1):
+            results[way].append(one(way, i))
+            if not quiet:
+                r = results[way][-1]
+                print(
+                    f"{way:5} {i:3}: {r['state']} via {r['via']} inject {r['inject']} ms "
+                    f"round trip {r['round_trip']} ms, told {r['count']}x",
+                    flush=True,
+                )
+
+    threads = [threading.Thread(target=run, args=(w,)) for w in WAYS]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return results, time.perf_counter() - started
+
+
+def report(results: dict[str, list[dict[str, Any]]], args: argparse.Namespace, wall: float) -> int:
+    """Print the summary; 1 if any delivery was lost or doubled or a job did not complete."""
+    summary: dict[str, Any] = {"machine": support.machine(), "jobs_per_way": args.jobs, "wall_s": round(wall, 1)}
+    bad = 0
+    for way in WAYS:
+        rows = results[way]
+        trips = [float(r["round_trip"]) for r in rows if r["round_trip"] is not None]
+        injects = [float(r["inject"]) for r in rows if r["inject"] is not None]
+        lost = sum(r["count"] == 0 for r in rows)
+        doubled = sum(r["count"] > 1 for r in rows)
+        unfinished = sum(r["state"] != "completed" for r in rows)
+        bad += lost + doubled + unfinished
+        summary[way] = {
+            "jobs": len(rows),
+            "via": sorted({str(r["via"]) for r in rows}),
+            "lost": lost,
+            "doubled": doubled,
+            "not_completed": unfinished,
+            "inject_ms_median": round(support.median(injects), 1) if injects else None,
+            "round_trip_ms_median": round(support.median(trips), 1) if trips else None,
+            "round_trip_ms_p90": round(_p90(trips), 1) if trips else None,
+        }
+    if args.json:
+        print(json.dumps(summary, indent=2))
+    else:
+        for way in WAYS:
+            s = summary[way]
+            print(
+                f"{way}: {s['jobs']} jobs via {s['via']}: lost {s['lost']}, doubled {s['doubled']}, "
+                f"not completed {s['not_completed']}; inject median {s['inject_ms_median']} ms; round trip "
+                f"median {s['round_trip_ms_median']} ms, p90 {s['round_trip_ms_p90']} ms"
+            )
+        print(f"wall {summary['wall_s']} s")
+    return 1 if bad else 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -121,7 +198,6 @@ def main(argv: list[str] | None = None) -> int:
     root = Path(tempfile.mkdtemp(prefix="mam-bench-occhan-"))
     tmux_name = f"mam-bench-{uuid.uuid4().hex[:8]}"
     model = broker = None
-    results: dict[str, list[dict[str, Any]]] = {w: [] for w in WAYS}
     try:
         home, ws = root / "home", Workspace((root / "ws").resolve())
         for sub in ("", ".config", ".local/share", ".local/state", ".cache"):
@@ -160,28 +236,7 @@ def main(argv: list[str] | None = None) -> int:
             )
         (ws.session_dir("paste") / opencode_server.CHANNEL_FILE).unlink()
         db = oc.db_path(home / ".local" / "share")
-        started = time.perf_counter()
-
-        def run(way: str) -> None:
-            warm = one_job(way, 0, env, ws, db)  # untimed: the session's first turn, caches
-            if warm["count"] != 1 or warm["state"] != "completed":
-                results[way].append(warm)  # still counted as lost, doubled or not completed
-            for i in range(1, args.jobs + 1):
-                results[way].append(one_job(way, i, env, ws, db))
-                if not args.json:
-                    r = results[way][-1]
-                    print(
-                        f"{way:5} {i:3}: {r['state']} via {r['via']} inject {r['inject']} ms "
-                        f"round trip {r['round_trip']} ms, told {r['count']}x",
-                        flush=True,
-                    )
-
-        threads = [threading.Thread(target=run, args=(w,)) for w in WAYS]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        wall = time.perf_counter() - started
+        results, wall = side_by_side(lambda way, i: one_job(way, i, env, ws, db), args.jobs, args.json)
         for way in WAYS:
             support.run_mam(["session", "stop", "--session", way], env, ws.root, timeout=120)
     finally:
@@ -192,38 +247,7 @@ def main(argv: list[str] | None = None) -> int:
             model.stop()
         shutil.rmtree(root, ignore_errors=True)
 
-    summary: dict[str, Any] = {"machine": support.machine(), "jobs_per_way": args.jobs, "wall_s": round(wall, 1)}
-    bad = 0
-    for way in WAYS:
-        rows = results[way]
-        trips = [float(r["round_trip"]) for r in rows if r["round_trip"] is not None]
-        injects = [float(r["inject"]) for r in rows if r["inject"] is not None]
-        lost = sum(r["count"] == 0 for r in rows)
-        doubled = sum(r["count"] > 1 for r in rows)
-        unfinished = sum(r["state"] != "completed" for r in rows)
-        bad += lost + doubled + unfinished
-        summary[way] = {
-            "jobs": len(rows),
-            "via": sorted({str(r["via"]) for r in rows}),
-            "lost": lost,
-            "doubled": doubled,
-            "not_completed": unfinished,
-            "inject_ms_median": round(support.median(injects), 1) if injects else None,
-            "round_trip_ms_median": round(support.median(trips), 1) if trips else None,
-            "round_trip_ms_p90": round(_p90(trips), 1) if trips else None,
-        }
-    if args.json:
-        print(json.dumps(summary, indent=2))
-    else:
-        for way in WAYS:
-            s = summary[way]
-            print(
-                f"{way}: {s['jobs']} jobs via {s['via']}: lost {s['lost']}, doubled {s['doubled']}, "
-                f"not completed {s['not_completed']}; inject median {s['inject_ms_median']} ms; round trip "
-                f"median {s['round_trip_ms_median']} ms, p90 {s['round_trip_ms_p90']} ms"
-            )
-        print(f"wall {summary['wall_s']} s")
-    return 1 if bad else 0
+    return report(results, args, wall)
 
 
 if __name__ == "__main__":

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import ClassVar
 
 from mam.agents import convo
+from mam.agents.channel import Outcome
 from mam.errors import AgentError, AgentNotInstalled
 
 # A keystroke step: ("text", "/exit") types literal text; ("key", "Enter") presses a named key;
@@ -55,10 +56,12 @@ class LaunchContext:
 
 @dataclass(frozen=True)
 class SessionOptions:
-    """Options for one launch: argv appended after the CLI's own launch/resume arguments, env added to the pane's."""
+    """Options for one launch: argv appended after the CLI's own launch/resume arguments, env added to the pane's,
+    and `wrap`: argv put before the CLI's (a mam helper that starts something first, then execs the CLI)."""
 
     args: tuple[str, ...] = ()
     env: Mapping[str, str] = field(default_factory=dict)
+    wrap: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -257,7 +260,14 @@ class AgentAdapter:
 
     @staticmethod
     def with_options(argv: Sequence[str], options: SessionOptions) -> list[str]:
-        return [*argv, *options.args]
+        return [*options.wrap, *argv, *options.args]
+
+    def deliver_through_channel(
+        self, state_dir: Path, text: str, conversation_id: str | None, cwd: str
+    ) -> Outcome | None:
+        """Start a turn holding `text` through the CLI's own server when this launch of the session opened one
+        (mam.agents.channel says what each outcome means); None: no channel, the brief is pasted."""
+        return None
 
     # -- first-run dialogs --------------------------------------------------------------------
     def trust_folder(self, cwd: str, env: Mapping[str, str]) -> Path | None:

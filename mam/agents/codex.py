@@ -12,8 +12,9 @@ from collections.abc import Mapping
 from datetime import date, datetime
 from pathlib import Path
 
-from mam.agents import convo, trust
+from mam.agents import codex_server, convo, trust
 from mam.agents.base import AgentAdapter, LaunchContext, SessionOptions
+from mam.agents.channel import Outcome
 from mam.agents.hooks import codex_notify
 
 
@@ -34,8 +35,9 @@ class CodexAdapter(AgentAdapter):
     env_keys = ("HOME", "CODEX_HOME")
     paste_placeholders = ("[Pasted Content",)
     # Verified with 0.171.0 (docs/agents.md): without --no-daemon the TUI attaches to a shared
-    # `codex app-server` whose environment is not the pane's; with the login shell on, the tool
-    # shell's /etc/profile resets PATH and `mam` is not found.
+    # `codex app-server` whose environment is not the pane's (a launch with the delivery channel runs
+    # its own app-server from the pane instead: `--remote` takes --no-daemon's place, session_options);
+    # with the login shell on, the tool shell's /etc/profile resets PATH and `mam` is not found.
     session_args = ("--no-daemon", "-c", "allow_login_shell=false")
     full_args = ("--dangerously-bypass-approvals-and-sandbox",)
     trust_markers = ("Trust this folder?", "Trust and continue")
@@ -46,6 +48,21 @@ class CodexAdapter(AgentAdapter):
         # First start without a login (no auth.json, no provider of the user's own): a sign-in picker.
         "Choose how you want to use Codex.",
     )
+
+    def session_options(self, ctx: LaunchContext) -> SessionOptions:
+        """The base options, run on this launch's own app-server: the delivery channel
+        (mam.agents.codex_server: the TUI gets `--remote` instead of `--no-daemon`). Not with
+        --no-trust: a TUI on an app-server never asks "Trust this folder?" (checked with 0.171.0: it
+        starts in an untrusted repository without asking), and --no-trust relies on that question."""
+        options = super().session_options(ctx)
+        if not codex_server.available() or not ctx.trust:
+            return options
+        return codex_server.with_channel(options, ctx)
+
+    def deliver_through_channel(
+        self, state_dir: Path, text: str, conversation_id: str | None, cwd: str
+    ) -> Outcome | None:
+        return codex_server.deliver(state_dir, text, conversation_id, cwd)
 
     def report_options(self, ctx: LaunchContext) -> SessionOptions:
         """Codex has no per-session allow rule (its .rules files load only from CODEX_HOME and the

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from mam.agents import convo, opencode_server
 from mam.agents.base import AgentAdapter, LaunchContext, SessionOptions
+from mam.agents.channel import Outcome
 from mam.errors import AgentError
 
 
@@ -45,6 +46,12 @@ class OpencodeAdapter(AgentAdapter):
         options = super().session_options(ctx)
         args, env = opencode_server.launch_options(opencode_server.open_channel(ctx.state_dir))
         return SessionOptions(args=(*options.args, *args), env={**options.env, **env})
+
+    def deliver_through_channel(
+        self, state_dir: Path, text: str, conversation_id: str | None, cwd: str
+    ) -> Outcome | None:
+        channel = opencode_server.read_channel(state_dir)
+        return None if channel is None else opencode_server.deliver(channel, text, conversation_id)
 
     def report_options(self, ctx: LaunchContext) -> SessionOptions:
         """One bash allow rule, given as the highest-precedence config layer (OPENCODE_CONFIG_CONTENT).

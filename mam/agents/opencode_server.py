@@ -23,11 +23,12 @@ import os
 import secrets
 import socket
 from dataclasses import dataclass
-from enum import Enum
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+from mam.agents.channel import NoAnswer, Outcome, Refused
+from mam.agents.channel import deliver as deliver_in
 from mam.util.fs import atomic_write_json
 
 CHANNEL_FILE = "opencode-server.json"
@@ -41,19 +42,6 @@ class Channel:
     port: int
     password: str
     username: str = USERNAME
-
-
-class Sent(Enum):
-    DELIVERED = "delivered"  # the server took the prompt (204): a turn started
-    UNAVAILABLE = "unavailable"  # nothing was taken: the paste may go ahead
-    UNKNOWN = "unknown"  # the prompt went out but no answer came: never paste after it
-
-
-@dataclass(frozen=True)
-class Outcome:
-    sent: Sent
-    why: str = ""
-    conversation_id: str = ""
 
 
 def free_port() -> int:
@@ -94,14 +82,6 @@ def read_channel(state_dir: Path) -> Channel | None:
         return None
 
 
-class _Refused(Exception):
-    """Nothing was taken: no connection, or a refusal (4xx: a wrong secret, no such session...)."""
-
-
-class _NoAnswer(Exception):
-    """The request went out and no answer came, or a server error (5xx): it may have been taken."""
-
-
 def _call(channel: Channel, method: str, path: str, body: Any | None) -> Any:
     auth = base64.b64encode(f"{channel.username}:{channel.password}".encode()).decode()
     headers = {"Authorization": f"Basic {auth}", "Accept": "application/json"}
@@ -113,17 +93,17 @@ def _call(channel: Channel, method: str, path: str, body: Any | None) -> Any:
         try:
             conn.connect()
         except OSError as e:
-            raise _Refused(f"opencode's server on {HOST}:{channel.port} is not reachable: {e}") from None
+            raise Refused(f"opencode's server on {HOST}:{channel.port} is not reachable: {e}") from None
         try:
             conn.request(method, path, body=data, headers=headers)
             resp = conn.getresponse()
             payload = resp.read()
         except (OSError, http.client.HTTPException) as e:
-            raise _NoAnswer(f"no answer from opencode's server to {method} {path.split('?')[0]}: {e}") from None
+            raise NoAnswer(f"no answer from opencode's server to {method} {path.split('?')[0]}: {e}") from None
         if resp.status >= 500:  # it may have failed half-way through
-            raise _NoAnswer(f"opencode's server answered {resp.status} to {method} {path.split('?')[0]}")
+            raise NoAnswer(f"opencode's server answered {resp.status} to {method} {path.split('?')[0]}")
         if resp.status // 100 != 2:
-            raise _Refused(f"opencode's server answered {resp.status} to {method} {path.split('?')[0]}")
+            raise Refused(f"opencode's server answered {resp.status} to {method} {path.split('?')[0]}")
         return json.loads(payload) if payload.strip() else None
     finally:
         with contextlib.suppress(OSError):
@@ -132,26 +112,24 @@ def _call(channel: Channel, method: str, path: str, body: Any | None) -> Any:
 
 def deliver(channel: Channel, text: str, conversation_id: str | None) -> Outcome:
     """Start a turn holding `text` in the session `conversation_id` (a new one when None, as a paste
-    into a fresh TUI would), shown in the TUI first. Only the prompt itself can leave an unknown
-    outcome; every step before it either works or took nothing."""
-    try:
-        if not conversation_id:
+    into a fresh TUI would), shown in the TUI first (mam.agents.channel: what each answer means)."""
+
+    def find() -> str:
+        found = conversation_id
+        if not found:
             made = _call(channel, "POST", "/session", {})
-            conversation_id = str((made or {}).get("id") or "")
-            if not conversation_id.startswith("ses_"):
-                return Outcome(Sent.UNAVAILABLE, f"opencode's server made no session: {made!r}")
-        _call(channel, "POST", "/tui/select-session", {"sessionID": conversation_id})
-    except (_Refused, _NoAnswer) as e:  # nothing typed yet: the paste may go ahead
-        return Outcome(Sent.UNAVAILABLE, str(e), conversation_id or "")
-    try:
+            found = str((made or {}).get("id") or "")
+            if not found.startswith("ses_"):
+                raise Refused(f"opencode's server made no session: {made!r}")
+        _call(channel, "POST", "/tui/select-session", {"sessionID": found})
+        return found
+
+    def start(found: str) -> None:
         _call(
             channel,
             "POST",
-            f"/session/{quote(conversation_id, safe='')}/prompt_async",
+            f"/session/{quote(found, safe='')}/prompt_async",
             {"parts": [{"type": "text", "text": text}]},
         )
-    except _Refused as e:
-        return Outcome(Sent.UNAVAILABLE, str(e), conversation_id)
-    except _NoAnswer as e:  # it may have started a turn: never paste after it
-        return Outcome(Sent.UNKNOWN, str(e), conversation_id)
-    return Outcome(Sent.DELIVERED, "", conversation_id)
+
+    return deliver_in(find, start)

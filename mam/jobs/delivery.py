@@ -12,7 +12,8 @@ import subprocess
 import time
 from typing import Protocol
 
-from mam.agents import get_adapter, opencode_server
+from mam.agents import get_adapter
+from mam.agents.channel import Sent
 from mam.agents.ready import check_no_dialog, wait_ready
 from mam.errors import AgentDialog, JobError, MamError
 from mam.jobs import heartbeat
@@ -183,24 +184,23 @@ class PaneDelivery:
 
     def _through_channel(self, text: str, ledger: Ledger) -> str:
         """Start the agent's turn through its CLI's own channel when the session's launch opened one
-        (opencode: mam.agents.opencode_server): "channel" when it went that way, "" to paste instead
-        (no channel, or one that took nothing: noted as `channel_unavailable`). A prompt sent that got
-        no answer counts as delivered: pasting after it could type the brief twice; a brief that was
-        lost is caught by the start deadline, as a lost paste is."""
+        (opencode: mam.agents.opencode_server, codex: mam.agents.codex_server): "channel" when it went
+        that way, "" to paste instead (no channel, or one that took nothing: noted as
+        `channel_unavailable`). A prompt sent that got no answer counts as delivered: pasting after it
+        could type the brief twice; a brief that was lost is caught by the start deadline, as a lost
+        paste is."""
         row = self.row
         assert row is not None
-        if row.agent != "opencode":
+        adapter = get_adapter(row.agent)
+        outcome = adapter.deliver_through_channel(self.ws.session_dir(row.name), text, row.conversation_id, row.cwd)
+        if outcome is None:
             return ""
-        channel = opencode_server.read_channel(self.ws.session_dir(row.name))
-        if channel is None:
-            return ""
-        outcome = opencode_server.deliver(channel, text, row.conversation_id)
-        if outcome.sent is opencode_server.Sent.UNAVAILABLE:
+        if outcome.sent is Sent.UNAVAILABLE:
             ledger.note("channel_unavailable", pane=row.pane_id, note=outcome.why)
             return ""
         if outcome.conversation_id and outcome.conversation_id != row.conversation_id:
             self.row = self.registry.update_session(row.name, conversation_id=outcome.conversation_id)
-        if outcome.sent is opencode_server.Sent.UNKNOWN:
+        if outcome.sent is Sent.UNKNOWN:
             ledger.note("channel_no_answer", pane=row.pane_id, note=outcome.why)
         return "channel"
 

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from mam.agents import opencode_server as ocs
+from mam.agents.channel import Outcome, Sent
 
 
 class StandIn:
@@ -94,7 +95,7 @@ def test_a_channel_file_others_may_read_is_not_used(tmp_path: Path) -> None:
 
 def test_a_fresh_tui_gets_a_session_shown_then_the_prompt(server: StandIn) -> None:
     out = ocs.deliver(ocs.Channel(server.port, "s3cret"), "the brief", None)
-    assert out == ocs.Outcome(ocs.Sent.DELIVERED, "", "ses_new1")
+    assert out == Outcome(Sent.DELIVERED, "", "ses_new1")
     assert [path for _m, path, _b in server.calls] == [
         "/session",
         "/tui/select-session",
@@ -106,22 +107,22 @@ def test_a_fresh_tui_gets_a_session_shown_then_the_prompt(server: StandIn) -> No
 
 def test_a_known_conversation_is_shown_and_prompted(server: StandIn) -> None:
     out = ocs.deliver(ocs.Channel(server.port, "s3cret"), "b", "ses_old")
-    assert out.sent is ocs.Sent.DELIVERED and out.conversation_id == "ses_old"
+    assert out.sent is Sent.DELIVERED and out.conversation_id == "ses_old"
     assert [path for _m, path, _b in server.calls] == ["/tui/select-session", "/session/ses_old/prompt_async"]
 
 
 def test_a_wrong_secret_or_no_server_takes_nothing(server: StandIn) -> None:
     wrong = ocs.deliver(ocs.Channel(server.port, "guess"), "b", "ses_old")
-    assert wrong.sent is ocs.Sent.UNAVAILABLE and "401" in wrong.why and server.calls == []
+    assert wrong.sent is Sent.UNAVAILABLE and "401" in wrong.why and server.calls == []
     closed = ocs.Channel(ocs.free_port(), "s3cret")
-    assert ocs.deliver(closed, "b", "ses_old").sent is ocs.Sent.UNAVAILABLE
+    assert ocs.deliver(closed, "b", "ses_old").sent is Sent.UNAVAILABLE
 
 
 def test_a_refused_prompt_is_unavailable_but_a_lost_answer_or_a_server_error_is_unknown(server: StandIn) -> None:
     channel = ocs.Channel(server.port, "s3cret")
     server.prompt_status = 404
-    assert ocs.deliver(channel, "b", "ses_old").sent is ocs.Sent.UNAVAILABLE
+    assert ocs.deliver(channel, "b", "ses_old").sent is Sent.UNAVAILABLE
     server.prompt_status = 500
-    assert ocs.deliver(channel, "b", "ses_old").sent is ocs.Sent.UNKNOWN
+    assert ocs.deliver(channel, "b", "ses_old").sent is Sent.UNKNOWN
     server.drop_prompt = True
-    assert ocs.deliver(channel, "b", "ses_old").sent is ocs.Sent.UNKNOWN
+    assert ocs.deliver(channel, "b", "ses_old").sent is Sent.UNKNOWN

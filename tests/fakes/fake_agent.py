@@ -824,6 +824,9 @@ def trust_dialog(name: str, cwd: str, env: Mapping[str, str]) -> str:
 
 
 def main(name: str, argv: list[str]) -> int:
+    if name == "codex" and argv[:1] == ["app-server"]:  # no app-server here: mam starts the TUI without it
+        print("fake codex: no app-server", file=sys.stderr)
+        return 1
     started = time.time()
     log("start", agent=name, argv=[name, *argv], cwd=os.getcwd())
     cli = CLIS[name]

@@ -196,6 +196,7 @@ SCREEN = "a pane's screen: tmux and herdr tell nobody when it changes"
 PROCESS = "another process's end or start (not a child of ours: no wait() for it)"
 POLLING: dict[str, str] = {
     "agents/ready.py:wait_ready": SCREEN + " (the agent's ready screen)",
+    "agents/codex_server.py:start_server": "codex's app-server socket appearing after its start (it pokes nobody)",
     "broker/embedded.py:_wait_port": "the embedded broker's TCP port starting to accept",
     "broker/embedded.py:_wait_gone": PROCESS + " (the embedded broker)",
     "cli/node.py:_let_go_of_an_idle_autostarted_node": PROCESS + " (the autostarted node let go)",
