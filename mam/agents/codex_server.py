@@ -35,6 +35,7 @@ from mam.agents import convo
 from mam.agents.base import LaunchContext, SessionOptions
 from mam.agents.channel import NoAnswer, Outcome, Refused
 from mam.agents.channel import deliver as deliver_in
+from mam.outcomes import Exit
 from mam.util.poll import Timeout, wait_for
 from mam.util.proc import module_argv
 from mam.util.websocket import Client
@@ -109,7 +110,7 @@ def _die_with_parent(parent: int) -> None:
     """In the app-server's child, before its exec: SIGTERM when the pane's process ends."""
     libc = ctypes.CDLL(None, use_errno=True)
     if libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0) != 0 or os.getppid() != parent:
-        os._exit(1)  # no guard, or the parent already gone: never run unguarded
+        os._exit(Exit.FAILED)  # no guard, or the parent already gone: never run unguarded
 
 
 def address(sock: Path) -> str:
@@ -171,7 +172,7 @@ def main(argv: list[str]) -> int:
         print(f"mam: {why}; starting codex without its delivery channel (see {log})", file=sys.stderr)
         tui = plain
     os.execvp(tui[0], tui)
-    return 1  # not reached
+    return Exit.FAILED  # not reached
 
 
 # -- at delivery ---------------------------------------------------------------------------------------
