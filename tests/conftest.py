@@ -26,9 +26,18 @@ ENV_PREFIXES = ("MQTT_", "MAM_", "HERDR_", "TMUX", "CLAUDE_", "CODEX_", "GROK_",
 LONG_TIMEOUT_S = 120.0  # pyproject.toml's default timeout: a test that asks for more is a long one
 
 
+# Fixtures that wait for tests/deploy's shared install.sh run (tests/deploy/test_install.py `installed`), which the
+# deploy group's worker builds first (80-180 s): a test outside the group that asks for it is not put first, where
+# its worker would sit on the install's lock (54 s of a 2026-12-06 run) instead of running other tests.
+WAITS_FOR_SHARED_INSTALL = frozenset({"installed", "installed_workspace"})
+
+
 def expected_long(item: pytest.Item) -> float:
     """How long a test may run when it asked for more than the default timeout (0 for the rest): its own
-    `timeout` marker, at least 300 s for one marked `slow`."""
+    `timeout` marker, at least 300 s for one marked `slow`; 0 for one outside an xdist group that waits for the
+    shared install (WAITS_FOR_SHARED_INSTALL)."""
+    if WAITS_FOR_SHARED_INSTALL & set(getattr(item, "fixturenames", ())) and not item.get_closest_marker("xdist_group"):
+        return 0.0
     marker = item.get_closest_marker("timeout")
     limit = float(marker.args[0]) if marker is not None and marker.args else 0.0
     if item.get_closest_marker("slow") is not None:

@@ -174,10 +174,14 @@ def test_looking_starts_no_node(wired):
 
 
 def test_a_socket_others_may_use_is_not_trusted(wired):
-    start_node(wired)
+    pid = start_node(wired)
     os.chmod(wired.state / "run" / "node.sock", 0o666)
-    caller, owner = ran_where("--target", "w", "--brief", "x", *SHORT)
+    # MAM_NO_AUTOSTART=1: the caller looks at the socket (mam.node.client.connect refuses it) and runs the job
+    # itself at once. With autostart it would also try to start a node, find the running one's lock held and
+    # wait out START_WAIT_S (20 s) before running it here: the same refusal, 20 s later.
+    caller, owner = ran_where("--target", "w", "--brief", "x", *SHORT, env={"MAM_NO_AUTOSTART": "1"})
     assert caller == owner  # it ran in the caller's own process
+    assert node_pid(wired) == pid  # although the node still served
 
 
 def test_it_ends_with_the_workspace_tmux_server(wired, tmux_server):

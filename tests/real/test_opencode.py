@@ -9,6 +9,7 @@ shares one HOME, workspace, tmux server and model server; each test has its own 
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,6 +19,7 @@ import pytest
 from tests.helpers import brokers
 from tests.real import _opencode_home as oc
 from tests.real import _scenario as sc
+from tests.real import test_opencode_channel as ch
 from tests.real._known_gaps import opencode_ready_without_looking
 from tests.real.clis import BY_NAME
 from tests.real.conftest import Rig, skip_module_without
@@ -98,6 +100,9 @@ def test_delegate_in_a_fresh_folder_then_stop_and_resume_the_same_conversation(r
 
 @PASTES_TOO_EARLY
 def test_a_command_outside_the_allow_rules_leaves_the_prompt_and_the_job_ends_with_a_reason(rig: Rig) -> None:
+    """Then, with the prompt still up, the next job is refused: nothing delivered, through opencode's server
+    (the channel, tests/real/test_opencode_channel.py) or the paste, and its brief not in opencode.db. (One
+    test for both: each waits out its first job's 60 s timeout.)"""
     session = "oc-ask"
     cwd = sc.git_folder(rig.ws.root / "ask-repo")
     rig.create(session, cwd=cwd)
@@ -108,3 +113,10 @@ def test_a_command_outside_the_allow_rules_leaves_the_prompt_and_the_job_ends_wi
     pane, screen = sc.left_waiting(rig, session, d)  # it reported, then waited for a person
     assert oc.PROMPT_TEXT in screen, rig.shown(pane)
     assert not marker.exists()
+
+    second = sc.delegate(rig, session, "Say hello.", timeout=60, start_deadline=30)
+    lines = ch.audit(rig, second.record["id"])
+    assert second.rc != 0 and not ch.injected(lines), (second.record, ch.kinds(lines))
+    assert "permission prompt" in json.dumps(second.record), second.record
+    assert ch.told(rig, session, second.tag) == 0
+    assert oc.PROMPT_TEXT in rig.screen(pane) and not marker.exists(), rig.shown(pane)

@@ -120,9 +120,9 @@ def test_a_late_ack_does_not_satisfy_a_later_wait_for_the_same_packet_id(holding
 
 
 def test_a_message_is_matched_against_wildcard_subscriptions_only(
-    mosquitto_broker: object, monkeypatch: pytest.MonkeyPatch
+    broker: object, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    endpoint = mosquitto_broker.endpoint()  # type: ignore[attr-defined]
+    endpoint = broker.endpoint()  # type: ignore[attr-defined]
     client = MqttClient(endpoint).connect(timeout=5)
     got: dict[str, list[bytes]] = {}
     done = threading.Event()
@@ -178,11 +178,11 @@ def test_publishes_handed_over_while_disconnected_do_not_break_the_next_publish_
     assert "did not acknowledge 2 publish(es)" in caplog.text
 
 
-def test_two_handlers_of_one_topic_each_hear_it_and_one_leaving_keeps_the_other(mosquitto_broker, poll):
+def test_two_handlers_of_one_topic_each_hear_it_and_one_leaving_keeps_the_other(broker, poll):
     """A node's attempts look at one runner's presence at once, on one connection: each subscribe is told
     (the broker re-sends the retained message to the new subscription), and one look's unsubscribe must not
     end the other's (it once replaced the other's handler: at 500 sessions, 1,002 jobs `target_not_found`)."""
-    client = MqttClient(mosquitto_broker.endpoint(), reconnect=False).connect(timeout=5)
+    client = MqttClient(broker.endpoint(), reconnect=False).connect(timeout=5)
     try:
         topic = "mam/test/shared/presence"
         client.publish(topic, b"here", qos=1, retain=True)
