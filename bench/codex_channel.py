@@ -23,19 +23,15 @@ temporary folder). Exits 1 if any delivery was lost or doubled or a job did not 
 
 from __future__ import annotations
 
-import os
 import shutil
-import subprocess
 import sys
-import tempfile
-import uuid
 from pathlib import Path
 from typing import Any
 
 sys.path.append(str(Path(__file__).resolve().parents[1]))
 
 from bench import _support as support  # noqa: E402
-from bench.opencode_channel import WAYS, _args, delegate, report, session_row, side_by_side  # noqa: E402
+from bench.opencode_channel import _args, delegate, report, rig, session_row, side_by_side  # noqa: E402
 
 
 def one_job(session: str, i: int, env: dict[str, str], ws: Any, codex_home: Path) -> dict[str, Any]:
@@ -55,64 +51,18 @@ def main(argv: list[str] | None = None) -> int:
     if not support.have_tmux("codex_channel"):
         return 2
     from mam.agents import codex_server
-    from mam.workspace import Workspace
     from tests.real import _codex_home as cx
-    from tests.real.clis import BY_NAME, cache_dir
-    from tests.real.openai_server import ScriptedModel
 
-    cli = BY_NAME["codex"]
-    exe = cli.executable(cache_dir())
-    if exe is None or not cli.ready(cache_dir()):
-        print(f"codex_channel: error: codex {cli.version} is not in {cache_dir()}", file=sys.stderr)
-        return 2
-    root = Path(tempfile.mkdtemp(prefix="mam-bench-cxchan-"))
-    tmux_name = f"mam-bench-{uuid.uuid4().hex[:8]}"
-    model = broker = None
-    try:
-        home, ws = root / "home", Workspace((root / "ws").resolve())
-        for sub in ("", ".config", ".local/share", ".local/state", ".cache"):
-            (home / sub).mkdir(parents=True, exist_ok=True)
-        ws.root.mkdir()
-        model = ScriptedModel(log_path=str(root / "model.jsonl")).start()
-        codex_home = home / ".codex"
-        cx.write_config(codex_home, base_url=model.base_url)
-        broker = (support.start_amqtt if args.broker == "amqtt" else support.start_mosquitto)(root)
-        env = support.clean_environ(
-            root / "pycache",
-            PATH=f"{exe.parent}{os.pathsep}{os.environ['PATH']}",
-            MAM_WORKSPACE=str(ws.root),
-            MAM_TMUX_SERVER=tmux_name,
-            MQTT_BROKER=broker.host,
-            MQTT_PORT=str(broker.port),
-            HOME=str(home),
-            CODEX_HOME=str(codex_home),
-            TERM="xterm-256color",
-            LANG="C.UTF-8",
-            SHELL="/bin/bash",
-            **{cx.KEY_VAR: "dummy-key-for-bench"},
-        )
-        for way in WAYS:
-            folder = ws.root / f"{way}-repo"
-            folder.mkdir()
-            subprocess.run(["git", "init", "-q", str(folder)], check=True)
-            support.run_mam(
-                ["session", "create", "--agent", "codex", "--role", "developer", "--session", way]
-                + ["--cwd", str(folder), "--json"],
-                env,
-                ws.root,
-                timeout=200,
-            )
-        shutil.rmtree(codex_server.channel_dir(ws.session_dir("paste")))
-        results, wall = side_by_side(lambda way, i: one_job(way, i, env, ws, codex_home), args.jobs, args.json)
-        for way in WAYS:
-            support.run_mam(["session", "stop", "--session", way], env, ws.root, timeout=120)
-    finally:
-        support.kill_tmux(tmux_name)
-        if broker is not None:
-            broker.stop()
-        if model is not None:
-            model.stop()
-        shutil.rmtree(root, ignore_errors=True)
+    def configure(home: Path, model: Any) -> dict[str, str]:
+        cx.write_config(home / ".codex", base_url=model.base_url)
+        return {"CODEX_HOME": str(home / ".codex"), cx.KEY_VAR: "dummy-key-for-bench"}
+
+    with rig("codex", args.broker, configure) as r:
+        if r is None:
+            return 2
+        shutil.rmtree(codex_server.channel_dir(r.ws.session_dir("paste")))
+        home = r.home / ".codex"
+        results, wall = side_by_side(lambda way, i: one_job(way, i, r.env, r.ws, home), args.jobs, args.json)
     return report(results, args, wall)
 
 

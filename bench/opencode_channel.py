@@ -33,7 +33,9 @@ import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -180,22 +182,30 @@ def report(results: dict[str, list[dict[str, Any]]], args: argparse.Namespace, w
     return 1 if bad else 0
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = _args(argv)
-    if not support.have_tmux("opencode_channel"):
-        return 2
-    from mam.agents import opencode_server
+@dataclass
+class Rig:
+    env: dict[str, str]
+    ws: Any  # mam.workspace.Workspace
+    home: Path
+
+
+@contextmanager
+def rig(agent: str, broker_kind: str, configure: Callable[[Path, Any], dict[str, str]]) -> Iterator[Rig | None]:
+    """The two sessions of a channel bench (`chan`, `paste`, each in a git folder of its own) of the pinned
+    real `agent` (None when it is not installed) with a private HOME, the scripted model server of
+    tests/real, a private tmux server and broker; `configure(home, model)` writes the CLI's config and
+    returns its environment. Afterwards the sessions are stopped and everything is gone."""
     from mam.workspace import Workspace
-    from tests.real import _opencode_home as oc
     from tests.real.clis import BY_NAME, cache_dir
     from tests.real.openai_server import ScriptedModel
 
-    cli = BY_NAME["opencode"]
+    cli = BY_NAME[agent]
     exe = cli.executable(cache_dir())
     if exe is None or not cli.ready(cache_dir()):
-        print(f"opencode_channel: error: opencode {cli.version} is not in {cache_dir()}", file=sys.stderr)
-        return 2
-    root = Path(tempfile.mkdtemp(prefix="mam-bench-occhan-"))
+        print(f"{agent}_channel: error: {agent} {cli.version} is not in {cache_dir()}", file=sys.stderr)
+        yield None
+        return
+    root = Path(tempfile.mkdtemp(prefix=f"mam-bench-{agent}-chan-"))
     tmux_name = f"mam-bench-{uuid.uuid4().hex[:8]}"
     model = broker = None
     try:
@@ -204,8 +214,8 @@ def main(argv: list[str] | None = None) -> int:
             (home / sub).mkdir(parents=True, exist_ok=True)
         ws.root.mkdir()
         model = ScriptedModel(log_path=str(root / "model.jsonl")).start()
-        oc.write_config(home / ".config", base_url=model.base_url)
-        broker = (support.start_amqtt if args.broker == "amqtt" else support.start_mosquitto)(root)
+        extra = configure(home, model)
+        broker = (support.start_amqtt if broker_kind == "amqtt" else support.start_mosquitto)(root)
         env = support.clean_environ(
             root / "pycache",
             PATH=f"{exe.parent}{os.pathsep}{os.environ['PATH']}",
@@ -214,29 +224,23 @@ def main(argv: list[str] | None = None) -> int:
             MQTT_BROKER=broker.host,
             MQTT_PORT=str(broker.port),
             HOME=str(home),
-            XDG_CONFIG_HOME=str(home / ".config"),
-            XDG_DATA_HOME=str(home / ".local/share"),
-            XDG_STATE_HOME=str(home / ".local/state"),
-            XDG_CACHE_HOME=str(home / ".cache"),
             TERM="xterm-256color",
             LANG="C.UTF-8",
             SHELL="/bin/bash",
-            **oc.ENV,
+            **extra,
         )
         for way in WAYS:
             folder = ws.root / f"{way}-repo"
             folder.mkdir()
             subprocess.run(["git", "init", "-q", str(folder)], check=True)
             support.run_mam(
-                ["session", "create", "--agent", "opencode", "--role", "developer", "--session", way]
+                ["session", "create", "--agent", agent, "--role", "developer", "--session", way]
                 + ["--cwd", str(folder), "--json"],
                 env,
                 ws.root,
                 timeout=200,
             )
-        (ws.session_dir("paste") / opencode_server.CHANNEL_FILE).unlink()
-        db = oc.db_path(home / ".local" / "share")
-        results, wall = side_by_side(lambda way, i: one_job(way, i, env, ws, db), args.jobs, args.json)
+        yield Rig(env, ws, home)
         for way in WAYS:
             support.run_mam(["session", "stop", "--session", way], env, ws.root, timeout=120)
     finally:
@@ -247,6 +251,25 @@ def main(argv: list[str] | None = None) -> int:
             model.stop()
         shutil.rmtree(root, ignore_errors=True)
 
+
+def main(argv: list[str] | None = None) -> int:
+    args = _args(argv)
+    if not support.have_tmux("opencode_channel"):
+        return 2
+    from mam.agents import opencode_server
+    from tests.real import _opencode_home as oc
+
+    def configure(home: Path, model: Any) -> dict[str, str]:
+        oc.write_config(home / ".config", base_url=model.base_url)
+        xdg = {"CONFIG": ".config", "DATA": ".local/share", "STATE": ".local/state", "CACHE": ".cache"}
+        return {**{f"XDG_{k}_HOME": str(home / v) for k, v in xdg.items()}, **oc.ENV}
+
+    with rig("opencode", args.broker, configure) as r:
+        if r is None:
+            return 2
+        (r.ws.session_dir("paste") / opencode_server.CHANNEL_FILE).unlink()
+        db = oc.db_path(r.home / ".local" / "share")
+        results, wall = side_by_side(lambda way, i: one_job(way, i, r.env, r.ws, db), args.jobs, args.json)
     return report(results, args, wall)
 
 

@@ -7,6 +7,8 @@ Nothing here reads or writes the real user's `~/.codex`: every path comes from t
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -96,3 +98,21 @@ def total_input_tokens(path: Path) -> int | None:
         if rec.get("type") == "event_msg" and p.get("type") == "token_count" and isinstance(p.get("info"), dict):
             total = int((p["info"].get("total_token_usage") or {}).get("input_tokens") or 0)
     return total
+
+
+@contextmanager
+def module_rig(tmp_path_factory: Any, real_broker: Any) -> Iterator[Any]:
+    """A test module's codex rig (tests/real/_scenario.module_rig): its CODEX_HOME, with config.toml written
+    for the rig's scripted model server."""
+    from tests.real import _scenario as sc
+    from tests.real.openai_server import ScriptedModel
+
+    with sc.module_rig(
+        "codex",
+        tmp_path_factory,
+        real_broker,
+        ScriptedModel,
+        env=lambda root, model: {"CODEX_HOME": str(root / "home" / ".codex"), KEY_VAR: "dummy-key-for-tests"},
+    ) as r:
+        write_config(r.home / ".codex", base_url=r.model.base_url)
+        yield r

@@ -24,7 +24,6 @@ from tests.helpers import brokers
 from tests.real import _codex_home as cx
 from tests.real import _scenario as sc
 from tests.real.conftest import Rig, skip_module_without
-from tests.real.openai_server import ScriptedModel
 
 skip_module_without("codex")
 pytestmark = [pytest.mark.timeout(600)]
@@ -32,14 +31,7 @@ pytestmark = [pytest.mark.timeout(600)]
 
 @pytest.fixture(scope="module")
 def rig(tmp_path_factory: pytest.TempPathFactory, real_broker: brokers.RunningBroker) -> Iterator[Rig]:
-    with sc.module_rig(
-        "codex",
-        tmp_path_factory,
-        real_broker,
-        ScriptedModel,
-        env=lambda root, model: {"CODEX_HOME": str(root / "home" / ".codex"), cx.KEY_VAR: "dummy-key-for-tests"},
-    ) as r:
-        cx.write_config(r.home / ".codex", base_url=r.model.base_url)
+    with cx.module_rig(tmp_path_factory, real_broker) as r:
         yield r
 
 
