@@ -124,27 +124,23 @@ def _process(tmux: str, socket: str, args: tuple[str, ...]) -> subprocess.Comple
 
 
 def _client(tmux: str, socket: str) -> Client | None:
+    """The live client of the server at `socket`, started if need be; None when none can start. One is
+    started at a time, under the lock: tmux 3.3a's server crashed (SIGSEGV) when two control clients
+    attached at once and one of them left at once."""
     with _lock:
         client = _clients.get(socket)
         if client is not None and client.alive():
             return client
         _clients.pop(socket, None)
-    if client is not None:
-        client.close()
-    if not os.path.exists(socket):
-        return None
-    try:
-        client = Client(tmux, socket)
-    except OSError:
-        return None
-    with _lock:
-        if _folder is None:  # closed meanwhile
+        if client is not None:
             client.close()
+        if _folder is None or not os.path.exists(socket):
             return None
-        other = _clients.setdefault(socket, client)
-    if other is not client:
-        client.close()
-    return other
+        try:
+            client = _clients[socket] = Client(tmux, socket)
+        except OSError:
+            return None
+        return client
 
 
 def _commands(args: tuple[str, ...]) -> list[tuple[str, ...]]:
@@ -266,9 +262,11 @@ class Client:
 
 
 def _answer(args: tuple[str, ...], lines: list[bytes]) -> subprocess.CompletedProcess[bytes]:
-    """The command's block among `lines` (everything read before its sentinel's block): from its first
-    `%begin` to the last line that ends it (`%end`/`%error` with the same time, number and flags)."""
-    begin = next((i for i, line in enumerate(lines) if line.startswith(b"%begin ")), None)
+    """The command's block among `lines` (everything read before its sentinel's block): from the first
+    `%begin` of a command this client wrote (flags 1; the client's own attach answers with flags 0, and
+    under load tmux may print that block after the first commands' answers) to the last line that ends it
+    (`%end`/`%error` with the same time, number and flags)."""
+    begin = next((i for i, line in enumerate(lines) if line.startswith(b"%begin ") and line.endswith(b" 1")), None)
     if begin is None:
         raise OSError("the tmux control client answered out of step")
     tail = lines[begin].split(b" ")[1:]

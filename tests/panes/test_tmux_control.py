@@ -12,6 +12,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -161,6 +162,33 @@ def test_a_look_a_dying_client_did_not_answer_is_asked_again_as_a_process(
     looked = backend.pane(info.pane_id)  # never "gone" because the client was
     assert looked is not None and looked.pid == info.pid
     assert [argv[3] for argv in started] == ["display-message"]
+
+
+def test_looks_from_several_threads_at_once_each_get_their_own_answer(
+    workspace: Workspace, tmux_server, tmp_path: Path
+) -> None:
+    """Two sessions' first jobs at once: each thread's first look starts or shares the one client. (Two
+    clients attaching at once, one leaving at once, crashed tmux 3.3a's server; the attach's own block
+    printed after a first answer was once taken for it, and a live pane for gone.)"""
+    backend = TmuxBackend(tmux_server.name, settings=settings(), ws=workspace)
+    panes = [backend.create_pane(name=n, argv=["sleep", "600"], cwd=str(tmp_path), env=ENV) for n in "ab"]
+    for _ in range(15):
+        tmux_control.serve(workspace.run_dir / "tmux")
+        try:
+            seen: dict[int, object] = {}
+            threads = [
+                threading.Thread(target=lambda k=k: seen.__setitem__(k, backend.pane(panes[k % 2].pane_id)))
+                for k in range(4)
+            ]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join(30)
+            assert {k: getattr(v, "pid", None) for k, v in seen.items()} == {k: panes[k % 2].pid for k in range(4)}
+            assert len(clients_of(tmux_socket(tmux_server.name))) == 1
+        finally:
+            tmux_control.close_all()
+    assert backend.server_running()
 
 
 def test_nothing_is_left_when_the_node_ends(workspace: Workspace, tmux_server, tmp_path: Path) -> None:
