@@ -177,7 +177,7 @@ def test_looks_from_several_threads_at_once_each_get_their_own_answer(
         try:
             seen: dict[int, object] = {}
             threads = [
-                threading.Thread(target=lambda k=k: seen.__setitem__(k, backend.pane(panes[k % 2].pane_id)))
+                threading.Thread(target=lambda k=k, seen=seen: seen.__setitem__(k, backend.pane(panes[k % 2].pane_id)))
                 for k in range(4)
             ]
             for t in threads:
