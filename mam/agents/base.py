@@ -87,6 +87,20 @@ class PermissionPrompt:
     deny: int  # the option that refuses it
 
 
+@dataclass(frozen=True)
+class Noted:
+    """One step of the agent's turn as its CLI recorded it in its own store (read by mam.hooks.store_watch
+    for a CLI that calls no hook of mam's): when, what state it puts the agent in, and from which record."""
+
+    at: float  # seconds since the epoch, the CLI's own time of the record
+    state: str  # working / waiting / idle
+    source: str  # the record's own name (grok's `turn_ended`, opencode's `step-finish`...)
+    tool: str = ""
+    message: str = ""
+    turn_end: bool = False  # the agent's turn is over
+    tool_open: bool = False  # a tool call started and has not finished: a permission prompt may hold it up
+
+
 _RULE = re.compile(r"^\s*[╭┌]?[─━═]{8,}")
 _FRAME = "│┃╭╮╰╯┌┐└┘ \t"
 
@@ -313,6 +327,18 @@ class AgentAdapter:
                 path.unlink()
                 removed.append(path)
         return removed
+
+    # -- activity from the CLI's own records (mam.hooks.store_watch) ------------------------------
+    # The record `read_activity` reads, in words (docs, `mam doctor`); "" when mam reads none for this CLI.
+    activity_store: ClassVar[str] = ""
+
+    def read_activity(
+        self, conversation_id: str, *, cwd: str, env: Mapping[str, str], cursor: dict[str, object]
+    ) -> list[Noted] | None:
+        """What the CLI recorded of its turns since `cursor` (an empty dict at first; the reader keeps its
+        place in it), oldest first; None when mam reads no activity from this CLI's store (it calls
+        mam's hooks instead, or has no such record)."""
+        return None
 
     def replay_pending(self, conversation_id: str | None, *, env: Mapping[str, str], since: float) -> bool:
         """True while a CLI launched at `since` has yet to load a resumed conversation back, for a CLI

@@ -108,3 +108,35 @@ def test_a_command_outside_the_allow_rules_leaves_the_prompt_and_the_job_ends_wi
     pane, screen = sc.left_waiting(rig, session, d)  # it reported, then waited for a person
     assert oc.PROMPT_TEXT in screen, rig.shown(pane)
     assert not marker.exists()
+    # opencode calls no hook of mam's and records no permission request: its event log showed the bash
+    # tool running, and the pane its prompt (mam.hooks.store_watch)
+    assert f"waiting for permission: bash(touch {marker})" in d.record["detail"], d.record
+    waits = [a for a in sc.activity_inputs(rig, d.record["id"]) if a["state"] == "waiting"]
+    assert [(a["source"], a["tool"]) for a in waits] == [("screen", f"bash(touch {marker})")], waits
+    row = rig.status(session)
+    assert (row["activity"], row["activity_source"]) == ("waiting", "store"), row
+
+
+@PASTES_TOO_EARLY
+def test_a_turn_ended_without_a_report_is_reminded_then_ends_the_job(rig: Rig) -> None:
+    """opencode's turn ends, read from opencode.db's event log (an assistant message completed with a
+    `finish` other than `tool-calls`), drive mam's reminders: a model that runs `started` and ends its
+    turn (and answers the reminder with a text) gets MAM_REMINDERS reminders, then `ended_without_report`."""
+    session = "oc-forget"
+    rig.create(session, cwd=sc.git_folder(rig.ws.root / "forget-repo"))
+    d = sc.delegate(
+        rig,
+        session,
+        "Look, do not report. {tag}\nNO-REPORT",
+        timeout=JOB_S,
+        start_deadline=START_S,
+        extra_env={"MAM_REMIND_AFTER_S": "2", "MAM_REMINDERS": "1"},
+    )
+    assert d.rc == 1 and d.record.get("reason") == "ended_without_report", sc.explain(rig, session, d)
+    assert sc.audit_kinds(rig, d.record["id"]).count("reminded") == 1
+    trail = sc.activity_inputs(rig, d.record["id"])
+    ends = [a["source"] for a in trail if a.get("turn_end")]
+    assert ends == ["assistant-finished", "assistant-finished"], trail
+    assert trail[0]["state"] == "working", trail
+    row = rig.status(session)
+    assert (row["activity"], row["activity_source"]) == ("idle", "store"), row
