@@ -10,14 +10,16 @@ conversation. The hermes home follows HERMES_HOME and the sticky profile in
 
 from __future__ import annotations
 
+import json
 import re
 import shlex
 import sqlite3
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from mam.agents import convo
-from mam.agents.base import AgentAdapter, LaunchContext, SessionOptions
+from mam.agents.base import AgentAdapter, LaunchContext, Noted, SessionOptions
 from mam.errors import AgentError
 
 _PROFILE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
@@ -96,6 +98,42 @@ class HermesAdapter(AgentAdapter):
             ).fetchall()
         return next((str(r["id"]) for r in rows if convo.same_dir(str(r["cwd"] or ""), cwd)), None)
 
+    activity_store = "state.db's `messages` rows of the session"
+
+    def read_activity(
+        self, conversation_id: str, *, cwd: str, env: Mapping[str, str], cursor: dict[str, object]
+    ) -> list[Noted] | None:
+        """The session's `messages` rows of state.db after the last `id` read (0.19.0 writes each as it
+        comes, `timestamp` in epoch seconds): a user message (working), an assistant message asking for
+        tools (working, a tool call open: its permission prompt is recorded nowhere, so
+        mam.hooks.store_watch looks at the pane), a tool result (working), an assistant message asking
+        for none (the turn's end)."""
+        last = cursor.get("id", 0)
+        assert isinstance(last, int)
+        with convo.sqlite_store(self.db(env)) as conn:
+            if conn is None or not {"id", "session_id", "role", "tool_calls", "timestamp"} <= convo.columns(
+                conn, "messages"
+            ):
+                return []
+            rows = conn.execute(
+                "SELECT id, role, tool_calls, timestamp FROM messages WHERE session_id = ? AND id > ? ORDER BY id",
+                (conversation_id, last),
+            ).fetchall()
+        out = []
+        for row in rows:
+            cursor["id"] = int(row["id"])
+            at, role = float(row["timestamp"] or 0.0), str(row["role"] or "")
+            calls = _tool_calls(row["tool_calls"])
+            if role == "user":
+                out.append(Noted(at, "working", "user-message"))
+            elif role == "tool":
+                out.append(Noted(at, "working", "tool-result"))
+            elif role == "assistant" and calls:
+                out.append(Noted(at, "working", "assistant-tool-calls", tool=calls[0], tool_open=True))
+            elif role == "assistant":
+                out.append(Noted(at, "idle", "assistant-final", turn_end=True))
+        return out
+
     def conversation_files(self, conversation_id: str, *, cwd: str, env: Mapping[str, str]) -> list[Path]:
         """The session's own files beside state.db: transcript snapshots and request dumps."""
         convo.check_id(self.name, conversation_id)
@@ -173,6 +211,28 @@ def keep_path_script(env: Mapping[str, str], *, own: Path) -> str:
         "unset __mam_keep",
     ]
     return "\n".join(lines) + "\n"
+
+
+def _tool_calls(text: Any) -> list[str]:
+    """The tool calls an assistant message asks for, as `terminal(<command>)` (OpenAI shape: a JSON list of
+    `{"function": {"name", "arguments"}}`)."""
+    try:
+        calls = json.loads(text) if text else []
+    except ValueError:
+        return []
+    out = []
+    for call in calls if isinstance(calls, list) else []:
+        fn = call.get("function") if isinstance(call, dict) else None
+        if not isinstance(fn, dict):
+            continue
+        try:
+            args = json.loads(fn.get("arguments") or "{}")
+        except (ValueError, TypeError):
+            args = {}
+        command = args.get("command") if isinstance(args, dict) else None
+        name = str(fn.get("name") or "tool")
+        out.append(f"{name}({' '.join(str(command).split())[:200]})" if command else name)
+    return out
 
 
 def _inside(path: Path, folder: Path) -> bool:

@@ -2,17 +2,18 @@
 
 Claude calls `mam hook` on its lifecycle events and codex its `notify` program at each turn's end
 (mam.hooks.run). The others offer no per-session hook mam can install without touching the user's
-files, but they record their turns in their own store: grok an `events.jsonl` per session, opencode an
-`event` log in opencode.db (the adapter's `read_activity`, `activity_store`; docs/agents.md, "Lifecycle
-hooks"). The node runs `serve` in a thread: every STEP_S it reads what each running session's CLI wrote
-since the last look and applies it exactly as a hook call would (mam.hooks.run.apply: the session's
-activity file, and an `activity` event of the session's delivered open job, so turn ends drive the
-reminders and `ended_without_report`, and a wait shows as `waiting`).
+files, but they record their turns in their own store: grok an `events.jsonl` per session, opencode
+an `event` log in opencode.db, hermes `messages` rows in state.db (the adapter's `read_activity` and
+`activity_store`; docs/agents.md, "Activity from the CLI's own store"). The node runs `serve` in a
+thread: every STEP_S it reads what each running session's CLI wrote since the last look and applies
+it exactly as a hook call would (mam.hooks.run.apply: the session's activity file, and an `activity`
+event of the session's delivered open job), so turn ends drive the reminders and
+`ended_without_report`, and a wait shows as `waiting`.
 
 What it reads is folded per look: the records of a look are the agent's state at its end, save each turn
 end (every one counts); a permission request counts once it has stayed unanswered WAIT_SETTLE_S (grok
 records one for every command, answered at once when an allow rule covers it). A CLI that records a tool
-call but not its permission prompt (opencode) has the pane looked at while a tool call stays open: a
+call but not its permission prompt (opencode, hermes) has the pane looked at while a tool call stays open: a
 permission prompt there (the adapter's `dialog`) is `waiting`, as mam.hooks.prompt_watch does for Claude.
 A record older than the launch (a resumed conversation's) is skipped; one older than the job's claim
 never counts for the job.

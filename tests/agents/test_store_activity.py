@@ -129,3 +129,39 @@ def test_a_permission_request_counts_once_it_stays_unanswered() -> None:
     assert [n.state for n in settle(w, now=9.7)] == ["working"]  # it was: no wait shown
     w.pending = [noted("waiting", 20)]
     assert [n.state for n in settle(w, now=20 + WAIT_SETTLE_S)] == ["waiting"]
+
+
+def test_hermes_messages_give_the_turn_its_tool_calls_and_its_end(tmp_path: Path) -> None:
+    home = tmp_path / ".hermes"
+    home.mkdir()
+    conn = sqlite3.connect(home / "state.db")
+    conn.execute(
+        "CREATE TABLE messages (id INTEGER PRIMARY KEY AUTOINCREMENT, session_id TEXT, role TEXT, content TEXT, "
+        "tool_call_id TEXT, tool_calls TEXT, finish_reason TEXT, timestamp REAL)"
+    )
+    call = [
+        {"id": "call_1", "type": "function", "function": {"name": "terminal", "arguments": '{"command": "rm -r x"}'}}
+    ]
+    sid = "20261206_111838_3a716d"
+    for session, role, calls, at in [
+        (sid, "user", None, 1.0),
+        (sid, "assistant", json.dumps(call), 2.0),
+        ("20261206_000000_other0", "assistant", None, 2.5),
+        (sid, "tool", None, 3.0),
+        (sid, "assistant", None, 4.0),
+    ]:
+        conn.execute(
+            "INSERT INTO messages (session_id, role, tool_calls, timestamp) VALUES (?, ?, ?, ?)",
+            (session, role, calls, at),
+        )
+    conn.commit()
+    conn.close()
+    env, cursor = {"HOME": str(tmp_path), "HERMES_HOME": str(home)}, {}
+    got = get_adapter("hermes").read_activity(sid, cwd="/", env=env, cursor=cursor) or []
+    assert [(n.at, n.state, n.source, n.tool, n.tool_open, n.turn_end) for n in got] == [
+        (1.0, "working", "user-message", "", False, False),
+        (2.0, "working", "assistant-tool-calls", "terminal(rm -r x)", True, False),
+        (3.0, "working", "tool-result", "", False, False),
+        (4.0, "idle", "assistant-final", "", False, True),
+    ]
+    assert get_adapter("hermes").read_activity(sid, cwd="/", env=env, cursor=cursor) == []

@@ -202,8 +202,8 @@ POLLING: dict[str, str] = {
     "cli/node.py:stop": PROCESS + " (`mam node stop`: the node's exit)",
     "demo/org.py:until": "the demo's narration of the org's tasks, read as the node's scheduler moves them",
     "hooks/prompt_watch.py:watch": SCREEN + " (a prompt the hooks said is up)",
-    "hooks/store_watch.py:serve": "an agent CLI's own store (grok's events.jsonl, opencode.db): the CLI tells "
-    "nobody when it writes, and has no hook mam can install without the user's files; and "
+    "hooks/store_watch.py:serve": "an agent CLI's own store (grok's events.jsonl, opencode.db, hermes' state.db): "
+    "the CLI tells nobody when it writes, and has no hook mam can install without the user's files; and "
     + SCREEN
     + " (a prompt holding up a tool call its CLI records no permission request for)",
     "jobs/intake.py:attach": "a subscription the broker refused, asked again after SUBSCRIBE_RETRY_S",
