@@ -186,6 +186,11 @@ class AgentAdapter:
         """A fresh id when the CLI accepts one at launch, else None."""
         return str(uuid.uuid4()) if self.id_at_launch else None
 
+    def fork_id(self) -> str | None:
+        """The id of a fork's conversation when mam names it (`mam session fork`): a fresh id where the CLI
+        takes one at launch; a "copy" adapter whose CLI names its own conversations says how it would."""
+        return self.new_conversation_id()
+
     def launch_argv(self, conversation_id: str | None) -> list[str]:
         argv = [self.command, *self.launch_args]
         if conversation_id and self.id_at_launch:

@@ -14,7 +14,9 @@ import json
 import re
 import shlex
 import sqlite3
+import uuid
 from collections.abc import Mapping
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -99,6 +101,49 @@ class HermesAdapter(AgentAdapter):
         return next((str(r["id"]) for r in rows if convo.same_dir(str(r["cwd"] or ""), cwd)), None)
 
     activity_store = "state.db's `messages` rows of the session"
+    # No fork option in 0.19.0; its TUI's /branch copies the conversation to a new session row and switches to
+    # it. mam does the same copy from outside (copy_conversation) and resumes it: docs/agents.md, "Forking".
+    fork_mode = "copy"
+
+    def fork_id(self) -> str:
+        """A session id as hermes makes one (`YYYYMMDD_HHMMSS_<6 hex>`, its /branch's own recipe)."""
+        return f"{datetime.now().strftime('%Y%m%d_%H%M%S')}_{uuid.uuid4().hex[:6]}"
+
+    def copy_conversation(self, source_id: str, new_id: str, *, cwd: str, env: Mapping[str, str]) -> list[Path]:
+        """What hermes' /branch writes, in one transaction: a session row for `new_id` (the source's, as a
+        root: no parent, no title, as titles are unique, not ended) and the source's messages under it, in
+        order (hermes' own triggers keep its search index). A compressed conversation (its messages go on
+        in a continuation row) is refused. Returns [state.db]."""
+        db = self.db(env)
+        with convo.sqlite_store(db) as conn:
+            if conn is None:
+                raise AgentError(f"hermes: no {db}: nothing to fork", conversation_id=source_id)
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+                row = conn.execute("SELECT * FROM sessions WHERE id = ?", (source_id,)).fetchone()
+                if row is None or row["end_reason"] == "compression":
+                    why = "not found" if row is None else "compressed (it goes on in another session row)"
+                    raise AgentError(f"hermes: session {source_id} {why}: not forked", conversation_id=source_id)
+                values = {**dict(row), "id": new_id, "parent_session_id": None, "title": None}
+                values.update(ended_at=None, end_reason=None)
+                names = ", ".join(f'"{k}"' for k in values)
+                conn.execute(
+                    f"INSERT INTO sessions ({names}) VALUES ({', '.join('?' * len(values))})", list(values.values())
+                )
+                cols = [
+                    str(r[1]) for r in conn.execute('PRAGMA table_info("messages")') if r[1] not in ("id", "session_id")
+                ]
+                listed = ", ".join(f'"{c}"' for c in cols)
+                conn.execute(
+                    f"INSERT INTO messages (session_id, {listed}) SELECT ?, {listed} FROM messages "
+                    "WHERE session_id = ? ORDER BY id",
+                    (new_id, source_id),
+                )
+                conn.commit()
+            except BaseException:
+                conn.rollback()
+                raise
+        return [db]
 
     def read_activity(
         self, conversation_id: str, *, cwd: str, env: Mapping[str, str], cursor: dict[str, object]

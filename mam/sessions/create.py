@@ -163,7 +163,7 @@ def create_session(
     server = req.server or default_server(req.backend, settings, ws)
     env = pane_env(ws, req.name, environ)
     adapter.check_installed(env)
-    conversation_id = adapter.new_conversation_id()
+    conversation_id = adapter.fork_id() if fork is not None else adapter.new_conversation_id()
     # The row records where the server's socket is, as this process reaches it (docs/architecture.md,
     # guarantee 20): whoever looks at or delegates to the session later reaches that same server.
     recorded = "" if socket_gone(req.backend, req.socket) else req.socket
