@@ -28,9 +28,12 @@ class OpencodeAdapter(AgentAdapter):
     verified_version = "1.18.33"
     install_hint = "npm install -g opencode-ai"
     resume_args = ("--session", "{id}")
-    # No fork (fork_mode ""): 1.18.33 has `--session ID --fork` ("fork the session when continuing"), and
-    # it writes the fork to opencode.db ("<title> (fork #1)"), but its TUI stays on the home screen, where a
-    # prompt starts a new, empty session (measured in a real pane, 20 s on): docs/agents.md, "Forking".
+    # 1.18.33's `--session ID --fork` ("fork the session when continuing") writes the fork to opencode.db
+    # ("<title> (fork #1)", a root session) but its TUI stays on the home screen, where a typed prompt starts
+    # a new, empty session. mam finds the fork's id as a new session's (discover) and its briefs go through
+    # the TUI's server to that session (mam.agents.opencode_server): docs/agents.md, "Forking".
+    fork_mode = "native"
+    fork_args = ("--session", "{id}", "--fork")
     delete_args = ("session", "delete", "{id}")
     # The default app_exit binding `<leader>q` (leader ctrl+x): the /exit command is missing
     # from some 1.x releases, and ctrl+c only clears a non-empty input box.

@@ -140,3 +140,30 @@ def test_a_turn_ended_without_a_report_is_reminded_then_ends_the_job(rig: Rig) -
     assert trail[0]["state"] == "working", trail
     row = rig.status(session)
     assert (row["activity"], row["activity_source"]) == ("idle", "store"), row
+
+
+@PASTES_TOO_EARLY
+def test_a_fork_holds_the_sources_messages_under_a_new_id_and_the_source_is_untouched(rig: Rig) -> None:
+    """`mam session fork` on a running opencode session: `opencode --session SRC --fork` writes the fork to
+    opencode.db (its TUI stays on its home screen); mam finds the fork's id as it finds a new session's and
+    delivers through the TUI's server to that session (`prompt_async`, then `select-session`). The fork holds
+    the source's brief and its own; the source keeps running and gains nothing; the fork's model sees the
+    source's turn."""
+    src = rig.create("oc-src", cwd=sc.git_folder(rig.ws.root / "fork-repo"))
+    first = sc.delegate_completed(rig, "oc-src", "Before the fork.", timeout=JOB_S, start_deadline=START_S)
+    source_id = str(rig.status("oc-src")["conversation_id"])
+    src_texts = oc.user_texts(db(rig), source_id)
+    assert sum(first.tag in t for t in src_texts) == 1, src_texts
+
+    fork = rig.mam_json("session", "fork", "oc-src", "--session", "oc-fork", "--by", "tester@here")
+    rig.sessions.append("oc-fork")
+    assert fork["forked_from"] == "oc-src" and fork["agent"] == "opencode", fork
+    assert fork["conversation_id"] and fork["conversation_id"] != source_id, fork
+
+    second = sc.delegate_completed(rig, "oc-fork", "In the fork.", timeout=JOB_S, start_deadline=START_S)
+    turns = [r for r in rig.model.snapshot()[second.model_from :] if r.api == "chat" and r.reply != "side"]
+    assert turns and all(any(first.tag in t for t in chat_texts(r.body)) for r in turns)
+    fork_texts = oc.user_texts(db(rig), fork["conversation_id"])
+    assert (sum(first.tag in t for t in fork_texts), sum(second.tag in t for t in fork_texts)) == (1, 1)
+    assert rig.pane_alive(src["pane_id"]) and rig.status("oc-src")["pane_id"] == src["pane_id"]
+    assert oc.user_texts(db(rig), source_id) == src_texts
