@@ -60,6 +60,7 @@ class Watch:
     open_since: float = 0.0  # monotonic
     next_look: float = 0.0  # monotonic: the pane's next look, or the next discovery
     backend: Any = None
+    failed: str = ""  # the last error of this launch's reads, logged once (a store that stays unreadable)
 
 
 def serve(ws: Workspace, settings: Settings, stop: threading.Event) -> None:
@@ -103,8 +104,11 @@ def look(ws: Workspace, settings: Settings, watches: dict[str, Watch]) -> None:
             w = watches[row.name] = Watch(key)
         try:
             step(ws, settings, row, adapter, w)
-        except Exception:
-            log.exception("reading %s's records for session %s failed", row.agent, row.name)
+            w.failed = ""
+        except Exception as e:
+            if f"{e}" != w.failed:  # once per error, not every STEP_S
+                log.exception("reading %s's records for session %s failed", row.agent, row.name)
+            w.failed = f"{e}"
 
 
 def step(ws: Workspace, settings: Settings, row: SessionRow, adapter: AgentAdapter, w: Watch) -> None:
