@@ -10,7 +10,12 @@ from pathlib import Path
 
 from mam.agents import get_adapter
 from mam.agents.base import Noted
+from mam.hooks import session_state, store_watch
 from mam.hooks.store_watch import WAIT_SETTLE_S, Watch, settle
+from mam.settings import load_settings
+from mam.store.registry import Registry
+from mam.store.sessions import SessionRow, SessionStatus
+from mam.workspace import Workspace
 
 GROK_ID = "6c3b2711-c46d-441b-bfc9-effe78345df1"
 
@@ -165,3 +170,38 @@ def test_hermes_messages_give_the_turn_its_tool_calls_and_its_end(tmp_path: Path
         (4.0, "idle", "assistant-final", "", False, True),
     ]
     assert get_adapter("hermes").read_activity(sid, cwd="/", env=env, cursor=cursor) == []
+
+
+def test_a_watched_grok_session_gets_its_state_from_records_since_its_launch(tmp_path: Path) -> None:
+    """mam.hooks.store_watch.step on a registered grok session: a record from before the launch (a resumed
+    conversation's) is skipped, a later one lands in the session's activity file marked `via: store`."""
+    ws = Workspace(tmp_path / "ws")
+    ws.state.mkdir(parents=True)
+    launched = 1796554100.0  # 10:48:20 UTC
+    row = SessionRow(
+        name="gk",
+        agent="grok",
+        role="dev",
+        backend="tmux",
+        server="none",
+        cwd="/tmp/repo",
+        status=SessionStatus.RUNNING,
+        pane_id="%1",
+        conversation_id=GROK_ID,
+        agent_env={"HOME": str(tmp_path)},
+        launched_at=launched,
+    )
+    registry = Registry(ws)
+    registry.add_session(row)
+    registry.close()
+    path = grok_events(tmp_path, [{"ts": "2026-12-06T10:48:00.000Z", "type": "turn_ended"}])  # before the launch
+    watch, settings = store_watch.Watch(key=(launched, "%1")), load_settings(env_file=ws.env_file)
+    store_watch.step(ws, settings, row, get_adapter("grok"), watch)
+    assert session_state.read(ws, "gk") == {} and watch.state == ""
+    with path.open("a", encoding="utf-8") as f:
+        f.write(json.dumps({"ts": "2026-12-06T10:48:30.000Z", "type": "turn_started"}) + "\n")
+        f.write(json.dumps({"ts": "2026-12-06T10:48:31.000Z", "type": "turn_ended"}) + "\n")
+    store_watch.step(ws, settings, row, get_adapter("grok"), watch)
+    seen = session_state.read(ws, "gk")
+    assert (seen["state"], seen["source"], seen["via"], seen["job"]) == ("idle", "turn_ended", "store", ""), seen
+    assert seen.get("turn_end_at") == seen["at"]
