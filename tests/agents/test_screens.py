@@ -108,8 +108,6 @@ def test_adapter_reads_the_real_screen(folder: str, name: str) -> None:
 # Empty boxes the base `input_empty` reads as holding text (found 2026-12-06, not fixed here): no reminder
 # is ever typed into them, so such a job ends by its deadline rather than `ended_without_report`.
 EMPTY_BOX_MISREAD = {
-    ("codex-0.171.0", "ready"): "the composer's placeholder and its status line read as text",
-    ("codex-0.171.0", "brief-submitted"): "the composer's placeholder and its status line read as text",
     ("hermes-0.19.0", "brief-submitted"): "the box of a turn under way holds hermes' hints (`msg=interrupt · "
     "/queue ...`), read as text; its box after a turn's end was not captured",
 }
