@@ -94,7 +94,7 @@ class Noted:
 
     at: float  # seconds since the epoch, the CLI's own time of the record
     state: str  # working / waiting / idle
-    source: str  # the record's own name (grok's `turn_ended`, opencode's `step-finish`...)
+    source: str  # the record's name (grok's `turn_ended`; opencode's, hermes' named by mam: `assistant-final`...)
     tool: str = ""
     message: str = ""
     turn_end: bool = False  # the agent's turn is over
