@@ -90,6 +90,20 @@ class PermissionPrompt:
     deny: int  # the option that refuses it
 
 
+@dataclass(frozen=True)
+class Noted:
+    """One step of the agent's turn as its CLI recorded it in its own store (read by mam.hooks.store_watch
+    for a CLI that calls no hook of mam's): when, what state it puts the agent in, and from which record."""
+
+    at: float  # seconds since the epoch, the CLI's own time of the record
+    state: str  # working / waiting / idle
+    source: str  # the record's name (grok's `turn_ended`; opencode's, hermes' named by mam: `assistant-final`...)
+    tool: str = ""
+    message: str = ""
+    turn_end: bool = False  # the agent's turn is over
+    tool_open: bool = False  # a tool call started and has not finished: a permission prompt may hold it up
+
+
 _RULE = re.compile(r"^\s*[╭┌]?[─━═]{8,}")
 _FRAME = "│┃╭╮╰╯┌┐└┘ \t"
 
@@ -174,6 +188,11 @@ class AgentAdapter:
     def new_conversation_id(self) -> str | None:
         """A fresh id when the CLI accepts one at launch, else None."""
         return str(uuid.uuid4()) if self.id_at_launch else None
+
+    def fork_id(self) -> str | None:
+        """The id of a fork's conversation when mam names it (`mam session fork`): a fresh id where the CLI
+        takes one at launch; a "copy" adapter whose CLI names its own conversations says how it would."""
+        return self.new_conversation_id()
 
     def launch_argv(self, conversation_id: str | None) -> list[str]:
         argv = [self.command, *self.launch_args]
@@ -323,6 +342,18 @@ class AgentAdapter:
                 path.unlink()
                 removed.append(path)
         return removed
+
+    # -- activity from the CLI's own records (mam.hooks.store_watch) ------------------------------
+    # The record `read_activity` reads, in words (docs, `mam doctor`); "" when mam reads none for this CLI.
+    activity_store: ClassVar[str] = ""
+
+    def read_activity(
+        self, conversation_id: str, *, cwd: str, env: Mapping[str, str], cursor: dict[str, object]
+    ) -> list[Noted] | None:
+        """What the CLI recorded of its turns since `cursor` (an empty dict at first; the reader keeps its
+        place in it), oldest first; None when mam reads no activity from this CLI's store (it calls
+        mam's hooks instead, or has no such record)."""
+        return None
 
     def replay_pending(self, conversation_id: str | None, *, env: Mapping[str, str], since: float) -> bool:
         """True while a CLI launched at `since` has yet to load a resumed conversation back, for a CLI

@@ -17,6 +17,10 @@ from mam.agents.base import AgentAdapter, LaunchContext, SessionOptions
 from mam.agents.channel import Outcome
 from mam.agents.hooks import codex_notify
 
+# What codex 0.171.0's empty composer shows (strings of its binary; the first captured in
+# tests/agents/screens/codex-0.171.0/ready.txt).
+_PLACEHOLDERS = ("", "Ask Codex to do anything", "Ask a follow-up question")
+
 
 class CodexAdapter(AgentAdapter):
     name = "codex"
@@ -100,6 +104,15 @@ class CodexAdapter(AgentAdapter):
         lines = screen.rstrip("\n").splitlines()
         span = _box_span(lines)
         return "\n".join(lines[span[0] : span[1]]) if span else ""
+
+    def input_empty(self, screen: str) -> bool:
+        """The box holds no text of the user's: an empty composer shows a placeholder, "Ask Codex to do
+        anything" before the first turn and "Ask a follow-up question" after (both in 0.171.0's binary)."""
+        box = self.input_box(screen)
+        if not box:
+            return False
+        text = " ".join(box.replace("\u203a", " ").split())
+        return text in _PLACEHOLDERS
 
     def status_line(self, screen: str) -> str:
         """The footer under the input box, `<model> <effort> · <cwd>` (e.g. `gpt-5 default · ~/repo`);

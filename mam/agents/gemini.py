@@ -43,6 +43,10 @@ class GeminiAdapter(AgentAdapter):
     id_at_launch = True
     launch_id_args = ("--session-id", "{id}")
     resume_args = ("--resume", "{id}")
+    # No fork option in 0.61.0; its `--session-file FILE` imports a transcript under an id it picks itself
+    # and keeps only the user and model messages. mam copies the transcripts under its own id instead
+    # (copy_conversation) and resumes the copy: docs/agents.md, "Forking a conversation".
+    fork_mode = "copy"
     # Measured on 0.61.0 in a real pane: keys that arrive within ~1 s of each other are taken as
     # one input (a fast "/quit" + Enter only picks the completion; a fast second Ctrl-C is lost),
     # and its exit takes 4-6 s. Ctrl-C first cancels a turn or clears the box; then /quit.
@@ -156,6 +160,31 @@ class GeminiAdapter(AgentAdapter):
         hashes = {_project_hash(cwd), _project_hash(os.path.realpath(cwd))}
         return any(head.get("projectHash") in hashes for _path, head in self._transcripts(conversation_id, env))
 
+    def copy_conversation(self, source_id: str, new_id: str, *, cwd: str, env: Mapping[str, str]) -> list[Path]:
+        """Each transcript of `source_id` in the cwd's project copied beside it under `new_id`: the file
+        name's last 8 characters and every `sessionId` (the header's, a `$set`'s) replaced, every other
+        line byte for byte; created 0600, never over an existing file. `gemini --resume <new>` then
+        loads the copy as it loads the source (its headers keep their start time: a resume, so mam
+        waits for the replay as for any resume)."""
+        hashes = {_project_hash(cwd), _project_hash(os.path.realpath(cwd))}
+        sources = [p for p, head in self._transcripts(source_id, env) if head.get("projectHash") in hashes]
+        if not sources:
+            raise AgentError(f"gemini: conversation {source_id} not found in {cwd}", conversation_id=source_id)
+        convo.check_id(self.name, new_id)
+        written: list[Path] = []
+        try:
+            for path in sources:
+                target = path.with_name(path.name[: -len(f"{source_id[:8]}.jsonl")] + f"{new_id[:8]}.jsonl")
+                lines = path.read_bytes().splitlines(keepends=True)
+                fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+                written.append(target)
+                with os.fdopen(fd, "wb") as f:
+                    f.writelines(_renamed(line, source_id, new_id) for line in lines)
+        except BaseException:
+            convo.remove(written)
+            raise
+        return written
+
     def purge_conversation(self, conversation_id: str, *, cwd: str, env: Mapping[str, str]) -> list[Path]:
         """The transcript and its extras, then that session's entries of the shared prompt log.
 
@@ -200,6 +229,29 @@ def _resumed_since(path: Path, since: float) -> bool:
         elif "sessionId" in record and "startTime" in record and _started(record) >= since:
             resumed = False  # a header this launch wrote: only a `$set` after it counts
     return resumed
+
+
+def _renamed(line: bytes, source_id: str, new_id: str) -> bytes:
+    """A transcript line with the session id `source_id` (a header's `sessionId`, a `$set`'s) made
+    `new_id`, written back as gemini writes it (JSON.stringify: compact); any other line as it is. A
+    `{"$set": {"sessionId": ...}}` alone (what each resume of the source appended) is left out: it
+    changes nothing, and mam reads the first one after the launch as the end of the fork's replay
+    (replay_pending)."""
+    try:
+        record = json.loads(line)
+    except ValueError:
+        return line
+    if not isinstance(record, dict):
+        return line
+    update = record.get("$set")
+    if isinstance(update, dict) and set(update) == {"sessionId"} and len(record) == 1:
+        return b""
+    target: dict[str, object] = update if isinstance(update, dict) else record
+    if target.get("sessionId") != source_id:
+        return line
+    target["sessionId"] = new_id
+    end = line[len(line.rstrip(b"\r\n")) :]
+    return json.dumps(record, ensure_ascii=False, separators=(",", ":")).encode("utf-8") + end
 
 
 def _mtime(path: Path) -> float:

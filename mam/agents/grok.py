@@ -7,11 +7,24 @@ the exact encoding of the cwd folder name.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
+from datetime import datetime
 from pathlib import Path
 
 from mam.agents import convo
-from mam.agents.base import AgentAdapter, LaunchContext, SessionOptions
+from mam.agents.base import AgentAdapter, LaunchContext, Noted, SessionOptions
+
+# What grok 0.2.111 records in a session's events.jsonl (seen with the real program), as activity.
+_EVENTS = {
+    "turn_started": "working",
+    "tool_started": "working",
+    "permission_requested": "waiting",
+    "permission_resolved": "working",
+    "tool_completed": "working",
+    "turn_ended": "idle",
+}
+MAX_READ = 1024 * 1024  # of events.jsonl per look
 
 
 class GrokAdapter(AgentAdapter):
@@ -57,6 +70,48 @@ class GrokAdapter(AgentAdapter):
     def conversation_files(self, conversation_id: str, *, cwd: str, env: Mapping[str, str]) -> list[Path]:
         convo.check_id(self.name, conversation_id)
         return sorted(p for p in (self.root(env) / "sessions").glob(f"*/{conversation_id}") if p.is_dir())
+
+    activity_store = "the session folder's events.jsonl"
+
+    def read_activity(
+        self, conversation_id: str, *, cwd: str, env: Mapping[str, str], cursor: dict[str, object]
+    ) -> list[Noted] | None:
+        """The session folder's `events.jsonl` (grok 0.2.111, one JSON object a line, `ts` ISO 8601 UTC):
+        `turn_started`, `tool_started` (`tool_name`), `permission_requested` / `permission_resolved` (one
+        pair for every command, resolved at once when an allow rule covers it), `tool_completed`,
+        `turn_ended`. Read from the byte after the last whole line read."""
+        path = cursor.get("path")
+        if not isinstance(path, Path):
+            folders = self.conversation_files(conversation_id, cwd=cwd, env=env)
+            if not folders:
+                return []
+            path = cursor["path"] = folders[0] / "events.jsonl"
+        offset = cursor.get("offset", 0)
+        assert isinstance(offset, int)
+        try:
+            with path.open("rb") as f:
+                f.seek(offset)
+                data = f.read(MAX_READ)
+        except OSError:
+            return []
+        whole = data[: data.rfind(b"\n") + 1]
+        cursor["offset"] = offset + len(whole)
+        return [n for line in whole.splitlines() if (n := _noted(line)) is not None]
+
+
+def _noted(line: bytes) -> Noted | None:
+    try:
+        record = json.loads(line)
+        kind = str(record.get("type") or "")
+        at = datetime.fromisoformat(str(record.get("ts"))).timestamp()
+    except (ValueError, AttributeError, TypeError):
+        return None
+    state = _EVENTS.get(kind)
+    if state is None:
+        return None
+    tool = str(record.get("tool_name") or "") if kind != "turn_ended" else ""
+    message = "permission requested" if state == "waiting" else ""
+    return Noted(at, state, kind, tool=tool, message=message, turn_end=kind == "turn_ended")
 
 
 ADAPTER = GrokAdapter()

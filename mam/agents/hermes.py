@@ -10,14 +10,18 @@ conversation. The hermes home follows HERMES_HOME and the sticky profile in
 
 from __future__ import annotations
 
+import json
 import re
 import shlex
 import sqlite3
+import uuid
 from collections.abc import Mapping
+from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 from mam.agents import convo
-from mam.agents.base import AgentAdapter, LaunchContext, SessionOptions
+from mam.agents.base import AgentAdapter, LaunchContext, Noted, SessionOptions
 from mam.errors import AgentError
 
 _PROFILE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
@@ -96,6 +100,85 @@ class HermesAdapter(AgentAdapter):
             ).fetchall()
         return next((str(r["id"]) for r in rows if convo.same_dir(str(r["cwd"] or ""), cwd)), None)
 
+    activity_store = "state.db's `messages` rows of the session"
+    # No fork option in 0.19.0; its TUI's /branch copies the conversation to a new session row and switches to
+    # it. mam does the same copy from outside (copy_conversation) and resumes it: docs/agents.md, "Forking".
+    fork_mode = "copy"
+
+    def fork_id(self) -> str:
+        """A session id as hermes makes one (`YYYYMMDD_HHMMSS_<6 hex>`, its /branch's own recipe)."""
+        return f"{datetime.now().strftime('%Y%m%d_%H%M%S')}_{uuid.uuid4().hex[:6]}"
+
+    def copy_conversation(self, source_id: str, new_id: str, *, cwd: str, env: Mapping[str, str]) -> list[Path]:
+        """What hermes' /branch writes, in one transaction: a session row for `new_id` (the source's, as a
+        root: no parent, no title, as titles are unique, not ended) and the source's messages under it, in
+        order (hermes' own triggers keep its search index). A compressed conversation (its messages go on
+        in a continuation row) is refused. Returns [state.db]."""
+        db = self.db(env)
+        with convo.sqlite_store(db) as conn:
+            if conn is None:
+                raise AgentError(f"hermes: no {db}: nothing to fork", conversation_id=source_id)
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+                row = conn.execute("SELECT * FROM sessions WHERE id = ?", (source_id,)).fetchone()
+                if row is None or row["end_reason"] == "compression":
+                    why = "not found" if row is None else "compressed (it goes on in another session row)"
+                    raise AgentError(f"hermes: session {source_id} {why}: not forked", conversation_id=source_id)
+                values = {**dict(row), "id": new_id, "parent_session_id": None, "title": None}
+                values.update(ended_at=None, end_reason=None)
+                names = ", ".join(f'"{k}"' for k in values)
+                conn.execute(
+                    f"INSERT INTO sessions ({names}) VALUES ({', '.join('?' * len(values))})", list(values.values())
+                )
+                cols = [
+                    str(r[1]) for r in conn.execute('PRAGMA table_info("messages")') if r[1] not in ("id", "session_id")
+                ]
+                listed = ", ".join(f'"{c}"' for c in cols)
+                conn.execute(
+                    f"INSERT INTO messages (session_id, {listed}) SELECT ?, {listed} FROM messages "
+                    "WHERE session_id = ? ORDER BY id",
+                    (new_id, source_id),
+                )
+                conn.commit()
+            except BaseException:
+                conn.rollback()
+                raise
+        return [db]
+
+    def read_activity(
+        self, conversation_id: str, *, cwd: str, env: Mapping[str, str], cursor: dict[str, object]
+    ) -> list[Noted] | None:
+        """The session's `messages` rows of state.db after the last `id` read (0.19.0 writes each as it
+        comes, `timestamp` in epoch seconds): a user message (working), an assistant message asking for
+        tools (working, a tool call open: its permission prompt is recorded nowhere, so
+        mam.hooks.store_watch looks at the pane), a tool result (working), an assistant message asking
+        for none (the turn's end)."""
+        last = cursor.get("id", 0)
+        assert isinstance(last, int)
+        with convo.sqlite_store(self.db(env)) as conn:
+            if conn is None or not {"id", "session_id", "role", "tool_calls", "timestamp"} <= convo.columns(
+                conn, "messages"
+            ):
+                return []
+            rows = conn.execute(
+                "SELECT id, role, tool_calls, timestamp FROM messages WHERE session_id = ? AND id > ? ORDER BY id",
+                (conversation_id, last),
+            ).fetchall()
+        out = []
+        for row in rows:
+            cursor["id"] = int(row["id"])
+            at, role = float(row["timestamp"] or 0.0), str(row["role"] or "")
+            calls = _tool_calls(row["tool_calls"])
+            if role == "user":
+                out.append(Noted(at, "working", "user-message"))
+            elif role == "tool":
+                out.append(Noted(at, "working", "tool-result"))
+            elif role == "assistant" and calls:
+                out.append(Noted(at, "working", "assistant-tool-calls", tool=calls[0], tool_open=True))
+            elif role == "assistant":
+                out.append(Noted(at, "idle", "assistant-final", turn_end=True))
+        return out
+
     def conversation_files(self, conversation_id: str, *, cwd: str, env: Mapping[str, str]) -> list[Path]:
         """The session's own files beside state.db: transcript snapshots and request dumps."""
         convo.check_id(self.name, conversation_id)
@@ -173,6 +256,28 @@ def keep_path_script(env: Mapping[str, str], *, own: Path) -> str:
         "unset __mam_keep",
     ]
     return "\n".join(lines) + "\n"
+
+
+def _tool_calls(text: Any) -> list[str]:
+    """The tool calls an assistant message asks for, as `terminal(<command>)` (OpenAI shape: a JSON list of
+    `{"function": {"name", "arguments"}}`)."""
+    try:
+        calls = json.loads(text) if text else []
+    except ValueError:
+        return []
+    out = []
+    for call in calls if isinstance(calls, list) else []:
+        fn = call.get("function") if isinstance(call, dict) else None
+        if not isinstance(fn, dict):
+            continue
+        try:
+            args = json.loads(fn.get("arguments") or "{}")
+        except (ValueError, TypeError):
+            args = {}
+        command = args.get("command") if isinstance(args, dict) else None
+        name = str(fn.get("name") or "tool")
+        out.append(f"{name}({' '.join(str(command).split())[:200]})" if command else name)
+    return out
 
 
 def _inside(path: Path, folder: Path) -> bool:

@@ -11,11 +11,14 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import time
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 from mam.agents import convo, opencode_server
-from mam.agents.base import AgentAdapter, LaunchContext, SessionOptions
+from mam.agents.base import AgentAdapter, LaunchContext, Noted, SessionOptions
 from mam.agents.channel import Outcome
 from mam.errors import AgentError
 
@@ -26,9 +29,12 @@ class OpencodeAdapter(AgentAdapter):
     verified_version = "1.18.33"
     install_hint = "npm install -g opencode-ai"
     resume_args = ("--session", "{id}")
-    # No fork (fork_mode ""): 1.18.33 has `--session ID --fork` ("fork the session when continuing"), and
-    # it writes the fork to opencode.db ("<title> (fork #1)"), but its TUI stays on the home screen, where a
-    # prompt starts a new, empty session (measured in a real pane, 20 s on): docs/agents.md, "Forking".
+    # 1.18.33's `--session ID --fork` ("fork the session when continuing") writes the fork to opencode.db
+    # ("<title> (fork #1)", a root session) but its TUI stays on the home screen, where a typed prompt starts
+    # a new, empty session. mam finds the fork's id as a new session's (discover) and its briefs go through
+    # the TUI's server to that session (mam.agents.opencode_server): docs/agents.md, "Forking".
+    fork_mode = "native"
+    fork_args = ("--session", "{id}", "--fork")
     delete_args = ("session", "delete", "{id}")
     # The default app_exit binding `<leader>q` (leader ctrl+x): the /exit command is missing
     # from some 1.x releases, and ctrl+c only clears a non-empty input box.
@@ -113,15 +119,31 @@ class OpencodeAdapter(AgentAdapter):
         edges = [i for i, line in enumerate(lines) if line.strip().startswith("\u2579\u2580")]
         if not edges:
             return ""
+        edge = lines[edges[-1]]
+        width = len(edge.rstrip()) - (
+            len(edge) - len(edge.lstrip())
+        )  # what shows right of it (the folder) is not the box's
         box: list[str] = []
         for line in reversed(lines[: edges[-1]]):
             if not line.strip().startswith("\u2503"):
                 break
-            box.insert(0, line)
+            start = len(line) - len(line.lstrip())
+            box.insert(0, line[start : start + width])
         return "\n".join(box)
 
     def is_ready(self, screen: str) -> bool:
         return bool(self.input_box(screen)) and self.dialog(screen) is None
+
+    def input_empty(self, screen: str) -> bool:
+        """The box holds no text of the user's: its last line names the agent and the model (`Build ·
+        <model>`), and an empty box of a fresh start shows a placeholder (`Ask anything… "<a tip>"`)."""
+        lines = [line.strip().lstrip("\u2503").strip() for line in self.input_box(screen).splitlines()]
+        if not lines:
+            return False
+        text = [t for t in lines if t]
+        if text and " \u00b7 " in text[-1]:
+            text.pop()
+        return all(t.startswith("Ask anything") for t in text)
 
     def data_dir(self, env: Mapping[str, str]) -> Path:
         return convo.xdg_data_home(env) / "opencode"
@@ -173,6 +195,39 @@ class OpencodeAdapter(AgentAdapter):
         files = [f for i in ids for f in self.conversation_files(i, cwd=cwd, env=env)]
         return ([db] if count or ran else []) + convo.remove(files)
 
+    activity_store = "opencode.db's `event` log of the session"
+
+    def read_activity(
+        self, conversation_id: str, *, cwd: str, env: Mapping[str, str], cursor: dict[str, object]
+    ) -> list[Noted] | None:
+        """The session's rows of opencode.db's `event` log (1.18.33: every change of a message or a part is
+        one row, `seq` rising per session), after the last `seq` read: a user message (working), a tool
+        part pending or running (working, a tool call open: its permission prompt is recorded nowhere, so
+        mam.hooks.store_watch looks at the pane) or ended, an assistant message completed with a `finish`
+        other than `tool-calls` (the turn's end)."""
+        seq = cursor.get("seq", -1)
+        seen = cursor.setdefault("seen", set())
+        assert isinstance(seq, int) and isinstance(seen, set)
+        with convo.sqlite_store(self.db(env)) as conn:
+            if conn is None or not {"aggregate_id", "seq", "type", "data"} <= convo.columns(conn, "event"):
+                return []
+            rows = conn.execute(
+                "SELECT seq, type, data FROM event WHERE aggregate_id = ? AND seq > ? ORDER BY seq LIMIT 2000",
+                (conversation_id, seq),
+            ).fetchall()
+        out: list[Noted] = []
+        for row in rows:
+            cursor["seq"] = int(row["seq"])
+            try:
+                data = json.loads(row["data"] or "{}")
+            except ValueError:
+                continue
+            noted = _noted(str(row["type"] or ""), data, seen) if isinstance(data, dict) else None
+            if noted is not None:
+                noted = noted if noted.at else replace(noted, at=out[-1].at if out else time.time())
+                out.append(noted)
+        return out
+
     @staticmethod
     def _family(conn: sqlite3.Connection, conversation_id: str) -> list[str]:
         ids, todo = [conversation_id], [conversation_id]
@@ -184,6 +239,53 @@ class OpencodeAdapter(AgentAdapter):
             ids += children
             todo += children
         return ids
+
+
+def _noted(kind: str, data: dict[str, Any], seen: set[tuple[str, str]]) -> Noted | None:
+    """One `event` row as activity (None: nothing mam uses). `seen`: the messages already counted, as a
+    message is updated again after it is written (its summary, its parts' totals)."""
+    if kind.startswith("message.updated."):
+        info = _obj(data.get("info"))
+        times = _obj(info.get("time"))
+        role, ident = info.get("role"), str(info.get("id") or "")
+        if role == "user" and ("user", ident) not in seen:
+            seen.add(("user", ident))
+            return Noted(_at(times.get("created")), "working", "user-message")
+        ended = times.get("completed") or info.get("error")
+        if role == "assistant" and ended and info.get("finish") != "tool-calls" and ("end", ident) not in seen:
+            seen.add(("end", ident))
+            return Noted(_at(times.get("completed")), "idle", "assistant-finished", turn_end=True)
+        return None
+    if kind.startswith("message.part.updated."):
+        part = _obj(data.get("part"))
+        state = _obj(part.get("state"))
+        status = str(state.get("status") or "")
+        if part.get("type") != "tool" or status not in ("pending", "running", "completed", "error"):
+            return None
+        times = _obj(state.get("time"))
+        tool = _tool(part.get("tool"), state.get("input"))
+        if status in ("pending", "running"):
+            return Noted(_at(times.get("start")), "working", f"tool-{status}", tool=tool, tool_open=True)
+        return Noted(_at(times.get("end")), "working", f"tool-{status}", tool=tool)
+    return None
+
+
+def _obj(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _at(ms: Any) -> float:
+    """opencode's epoch milliseconds as seconds (0.0 when it gave none: the record before it counts)."""
+    return ms / 1000 if isinstance(ms, int | float) and not isinstance(ms, bool) and ms > 0 else 0.0
+
+
+def _tool(name: Any, given: Any) -> str:
+    """`bash(touch x)`: the tool and its command (or file), on one line."""
+    arg = ""
+    if isinstance(given, dict):
+        arg = next((str(given[k]) for k in ("command", "filePath", "path", "url") if given.get(k)), "")
+    arg = " ".join(arg.split())[:200]
+    return f"{name}({arg})" if arg else str(name or "")
 
 
 # The event log of a session is keyed by aggregate_id (= the session id), not session_id.

@@ -177,10 +177,11 @@ def fork(app: App, source: str, name: str, role: str | None, by: str | None, as_
     """Start session NEW (--session) from a copy of session SRC's conversation.
 
     The new session runs SRC's agent in SRC's cwd with SRC's permissions and backend; its
-    conversation gets a new id and starts with every message of SRC's. claude and codex
-    fork with their own option (claude --resume ID --fork-session, codex fork ID); the demo
-    agent's conversation file is copied under the new id. opencode, gemini, hermes, grok and
-    agy cannot be forked (docs/agents.md says why). SRC is left as it is, running or not.
+    conversation gets a new id and starts with every message of SRC's. claude, codex, grok and
+    opencode fork with their own option (claude --resume ID --fork-session, codex fork ID, grok
+    --resume ID --fork-session, opencode --session ID --fork); the demo agent's conversation
+    file, gemini's transcripts and hermes' rows are copied under the new id and resumed. agy
+    cannot be forked (docs/agents.md says why). SRC is left as it is, running or not.
     The fork is recorded (`forked_from` in `status --json`) and audited with --by in
     .mam/session-audit.jsonl.
 

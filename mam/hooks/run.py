@@ -69,7 +69,6 @@ def _root(workspace: str) -> Any:
 
 def handle(ws: Workspace, agent: str, session: str, hook: Mapping[str, Any]) -> str:
     """Apply one hook call; returns the job the activity was recorded for ('' for none)."""
-    from mam.hooks import session_state
     from mam.hooks.translate import translate
 
     act = translate(agent, hook)
@@ -77,16 +76,29 @@ def handle(ws: Workspace, agent: str, session: str, hook: Mapping[str, Any]) -> 
         return ""  # never create a workspace from a hook
     if agent == "codex" and not _main_thread(ws, session, act.conversation_id):
         return ""  # codex's side thread (the title it asks the model for): not the agent's turn
-    job = _open_job(ws, session)
-    seen = session_state.record(ws, session, act, job=job)
-    _tell_waiting(ws, session, act, job, seen)
+    job, seen = apply(ws, session, act)
     if act.source == "SessionStart" and act.conversation_id:
         _note_conversation(ws, session, act.conversation_id)
-    if job:
-        _emit(ws, job, act)
     if act.source == "PreToolUse":
         _watch_for_prompt(ws, session, act, seen["at"])
     return job
+
+
+def apply(
+    ws: Workspace, session: str, act: Any, *, at_ms: int | None = None, via: str = "hook"
+) -> tuple[str, dict[str, Any]]:
+    """Record one activity of the session (its file; a notification for a wait) and, when the session has
+    a delivered open job, a signed `activity` event for that job: a hook's call, or a record read from the
+    CLI's own store (mam.hooks.store_watch; `at_ms`: when the CLI wrote it, so a record older than the job's
+    claim never counts for the job). Returns (the job it counted for, '' for none; the session's file)."""
+    from mam.hooks import session_state
+
+    job = _open_job(ws, session, at_ms=at_ms)
+    seen = session_state.record(ws, session, act, job=job, via=via)
+    _tell_waiting(ws, session, act, job, seen)
+    if job:
+        _emit(ws, job, act)
+    return job, seen
 
 
 def _tell_waiting(ws: Workspace, session: str, act: Any, job: str, seen: Mapping[str, Any]) -> None:
@@ -158,7 +170,7 @@ def _watch_for_prompt(ws: Workspace, session: str, act: Any, seen_at: float) -> 
         os._exit(Exit.OK)
 
 
-def _open_job(ws: Workspace, session: str) -> str:
+def _open_job(ws: Workspace, session: str, *, at_ms: int | None = None) -> str:
     from mam.store import jobs as jobs_table
     from mam.store.registry import Registry
 
@@ -171,6 +183,11 @@ def _open_job(ws: Workspace, session: str) -> str:
     finally:
         registry.close()
     delivered = [r for r in rows if r.state in DELIVERED_STATES]
+    if delivered and at_ms is not None:
+        job = delivered[0].data.get("job") or {}
+        claimed = job.get("claimed_ms") or job.get("delivered_ms")
+        if not isinstance(claimed, int) or at_ms < claimed:
+            return ""  # written before this job was handed over: not the job's
     return delivered[0].id if delivered else ""
 
 

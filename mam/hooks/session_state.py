@@ -32,11 +32,12 @@ def read(ws: Workspace, session: str) -> dict[str, Any]:
     return data if isinstance(data, dict) else {}
 
 
-def record(ws: Workspace, session: str, act: Activity, *, job: str = "") -> dict[str, Any]:
-    """Merge one activity into the session's file (the last writer wins: hooks of one agent come in order)."""
+def record(ws: Workspace, session: str, act: Activity, *, job: str = "", via: str = "hook") -> dict[str, Any]:
+    """Merge one activity into the session's file (the last writer wins: hooks of one agent come in order).
+    `via`: "hook" (the CLI called `mam hook`) or "store" (read from the CLI's own records: mam.hooks.store_watch)."""
     data = read(ws, session)
     was_waiting = data.get("state") == "waiting" and data.get("job", "") == job
-    data.update({"state": act.state, "source": act.source, "at": time.time(), "tool": act.tool, "job": job})
+    data.update({"state": act.state, "source": act.source, "at": time.time(), "tool": act.tool, "job": job, "via": via})
     data["waiting"] = {"tool": act.tool, "message": act.message} if act.state == "waiting" else None
     # when this wait began: a second hook about the same wait (Notification after PermissionRequest) keeps it
     if act.state != "waiting":

@@ -2,7 +2,7 @@
 else from its open job's events, else from the process alone (never guessed from the screen).
 
     activity         working / waiting / idle / starting / unknown
-    activity_source  hook / event / process
+    activity_source  hook / store / event / process (store: read from the CLI's own records, mam.hooks.store_watch)
     activity_at      when that was last said (seconds since the epoch; None when nothing said it)
 """
 
@@ -27,7 +27,11 @@ def session_activity(ws: Workspace, row: SessionRow, open_job: Mapping[str, Any]
     hook = session_state.read(ws, row.name)
     at = hook.get("at")
     if isinstance(at, (int, float)) and at >= (row.launched_at or 0) and hook.get("state") in SHOWN:
-        out = {"activity": SHOWN[str(hook["state"])], "activity_source": "hook", "activity_at": at}
+        out = {
+            "activity": SHOWN[str(hook["state"])],
+            "activity_source": str(hook.get("via") or "hook"),
+            "activity_at": at,
+        }
         if hook.get("state") == "waiting" and hook.get("waiting"):
             out["waiting"] = hook["waiting"]
         return out

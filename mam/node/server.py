@@ -11,7 +11,8 @@ caller's is taken: what a request may vary is in its fields.
 
 Beside the requests: the monitor's reconciliation (mam.monitor.main.Monitor, in a thread), the
 routines (mam.routines.node, in a thread), the org's scheduler that wakes tasks (mam.org.node, in a
-thread), the board's retained messages (mam.board.keeper), with `--name NAME` the remote runner
+thread), the board's retained messages (mam.board.keeper), the activity of the agent CLIs that call no
+hook of mam's, read from their own stores (mam.hooks.store_watch, in a thread), with `--name NAME` the remote runner
 (mam.remote.runner.Runner; its fleet table answers op `fleet`), and once `mam web` asks (op `web`)
 the web page (mam.web.serve.Hosted, in a thread) until `mam web --stop` (op `web_stop`;
 `web_logout` ends its logins). An autostarted node ends once no request is in flight, no job of
@@ -46,6 +47,7 @@ from typing import Any
 
 from mam.broker import embedded
 from mam.errors import LockBusy, MamError
+from mam.hooks import store_watch
 from mam.jobs import heartbeat
 from mam.node.service import Reply, Service
 from mam.node.wire import LOCK, SOCKET, STATUS, Frames, frame
@@ -110,6 +112,7 @@ class Node:
         threading.Thread(target=self._routines, name="mam-node-routines", daemon=True).start()
         threading.Thread(target=self._org, name="mam-node-org", daemon=True).start()
         threading.Thread(target=self._board, name="mam-node-board", daemon=True).start()
+        threading.Thread(target=self._store_watch, name="mam-node-store-watch", daemon=True).start()
         log.info("serving workspace %s on %s (pid %d)", self.ws.root, self.path, os.getpid())
         try:
             if beside is None:
@@ -468,6 +471,9 @@ class Node:
             keep(self.ws, self.settings, self._stop)  # the board's retained messages stay its current writes
         except Exception:
             log.exception("keeping the board's retained messages failed")
+
+    def _store_watch(self) -> None:
+        store_watch.serve(self.ws, self.settings, self._stop)  # activity read from the stores of CLIs that call no hook
 
     def _routines(self) -> None:
         from mam.routines.node import serve

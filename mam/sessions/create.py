@@ -163,7 +163,7 @@ def create_session(
     server = req.server or default_server(req.backend, settings, ws)
     env = pane_env(ws, req.name, environ)
     adapter.check_installed(env)
-    conversation_id = adapter.new_conversation_id()
+    conversation_id = adapter.fork_id() if fork is not None else adapter.new_conversation_id()
     # The row records where the server's socket is, as this process reaches it (docs/architecture.md,
     # guarantee 20): whoever looks at or delegates to the session later reaches that same server.
     recorded = "" if socket_gone(req.backend, req.socket) else req.socket
@@ -227,6 +227,7 @@ def create_session(
         launched=launched,
         not_id=not_id,
         conversation_id=conversation_id,
+        forked=fork is not None,
     )
     return registry.update_session(
         req.name,
@@ -252,13 +253,19 @@ def _started(
     launched: float,
     not_id: str | None,
     conversation_id: str | None,
+    forked: bool = False,
 ) -> tuple[str, float | None, str | None]:
     """Wait for the agent in its new pane to be ready (undoing the pane and the row if it shows a dialog or
-    exits): the row's note, when it was ready, and its conversation id (discovered if the CLI picks it)."""
+    exits): the row's note, when it was ready, and its conversation id (discovered if the CLI picks it).
+    A fork started as a resume of a copy (gemini) is ready only once it has loaded that copy back."""
     note = "created"
     ready_at = None
+
+    def loading() -> bool:
+        return forked and adapter.replay_pending(conversation_id, env=env, since=launched)
+
     try:
-        ready = wait_ready(backend, pane_id, adapter, timeout=req.ready_timeout)
+        ready = wait_ready(backend, pane_id, adapter, timeout=req.ready_timeout, loading=loading)
     except AgentDialog as e:
         _undo(backend, pane_id, registry, req.name)
         raise AgentDialog(

@@ -105,6 +105,26 @@ def test_adapter_reads_the_real_screen(folder: str, name: str) -> None:
         assert NONCE in screen  # the submitted brief is still on screen: only the box may be read
 
 
+# Empty boxes the base `input_empty` reads as holding text (found 2026-12-06, not fixed here): no reminder
+# is ever typed into them, so such a job ends by its deadline rather than `ended_without_report`.
+EMPTY_BOX_MISREAD = {
+    ("hermes-0.19.0", "brief-submitted"): "the box of a turn under way holds hermes' hints (`msg=interrupt · "
+    "/queue ...`), read as text; its box after a turn's end was not captured",
+}
+
+
+@pytest.mark.parametrize(
+    ("folder", "name"), sorted(k for k in EXPECTED if k[1] in ("ready", "brief-submitted", "brief-unsubmitted"))
+)
+def test_an_empty_input_box_is_told_from_one_holding_text(folder: str, name: str) -> None:
+    """What a reminder waits for (mam.jobs.remind): the box shows and holds nothing of the user's."""
+    if (folder, name) in EMPTY_BOX_MISREAD:
+        pytest.xfail(EMPTY_BOX_MISREAD[(folder, name)])
+    adapter = get_adapter(folder.split("-")[0])
+    screen = (SCREENS / folder / f"{name}.txt").read_text(encoding="utf-8")
+    assert adapter.input_empty(screen) is (name != "brief-unsubmitted")
+
+
 @pytest.mark.parametrize("folder", sorted({f for f, _ in EXPECTED}))
 def test_the_placeholder_in_the_box_is_one_the_adapter_knows(folder: str) -> None:
     adapter = get_adapter(folder.split("-")[0])

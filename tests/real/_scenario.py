@@ -119,7 +119,14 @@ class Delegation:
 
 
 def delegate(
-    rig: Rig, session: str, text: str, *, timeout: float = 120, start_deadline: float = 60, heartbeat: float = 30
+    rig: Rig,
+    session: str,
+    text: str,
+    *,
+    timeout: float = 120,
+    start_deadline: float = 60,
+    heartbeat: float = 30,
+    extra_env: dict[str, str] | None = None,
 ) -> Delegation:
     """Delegate `text` with a unique tag appended (or put where `{tag}` stands)."""
     tag = f"BRIEF-{uuid.uuid4().hex[:12]}"
@@ -140,6 +147,7 @@ def delegate(
         str(heartbeat),
         "--json",
         timeout=timeout + 60,
+        extra_env=extra_env,
     )
     record = json.loads(proc.stdout) if proc.stdout.strip().startswith("{") else {}
     return Delegation(tag, proc.returncode, record, proc.stderr, before)
@@ -150,6 +158,18 @@ def event_types(rig: Rig, job_id: str) -> list[str]:
     lines = rig.mam_json("job", "log", job_id)
     inputs = [line.get("input") or {} for line in lines if line.get("kind") == "input"]
     return [str(i.get("type")) for i in inputs if i.get("input") == "event"]
+
+
+def audit_kinds(rig: Rig, job_id: str) -> list[str]:
+    """The kinds of the job's audit lines, in order (`reminded`, `injected`...)."""
+    return [str(line.get("kind")) for line in rig.mam_json("job", "log", job_id)]
+
+
+def activity_inputs(rig: Rig, job_id: str) -> list[dict[str, Any]]:
+    """The bodies of the `activity` events the job accepted, in order (from hooks or the CLI's store)."""
+    lines = rig.mam_json("job", "log", job_id)
+    inputs = [line.get("input") or {} for line in lines if line.get("kind") == "input"]
+    return [dict(i.get("body") or {}) for i in inputs if i.get("input") == "event" and i.get("type") == "activity"]
 
 
 def explain(rig: Rig, session: str, d: Delegation | None = None) -> str:

@@ -11,7 +11,8 @@ It speaks two wire formats, both streamed as server-sent events:
 
 The "model" is a script, not a model: it finds the mam footer's commands in the last user
 turn and asks, one tool call per reply, to run `started`, then any `RUN: <command>` lines of
-the brief, then `progress`, then `completed`; then it answers with a short text. Side queries
+the brief, then `progress`, then `completed` (not those two when the brief has a `NO-REPORT` line);
+then it answers with a short text. Side queries
 (a title asked for as JSON, a request with no tools) get a short answer. Every request and the
 usage sent back for it is recorded for the test to read; `hold_reply(after_started)` holds back
 the reply that follows the footer's `started` (tests/real/_http.py `Hold`). Nothing here touches the network
@@ -34,6 +35,9 @@ FOOTER_COMMAND = re.compile(r"((?:/\S*/)?mam event (started|progress|completed)\
 # `RUN-ESCALATED:` asks the CLI to run it outside its sandbox (Codex: `require_escalated`).
 RUN_LINE = re.compile(r"^\s*RUN(-ESCALATED)?: (.+?)\s*$")
 FINAL_TEXT = "Done: reported the job to mam."
+# A brief line asking the scripted model to run `started` (and the RUN lines) only, then end its turn with a
+# text: a job never reported (mam's reminders name the commands again; the model answers them with a text).
+NO_REPORT = "NO-REPORT"
 
 
 @dataclass
@@ -86,6 +90,8 @@ def script_for(text: str, more: Callable[[str], list[Step]] | None = None) -> li
         extra += more(text)
     if "started" not in found:
         return extra
+    if any(line.strip() == NO_REPORT for line in text.splitlines()):
+        return [Step(found["started"]), *extra]  # ends its turn without progress or completed
     return [Step(found["started"]), *extra, *(Step(found[k]) for k in ("progress", "completed") if k in found)]
 
 

@@ -75,7 +75,7 @@ def prompts(rig: Rig, conversation_id: str) -> list[str]:
     return out
 
 
-def wait_turn_saved(rig: Rig, turns: int) -> None:
+def wait_turn_saved(rig: Rig, turns: int, conversation: str = "") -> None:
     """Until gemini has written the model's final answer of `turns` turns to its transcripts. The job
     ends with the agent's `mam event completed`, a tool call inside the turn; the turn itself ends
     when the model's answer to that call is in, and gemini saves it then. `session stop` presses C-c
@@ -83,7 +83,7 @@ def wait_turn_saved(rig: Rig, turns: int) -> None:
     history it sends (the flake this test had: the resumed model saw no earlier prompt)."""
 
     def saved() -> bool:
-        files = (rig.home / ".gemini" / "tmp").glob("*/chats/session-*.jsonl")
+        files = (rig.home / ".gemini" / "tmp").glob(f"*/chats/session-*{conversation[:8]}.jsonl")
         return sum(f.read_text(encoding="utf-8").count(FINAL_TEXT) for f in files) >= turns
 
     wait_for(saved, timeout=JOB_S, message=f"gemini never saved the final answer of turn {turns}")
@@ -168,3 +168,33 @@ def test_no_trust_in_a_fresh_folder_fails_the_create_clearly_and_sends_nothing(r
     sc.refused_without_trust(rig, "gm-untrusted", cwd)
     assert [r for r in rig.model.snapshot()[seen:] if r.reply != "side"] == []  # no turn reached the model
     assert str(cwd) not in trusted(rig)
+
+
+def test_a_fork_holds_the_sources_messages_under_a_new_id_and_the_source_is_untouched(rig: Rig) -> None:
+    """`mam session fork` on a running gemini session: gemini has no fork option, so mam copies the source's
+    transcript under a new id (the file name's id and each `sessionId` replaced) and `gemini --resume`s it.
+    The fork's transcript holds the source's brief and its own under the new id; the source keeps running
+    and its transcript gains nothing; the fork's model sees the source's turn."""
+    src = rig.create("gm-src", cwd=folder(rig, "fork"))
+    first = sc.delegate_completed(rig, "gm-src", "Before the fork.", timeout=JOB_S, start_deadline=START_S)
+    wait_turn_saved(rig, 1, src["conversation_id"])  # the fork copies what gemini saved: its turn's end first
+    src_prompts = prompts(rig, src["conversation_id"])
+    assert sum(first.tag in t for t in src_prompts) == 1, src_prompts
+
+    fork = rig.mam_json("session", "fork", "gm-src", "--session", "gm-fork", "--by", "tester@here")
+    rig.sessions.append("gm-fork")
+    assert fork["forked_from"] == "gm-src" and fork["agent"] == "gemini", fork
+    assert fork["conversation_id"] and fork["conversation_id"] != src["conversation_id"], fork
+    chats = rig.home / ".gemini" / "tmp"
+    sources = sorted(chats.glob(f"*/chats/session-*-{src['conversation_id'][:8]}.jsonl"))
+    copies = [p.with_name(p.name.replace(src["conversation_id"][:8], fork["conversation_id"][:8])) for p in sources]
+    assert sources and all(p.stat().st_mode & 0o777 == 0o600 for p in copies), copies  # mam's copies
+
+    second = sc.delegate_completed(rig, "gm-fork", "In the fork.", timeout=JOB_S, start_deadline=START_S)
+    turns = turns_after(rig, second.model_from)
+    assert turns and all(any(first.tag in t for t in user_texts(b)) for b in turns)
+    fork_prompts = prompts(rig, fork["conversation_id"])
+    assert (sum(first.tag in t for t in fork_prompts), sum(second.tag in t for t in fork_prompts)) == (1, 1)
+    # The source: still running in its pane, its conversation as it was.
+    assert rig.pane_alive(src["pane_id"]) and rig.status("gm-src")["pane_id"] == src["pane_id"]
+    assert prompts(rig, src["conversation_id"]) == src_prompts

@@ -91,6 +91,34 @@ def test_a_command_outside_the_allow_rules_leaves_the_prompt_and_the_job_ends_wi
     pane, screen = sc.left_waiting(rig, session, d)  # it reported, then waited for a person
     assert "Yes, proceed" in screen and f"touch {marker}" in screen, rig.shown(pane)
     assert not marker.exists()
+    # grok calls no hook of mam's: its events.jsonl said so (permission_requested, never resolved)
+    assert "waiting for permission: run_terminal_command" in d.record["detail"], d.record
+    waits = [a for a in sc.activity_inputs(rig, d.record["id"]) if a["state"] == "waiting"]
+    assert [a["source"] for a in waits] == ["permission_requested"], waits
+    row = rig.status(session)
+    assert (row["activity"], row["activity_source"]) == ("waiting", "store"), row
+
+
+def test_a_turn_ended_without_a_report_is_reminded_then_ends_the_job(rig: Rig) -> None:
+    """grok's turn ends, read from its events.jsonl (`turn_ended`), drive mam's reminders: a model that
+    runs `started` and ends its turn (and answers the reminder with a text) gets MAM_REMINDERS reminders
+    typed, then the job ends `ended_without_report`, exit 1."""
+    session = "gk-forget"
+    rig.create(session, cwd=sc.git_folder(rig.ws.root / "forget-repo"))
+    d = sc.delegate(
+        rig,
+        session,
+        "Look, do not report. {tag}\nNO-REPORT",
+        timeout=JOB_S,
+        start_deadline=START_S,
+        extra_env={"MAM_REMIND_AFTER_S": "2", "MAM_REMINDERS": "1"},
+    )
+    assert d.rc == 1 and d.record.get("reason") == "ended_without_report", sc.explain(rig, session, d)
+    assert sc.audit_kinds(rig, d.record["id"]).count("reminded") == 1
+    trail = sc.activity_inputs(rig, d.record["id"])
+    assert [a["source"] for a in trail if a.get("turn_end")] == ["turn_ended", "turn_ended"], trail
+    row = rig.status(session)
+    assert (row["activity"], row["activity_source"]) == ("idle", "store"), row
 
 
 def test_a_fork_holds_the_sources_messages_under_a_new_id_and_the_source_is_untouched(rig: Rig) -> None:

@@ -52,6 +52,14 @@ def test_run_lines_go_between_started_and_progress() -> None:
     assert steps[0].command.startswith("mam event started") and steps[-1].command.startswith("mam event completed")
 
 
+def test_a_no_report_line_runs_started_and_the_run_lines_only() -> None:
+    text = with_footer("Do it.\nRUN: echo one\nNO-REPORT", "job-1", "nn", 5)
+    steps = script_for(text)
+    assert [s.command.split()[:3] for s in steps] == [["mam", "event", "started"], ["echo", "one"]]
+    reminder = 'mam job job-1 is still open.\n  mam event completed --job job-1 --message "x"\n'
+    assert script_for(reminder) == []  # no `started` in it: the model answers with a text
+
+
 def responses_body(items: list[dict[str, Any]], **extra: Any) -> dict[str, Any]:
     tools = [
         {

@@ -113,6 +113,13 @@ def test_a_command_outside_the_allow_rules_leaves_the_prompt_and_the_job_ends_wi
     pane, screen = sc.left_waiting(rig, session, d)  # it reported, then waited for a person
     assert oc.PROMPT_TEXT in screen, rig.shown(pane)
     assert not marker.exists()
+    # opencode calls no hook of mam's and records no permission request: its event log showed the bash
+    # tool running, and the pane its prompt (mam.hooks.store_watch)
+    assert f"waiting for permission: bash(touch {marker})" in d.record["detail"], d.record
+    waits = [a for a in sc.activity_inputs(rig, d.record["id"]) if a["state"] == "waiting"]
+    assert [(a["source"], a["tool"]) for a in waits] == [("screen", f"bash(touch {marker})")], waits
+    row = rig.status(session)
+    assert (row["activity"], row["activity_source"]) == ("waiting", "store"), row
 
     second = sc.delegate(rig, session, "Say hello.", timeout=60, start_deadline=30)
     lines = ch.audit(rig, second.record["id"])
@@ -120,3 +127,54 @@ def test_a_command_outside_the_allow_rules_leaves_the_prompt_and_the_job_ends_wi
     assert "permission prompt" in json.dumps(second.record), second.record
     assert ch.told(rig, session, second.tag) == 0
     assert oc.PROMPT_TEXT in rig.screen(pane) and not marker.exists(), rig.shown(pane)
+
+
+@PASTES_TOO_EARLY
+def test_a_turn_ended_without_a_report_is_reminded_then_ends_the_job(rig: Rig) -> None:
+    """opencode's turn ends, read from opencode.db's event log (an assistant message completed with a
+    `finish` other than `tool-calls`), drive mam's reminders: a model that runs `started` and ends its
+    turn (and answers the reminder with a text) gets MAM_REMINDERS reminders, then `ended_without_report`."""
+    session = "oc-forget"
+    rig.create(session, cwd=sc.git_folder(rig.ws.root / "forget-repo"))
+    d = sc.delegate(
+        rig,
+        session,
+        "Look, do not report. {tag}\nNO-REPORT",
+        timeout=JOB_S,
+        start_deadline=START_S,
+        extra_env={"MAM_REMIND_AFTER_S": "2", "MAM_REMINDERS": "1"},
+    )
+    assert d.rc == 1 and d.record.get("reason") == "ended_without_report", sc.explain(rig, session, d)
+    assert sc.audit_kinds(rig, d.record["id"]).count("reminded") == 1
+    trail = sc.activity_inputs(rig, d.record["id"])
+    ends = [a["source"] for a in trail if a.get("turn_end")]
+    assert ends == ["assistant-finished", "assistant-finished"], trail
+    row = rig.status(session)
+    assert (row["activity"], row["activity_source"]) == ("idle", "store"), row
+
+
+@PASTES_TOO_EARLY
+def test_a_fork_holds_the_sources_messages_under_a_new_id_and_the_source_is_untouched(rig: Rig) -> None:
+    """`mam session fork` on a running opencode session: `opencode --session SRC --fork` writes the fork to
+    opencode.db (its TUI stays on its home screen); mam finds the fork's id as it finds a new session's and
+    delivers through the TUI's server to that session (`prompt_async`, then `select-session`). The fork holds
+    the source's brief and its own; the source keeps running and gains nothing; the fork's model sees the
+    source's turn."""
+    src = rig.create("oc-src", cwd=sc.git_folder(rig.ws.root / "fork-repo"))
+    first = sc.delegate_completed(rig, "oc-src", "Before the fork.", timeout=JOB_S, start_deadline=START_S)
+    source_id = str(rig.status("oc-src")["conversation_id"])
+    src_texts = oc.user_texts(db(rig), source_id)
+    assert sum(first.tag in t for t in src_texts) == 1, src_texts
+
+    fork = rig.mam_json("session", "fork", "oc-src", "--session", "oc-fork", "--by", "tester@here")
+    rig.sessions.append("oc-fork")
+    assert fork["forked_from"] == "oc-src" and fork["agent"] == "opencode", fork
+    assert fork["conversation_id"] and fork["conversation_id"] != source_id, fork
+
+    second = sc.delegate_completed(rig, "oc-fork", "In the fork.", timeout=JOB_S, start_deadline=START_S)
+    turns = [r for r in rig.model.snapshot()[second.model_from :] if r.api == "chat" and r.reply != "side"]
+    assert turns and all(any(first.tag in t for t in chat_texts(r.body)) for r in turns)
+    fork_texts = oc.user_texts(db(rig), fork["conversation_id"])
+    assert (sum(first.tag in t for t in fork_texts), sum(second.tag in t for t in fork_texts)) == (1, 1)
+    assert rig.pane_alive(src["pane_id"]) and rig.status("oc-src")["pane_id"] == src["pane_id"]
+    assert oc.user_texts(db(rig), source_id) == src_texts

@@ -120,7 +120,7 @@ def test_refused_forks_write_nothing(wired_ws: Workspace) -> None:
     assert not (ws.state / "session-audit.jsonl").exists()
 
 
-@pytest.mark.parametrize("agent", ["gemini", "opencode"])
+@pytest.mark.parametrize("agent", ["agy"])
 def test_an_agent_that_cannot_fork_is_refused_in_one_line(
     wired_ws: Workspace, fake_agents_on_path: Path, agent: str
 ) -> None:

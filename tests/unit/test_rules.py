@@ -203,6 +203,10 @@ POLLING: dict[str, str] = {
     "cli/node.py:stop": PROCESS + " (`mam node stop`: the node's exit)",
     "demo/org.py:until": "the demo's narration of the org's tasks, read as the node's scheduler moves them",
     "hooks/prompt_watch.py:watch": SCREEN + " (a prompt the hooks said is up)",
+    "hooks/store_watch.py:serve": "an agent CLI's own store (grok's events.jsonl, opencode.db, hermes' state.db): "
+    "the CLI tells nobody when it writes, and has no hook mam can install without the user's files; and "
+    + SCREEN
+    + " (a prompt holding up a tool call its CLI records no permission request for)",
     "jobs/intake.py:attach": "a subscription the broker refused, asked again after SUBSCRIBE_RETRY_S",
     "mcp/server.py:loop_start": PROCESS + " (the `mam loop` the tool started, until it says it has started)",
     "node/client.py:start": "the node's socket appearing after a start (no process to be poked by yet)",
