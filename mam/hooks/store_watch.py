@@ -64,15 +64,33 @@ class Watch:
 
 
 def serve(ws: Workspace, settings: Settings, stop: threading.Event) -> None:
-    """The node's thread: look every STEP_S until `stop`."""
+    """The node's thread: look every STEP_S until `stop`. With no session to watch it only looks again once
+    the registry changed (its files' size or time: a stat, where a look opens the registry), so a node of
+    sessions whose CLIs call hooks, or none, stays idle."""
     watches: dict[str, Watch] = {}
+    seen: tuple[int, ...] = ()
     sleep = stop.wait
     while not stop.is_set():
-        try:
-            look(ws, settings, watches)
-        except Exception:
-            log.exception("reading the agent CLIs' own records failed")
+        stamp = _registry_stamp(ws)
+        if watches or stamp != seen:
+            seen = stamp
+            try:
+                look(ws, settings, watches)
+            except Exception:
+                log.exception("reading the agent CLIs' own records failed")
         sleep(STEP_S)
+
+
+def _registry_stamp(ws: Workspace) -> tuple[int, ...]:
+    """What changes whenever the registry does: the size and time of its file and of its write-ahead log."""
+    out: list[int] = []
+    for path in (ws.db_path, ws.db_path.with_name(ws.db_path.name + "-wal")):
+        try:
+            st = path.stat()
+            out += [st.st_size, st.st_mtime_ns]
+        except OSError:
+            out += [-1, -1]
+    return tuple(out)
 
 
 def watched(row: SessionRow) -> AgentAdapter | None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import threading
 from pathlib import Path
 
 from mam.agents import get_adapter
@@ -205,3 +206,34 @@ def test_a_watched_grok_session_gets_its_state_from_records_since_its_launch(tmp
     seen = session_state.read(ws, "gk")
     assert (seen["state"], seen["source"], seen["via"], seen["job"]) == ("idle", "turn_ended", "store", ""), seen
     assert seen.get("turn_end_at") == seen["at"]
+
+
+def test_with_no_session_to_watch_the_registry_is_opened_again_only_once_it_changed(
+    tmp_path: Path, monkeypatch, poll
+) -> None:
+    """An idle node of demo (or Claude, codex) sessions: the watcher's step is a stat of the registry's files,
+    and it looks (opening the registry) again only once they changed."""
+    ws = Workspace(tmp_path / "ws")
+    ws.state.mkdir(parents=True)
+    registry = Registry(ws)
+    registry.add_session(SessionRow(name="d1", agent="demo", role="dev", backend="tmux", server="none", cwd="/"))
+    stamps, looks = [], []
+    stamp = store_watch._registry_stamp
+    monkeypatch.setattr(store_watch, "STEP_S", 0.005)
+    monkeypatch.setattr(store_watch, "_registry_stamp", lambda w: stamps.append(1) or stamp(w))
+    monkeypatch.setattr(store_watch, "look", lambda w, s, watches: looks.append(1))
+    stop = threading.Event()
+    thread = threading.Thread(target=store_watch.serve, args=(ws, load_settings(env_file=ws.env_file), stop))
+    thread.start()
+    try:
+        poll(lambda: len(stamps) >= 40, timeout=20)
+        assert len(looks) == 1  # the first step, then none while nothing changed
+        registry.add_session(SessionRow(name="d2", agent="demo", role="dev", backend="tmux", server="none", cwd="/"))
+        poll(lambda: len(looks) == 2, timeout=20)
+        counted = len(stamps)
+        poll(lambda: len(stamps) >= counted + 40, timeout=20)
+        assert len(looks) == 2
+    finally:
+        stop.set()
+        thread.join(10)
+        registry.close()
