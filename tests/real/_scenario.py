@@ -188,6 +188,29 @@ def explain(rig: Rig, session: str, d: Delegation | None = None) -> str:
     )
 
 
+def reminded_then_ended_without_report(
+    rig: Rig, session: str, *, turn_end: str, source: str, timeout: float, start_deadline: float
+) -> None:
+    """A model that runs `started` and ends its turn without a report (and answers the reminder with a text):
+    the CLI's turn ends (each marked `turn_end` by `turn_end`, read through `source`: hook or store) drive one
+    reminder typed, then the job ends `ended_without_report`, exit 1, and the session shows idle."""
+    rig.create(session, cwd=git_folder(rig.ws.root / "forget-repo"))
+    d = delegate(
+        rig,
+        session,
+        "Look, do not report. {tag}\nNO-REPORT",
+        timeout=timeout,
+        start_deadline=start_deadline,
+        extra_env={"MAM_REMIND_AFTER_S": "2", "MAM_REMINDERS": "1"},
+    )
+    assert d.rc == 1 and d.record.get("reason") == "ended_without_report", explain(rig, session, d)
+    assert audit_kinds(rig, d.record["id"]).count("reminded") == 1
+    trail = activity_inputs(rig, d.record["id"])
+    assert [a["source"] for a in trail if a.get("turn_end")] == [turn_end, turn_end], trail
+    row = rig.status(session)
+    assert (row["activity"], row["activity_source"]) == ("idle", source), row
+
+
 def delegate_completed(rig: Rig, session: str, text: str, **options: float) -> Delegation:
     """`delegate`, asserting the job completed with exit 0 (the failure message explains why not)."""
     d = delegate(rig, session, text, **options)

@@ -153,18 +153,6 @@ def test_a_turn_ended_without_a_report_is_reminded_then_ends_the_job(rig: Rig) -
     turn (and answers the reminder with a text) gets MAM_REMINDERS reminders typed into the composer once it
     shows its placeholder, then the job ends `ended_without_report`, exit 1."""
     session = "cx-forget"
-    rig.create(session, cwd=sc.git_folder(rig.ws.root / "forget-repo"))
-    d = sc.delegate(
-        rig,
-        session,
-        "Look, do not report. {tag}\nNO-REPORT",
-        timeout=120,
-        start_deadline=60,
-        extra_env={"MAM_REMIND_AFTER_S": "2", "MAM_REMINDERS": "1"},
+    sc.reminded_then_ended_without_report(
+        rig, session, turn_end="notify", source="hook", timeout=120, start_deadline=60
     )
-    assert d.rc == 1 and d.record.get("reason") == "ended_without_report", sc.explain(rig, session, d)
-    assert sc.audit_kinds(rig, d.record["id"]).count("reminded") == 1
-    trail = sc.activity_inputs(rig, d.record["id"])
-    assert [a["source"] for a in trail if a.get("turn_end")] == ["notify", "notify"], trail
-    row = rig.status(session)
-    assert (row["activity"], row["activity_source"]) == ("idle", "hook"), row

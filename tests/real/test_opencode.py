@@ -135,22 +135,9 @@ def test_a_turn_ended_without_a_report_is_reminded_then_ends_the_job(rig: Rig) -
     `finish` other than `tool-calls`), drive mam's reminders: a model that runs `started` and ends its
     turn (and answers the reminder with a text) gets MAM_REMINDERS reminders, then `ended_without_report`."""
     session = "oc-forget"
-    rig.create(session, cwd=sc.git_folder(rig.ws.root / "forget-repo"))
-    d = sc.delegate(
-        rig,
-        session,
-        "Look, do not report. {tag}\nNO-REPORT",
-        timeout=JOB_S,
-        start_deadline=START_S,
-        extra_env={"MAM_REMIND_AFTER_S": "2", "MAM_REMINDERS": "1"},
+    sc.reminded_then_ended_without_report(
+        rig, session, turn_end="assistant-finished", source="store", timeout=JOB_S, start_deadline=START_S
     )
-    assert d.rc == 1 and d.record.get("reason") == "ended_without_report", sc.explain(rig, session, d)
-    assert sc.audit_kinds(rig, d.record["id"]).count("reminded") == 1
-    trail = sc.activity_inputs(rig, d.record["id"])
-    ends = [a["source"] for a in trail if a.get("turn_end")]
-    assert ends == ["assistant-finished", "assistant-finished"], trail
-    row = rig.status(session)
-    assert (row["activity"], row["activity_source"]) == ("idle", "store"), row
 
 
 @PASTES_TOO_EARLY
