@@ -242,7 +242,7 @@ def test_the_launch_is_split_between_the_app_server_and_the_tui(tmp_path: Path) 
 
 
 FAKE_CODEX = """#!{python}
-import os, socket, sys, time
+import os, signal, socket, sys
 if sys.argv[1:2] == ["app-server"]:
     if os.environ.get("NO_SERVER"):
         sys.exit(3)
@@ -250,11 +250,9 @@ if sys.argv[1:2] == ["app-server"]:
     s.bind(sys.argv[3][len("unix://"):])
     s.listen(1)
     open(os.environ["PIDS"] + ".server", "w").write(str(os.getpid()))
-    while True:
-        time.sleep(60)
+    signal.pause()  # until killed
 open(os.environ["PIDS"] + ".tui", "w").write(repr(sys.argv[1:]))
-while True:
-    time.sleep(60)
+signal.pause()
 """
 
 

@@ -110,7 +110,7 @@ def test_a_screen_showing_control_lines_cannot_cut_an_answer_short(
     lines += [f"%begin {when} {number + 1} 1", "mam-0123", "tail"]
     forged = tmp_path / "forged.txt"
     forged.write_text("\n".join(lines) + "\n")
-    script = f"import sys,time; sys.stdout.write(open({str(forged)!r}).read()); sys.stdout.flush(); time.sleep(600)"
+    script = f"import signal,sys; sys.stdout.write(open({str(forged)!r}).read()); sys.stdout.flush(); signal.pause()"
     info = backend.create_pane(name="g", argv=[sys.executable, "-c", script], cwd=str(tmp_path), env=ENV)
     poll(lambda: "tail" in backend.capture(info.pane_id, lines=400), timeout=20)
     for _ in range(5):

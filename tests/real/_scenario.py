@@ -211,6 +211,16 @@ def reminded_then_ended_without_report(
     assert (row["activity"], row["activity_source"]) == ("idle", source), row
 
 
+def forked(rig: Rig, src: str, new: str, agent: str, source_id: str) -> dict[str, Any]:
+    """`mam session fork SRC --session NEW` (stopped with the rig): its record, checked to name its source and
+    agent and to hold a conversation of its own."""
+    fork = rig.mam_json("session", "fork", src, "--session", new, "--by", "tester@here")
+    rig.sessions.append(new)
+    assert fork["forked_from"] == src and fork["agent"] == agent, fork
+    assert fork["conversation_id"] and fork["conversation_id"] != source_id, fork
+    return fork
+
+
 def delegate_completed(rig: Rig, session: str, text: str, **options: float) -> Delegation:
     """`delegate`, asserting the job completed with exit 0 (the failure message explains why not)."""
     d = delegate(rig, session, text, **options)

@@ -20,7 +20,7 @@ import pytest
 
 from mam.util.poll import wait_for
 from tests.deploy import test_install as deploy
-from tests.real._scenario import refused_without_trust
+from tests.real._scenario import forked, refused_without_trust
 from tests.real.anthropic_server import FooterScript, conversation, footer_commands, text_of
 from tests.real.clis import BY_NAME
 from tests.real.conftest import (
@@ -305,10 +305,7 @@ def test_a_fork_holds_the_sources_messages_under_a_new_id_and_the_source_is_unto
     src_prompts = claude_prompts(src_transcript)
     assert sum(first in p for p in src_prompts) == 1, src_prompts
 
-    fork = rig.mam_json("session", "fork", "dev-src", "--session", "dev-fork", "--by", "tester@here")
-    rig.sessions.append("dev-fork")
-    assert fork["forked_from"] == "dev-src" and fork["agent"] == "claude", fork
-    assert fork["conversation_id"] and fork["conversation_id"] != src["conversation_id"], fork
+    fork = forked(rig, "dev-src", "dev-fork", "claude", src["conversation_id"])
     assert rig.status("dev-fork")["forked_from"] == "dev-src"
 
     second = brief_text("in-fork")

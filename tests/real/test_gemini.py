@@ -181,10 +181,7 @@ def test_a_fork_holds_the_sources_messages_under_a_new_id_and_the_source_is_unto
     src_prompts = prompts(rig, src["conversation_id"])
     assert sum(first.tag in t for t in src_prompts) == 1, src_prompts
 
-    fork = rig.mam_json("session", "fork", "gm-src", "--session", "gm-fork", "--by", "tester@here")
-    rig.sessions.append("gm-fork")
-    assert fork["forked_from"] == "gm-src" and fork["agent"] == "gemini", fork
-    assert fork["conversation_id"] and fork["conversation_id"] != src["conversation_id"], fork
+    fork = sc.forked(rig, "gm-src", "gm-fork", "gemini", src["conversation_id"])
     chats = rig.home / ".gemini" / "tmp"
     sources = sorted(chats.glob(f"*/chats/session-*-{src['conversation_id'][:8]}.jsonl"))
     copies = [p.with_name(p.name.replace(src["conversation_id"][:8], fork["conversation_id"][:8])) for p in sources]

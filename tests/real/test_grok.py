@@ -118,10 +118,7 @@ def test_a_fork_holds_the_sources_messages_under_a_new_id_and_the_source_is_unto
     src_prompts = user_prompts(rig, src["conversation_id"])
     assert sum(first.tag in t for t in src_prompts) == 1, src_prompts
 
-    fork = rig.mam_json("session", "fork", "gk-src", "--session", "gk-fork", "--by", "tester@here")
-    rig.sessions.append("gk-fork")
-    assert fork["forked_from"] == "gk-src" and fork["agent"] == "grok", fork
-    assert fork["conversation_id"] and fork["conversation_id"] != src["conversation_id"], fork
+    fork = sc.forked(rig, "gk-src", "gk-fork", "grok", src["conversation_id"])
 
     second = sc.delegate_completed(rig, "gk-fork", "In the fork.", timeout=JOB_S, start_deadline=START_S)
     turns = [r for r in rig.model.snapshot()[second.model_from :] if r.api == "chat" and r.reply != "side"]

@@ -160,10 +160,7 @@ def test_a_fork_holds_the_sources_messages_under_a_new_id_and_the_source_is_unto
     src_prompts = user_messages(rig, source_id)
     assert sum(first.tag in t for t in src_prompts) == 1, src_prompts
 
-    fork = rig.mam_json("session", "fork", "hm-src", "--session", "hm-fork", "--by", "tester@here")
-    rig.sessions.append("hm-fork")
-    assert fork["forked_from"] == "hm-src" and fork["agent"] == "hermes", fork
-    assert fork["conversation_id"] and fork["conversation_id"] != source_id, fork
+    fork = sc.forked(rig, "hm-src", "hm-fork", "hermes", source_id)
 
     second = sc.delegate_completed(rig, "hm-fork", "In the fork.", timeout=JOB_S, start_deadline=START_S)
     turns = [r for r in rig.model.snapshot()[second.model_from :] if r.api == "chat" and r.reply != "side"]

@@ -153,10 +153,7 @@ def test_a_fork_holds_the_sources_messages_under_a_new_id_and_the_source_is_unto
     src_texts = oc.user_texts(db(rig), source_id)
     assert sum(first.tag in t for t in src_texts) == 1, src_texts
 
-    fork = rig.mam_json("session", "fork", "oc-src", "--session", "oc-fork", "--by", "tester@here")
-    rig.sessions.append("oc-fork")
-    assert fork["forked_from"] == "oc-src" and fork["agent"] == "opencode", fork
-    assert fork["conversation_id"] and fork["conversation_id"] != source_id, fork
+    fork = sc.forked(rig, "oc-src", "oc-fork", "opencode", source_id)
 
     second = sc.delegate_completed(rig, "oc-fork", "In the fork.", timeout=JOB_S, start_deadline=START_S)
     turns = [r for r in rig.model.snapshot()[second.model_from :] if r.api == "chat" and r.reply != "side"]
