@@ -202,9 +202,22 @@ class TmuxBackend:
     def exit_status(self, pane_id: str) -> int | None:
         if not pane_id.startswith("%") or not self._socket().exists():
             return None
-        out = self._exec("display-message", "-p", "-t", pane_id, "#{pane_dead}\t#{pane_dead_status}")
-        dead, _, status = out.stdout.decode("utf-8", "replace").strip().partition("\t")
-        return int(status) if out.returncode == 0 and dead == "1" and status.lstrip("-").isdigit() else None
+        for kicked in (False, True):
+            out = self._exec(
+                "display-message", "-p", "-t", pane_id, "#{pane_dead}\t#{pane_dead_status}\t#{pane_dead_signal}"
+            )
+            dead, status, signal = (out.stdout.decode("utf-8", "replace").strip("\n").split("\t") + ["", ""])[:3]
+            if out.returncode != 0 or dead != "1":
+                return None
+            if status.lstrip("-").isdigit():
+                return int(status)
+            if signal or kicked:
+                return None
+            # tmux 3.3a at times misses the SIGCHLD of a program that exits at once: the pane reads dead, its
+            # process stays a zombie with no status, until another child of the server ends and the server
+            # reaps them all. A job of its own (`run-shell true`) is such a child; it returns once reaped.
+            self._exec("run-shell", "true")
+        return None
 
     def panes(self) -> list[PaneInfo]:
         if not self.server_running():

@@ -338,7 +338,7 @@ def dialog_message(error: AgentDialog, *, command: str, cwd: str, trust: bool) -
     )
 
 
-STATUS_WAIT_S = 15.0  # for the exit status of a pane already dead (a loaded CI run: over 5 s once)
+STATUS_WAIT_S = 3.0  # for the exit status of a pane already dead (exit_status wakes a tmux that missed it)
 
 
 def exited(backend, pane_id: str, adapter: AgentAdapter, *, lines: int = 8) -> AgentExited | None:  # type: ignore[no-untyped-def]

@@ -12,6 +12,8 @@ import os
 import sys
 from pathlib import Path
 
+import pytest
+
 from mam.panes.base import PaneBackend, PaneInfo
 from mam.util.proc import pid_alive
 from tests.panes.conftest import PASTE_CAPTURE, Harness, descendants, herdr_name, processes_mentioning
@@ -183,6 +185,23 @@ def test_exited_program_is_dead_or_gone(harness: Harness, tmp_path: Path, poll) 
     else:
         assert pane is None
     assert backend.pane(keep.pane_id) is not None
+
+
+def test_the_exit_status_of_programs_that_end_at_once_is_read(harness: Harness, tmp_path: Path, poll) -> None:
+    """tmux 3.3a at times misses such a program's end (a zombie with no status, about 1 pane in 20 here):
+    exit_status must still read it. herdr keeps no status."""
+    if not harness.keeps_dead_panes:
+        pytest.skip("herdr closes an exited program's pane and keeps no status")
+    backend = harness.backend
+    env = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}
+    probe(backend, tmp_path / "keep.json", tmp_path, env, name="keep")  # keeps the tmux server alive
+    panes = [
+        backend.create_pane(name=f"quick-{i}", argv=["/bin/sh", "-c", f"exit {i + 1}"], cwd=str(tmp_path), env=env)
+        for i in range(60)
+    ]
+    for pane in panes:
+        poll(lambda p=pane: (backend.pane(p.pane_id) or p).dead, timeout=10, message=f"{pane.pane_id} still alive")
+    assert [backend.exit_status(p.pane_id) for p in panes] == [i + 1 for i in range(60)]
 
 
 def test_kill_server_ends_panes_and_leaves_no_socket(harness: Harness, tmp_path: Path, poll) -> None:
