@@ -13,6 +13,7 @@ from mam.errors import MamError
 from mam.hooks import session_state
 from mam.jobs import record as rec
 from mam.jobs.ledger import Ledger
+from mam.outcomes import Reason
 from mam.store import journal
 from mam.store.registry import Registry
 from mam.usage.readers import COUNTER_AGENTS, job_usage, running_counters
@@ -43,11 +44,17 @@ def total(usage: Any) -> int | None:
     return sum(c for c in counts if isinstance(c, int) and not isinstance(c, bool) and c > 0)
 
 
+# The agent said the job ended: the records of its last response are being written, worth a short wait. A job
+# ended by a deadline or by mam (a prompt left up, a cancel) has a turn that may never end: read once.
+SETTLES = frozenset({Reason.COMPLETED.value, Reason.AGENT_ERROR.value, Reason.ENDED_WITHOUT_REPORT.value})
+
+
 def measure(
     ws: Workspace, registry: Registry, ledger: Ledger, *, until_ms: int | None = None, settle: bool = True
 ) -> dict[str, Any] | None:
     """The job's usage from the CLI's records between its injection and its end (`until_ms`: so far,
-    for a job still running; `settle=False` never waits for a record still being written)."""
+    for a job still running; `settle=False` never waits for a record still being written, nor does a
+    job that did not end by its agent's word, SETTLES)."""
     job = ledger.job
     since, until = job.claimed_ms or job.delivered_ms, until_ms if until_ms is not None else job.ended_ms
     if since is None or until is None:
@@ -65,7 +72,7 @@ def measure(
             env=row.agent_env,
             since_ms=since,
             until_ms=until,
-            settle=settle,
+            settle=settle and job.reason in SETTLES,
             base=ledger.usage_base,
         )
     if usage is None and until_ms is None:

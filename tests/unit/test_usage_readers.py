@@ -6,8 +6,13 @@ from __future__ import annotations
 import json
 import sqlite3
 from pathlib import Path
+from types import SimpleNamespace
 
+import pytest
+
+from mam.jobs import usage as usage_module
 from mam.usage.readers import gemini_transcripts, grok_updates, hermes_db
+from mam.workspace import Workspace
 
 T0 = 1_796_542_300_000  # ms
 
@@ -132,3 +137,37 @@ def test_hermes_is_the_running_totals_less_those_before_the_claim_once_the_turn_
         True,
     )
     assert hermes_db(db, "other", {}, T0) == (None, False)
+
+
+@pytest.mark.parametrize(
+    ("reason", "waits"),
+    [
+        ("completed", True),
+        ("agent_error", True),
+        ("ended_without_report", True),
+        ("wall_clock_timeout", False),
+        ("deadline_timeout", False),
+        ("agent_blocked", False),
+        ("cancelled_by_user", False),
+    ],
+)
+def test_only_a_job_its_agent_ended_waits_for_a_record_in_flight(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, reason: str, waits: bool
+) -> None:
+    """A job ended at a deadline or by mam (a prompt left up) has a turn that may never end: its usage is
+    read once, where a job its agent ended waits up to SETTLE_S for its last response's record."""
+    asked: list[bool] = []
+
+    def job_usage(agent: str, **kw: object) -> dict[str, int]:
+        asked.append(bool(kw["settle"]))
+        return {"input_tokens": 1}
+
+    monkeypatch.setattr(usage_module, "job_usage", job_usage)
+    row = SimpleNamespace(name="s", agent="grok", conversation_id="c", cwd=str(tmp_path), agent_env={})
+    registry = SimpleNamespace(find_session=lambda name: row)
+    job = SimpleNamespace(session="s", claimed_ms=T0, delivered_ms=T0, ended_ms=T0 + 1000, reason=reason, id="j")
+    ledger = SimpleNamespace(job=job, usage_base=None)
+    ws = Workspace(tmp_path)
+    assert usage_module.measure(ws, registry, ledger) == {"input_tokens": 1}  # type: ignore[arg-type]
+    assert usage_module.measure(ws, registry, ledger, settle=False) == {"input_tokens": 1}  # type: ignore[arg-type]
+    assert asked == [waits, False]
