@@ -154,7 +154,7 @@ def test_a_command_outside_the_allow_rules_leaves_the_prompt_and_the_job_ends_wi
     # The job ends only at its own --timeout (the prompt waits for a person while the heartbeats go
     # on): gemini reported `started` 6-8 s after the paste at a load average of 12.
     d = sc.delegate(
-        rig, session, f"Touch a file. {{tag}}\nRUN: touch {marker}", timeout=45, start_deadline=45, heartbeat=3
+        rig, session, f"Touch a file. {{tag}}\nRUN: touch {marker}", timeout=30, start_deadline=30, heartbeat=3
     )
     pane, screen = sc.left_waiting(rig, session, d)  # it reported, then waited for a person
     assert "Allow execution of" in screen, rig.shown(pane)

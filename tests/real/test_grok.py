@@ -86,7 +86,7 @@ def test_a_command_outside_the_allow_rules_leaves_the_prompt_and_the_job_ends_wi
     rig.create(session, cwd=cwd)
     marker = cwd / "asked.txt"
     d = sc.delegate(
-        rig, session, f"Touch a file. {{tag}}\nRUN: touch {marker}", timeout=40, start_deadline=40, heartbeat=3
+        rig, session, f"Touch a file. {{tag}}\nRUN: touch {marker}", timeout=25, start_deadline=25, heartbeat=3
     )
     pane, screen = sc.left_waiting(rig, session, d)  # it reported, then waited for a person
     assert "Yes, proceed" in screen and f"touch {marker}" in screen, rig.shown(pane)

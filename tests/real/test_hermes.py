@@ -121,7 +121,7 @@ def test_a_dangerous_command_leaves_its_prompt_and_the_session_shows_waiting(rig
     victim = cwd / "keep-me"
     victim.mkdir()
     # The job ends at its --timeout while the prompt is up: hermes itself denies an unanswered prompt after 60 s.
-    d = sc.delegate(rig, session, f"Clean up. {{tag}}\nRUN: rm -r {victim}", timeout=30, start_deadline=30, heartbeat=3)
+    d = sc.delegate(rig, session, f"Clean up. {{tag}}\nRUN: rm -r {victim}", timeout=20, start_deadline=20, heartbeat=3)
     pane, screen = sc.left_waiting(rig, session, d)  # it reported, then waited for a person
     assert "Dangerous Command" in screen, rig.shown(pane)
     assert victim.is_dir()
