@@ -148,3 +148,43 @@ def started_at(pid: int) -> float | None:
     except (OSError, StopIteration, ValueError):
         return None
     return boot + ticks / os.sysconf("SC_CLK_TCK")
+
+
+def process_tree(pid: int) -> list[tuple[int, int]]:
+    """`pid` and every descendant, each with its start time (so a later signal never hits a reused pid)."""
+    found: list[tuple[int, int]] = []
+    todo = [pid]
+    while todo:
+        current = todo.pop()
+        started = start_time(current)
+        if started is None:
+            continue
+        found.append((current, started))
+        todo.extend(children(current))
+    return found
+
+
+def end_processes(procs: Sequence[tuple[int, int]], *, grace: float) -> list[int]:
+    """Let `procs` (from `process_tree`) end by themselves for up to `grace` s, then SIGTERM the ones left,
+    `grace` s more, then SIGKILL; the pids that had to be signalled."""
+    import signal
+
+    from mam.util.poll import Timeout, wait_for
+
+    def left() -> list[int]:
+        return [p for p, started in procs if pid_alive(p, started)]
+
+    signalled: set[int] = set()
+    for sig in (None, signal.SIGTERM, signal.SIGKILL):
+        for pid in left() if sig is not None else ():
+            try:
+                os.kill(pid, sig)
+                signalled.add(pid)
+            except OSError:
+                pass  # it ended meanwhile
+        try:
+            wait_for(lambda: not left(), timeout=grace, interval=0.05)
+            break
+        except Timeout:
+            continue
+    return sorted(signalled)

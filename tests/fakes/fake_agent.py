@@ -40,6 +40,9 @@ clears the screen and replays the conversation under "Resuming session..." with 
 `{"$set": {"sessionId": ...}}` to the resumed transcript and draws its box again; whatever was
 typed or pasted before that is lost (logged as `dropped`), as the real one loses it.
 
+With MAM_FAKE_AGENT_HANGS_ON_EXIT set, it ignores SIGHUP and SIGTERM and, once it would exit, hangs
+(as an agent stuck on its way out): only SIGKILL ends it, and its child (logged as `child`), deaf alike.
+
 With MAM_FAKE_AGENT_LOG set, it appends one JSON line per event: start (argv, cwd, pid),
 early (codex's early frame), dialog, ready, sandbox, turn, tool (argv, rc), sandbox_killed (pids), hook
 (its name), usage (what the turn's model message recorded), exit, error.
@@ -589,6 +592,12 @@ class Agent:
             self.start_screen()
 
     def run(self) -> int:
+        if os.environ.get("MAM_FAKE_AGENT_HANGS_ON_EXIT"):
+            signal.signal(signal.SIGHUP, signal.SIG_IGN)
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
+            deaf = "import signal; [signal.signal(s, signal.SIG_IGN) for s in (1, 15)]; signal.pause()"
+            tool = subprocess.Popen([sys.executable, "-c", deaf], stdin=subprocess.DEVNULL)  # a tool it runs
+            log("child", agent=self.name, child=tool.pid)
         tty_state = None
         if os.isatty(0):
             import termios
@@ -606,7 +615,10 @@ class Agent:
             else:
                 self.start_screen()
             while True:
-                data = os.read(0, 65536)
+                try:
+                    data = os.read(0, 65536)
+                except OSError:  # EIO: the terminal hung up
+                    data = b""
                 if not data:
                     return self.leave("eof")
                 for kind, value in keys.feed(decode.decode(data)):
@@ -732,6 +744,10 @@ class Agent:
         self.turn_end(text, reply)
 
     def leave(self, reason: str) -> int:
+        if os.environ.get("MAM_FAKE_AGENT_HANGS_ON_EXIT"):  # deaf to SIGHUP and SIGTERM, it never gets out
+            log("hang", agent=self.name, reason=reason)
+            while True:
+                signal.pause()
         if self.name == "claude" and self.hooks.claude:
             self.hooks.session_id = self.cid or ""
             self.hooks.fire("SessionEnd", reason="prompt_input_exit")  # waited for, as the real one does
