@@ -9,6 +9,7 @@ from pathlib import Path
 import libtmux
 
 from mam.panes.tmux import socket_path
+from mam.util.proc import end_processes, process_tree
 
 
 @dataclass
@@ -17,12 +18,22 @@ class PrivateTmux:
     server: libtmux.Server
 
     def kill(self) -> None:
+        """Kill the server and, after it, whatever ran in its panes and ignored the hang-up (an agent stuck
+        on its way out would otherwise spin as an orphan through the rest of the run)."""
+        procs: list[tuple[int, int]] = []
         if socket_path(self.name).exists():
+            try:
+                listed = self.server.cmd("list-panes", "-a", "-F", "#{pane_pid}").stdout
+            except Exception:
+                listed = []
+            for pid in listed:
+                procs += process_tree(int(pid)) if pid.strip().isdigit() else []
             try:
                 self.server.kill()
             except Exception:
                 pass
         socket_path(self.name).unlink(missing_ok=True)
+        end_processes(procs, grace=2.0)
 
     def running(self) -> bool:
         return socket_path(self.name).exists() and self.server.is_alive()
