@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import os
+import signal
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+
+from mam.util.poll import Timeout, wait_for
 
 TYPE_CHECKING = False  # subprocess is imported where a helper is spawned, not by every caller
 if TYPE_CHECKING:
@@ -167,16 +170,13 @@ def process_tree(pid: int) -> list[tuple[int, int]]:
 def end_processes(procs: Sequence[tuple[int, int]], *, grace: float) -> list[int]:
     """Let `procs` (from `process_tree`) end by themselves for up to `grace` s, then SIGTERM the ones left,
     `grace` s more, then SIGKILL; the pids that had to be signalled."""
-    import signal
-
-    from mam.util.poll import Timeout, wait_for
 
     def left() -> list[int]:
         return [p for p, started in procs if pid_alive(p, started)]
 
     signalled: set[int] = set()
-    for sig in (None, signal.SIGTERM, signal.SIGKILL):
-        for pid in left() if sig is not None else ():
+    for sig in (0, signal.SIGTERM, signal.SIGKILL):  # 0: first let them end by themselves
+        for pid in left() if sig else ():
             try:
                 os.kill(pid, sig)
                 signalled.add(pid)

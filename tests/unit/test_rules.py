@@ -224,6 +224,7 @@ POLLING: dict[str, str] = {
     "store/db.py:__init__": "the back-off while SQLite reports the registry locked as it opens",
     "usage/readers.py:_settle": "an agent CLI's usage file to stop growing",
     "util/poll.py:wait_for": "the helper itself",
+    "util/proc.py:end_processes": PROCESS + " (an agent and its children after its pane closed, then each signal)",
     "web/serve.py:start": "the web server's port starting to accept",
 }
 SLEEPS = {"sleep"}  # time.sleep, anyio.sleep, asyncio.sleep, or a `sleep` passed in
