@@ -13,6 +13,7 @@ import os
 import secrets
 import subprocess
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -134,9 +135,14 @@ class Rig:
         return wait_for(shows, timeout=timeout, message=lambda: f"{text!r} not on screen:\n{self.shown(pane_id)}")
 
     def stop_all(self) -> None:
-        """`mam session stop` every session this rig created (for CLIs a tmux kill would not end cleanly)."""
-        for session in self.sessions:
-            self.mam("session", "stop", "--session", session, timeout=60)
+        """`mam session stop` every session this rig created (for CLIs a tmux kill would not end cleanly), all at
+        once: one left at a prompt waits out its exit grace without holding up the others."""
+        with ThreadPoolExecutor(max(1, len(self.sessions))) as pool:
+            list(
+                pool.map(
+                    lambda s: self.mam("session", "stop", "--session", s, timeout=60), dict.fromkeys(self.sessions)
+                )
+            )
 
 
 def claude_home(home: Path, api_key: str) -> None:
