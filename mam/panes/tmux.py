@@ -31,8 +31,10 @@ from mam.panes import tmux_control
 from mam.panes.base import PaneInfo
 from mam.settings import Settings
 from mam.util.launch import launcher_argv, write_spec
-from mam.util.proc import find_program, python_bin
+from mam.util.proc import end_processes, find_program, process_tree, python_bin
 from mam.workspace import Workspace
+
+KILL_GRACE_S = 2.0  # after a pane's close, then after SIGTERM, before the next signal to what it ran
 
 TMUX_SESSION = "mam"
 FORMAT = "#{pane_id}\t#{pane_pid}\t#{pane_dead}\t#{pane_current_command}\t#{pane_current_path}\t#{window_name}"
@@ -215,7 +217,8 @@ class TmuxBackend:
                 return None
             # tmux 3.3a at times misses the SIGCHLD of a program that exits at once: the pane reads dead, its
             # process stays a zombie with no status, until another child of the server ends and the server
-            # reaps them all. A job of its own (`run-shell true`) is such a child; it returns once reaped.
+            # reaps them all (it also marks a pane dead a moment before it reaps it). A job of its own
+            # (`run-shell true`) is such a child, and the command returns once the server has reaped it.
             self._exec("run-shell", "true")
         return None
 
@@ -260,8 +263,15 @@ class TmuxBackend:
         return self._run("capture-pane", "-p", "-J", "-t", pane_id, "-S", f"-{max(1, lines)}", check=False)
 
     def kill_pane(self, pane_id: str) -> None:
-        if self.server_running():
-            self._run("kill-pane", "-t", pane_id, check=False)
+        if not self.server_running():
+            return
+        info = self.pane(pane_id)
+        procs = process_tree(info.pid) if info is not None and info.pid and not info.dead else []
+        self._run("kill-pane", "-t", pane_id, check=False)
+        # Closing the pane hangs up on its program; one that ignores that (or hangs on its way out, as an
+        # opencode did once under load, spinning a core as an orphan) is ended, with its children: SIGTERM
+        # after KILL_GRACE_S, SIGKILL after as long again.
+        end_processes(procs, grace=KILL_GRACE_S)
 
     def kill_server(self) -> None:
         if self.server_running():

@@ -338,19 +338,12 @@ def dialog_message(error: AgentDialog, *, command: str, cwd: str, trust: bool) -
     )
 
 
-STATUS_WAIT_S = 3.0  # for the exit status of a pane already dead (exit_status wakes a tmux that missed it)
-
-
 def exited(backend, pane_id: str, adapter: AgentAdapter, *, lines: int = 8) -> AgentExited | None:  # type: ignore[no-untyped-def]
     """An AgentExited (exit status and the pane's last lines) if the agent's pane is dead or gone, else None."""
     info = backend.pane(pane_id)
     if info is not None and not info.dead:
         return None
-    status = backend.exit_status(pane_id) if info is not None else None
-    until = time.monotonic() + STATUS_WAIT_S
-    while info is not None and status is None and time.monotonic() < until:
-        time.sleep(0.02)  # tmux marks a pane dead a moment before it records the exit status
-        status = backend.exit_status(pane_id)
+    status = backend.exit_status(pane_id) if info is not None else None  # (it wakes a tmux that missed it)
     screen = backend.capture(pane_id, lines=200) if info is not None else ""
     last = [_CONTROL.sub("", line).rstrip() for line in screen.splitlines()]
     last = [line for line in last if line and not line.startswith("Pane is dead")][-lines:]

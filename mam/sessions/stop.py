@@ -15,12 +15,10 @@ from mam.settings import Settings
 from mam.store.registry import Registry
 from mam.store.sessions import LIVE, SessionRow, SessionStatus
 from mam.util.poll import Timeout, wait_for
-from mam.util.proc import end_processes, process_tree
 from mam.workspace import Workspace
 
 # How long to wait after an Escape before the next key, so it is not read as Alt+key.
 ESCAPE_PAUSE_S = 0.3
-KILL_GRACE_S = 2.0  # after the pane's close, then after SIGTERM, before the next signal
 
 
 def stop_session(
@@ -92,12 +90,7 @@ def exit_agent(backend: PaneBackend, pane_id: str, adapter: AgentAdapter, *, gra
                     backend.send_keys(pane_id, "Escape")
                     # A key right after Escape reads as an Alt chord in some TUIs (opencode: Escape, C-x).
                     time.sleep(ESCAPE_PAUSE_S)
-    info = None if graceful else backend.pane(pane_id)
-    procs = process_tree(info.pid) if info is not None and info.pid and not info.dead else []
-    backend.kill_pane(pane_id)
-    # Closing the pane hangs up on the agent; one that ignores that (or hangs on its way out, as opencode did
-    # once under load, spinning a core as an orphan) is ended: SIGTERM, then SIGKILL, with its children.
-    end_processes(procs, grace=KILL_GRACE_S)
+    backend.kill_pane(pane_id)  # ends an agent deaf to the hang-up too
     return graceful
 
 

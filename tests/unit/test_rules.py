@@ -217,7 +217,6 @@ POLLING: dict[str, str] = {
     "sessions/answer.py:_steady": SCREEN,
     "sessions/answer.py:_gone": SCREEN,
     "sessions/answer.py:_select": SCREEN,
-    "sessions/create.py:exited": PROCESS + " (the agent, after its pane closed)",
     "sessions/create.py:discover": "an agent CLI's conversation file appearing on disk",
     "sessions/stop.py:exit_agent": "the pauses between the keys that make an agent exit (pacing, not a wait)",
     "sessions/stop.py:press": "the pauses a key sequence asks for (pacing, not a wait)",
