@@ -35,11 +35,11 @@ from mam.jobs.intake import Intake
 from mam.jobs.ledger import Ledger, TakenOver, held
 from mam.jobs.model import Claim, Delivered, End, Queued, Tick, deadlines
 from mam.jobs.remind import Reminder, pane_typer
-from mam.jobs.result import Outcome, outcome_from_row
+from mam.jobs.result import Outcome, taken_over_outcome
 from mam.jobs.stale import close_if_abandoned
 from mam.jobs.usage import mark_usage, record_usage
 from mam.notify import job_ended
-from mam.outcomes import TAKEN_OVER_DETAIL, TAKEN_OVER_EXIT, UNCLAIMED, Exit, JobState, Reason, ending
+from mam.outcomes import UNCLAIMED, Exit, JobState, Reason, ending
 from mam.settings import Settings
 from mam.store import jobs as jobs_table
 from mam.store import pauses
@@ -285,18 +285,7 @@ class JobAttempt:
             self.waiter = pokes.Waiter(self.ledger.ws, keys)
             self._run()
         except TakenOver:
-            out = outcome_from_row(self.registry, self.ledger.job.id)
-            return Outcome(
-                job_id=out.job_id,
-                state=out.state,
-                reason=out.reason,
-                exit_code=TAKEN_OVER_EXIT,
-                detail=TAKEN_OVER_DETAIL,
-                result=out.result,
-                report=out.report,
-                record=out.record,
-                taken_over=True,
-            )
+            return taken_over_outcome(self.registry, self.ledger.job.id)
         except BaseException as e:
             self._abandon(e)
             raise

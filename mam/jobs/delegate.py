@@ -26,10 +26,10 @@ from mam.ids import check_id, check_job_id
 from mam.jobs import record as rec
 from mam.jobs.attach import check_key, dedup_key, wait_attached
 from mam.jobs.brief import TASK_KIND, check_brief, with_footer
-from mam.jobs.ledger import Ledger, held, new_job_id, new_owner
+from mam.jobs.ledger import Ledger, TakenOver, held, new_job_id, new_owner
 from mam.jobs.model import Input, Job
 from mam.jobs.request import OPTIONS, check_values
-from mam.jobs.result import Outcome, outcome_from_row
+from mam.jobs.result import Outcome, outcome_from_row, taken_over_outcome
 from mam.jobs.target import Target, parse_target
 from mam.settings import Settings, positive_seconds
 from mam.store.jobs import JobRow
@@ -164,7 +164,10 @@ def delegate(
             # An open one is taken over, never injected again; one not yet typed only with its own brief.
             _check_take_over(existing, target, req.brief)
             with interrupts.held():
-                ledger = Ledger.take_over(ws, registry, existing.id)
+                try:
+                    ledger = Ledger.take_over(ws, registry, existing.id)
+                except TakenOver:  # another attempt took it first: it drives the job
+                    return taken_over_outcome(registry, existing.id)
                 _tell_registered(on_registered, ledger)
             return _attempt(req, target, ledger, ws, settings, registry, on_update, client, remote).run()
     check_brief(req.brief)

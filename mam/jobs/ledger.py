@@ -183,7 +183,10 @@ class Ledger:
 
         Its audit line is `taken_over`, unless the previous owner is this same process: then it is the normal
         hand-over of a job the process follows itself to its end (the node, once a `--detach`ed delegation
-        had its answer, or a wait it serves), logged as `followed` (same fields)."""
+        had its answer, or a wait it serves), logged as `followed` (same fields).
+
+        A compare-and-set on the owner it saw: when another attempt took the job first (two waits in one
+        node finding it unowned at once), nothing is written and TakenOver is raised."""
         token = str(rec.read_record(ws, job_id).get("token", ""))
         previous = registry.job(job_id)
         owner, epoch = new_owner(), previous.epoch + 1
@@ -192,11 +195,21 @@ class Ledger:
         held(owner, True)
         try:
             done = journal.commit(
-                registry, Transition(job_id, lines=[line], changes={"owner": owner, "epoch": epoch}, token=token)
+                registry,
+                Transition(
+                    job_id,
+                    lines=[line],
+                    changes={"owner": owner, "epoch": epoch},
+                    expected_owner=previous.owner,
+                    token=token,
+                ),
             )
         except BaseException:
             held(owner, False)
             raise
+        if not done.ok:
+            held(owner, False)
+            raise TakenOver(f"job {job_id} was taken over by another attempt first", job_id=job_id)
         row = done.row or registry.job(job_id)
         job = Job.from_dict(row.data.get("job", {}))
         return cls(ws, registry, job, owner, dict(row.data.get("meta", {})), token, row.qid, epoch=row.epoch)

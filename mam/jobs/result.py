@@ -6,10 +6,11 @@ driving it needs (the MQTT client, the pane backends).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from mam.jobs.model import Job
+from mam.outcomes import TAKEN_OVER_DETAIL, TAKEN_OVER_EXIT
 from mam.store.registry import Registry
 
 
@@ -80,3 +81,9 @@ def outcome_from_row(registry: Registry, job_id: str) -> Outcome:
         report=job.report,
         record=record,
     )
+
+
+def taken_over_outcome(registry: Registry, job_id: str) -> Outcome:
+    """What an attempt answers when another attempt drives its job: the job as it is, `taken_over`."""
+    out = outcome_from_row(registry, job_id)
+    return replace(out, exit_code=TAKEN_OVER_EXIT, detail=TAKEN_OVER_DETAIL, taken_over=True)

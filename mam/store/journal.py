@@ -42,12 +42,17 @@ TAIL = 8192
 Line = tuple[str, Mapping[str, Any]]  # (kind, fields)
 
 
+# The audit lines that say a row's change happened: dropped with the change when its compare-and-set fails.
+CHANGE_LINES = frozenset({"input", "followed", "taken_over"})
+
+
 @dataclass(frozen=True)
 class Transition:
     """What one commit writes for one job: a new row (`insert`) or `changes` to it, and audit lines.
 
     With `expected_owner` / `expected_state`, the changes apply only if the row still has them; if
-    not, the lines of kind "input" (the transitions) are dropped and the other lines still written.
+    not, the lines that say the change happened (CHANGE_LINES: the transitions, a new owner) are dropped and
+    the other lines still written.
     """
 
     job_id: str
@@ -117,7 +122,8 @@ def _commit(registry: Registry, t: Transition, stamp: dict[str, Any]) -> Committ
         else:
             ok, new_record = True, False
         if holder is None:
-            lines = [{**stamp, **_public(fields), "kind": kind} for kind, fields in t.lines if ok or kind != "input"]
+            kept = [(kind, fields) for kind, fields in t.lines if ok or kind not in CHANGE_LINES]
+            lines = [{**stamp, **_public(fields), "kind": kind} for kind, fields in kept]
             numbered = jobs_table.add_audit(conn, t.job_id, lines)
     if holder is not None:  # no job of that id: its record, written above, goes
         ws.job_record(t.job_id).unlink(missing_ok=True)

@@ -10,11 +10,12 @@ from pathlib import Path
 import pytest
 
 from mam.bus.envelope import Envelope
+from mam.jobs import ledger as ledger_module
 from mam.jobs import record as rec
 from mam.jobs.emit import Emitter
 from mam.jobs.gate import EventGate
 from mam.jobs.intake import Intake
-from mam.jobs.ledger import Ledger, new_owner
+from mam.jobs.ledger import Ledger, TakenOver, new_owner
 from mam.jobs.model import JobState
 from mam.jobs.target import Target
 from mam.outcomes import Reason, Rejected
@@ -90,6 +91,27 @@ def test_each_take_over_raises_the_epoch_by_one_and_says_so_in_the_audit(store: 
             (ledger.job.id,),
         ).fetchall()
     assert ['"epoch": 1' in r[0] for r in lines] == [True, False]
+
+
+def test_a_take_over_that_lost_the_race_writes_nothing_and_raises(
+    store: tuple[Workspace, Registry], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two waits in one node find a job unowned at once (a `--detach`ed job's follower and a `mam job wait`):
+    the second take-over is a compare-and-set on the owner it saw, so it fails, writes no line and holds
+    nothing."""
+    ws, registry = store
+    ledger = register_delivered(ws, registry, topic_prefix="mam/t")
+    stale = registry.job(ledger.job.id)  # what the second wait read before the first took the job
+    first = Ledger.take_over(ws, registry, ledger.job.id)
+    held_before = set(ledger_module._HELD)
+    monkeypatch.setattr(registry, "job", lambda job_id: stale)
+    with pytest.raises(TakenOver):
+        Ledger.take_over(ws, registry, ledger.job.id)
+    monkeypatch.undo()
+    row = registry.job(ledger.job.id)
+    assert (row.owner, row.epoch) == (first.owner, 1)
+    assert [k for k in audit_kinds(registry, ledger.job.id) if k in ("followed", "taken_over")] == ["followed"]
+    assert ledger_module._HELD == held_before
 
 
 # -- what carries the epoch -------------------------------------------------------------------------------------
