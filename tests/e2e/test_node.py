@@ -222,13 +222,17 @@ def test_a_node_started_with_ld_preload_does_not_keep_it(wired, monkeypatch):
 def test_an_interrupted_caller_leaves_the_job_running_in_the_node(wired, sig, code):
     pid = start_node(wired)
     create_demo("x")
-    brief = "demo-sleep: 3\ndemo-write: out.txt :: finished after the interrupt"
+    # The turn lasts until the caller is interrupted (demo-await), however slow the machine: with a fixed
+    # `demo-sleep: 3` a loaded machine let the job complete before the signal reached the caller.
+    go = wired.root / "go"
+    brief = f"demo-await: {go}\ndemo-write: out.txt :: finished after the interrupt"
     proc = spawn_mam("job", "delegate", "--target", "x", "--brief", brief, "--json", "--start-deadline", "30")
     try:
         job = open_job(wired)
         assert owner_pid(wired, job) == pid
         proc.send_signal(sig)
         out, err = proc.communicate(timeout=30)
+        go.touch()
     finally:
         if proc.poll() is None:
             proc.kill()

@@ -68,6 +68,15 @@ def job(job_id: str) -> dict[str, Any]:
     return dict(mam_json("job", "status", job_id))
 
 
+def job_state(job_id: str) -> str | None:
+    """The job's state; None while it does not exist yet (the node makes a task's job when it wakes it)."""
+    proc = mam("job", "status", job_id, "--json")
+    if proc.returncode == 5 and "no job" in proc.stderr:
+        return None
+    assert proc.returncode == 0, proc.stderr
+    return str(json.loads(proc.stdout)["state"])
+
+
 def typed(ws, session: dict[str, Any], job_id: str) -> int:
     """How many times a brief of `job_id` reached the demo agent (its conversation's user turns)."""
     path = ws.state / "demo-agent" / "conversations" / f"{session['conversation_id']}.json"
@@ -207,11 +216,15 @@ def test_a_node_killed_mid_task_never_gives_the_task_two_jobs(org):
     mam("role", "add", "dev", "--session", "w", check=True)
     other = create_demo("v")
     mam("role", "add", "ops", "--session", "v", check=True)
-    task = add("Slow work", "dev", "--brief", "demo-sleep: 4")
+    # The turn lasts until the node is killed (demo-await), however slow the machine: with a fixed sleep a
+    # loaded machine could end the job before the test saw it running.
+    go = org.root / "go"
+    task = add("Slow work", "dev", "--brief", f"demo-await: {go}")
     job_id = f"{task}-r1"
     first = wait_for(lambda: node_pid(org), timeout=30, message="task add started no node")
-    wait_for(lambda: mam_json("job", "status", job_id)["state"] == "running", timeout=60, message="never ran")
+    wait_for(lambda: job_state(job_id) == "running", timeout=60, message="never ran")
     os.kill(first, signal.SIGKILL)
+    go.touch()
     # The next command that needs a node starts one; its org scheduler finds the run its predecessor left.
     later = add("Later work", "ops", "--blocked-by", task)
     second = wait_for(lambda: node_pid(org), timeout=30, message="no node came back")
