@@ -7,9 +7,13 @@ Every path comes from the caller; the real user's folders are never read or writ
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import sqlite3
 from pathlib import Path
 from typing import Any
+
+from tests.real.clis import BY_NAME, cache_dir
 
 PROVIDER = "scripted"
 MODEL = "scripted-model"
@@ -42,9 +46,30 @@ def write_config(config_home: Path, *, base_url: str, permission: dict[str, Any]
     }
     if permission is not None:
         config["permission"] = permission
+    copy_plugin(folder)
     path = folder / "opencode.json"
     path.write_text(json.dumps(config, indent=2), encoding="utf-8")
     return path
+
+
+def copy_plugin(folder: Path) -> None:
+    """What opencode installs into its config folder on its first launch in a HOME (`@opencode-ai/plugin`,
+    from the network, ~7 CPU-s), from the copy tests/real/install_clis.py made: hard links where the cache
+    shares the file system, else copies. Without that copy opencode installs it itself, as for a new user."""
+    cli = BY_NAME["opencode"]
+    source = cli.config_folder(cache_dir())
+    if not (source / "node_modules" / cli.config_package).is_dir():
+        return
+
+    def link(src: str, dst: str) -> None:
+        try:
+            os.link(src, dst)
+        except OSError:
+            shutil.copy2(src, dst)
+
+    for name in ("package.json", "package-lock.json"):
+        link(str(source / name), str(folder / name))
+    shutil.copytree(source / "node_modules", folder / "node_modules", symlinks=True, copy_function=link)
 
 
 def db_path(data_home: Path) -> Path:

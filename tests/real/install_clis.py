@@ -13,6 +13,7 @@ Each install's output goes to `<cache>/<folder>.log`.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import subprocess
@@ -95,6 +96,14 @@ def install_npm(cli: Cli, cache: Path, log: Path) -> int:
         node = shutil.which("node")
         if script.is_file() and node:
             rc = _run([node, str(script)], log, cwd=script.parent)
+    if rc == 0 and cli.config_package:
+        # What the CLI writes into its config folder on a first launch (package.json naming the package at
+        # its own version, then an install): done once here, copied into each test HOME.
+        deps = cli.config_folder(cache)
+        deps.mkdir(parents=True, exist_ok=True)
+        manifest = {"dependencies": {cli.config_package: cli.version}}
+        (deps / "package.json").write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
+        rc = _run([npm, "install", "--prefix", str(deps), "--no-audit", "--no-fund"], log)
     return rc
 
 
