@@ -16,6 +16,7 @@ from mam.util.poll import wait_for
 from mam.workspace import Workspace
 from tests.helpers import brokers, home_guard
 from tests.helpers.mqtt_double import MqttDouble, running_double
+from tests.helpers.nodes import end_nodes_under
 from tests.helpers.tmux import PrivateTmux, kill_stray_default_server, private_tmux
 
 REAL_HOME = Path(os.path.expanduser("~"))
@@ -67,8 +68,10 @@ def _real_home_untouched() -> Iterator[None]:
 
 
 @pytest.fixture(autouse=True)
-def isolated_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """HOME and XDG dirs in tmp_path, SHELL=/bin/sh, no inherited mam/MQTT/tmux settings."""
+def isolated_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """HOME and XDG dirs in tmp_path, SHELL=/bin/sh, no inherited mam/MQTT/tmux settings. Afterwards no node of a
+    workspace in tmp_path runs on (one with an enabled routine never ends by itself: it would idle through the rest
+    of the run)."""
     for key in list(os.environ):
         if key.startswith(ENV_PREFIXES):
             monkeypatch.delenv(key, raising=False)
@@ -83,7 +86,8 @@ def isolated_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("SHELL", "/bin/sh")
     # Helper processes (launcher, heartbeater, demo agent) run with this interpreter.
     monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
-    return home
+    yield home
+    end_nodes_under(tmp_path)
 
 
 @pytest.fixture
