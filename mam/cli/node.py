@@ -110,8 +110,13 @@ def serve(
         os.kill(os.getpid(), signal.SIGTERM)
 
     signal.signal(signal.SIGINT, on_ctrl_c)
-    echo(f"node{' ' + name if name else ''} serving workspace {app.ws.root}", err=True)
-    code = run_node(app.ws, app.settings, name=name or "", beside=beside, on_stop=on_stop, fleet=fleet)
+
+    def serving() -> None:  # said once its SIGTERM handler is in place: a Ctrl-C from then on is a clean stop
+        echo(f"node{' ' + name if name else ''} serving workspace {app.ws.root}", err=True)
+
+    code = run_node(
+        app.ws, app.settings, name=name or "", beside=beside, on_stop=on_stop, fleet=fleet, on_serving=serving
+    )
     if code == Exit.LOCK_BUSY:
         raise LockBusy(f"a node already runs for workspace {app.ws.root} (`mam node status`)")
     return Exit.INTERRUPTED if interrupted and code == Exit.OK else code

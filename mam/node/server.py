@@ -100,9 +100,10 @@ class Node:
 
     # -- life ---------------------------------------------------------------------------------
 
-    def serve(self, beside: Callable[[], int] | None = None) -> int:
+    def serve(self, beside: Callable[[], int] | None = None, on_serving: Callable[[], None] | None = None) -> int:
         """Serve until stopped. `beside`: a runner's `run` (mam.remote.runner), run in this thread while
-        the requests are served in another; the node ends with it, and its errors are the command's."""
+        the requests are served in another; the node ends with it, and its errors are the command's.
+        `on_serving`: told once the node listens (a foreground node says so then)."""
         heartbeat.as_node()  # the heartbeats this process starts are threads of it
         keep_idle()  # this process opens the registry several times per job: its connections are kept
         tmux_control.serve(self.ws.run_dir / "tmux")  # one control client per tmux server, not a process per call
@@ -114,6 +115,8 @@ class Node:
         threading.Thread(target=self._board, name="mam-node-board", daemon=True).start()
         threading.Thread(target=self._store_watch, name="mam-node-store-watch", daemon=True).start()
         log.info("serving workspace %s on %s (pid %d)", self.ws.root, self.path, os.getpid())
+        if on_serving is not None:
+            on_serving()
         try:
             if beside is None:
                 self._accept(listener)
@@ -582,9 +585,11 @@ def run_node(
     beside: Callable[[], int] | None = None,
     on_stop: Callable[[], None] | None = None,
     fleet: Callable[[], list[dict[str, Any]]] | None = None,
+    on_serving: Callable[[], None] | None = None,
 ) -> int:
     """Be the workspace's node until stopped (SIGTERM, `mam node stop`); Exit.LOCK_BUSY when another
-    node holds the lock. `beside`/`on_stop`/`fleet`: a runner's run, stop and fleet table (`mam node --name`)."""
+    node holds the lock. `beside`/`on_stop`/`fleet`: a runner's run, stop and fleet table (`mam node --name`).
+    `on_serving`: told once the node listens with its SIGTERM handler in place."""
     ws.ensure_state()
     with _lock_held(ws, lock_fd) as mine:
         if not mine:
@@ -601,7 +606,7 @@ def run_node(
 
         previous = signal.signal(signal.SIGTERM, stop)
         try:
-            return node.serve(beside)
+            return node.serve(beside, on_serving)
         finally:
             signal.signal(signal.SIGTERM, previous)
 

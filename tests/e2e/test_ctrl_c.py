@@ -15,7 +15,7 @@ import pytest
 
 from mam.util.poll import wait_for
 from tests.helpers.jobs import FAST
-from tests.helpers.mamcli import MAM, default_sigint
+from tests.helpers.mamcli import MAM, default_signals
 from tests.helpers.terminal import Terminal
 
 
@@ -27,22 +27,37 @@ def wired(workspace, amqtt_broker, monkeypatch):
 
 
 def interrupted_once(args: list[str], ready: Callable[[str], bool], timeout: float = 60) -> tuple[int, str]:
-    """Start `mam args`, wait until `ready(its stderr so far)`, send SIGINT: (exit code, stderr)."""
+    """Start `mam args`, send SIGINT the moment `ready(its stderr so far)` holds (from the thread reading it: a
+    command must be ready for Ctrl-C once it says so): (exit code, stderr)."""
     proc = subprocess.Popen(
         [MAM, *args], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True,
-        preexec_fn=default_sigint,
+        preexec_fn=default_signals,
     )  # fmt: skip
     assert proc.stderr is not None
     said: list[str] = []
-    reader = threading.Thread(target=lambda: said.extend(iter(proc.stderr.readline, "")), daemon=True)
+    sent = threading.Event()
+    once = threading.Lock()
+
+    def interrupt_if_ready() -> None:
+        with once:
+            if not sent.is_set() and ready("".join(said)):
+                proc.send_signal(signal.SIGINT)
+                sent.set()
+
+    def read() -> None:
+        assert proc.stderr is not None
+        for line in iter(proc.stderr.readline, ""):
+            said.append(line)
+            interrupt_if_ready()
+
+    reader = threading.Thread(target=read, daemon=True)
     reader.start()
     try:
         deadline = time.monotonic() + timeout
-        while not ready("".join(said)):
-            assert proc.poll() is None, f"mam {' '.join(args)} ended first ({proc.returncode}): {''.join(said)}"
+        while not sent.wait(0.05):
+            interrupt_if_ready()  # a readiness the output does not show (a pid file)
+            assert proc.poll() is None or sent.is_set(), f"mam {' '.join(args)} ended first: {''.join(said)}"
             assert time.monotonic() < deadline, f"mam {' '.join(args)} never got ready: {''.join(said)}"
-            time.sleep(0.05)
-        proc.send_signal(signal.SIGINT)
         code = proc.wait(timeout=timeout)
     finally:
         if proc.poll() is None:

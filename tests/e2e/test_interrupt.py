@@ -17,7 +17,7 @@ from mam.util.poll import wait_for
 from mam.workspace import Workspace
 from tests.e2e.test_node import open_job, owner_pid, start_node
 from tests.helpers.jobs import audit_kinds, create_demo, record, replayed_state
-from tests.helpers.mamcli import MAM, mam
+from tests.helpers.mamcli import MAM, default_signals, mam
 
 SHORT = ["--start-deadline", "30", "--heartbeat", "1"]
 
@@ -34,17 +34,13 @@ def spawn_delegate(*args: str, env: dict[str, str] | None = None) -> subprocess.
     background has SIGINT ignored, and an ignored signal stays ignored)."""
     import os
 
-    def defaults() -> None:
-        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-            signal.signal(sig, signal.SIG_DFL)
-
     return subprocess.Popen(
         [MAM, "job", "delegate", *args],
         env={**os.environ, **(env or {})},
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        preexec_fn=defaults,
+        preexec_fn=default_signals,
     )
 
 

@@ -12,7 +12,7 @@ import pytest
 from mam.util.poll import wait_for
 from tests.e2e.test_delegate_output import SHORT, on_a_terminal
 from tests.helpers.jobs import FAST, create_demo
-from tests.helpers.mamcli import MAM, default_sigint, mam, spawn_mam
+from tests.helpers.mamcli import MAM, default_signals, mam, spawn_mam
 from tests.helpers.terminal import Terminal
 
 CLEAR = "\r\x1b[2K"
@@ -92,7 +92,7 @@ def test_ctrl_c_clears_the_live_line_before_saying_the_job_runs_on(wired):
     term = Terminal(50, 200)
     proc = subprocess.Popen(
         [MAM, "job", "wait", job], stdout=subprocess.PIPE, stderr=term.slave, stdin=subprocess.DEVNULL,
-        preexec_fn=default_sigint,
+        preexec_fn=default_signals,
     )  # fmt: skip
     term.handed()
     try:

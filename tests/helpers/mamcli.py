@@ -30,11 +30,14 @@ def mam_json(*args: str, env: dict[str, str] | None = None, timeout: float = 90)
     return json.loads(proc.stdout)
 
 
-def default_sigint() -> None:
-    """preexec_fn for a child a test will interrupt: SIGINT's default disposition back. A suite started in
-    the background (`pytest ... &`) has SIGINT ignored, every child inherits that, and Python then
-    installs no KeyboardInterrupt handler: the test's Ctrl-C would do nothing."""
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
+def default_signals() -> None:
+    """preexec_fn for a child a test will interrupt: the default dispositions of SIGINT, SIGTERM and SIGHUP
+    back. A suite started in the background (`pytest ... &`) has SIGINT ignored, one under `nohup` SIGHUP,
+    every child inherits that, and a program then leaves the signal ignored (Python installs no
+    KeyboardInterrupt handler; mam's interrupt handling keeps an ignored signal ignored): the test's signal
+    would do nothing."""
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_DFL)
 
 
 def spawn_mam(*args: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
@@ -44,7 +47,7 @@ def spawn_mam(*args: str, env: dict[str, str] | None = None) -> subprocess.Popen
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        preexec_fn=default_sigint,
+        preexec_fn=default_signals,
     )
 
 
