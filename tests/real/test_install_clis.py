@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 from tests.helpers.brokers import free_port
-from tests.real.clis import PINS, Cli
+from tests.real.clis import BY_NAME, PINS, Cli
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -39,12 +40,17 @@ def run(cache: Path, *args: str) -> subprocess.CompletedProcess[str]:
 
 
 def fake_install(cli: Cli, cache: Path, version: str) -> None:
-    """What a finished install leaves: the executable and the package's own version record."""
+    """What a finished install leaves: the executable and the package's own version record (and its config
+    package's, at the same version)."""
     root = cli.folder(cache)
     if cli.registry == "npm":
         meta = root / "node_modules" / cli.package / "package.json"
         meta.parent.mkdir(parents=True)
         meta.write_text(json.dumps({"name": cli.package, "version": version}))
+        if cli.config_package:
+            extra = cli.config_folder(cache) / "node_modules" / cli.config_package / "package.json"
+            extra.parent.mkdir(parents=True)
+            extra.write_text(json.dumps({"name": cli.config_package, "version": version}))
         exe = root / "node_modules" / ".bin" / cli.command
     else:
         site = root / "lib" / "python3.12" / "site-packages"
@@ -75,6 +81,15 @@ def test_pinned_versions_in_place_are_left_alone(tmp_path: Path) -> None:
     assert proc.returncode == 0 and "already" in proc.stdout, proc.stdout
     assert sorted(str(p) for p in cache.rglob("*")) == before
     assert run(cache, "--check").returncode == 0
+
+
+def test_opencode_without_its_config_package_is_not_ready(tmp_path: Path) -> None:
+    cache = tmp_path / "cache"
+    opencode = BY_NAME["opencode"]
+    fake_install(opencode, cache, opencode.version)
+    shutil.rmtree(opencode.config_folder(cache))
+    proc = run(cache, "--check", "--only", "opencode")
+    assert proc.returncode == 1 and f"opencode {opencode.version}: missing" in proc.stdout, proc.stdout
 
 
 def test_another_version_in_the_cache_is_not_the_pin(tmp_path: Path) -> None:
