@@ -44,12 +44,8 @@ def click_option(opt: Option) -> Any:
     if opt.choices:
         kind = click.Choice(opt.choices)
     extra: dict[str, Any] = {"metavar": opt.metavar} if opt.metavar else {}
-    return click.option(
-        opt.flag,
-        opt.name,
-        type=kind,
-        default=opt.value,
-        required=opt.required,
-        help=opt.help_text,
-        **extra,
-    )
+    if opt.value is not None:
+        # Only a real default: click (8.2 on) takes an explicit `default=None` as a value that satisfies
+        # `required`, so a missing required option reached the command as None ("invalid role None").
+        extra["default"] = opt.value
+    return click.option(opt.flag, opt.name, type=kind, required=opt.required, help=opt.help_text, **extra)

@@ -12,6 +12,7 @@ from typing import Any
 
 import click
 import pytest
+from click.testing import CliRunner
 
 from mam.cli import job as job_cli
 from mam.errors import UsageError
@@ -148,3 +149,38 @@ def test_a_request_handed_to_the_node_arrives_as_it_was():
     op, args, env = check_request(got[0])
     assert op == "delegate" and env == {"MAM_HEARTBEAT_S": "3"}
     assert delegate_request(**args) == delegate_request(**sent)
+
+
+def _leaf_commands() -> list[tuple[str, click.Command]]:
+    import importlib
+
+    from mam.cli import COMMANDS
+
+    found: list[tuple[str, click.Command]] = []
+
+    def walk(cmd: click.Command, path: str) -> None:
+        if isinstance(cmd, click.Group):
+            for name in cmd.list_commands(click.Context(cmd)):
+                sub = cmd.get_command(click.Context(cmd), name)
+                if sub is not None:
+                    walk(sub, f"{path} {name}")
+        else:
+            found.append((path, cmd))
+
+    for name, (module, attr, _help) in COMMANDS.items():
+        walk(getattr(importlib.import_module(module), attr), name)
+    return found
+
+
+def test_a_missing_required_option_is_a_usage_error_naming_it():
+    """click (8.2 on) takes an explicit `default=None` as a value: a required option declared with one was never
+    reported missing and reached the command as None (`mam session create` without --role: "invalid role None")."""
+    commands = [(path, cmd) for path, cmd in _leaf_commands() if any(p.required for p in cmd.params)]
+    assert len(commands) > 10
+    for path, cmd in commands:
+        with pytest.raises(click.MissingParameter):
+            cmd.make_context(path, [])
+    from mam.cli import cli
+
+    result = CliRunner().invoke(cli, ["session", "create", "--agent", "demo", "--session", "x"])
+    assert result.exit_code == 2 and "Missing option '--role'" in result.output, result.output
