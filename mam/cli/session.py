@@ -8,7 +8,7 @@ import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
@@ -17,20 +17,12 @@ from mam.cli.request_options import field_options
 from mam.errors import UsageError
 from mam.ids import check_name
 from mam.node.live import LiveLine
-from mam.routines.health import webhook_problem
-from mam.sessions.attach import attach as attach_session
-from mam.sessions.attach import attach_argv
-from mam.sessions.create import Created, start_session
-from mam.sessions.fork import fork_session
 from mam.sessions.options import CREATE
-from mam.sessions.orchestrator import onboard_orchestrator as record
-from mam.sessions.remove import check_request as check_remove
-from mam.sessions.remove import remove_session
-from mam.sessions.resume import resume_session
-from mam.sessions.status import session_status
-from mam.sessions.stop import stop_session
-from mam.store.registry import Registry
-from mam.store.sessions import SessionRow
+
+if TYPE_CHECKING:
+    from mam.sessions.create import Created
+    from mam.store.registry import Registry
+    from mam.store.sessions import SessionRow
 
 T = TypeVar("T")
 
@@ -102,10 +94,9 @@ def create(
     behind); 2 bad options (also: --worktree outside git, a branch that exists, a base that is not a
     commit), or the agent's program is not on PATH.
     """
+    from mam.sessions.create import start_session
 
-    live = None
-    if onboard and not as_json and sys.stderr.isatty():
-        live = LiveLine()
+    live = LiveLine() if onboard and not as_json and sys.stderr.isatty() else None
 
     def onboarding(job_id: str, budget_s: float) -> None:
         echo(
@@ -190,6 +181,8 @@ def fork(app: App, source: str, name: str, role: str | None, by: str | None, as_
     behind); 2 a bad name, or SRC's agent cannot fork; 5 no session SRC, or refused: the name NEW
     is taken.
     """
+    from mam.sessions.fork import fork_session
+
     row = fork_session(
         source,
         name=name,
@@ -225,6 +218,7 @@ def stop(
     Exit codes: 0 stopped (or already stopped); 5 unknown session; 2 --purge-conversation without --yes,
     or no name (or two).
     """
+    from mam.sessions.stop import stop_session
 
     name = one_name(name, session_opt, "stop")
     check_name(name)  # before registry_of creates anything
@@ -266,6 +260,9 @@ def remove(
     or its worktree has uncommitted changes (without --force); 2 bad options
     (--purge-conversation without --yes); 1 the pane backend, git or the registry failed.
     """
+    from mam.sessions.remove import check_request as check_remove
+    from mam.sessions.remove import remove_session
+
     if (name is None) == (session_opt is None):
         raise UsageError("give the session's name once: `mam session remove NAME`")
     name = name or session_opt or ""
@@ -302,6 +299,7 @@ def resume(app: App, name: str | None, session_opt: str | None, as_json: bool) -
     Exit codes: 0 resumed; 1 already running, or the conversation is gone; 5 unknown session,
     or its worktree (--worktree) is gone or on another branch; 2 no name (or two).
     """
+    from mam.sessions.resume import resume_session
 
     name = one_name(name, session_opt, "resume")
     check_name(name)  # before registry_of creates anything
@@ -334,6 +332,8 @@ def status(app: App, as_json: bool, fleet: bool) -> None:
     releases it.
     Exit codes: 0 printed; 2 --fleet without MAM_DISPATCH_SECRET; 3 --fleet and no broker answers.
     """
+    from mam.sessions.status import session_status
+
     if fleet:
         from mam.cli.fleet import show_fleet
 
@@ -369,6 +369,8 @@ def status(app: App, as_json: bool, fleet: bool) -> None:
 
 def _read(app: App, read: Callable[[Registry], T]) -> T | None:
     """`read` of the workspace's registry, if it has one (None otherwise: nothing is created)."""
+    from mam.store.registry import Registry
+
     registry = Registry.open_existing(app.ws)
     if registry is None:
         return None
@@ -390,6 +392,8 @@ def _say_hold(app: App) -> None:
 
 def _say_webhook_down(app: App) -> None:
     """A warning on stderr while the routines' webhook URL does not reach them (their node cannot serve it)."""
+    from mam.routines.health import webhook_problem
+
     problem = _read(app, webhook_problem)
     if problem:
         echo(f"mam: warning: routine webhooks are down: {problem} (mam routine list)", err=True)
@@ -414,6 +418,7 @@ def onboard_orchestrator(
     app: App, backend: str | None, server: str | None, pane_id: str | None, session_id: str, as_json: bool
 ) -> None:
     """Record the orchestrator's own pane so the monitor never registers it as a sub-agent. Exit 0."""
+    from mam.sessions.orchestrator import onboard_orchestrator as record
 
     with registry_of(app) as registry:
         row = record(
@@ -440,6 +445,8 @@ def attach(app: App, name: str | None, session_opt: str | None, print_only: bool
     nothing: a session with no live pane is refused (exit 5) with the resume command.
     With --print, prints the commands (one a line, runnable as printed) and exits 0.
     """
+    from mam.sessions.attach import attach as attach_session
+    from mam.sessions.attach import attach_argv
 
     name = one_name(name, session_opt, "attach")
     if print_only:
