@@ -22,7 +22,6 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from filelock import FileLock
 
 from mam.agents import get_adapter, known_agents
 from mam.broker import embedded
@@ -35,6 +34,7 @@ from mam.store import sessions as sessions_table
 from mam.store.registry import Registry
 from mam.store.sessions import SessionRow
 from mam.util import trust
+from mam.util.flock import FileLock
 from mam.util.proc import find_program
 from mam.workspace import Workspace
 

@@ -16,8 +16,6 @@ import queue
 import threading
 import time
 
-from filelock import FileLock
-
 from mam.board.keys import check_key
 from mam.board.message import BoardMessage, Keys, board_secret
 from mam.board.store import publish
@@ -28,6 +26,7 @@ from mam.errors import BrokerError, DecodeError, MamError, UsageError
 from mam.settings import Settings
 from mam.store import board as table
 from mam.store.registry import Registry
+from mam.util.flock import FileLock
 from mam.util.throttle import Throttle
 from mam.workspace import Workspace
 

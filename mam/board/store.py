@@ -11,8 +11,6 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-from filelock import FileLock
-
 from mam.board.keys import check_key, check_prefix, check_value
 from mam.board.message import BoardMessage, board_secret
 from mam.bus.connect import open_client
@@ -23,6 +21,7 @@ from mam.settings import Settings
 from mam.store import board as table
 from mam.store.common import now_ms
 from mam.store.registry import Registry
+from mam.util.flock import FileLock
 from mam.workspace import Workspace
 
 log = logging.getLogger(__name__)

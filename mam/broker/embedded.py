@@ -19,6 +19,7 @@ from mam.broker import credentials
 from mam.errors import BrokerError
 from mam.settings import Settings
 from mam.util import proc
+from mam.util.flock import FileLock
 from mam.util.fs import atomic_write_json
 from mam.util.trust import check_process
 from mam.workspace import Workspace
@@ -136,7 +137,6 @@ def start(ws: Workspace, settings: Settings, *, timeout: float = 15.0, on_demand
 
     ws.ensure_state()
     ws.broker_dir.mkdir(mode=0o700, exist_ok=True)
-    from filelock import FileLock  # slow to import (asyncio): only a start needs it
 
     with FileLock(str(ws.lock("broker"))):
         login, new_login = credentials.ensure(ws)

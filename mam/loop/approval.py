@@ -24,13 +24,12 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from filelock import FileLock
-
 from mam.errors import ApprovalRefused, LoopNotFound, UsageError
 from mam.ids import check_loop_id
 from mam.loop.files import LoopLog, loop_folder
 from mam.loop.merge import MODES, branch_tip, merge, tree_of
 from mam.util import pokes
+from mam.util.flock import FileLock
 from mam.util.fs import atomic_write_json
 from mam.util.git import git, git_env, maybe
 from mam.workspace import Workspace

@@ -14,10 +14,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from filelock import FileLock
-from filelock import Timeout as LockTimeout
-
 from mam.errors import LockBusy
+from mam.util.flock import FileLock, LockTimeout
 from mam.util.fs import atomic_write_json
 from mam.workspace import Workspace, workspace_slug
 

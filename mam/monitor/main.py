@@ -25,6 +25,7 @@ from mam.monitor.jobs import OrphanFollower
 from mam.monitor.sessions import reconcile_sessions
 from mam.settings import Settings
 from mam.store.registry import Registry
+from mam.util.flock import FileLock, LockTimeout
 from mam.util.fs import append_line
 from mam.workspace import Workspace
 
@@ -61,12 +62,11 @@ class Monitor:
         self._news.set()
 
     def run(self, *, once: bool = False, max_passes: int | None = None) -> list[dict[str, Any]]:
-        from filelock import FileLock, Timeout  # slow to import
 
         lock = FileLock(str(self.ws.lock(self.name)))
         try:
             lock.acquire(timeout=0)
-        except Timeout as e:
+        except LockTimeout as e:
             raise LockBusy(
                 f"a monitor already runs for workspace {self.ws.root} (see {self.ws.run_dir / f'{self.name}.pid'})"
             ) from e

@@ -51,6 +51,7 @@ from mam.settings import Settings
 from mam.store import jobs as jobs_table
 from mam.store import journal
 from mam.store.registry import Registry
+from mam.util.flock import FileLock, LockTimeout
 from mam.util.fs import append_line
 from mam.util.proc import pid_alive
 from mam.workspace import Workspace
@@ -118,12 +119,11 @@ class Runner:
 
     def run(self, *, once: bool = False, max_jobs: int | None = None, idle_exit_s: float | None = None) -> int:
         """Serve until stopped; with `once`, exit when every taken job ended and nothing is queued."""
-        from filelock import FileLock, Timeout  # slow to import
 
         lock = FileLock(str(self.ws.lock(f"runner-{self.name}")))
         try:
             lock.acquire(timeout=0)
-        except Timeout as e:
+        except LockTimeout as e:
             raise LockBusy(f"runner {self.name!r} already runs in workspace {self.ws.root}") from e
         try:
             self._connect()

@@ -16,6 +16,7 @@ from mam.store import mirror
 from mam.store import sessions as sessions_table
 from mam.store.db import Database
 from mam.store.sessions import OrchestratorRow, SessionRow
+from mam.util.flock import FileLock
 from mam.workspace import Workspace
 
 
@@ -51,7 +52,6 @@ class Registry:
 
     def refresh_mirror(self, *, force: bool = False) -> bool:
         """Rewrite the YAML mirror if it is older than the database; True if it was written."""
-        from filelock import FileLock
 
         with FileLock(str(self.ws.lock("mirror"))):
             with self.db.read() as conn:

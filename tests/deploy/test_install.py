@@ -21,9 +21,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from filelock import FileLock
 
 import mam
+from mam.util.flock import FileLock
 
 REPO = Path(__file__).resolve().parents[2]
 # One worker runs this module (`--dist loadgroup`): the others never wait on the shared install's lock.

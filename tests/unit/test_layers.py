@@ -14,9 +14,9 @@ import pytest
 
 MAM = Path(__file__).resolve().parents[2] / "mam"
 # Slow to import, so imported where used (a name covers its submodules): `mam event` (once per agent event)
-# and `mam --help` never pay for them. filelock (about 40 ms: it imports asyncio) and PyYAML (about 20 ms)
-# guard and write the mirror; urllib.request (about 25 ms) only sends a notification.
-SLOW = {"paho", "amqtt", "libtmux", "textual", "filelock", "yaml", "urllib.request", "subprocess", "logging"}
+# and `mam --help` never pay for them. PyYAML (about 20 ms) writes the mirror; urllib.request (about 25 ms) only
+# sends a notification.
+SLOW = {"paho", "amqtt", "libtmux", "textual", "yaml", "urllib.request", "subprocess", "logging"}
 # The MCP server's stack, imported by `mam mcp` alone (tests/mcp/test_startup.py): uvicorn, anyio.
 SLOW |= {"uvicorn", "anyio"}
 # difflib (with heapq, ~1.5 ms) only suggests the command a typo meant (mam/cli/__init__.py): no command pays for it.

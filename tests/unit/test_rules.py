@@ -220,6 +220,7 @@ POLLING: dict[str, str] = {
     "sessions/create.py:discover": "an agent CLI's conversation file appearing on disk",
     "sessions/stop.py:exit_agent": "the pauses between the keys that make an agent exit (pacing, not a wait)",
     "sessions/stop.py:press": "the pauses a key sequence asks for (pacing, not a wait)",
+    "util/flock.py:_try_until": "a file lock with a time limit (flock(2) has none; the holder pokes nobody)",
     "store/db.py:__init__": "the back-off while SQLite reports the registry locked as it opens",
     "usage/readers.py:_settle": "an agent CLI's usage file to stop growing",
     "util/poll.py:wait_for": "the helper itself",
