@@ -165,6 +165,9 @@ class World:
                 if stream is not None:
                     stream.close()
         for host in (self.origin, self.remote):
+            # Each host's node first (started on demand, so not one of `spawned`): one still serving could start
+            # the tmux server again after the kill below (a resume in flight), leaving it and its control client.
+            host.run("node", "stop", timeout=60)
             host.tmux.kill()
         if self.broker is not None:
             self.broker.stop()
