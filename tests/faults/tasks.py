@@ -113,7 +113,9 @@ def check(ws: Workspace, sessions: dict[str, dict[str, Any]], rows: list[dict[st
     bad: list[str] = []
     by_id = {t["id"]: t for t in rows}
     bad += [f"task {t['id']} ended {t['state']}" for t in rows if t["state"] != "done"]
-    made = Counter(j["id"] for j in jobs())
+    listed = jobs()
+    views = {j["id"]: j for j in listed}  # every job's status, from one `mam job list` (`job status`'s view)
+    made = Counter(j["id"] for j in listed)
     wakes = [(t["id"], w) for t in rows for w in t["wakes"]]
     bad += [
         f"task {t['id']} wake {k} has job {w['job']}"
@@ -130,7 +132,7 @@ def check(ws: Workspace, sessions: dict[str, dict[str, Any]], rows: list[dict[st
         for role, s in sessions.items()
     }
     for task, w in wakes:
-        row = json.loads(mam("job", "status", w["job"], "--json", check=True).stdout)
+        row = views[w["job"]]
         n = sum(
             1
             for turn in turns[by_id[task]["role"]]
@@ -141,14 +143,14 @@ def check(ws: Workspace, sessions: dict[str, dict[str, Any]], rows: list[dict[st
     for t in rows:
         spans = []
         for w in t["wakes"]:
-            row = json.loads(mam("job", "status", w["job"], "--json", check=True).stdout)
+            row = views[w["job"]]
             spans.append((row["created_at"], row["ended_at"] or float("inf"), w["job"]))
         spans.sort()
         for (_a, a_end, a), (b_start, _b, b) in zip(spans, spans[1:]):
             if b_start < a_end:
                 bad.append(f"task {t['id']}: jobs {a} and {b} were open at once")
         if t["wakes"] and t["blocked_by"]:
-            first = json.loads(mam("job", "status", t["wakes"][0]["job"], "--json", check=True).stdout)["created_at"]
+            first = views[t["wakes"][0]["job"]]["created_at"]
             for b in t["blocked_by"]:
                 done_at = by_id[b]["ended_at"]
                 if done_at is None or first < done_at:
