@@ -34,10 +34,6 @@ class FileLock:
         self._fd: int | None = None
         self._holds = 0
 
-    @property
-    def is_locked(self) -> bool:
-        return self._fd is not None
-
     def acquire(self, timeout: float | None = -1.0) -> FileLock:
         """Take the lock, waiting `timeout` s (default: the instance's); LockTimeout when it stays taken."""
         if self._fd is not None:
