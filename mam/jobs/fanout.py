@@ -25,8 +25,8 @@ from mam.ids import check_job_id
 from mam.jobs.brief import check_brief
 from mam.jobs.delegate import DelegateRequest, delegate_request
 from mam.jobs.ledger import new_job_id
-from mam.jobs.queries import cancel
 from mam.jobs.result import Outcome
+from mam.jobs.stale import cancel
 from mam.jobs.target import parse_target
 from mam.outcomes import Exit, JobState
 from mam.store.registry import Registry

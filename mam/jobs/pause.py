@@ -35,8 +35,8 @@ from mam.jobs.brief import TASK_KIND, resume_brief
 from mam.jobs.delivery import PaneDelivery
 from mam.jobs.ledger import Ledger
 from mam.jobs.model import Job, Pause, Resume
-from mam.jobs.queries import cancel, status
-from mam.jobs.stale import change_outside
+from mam.jobs.queries import status
+from mam.jobs.stale import cancel, change_outside
 from mam.jobs.target import parse_target
 from mam.notify import send
 from mam.outcomes import UNCLAIMED, Exit, JobState

@@ -1,4 +1,4 @@
-"""Reading and cancelling jobs: status, lists, the audit log, sub-jobs, `mam job cancel`."""
+"""Reading jobs: status, lists, the audit log, sub-jobs (cancelling one: mam.jobs.stale `cancel`)."""
 
 from __future__ import annotations
 
@@ -6,12 +6,11 @@ import time
 from typing import Any
 
 from mam.bus.envelope import Envelope
-from mam.errors import DecodeError, JobError, JobNotFound
+from mam.errors import DecodeError, JobNotFound
 from mam.ids import check_job_id
 from mam.jobs import record as rec
 from mam.jobs.model import Event, Job
-from mam.jobs.stale import end_job
-from mam.outcomes import JobState, Reason, ending
+from mam.outcomes import JobState
 from mam.store import jobs as jobs_table
 from mam.store import pauses
 from mam.store.jobs import JobRow
@@ -150,13 +149,3 @@ def list_jobs(
 def log(ws: Workspace, registry: Registry, job_id: str) -> list[dict[str, Any]]:
     registry.job(job_id)  # JobNotFound for an unknown id
     return rec.read_audit(ws, job_id)
-
-
-def cancel(ws: Workspace, registry: Registry, job_id: str) -> dict[str, Any]:
-    """End an open job as cancelled (exit 5). The brief, if already injected, is not taken back."""
-    by_user = ending(Reason.CANCELLED_BY_USER)
-    detail = "cancelled with `mam job cancel`"
-    if end_job(ws, registry, job_id, by_user.state, by_user.reason, by_user.exit_code, detail, by="cancel") is None:
-        row = registry.job(job_id)
-        raise JobError(f"job {job_id} already ended: {row.state} ({row.reason})", job_id=job_id)
-    return status(registry, job_id)

@@ -15,11 +15,12 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from mam.bus.envelope import Envelope
-from mam.errors import DecodeError, MamError
+from mam.errors import DecodeError, JobError, MamError
 from mam.jobs import record as rec
 from mam.jobs.gate import EventGate
 from mam.jobs.ledger import owner_alive
 from mam.jobs.model import End, Event, Input, Job, Tick, input_to_dict, step
+from mam.jobs.queries import status
 from mam.notify import job_ended
 from mam.outcomes import JobState, Reason, ending
 from mam.store import journal
@@ -182,3 +183,13 @@ def change_outside(
     if new.terminal:
         job_ended(ws, None, job_id)  # no settings here: the workspace's (.mam.env and the environment)
     return new
+
+
+def cancel(ws: Workspace, registry: Registry, job_id: str) -> dict[str, Any]:
+    """End an open job as cancelled (exit 5): its status view. The brief, if already injected, is not taken back."""
+    by_user = ending(Reason.CANCELLED_BY_USER)
+    detail = "cancelled with `mam job cancel`"
+    if end_job(ws, registry, job_id, by_user.state, by_user.reason, by_user.exit_code, detail, by="cancel") is None:
+        row = registry.job(job_id)
+        raise JobError(f"job {job_id} already ended: {row.state} ({row.reason})", job_id=job_id)
+    return status(registry, job_id)

@@ -18,7 +18,7 @@ from mam.jobs import attempt as attempt_mod
 from mam.jobs.attempt import JobAttempt
 from mam.jobs.ledger import Ledger, new_owner
 from mam.jobs.model import Job, JobState
-from mam.jobs.queries import cancel
+from mam.jobs.stale import cancel
 from mam.settings import load_settings
 from mam.store.registry import Registry
 from mam.util import pokes

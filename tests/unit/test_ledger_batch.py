@@ -13,7 +13,7 @@ from mam.jobs import record as rec
 from mam.jobs.intake import Intake
 from mam.jobs.ledger import Ledger, TakenOver, new_owner
 from mam.jobs.model import Event, Job, JobState
-from mam.jobs.queries import end_job
+from mam.jobs.stale import end_job
 from mam.store import jobs as jobs_table
 from mam.store.registry import Registry
 from mam.workspace import Workspace

@@ -80,7 +80,7 @@ def run_demo_with(target: str, tmp_path: Path, received) -> None:  # type: ignor
         wait_for(
             lambda: log.is_file() and log.read_text().count(" sent ") == len(expected),
             timeout=60,
-            message=f"{len(expected)} notifications sent",
+            message=lambda: f"{len(expected)} notifications sent; the log: {log.read_text() if log.is_file() else '-'}",
         )
         got = received()
         pairs = [(m["subject"], m["kind"]) for m in got]
