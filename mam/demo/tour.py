@@ -33,6 +33,7 @@ from mam.panes.tmux import TmuxBackend
 from mam.sessions.create import CreateRequest, create_session
 from mam.settings import Settings, load_settings
 from mam.store.registry import Registry
+from mam.store.sessions import LIVE, SessionStatus
 from mam.util.proc import find_program
 from mam.workspace import Workspace
 
@@ -123,6 +124,7 @@ def run_demo(
             result.loop = outcome
             result.ok = result.ok and outcome is not None and outcome.get("exit_code") == Exit.OK
     finally:
+        _end_sessions(registry)
         registry.close()
         TmuxBackend(server, settings=settings, ws=ws).kill_server()
         embedded.stop(ws)
@@ -132,6 +134,18 @@ def run_demo(
             shutil.rmtree(ws.root, ignore_errors=True)
         say("cleaned up: tmux server killed, broker stopped" + ("" if keep else ", workspace removed"))
     return result
+
+
+def _end_sessions(registry: Registry) -> None:
+    """The demo's sessions end with it: recorded terminated by the demo before their tmux server is killed, so the
+    node's monitor, which still runs for a moment, never takes them for agents that died (a `session_terminated`
+    notification to MAM_NOTIFY for each)."""
+    try:
+        for row in registry.sessions():
+            if row.status in LIVE:
+                registry.update_session(row.name, status=SessionStatus.TERMINATED, note="the demo ended")
+    except MamError:
+        pass  # a registry the demo could not write: its workspace goes (or is kept) as it is
 
 
 def _git_init(root: Path) -> None:

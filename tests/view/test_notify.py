@@ -74,6 +74,10 @@ def run_demo_with(target: str, tmp_path: Path, received) -> None:  # type: ignor
     ws = kept_workspace(proc.stdout)
     try:
         jobs = json.loads(mam("job", "list", "--json", "--workspace", str(ws), check=True).stdout)
+        # The demo recorded its sessions' end before it killed their server: no monitor took them for dead agents
+        # (a session_terminated message each).
+        rows = json.loads(mam("session", "status", "--json", "--workspace", str(ws), check=True).stdout)
+        assert rows and {(r["status"], r["note"]) for r in rows} == {("terminated", "the demo ended")}, rows
         loops = [p.name for p in (ws / ".mam" / "loops").iterdir()]
         expected = {(j["id"], "job_ended") for j in jobs} | {(loop, "loop_ended") for loop in loops}
         log = ws / ".mam" / "notify" / "notify.log"
