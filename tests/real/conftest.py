@@ -233,19 +233,35 @@ def prompts_holding(home: Path, conversation_id: str, text: str, timeout: float 
 
 
 def claude_prompts(transcript: Path) -> list[str]:
-    """The text of every prompt the person (here: mam's paste) submitted, in order; tool results excluded."""
-    prompts = []
+    """The text of every prompt the person (here: mam's paste) submitted, in order; tool results excluded. A prompt
+    submitted while Claude was still finishing a turn (mam types the next brief once the last job ended, which can
+    be before the turn's closing text) is queued: Claude 2.1 records it as an attachment, `queued_command`, and
+    answers it in that turn, with no user entry of its own (seen in one CI run of four); one that also gets a user
+    entry later counts once."""
+    prompts: list[str] = []
+    queued: list[str] = []
     for entry in transcript_entries(transcript):
+        attachment = entry.get("attachment")
+        if entry.get("type") == "attachment" and isinstance(attachment, dict):
+            if attachment.get("type") == "queued_command" and isinstance(attachment.get("prompt"), str):
+                prompts.append(attachment["prompt"])
+                queued.append(attachment["prompt"])
+            continue
         message = entry.get("message")
         if entry.get("type") != "user" or not isinstance(message, dict) or entry.get("isMeta"):
             continue
         content = message.get("content")
+        text = None
         if isinstance(content, str):
-            prompts.append(content)
+            text = content
         elif isinstance(content, list) and not any(
             isinstance(b, dict) and b.get("type") == "tool_result" for b in content
         ):
-            prompts.append("\n".join(str(b.get("text", "")) for b in content if isinstance(b, dict)))
+            text = "\n".join(str(b.get("text", "")) for b in content if isinstance(b, dict))
+        if text is not None and text in queued:
+            queued.remove(text)  # the user entry of a prompt already counted as queued
+        elif text is not None:
+            prompts.append(text)
     return prompts
 
 
