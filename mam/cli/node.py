@@ -22,8 +22,6 @@ from mam.outcomes import Exit
 from mam.sessions.common import check_name
 from mam.util.proc import clean_path
 
-STOP_WAIT_S = 15.0  # for a node asked to stop to let go of its lock
-
 NODE_HELP = """The workspace's node: one long-running process per host and workspace.
 
 \b
@@ -128,10 +126,7 @@ def _let_go_of_an_idle_autostarted_node(app: App) -> None:
     status = client.ask(path, "status")
     if not status or not status.get("autostarted") or status.get("requests") or status.get("name"):
         return
-    client.ask(path, "stop")
-    until = time.monotonic() + STOP_WAIT_S
-    while time.monotonic() < until and client.connect(path) is not None:
-        time.sleep(0.05)
+    client.stop(path)
 
 
 @node.command("status")
@@ -184,18 +179,14 @@ def stop(app: App) -> int:
 
     Exit codes: 0 stopped (or none ran); 1 it did not stop within 15 s.
     """
-    path = str(app.ws.run_dir / SOCKET)
-    answer = client.ask(path, "stop")
+    answer, gone = client.stop(str(app.ws.run_dir / SOCKET))
     if answer is None:
         echo(f"no node runs for workspace {app.ws.root}", err=True)
         return Exit.OK
-    until = time.monotonic() + STOP_WAIT_S
-    while time.monotonic() < until:
-        if client.connect(path) is None:
-            echo(f"node {answer.get('pid', '?')} stopped", err=True)
-            return Exit.OK
-        time.sleep(0.05)
-    echo(f"mam: error: node {answer.get('pid', '?')} did not stop within {STOP_WAIT_S:.0f} s", err=True)
+    if gone:
+        echo(f"node {answer.get('pid', '?')} stopped", err=True)
+        return Exit.OK
+    echo(f"mam: error: node {answer.get('pid', '?')} did not stop within {client.STOP_WAIT_S:.0f} s", err=True)
     return Exit.FAILED
 
 

@@ -36,7 +36,6 @@ from mam.sessions.create import CreateRequest, create_session
 from mam.settings import Settings, load_settings
 from mam.store.registry import Registry
 from mam.store.sessions import LIVE, SessionStatus
-from mam.util.poll import Timeout, wait_for
 from mam.util.proc import find_program
 from mam.workspace import Workspace
 
@@ -70,7 +69,6 @@ JOBS = (
     DemoJob("helper", "Take a while and report progress.\ndemo-sleep: 2", Exit.OK, "slow job with progress"),
     DemoJob("flaky", "This agent is set up to fail.", Exit.FAILED, "agent reports an error"),
 )
-NODE_STOP_S = 15.0  # how long the demo waits for its node to stop at the end
 SESSIONS = (("creator", "developer", "ok"), ("helper", "developer", "ok"), ("flaky", "developer", "error"))
 
 
@@ -128,10 +126,13 @@ def run_demo(
             result.loop = outcome
             result.ok = result.ok and outcome is not None and outcome.get("exit_code") == Exit.OK
     finally:
-        _stop_node(ws)  # first: its monitor would take the sessions for dead agents once their server goes
+        # The node first: its monitor would take the sessions for dead agents once their server goes.
+        _answer, gone = node_client.stop(str(ws.run_dir / SOCKET))
+        if not gone:
+            say(f"the workspace's node did not stop within {node_client.STOP_WAIT_S:.0f} s")
         registry.close()
         TmuxBackend(server, settings=settings, ws=ws).kill_server()
-        _end_sessions(ws)
+        _end_sessions(ws, say)
         embedded.stop(ws)
         if keep:
             say(f"kept the workspace {ws.root}")
@@ -141,25 +142,7 @@ def run_demo(
     return result
 
 
-def _stop_node(ws: Workspace) -> None:
-    """Stop the workspace's node and wait (up to NODE_STOP_S) until it no longer answers."""
-    path = str(ws.run_dir / SOCKET)
-    if node_client.ask(path, "stop") is None:
-        return
-
-    def gone() -> bool:
-        sock = node_client.connect(path)
-        if sock is not None:
-            sock.close()
-        return sock is None
-
-    try:
-        wait_for(gone, timeout=NODE_STOP_S, interval=0.05)
-    except Timeout:
-        pass  # a node that does not stop: the sessions are still recorded ended below
-
-
-def _end_sessions(ws: Workspace) -> None:
+def _end_sessions(ws: Workspace, say: Callable[[str], None]) -> None:
     """The demo's sessions end with it: recorded terminated by the demo once their server is gone and no node
     watches, so no monitor takes them for agents that died (a `session_terminated` message to MAM_NOTIFY each)
     or adopts their panes while they still live."""
@@ -168,8 +151,8 @@ def _end_sessions(ws: Workspace) -> None:
         for row in registry.sessions():
             if row.status in LIVE:
                 registry.update_session(row.name, status=SessionStatus.TERMINATED, note="the demo ended")
-    except MamError:
-        pass  # a registry the demo could not write: its workspace goes (or is kept) as it is
+    except MamError as e:
+        say(f"could not record the sessions' end: {e}")
     finally:
         registry.close()
 

@@ -40,6 +40,7 @@ if TYPE_CHECKING:
 
 FORWARDED = (_signal.SIGINT, _signal.SIGTERM, _signal.SIGHUP)
 START_WAIT_S = 20.0  # for a node just started to listen (imports, on a loaded 2-core machine)
+STOP_WAIT_S = 15.0  # for a node asked to stop to let go of its socket
 NODE_START = "import sys; del sys.path[0]; from mam.node.server import main; sys.exit(main())"
 AGAIN = frozenset({"delegate", "wait", "fanout"})  # may run again in a new node (their jobs are taken over)
 _OFF = frozenset({"0", "false", "no", "off"})
@@ -355,3 +356,25 @@ def ask(path: str, op: str, timeout: float = 5.0, **args: Any) -> dict[str, Any]
         return None
     finally:
         sock.close()
+
+
+def stop(path: str, wait_s: float = STOP_WAIT_S) -> tuple[dict[str, Any] | None, bool]:
+    """Ask the node listening at `path` to stop and wait up to `wait_s` until it no longer answers: (its answer,
+    whether it is gone); (None, True) when none answered."""
+    from mam.util.poll import Timeout, wait_for
+
+    answer = ask(path, "stop")
+    if answer is None:
+        return None, True
+
+    def gone() -> bool:
+        sock = connect(path)
+        if sock is not None:
+            sock.close()
+        return sock is None
+
+    try:
+        wait_for(gone, timeout=wait_s, interval=0.05)
+    except Timeout:
+        return answer, False
+    return answer, True

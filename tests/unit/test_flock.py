@@ -16,16 +16,18 @@ from mam.util.flock import FileLock, LockTimeout
 from mam.util.poll import wait_for
 
 HOLD = """
-import sys, time
+import sys
 from mam.util.flock import FileLock
 with FileLock(sys.argv[1]):
     print("held", flush=True)
-    time.sleep(60)
+    sys.stdin.read()  # held until the test ends it
 """
 
 
 def holder(path: Path) -> subprocess.Popen[str]:
-    proc = subprocess.Popen([sys.executable, "-c", HOLD, str(path)], stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", HOLD, str(path)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
     assert proc.stdout is not None and proc.stdout.readline() == "held\n"
     return proc
 

@@ -199,9 +199,7 @@ POLLING: dict[str, str] = {
     "agents/codex_server.py:start_server": "codex's app-server socket appearing after its start (it pokes nobody)",
     "broker/embedded.py:_wait_port": "the embedded broker's TCP port starting to accept",
     "broker/embedded.py:_wait_gone": PROCESS + " (the embedded broker)",
-    "cli/node.py:_let_go_of_an_idle_autostarted_node": PROCESS + " (the autostarted node let go)",
-    "cli/node.py:stop": PROCESS + " (`mam node stop`: the node's exit)",
-    "demo/tour.py:_stop_node": PROCESS + " (the demo's node, asked to stop at the demo's end)",
+    "node/client.py:stop": PROCESS + " (a node asked to stop: `mam node stop`, the demo's end, an idle node let go)",
     "demo/org.py:until": "the demo's narration of the org's tasks, read as the node's scheduler moves them",
     "hooks/prompt_watch.py:watch": SCREEN + " (a prompt the hooks said is up)",
     "hooks/store_watch.py:serve": "an agent CLI's own store (grok's events.jsonl, opencode.db, hermes' state.db): "
