@@ -31,9 +31,14 @@ from mam.panes import tmux_control
 from mam.panes.base import PaneInfo
 from mam.settings import Settings
 from mam.util.launch import launcher_argv, write_spec
+from mam.util.poll import Timeout, wait_for
 from mam.util.proc import end_processes, find_program, process_tree, python_bin
 from mam.workspace import Workspace
 
+SERVER_EXIT_S = 5.0  # how long a new pane waits out a server exiting as its last session closed
+# What tmux says when the server it reached went away under the command (or was never there, and the
+# session the command names went with it): the command did not run.
+SERVER_GONE = ("server exited unexpectedly", "no server running", "lost server", "can't find session")
 KILL_GRACE_S = 2.0  # after a pane's close, then after SIGTERM, before the next signal to what it ran
 
 TMUX_SESSION = "mam"
@@ -145,47 +150,41 @@ class TmuxBackend:
         # The window name is informative only; panes are addressed by their id.
         window = _window_name(name)
         try:
-            if self._has_session():
-                out = self._run(
-                    "new-window",
-                    "-d",
-                    "-P",
-                    "-F",
-                    FORMAT,
-                    "-t",
-                    f"={TMUX_SESSION}:",
-                    "-n",
-                    window,
-                    "-c",
-                    cwd,
-                    "--",
-                    *command,
-                )
-            else:
-                self._socket_folder()
-                out = self._run(
-                    "new-session",
-                    "-d",
-                    "-P",
-                    "-F",
-                    FORMAT,
-                    "-s",
-                    TMUX_SESSION,
-                    "-n",
-                    window,
-                    "-c",
-                    cwd,
-                    "--",
-                    *command,
-                    conf=True,
-                )
-        except PaneError:
+            # A server whose last session just closed (a stop, then a resume) exits on its own (exit-empty), and a
+            # command that reaches it on its way out fails with "server exited unexpectedly" without running; so
+            # does one that finds its socket before it is gone. The next try starts a new server.
+            out = wait_for(
+                lambda: self._new_pane(window, cwd, command),
+                timeout=SERVER_EXIT_S,
+                interval=0.02,
+                message=lambda: f"tmux server {self.server!r} kept exiting as a pane was made",
+            )
+        except (PaneError, Timeout) as e:
             spec.unlink(missing_ok=True)
+            if isinstance(e, Timeout):
+                raise PaneError(str(e), server=self.server) from e
             raise
         info = _parse(out.strip().splitlines()[0])
         if info is None:
             raise PaneError(f"tmux did not report the new pane: {out!r}", server=self.server)
         return info
+
+    def _new_pane(self, window: str, cwd: str, command: Sequence[str]) -> str:
+        """One try at a new window in session `mam` (a new session, and server, if there is none): tmux's
+        report of the pane, or "" when the server exited under the command (try again)."""
+        if self._has_session():
+            verb, where = "new-window", ("-t", f"={TMUX_SESSION}:")
+        else:
+            self._socket_folder()
+            verb, where = "new-session", ("-s", TMUX_SESSION)
+        args = (verb, "-d", "-P", "-F", FORMAT, *where, "-n", window, "-c", cwd, "--", *command)
+        done = self._exec(*args, conf=verb == "new-session")
+        if done.returncode == 0:
+            return done.stdout.decode("utf-8", "replace").rstrip("\n")
+        err = _err(done)
+        if any(gone in err for gone in SERVER_GONE):
+            return ""
+        raise PaneError(f"tmux {verb} failed on server {self.server!r}: {err}", server=self.server)
 
     def pane(self, pane_id: str) -> PaneInfo | None:
         if not pane_id.startswith("%") or not self._socket().exists():

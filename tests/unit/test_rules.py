@@ -212,6 +212,7 @@ POLLING: dict[str, str] = {
     "notify.py:sender_main": "the back-off between a notification's tries",
     "panes/herdr.py:_start": PROCESS + " (a herdr server answering on its socket)",
     "panes/herdr.py:kill_server": PROCESS + " (a herdr server gone)",
+    "panes/tmux.py:create_pane": PROCESS + " (a tmux server exiting as its last session closed)",
     "remote/dispatch.py:find_target": "a runner's presence (retained MQTT) after it said it is offline",
     "sessions/answer.py:_steady": SCREEN,
     "sessions/answer.py:_gone": SCREEN,
