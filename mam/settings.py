@@ -139,6 +139,13 @@ KEYS: tuple[Key, ...] = (
     ),
     Key("MAM_MONITOR_INTERVAL_S", "5", "How often the monitor reconciles panes and the registry, in seconds.", "float"),
     Key(
+        "MAM_READY_TIMEOUT_S",
+        "20",
+        "Seconds `session create`, `resume` and `fork` wait for the agent's screen to take input; past it the "
+        "session runs, noted not ready (a slow or loaded machine may need more).",
+        "float",
+    ),
+    Key(
         "MAM_DISPATCH_FRESHNESS_S",
         "300",
         "A remote dispatch older than this (or from the future by as much) is rejected.",
@@ -234,6 +241,7 @@ class Settings:
     dispatch_freshness_s: float
     poll_s: float
     monitor_interval_s: float
+    ready_timeout_s: float  # MAM_READY_TIMEOUT_S: a new or resumed agent's ready screen (mam/sessions)
     # -- the governor (mam/governor): 0 is no cap
     max_running_jobs: int
     token_budget: int

@@ -39,7 +39,6 @@ class CreateRequest:
     backend: str = "tmux"
     server: str = ""  # empty: the workspace's default server for the backend
     discover_timeout: float = 5.0
-    ready_timeout: float = 20.0
     permissions: str = "report"  # ask | report | full
     trust: bool = True  # record cwd as trusted where the CLI keeps trust per folder (False: --no-trust)
     token_budget: int = 0  # --token-budget: tokens its jobs may spend in all (0: none; mam.governor)
@@ -228,6 +227,7 @@ def create_session(
         not_id=not_id,
         conversation_id=conversation_id,
         forked=fork is not None,
+        ready_timeout=settings.ready_timeout_s,
     )
     return registry.update_session(
         req.name,
@@ -254,6 +254,7 @@ def _started(
     not_id: str | None,
     conversation_id: str | None,
     forked: bool = False,
+    ready_timeout: float,
 ) -> tuple[str, float | None, str | None]:
     """Wait for the agent in its new pane to be ready (undoing the pane and the row if it shows a dialog or
     exits): the row's note, when it was ready, and its conversation id (discovered if the CLI picks it).
@@ -265,7 +266,7 @@ def _started(
         return forked and adapter.replay_pending(conversation_id, env=env, since=launched)
 
     try:
-        ready = wait_ready(backend, pane_id, adapter, timeout=req.ready_timeout, loading=loading)
+        ready = wait_ready(backend, pane_id, adapter, timeout=ready_timeout, loading=loading)
     except AgentDialog as e:
         _undo(backend, pane_id, registry, req.name)
         raise AgentDialog(

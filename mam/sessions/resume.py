@@ -59,7 +59,7 @@ def resume_session(
         return adapter.replay_pending(row.conversation_id, env=agent_env, since=launched)
 
     try:
-        ready = wait_ready(backend, info.pane_id, adapter, timeout=20.0, loading=loading)
+        ready = wait_ready(backend, info.pane_id, adapter, timeout=settings.ready_timeout_s, loading=loading)
         ready_at = time.time() if ready else None
     except AgentDialog as e:  # the agent runs; a person answers its dialog, and no brief is typed meanwhile
         ready_at, note = None, f"resumed; {e}"

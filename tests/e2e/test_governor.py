@@ -113,11 +113,14 @@ def test_a_queued_job_times_out_exit_5_untyped_and_a_sigkilled_wrappers_slot_fre
     monkeypatch.setenv("MAM_TOKEN_BUDGET", "1000000")
     create_demo("a")
     b = create_demo("b")
-    holder = spawn_mam("job", "delegate", "--json", "--target", "a", "--brief", "demo-sleep: 20", *SHORT)
+    # The holder's turn lasts until the test lets it (demo-await), and the second job's queue wait is long
+    # enough for three looks on a loaded machine (8 s was not: its wait ran out before `session status`).
+    go = gov.root / "go"
+    holder = spawn_mam("job", "delegate", "--json", "--target", "a", "--brief", f"demo-await: {go}", *SHORT)
     try:
         poll(lambda: any(j["state"] == "running" for j in json.loads(mam("job", "list", "--json").stdout)), timeout=30)
         second = spawn_mam(
-            "job", "delegate", "--json", "--target", "b", "--brief", "never", "--dispatch-wait", "8", *SHORT
+            "job", "delegate", "--json", "--target", "b", "--brief", "never", "--dispatch-wait", "20", *SHORT
         )
         queued = poll(lambda: queued_jobs(gov), timeout=20)  # read in-process: a CLI call per look is slow
         listed = json.loads(mam("job", "list", "--json", check=True).stdout)
@@ -130,6 +133,7 @@ def test_a_queued_job_times_out_exit_5_untyped_and_a_sigkilled_wrappers_slot_fre
     finally:
         os.kill(holder.pid, signal.SIGKILL)  # the wrapper holding the only slot and a reservation dies
         holder.communicate()
+        go.touch()
     # The killed wrapper's job goes on by its agent's stored events (heartbeats keep it alive) and ends by
     # its `completed`, which frees the slot (mam.jobs.stale): the next job waits for that, not for a deadline.
     proc = mam(

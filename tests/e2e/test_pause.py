@@ -73,7 +73,8 @@ def stays_paused_past_its_deadlines(job_id: str) -> None:
 @pytest.mark.parametrize("mode", ["quick", "hard"])
 def test_quick_and_hard_hold_and_resume_carries_the_same_job_to_completed(wired, mode):
     s = create_demo("p")
-    brief = "demo-sleep: 4\ndemo-write: out.txt :: done after the pause"
+    go = wired.root / "go"  # the turn goes on until the test lets it (see the safe pause's test)
+    brief = f"demo-await: {go}\ndemo-write: out.txt :: done after the pause"
     proc = spawn_delegate("--target", "p", "--brief", brief, "--json", *SHORT)
     try:
         job = open_job(wired)  # running: delivered and started
@@ -111,6 +112,7 @@ def test_quick_and_hard_hold_and_resume_carries_the_same_job_to_completed(wired,
         resumed = json.loads(mam("job", "resume", job, "--by", "tester", "--json", check=True).stdout)
         assert resumed["state"] in ("delivered", "running", "completed") and resumed["paused"] is None
         assert resumed["nonce"] != paused["nonce"]
+        go.touch()
         out, err = finish(proc)
     finally:
         if proc.poll() is None:
@@ -152,13 +154,15 @@ def test_a_safe_pause_lets_the_turn_finish_and_its_completed_ends_the_job(wired)
 
 def test_a_job_paused_before_delivery_is_not_delivered_until_resumed(wired):
     s = create_demo("q")
-    first = spawn_delegate("--target", "q", "--brief", "demo-sleep: 3", "--json", *SHORT)
+    go = wired.root / "go"  # the first job runs until the second is paused, however slow the machine
+    first = spawn_delegate("--target", "q", "--brief", f"demo-await: {go}", "--json", *SHORT)
     second = None
     try:
         open_job(wired)
         second = spawn_delegate("--target", "q", "--brief", "demo-write: second.txt :: second", "--json", *SHORT)
         waiting = open_job(wired, "pending")
         mam("job", "pause", waiting, check=True)
+        go.touch()
         out, err = finish(first)
         assert first.returncode == 0, err
         wait_for(lambda: status(waiting)["state"] == "paused", timeout=10)
@@ -244,9 +248,13 @@ def test_resume_all_resumes_every_hard_paused_job_each_once(wired):
     """Two sessions' jobs hard-paused (each agent stopped): `mam resume --all` relaunches both (side by
     side: each waits for its agent to be ready) and each job completes with its resume brief typed once."""
     sessions = {name: create_demo(name) for name in ("ra", "rb")}
+    # Each turn goes on until the test lets it (demo-await), before the pause and after the resume (a resumed
+    # demo agent works its job's own brief again): a fixed sleep let a loaded machine complete `rb`'s job
+    # before `mam job pause` reached it.
+    go = {name: wired.root / f"go-{name}" for name in sessions}
     procs = {
-        name: spawn_delegate("--target", name, "--brief", f"demo-sleep: 4\ndemo-write: {name}.txt :: {name}", "--json",
-                             *SHORT)
+        name: spawn_delegate("--target", name, "--brief", f"demo-await: {go[name]}\ndemo-write: {name}.txt :: {name}",
+                             "--json", *SHORT)
         for name in sessions
     }  # fmt: skip
     try:
@@ -259,6 +267,8 @@ def test_resume_all_resumes_every_hard_paused_job_each_once(wired):
             wait_for(lambda n=name: session_row(n)["status"] == "stopped", timeout=30, message=f"{name} not stopped")
         out = json.loads(mam("resume", "--all", "--by", "tester", "--json", check=True).stdout)
         assert sorted(out["resumed"]) == sorted(jobs.values()) and out["failed"] == [], out
+        for path in go.values():
+            path.touch()
         for name, proc in procs.items():
             stdout, err = finish(proc)
             assert proc.returncode == 0, err

@@ -74,6 +74,11 @@ def anthropic_server() -> Iterator[AnthropicServer]:
         yield server
 
 
+# A real CLI under the suite's load (six workers on two cores) can take longer than the 20 s default to show
+# its ready screen: opencode once did at a fork (docs/agents.md, "Rules common to every adapter").
+LOADED = {"MAM_READY_TIMEOUT_S": "60"}
+
+
 @dataclass
 class Rig:
     """One real CLI wired to a workspace: `rig.mam(...)` runs mam with the env panes inherit."""
@@ -86,6 +91,9 @@ class Rig:
     env: dict[str, str]
     model: Any  # the scripted model server
     sessions: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.env = {**LOADED, **self.env}
 
     def mam(
         self, *args: str, timeout: float = 120, check: bool = False, extra_env: dict[str, str] | None = None
