@@ -88,6 +88,7 @@ class Node:
         self.status_path = ws.run_dir / STATUS
         self.started = time.time()
         self.requests: set[Served] = set()
+        self.controls = 0  # the node's own operations being answered (a `web` may take seconds to bind and start)
         self.service = Service(ws, settings, daemon=True)
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -205,7 +206,7 @@ class Node:
         if not self._owns_socket():
             return "its socket was removed or replaced"
         with self._lock:
-            busy = bool(self.requests)
+            busy = bool(self.requests) or self.controls > 0
         if busy:
             return ""
         if self._code.changed():
@@ -277,7 +278,14 @@ class Node:
                 conn.sendall(frame({"error": str(e), "exit": e.exit_code}))
                 return
             if op in CONTROL:
-                conn.sendall(frame(self._control(op, args)))
+                with self._lock:
+                    self.controls += 1
+                try:
+                    answer = self._control(op, args)
+                finally:
+                    with self._lock:
+                        self.controls -= 1
+                conn.sendall(frame(answer))
                 return
             if not self._enabled():
                 conn.sendall(frame({"refused": "MAM_NODE=0 in .mam.env: run in the caller's process"}))

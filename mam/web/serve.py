@@ -170,8 +170,12 @@ class Hosted:
             self._server.run(sockets=[sock])  # ends once stop() sets its should_exit
         except Exception:
             log.exception("the page's server failed")
+        except SystemExit as e:  # uvicorn exits so when its app's start-up fails: the thread ends, and says why
+            log.error("the page's server exited (%s)", e.code)
         finally:
             sock.close()
+            if not self._server.should_exit:
+                log.warning("the page's server at %s ended without being asked to", self.base())
 
     def base(self) -> str:
         return f"{'https' if self.tls_cert else 'http'}://{authority(self.host, self.port)}/"
