@@ -201,8 +201,11 @@ def test_a_callers_environment_cannot_raise_or_remove_the_workspaces_cap(gov, po
     env_file = gov.root / ".mam.env"
     env_file.write_text("MAM_MAX_RUNNING_JOBS=1\nMAM_TOKEN_BUDGET=5000000\nMAM_MAX_RUNNING_JOBS_DEV=2\n")
     env_file.chmod(0o600)
-    sessions = [create_demo("a", behaviour="slow", env={"MAM_DEMO_SLEEP_S": "2"}), create_demo("b")]
-    first = spawn_mam("job", "delegate", "--target", "a", "--brief", "one", "--job-id", "job-first", *SHORT, "--json")
+    sessions = [create_demo("a"), create_demo("b")]
+    go = gov.root / "go"  # the first job holds the slot until the test has seen the second one queued
+    first = spawn_mam(
+        "job", "delegate", "--target", "a", "--brief", f"demo-await: {go}", "--job-id", "job-first", *SHORT, "--json"
+    )
     poll(lambda: mam("job", "status", "job-first", "--json").returncode == 0, timeout=30)
     poll(lambda: json.loads(mam("job", "status", "job-first", "--json").stdout)["state"] == "running", timeout=30)
     uncapped = {"MAM_MAX_RUNNING_JOBS": "0", "MAM_TOKEN_BUDGET": "0", "MAM_MAX_RUNNING_JOBS_DEV": "9"}
@@ -210,6 +213,7 @@ def test_a_callers_environment_cannot_raise_or_remove_the_workspaces_cap(gov, po
         "job", "delegate", "--target", "b", "--brief", "two", "--job-id", "job-second", *SHORT, "--json", env=uncapped
     )
     poll(lambda: "job-second" in queued_jobs(gov), timeout=30, message="the second job was not held by the cap")
+    go.touch()
     results = finish([first, second])
     assert [(rc, r["state"]) for rc, r in results] == [(0, "completed"), (0, "completed")], results
     assert held_by("job-second")[:1] == ["slot"]

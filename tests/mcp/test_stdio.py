@@ -240,8 +240,9 @@ def test_a_job_still_waiting_for_its_turn_is_handed_over_with_its_brief_and_type
     """The server ends while its job waits behind another: the follower gets the brief too (a 0600 file
     it deletes), so the job is typed once, in its turn, with its own text, never as an empty brief."""
     s = create_demo("w")
+    go = mcp_ws.root / "go"  # the job ahead runs until the test has seen this one wait (however slow the machine)
     ahead = mam(
-        "job", "delegate", "--target", "w", "--brief", "demo-sleep: 4", "--heartbeat", "2",
+        "job", "delegate", "--target", "w", "--brief", f"demo-await: {go}", "--heartbeat", "2",
         "--start-deadline", "30", "--detach", timeout=60,
     )  # fmt: skip
     assert ahead.returncode == 0, ahead.stderr
@@ -261,6 +262,7 @@ def test_a_job_still_waiting_for_its_turn_is_handed_over_with_its_brief_and_type
                 lambda: wait_for(pending, timeout=30, message="the job never waited for its turn")
             )
             tg.cancel_scope.cancel()
+        go.touch()
 
     anyio.run(main)  # the client leaves: the server hands its job over
     waited = mam("job", "wait", job_id, "--json", timeout=90)
