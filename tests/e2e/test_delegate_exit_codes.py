@@ -164,10 +164,13 @@ def test_a_dead_agent_is_never_typed_into(wired, tmux_server, poll):
 def test_another_attempt_takes_the_job_over(wired, tmux_server, poll):
     from tests.helpers.mamcli import spawn_mam
 
-    s = create_demo("w", behaviour="slow", env={"MAM_DEMO_SLEEP_S": "3"})
+    s = create_demo("w")
+    go = wired.root / "go"  # the job runs until the second attempt has taken it over, however slow the machine
+    brief = f"demo-await: {go}"
     first = spawn_mam(
-        "job", "delegate", "--target", "w", "--brief", "the work", "--job-id", "job-takeover-1", *SHORT, "--json"
+        "job", "delegate", "--target", "w", "--brief", brief, "--job-id", "job-takeover-1", *SHORT, "--json"
     )
+    second = None
     try:
         poll(
             lambda: (
@@ -176,16 +179,20 @@ def test_another_attempt_takes_the_job_over(wired, tmux_server, poll):
             ),
             timeout=20,
         )
-        code, record, proc = delegate("--target", "w", "--job-id", "job-takeover-1", *SHORT)
+        second = spawn_mam("job", "delegate", "--json", "--target", "w", "--job-id", "job-takeover-1", *SHORT)
         out, _ = first.communicate(timeout=60)
         assert first.returncode == 5
         assert json.loads(out)["taken_over"] is True
-        assert code == 0, proc.stderr
+        go.touch()
+        got, err = second.communicate(timeout=60)
+        assert second.returncode == 0, err
+        record = json.loads(got)
         assert record["state"] == "completed"
         assert nonce_count(tmux_server, s, record) == 1
     finally:
-        if first.poll() is None:
-            first.kill()
+        for proc in (first, second):
+            if proc is not None and proc.poll() is None:
+                proc.kill()
 
 
 @pytest.mark.parametrize("behaviour,expected", [("ok", 0), ("error", 44), ("never_start", 45)])

@@ -119,9 +119,11 @@ def _cmd(pid: str) -> str:
 
 @pytest.mark.real_brokers  # the job path on amqtt and Mosquitto, not only the double
 def test_a_job_whose_wrapper_died_is_followed_to_its_end(wired, poll):
-    create_demo("w", behaviour="slow", env={"MAM_DEMO_SLEEP_S": "2"})
+    create_demo("w")
+    go = wired.root / "go"  # the job runs until its wrapper is dead, however slow the machine
+    brief = f"demo-await: {go}"
     wrapper = spawn_mam(
-        "job", "delegate", "--target", "w", "--brief", "work", "--job-id", "job-orphan", "--heartbeat", "0.5", "--json"
+        "job", "delegate", "--target", "w", "--brief", brief, "--job-id", "job-orphan", "--heartbeat", "0.5", "--json"
     )
     poll(
         lambda: json.loads(mam("job", "status", "job-orphan", "--json").stdout or "{}").get("state") == "running",
@@ -130,6 +132,7 @@ def test_a_job_whose_wrapper_died_is_followed_to_its_end(wired, poll):
     wrapper.kill()
     wrapper.wait(10)
     mon = spawn_mam("monitor", "--subscribe", "--interval", "0.2")
+    go.touch()
     try:
         poll(
             lambda: json.loads(mam("job", "status", "job-orphan", "--json").stdout)["state"] == "completed", timeout=30
