@@ -159,10 +159,11 @@ class TmuxBackend:
                 interval=0.02,
                 message=lambda: f"tmux server {self.server!r} kept exiting as a pane was made",
             )
-        except (PaneError, Timeout) as e:
+        except Timeout as e:
             spec.unlink(missing_ok=True)
-            if isinstance(e, Timeout):
-                raise PaneError(str(e), server=self.server) from e
+            raise PaneError(str(e), server=self.server) from e
+        except PaneError:
+            spec.unlink(missing_ok=True)
             raise
         info = _parse(out.strip().splitlines()[0])
         if info is None:

@@ -226,8 +226,8 @@ def create_session(
         launched=launched,
         not_id=not_id,
         conversation_id=conversation_id,
-        forked=fork is not None,
         ready_timeout=settings.ready_timeout_s,
+        forked=fork is not None,
     )
     return registry.update_session(
         req.name,
@@ -253,8 +253,8 @@ def _started(
     launched: float,
     not_id: str | None,
     conversation_id: str | None,
-    forked: bool = False,
     ready_timeout: float,
+    forked: bool = False,
 ) -> tuple[str, float | None, str | None]:
     """Wait for the agent in its new pane to be ready (undoing the pane and the row if it shows a dialog or
     exits): the row's note, when it was ready, and its conversation id (discovered if the CLI picks it).
