@@ -294,8 +294,15 @@ class TopApp(App[tuple[str, str] | None]):
         needle = self.filter_text.lower()
         return not needle or any(needle in v.lower() for v in values)
 
+    def _on_screen(self) -> bool:
+        """False while the app leaves: a message from the broker's or a loader's thread, or the clock's tick, can
+        land after the screen lost its widgets (seen on a loaded machine: NoMatches '#hosts' as a run ended)."""
+        return bool(self.query("#head"))
+
     def _show_head(self) -> None:
         assert self.snap is not None
+        if not self._on_screen():
+            return
         text = render.header(self.snap)
         if self.filter_text:
             text += f"  filter: {self.filter_text!r}"
@@ -304,6 +311,8 @@ class TopApp(App[tuple[str, str] | None]):
     def show(self, snap: Snapshot) -> None:
         snap.broker = self.broker
         self.snap = snap
+        if not self._on_screen():
+            return
         now = snap.taken_ms
         self._show_head()
         width = self.size.width or 120  # every column on screen: the widest shrink, text cut with an ellipsis
@@ -336,7 +345,7 @@ class TopApp(App[tuple[str, str] | None]):
         self._fill("#roles", [(r.name, row) for r, row in zip(roles, rows)])
 
     def show_hosts(self) -> None:
-        if self.fleet is None or not self.query_one("#hosts", DataTable).has_class("shown"):
+        if self.fleet is None or not self._on_screen() or not self.query_one("#hosts", DataTable).has_class("shown"):
             return
         now = int(time.time() * 1000)
         hosts = [h for h in self.fleet.rows(now) if self._match(h.name, h.host, h.state)]
