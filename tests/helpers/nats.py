@@ -18,6 +18,7 @@ import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +29,9 @@ from mam.util.poll import Timeout, wait_for
 NODES = 3
 ORCHESTRATOR, RUNNER = "orchestrator", "runner-a"  # the logins docs/broker/nats-node.conf.tmpl names
 NS_PORTS = (18830, 14222, 16222)  # MQTT, client, route ports of a node in its own namespace (none is the machine's)
-READY_S = 40.0  # forming the cluster and electing JetStream's leader took ~5 s here; slack for a busy machine
+# Forming the cluster and electing JetStream's leader took ~5 s here; 40 s once ran out on a loaded 2-core
+# machine in CI (the node's log is in the message now, should it run out again).
+READY_S = 90.0
 
 
 def nats_bin() -> str | None:
@@ -186,7 +189,7 @@ def start_nats_cluster(workdir: Path | None = None, hosts: list[Any] | None = No
                     raise RuntimeError(f"nats-server {n.name} exited early: {text[-2000:]}")
                 return accepts_mqtt(cluster, n)
 
-            wait_for(ready, timeout=READY_S, interval=0.2, message=f"NATS node {node.name} never accepted MQTT")
+            wait_for(ready, timeout=READY_S, interval=0.2, message=partial(_never, node, "never accepted MQTT"))
     except BaseException:
         cluster.stop()
         shutil.rmtree(workdir, ignore_errors=True)
@@ -212,8 +215,13 @@ def restart_node(cluster: NatsCluster, node: NatsNode) -> None:
         lambda: accepts_mqtt(cluster, node),
         timeout=READY_S,
         interval=0.2,
-        message=f"NATS node {node.name} never accepted MQTT again",
+        message=lambda: _never(node, "never accepted MQTT again"),
     )
+
+
+def _never(node: NatsNode, what: str) -> str:
+    text = node.log.read_text(errors="replace") if node.log.exists() else "(no log)"
+    return f"NATS node {node.name} {what}; the end of its log:\n{text[-3000:]}"
 
 
 def subscribes(port: int, username: str, password: str, timeout: float = 3.0, host: str = "127.0.0.1") -> bool:

@@ -102,14 +102,15 @@ def test_delegate_in_a_fresh_folder_then_stop_and_resume_the_same_conversation(r
 def test_a_command_outside_the_allow_rules_leaves_the_prompt_and_the_job_ends_with_a_reason(rig: Rig) -> None:
     """Then, with the prompt still up, the next job is refused: nothing delivered, through opencode's server
     (the channel, tests/real/test_opencode_channel.py) or the paste, and its brief not in opencode.db. (One
-    test for both: each waits out its first job's timeout, 45 s: with 30, a loaded machine once ended the job
-    before opencode's prompt was up and seen.)"""
+    test for both: each waits out its first job's timeout, 75 s: with 30, a loaded machine once ended the job
+    before opencode's prompt was up and seen; with a 30 s start deadline, one ended it before opencode's first
+    tool call had reported `started`.)"""
     session = "oc-ask"
     cwd = sc.git_folder(rig.ws.root / "ask-repo")
     rig.create(session, cwd=cwd)
     marker = cwd / f"asked-{uuid.uuid4().hex[:8]}"
     d = sc.delegate(
-        rig, session, f"Touch a file. {{tag}}\nRUN: touch {marker}", timeout=45, start_deadline=30, heartbeat=3
+        rig, session, f"Touch a file. {{tag}}\nRUN: touch {marker}", timeout=75, start_deadline=60, heartbeat=3
     )
     pane, screen = sc.left_waiting(rig, session, d)  # it reported, then waited for a person
     assert oc.PROMPT_TEXT in screen, rig.shown(pane)
