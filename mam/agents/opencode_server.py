@@ -34,7 +34,9 @@ from mam.util.fs import atomic_write_json
 CHANNEL_FILE = "opencode-server.json"
 HOST = "127.0.0.1"
 USERNAME = "opencode"
-TIMEOUT_S = 10.0
+# Each request's answer: 10 s once ran out on a loaded 2-core machine (selecting the session, right after the
+# TUI's start), and the brief was pasted instead; a refused connection still fails at once.
+TIMEOUT_S = 30.0
 
 
 @dataclass(frozen=True)
