@@ -263,7 +263,7 @@ def left_waiting(rig: Rig, session: str, d: Delegation) -> tuple[str, str]:
     """A job that reported `started`, then ended with a reason (the CLI waits for a person):
     the session's pane and what it shows."""
     assert d.rc in (1, 2) and d.record.get("reason"), explain(rig, session, d)
-    assert "started" in event_types(rig, d.record["id"])
+    assert "started" in event_types(rig, d.record["id"]), explain(rig, session, d)
     pane = str(rig.status(session)["pane_id"])
     return pane, rig.screen(pane)
 
