@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 import sys
 
 import click
@@ -60,10 +61,13 @@ def tail(app: App, as_json: bool, job_id: str | None, session: str | None, since
         sys.stdout.flush()
 
     follower = Tail(app.ws, app.settings, sink, job=job_id, session=session, since=since, everything=everything)
+    # Ctrl-C ends the loop at its next look rather than raising wherever it is (mam.view.tail: why).
+    before = signal.getsignal(signal.SIGINT)
+    if before != signal.SIG_IGN:  # ignored (a background job) stays ignored
+        signal.signal(signal.SIGINT, lambda _signum, _frame: follower.interrupt())
     try:
         follower.run()
-    except KeyboardInterrupt:
-        return Exit.INTERRUPTED  # as every long-running command: Ctrl-C is 130
     finally:
+        signal.signal(signal.SIGINT, before)
         follower.close()
-    return Exit.OK
+    return Exit.INTERRUPTED if follower.interrupted else Exit.OK  # as every long-running command: Ctrl-C is 130

@@ -8,13 +8,18 @@ next message about it, by the job's final state, or by a sweep of recently chang
 note says so; a broker that was down at the start is tried again every `RECONNECT_S` (a note says
 when it is back; once connected, the client reconnects by itself). It never starts a broker, a
 pane or a session, and never creates a registry.
+
+The loop waits on a pipe, not a lock: the broker's thread and Ctrl-C (`interrupt`, from the CLI's SIGINT
+handler) wake it by writing a byte. A KeyboardInterrupt raised inside `queue.Queue.get` once left its lock
+released twice and `mam tail` ended with a RuntimeError and exit 1 instead of 130 (seen in CI).
 """
 
 from __future__ import annotations
 
-import queue
+import os
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -23,6 +28,7 @@ from mam.bus.mqtt import MqttClient
 from mam.bus.topics import Topics
 from mam.errors import BrokerError
 from mam.settings import Settings
+from mam.util.fdwait import readable
 from mam.view.feed import Feed, Line
 from mam.workspace import Workspace
 
@@ -67,8 +73,12 @@ class Tail:
         self.ws, self.settings, self.sink = ws, settings.with_overrides(MAM_NO_AUTOSTART="1"), sink
         self.feed = Feed(ws, job=job, session=session, since_seq=since)
         self.everything, self.since = everything, since
-        self.wakeups: queue.Queue[str | None] = queue.Queue()
+        self._due: deque[str] = deque()  # jobs a message named, appended by the broker's thread
+        self._wake_r, self._wake_w = os.pipe()
+        os.set_blocking(self._wake_r, False)
+        os.set_blocking(self._wake_w, False)
         self.stop = threading.Event()
+        self.interrupted = False
         self.client: MqttClient | None = None
         self.broker_up = False
 
@@ -87,14 +97,14 @@ class Tail:
         def on_message(topic: str, payload: bytes, retained: bool) -> None:
             job = topics.job_of(topic)
             if job and payload and not retained and (self.feed.job is None or job == self.feed.job):
-                self.wakeups.put(job)
+                self.wake(job)
 
         def on_change(up: bool) -> None:
             self.broker_up = up
             self.sink(
                 Note("the broker is back; following it" if up else "the broker went away; following the registry")
             )
-            self.wakeups.put(None)
+            self.wake()
 
         try:
             client.subscribe(topics.all_events(), on_message)
@@ -108,14 +118,45 @@ class Tail:
         self.client, self.broker_up = client, True
         if again:
             self.sink(Note("the broker is back; following it"))
-            self.wakeups.put(None)
+            self.wake()
         return True
 
     def close(self) -> None:
         self.stop.set()
         if self.client is not None:
-            self.client.close()
+            self.client.close()  # its thread gone: nothing writes to the pipe any more
         self.feed.close()
+        fds, (self._wake_r, self._wake_w) = (self._wake_r, self._wake_w), (-1, -1)
+        for fd in fds:
+            os.close(fd)
+
+    # -- waking the loop: lock-free, from any thread or a signal handler --------------------------
+    def wake(self, job: str | None = None) -> None:
+        """Wake the loop: to read `job` (and follow it up), or to sweep (None)."""
+        if job is not None:
+            self._due.append(job)
+        try:
+            os.write(self._wake_w, b"\0")
+        except OSError:  # the pipe is full (a wake is pending anyway) or closed (the tail is ending)
+            pass
+
+    def interrupt(self) -> None:
+        """Ctrl-C: the loop ends at its next look (the CLI exits 130)."""
+        self.interrupted = True
+        self.wake()
+
+    def _woken(self, timeout: float) -> list[str]:
+        """Wait up to `timeout` for a wake; the jobs named since the last call."""
+        if readable([self._wake_r], timeout):
+            try:
+                while os.read(self._wake_r, 4096):
+                    pass
+            except BlockingIOError:
+                pass
+        jobs = []
+        while self._due:
+            jobs.append(self._due.popleft())
+        return jobs
 
     # -- the loop -----------------------------------------------------------------------------
     def run(self) -> None:
@@ -124,24 +165,25 @@ class Tail:
         if self.feed.job and not self.feed.job_ids():
             self.sink(Note(f"no job {self.feed.job} in this workspace yet; waiting for it"))
         for line in backlog(self.feed, everything=self.everything, since=self.since):
+            if self.interrupted:
+                return
             self.sink(line)
         last_sweep = time.time()
         last_try = time.monotonic()
         follow_ups: list[tuple[float, str]] = []
-        while not self.stop.is_set():
+        while not self.stop.is_set() and not self.interrupted:
             now = time.monotonic()
             if self.client is None and now - last_try >= RECONNECT_S:
                 last_try = now
                 self.connect(again=True)
             next_due = min([t for t, _ in follow_ups], default=now + (SWEEP_S if self.broker_up else DOWN_SWEEP_S))
-            try:
-                job = self.wakeups.get(timeout=max(0.0, next_due - now))
-            except queue.Empty:
-                job = None
+            jobs = self._woken(max(0.0, next_due - now))
+            if self.interrupted:
+                break
             now = time.monotonic()
             due = {j for t, j in follow_ups if t <= now}
             follow_ups = [(t, j) for t, j in follow_ups if t > now]
-            if job is not None:
+            for job in dict.fromkeys(jobs):
                 due.add(job)
                 follow_ups.extend((now + d, job) for d in FOLLOW_UPS_S)
             if not due:  # the sweep: jobs changed since the last one, and the loops

@@ -276,3 +276,38 @@ def test_a_tasks_wakes_and_dispositions_are_tail_lines_and_top_shows_tasks_and_r
     assert "in_review" in rows[first] and "Draft" in rows[first]
     assert "todo (blockers)" in rows[second.stdout.strip()] and "  Publish" in rows[second.stdout.strip()]
     assert "TRIPPED (1 failed): mam role reset ops" in rows["ops"] and rows["dev"].split()[-1] == "0/3"
+
+
+def test_interrupt_ends_the_loop_at_its_next_look_and_close_lets_go_of_the_pipe(workspace, monkeypatch):  # type: ignore[no-untyped-def]
+    """Ctrl-C reaches the loop as `interrupt()` (the CLI's SIGINT handler calls it): no exception is raised
+    wherever the loop happens to be (one raised inside `queue.Queue.get` once ended `mam tail` with a RuntimeError,
+    exit 1, in CI). The loop, waiting for a wake that is not coming, ends at once; a job named by a wake from
+    another thread is read first."""
+    import os
+
+    from mam.settings import load_settings
+    from mam.util.poll import wait_for
+    from mam.view.tail import Note, Tail
+
+    monkeypatch.setenv("MQTT_PORT", "1")  # no broker: the loop sweeps the registry, woken or not
+    got: list[object] = []
+    read: list[list[str]] = []
+    tail = Tail(workspace, load_settings(env_file=workspace.env_file), got.append)
+    real_read = tail.feed.read
+    monkeypatch.setattr(tail.feed, "read", lambda ids=None: read.append(list(ids or [])) or real_read(ids))
+    runner = threading.Thread(target=tail.run, daemon=True)
+    runner.start()
+    wait_for(lambda: any(isinstance(g, Note) for g in got), timeout=30, message="the broker-down note")
+    waker = threading.Thread(target=tail.wake, args=("job-0123456789abcdef",))
+    waker.start()
+    waker.join()
+    wait_for(lambda: ["job-0123456789abcdef"] in read, timeout=30, message="the woken job read")
+    tail.interrupt()
+    runner.join(timeout=30)
+    assert not runner.is_alive() and tail.interrupted
+    fds = (tail._wake_r, tail._wake_w)
+    tail.close()
+    for fd in fds:
+        with pytest.raises(OSError):
+            os.fstat(fd)
+    tail.wake("job-0123456789abcdef")  # a late wake writes nowhere (the numbers may be another file's now)
