@@ -30,6 +30,7 @@ from mam.util.fs import append_line
 from mam.workspace import Workspace
 
 REJECTED_LOG = "board-rejected.log"
+LOOK_S = 0.5  # how often the watch looks at `stop()` (Ctrl-C) while no write comes
 
 
 @dataclass(frozen=True)
@@ -50,9 +51,11 @@ def watch(
     on_ready: Callable[[str], None] | None = None,
     count: int | None = None,
     timeout_s: float | None = None,
+    stop: Callable[[], bool] = lambda: False,
 ) -> int:
     """Call `on_write(message, remote)` for every new write whose key starts with `prefix`, until
-    `count` writes were shown or `timeout_s` passed (None: forever); returns how many were shown."""
+    `count` writes were shown, `timeout_s` passed (None: forever) or `stop()` (looked at every LOOK_S);
+    returns how many were shown."""
     check_prefix(prefix)
     keys = Keys(settings)
     topics = Topics.of(settings, ws)
@@ -75,12 +78,12 @@ def watch(
     deadline = None if timeout_s is None else time.monotonic() + timeout_s
     registry = Registry.open_existing(ws)
     try:
-        while count is None or shown < count:
+        while (count is None or shown < count) and not stop():
             wait = None if deadline is None else deadline - time.monotonic()
             if wait is not None and wait <= 0:
                 break
             try:
-                item = inbox.get(timeout=0.5 if wait is None else min(wait, 0.5))
+                item = inbox.get(timeout=LOOK_S if wait is None else min(wait, LOOK_S))
             except queue.Empty:
                 continue
             if isinstance(item, Rejection):

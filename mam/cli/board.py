@@ -11,6 +11,7 @@ import click
 from mam.board.keys import check_key, check_prefix, check_value
 from mam.cli.common import App, echo, echo_json, open_registry, workspace_option
 from mam.outcomes import Exit
+from mam.util import interrupts
 from mam.util.text import for_terminal
 
 BOARD_HELP = """The workspace's blackboard: versioned text values that agents and people share.
@@ -181,19 +182,19 @@ def watch(app: App, prefix: str, count: int | None, timeout: float | None, as_js
         echo(f"mam: board: watching {for_terminal(topic)}", err=True)
 
     try:
-        follow(
-            app.ws,
-            app.settings,
-            client,
-            prefix=prefix,
-            on_write=shown,
-            on_reject=rejected,
-            on_ready=ready,
-            count=count,
-            timeout_s=timeout,
-        )
-    except KeyboardInterrupt:
-        return Exit.INTERRUPTED  # as `mam tail`: Ctrl-C is 130, with no "aborted" line
+        with interrupts.noted() as ctrl_c:  # the loop ends at its next look (mam.util.interrupts: why)
+            follow(
+                app.ws,
+                app.settings,
+                client,
+                prefix=prefix,
+                on_write=shown,
+                on_reject=rejected,
+                on_ready=ready,
+                count=count,
+                timeout_s=timeout,
+                stop=lambda: ctrl_c.interrupted,
+            )
     finally:
         client.close()
-    return Exit.OK
+    return Exit.INTERRUPTED if ctrl_c.interrupted else Exit.OK  # as `mam tail`: Ctrl-C is 130, no "aborted" line

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import signal
 import sys
 
 import click
@@ -10,6 +9,7 @@ import click
 from mam.cli.common import App, echo, workspace_option
 from mam.ids import check_job_id
 from mam.outcomes import Exit
+from mam.util import interrupts
 from mam.util.text import json_text
 
 
@@ -61,13 +61,9 @@ def tail(app: App, as_json: bool, job_id: str | None, session: str | None, since
         sys.stdout.flush()
 
     follower = Tail(app.ws, app.settings, sink, job=job_id, session=session, since=since, everything=everything)
-    # Ctrl-C ends the loop at its next look rather than raising wherever it is (mam.view.tail: why).
-    before = signal.getsignal(signal.SIGINT)
-    if before != signal.SIG_IGN:  # ignored (a background job) stays ignored
-        signal.signal(signal.SIGINT, lambda _signum, _frame: follower.interrupt())
     try:
-        follower.run()
+        with interrupts.noted(follower.interrupt) as ctrl_c:  # the loop ends at its next look (mam.view.tail)
+            follower.run()
     finally:
-        signal.signal(signal.SIGINT, before)
         follower.close()
-    return Exit.INTERRUPTED if follower.interrupted else Exit.OK  # as every long-running command: Ctrl-C is 130
+    return Exit.INTERRUPTED if ctrl_c.interrupted else Exit.OK  # as every long-running command: Ctrl-C is 130

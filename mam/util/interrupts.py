@@ -5,6 +5,9 @@ raise `Interrupted(signum)` in the main thread, a KeyboardInterrupt, so what tre
 them all alike (a job's attempt leaves its job open: mam.jobs.attempt). `held()`: a section no such
 signal cuts (the claim and the paste of a brief, one commit of the journal); one that arrives inside
 is raised when the section ends. Outside `raising()`, SIGINT raises Python's own KeyboardInterrupt.
+`noted()`: for a loop that waits in a lock (a queue's `get`, an event's `wait`), Ctrl-C only notes itself and
+the loop ends at its next look: a KeyboardInterrupt raised inside `threading.Condition.wait` can leave its
+lock released twice (RuntimeError, exit 1 instead of 130: seen with `mam tail` in CI).
 
 Signal handlers run in the main thread only, so `held()` in another thread holds nothing back.
 """
@@ -13,7 +16,7 @@ from __future__ import annotations
 
 import signal
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from types import FrameType
 
@@ -98,3 +101,31 @@ def ignored() -> Iterator[None]:
     finally:
         for signum, handler in before.items():
             signal.signal(signum, handler)
+
+
+class Noted:
+    """What `noted()` yields: `.interrupted` once Ctrl-C came."""
+
+    def __init__(self) -> None:
+        self.interrupted = False
+
+
+@contextmanager
+def noted(then: Callable[[], None] | None = None) -> Iterator[Noted]:
+    """While inside, SIGINT sets `.interrupted` and calls `then` (lock-free: it runs in the main thread, between
+    any two steps of it) instead of raising; main thread only, an ignored SIGINT stays ignored."""
+    note = Noted()
+    if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        yield note
+        return
+
+    def handler(_signum: int, _frame: FrameType | None) -> None:
+        note.interrupted = True
+        if then is not None:
+            then()
+
+    before = signal.signal(signal.SIGINT, handler)
+    try:
+        yield note
+    finally:
+        signal.signal(signal.SIGINT, before)
