@@ -9,9 +9,8 @@ note says so; a broker that was down at the start is tried again every `RECONNEC
 when it is back; once connected, the client reconnects by itself). It never starts a broker, a
 pane or a session, and never creates a registry.
 
-The loop waits on a pipe, not a lock: the broker's thread and Ctrl-C (`interrupt`, from the CLI's SIGINT
-handler) wake it by writing a byte. A KeyboardInterrupt raised inside `queue.Queue.get` once left its lock
-released twice and `mam tail` ended with a RuntimeError and exit 1 instead of 130 (seen in CI).
+The loop waits on a pipe, not a lock: the broker's thread and Ctrl-C (`interrupt`, called under
+`mam.util.interrupts.noted()`, which says why no KeyboardInterrupt is raised) wake it by writing a byte.
 """
 
 from __future__ import annotations

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import shutil
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
 from mam.util.poll import wait_for
@@ -106,7 +107,7 @@ class Backplane:
                 lambda n=node: nats.accepts_mqtt(self.cluster, n),
                 timeout=nats.READY_S,
                 interval=0.2,
-                message=f"NATS node {node.name} never accepted MQTT again",
+                message=partial(nats.never, node, "never accepted MQTT again"),
             )
 
     def stop(self) -> None:

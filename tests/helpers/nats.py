@@ -189,7 +189,7 @@ def start_nats_cluster(workdir: Path | None = None, hosts: list[Any] | None = No
                     raise RuntimeError(f"nats-server {n.name} exited early: {text[-2000:]}")
                 return accepts_mqtt(cluster, n)
 
-            wait_for(ready, timeout=READY_S, interval=0.2, message=partial(_never, node, "never accepted MQTT"))
+            wait_for(ready, timeout=READY_S, interval=0.2, message=partial(never, node, "never accepted MQTT"))
     except BaseException:
         cluster.stop()
         shutil.rmtree(workdir, ignore_errors=True)
@@ -215,11 +215,12 @@ def restart_node(cluster: NatsCluster, node: NatsNode) -> None:
         lambda: accepts_mqtt(cluster, node),
         timeout=READY_S,
         interval=0.2,
-        message=lambda: _never(node, "never accepted MQTT again"),
+        message=partial(never, node, "never accepted MQTT again"),
     )
 
 
-def _never(node: NatsNode, what: str) -> str:
+def never(node: NatsNode, what: str) -> str:
+    """A wait's timeout message: the node, what it never did, and the end of its log."""
     text = node.log.read_text(errors="replace") if node.log.exists() else "(no log)"
     return f"NATS node {node.name} {what}; the end of its log:\n{text[-3000:]}"
 
