@@ -14,6 +14,7 @@ The outcome always carries the provenance: each target's job id, state, result a
 
 from __future__ import annotations
 
+import os
 import threading
 from collections import Counter
 from collections.abc import Callable
@@ -30,6 +31,7 @@ from mam.jobs.stale import cancel
 from mam.jobs.target import parse_target
 from mam.outcomes import Exit, JobState
 from mam.store.registry import Registry
+from mam.util.fdwait import readable
 from mam.workspace import Workspace
 
 AGGREGATES = ("all", "first", "vote")
@@ -139,8 +141,7 @@ def fanout(
     if on_jobs is not None:
         on_jobs([b.job_id for b in branches])
     one = delegator
-    changed = threading.Condition()
-    done: list[int] = []  # the branches whose delegation returned, in that order
+    ended = _Ended()
 
     def run(i: int) -> None:
         try:
@@ -149,9 +150,7 @@ def fanout(
             branches[i].error = str(e)
             branches[i].state = "error"
         finally:
-            with changed:
-                done.append(i)
-                changed.notify_all()
+            ended.add(i)
 
     # Daemon threads: on Ctrl-C the process may end while they wait; their jobs stay open, as a
     # `mam job delegate` interrupted leaves its job (`mam job wait`, or the monitor, takes it over).
@@ -163,15 +162,18 @@ def fanout(
         for t in threads:
             t.start()
         if aggregate == "first":
-            _first_then_cancel(ws, branches, changed, done)
-        for t in threads:
-            t.join()
+            _first_then_cancel(ws, branches, ended)
+        while len(ended.done) < len(branches):
+            ended.wait(None)
     except KeyboardInterrupt:
         jobs = ", ".join(f"{b.job_id} ({b.target})" for b in branches)
         raise FanoutInterrupted(
             f"interrupted: the jobs stay open ({jobs}); follow one to its end with `mam job wait ID`"
         ) from None
-    return _aggregate(aggregate, branches, ended=[branches[i] for i in done])
+    finally:
+        if len(ended.done) == len(branches):
+            ended.close()  # else interrupted: a branch still running would write to a closed (or reused) fd
+    return _aggregate(aggregate, branches, ended=[branches[i] for i in ended.done])
 
 
 def _settle(branch: Branch, out: Outcome) -> None:
@@ -180,19 +182,51 @@ def _settle(branch: Branch, out: Outcome) -> None:
         branch.vote = vote_of(out.result)
 
 
-def _first_then_cancel(ws: Workspace, branches: list[Branch], changed: threading.Condition, done: list[int]) -> None:
+class _Ended:
+    """The branches whose delegation returned, in that order, and a pipe that wakes the calling thread at each.
+
+    The caller waits in poll(2), not in a lock: a Ctrl-C raised inside `threading.Condition.wait` can leave its
+    lock released twice (a RuntimeError instead of the interrupt; see mam.util.interrupts)."""
+
+    def __init__(self) -> None:
+        self.done: list[int] = []  # list.append is atomic: the branch threads add, the caller reads
+        self._r, self._w = os.pipe()
+        os.set_blocking(self._r, False)
+        os.set_blocking(self._w, False)
+
+    def add(self, i: int) -> None:
+        self.done.append(i)
+        try:
+            os.write(self._w, b".")
+        except (BlockingIOError, OSError):
+            pass  # a full pipe already wakes the caller; a closed one has no caller left
+
+    def wait(self, timeout: float | None) -> None:
+        """Until a branch ends (or `timeout` seconds pass)."""
+        if readable([self._r], timeout):
+            try:
+                os.read(self._r, 4096)
+            except BlockingIOError:
+                pass
+
+    def close(self) -> None:
+        for fd in (self._r, self._w):
+            os.close(fd)
+
+
+def _first_then_cancel(ws: Workspace, branches: list[Branch], ended: _Ended) -> None:
     """Wait for the first completed job, then cancel every job still open (retrying one not yet registered)."""
-    with changed:
-        while not any(branches[i].state == JobState.COMPLETED.value for i in done) and len(done) < len(branches):
-            changed.wait()
+    while not any(branches[i].state == JobState.COMPLETED.value for i in ended.done) and len(ended.done) < len(
+        branches
+    ):
+        ended.wait(None)
     if not any(b.state == JobState.COMPLETED.value for b in branches):
         return
     registry = Registry(ws)
     try:
         cancelled: set[int] = set()
         while True:
-            with changed:
-                left = [i for i in range(len(branches)) if i not in done and i not in cancelled]
+            left = [i for i in range(len(branches)) if i not in ended.done and i not in cancelled]
             if not left:
                 return
             for i in left:
@@ -203,8 +237,7 @@ def _first_then_cancel(ws: Workspace, branches: list[Branch], changed: threading
                     pass  # not registered yet: try again on the next round
                 except JobError:
                     cancelled.add(i)  # it ended on its own meanwhile
-            with changed:
-                changed.wait(CANCEL_POLL_S)
+            ended.wait(CANCEL_POLL_S)
     finally:
         registry.close()
 
