@@ -1,14 +1,16 @@
 """The node's connection to each tmux server: one control-mode client (`tmux -C`) per socket.
 
 A job's delivery asks tmux four things (is the pane alive, what the screen shows, the paste with the screen
-after it, the Enter): as `tmux` processes that is four clients started and reaped, about 2 ms of CPU and
-3-4 ms of waiting each. The node, which lives long, instead keeps one client per server in control mode
-(`attach-session -t =mam -f no-output,ignore-size`: it never receives the panes' output and never
-changes a window's size) and writes each command to it as a line. Short-lived processes (a command
-with MAM_NODE=0, `mam top`) keep one process per call: starting a control client would cost them more.
+after it, the Enter), and its monitor lists the sessions and panes every few seconds: as `tmux` processes
+each is a client started and reaped, about 2 ms of CPU and 3-4 ms of waiting. The node, which lives long,
+instead keeps one client per server in control mode (`attach-session -t =mam -f no-output,ignore-size`: it
+never receives the panes' output and never changes a window's size) and writes each command to it as a line.
+Short-lived processes (a command with MAM_NODE=0, `mam top`) keep one process per call: starting a control
+client would cost them more.
 
-What goes through it (`ROUTED`): the commands that only look or type, the paste included; never the ones
-that start a server or a window, take stdin or end things (`TmuxBackend._exec` decides). A command's text
+What goes through it (`ROUTED`): the commands that only look (the screen, a pane's state, the lists of sessions
+and panes) or type, the paste included; never the ones that start a server or a window, take stdin or end
+things (`TmuxBackend._exec` decides). A command's text
 is tmux's own syntax, each argument in single quotes: an argument holding a quote, a newline or a NUL
 goes the process way instead, and a paste's bytes go through a 0600 file in a private folder, never a
 command line (load-buffer reads it through this client).
@@ -36,8 +38,8 @@ from pathlib import Path
 
 from mam.util.fdwait import readable
 
-ROUTED = frozenset({"capture-pane", "display-message", "send-keys", "load-buffer", "paste-buffer", "delete-buffer"})
-LOOKS = frozenset({"capture-pane", "display-message"})  # asked again as a process when a client fails
+LOOKS = frozenset({"capture-pane", "display-message", "list-sessions", "list-panes"})  # asked again as a process
+ROUTED = LOOKS | {"send-keys", "load-buffer", "paste-buffer", "delete-buffer"}  # when a client fails: LOOKS
 TIMEOUT_S = 20.0
 _UNSAFE = ("'", "\n", "\r", "\0")
 _ENDS = (b"%end ", b"%error ")

@@ -84,6 +84,23 @@ def test_the_calls_of_a_delivery_start_no_tmux_process(
     assert len(clients_of(tmux_socket(tmux_server.name))) == 1
 
 
+def test_the_monitors_looks_start_no_tmux_process_and_answer_as_a_process_would(
+    workspace: Workspace, tmux_server, control: Path, tmp_path: Path, poll, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The node's monitor lists the sessions and the panes every few seconds: through the control client too."""
+    backend = TmuxBackend(tmux_server.name, settings=settings(), ws=workspace)
+    for name in ("m1", "m2"):
+        argv = [sys.executable, str(PASTE_CAPTURE), str(tmp_path / name)]
+        backend.create_pane(name=name, argv=argv, cwd=str(tmp_path), env=ENV)
+    tmux_control.close_all()  # off: each look a process
+    as_processes = (backend.server_running(), sorted(backend.panes(), key=lambda p: p.pane_id))
+    tmux_control.serve(control)
+    backend.capture(as_processes[1][0].pane_id)  # the control client starts
+    no_processes(monkeypatch)
+    assert (backend.server_running(), sorted(backend.panes(), key=lambda p: p.pane_id)) == as_processes
+    assert as_processes[0] and len(as_processes[1]) >= 2
+
+
 def current_block(socket: Path) -> tuple[int, int]:
     """(time, command number) of a command run now on the server, read by a control client of the test's."""
     done = subprocess.run(
