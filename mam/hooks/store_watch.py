@@ -40,6 +40,7 @@ from mam.workspace import Workspace
 log = logging.getLogger(__name__)
 
 STEP_S = 0.5  # how often the CLIs' stores are read (they tell nobody when they change)
+IDLE_STEP_S = 2.0  # with no session to watch, how often the registry is looked at for one (each wake costs CPU)
 WAIT_SETTLE_S = 1.0  # a permission request unanswered this long is a wait for a person
 SCREEN_AFTER_S = 1.0  # a tool call open this long, with no permission record: look at the pane for a prompt
 SCREEN_EVERY_S = 1.0  # and again this often while it stays open
@@ -65,8 +66,8 @@ class Watch:
 
 def serve(ws: Workspace, settings: Settings, stop: threading.Event) -> None:
     """The node's thread: look every STEP_S until `stop`. With no session to watch it only looks again once
-    the registry changed (its files' size or time: a stat, where a look opens the registry), so a node of
-    sessions whose CLIs call hooks, or none, stays idle."""
+    the registry changed (its files' size or time: a stat every IDLE_STEP_S, where a look opens the registry),
+    so a node of sessions whose CLIs call hooks, or none, stays idle."""
     watches: dict[str, Watch] = {}
     seen: tuple[int, ...] = ()
     sleep = stop.wait
@@ -78,7 +79,7 @@ def serve(ws: Workspace, settings: Settings, stop: threading.Event) -> None:
                 look(ws, settings, watches)
             except Exception:
                 log.exception("reading the agent CLIs' own records failed")
-        sleep(STEP_S)
+        sleep(STEP_S if watches else IDLE_STEP_S)
 
 
 def _registry_stamp(ws: Workspace) -> tuple[int, ...]:

@@ -46,6 +46,10 @@ from mam.workspace import Workspace
 
 log = logging.getLogger(__name__)
 IDLE_WAIT_S = 1.0  # a step at least this often: ticks asked for by other processes (run, webhook)
+# With no routine at all, this often: `mam routine add` through a node wakes it at once; one added where no node
+# serves (MAM_NODE=0) beside a running node is seen this late. Every wake-up of an idle node costs CPU (on this
+# project's machine kind ~0.4 ms each, its caches cold), so an idle node wakes as seldom as it can.
+EMPTY_WAIT_S = 10.0
 
 
 def tick_key(name: str, at: float) -> str:
@@ -74,11 +78,13 @@ class Scheduler:
         self.wake = threading.Event()
         self.threads: dict[int, threading.Thread] = {}  # tick number -> its delegation in this process
         self._lock = threading.Lock()
+        self.empty = False  # the last step found no routine and no tick
 
     # -- the loop -------------------------------------------------------------------------------
     def pause(self, following: float | None) -> None:
-        """Wait for the next tick (`following`), a wake-up, or at most IDLE_WAIT_S."""
-        wait = IDLE_WAIT_S if following is None else min(max(following - self.clock(), 0.0), IDLE_WAIT_S)
+        """Wait for the next tick (`following`), a wake-up, or at most IDLE_WAIT_S (EMPTY_WAIT_S with no routine)."""
+        most = EMPTY_WAIT_S if self.empty else IDLE_WAIT_S
+        wait = most if following is None else min(max(following - self.clock(), 0.0), most)
         if self.wake.wait(wait):
             self.wake.clear()
 
@@ -88,6 +94,7 @@ class Scheduler:
         with self.registry.read() as conn:  # most steps find nothing to do: they take no write lock
             routines = table.list_all(conn)
             waiting = table.unfinished(conn)
+        self.empty = not routines and not waiting
         if not self._anything_due(routines, waiting, now):
             return _next_tick(routines)
         with self.registry.write() as conn:

@@ -219,7 +219,7 @@ def test_with_no_session_to_watch_the_registry_is_opened_again_only_once_it_chan
     registry.add_session(SessionRow(name="d1", agent="demo", role="dev", backend="tmux", server="none", cwd="/"))
     stamps, looks = [], []
     stamp = store_watch._registry_stamp
-    monkeypatch.setattr(store_watch, "STEP_S", 0.005)
+    monkeypatch.setattr(store_watch, "IDLE_STEP_S", 0.005)  # nothing is watched: the idle step
     monkeypatch.setattr(store_watch, "_registry_stamp", lambda w: stamps.append(1) or stamp(w))
     monkeypatch.setattr(store_watch, "look", lambda w, s, watches: looks.append(1))
     stop = threading.Event()
