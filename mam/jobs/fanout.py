@@ -14,7 +14,6 @@ The outcome always carries the provenance: each target's job id, state, result a
 
 from __future__ import annotations
 
-import os
 import threading
 from collections import Counter
 from collections.abc import Callable
@@ -31,7 +30,7 @@ from mam.jobs.stale import cancel
 from mam.jobs.target import parse_target
 from mam.outcomes import Exit, JobState
 from mam.store.registry import Registry
-from mam.util.fdwait import readable
+from mam.util.wakepipe import WakePipe
 from mam.workspace import Workspace
 
 AGGREGATES = ("all", "first", "vote")
@@ -164,7 +163,7 @@ def fanout(
         if aggregate == "first":
             _first_then_cancel(ws, branches, ended)
         while len(ended.done) < len(branches):
-            ended.wait(None)
+            ended.pipe.wait(None)
     except KeyboardInterrupt:
         jobs = ", ".join(f"{b.job_id} ({b.target})" for b in branches)
         raise FanoutInterrupted(
@@ -172,7 +171,7 @@ def fanout(
         ) from None
     finally:
         if len(ended.done) == len(branches):
-            ended.close()  # else interrupted: a branch still running would write to a closed (or reused) fd
+            ended.pipe.close()  # else interrupted: a branch still running would write to a closed (or reused) fd
     return _aggregate(aggregate, branches, ended=[branches[i] for i in ended.done])
 
 
@@ -183,43 +182,24 @@ def _settle(branch: Branch, out: Outcome) -> None:
 
 
 class _Ended:
-    """The branches whose delegation returned, in that order, and a pipe that wakes the calling thread at each.
-
-    The caller waits in poll(2), not in a lock: a Ctrl-C raised inside `threading.Condition.wait` can leave its
-    lock released twice (a RuntimeError instead of the interrupt; see mam.util.interrupts)."""
+    """The branches whose delegation returned, in that order; the calling thread waits for each on a WakePipe,
+    holding no lock, so a Ctrl-C there is the fan-out's interrupt (mam.util.wakepipe)."""
 
     def __init__(self) -> None:
         self.done: list[int] = []  # list.append is atomic: the branch threads add, the caller reads
-        self._r, self._w = os.pipe()
-        os.set_blocking(self._r, False)
-        os.set_blocking(self._w, False)
+        self.pipe = WakePipe()
 
     def add(self, i: int) -> None:
         self.done.append(i)
-        try:
-            os.write(self._w, b".")
-        except (BlockingIOError, OSError):
-            pass  # a full pipe already wakes the caller; a closed one has no caller left
-
-    def wait(self, timeout: float | None) -> None:
-        """Until a branch ends (or `timeout` seconds pass)."""
-        if readable([self._r], timeout):
-            try:
-                os.read(self._r, 4096)
-            except BlockingIOError:
-                pass
-
-    def close(self) -> None:
-        for fd in (self._r, self._w):
-            os.close(fd)
+        self.pipe.wake()
 
 
 def _first_then_cancel(ws: Workspace, branches: list[Branch], ended: _Ended) -> None:
     """Wait for the first completed job, then cancel every job still open (retrying one not yet registered)."""
-    while not any(branches[i].state == JobState.COMPLETED.value for i in ended.done) and len(ended.done) < len(
-        branches
+    while len(ended.done) < len(branches) and not any(
+        branches[i].state == JobState.COMPLETED.value for i in ended.done
     ):
-        ended.wait(None)
+        ended.pipe.wait(None)
     if not any(b.state == JobState.COMPLETED.value for b in branches):
         return
     registry = Registry(ws)
@@ -237,7 +217,7 @@ def _first_then_cancel(ws: Workspace, branches: list[Branch], ended: _Ended) -> 
                     pass  # not registered yet: try again on the next round
                 except JobError:
                     cancelled.add(i)  # it ended on its own meanwhile
-            ended.wait(CANCEL_POLL_S)
+            ended.pipe.wait(CANCEL_POLL_S)
     finally:
         registry.close()
 

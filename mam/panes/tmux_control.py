@@ -10,10 +10,9 @@ client would cost them more.
 
 What goes through it (`ROUTED`): the commands that only look (the screen, a pane's state, the lists of sessions
 and panes) or type, the paste included; never the ones that start a server or a window, take stdin or end
-things (`TmuxBackend._exec` decides). A command's text
-is tmux's own syntax, each argument in single quotes: an argument holding a quote, a newline or a NUL
-goes the process way instead, and a paste's bytes go through a 0600 file in a private folder, never a
-command line (load-buffer reads it through this client).
+things (`TmuxBackend._exec` decides). A command's text is tmux's own syntax, each argument in single quotes: an
+argument holding a quote, a newline or a NUL goes the process way instead, and a paste's bytes go through a 0600
+file in a private folder, never a command line (load-buffer reads it through this client).
 
 Framing: tmux answers each command line with `%begin T N F`, its output, and `%end T N F` or
 `%error T N F`; a chain with ";" answers a block per command, so a chain's commands are written one at a
@@ -38,8 +37,9 @@ from pathlib import Path
 
 from mam.util.fdwait import readable
 
-LOOKS = frozenset({"capture-pane", "display-message", "list-sessions", "list-panes"})  # asked again as a process
-ROUTED = LOOKS | {"send-keys", "load-buffer", "paste-buffer", "delete-buffer"}  # when a client fails: LOOKS
+# Commands that only look: asked again as a process when a client fails. ROUTED adds those that type.
+LOOKS = frozenset({"capture-pane", "display-message", "list-sessions", "list-panes"})
+ROUTED = LOOKS | {"send-keys", "load-buffer", "paste-buffer", "delete-buffer"}
 TIMEOUT_S = 20.0
 _UNSAFE = ("'", "\n", "\r", "\0")
 _ENDS = (b"%end ", b"%error ")

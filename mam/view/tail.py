@@ -15,7 +15,6 @@ The loop waits on a pipe, not a lock: the broker's thread and Ctrl-C (`interrupt
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 from collections import deque
@@ -27,7 +26,7 @@ from mam.bus.mqtt import MqttClient
 from mam.bus.topics import Topics
 from mam.errors import BrokerError
 from mam.settings import Settings
-from mam.util.fdwait import readable
+from mam.util.wakepipe import WakePipe
 from mam.view.feed import Feed, Line
 from mam.workspace import Workspace
 
@@ -73,9 +72,7 @@ class Tail:
         self.feed = Feed(ws, job=job, session=session, since_seq=since)
         self.everything, self.since = everything, since
         self._due: deque[str] = deque()  # jobs a message named, appended by the broker's thread
-        self._wake_r, self._wake_w = os.pipe()
-        os.set_blocking(self._wake_r, False)
-        os.set_blocking(self._wake_w, False)
+        self._pipe = WakePipe()
         self.stop = threading.Event()
         self.interrupted = False
         self.client: MqttClient | None = None
@@ -125,19 +122,14 @@ class Tail:
         if self.client is not None:
             self.client.close()  # its thread gone: nothing writes to the pipe any more
         self.feed.close()
-        fds, (self._wake_r, self._wake_w) = (self._wake_r, self._wake_w), (-1, -1)
-        for fd in fds:
-            os.close(fd)
+        self._pipe.close()
 
     # -- waking the loop: lock-free, from any thread or a signal handler --------------------------
     def wake(self, job: str | None = None) -> None:
         """Wake the loop: to read `job` (and follow it up), or to sweep (None)."""
         if job is not None:
             self._due.append(job)
-        try:
-            os.write(self._wake_w, b"\0")
-        except OSError:  # the pipe is full (a wake is pending anyway) or closed (the tail is ending)
-            pass
+        self._pipe.wake()
 
     def interrupt(self) -> None:
         """Ctrl-C: the loop ends at its next look (the CLI exits 130)."""
@@ -146,12 +138,7 @@ class Tail:
 
     def _woken(self, timeout: float) -> list[str]:
         """Wait up to `timeout` for a wake; the jobs named since the last call."""
-        if readable([self._wake_r], timeout):
-            try:
-                while os.read(self._wake_r, 4096):
-                    pass
-            except BlockingIOError:
-                pass
+        self._pipe.wait(timeout)
         jobs = []
         while self._due:
             jobs.append(self._due.popleft())

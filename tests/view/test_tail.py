@@ -305,7 +305,7 @@ def test_interrupt_ends_the_loop_at_its_next_look_and_close_lets_go_of_the_pipe(
     tail.interrupt()
     runner.join(timeout=30)
     assert not runner.is_alive() and tail.interrupted
-    fds = (tail._wake_r, tail._wake_w)
+    fds = (tail._pipe._r, tail._pipe._w)
     tail.close()
     for fd in fds:
         with pytest.raises(OSError):
