@@ -3,10 +3,16 @@
 Usage:
     .venv/bin/python bench/vs_cao.py [--runs 30] [--quick] [--json] [--broker mosquitto|amqtt]
                                      [--via skill|cli] [--install user|dev] [--node on|off]
-                                     [--cao-venv ~/.cache/mam/cao-venv]
+                                     [--python python3] [--cao-venv ~/.cache/mam/cao-venv]
 
-CAO must be installed in its own venv first (never into mam's):
+CAO must be installed in its own venv first (never into mam's), made by the same interpreter mam runs on
+(`--python`, default python3; the script refuses two different ones):
     python3 -m venv ~/.cache/mam/cao-venv && ~/.cache/mam/cao-venv/bin/pip install cli-agent-orchestrator==2.5.4
+
+Both sides run on that one interpreter: mam's workspace venv is made by it (deploy/install.sh's PYTHON), CAO's
+server and its mock agent run in CAO's venv. Which build it is matters more than either side's code on this
+machine kind: Debian's /usr/bin/python3 (PGO and LTO) costs both sides 25-30 % less CPU than a default pyenv
+build (docs/benchmarks.md); the summary line names the interpreter.
 
 Both sides get the same agent work: 50 ms per job.
 
@@ -106,7 +112,7 @@ class Cao:
         for d in (self.home, self.bin, self.tmuxdir):
             d.mkdir(parents=True)
         shim = self.bin / "mock_cli"  # CAO's provider types `mock_cli --delay-ms 50` into a shell
-        shim.write_text(f'#!/bin/sh\nexec {sys.executable} {MOCK_AGENT} "$@"\n')
+        shim.write_text(f'#!/bin/sh\nexec {venv / "bin" / "python"} {MOCK_AGENT} "$@"\n')  # CAO's interpreter
         shim.chmod(0o755)
         # The pane's bash is a login shell whose profile resets PATH: put the shim back in front.
         (self.home / ".bashrc").write_text(f'export PATH="{self.bin}:$PATH"\n')
@@ -225,7 +231,9 @@ def _tmux_server_pid(sock: list[str]) -> list[int]:
 class Mam:
     """A throw-away workspace with demo-agent sessions on a private tmux server and broker."""
 
-    def __init__(self, root: Path, broker_kind: str, via: str, install: str = "user", node: str = "on") -> None:
+    def __init__(
+        self, root: Path, broker_kind: str, via: str, install: str = "user", node: str = "on", python: str = "python3"
+    ) -> None:
         self.root, self.via = root, via
         self.ws = root / "ws"
         home = root / "home"
@@ -238,6 +246,7 @@ class Mam:
         if install == "user":
             base = support.clean_environ(HOME=str(home), XDG_CACHE_HOME=str(home / ".cache"))
             base["PIP_CACHE_DIR"] = os.environ.get("PIP_CACHE_DIR", str(Path.home() / ".cache" / "pip"))
+            base["PYTHON"] = python  # the interpreter that makes the workspace's venv
             done = subprocess.run(
                 ["bash", str(REPO / "deploy" / "install.sh"), str(self.ws)], env=base, capture_output=True, text=True
             )
@@ -420,13 +429,16 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     root = Path(tempfile.mkdtemp(prefix="mam-vscao-"))
     cao = Cao(root / "cao", args.cao_venv) if not args.only or args.only == "cao" else None
     mam = (
-        Mam(root / "mam", args.broker, args.via, args.install, args.node)
+        Mam(root / "mam", args.broker, args.via, args.install, args.node, args.python)
         if not args.only or args.only == "mam"
         else None
     )
     sides: dict[str, Cao | Mam] = {k: v for k, v in (("cao", cao), ("mam", mam)) if v is not None}
     keep = [mam.broker.proc.pid] if mam else []
-    result: dict[str, Any] = {"machine": support.machine(), "params": vars(args) | {"cao_venv": str(args.cao_venv)}}
+    result: dict[str, Any] = {
+        "machine": support.machine() | {"python": args.interpreter},
+        "params": vars(args) | {"cao_venv": str(args.cao_venv)},
+    }
     res: dict[str, dict[str, Any]] = {k: {} for k in sides}
     loads: list[str] = [result["machine"]["loadavg"]]
     try:
@@ -542,6 +554,48 @@ def table(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def venv_base(venv: Path) -> str:
+    """The interpreter a venv was made by (pyvenv.cfg's `executable`, else its python's real path)."""
+    try:
+        for line in (venv / "pyvenv.cfg").read_text(encoding="utf-8").splitlines():
+            key, _, value = line.partition("=")
+            if key.strip() == "executable":
+                return os.path.realpath(value.strip())
+    except OSError:
+        pass
+    return os.path.realpath(venv / "bin" / "python")
+
+
+def resolve(python: str) -> tuple[str, str] | None:
+    """(real path, version) of an interpreter as the interpreter itself says (a pyenv shim is a script)."""
+    code = "import os, platform, sys; print(os.path.realpath(sys.executable)); print(platform.python_version())"
+    try:
+        done = subprocess.run([python, "-c", code], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    lines = done.stdout.split()
+    return (lines[0], lines[1]) if done.returncode == 0 and len(lines) == 2 else None
+
+
+def same_interpreter(args: argparse.Namespace) -> str | None:
+    """Check both sides will run on one interpreter (args.interpreter set); a message if not."""
+    found = resolve(str(support.VENV_BIN / "python") if args.install == "dev" else args.python)
+    if found is None:
+        return f"--python {args.python}: not an interpreter that runs"
+    mine, version = found  # a venv's python resolves to the interpreter that made it
+    args.interpreter = f"{version} ({mine})"
+    if args.only == "mam":
+        return None
+    cao = venv_base(args.cao_venv)
+    if cao != mine:
+        return (
+            f"CAO's venv {args.cao_venv} was made by {cao}, mam would run on {mine}: make one with the same "
+            f"interpreter ({mine} -m venv DIR && DIR/bin/pip install cli-agent-orchestrator=={CAO_VERSION}) "
+            "and pass --cao-venv DIR"
+        )
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=30, help="runs of create -> ready and of the round trip")
@@ -561,6 +615,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--node", choices=("on", "off"), default="on", help="off: MAM_NODE=0, every mam command in its own process"
     )
+    parser.add_argument(
+        "--python",
+        default=os.environ.get("PYTHON", "python3"),
+        help="the interpreter both sides run on: it makes mam's workspace venv, and --cao-venv must have been made "
+        "by it (default: $PYTHON, else python3)",
+    )
     parser.add_argument("--cao-venv", type=Path, default=Path.home() / ".cache" / "mam" / "cao-venv")
     parser.add_argument("--only", choices=("cao", "mam"), help="measure one side only")
     parser.add_argument("--json", action="store_true")
@@ -571,6 +631,10 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if args.only != "mam" and not (args.cao_venv / "bin" / "python").exists():
         print(f"vs_cao: error: no CAO venv at {args.cao_venv} (see --help)", file=sys.stderr)
+        return 2
+    problem = same_interpreter(args)
+    if problem:
+        print(f"vs_cao: error: {problem}", file=sys.stderr)
         return 2
     result = run(args)
     print(json.dumps(result, indent=2) if args.json else table(result))

@@ -8,6 +8,8 @@
 
 from __future__ import annotations
 
+import argparse
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -76,3 +78,30 @@ def test_the_mock_agent_answers_like_cao_mock_cli() -> None:
     )
     assert done.returncode == 0
     assert done.stdout == "MockCli ready.\n\u276f > MOCK: hello there\n\u276f \u276f goodbye\n"
+
+
+def test_vs_cao_refuses_to_compare_two_sides_on_different_interpreters(tmp_path: Path) -> None:
+    """Both sides run on one interpreter (--python): a CAO venv another interpreter made is refused, saying
+    how to make a matching one; a venv made by the same interpreter passes and the run names it."""
+    sys.path.insert(0, str(BENCH.parent))
+    try:
+        from bench import vs_cao
+    finally:
+        sys.path.remove(str(BENCH.parent))
+    real = os.path.realpath(sys.executable)
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "pyvenv.cfg").write_text("home = /nowhere\nexecutable = /nowhere/python3.99\n", encoding="utf-8")
+    same = tmp_path / "same"
+    same.mkdir()
+    (same / "pyvenv.cfg").write_text(f"home = {Path(real).parent}\nexecutable = {real}\n", encoding="utf-8")
+
+    args = argparse.Namespace(install="user", python=sys.executable, cao_venv=other, only=None)
+    problem = vs_cao.same_interpreter(args)
+    assert problem is not None and "/nowhere/python3.99" in problem and real in problem, problem
+    assert "--cao-venv" in problem
+    args = argparse.Namespace(install="user", python=sys.executable, cao_venv=same, only=None)
+    assert vs_cao.same_interpreter(args) is None
+    assert args.interpreter.endswith(f"({real})"), args.interpreter
+    args = argparse.Namespace(install="user", python=str(tmp_path / "no-python"), cao_venv=same, only=None)
+    assert "not an interpreter" in (vs_cao.same_interpreter(args) or "")
