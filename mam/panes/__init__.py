@@ -6,7 +6,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from mam.errors import ConfigError
-from mam.panes.herdr import HerdrBackend
 from mam.panes.tmux import TmuxBackend
 
 if TYPE_CHECKING:
@@ -30,6 +29,8 @@ def open_backend(kind: str, server: str, *, settings: Settings, ws: Workspace, s
     if kind == "tmux":
         return TmuxBackend(server, settings=settings, ws=ws, socket=socket)
     if kind == "herdr":
+        from mam.panes.herdr import HerdrBackend  # its client, config (tomllib) and launcher: herdr sessions only
+
         return HerdrBackend(server, settings=settings, ws=ws, socket=socket)
     raise ConfigError(f"unknown backend {kind!r}: use one of {', '.join(BACKENDS)}")
 

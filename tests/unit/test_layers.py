@@ -64,6 +64,10 @@ SLOW_MAM = {
     "mam.org.manage",  # 160 ms
     "mam.org.node",  # 25 ms
     "mam.panes",  # 105 ms (libtmux)
+    # The herdr backend (its socket client, tomllib for its config, logging, the launcher), imported by
+    # open_backend for a herdr session only: a tmux session's create, stop or status spares it (2026-12-07,
+    # AMD EPYC, Debian's Python: `mam session create` imported it for 17 ms of its ~50 ms of mam imports).
+    "mam.panes.herdr",
     "mam.remote.origin",  # 51 ms
     "mam.remote.runner",  # 199 ms
     "mam.routines.health",  # 5 ms
