@@ -11,7 +11,7 @@ CAO must be installed in its own venv first (never into mam's), made by the same
 
 Both sides run on that one interpreter: mam's workspace venv is made by it (deploy/install.sh's PYTHON), CAO's
 server and its mock agent run in CAO's venv. Which build it is matters more than either side's code on this
-machine kind: Debian's /usr/bin/python3 (PGO and LTO) costs both sides 25-30 % less CPU than a default pyenv
+machine kind: Debian's /usr/bin/python3 (PGO and LTO) costs both sides 15-30 % less CPU than a default pyenv
 build (docs/benchmarks.md); the summary line names the interpreter.
 
 Both sides get the same agent work: 50 ms per job.
@@ -554,18 +554,6 @@ def table(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def venv_base(venv: Path) -> str:
-    """The interpreter a venv was made by (pyvenv.cfg's `executable`, else its python's real path)."""
-    try:
-        for line in (venv / "pyvenv.cfg").read_text(encoding="utf-8").splitlines():
-            key, _, value = line.partition("=")
-            if key.strip() == "executable":
-                return os.path.realpath(value.strip())
-    except OSError:
-        pass
-    return os.path.realpath(venv / "bin" / "python")
-
-
 def resolve(python: str) -> tuple[str, str] | None:
     """(real path, version) of an interpreter as the interpreter itself says (a pyenv shim is a script)."""
     code = "import os, platform, sys; print(os.path.realpath(sys.executable)); print(platform.python_version())"
@@ -586,7 +574,8 @@ def same_interpreter(args: argparse.Namespace) -> str | None:
     args.interpreter = f"{version} ({mine})"
     if args.only == "mam":
         return None
-    cao = venv_base(args.cao_venv)
+    theirs = resolve(str(args.cao_venv / "bin" / "python"))
+    cao = theirs[0] if theirs else f"nothing that runs ({args.cao_venv / 'bin' / 'python'})"
     if cao != mine:
         return (
             f"CAO's venv {args.cao_venv} was made by {cao}, mam would run on {mine}: make one with the same "

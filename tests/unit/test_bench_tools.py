@@ -90,11 +90,12 @@ def test_vs_cao_refuses_to_compare_two_sides_on_different_interpreters(tmp_path:
         sys.path.remove(str(BENCH.parent))
     real = os.path.realpath(sys.executable)
     other = tmp_path / "other"
-    other.mkdir()
-    (other / "pyvenv.cfg").write_text("home = /nowhere\nexecutable = /nowhere/python3.99\n", encoding="utf-8")
+    (other / "bin").mkdir(parents=True)
+    (other / "bin" / "python").write_text("#!/bin/sh\necho /nowhere/python3.99; echo 3.99.0\n", encoding="utf-8")
+    (other / "bin" / "python").chmod(0o755)  # says it is another interpreter, as a venv's python would
     same = tmp_path / "same"
-    same.mkdir()
-    (same / "pyvenv.cfg").write_text(f"home = {Path(real).parent}\nexecutable = {real}\n", encoding="utf-8")
+    (same / "bin").mkdir(parents=True)
+    (same / "bin" / "python").symlink_to(real)  # as a venv made by this interpreter links it
 
     args = argparse.Namespace(install="user", python=sys.executable, cao_venv=other, only=None)
     problem = vs_cao.same_interpreter(args)
