@@ -71,6 +71,9 @@ class DelegateRequest:
     estimate_tokens: int | None = None  # its reservation against the token budgets (else the role's median)
     detach: bool = False  # return once the brief is delivered; the job stays open (`mam job wait` follows it)
     follow_s: float | None = None  # stop following after this long, the job left open (`mam job wait --timeout`)
+    # A wait's take-over: the owner it found gone. The job is taken from that owner only (a compare-and-set on
+    # it), never from one that took it since (two waits in one node, a `--detach`ed job's follower among them).
+    taking_from: str = ""
 
 
 class RemoteOrigin(Protocol):
@@ -165,7 +168,7 @@ def delegate(
             _check_take_over(existing, target, req.brief)
             with interrupts.held():
                 try:
-                    ledger = Ledger.take_over(ws, registry, existing.id)
+                    ledger = Ledger.take_over(ws, registry, existing.id, expected=req.taking_from or None)
                 except TakenOver:  # another attempt took it first: it drives the job
                     return taken_over_outcome(registry, existing.id)
                 _tell_registered(on_registered, ledger)

@@ -171,7 +171,7 @@ def wait_for(
             if left is not None and left <= 0:
                 return None
             if not owner_alive(row.owner) and row.state not in UNCLAIMED_STATES:
-                req = DelegateRequest(target=row.target, brief="", job_id=job_id, follow_s=left)
+                req = DelegateRequest(target=row.target, brief="", job_id=job_id, follow_s=left, taking_from=row.owner)
                 out = take_over(req)
                 if not out.taken_over and not registry.job(job_id).open:
                     return out

@@ -175,7 +175,7 @@ class Ledger:
         return ledger
 
     @classmethod
-    def take_over(cls, ws: Workspace, registry: Registry, job_id: str) -> Ledger:
+    def take_over(cls, ws: Workspace, registry: Registry, job_id: str, *, expected: str | None = None) -> Ledger:
         """Become the owner of an existing job (a retried wrapper); the previous owner stops touching it.
 
         The job's epoch is raised in the same commit: whatever the previous attempt set going on another
@@ -185,10 +185,13 @@ class Ledger:
         hand-over of a job the process follows itself to its end (the node, once a `--detach`ed delegation
         had its answer, or a wait it serves), logged as `followed` (same fields).
 
-        A compare-and-set on the owner it saw: when another attempt took the job first (two waits in one
-        node finding it unowned at once), nothing is written and TakenOver is raised."""
+        A compare-and-set on the owner it saw (`expected`: the one its caller found gone): when another attempt
+        took the job first (two waits in one node finding it unowned at once), nothing is written and TakenOver is
+        raised."""
         token = str(rec.read_record(ws, job_id).get("token", ""))
         previous = registry.job(job_id)
+        if expected is not None and previous.owner != expected:
+            raise TakenOver(f"job {job_id} was taken over by another attempt first", job_id=job_id)
         owner, epoch = new_owner(), previous.epoch + 1
         own = previous.owner.rsplit(":", 1)[0] == owner.rsplit(":", 1)[0]  # host:pid:start alike
         line = ("followed" if own else "taken_over", {"previous_owner": previous.owner, "owner": owner, "epoch": epoch})

@@ -114,6 +114,24 @@ def test_a_take_over_that_lost_the_race_writes_nothing_and_raises(
     assert ledger_module._HELD == held_before
 
 
+def test_a_waits_take_over_takes_the_job_only_from_the_owner_it_found_gone(store: tuple[Workspace, Registry]) -> None:
+    """A wait judged the owner gone, but before its take-over read the row another attempt of the node (a
+    `--detach`ed job's follower) had taken the job: the wait's take-over names the owner it found gone
+    (`expected`), so it raises, writes no line and holds nothing, and the live attempt keeps the job. (CI saw the
+    second take-over succeed: a detached job's log had two `followed` lines.)"""
+    ws, registry = store
+    ledger = register_delivered(ws, registry, topic_prefix="mam/t")
+    gone = registry.job(ledger.job.id).owner
+    first = Ledger.take_over(ws, registry, ledger.job.id, expected=gone)
+    held_before = set(ledger_module._HELD)
+    with pytest.raises(TakenOver):
+        Ledger.take_over(ws, registry, ledger.job.id, expected=gone)
+    row = registry.job(ledger.job.id)
+    assert (row.owner, row.epoch) == (first.owner, 1)
+    assert [k for k in audit_kinds(registry, ledger.job.id) if k in ("followed", "taken_over")] == ["followed"]
+    assert ledger_module._HELD == held_before
+
+
 # -- what carries the epoch -------------------------------------------------------------------------------------
 def dispatch(epoch: int = 0, text: str = "the brief") -> Dispatch:
     return Dispatch(

@@ -24,7 +24,7 @@ from mam.settings import KEYS_BY_NAME
 
 ROOT = Path(__file__).resolve().parents[2]
 CLI_OWN = {"--workspace", "--brief-file", "--follow", "--json", "--help"}  # the command's own, not the request's
-INTERNAL = {"follow_s"}  # DelegateRequest fields that library callers set, never options
+INTERNAL = {"follow_s", "taking_from"}  # DelegateRequest fields that library callers set, never options
 JSON_TYPE = {str: "string", bool: "boolean", int: "integer", float: "number"}
 # One value per option, none of them its default: each must arrive in the request as given.
 SAMPLE: dict[str, Any] = {
