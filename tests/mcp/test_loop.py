@@ -19,6 +19,9 @@ def test_loop_start_returns_an_id_at_once_and_loop_status_reaches_passed(mcp_ws)
     create_demo("rev-a", role="reviewer")
     create_demo("rev-b", role="reviewer")
 
+    go = mcp_ws.root / "go"  # the creator works until it exists: the first loop still runs at the second start
+    held = f"demo-await: {go}\n{TASK}"
+
     async def main() -> dict:
         async with stdio_session(mcp_ws.root) as s:
             started = await call(
@@ -26,7 +29,7 @@ def test_loop_start_returns_an_id_at_once_and_loop_status_reaches_passed(mcp_ws)
                 "loop_start",
                 creator="creator",
                 reviewer="rev-a,rev-b",
-                task=TASK,
+                task=held,
                 heartbeat_s=1,
                 start_deadline_s=15,
                 timeout_s=90,
@@ -39,6 +42,7 @@ def test_loop_start_returns_an_id_at_once_and_loop_status_reaches_passed(mcp_ws)
             again = await call(s, "loop_start", creator="creator", reviewer="rev-a,rev-b", task=TASK)
             assert again.error and again.data["exit_code"] == 4  # one loop per checkout: the running one is named
             assert loop_id in again.text
+            go.touch()
 
             async def state() -> str:
                 return str((await call(s, "loop_status", id=loop_id)).data["state"])
