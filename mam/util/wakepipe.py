@@ -44,7 +44,10 @@ class WakePipe:
             woken = readable([self._r], timeout)
         finally:
             if prior is not None:
-                signal.set_wakeup_fd(prior)
+                try:
+                    signal.set_wakeup_fd(prior)
+                except (OSError, ValueError):  # the one set before was closed meanwhile: none is left set
+                    signal.set_wakeup_fd(-1)
         if not woken:
             return False
         try:

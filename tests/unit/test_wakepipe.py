@@ -68,6 +68,8 @@ def test_a_sigint_another_thread_took_wakes_the_main_threads_wait_into_its_keybo
             pipe.wake()
 
     before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    fd_before = signal.set_wakeup_fd(-1)  # whatever an earlier test of this process left set
+    signal.set_wakeup_fd(fd_before)
     helper = threading.Thread(target=other_thread, daemon=True)
     try:
         helper.start()
@@ -76,7 +78,7 @@ def test_a_sigint_another_thread_took_wakes_the_main_threads_wait_into_its_keybo
         interrupted.set()
         helper.join(60)
         assert not fallback, "the main thread slept through a SIGINT another thread took"
-        assert signal.set_wakeup_fd(-1) == -1, "the wait left its pipe as the wakeup fd"
+        assert signal.set_wakeup_fd(fd_before) == fd_before, "the wait left its pipe as the wakeup fd"
     finally:
         interrupted.set()
         signal.signal(signal.SIGINT, before)
