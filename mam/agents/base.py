@@ -162,6 +162,9 @@ class AgentAdapter:
     # First-run dialogs and permission prompts, as they show on screen (any one marker is enough).
     trust_markers: ClassVar[tuple[str, ...]] = ()
     prompt_markers: ClassVar[tuple[str, ...]] = ()
+    # How long after a paste shows in its input box mam waits before pressing Enter (0: at once): for a CLI
+    # that takes an Enter arriving right after other input as a newline, not a submission.
+    enter_gap_s: ClassVar[float] = 0.0
     # How many lines at the bottom of the screen hold the input box (when input_box finds no frame).
     input_lines: ClassVar[int] = 12
     # How many lines at the bottom (trailing blank lines aside) a dialog or prompt is looked for in.

@@ -58,6 +58,11 @@ class GeminiAdapter(AgentAdapter):
     # DEBIAN_FRONTEND=noninteractive: both read in its bundle, CI seen in a real pane.
     noninteractive_env = ("CI", "DEBIAN_FRONTEND")
     paste_placeholders = ("[Pasted Text:",)
+    # Read in 0.61.0's bundle (KeypressContext, `bufferFastReturn`): where the terminal has no kitty keyboard
+    # protocol (tmux has none), an Enter within FAST_RETURN_TIMEOUT (30 ms) of the key before it is taken as
+    # Shift+Enter, a newline. Pressed right after the paste, every brief sat unsubmitted until the nudge
+    # (10 s later with a 120 s start deadline): tests/unit/test_enter_gap.py.
+    enter_gap_s = 0.1
     ready_marker = "Type your message or @path/to/file"
     # Measured on 0.61.0 at 200x50: in a folder not yet trusted it draws its ready input box and
     # footer for ~0.2 s before the trust dialog replaces them; nothing on that frame tells it apart.

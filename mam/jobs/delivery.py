@@ -10,9 +10,11 @@ import hashlib
 import os
 import subprocess
 import time
+from collections.abc import Callable
 from typing import Protocol
 
 from mam.agents import get_adapter
+from mam.agents.base import AgentAdapter
 from mam.agents.channel import Sent
 from mam.agents.ready import check_no_dialog, wait_ready
 from mam.errors import AgentDialog, JobError, MamError
@@ -23,6 +25,7 @@ from mam.jobs.ledger import Ledger
 from mam.jobs.target import Target
 from mam.notify import session_terminated
 from mam.outcomes import JobState
+from mam.panes.base import PaneBackend
 from mam.sessions.common import backend_for
 from mam.sessions.resume import resume_session
 from mam.sessions.stop import press
@@ -33,10 +36,29 @@ from mam.util.proc import pid_alive
 from mam.workspace import Workspace
 
 MAX_NUDGES = 5
+# How long a paste may take to show in the input box of a CLI with an `enter_gap_s`, looked at this often.
+PASTE_SHOWS_S = 2.0
+SHOWS_POLL_S = 0.02
 # A sandboxed agent's heartbeater (see AgentAdapter.reaps_tool_processes) is started again at most
 # this many times per job, looked at no more often than every HEARTBEAT_CHECK_S seconds.
 MAX_HEARTBEAT_RESTARTS = 3
 HEARTBEAT_CHECK_S = 1.0
+
+
+def before_enter(
+    backend: PaneBackend, pane: str, adapter: AgentAdapter, screen: str, shown: Callable[[str], bool]
+) -> str:
+    """The screen to look at before the Enter that submits a paste. For a CLI that takes an Enter right after other
+    input as a newline (its `enter_gap_s`), first wait until the paste shows (`shown`, at most PASTE_SHOWS_S: the
+    CLI has read it), then that gap, and look again; for any other CLI, `screen` as it is."""
+    if not adapter.enter_gap_s:
+        return screen
+    until = time.monotonic() + PASTE_SHOWS_S
+    while not shown(screen) and time.monotonic() < until:
+        time.sleep(SHOWS_POLL_S)
+        screen = backend.capture(pane, lines=200)
+    time.sleep(adapter.enter_gap_s)
+    return backend.capture(pane, lines=200)
 
 
 class Delivery(Protocol):
@@ -164,6 +186,8 @@ class PaneDelivery:
         via = self._through_channel(text, ledger)
         if not via:
             after = backend.paste_and_capture(self.row.pane_id, text, lines=200)
+            nonce = ledger.job.nonce
+            after = before_enter(backend, self.row.pane_id, adapter, after, lambda s: adapter.input_pending(s, nonce))
             try:
                 check_no_dialog(adapter, after, self.row.pane_id)
             except AgentDialog as e:  # pasted but not submitted: a nudge submits it once the dialog is answered
@@ -229,7 +253,10 @@ class PaneDelivery:
         if not adapter.input_empty(screen):
             return f"the input box of {row.agent} in pane {row.pane_id} is not empty"
         backend.paste(row.pane_id, text)
-        if adapter.dialog(backend.capture(row.pane_id, lines=200)) is None:
+        screen = before_enter(
+            backend, row.pane_id, adapter, backend.capture(row.pane_id, lines=200), lambda s: not adapter.input_empty(s)
+        )
+        if adapter.dialog(screen) is None:
             backend.send_keys(row.pane_id, "Enter")
         return ""
 
