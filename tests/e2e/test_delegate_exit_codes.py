@@ -121,14 +121,16 @@ def test_an_unknown_parent_job_is_a_usage_error_and_registers_nothing(wired):
 def test_busy_session_is_cancelled_exit_5_and_the_brief_never_delivered(wired, tmux_server, poll):
     from tests.helpers.mamcli import spawn_mam
 
-    s = create_demo("w", behaviour="slow", env={"MAM_DEMO_SLEEP_S": "6"})
-    first = spawn_mam("job", "delegate", "--target", "w", "--brief", "first job", *SHORT, "--json")
+    s = create_demo("w")
+    go = wired.root / "go"  # the first job works until the second is refused (demo-await), whatever the load
+    first = spawn_mam("job", "delegate", "--target", "w", "--brief", f"demo-await: {go}\nfirst job", *SHORT, "--json")
     try:
         poll(lambda: any(j["state"] == "running" for j in json.loads(mam("job", "list", "--json").stdout)), timeout=20)
         code, record, _ = delegate("--target", "w", "--brief", "second job", "--dispatch-wait", "0.5", *SHORT)
         assert code == 5
         assert record["reason"] == "session_busy"
         assert nonce_count(tmux_server, s, record) == 0
+        go.touch()
         out, err = first.communicate(timeout=60)
         assert first.returncode == 0, err
     finally:
