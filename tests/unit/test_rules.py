@@ -206,6 +206,9 @@ POLLING: dict[str, str] = {
     "the CLI tells nobody when it writes, and has no hook mam can install without the user's files; and "
     + SCREEN
     + " (a prompt holding up a tool call its CLI records no permission request for)",
+    "jobs/delivery.py:before_enter": SCREEN
+    + " (a paste showing in the input box of a CLI that reads a fast Enter as a "
+    "newline: gemini)",
     "jobs/intake.py:attach": "a subscription the broker refused, asked again after SUBSCRIBE_RETRY_S",
     "mcp/server.py:loop_start": PROCESS + " (the `mam loop` the tool started, until it says it has started)",
     "node/client.py:start": "the node's socket appearing after a start (no process to be poked by yet)",
