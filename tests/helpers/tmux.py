@@ -19,13 +19,19 @@ class PrivateTmux:
 
     def kill(self) -> None:
         """Kill the server and, after it, whatever ran in its panes and ignored the hang-up (an agent stuck
-        on its way out would otherwise spin as an orphan through the rest of the run)."""
+        on its way out would otherwise spin as an orphan through the rest of the run). The server's own
+        process is waited for too, and signalled if a `kill-server` that failed left it running: with its
+        socket removed below, nothing could find it again (a fault schedule of 2026-12-07 left a server and a
+        node's control client behind; a `kill-server` that failed is one way to get there)."""
         procs: list[tuple[int, int]] = []
         if socket_path(self.name).exists():
             try:
                 listed = self.server.cmd("list-panes", "-a", "-F", "#{pane_pid}").stdout
+                server = self.server.cmd("display-message", "-p", "#{pid}").stdout
             except Exception:
-                listed = []
+                listed, server = [], []
+            for pid in server[:1]:
+                procs += process_tree(int(pid))[:1] if pid.strip().isdigit() else []  # the server alone
             for pid in listed:
                 procs += process_tree(int(pid)) if pid.strip().isdigit() else []
             try:
