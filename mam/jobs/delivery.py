@@ -32,6 +32,7 @@ from mam.sessions.stop import press
 from mam.settings import Settings
 from mam.store.registry import Registry
 from mam.store.sessions import LIVE, SessionRow, SessionStatus
+from mam.util.poll import Timeout, wait_for
 from mam.util.proc import pid_alive
 from mam.workspace import Workspace
 
@@ -53,10 +54,11 @@ def before_enter(
     CLI has read it), then that gap, and look again; for any other CLI, `screen` as it is."""
     if not adapter.enter_gap_s:
         return screen
-    until = time.monotonic() + PASTE_SHOWS_S
-    while not shown(screen) and time.monotonic() < until:
-        time.sleep(SHOWS_POLL_S)
-        screen = backend.capture(pane, lines=200)
+    if not shown(screen):
+        try:
+            wait_for(lambda: shown(backend.capture(pane, lines=200)), timeout=PASTE_SHOWS_S, interval=SHOWS_POLL_S)
+        except Timeout:
+            pass  # pressed all the same: a brief left unsubmitted gets the nudge
     time.sleep(adapter.enter_gap_s)
     return backend.capture(pane, lines=200)
 
