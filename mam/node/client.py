@@ -40,7 +40,7 @@ if TYPE_CHECKING:
 
 FORWARDED = (_signal.SIGINT, _signal.SIGTERM, _signal.SIGHUP)
 START_WAIT_S = 20.0  # for a node just started to listen (imports, on a loaded 2-core machine)
-STOP_WAIT_S = 15.0  # for a node asked to stop to let go of its socket
+STOP_WAIT_S = 15.0  # for a node asked to stop to let go of its socket and end
 NODE_START = "import sys; del sys.path[0]; from mam.node.server import main; sys.exit(main())"
 AGAIN = frozenset({"delegate", "wait", "fanout"})  # may run again in a new node (their jobs are taken over)
 _OFF = frozenset({"0", "false", "no", "off"})
@@ -359,19 +359,24 @@ def ask(path: str, op: str, timeout: float = 5.0, **args: Any) -> dict[str, Any]
 
 
 def stop(path: str, wait_s: float = STOP_WAIT_S) -> tuple[dict[str, Any] | None, bool]:
-    """Ask the node listening at `path` to stop and wait up to `wait_s` until it no longer answers: (its answer,
-    whether it is gone); (None, True) when none answered."""
+    """Ask the node listening at `path` to stop and wait up to `wait_s` until it is gone: it no longer answers and
+    its process has ended, so what it held (its webhook port, its monitor, its tmux control clients, the lock a
+    next node takes) is free. (its answer, whether it is gone); (None, True) when none answered."""
     from mam.util.poll import Timeout, wait_for
+    from mam.util.proc import pid_alive
 
     answer = ask(path, "stop")
     if answer is None:
         return None, True
+    pid = answer.get("pid")
+    own = pid == os.getpid()  # a node run in this very process (`mam node` in the foreground) ends when it returns
 
     def gone() -> bool:
         sock = connect(path)
         if sock is not None:
             sock.close()
-        return sock is None
+            return False
+        return own or not isinstance(pid, int) or not pid_alive(pid)
 
     try:
         wait_for(gone, timeout=wait_s, interval=0.05)

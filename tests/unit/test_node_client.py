@@ -119,3 +119,46 @@ def test_the_parser_takes_only_the_declared_spelling():
         {},
         ["job-1"],
     )
+
+
+# A node that answers `stop`, stops listening at once, then takes its time to end (as a node winding up does:
+# its routines' webhook, its monitor, its heartbeats' hand-over, its broker).
+LINGERING_NODE = """
+import os, socket, sys, time
+sys.path.insert(0, sys.argv[2])
+from mam.node.wire import Frames, frame
+from mam.util.private import address
+os.umask(0o177)  # a node's socket is 0600: the client trusts no other
+where, _fd = address(sys.argv[1])
+listener = socket.socket(socket.AF_UNIX)
+listener.bind(where)
+listener.listen(1)
+conn, _ = listener.accept()
+frames = Frames()
+while not frames.feed(conn.recv(65536)):
+    pass
+conn.sendall(frame({"answer": {"stopping": True, "pid": os.getpid()}, "exit": 0}))
+conn.close()
+listener.close()
+os.unlink(sys.argv[1])
+time.sleep(1.0)
+"""
+
+
+def test_stop_returns_once_the_nodes_process_has_ended_not_when_its_socket_has(tmp_path):
+    """`mam node stop` once returned as soon as the node stopped answering; a test then found the routines'
+    webhook port still held by the node on its way out. `stop` now also waits for the node's process to end."""
+    from mam.node.client import stop
+    from mam.util.poll import wait_for
+    from mam.util.proc import pid_alive
+
+    path = tmp_path / "node.sock"
+    node = subprocess.Popen([sys.executable, "-c", LINGERING_NODE, str(path), str(REPO)])
+    try:
+        wait_for(path.exists, timeout=30, message="the fake node never listened")
+        answer, gone = stop(str(path), wait_s=30)
+        assert answer is not None and answer["pid"] == node.pid and gone
+        assert not pid_alive(node.pid)  # ended (a zombie until reaped here), not merely deaf
+    finally:
+        node.kill()
+        node.wait(timeout=30)
