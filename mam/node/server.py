@@ -67,7 +67,6 @@ log = logging.getLogger("mam.node")
 READ_TIMEOUT_S = 10.0  # for a request's bytes once connected (the client sends them at once)
 CHECK_S = 2.0  # how often an idle node looks at its socket, the tmux server, the open jobs and its code
 MONITOR_RESTART_S = 30.0  # a monitor that could not run (another holds its lock) is tried again after this
-ROUTINES_END_S = 5.0  # how long an ending node waits for its routines thread to close the webhook's port
 
 
 class Node:
@@ -94,6 +93,7 @@ class Node:
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._why = ""
+        self._close_webhook: Callable[[], None] = lambda: None  # set by the routines thread (mam.routines.node)
         self._ident: tuple[int, int] | None = None  # the socket file's (device, inode) while it is ours
         self._code = CodeWatch()
         self.monitor: Any = None
@@ -112,8 +112,7 @@ class Node:
         listener = self._listen()
         self._write_status()
         threading.Thread(target=self._monitor, name="mam-node-monitor", daemon=True).start()
-        routines = threading.Thread(target=self._routines, name="mam-node-routines", daemon=True)
-        routines.start()
+        threading.Thread(target=self._routines, name="mam-node-routines", daemon=True).start()
         threading.Thread(target=self._org, name="mam-node-org", daemon=True).start()
         threading.Thread(target=self._board, name="mam-node-board", daemon=True).start()
         threading.Thread(target=self._store_watch, name="mam-node-store-watch", daemon=True).start()
@@ -132,8 +131,7 @@ class Node:
         finally:
             self._stop_web()
             listener.close()
-            self.service.wake_routines()  # its webhook port is closed before the node says it has gone
-            routines.join(ROUTINES_END_S)
+            self._close_webhook()  # its port is free before the node says it has gone
             self._remove_files()
             if self.monitor is not None:
                 self.monitor.stop()
@@ -496,7 +494,10 @@ class Node:
         def wake(how: Callable[[], None]) -> None:
             self.service.wake_routines = how
 
-        serve(self.ws, self.settings, self._stop, self.service.attempt, wake)
+        def closing(how: Callable[[], None]) -> None:
+            self._close_webhook = how
+
+        serve(self.ws, self.settings, self._stop, self.service.attempt, wake, closing)
 
     def _org(self) -> None:
         from mam.org.node import serve

@@ -27,13 +27,16 @@ def serve(
     stop: threading.Event,
     fire: Callable[[DelegateRequest], Outcome],
     on_wake: Callable[[Callable[[], None]], None],
+    on_close: Callable[[Callable[[], None]], None],
 ) -> None:
     """Fire the workspace's routines until `stop` is set: each tick's delegation through `fire` (the node's
-    attempt); `on_wake` is handed how to wake the scheduler (a routine added, resumed or run)."""
+    attempt); `on_wake` is handed how to wake the scheduler (a routine added, resumed or run), `on_close` how to
+    close the webhook's port from another thread (the node's, as it ends)."""
     registry = Registry(ws)
     scheduler = Scheduler(ws, settings, registry, fire=fire)
     on_wake(scheduler.wake.set)
     endpoint = Endpoint(registry, clock=time.time, on_tick=scheduler.wake.set)
+    on_close(endpoint.close)
     serving = False
     try:
         while not stop.is_set():

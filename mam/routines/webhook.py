@@ -137,6 +137,8 @@ class Endpoint:
         self._next_try = 0.0
         self._decoy = new_secret()  # checked for a routine that has no secret, so every refusal costs the same
         self._lock = threading.Lock()
+        self._serving = threading.Lock()  # start and close: the routines thread's, and the ending node's
+        self._closed = False
         self._counted: dict[str, Counter[str]] = {}  # routine ("" for none) -> reasons counted, not yet written
         self._since: dict[str, float] = {}
         self._written: dict[str, float] = {}
@@ -167,15 +169,24 @@ class Endpoint:
     def keep_serving(self) -> None:
         """Called every scheduler step while any routine has a webhook: try the port again when it was taken;
         write the refusal summaries that are due."""
-        if self.server is None and time.monotonic() >= self._next_try:
-            self.start()
+        with self._serving:
+            if self.server is None and not self._closed and time.monotonic() >= self._next_try:
+                self.start()
         self.flush()
 
+    def close(self) -> None:
+        """Stop listening for good, from any thread: the node on its way out closes the port before it removes
+        its socket, whatever the routines thread is doing (a routine's job may be running in it)."""
+        with self._serving:
+            self._closed = True
+            server, self.server = self.server, None
+        if server is not None:
+            server.shutdown()
+            server.server_close()
+
     def stop(self) -> None:
-        if self.server is not None:
-            self.server.shutdown()
-            self.server.server_close()
-            self.server = None
+        """Close, then write the refusal summaries still due (the routines thread, at its end)."""
+        self.close()
         self.flush(force=True)
 
     def deliver(self, name: str, headers: dict[str, str], body: bytes) -> tuple[int, dict[str, Any]]:

@@ -130,3 +130,22 @@ def test_refused_receipts_are_pruned_apart_from_the_ticks(workspace):  # type: i
         assert [r.job_id for r in rows if r.job_id] == ["rt-1-hook"]
     finally:
         registry.close()
+
+
+def test_closed_from_another_thread_the_port_is_free_at_once_and_stays_closed(hooked):  # type: ignore[no-untyped-def]
+    """The ending node closes the port from its own thread, whatever the routines thread is doing (a routine's
+    job may run in it); the routines thread's next step starts nothing again."""
+    import threading
+
+    _registry, endpoint, _out = hooked
+    port = endpoint.port
+    closer = threading.Thread(target=endpoint.close)
+    closer.start()
+    closer.join(30)
+    assert not closer.is_alive()
+    with socket.socket() as taker:
+        taker.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        taker.bind(("127.0.0.1", port))  # free the moment close() returns
+    endpoint._next_try = 0.0  # a retry would be due now
+    endpoint.keep_serving()
+    assert endpoint.server is None
