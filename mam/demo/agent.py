@@ -188,6 +188,7 @@ class DemoAgent:
         self.mam = shutil.which("mam") or ""
         self.busy = threading.Lock()
         self.interrupt = threading.Event()  # Escape while a job is worked on
+        self.working_on = ""  # the job whose `started` was sent and whose end is not yet reported
 
     # -- input --------------------------------------------------------------------------------
     def run(self) -> int:
@@ -293,6 +294,10 @@ class DemoAgent:
                 self.say("interrupted")
             except Exception as e:  # the demo must never die of a bad brief: it reports it
                 self.screen.line(f"demo agent: internal error {type(e).__name__}: {e}")
+                if self.working_on:  # as a real agent would: the job ends now, not at its deadline
+                    self.event("error", self.working_on, "--reason", f"demo agent: {type(e).__name__}: {e}"[:500])
+            finally:
+                self.working_on = ""
 
     def _handle(self, text: str) -> None:
         m = STARTED.search(text)
@@ -311,6 +316,7 @@ class DemoAgent:
         self.convo.add("agent", f"working on {job}", work="begin", job=job)
         self.spend(job, input_tokens=math.ceil(len(text.encode("utf-8")) / 4))
         self.event("started", job, "--nonce", nonce, *([] if silent else ["--heartbeat", hb]))
+        self.working_on = job
         if behaviour == "crash_after_start":
             self.say("crashing now (demo)")
             os._exit(3)
@@ -319,6 +325,7 @@ class DemoAgent:
             return
         if behaviour == "error":
             self.convo.add("agent", f"done with {job}", work="end", job=job)
+            self.working_on = ""
             self.event("error", job, "--reason", "demo agent was told to fail")
             return
         if behaviour == "slow":
@@ -328,6 +335,7 @@ class DemoAgent:
         args += self._disposition(text, directives)
         self.spend(job, output_tokens=REPLY_TOKENS)
         self.convo.add("agent", f"done with {job}", work="end", job=job)
+        self.working_on = ""
         self.event("completed", job, *args)
 
     def _disposition(self, text: str, directives: list[tuple[str, str]]) -> list[str]:

@@ -51,6 +51,16 @@ def test_agent_error_exits_1(wired):
     assert "told to fail" in record["detail"]
 
 
+def test_a_brief_the_demo_agent_cannot_carry_out_ends_the_job_with_its_error_not_at_the_deadline(wired):
+    """A directive the demo agent cannot read (`demo-sleep: 0.05 then`) after its `started`: it once only said so
+    on its screen and the job ran to its timeout; it now reports `error`, as a real agent would."""
+    create_demo("w")
+    code, record, _ = delegate("--target", "w", "--brief", "demo-sleep: 0.05 then", "--timeout", "300", *SHORT)
+    assert code == 1
+    assert record["state"] == "failed" and record["reason"] == "agent_error", record
+    assert "demo agent: ValueError" in record["detail"], record
+
+
 def test_no_started_within_the_deadline_is_agent_blocked_exit_1(wired, tmux_server):
     s = create_demo("w", behaviour="never_start")
     code, record, _ = delegate("--target", "w", "--brief", "do it", "--start-deadline", "1.5", "--heartbeat", "0.5")
