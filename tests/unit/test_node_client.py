@@ -121,10 +121,10 @@ def test_the_parser_takes_only_the_declared_spelling():
     )
 
 
-# A node that answers `stop`, stops listening at once, then takes its time to end (as a node winding up does:
+# A node that answers `stop`, stops listening at once, then winds up until the test lets it end (as a node does:
 # its routines' webhook, its monitor, its heartbeats' hand-over, its broker).
 LINGERING_NODE = """
-import os, socket, sys, time
+import os, socket, sys
 sys.path.insert(0, sys.argv[2])
 from mam.node.wire import Frames, frame
 from mam.util.private import address
@@ -134,29 +134,43 @@ listener = socket.socket(socket.AF_UNIX)
 listener.bind(where)
 listener.listen(1)
 conn, _ = listener.accept()
-frames = Frames()
-while not frames.feed(conn.recv(65536)):
-    pass
+frames, got = Frames(), []
+while not got:
+    got = frames.feed(conn.recv(65536))
 conn.sendall(frame({"answer": {"stopping": True, "pid": os.getpid()}, "exit": 0}))
 conn.close()
 listener.close()
 os.unlink(sys.argv[1])
-time.sleep(1.0)
+sys.stdin.readline()  # winding up, until the test says it is done
 """
 
 
-def test_stop_returns_once_the_nodes_process_has_ended_not_when_its_socket_has(tmp_path):
+def test_stop_returns_once_the_nodes_process_has_ended_not_when_its_socket_has(tmp_path, monkeypatch):
     """`mam node stop` once returned as soon as the node stopped answering; a test then found the routines'
-    webhook port still held by the node on its way out. `stop` now also waits for the node's process to end."""
-    from mam.node.client import stop
+    webhook port still held by the node on its way out. `stop` now also waits for the node's process to end.
+    The fake node ends only after `stop` has found its socket gone twice: a client that returns at the first
+    look returns while the node still runs."""
+    from mam.node import client
     from mam.util.poll import wait_for
     from mam.util.proc import pid_alive
 
     path = tmp_path / "node.sock"
-    node = subprocess.Popen([sys.executable, "-c", LINGERING_NODE, str(path), str(REPO)])
+    node = subprocess.Popen([sys.executable, "-c", LINGERING_NODE, str(path), str(REPO)], stdin=subprocess.PIPE)
+    real_connect, looks = client.connect, []
+
+    def connect(where: str):  # type: ignore[no-untyped-def]
+        sock = real_connect(where)
+        if sock is None:
+            looks.append(where)
+            if len(looks) == 2:
+                assert node.stdin is not None
+                node.stdin.close()  # its wind-up is over: it ends
+        return sock
+
+    monkeypatch.setattr(client, "connect", connect)
     try:
         wait_for(path.exists, timeout=30, message="the fake node never listened")
-        answer, gone = stop(str(path), wait_s=30)
+        answer, gone = client.stop(str(path), wait_s=30)
         assert answer is not None and answer["pid"] == node.pid and gone
         assert not pid_alive(node.pid)  # ended (a zombie until reaped here), not merely deaf
     finally:
