@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -61,21 +62,41 @@ def create_demo(
     role: str = "dev",
     extra: tuple[str, ...] = (),
 ) -> dict[str, Any]:
-    proc = mam(
-        "session",
-        "create",
-        "--agent",
-        "demo",
-        "--role",
-        role,
-        "--session",
-        name,
-        "--json",
-        *extra,
-        env={"MAM_DEMO_BEHAVIOUR": behaviour, **(env or {})},
-        check=True,
-    )
-    return json.loads(proc.stdout)
+    """A running demo session NAME, as `mam session create --agent demo --json` prints it.
+
+    Made in this process, through the library function `mam session create` calls (`start_session`), with what the
+    command would read: the settings and workspace of this test's environment, `env` on top (the demo agent's
+    `MAM_DEMO_*`, which travel into its pane). A test's sessions are its set-up, not what it tests (the command is
+    tested in tests/sessions/): a `mam` process for each of ~600 sessions a run makes cost ~0.14 CPU-s each, about 45
+    CPU-s of a run beyond the work. With `extra` options (`--worktree`...) or an `env` that changes anything beyond the
+    pane (`TMUX_TMPDIR`), the real command makes it."""
+    env = {"MAM_DEMO_BEHAVIOUR": behaviour, **(env or {})}
+    if extra or any(not key.startswith("MAM_DEMO_") for key in env):
+        proc = mam(
+            "session", "create", "--agent", "demo", "--role", role, "--session", name, "--json", *extra,
+            env=env, check=True,
+        )  # fmt: skip
+        return json.loads(proc.stdout)
+    from mam.errors import MamError
+    from mam.sessions.create import start_session
+    from mam.settings import load_settings
+    from mam.workspace import find_workspace
+
+    environ = {**os.environ, **env}
+    try:
+        ws = find_workspace(None, environ=environ)
+        made = start_session(
+            name=name,
+            agent="demo",
+            role=role,
+            ws=ws,
+            settings=load_settings(env_file=ws.env_file, environ=environ),
+            registry_of=lambda: Registry(ws),
+            environ=environ,
+        )
+    except MamError as e:
+        raise AssertionError(f"creating demo session {name} failed (exit {e.exit_code}): {e}") from e
+    return made.row.as_dict()
 
 
 def capture(tmux_name: str, pane_id: str) -> str:
