@@ -12,6 +12,11 @@ from mam.errors import AgentDialog
 from mam.panes.base import PaneBackend
 from mam.util.poll import Timeout, wait_for
 
+# Each look at the screen runs two tmux clients; a CLI's start takes 1-15 s: looking every 50 ms at first and then
+# at a tenth of the time waited (at most 0.5 s) sees the ready screen at most about a tenth late and takes about a
+# third of the looks over a 5 s start.
+READY_BACKOFF = 0.1
+
 
 def wait_ready(
     backend: PaneBackend,
@@ -44,7 +49,7 @@ def wait_ready(
         return time.monotonic() - ready_since[0] >= adapter.ready_settle_s
 
     try:
-        return wait_for(ready, timeout=timeout, interval=0.05)
+        return wait_for(ready, timeout=timeout, interval=0.05, backoff=READY_BACKOFF)
     except Timeout:
         return False
 
