@@ -67,6 +67,7 @@ def delegate_work(ws: Any, name: str, permissions: str, log: Path) -> tuple[dict
 
 
 @pytest.mark.parametrize("where", ["in the agent's process", "in the node"])
+@pytest.mark.slow  # about 12-25 s: started among the first, not last (tests/conftest.py)
 def test_a_sandboxed_codex_job_longer_than_k_heartbeats_completes(wired, fake_agents_on_path, tmp_path, where):
     """Run in the agent's own process (MAM_NODE=0), `mam event started` starts the heartbeater inside the
     sandbox, which kills it (or, in its own pid namespace, none starts): the wrapper restarts it. Served by
@@ -93,6 +94,7 @@ def test_a_sandboxed_codex_job_longer_than_k_heartbeats_completes(wired, fake_ag
     assert not (wired.job_log_dir("job-cx") / "heartbeat.pid").exists()
 
 
+@pytest.mark.slow  # about 12-25 s: started among the first, not last (tests/conftest.py)
 def test_codex_without_its_sandbox_keeps_its_own_heartbeater(wired, fake_agents_on_path, tmp_path):
     log = tmp_path / "agents.jsonl"
     out, audit = delegate_work(wired, "cf", "full", log)

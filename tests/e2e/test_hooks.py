@@ -219,6 +219,7 @@ def test_mam_hook_gives_up_on_an_input_that_never_ends(hooked: Workspace) -> Non
         proc.stdin.close()
 
 
+@pytest.mark.slow  # about 12-25 s: started among the first, not last (tests/conftest.py)
 def test_a_prompt_no_hook_reports_is_read_off_the_screen_into_waiting_and_the_detail(hooked: Workspace) -> None:
     # Codex tells mam nothing while it asks (its only hook is the turn's end): the wrapper, which never
     # presses Enter on a dialog, says what the screen shows instead of ending with an empty detail.

@@ -179,6 +179,7 @@ def test_bad_input_and_unknown_names_are_tool_errors_with_the_cli_exit_codes(mcp
     anyio.run(main)
 
 
+@pytest.mark.slow  # about 12-25 s: started among the first, not last (tests/conftest.py)
 def test_a_wait_held_open_does_not_keep_session_status_from_being_answered(mcp_ws):
     create_demo("w")
 

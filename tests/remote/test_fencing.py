@@ -12,6 +12,8 @@ import json
 import signal
 import subprocess
 
+import pytest
+
 from mam.bus.envelope import Envelope
 from mam.bus.topics import Topics
 from tests.helpers.jobs import capture
@@ -79,6 +81,7 @@ def take_over(origin, job_id):
     )  # fmt: skip
 
 
+@pytest.mark.slow  # about 12-25 s: started among the first, not last (tests/conftest.py)
 def test_a_late_result_from_a_fenced_runner_is_rejected_and_changes_nothing(two_hosts, mosquitto_broker, poll):
     origin, remote = two_hosts(mosquitto_broker.env())
     origin.env.update(NO_NODE)
@@ -174,6 +177,7 @@ def test_a_runner_coming_back_onto_a_job_that_already_ended_types_nothing(two_ho
         runner.kill()
 
 
+@pytest.mark.slow  # about 12-25 s: started among the first, not last (tests/conftest.py)
 def test_a_copy_moved_on_says_again_that_it_started_so_a_take_over_that_never_heard_it_completes(
     two_hosts, mosquitto_broker, poll
 ):

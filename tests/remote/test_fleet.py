@@ -41,6 +41,7 @@ def fleet_hosts(request, two_hosts):
     return origin, remote, []  # the cluster asks for a password: no --allow-insecure-broker
 
 
+@pytest.mark.slow  # about 12-25 s: started among the first, not last (tests/conftest.py)
 def test_a_killed_runner_reads_offline_on_another_host_within_30s_and_online_again_when_back(fleet_hosts, poll):
     origin, remote, extra = fleet_hosts
     name = f"fl-{uuid.uuid4().hex[:6]}"  # the runners' namespace is shared by every test on this broker

@@ -10,12 +10,15 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from tests.helpers.cut import CutLink
 from tests.helpers.jobs import capture
 from tests.remote.test_fencing import NO_NODE, kinds, remote_session
 from tests.remote.test_remote_jobs import INSECURE, job_state, runner_started, start_runner
 
 
+@pytest.mark.slow  # about 12-25 s: started among the first, not last (tests/conftest.py)
 def test_an_ending_event_the_origin_missed_is_sent_again_until_the_origin_confirms_it(
     two_hosts, mosquitto_broker, poll
 ):

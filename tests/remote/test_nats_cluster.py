@@ -8,6 +8,8 @@ import json
 import queue
 import uuid
 
+import pytest
+
 from mam.util.poll import wait_for
 from tests.helpers.jobs import capture
 from tests.helpers.nats import ORCHESTRATOR, RUNNER
@@ -100,6 +102,7 @@ def acked(client: object, topic: str) -> bool:
     return True
 
 
+@pytest.mark.slow  # about 12-25 s: started among the first, not last (tests/conftest.py)
 def test_a_burst_of_subscriptions_is_granted_at_once_and_each_reads_its_retained_message_with_a_node_down(
     nats_cluster,
 ):

@@ -51,6 +51,7 @@ def delegate(name: str, brief: str) -> dict[str, Any]:
     return out
 
 
+@pytest.mark.slow  # about 12-25 s: started among the first, not last (tests/conftest.py)
 def test_a_brief_delegated_right_after_a_resume_is_not_lost_in_the_replay(
     wired_ws, fake_agents_on_path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -221,6 +221,7 @@ def test_no_brief_and_no_enter_go_to_a_pane_that_shows_a_permission_prompt(
             first.communicate()
 
 
+@pytest.mark.slow  # about 12-25 s: started among the first, not last (tests/conftest.py)
 def test_status_says_plainly_what_a_session_may_do_beyond_reporting(workspace, fake_agents_on_path) -> None:
     """Issue 25, item 12: codex's `--permissions report` gives every sandboxed command network access and
     write access to `.mam/`, not only `mam event`: `session status --json` says so; `ask` grants neither."""

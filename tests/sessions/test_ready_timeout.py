@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from tests.helpers.mamcli import mam
 
 EARLY_S = "4"  # the fake's not-ready frame: far longer than the short wait, far shorter than the default one
@@ -20,6 +22,7 @@ def create(folder: Path, name: str, env: dict[str, str]) -> dict:
     return json.loads(mam(*argv, "--json", env={"MAM_FAKE_CODEX_EARLY_S": EARLY_S, **env}, check=True).stdout)
 
 
+@pytest.mark.slow  # about 12-25 s: started among the first, not last (tests/conftest.py)
 def test_a_short_ready_wait_creates_the_session_noted_not_ready(workspace, fake_agents_on_path, tmp_path: Path):
     row = create(tmp_path, "short", {"MAM_READY_TIMEOUT_S": "1"})
     assert row["status"] == "running"

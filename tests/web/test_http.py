@@ -125,6 +125,7 @@ def test_the_cookie_without_its_logins_secret_gets_401_on_every_route(web):  # t
     assert "event: state" in first_events(web, page)  # with its secret, the same cookie reads the stream
 
 
+@pytest.mark.slow  # about 12-25 s: started among the first, not last (tests/conftest.py)
 def test_a_login_expires_and_logout_all_ends_every_one(workspace):  # type: ignore[no-untyped-def]
     server = start_web(env={"MAM_WEB_LOGIN_TTL_S": "3"})
     try:
@@ -292,6 +293,7 @@ def node_status() -> dict:  # type: ignore[type-arg]
     return json.loads(mam("node", "status", "--json").stdout)  # type: ignore[no-any-return]
 
 
+@pytest.mark.slow  # about 12-25 s: started among the first, not last (tests/conftest.py)
 def test_the_node_serves_it_until_mam_web_stop_and_says_where(workspace):  # type: ignore[no-untyped-def]
     """`mam web` returns once the node serves; the node (started on demand, no tmux server, no job)
     stays while it serves, names the address in its status, and ends on its own once it stops."""
