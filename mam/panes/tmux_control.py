@@ -3,8 +3,9 @@
 A job's delivery asks tmux four things (is the pane alive, what the screen shows, the paste with the screen
 after it, the Enter), and its monitor lists the sessions and panes every few seconds: as `tmux` processes
 each is a client started and reaped, about 2 ms of CPU and 3-4 ms of waiting. The node, which lives long,
-instead keeps one client per server in control mode (`attach-session -t =mam -f no-output,ignore-size`: it
-never receives the panes' output and never changes a window's size) and writes each command to it as a line.
+instead keeps one client per server in control mode (`tmux -N ... attach-session -t =mam -f no-output,ignore-size`:
+it never starts a server, never receives the panes' output and never changes a window's size) and writes each
+command to it as a line.
 Short-lived processes (a command with MAM_NODE=0, `mam top`) keep one process per call: starting a control
 client would cost them more.
 
@@ -170,7 +171,8 @@ class Client:
     def __init__(self, tmux: str, socket: str) -> None:
         self.socket = socket
         self._proc = subprocess.Popen(
-            [tmux, "-S", socket, "-C", "attach-session", "-t", "=mam", "-f", "no-output,ignore-size"],
+            # -N: never start a server (attach-session would): a server killed under the node stays gone
+            [tmux, "-N", "-S", socket, "-C", "attach-session", "-t", "=mam", "-f", "no-output,ignore-size"],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,

@@ -9,6 +9,7 @@ been given is never written again, and that nothing is left when the node ends.
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -206,6 +207,20 @@ def test_looks_from_several_threads_at_once_each_get_their_own_answer(
         finally:
             tmux_control.close_all()
     assert backend.server_running()
+
+
+def test_a_client_for_a_server_that_is_gone_starts_none(tmux_server) -> None:
+    """A server killed under the node (at a test's end, by `mam demo`) stays gone: the control client fails at once
+    and starts no server (`attach-session` alone would start one; one such left a server and its client behind,
+    each keeping the other alive, for the rest of a run)."""
+    socket = tmux_socket(tmux_server.name)
+    assert not tmux_server.running() and not socket.exists()
+    program = shutil.which("tmux")
+    assert program is not None
+    with pytest.raises(OSError):
+        tmux_control.Client(program, str(socket))
+    assert not socket.exists() and not tmux_server.running()
+    assert not clients_of(socket)
 
 
 def test_nothing_is_left_when_the_node_ends(workspace: Workspace, tmux_server, tmp_path: Path) -> None:
