@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -64,39 +63,26 @@ def create_demo(
 ) -> dict[str, Any]:
     """A running demo session NAME, as `mam session create --agent demo --json` prints it.
 
-    Made in this process, through the library function `mam session create` calls (`start_session`), with what the
-    command would read: the settings and workspace of this test's environment, `env` on top (the demo agent's
-    `MAM_DEMO_*`, which travel into its pane). A test's sessions are its set-up, not what it tests (the command is
-    tested in tests/sessions/): a `mam` process for each of ~600 sessions a run makes cost ~0.14 CPU-s each, about 45
-    CPU-s of a run beyond the work. With `extra` options (`--worktree`...) or an `env` that changes anything beyond the
-    pane (`TMUX_TMPDIR`), the real command makes it."""
+    The command runs in this process (`run_cli`, as the `mam` script runs it, with click's test isolation: its own
+    stdout, `env` set in the environment for the call): a test's sessions are its set-up, not what it tests (the
+    command's process is tested in tests/sessions/), and a `mam` process for each of the ~400 demo sessions a run
+    makes cost ~0.14 CPU-s of start-up and imports. With `extra` options (`--worktree`...) or an `env` beyond the
+    demo agent's `MAM_DEMO_*` (`TMUX_TMPDIR`), a `mam` process makes it."""
     env = {"MAM_DEMO_BEHAVIOUR": behaviour, **(env or {})}
+    args = ["session", "create", "--agent", "demo", "--role", role, "--session", name, "--json", *extra]
     if extra or any(not key.startswith("MAM_DEMO_") for key in env):
-        proc = mam(
-            "session", "create", "--agent", "demo", "--role", role, "--session", name, "--json", *extra,
-            env=env, check=True,
-        )  # fmt: skip
-        return json.loads(proc.stdout)
-    from mam.errors import MamError
-    from mam.sessions.create import start_session
-    from mam.settings import load_settings
-    from mam.workspace import find_workspace
+        return json.loads(mam(*args, env=env, check=True).stdout)
+    from click.testing import CliRunner
 
-    environ = {**os.environ, **env}
-    try:
-        ws = find_workspace(None, environ=environ)
-        made = start_session(
-            name=name,
-            agent="demo",
-            role=role,
-            ws=ws,
-            settings=load_settings(env_file=ws.env_file, environ=environ),
-            registry_of=lambda: Registry(ws),
-            environ=environ,
-        )
-    except MamError as e:
-        raise AssertionError(f"creating demo session {name} failed (exit {e.exit_code}): {e}") from e
-    return made.row.as_dict()
+    from mam.cli import cli
+    from mam.cli.common import run_cli
+
+    with CliRunner().isolation(env=env) as (out, err, _):
+        code = run_cli(cli, args)
+        printed, said = out.getvalue().decode(), err.getvalue().decode()
+    if code != 0:
+        raise AssertionError(f"mam {' '.join(args)} exited {code}\nstdout: {printed}\nstderr: {said}")
+    return json.loads(printed)
 
 
 def capture(tmux_name: str, pane_id: str) -> str:
