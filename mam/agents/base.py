@@ -102,6 +102,9 @@ class Noted:
     message: str = ""
     turn_end: bool = False  # the agent's turn is over
     tool_open: bool = False  # a tool call started and has not finished: a permission prompt may hold it up
+    # A turn end: when the turn began (the CLI's record of the user message it answers; 0.0 unknown). A turn
+    # begun before a job's brief was handed over is an earlier one's, whenever it ends (mam.hooks.store_watch).
+    begun: float = 0.0
 
 
 _RULE = re.compile(r"^\s*[╭┌]?[─━═]{8,}")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 
@@ -96,7 +97,18 @@ class GrokAdapter(AgentAdapter):
             return []
         whole = data[: data.rfind(b"\n") + 1]
         cursor["offset"] = offset + len(whole)
-        return [n for line in whole.splitlines() if (n := _noted(line)) is not None]
+        out = []
+        for line in whole.splitlines():
+            n = _noted(line)
+            if n is None:
+                continue
+            if n.source == "turn_started":
+                cursor["begun"] = n.at
+            elif n.turn_end:  # the turn it ends began at the last `turn_started` (Noted.begun)
+                begun = cursor.get("begun", 0.0)
+                n = replace(n, begun=begun if isinstance(begun, float) else 0.0)
+            out.append(n)
+        return out
 
 
 def _noted(line: bytes) -> Noted | None:

@@ -207,7 +207,8 @@ class OpencodeAdapter(AgentAdapter):
         other than `tool-calls` (the turn's end)."""
         seq = cursor.get("seq", -1)
         seen = cursor.setdefault("seen", set())
-        assert isinstance(seq, int) and isinstance(seen, set)
+        users = cursor.setdefault("users", {})
+        assert isinstance(seq, int) and isinstance(seen, set) and isinstance(users, dict)
         with convo.sqlite_store(self.db(env)) as conn:
             if conn is None or not {"aggregate_id", "seq", "type", "data"} <= convo.columns(conn, "event"):
                 return []
@@ -222,7 +223,7 @@ class OpencodeAdapter(AgentAdapter):
                 data = json.loads(row["data"] or "{}")
             except ValueError:
                 continue
-            noted = _noted(str(row["type"] or ""), data, seen) if isinstance(data, dict) else None
+            noted = _noted(str(row["type"] or ""), data, seen, users) if isinstance(data, dict) else None
             if noted is not None:
                 noted = noted if noted.at else replace(noted, at=out[-1].at if out else time.time())
                 out.append(noted)
@@ -241,20 +242,25 @@ class OpencodeAdapter(AgentAdapter):
         return ids
 
 
-def _noted(kind: str, data: dict[str, Any], seen: set[tuple[str, str]]) -> Noted | None:
+def _noted(kind: str, data: dict[str, Any], seen: set[tuple[str, str]], users: dict[str, float]) -> Noted | None:
     """One `event` row as activity (None: nothing mam uses). `seen`: the messages already counted, as a
-    message is updated again after it is written (its summary, its parts' totals)."""
+    message is updated again after it is written (its summary, its parts' totals); `users`: when each user
+    message read was written. A turn's end has begun when the user message it answers (its `parentID`) was
+    written: a brief handed over while opencode still finishes the turn before has opencode write that turn's
+    end after the claim, and it is not the new job's."""
     if kind.startswith("message.updated."):
         info = _obj(data.get("info"))
         times = _obj(info.get("time"))
         role, ident = info.get("role"), str(info.get("id") or "")
         if role == "user" and ("user", ident) not in seen:
             seen.add(("user", ident))
-            return Noted(_at(times.get("created")), "working", "user-message")
+            users[ident] = _at(times.get("created"))
+            return Noted(users[ident], "working", "user-message")
         ended = times.get("completed") or info.get("error")
         if role == "assistant" and ended and info.get("finish") != "tool-calls" and ("end", ident) not in seen:
             seen.add(("end", ident))
-            return Noted(_at(times.get("completed")), "idle", "assistant-finished", turn_end=True)
+            begun = users.get(str(info.get("parentID") or "")) or _at(times.get("created"))
+            return Noted(_at(times.get("completed")), "idle", "assistant-finished", turn_end=True, begun=begun)
         return None
     if kind.startswith("message.part.updated."):
         part = _obj(data.get("part"))

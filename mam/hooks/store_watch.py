@@ -16,7 +16,8 @@ records one for every command, answered at once when an allow rule covers it). A
 call but not its permission prompt (opencode, hermes) has the pane looked at while a tool call stays open: a
 permission prompt there (the adapter's `dialog`) is `waiting`, as mam.hooks.prompt_watch does for Claude.
 A record older than the launch (a resumed conversation's) is skipped; one older than the job's claim
-never counts for the job.
+never counts for the job, nor does the end of a turn begun before it (`Noted.begun`: a brief handed over
+while the CLI still finishes its previous turn is queued, and that turn's end is written after the claim).
 """
 
 from __future__ import annotations
@@ -150,7 +151,7 @@ def step(ws: Workspace, settings: Settings, row: SessionRow, adapter: AgentAdapt
         if not noted.turn_end and (noted.state, noted.tool) == (w.state, w.tool):
             continue
         act = Activity(noted.state, noted.source, noted.tool, noted.message, noted.turn_end)
-        run.apply(ws, row.name, act, at_ms=int(noted.at * 1000), via="store")
+        run.apply(ws, row.name, act, at_ms=int((noted.begun or noted.at) * 1000), via="store")
         w.state, w.tool = noted.state, noted.tool
     if w.open_tool and w.state == "working" and mono - w.open_since >= SCREEN_AFTER_S and mono >= w.next_look:
         w.next_look = mono + SCREEN_EVERY_S

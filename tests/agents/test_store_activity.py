@@ -17,6 +17,7 @@ from mam.settings import load_settings
 from mam.store.registry import Registry
 from mam.store.sessions import SessionRow, SessionStatus
 from mam.workspace import Workspace
+from tests.helpers.jobs import register_delivered
 
 GROK_ID = "6c3b2711-c46d-441b-bfc9-effe78345df1"
 
@@ -57,6 +58,7 @@ def test_grok_events_are_read_once_each_and_a_half_written_line_waits(tmp_path: 
         ("working", "permission_resolved", False),
         ("idle", "turn_ended", True),
     ]
+    assert second is not None and second[1].begun == first[0].at  # the turn began at its turn_started, read before
     assert adapter.read_activity(GROK_ID, cwd="/tmp/repo", env=env, cursor=cursor) == []
 
 
@@ -80,7 +82,10 @@ def test_opencode_events_give_the_turn_its_tools_and_its_end(tmp_path: Path) -> 
     sid = "ses_db5064623ffeysr0zLrMkAG5wt"
     user = {"id": "msg_u", "role": "user", "time": {"created": 1796554210241}}
     step = {"id": "msg_a", "role": "assistant", "finish": "tool-calls", "time": {"created": 1, "completed": 2}}
-    end = {"id": "msg_b", "role": "assistant", "finish": "stop", "time": {"created": 3, "completed": 1796554240000}}
+    end = {
+        "id": "msg_b", "parentID": "msg_u", "role": "assistant", "finish": "stop",
+        "time": {"created": 3, "completed": 1796554240000},
+    }  # fmt: skip
 
     def tool(status: str, **times: int) -> dict[str, object]:
         state = {"status": status, "input": {"command": "touch x"}, "time": times}
@@ -111,7 +116,7 @@ def test_opencode_events_give_the_turn_its_tools_and_its_end(tmp_path: Path) -> 
         ("idle", "assistant-finished", "", False, True),
     ]
     assert got[1].at == got[0].at == 1796554210.241  # a pending tool has no time: the record before it counts
-    assert got[-1].at == 1796554240.0
+    assert got[-1].at == 1796554240.0 and got[-1].begun == 1796554210.241  # the turn its user message began
     assert get_adapter("opencode").read_activity(sid, cwd="/", env=env, cursor=cursor) == []
 
 
@@ -170,6 +175,7 @@ def test_hermes_messages_give_the_turn_its_tool_calls_and_its_end(tmp_path: Path
         (3.0, "working", "tool-result", "", False, False),
         (4.0, "idle", "assistant-final", "", False, True),
     ]
+    assert got[-1].begun == 1.0  # the turn the last user message began
     assert get_adapter("hermes").read_activity(sid, cwd="/", env=env, cursor=cursor) == []
 
 
@@ -237,3 +243,64 @@ def test_with_no_session_to_watch_the_registry_is_opened_again_only_once_it_chan
         stop.set()
         thread.join(10)
         registry.close()
+
+
+def test_an_opencode_turn_begun_before_the_jobs_claim_is_not_the_jobs_turn_end(tmp_path: Path) -> None:
+    """As a loop's reviewer saw it with the real opencode on a loaded machine: the job ahead ended on its
+    `completed` while opencode still wrote that turn's closing reply, the next brief was handed over, and
+    opencode wrote the earlier turn's end after the new job's claim. That end is not the new job's (no
+    reminder for a turn the job never had); the end of the turn its own brief began is."""
+    ws = Workspace(tmp_path / "ws")
+    ws.state.mkdir(parents=True)
+    registry = Registry(ws)
+    ledger = register_delivered(ws, registry, topic_prefix="mam-test")
+    claimed = int(ledger.job.claimed_ms or 0)
+    sid = "ses_db5064623ffeysr0zLrMkAG5wt"
+    before = {"id": "msg_u1", "role": "user", "time": {"created": claimed - 60_000}}  # the earlier job's brief
+    late_end = {  # that turn's closing reply: begun before the claim, written after it
+        "id": "msg_a1", "parentID": "msg_u1", "role": "assistant", "finish": "stop",
+        "time": {"created": claimed - 2_000, "completed": claimed + 3_000},
+    }  # fmt: skip
+    db = opencode_db(tmp_path, [(sid, "message.updated.1", {"info": before})])
+    row = SessionRow(
+        name="worker",
+        agent="opencode",
+        role="dev",
+        backend="tmux",
+        server="none",
+        cwd="/tmp/repo",
+        status=SessionStatus.RUNNING,
+        pane_id="%1",
+        conversation_id=sid,
+        agent_env={"HOME": str(tmp_path), "XDG_DATA_HOME": str(tmp_path)},
+        launched_at=(claimed - 120_000) / 1000,
+    )
+    registry.add_session(row)
+    watch, settings = store_watch.Watch(key=(row.launched_at, "%1")), load_settings(env_file=ws.env_file)
+    adapter = get_adapter("opencode")
+
+    def write(*infos: dict[str, object]) -> None:
+        conn = sqlite3.connect(db)
+        seq = conn.execute("SELECT max(seq) FROM event").fetchone()[0]
+        for i, info in enumerate(infos, start=seq + 1):
+            conn.execute(
+                "INSERT INTO event VALUES (?, ?, ?, ?, ?)",
+                (f"evt_{i}", sid, i, "message.updated.1", json.dumps({"info": info})),
+            )
+        conn.commit()
+        conn.close()
+
+    store_watch.step(ws, settings, row, adapter, watch)
+    write({"id": "msg_u2", "role": "user", "time": {"created": claimed + 400}}, late_end)
+    store_watch.step(ws, settings, row, adapter, watch)
+    seen = session_state.read(ws, "worker")
+    assert (seen["state"], seen["source"], seen["job"]) == ("idle", "assistant-finished", ""), seen
+    own_end = {
+        "id": "msg_a2", "parentID": "msg_u2", "role": "assistant", "finish": "stop",
+        "time": {"created": claimed + 3_100, "completed": claimed + 5_000},
+    }  # fmt: skip
+    write(own_end)
+    store_watch.step(ws, settings, row, adapter, watch)
+    seen = session_state.read(ws, "worker")
+    assert (seen["state"], seen["source"], seen["job"]) == ("idle", "assistant-finished", ledger.job.id), seen
+    registry.close()
