@@ -1,6 +1,6 @@
 """mam.agents.opencode_server against a stand-in for opencode's server on loopback: the channel file,
 the launch options, and what each answer of the server means for the paste (the real opencode:
-tests/real/test_opencode_channel.py)."""
+tests/real/test_opencode.py)."""
 
 from __future__ import annotations
 
