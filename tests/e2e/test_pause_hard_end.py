@@ -43,8 +43,12 @@ def test_the_next_delegation_after_a_job_ended_hard_paused_relaunches_the_agent(
         assert state(job) == "cancelled"
         if when == "after a node restart":
             assert session_row("a3")["status"] == "stopped"  # the end relaunches nothing by itself
-            pid = wait_for(lambda: node_pid(wired), timeout=30, message="no node serves")
-            os.kill(pid, signal.SIGKILL)
+            # The node that ran the job is killed; with no job open and the tmux server gone (the hard pause
+            # stopped the only pane) it may have ended by itself already, as an idle node does (a loaded machine
+            # makes the test's steps outlast its next look): either way the next delegation starts a new one.
+            pid = node_pid(wired)
+            if pid:
+                os.kill(pid, signal.SIGKILL)
             wait_for(lambda: not node_pid(wired), timeout=30, message="the node did not die")
             second = spawn_delegate("--target", "a3", "--brief", brief, "--json", *SHORT)
         assert second is not None

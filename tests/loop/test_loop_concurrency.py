@@ -15,9 +15,12 @@ REPO = Path(__file__).resolve().parents[2]
 RUN_LOOP = REPO / "skills" / "multi-agent-mux-loop" / "scripts" / "run_loop.sh"
 
 
+def _jobs_of(session: str) -> list[dict[str, object]]:
+    return list(json.loads(mam("job", "list", "--session", session, "--json").stdout or "[]"))
+
+
 def running_job(session: str) -> str:
-    jobs = json.loads(mam("job", "list", "--session", session, "--json").stdout or "[]")
-    return next((j["id"] for j in jobs if j["state"] == "running"), "")
+    return next((str(j["id"]) for j in _jobs_of(session) if j["state"] == "running"), "")
 
 
 def finish(proc, timeout: float = 150):
@@ -34,11 +37,14 @@ def test_the_review_waits_for_the_creators_sub_jobs_and_shows_them(loop_ws, poll
     create_demo("creator")
     create_demo("helper", behaviour="slow", env={"MAM_DEMO_SLEEP_S": "5"})
     create_demo("rev", role="reviewer")
-    task = "demo-sleep: 3\n" + "demo-write: feature.txt :: the feature\ndemo-commit: add the feature"
+    # The creator's turn goes on until its sub-job is registered (demo-await), however slow the machine: with a
+    # fixed `demo-sleep: 3` a loaded machine could end it before the test saw it run or delegated the sub-job.
+    go = loop_ws.root / "go"
+    task = f"demo-await: {go}\n" + "demo-write: feature.txt :: the feature\ndemo-commit: add the feature"
     loop = spawn_mam("loop", "--json", *FAST_JOB, "--creator", "creator", "--reviewer", "rev", "--task", task)
     sub = None
     try:
-        creator_job = poll(lambda: running_job("creator"), timeout=30, message="the creator's job never started")
+        creator_job = poll(lambda: running_job("creator"), timeout=120, message="the creator's job never started")
         # The creator delegates part of its work (as an agent would, with --parent-job <its job id>).
         sub = spawn_mam(
             "job",
@@ -55,9 +61,12 @@ def test_the_review_waits_for_the_creators_sub_jobs_and_shows_them(loop_ws, poll
             "0.5",
             "--json",
         )
+        poll(lambda: _jobs_of("helper"), timeout=120, message="the sub-job was never registered")
+        go.touch()
         code, out, err = finish(loop)
         sub_code, sub_out, _ = finish(sub)
     finally:
+        go.touch()
         for p in (loop, sub):
             if p is not None and p.poll() is None:
                 p.kill()

@@ -15,7 +15,9 @@ from tests.helpers.mamcli import mam, spawn_mam
 from tests.loop.helpers import FAST_JOB
 from tests.loop.test_loop_concurrency import finish, running_job
 
-TASK = "demo-sleep: 3\ndemo-write: feature.txt :: the feature\ndemo-commit: add the feature"
+# The creator's turn goes on until the test lets it (demo-await), however slow the machine: with a fixed
+# `demo-sleep: 3` a loaded CI machine ended the job between two of the test's looks, which never saw it run.
+TASK = "demo-await: {go}\ndemo-write: feature.txt :: the feature\ndemo-commit: add the feature"
 
 
 def _jobs() -> list[dict[str, object]]:
@@ -29,10 +31,12 @@ def test_a_loops_jobs_run_in_the_node_or_with_mam_node_0_in_the_loop(loop_ws, po
     create_demo("rev-a", role="reviewer")
     create_demo("rev-b", role="reviewer")
     env = None if node else {"MAM_NODE": "0"}
-    args = ("loop", "--json", *FAST_JOB, "--creator", "creator", "--reviewer", "rev-a,rev-b", "--task", TASK)
+    go = loop_ws.root / "go"
+    task = TASK.format(go=go)
+    args = ("loop", "--json", *FAST_JOB, "--creator", "creator", "--reviewer", "rev-a,rev-b", "--task", task)
     loop = spawn_mam(*args, env=env)
     try:
-        creating = poll(lambda: running_job("creator"), timeout=30, message="the creator's job never started")
+        creating = poll(lambda: running_job("creator"), timeout=120, message="the creator's job never started")
         owner = owner_pid(loop_ws, creating)  # while it runs
         if node:
             assert owner == node_pid(loop_ws) != loop.pid
@@ -40,8 +44,10 @@ def test_a_loops_jobs_run_in_the_node_or_with_mam_node_0_in_the_loop(loop_ws, po
             assert creating in status["open_jobs"]
         else:
             assert owner == loop.pid and node_pid(loop_ws) == 0
+        go.touch()
         code, out, err = finish(loop)
     finally:
+        go.touch()
         if loop.poll() is None:
             loop.kill()
             loop.communicate()
