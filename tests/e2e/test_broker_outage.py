@@ -15,14 +15,17 @@ def test_local_job_completes_through_the_disk_path(workspace, own_broker, monkey
     broker = own_broker(kind)
     for key, value in {**broker.env(), **FAST}.items():
         monkeypatch.setenv(key, value)
-    create_demo("w", behaviour="slow", env={"MAM_DEMO_SLEEP_S": "3"})
+    create_demo("w")
+    # The turn goes on until the broker is dead (demo-await), however slow the machine: with a fixed 3 s of
+    # work a loaded CI machine ended the job between two of the test's looks, which never saw it running.
+    go = workspace.root / "go"
     job = spawn_mam(
         "job",
         "delegate",
         "--target",
         "w",
         "--brief",
-        "demo-write: after.txt :: survived",
+        f"demo-await: {go}\ndemo-write: after.txt :: survived",
         "--job-id",
         "job-outage",
         "--start-deadline",
@@ -32,19 +35,20 @@ def test_local_job_completes_through_the_disk_path(workspace, own_broker, monkey
         "--json",
     )
     try:
-        poll(
-            lambda: (
-                mam("job", "status", "job-outage", "--json").returncode == 0
-                and json.loads(mam("job", "status", "job-outage", "--json").stdout)["state"] == "running"
-            ),
-            timeout=30,
-        )
+        poll(lambda: _state("job-outage") == "running", timeout=120, message="the job never ran")
         broker.kill()
+        go.touch()
         out, err = job.communicate(timeout=60)
         assert job.returncode == 0, err
         assert json.loads(out)["state"] == "completed"
         assert (workspace.root / "after.txt").read_text() == "survived\n"
         assert replayed_state(workspace, "job-outage").state.value == "completed"
     finally:
+        go.touch()
         if job.poll() is None:
             job.kill()
+
+
+def _state(job_id: str) -> str:
+    proc = mam("job", "status", job_id, "--json")
+    return str(json.loads(proc.stdout)["state"]) if proc.returncode == 0 else ""
