@@ -179,25 +179,30 @@ def test_hermes_messages_give_the_turn_its_tool_calls_and_its_end(tmp_path: Path
     assert get_adapter("hermes").read_activity(sid, cwd="/", env=env, cursor=cursor) == []
 
 
-def test_a_watched_grok_session_gets_its_state_from_records_since_its_launch(tmp_path: Path) -> None:
-    """mam.hooks.store_watch.step on a registered grok session: a record from before the launch (a resumed
-    conversation's) is skipped, a later one lands in the session's activity file marked `via: store`."""
-    ws = Workspace(tmp_path / "ws")
-    ws.state.mkdir(parents=True)
-    launched = 1796554100.0  # 10:48:20 UTC
-    row = SessionRow(
-        name="gk",
-        agent="grok",
+def watched_row(name: str, agent: str, conversation: str, env: dict[str, str], launched: float) -> SessionRow:
+    """A running session of `agent` in pane %1, as the node's store watcher finds it in the registry."""
+    return SessionRow(
+        name=name,
+        agent=agent,
         role="dev",
         backend="tmux",
         server="none",
         cwd="/tmp/repo",
         status=SessionStatus.RUNNING,
         pane_id="%1",
-        conversation_id=GROK_ID,
-        agent_env={"HOME": str(tmp_path)},
+        conversation_id=conversation,
+        agent_env=env,
         launched_at=launched,
     )
+
+
+def test_a_watched_grok_session_gets_its_state_from_records_since_its_launch(tmp_path: Path) -> None:
+    """mam.hooks.store_watch.step on a registered grok session: a record from before the launch (a resumed
+    conversation's) is skipped, a later one lands in the session's activity file marked `via: store`."""
+    ws = Workspace(tmp_path / "ws")
+    ws.state.mkdir(parents=True)
+    launched = 1796554100.0  # 10:48:20 UTC
+    row = watched_row("gk", "grok", GROK_ID, {"HOME": str(tmp_path)}, launched)
     registry = Registry(ws)
     registry.add_session(row)
     registry.close()
@@ -262,19 +267,8 @@ def test_an_opencode_turn_begun_before_the_jobs_claim_is_not_the_jobs_turn_end(t
         "time": {"created": claimed - 2_000, "completed": claimed + 3_000},
     }  # fmt: skip
     db = opencode_db(tmp_path, [(sid, "message.updated.1", {"info": before})])
-    row = SessionRow(
-        name="worker",
-        agent="opencode",
-        role="dev",
-        backend="tmux",
-        server="none",
-        cwd="/tmp/repo",
-        status=SessionStatus.RUNNING,
-        pane_id="%1",
-        conversation_id=sid,
-        agent_env={"HOME": str(tmp_path), "XDG_DATA_HOME": str(tmp_path)},
-        launched_at=(claimed - 120_000) / 1000,
-    )
+    env = {"HOME": str(tmp_path), "XDG_DATA_HOME": str(tmp_path)}
+    row = watched_row("worker", "opencode", sid, env, (claimed - 120_000) / 1000)
     registry.add_session(row)
     watch, settings = store_watch.Watch(key=(row.launched_at, "%1")), load_settings(env_file=ws.env_file)
     adapter = get_adapter("opencode")
