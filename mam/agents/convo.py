@@ -83,6 +83,16 @@ def iso_epoch(text: object) -> float | None:
         return None
 
 
+def turn_began(cursor: dict[str, object], at: float | None = None) -> float:
+    """For a CLI whose store records a turn's start in order (hermes' user message, grok's `turn_started`): with
+    `at`, note that a turn began then; without, when the last turn noted began (0.0: none yet). What a turn end's
+    `Noted.begun` is (mam.hooks.store_watch)."""
+    if at is not None:
+        cursor["turn_began"] = at
+    began = cursor.get("turn_began", 0.0)
+    return began if isinstance(began, float) else 0.0
+
+
 def mtime(path: Path) -> float:
     try:
         return path.stat().st_mtime

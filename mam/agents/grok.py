@@ -103,10 +103,9 @@ class GrokAdapter(AgentAdapter):
             if n is None:
                 continue
             if n.source == "turn_started":
-                cursor["begun"] = n.at
-            elif n.turn_end:  # the turn it ends began at the last `turn_started` (Noted.begun)
-                begun = cursor.get("begun", 0.0)
-                n = replace(n, begun=begun if isinstance(begun, float) else 0.0)
+                convo.turn_began(cursor, n.at)
+            elif n.turn_end:
+                n = replace(n, begun=convo.turn_began(cursor))
             out.append(n)
         return out
 

@@ -170,19 +170,13 @@ class HermesAdapter(AgentAdapter):
             at, role = float(row["timestamp"] or 0.0), str(row["role"] or "")
             calls = _tool_calls(row["tool_calls"])
             if role == "user":
-                cursor["begun"] = at  # the turn an assistant message without tool calls ends (Noted.begun)
-                out.append(Noted(at, "working", "user-message"))
+                out.append(Noted(convo.turn_began(cursor, at), "working", "user-message"))
             elif role == "tool":
                 out.append(Noted(at, "working", "tool-result"))
             elif role == "assistant" and calls:
                 out.append(Noted(at, "working", "assistant-tool-calls", tool=calls[0], tool_open=True))
             elif role == "assistant":
-                begun = cursor.get("begun", 0.0)
-                out.append(
-                    Noted(
-                        at, "idle", "assistant-final", turn_end=True, begun=begun if isinstance(begun, float) else 0.0
-                    )
-                )
+                out.append(Noted(at, "idle", "assistant-final", turn_end=True, begun=convo.turn_began(cursor)))
         return out
 
     def conversation_files(self, conversation_id: str, *, cwd: str, env: Mapping[str, str]) -> list[Path]:
