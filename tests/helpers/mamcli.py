@@ -7,17 +7,63 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
 MAM = str(Path(sys.executable).parent / "mam")
 
 
+# Commands that only read the workspace (and `session stop`, a test's tear-down): `mam` runs them in this process
+# (`in_process`), as the `mam` script runs them, with click's test isolation (its own stdout: from the main thread
+# only, where a test runs one at a time; a test's threads run `mam` processes). What they print is a test's look at
+# the state, not what it tests (their own processes are tested in tests/cli/ and tests/sessions/); a `mam` process
+# for each of the ~1,000 a run makes cost 75-110 ms of CPU, nearly all of it start-up and imports.
+IN_PROCESS = {
+    ("job", "status"),
+    ("job", "list"),
+    ("job", "log"),
+    ("session", "status"),
+    ("session", "stop"),
+    ("node", "status"),
+    ("loop", "status"),
+    ("routine", "list"),
+    ("routine", "log"),
+    ("task", "list"),
+    ("task", "show"),
+}
+_GLOBAL_WITH_VALUE = ("-w", "--workspace", "--env-file")
+
+
+def _command(args: tuple[str, ...]) -> tuple[str, ...]:
+    """The command's two words after the global options."""
+    i = 0
+    while i < len(args) and args[i].startswith("-"):
+        i += 2 if args[i] in _GLOBAL_WITH_VALUE else 1
+    return tuple(args[i : i + 2])
+
+
+def in_process(args: tuple[str, ...], input: str | None) -> subprocess.CompletedProcess[str]:
+    """`mam ARGS` run in this process, as the `mam` script runs a click command (mam.cli.common.run_cli)."""
+    from click.testing import CliRunner
+
+    from mam.cli import cli
+    from mam.cli.common import run_cli
+
+    with CliRunner().isolation(input=input) as (out, err, _):
+        code = run_cli(cli, list(args))
+        printed, said = out.getvalue().decode(), err.getvalue().decode()
+    return subprocess.CompletedProcess([MAM, *args], code, printed, said)
+
+
 def mam(
     *args: str, env: dict[str, str] | None = None, timeout: float = 90, check: bool = False, input: str | None = None
 ) -> subprocess.CompletedProcess[str]:
-    full = {**os.environ, **(env or {})}
-    proc = subprocess.run([MAM, *args], env=full, capture_output=True, text=True, timeout=timeout, input=input)
+    if not env and _command(args) in IN_PROCESS and threading.current_thread() is threading.main_thread():
+        proc = in_process(args, input)
+    else:
+        full = {**os.environ, **(env or {})}
+        proc = subprocess.run([MAM, *args], env=full, capture_output=True, text=True, timeout=timeout, input=input)
     if check and proc.returncode != 0:
         raise AssertionError(
             f"mam {' '.join(args)} exited {proc.returncode}\nstdout: {proc.stdout}\nstderr: {proc.stderr}"
