@@ -33,11 +33,18 @@ LONG_TIMEOUT_S = 120.0  # pyproject.toml's default timeout: a test that asks for
 WAITS_FOR_SHARED_INSTALL = frozenset({"installed", "installed_workspace"})
 
 
+def waits_for_shared_install(item: pytest.Item) -> bool:
+    """A test outside the deploy group that asks for the install its group's worker builds."""
+    return bool(WAITS_FOR_SHARED_INSTALL & set(getattr(item, "fixturenames", ()))) and not item.get_closest_marker(
+        "xdist_group"
+    )
+
+
 def expected_long(item: pytest.Item) -> float:
     """How long a test may run when it asked for more than the default timeout (0 for the rest): its own
     `timeout` marker, at least 300 s for one marked `slow`; 0 for one outside an xdist group that waits for the
     shared install (WAITS_FOR_SHARED_INSTALL)."""
-    if WAITS_FOR_SHARED_INSTALL & set(getattr(item, "fixturenames", ())) and not item.get_closest_marker("xdist_group"):
+    if waits_for_shared_install(item):
         return 0.0
     marker = item.get_closest_marker("timeout")
     limit = float(marker.args[0]) if marker is not None and marker.args else 0.0
@@ -47,7 +54,8 @@ def expected_long(item: pytest.Item) -> float:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Under xdist, the long tests first (the real CLIs, the fault schedules, ...), longest allowed first.
+    """Under xdist, the long tests first (the real CLIs, the fault schedules, ...), longest allowed first; then the
+    rest taken in turn from each folder (`taken_in_turn`).
 
     `--dist loadgroup` hands out the tests in collection order (a group, like tests/deploy's, before
     them all), so a 2-minute test collected last would run alone at the end while the other workers
@@ -55,6 +63,35 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     worker (xdist requires one collection)."""
     if hasattr(config, "workerinput"):
         items.sort(key=lambda item: -expected_long(item))
+        first = next((i for i, item in enumerate(items) if not expected_long(item)), len(items))
+        items[first:] = taken_in_turn(items[first:])
+
+
+def taken_in_turn(items: list[pytest.Item]) -> list[pytest.Item]:
+    """The tests of each module together, the modules taken in turn from each folder of tests/.
+
+    In collection order the folders' tests run one folder after another, and a folder's tests are alike: a
+    run found the cores a third idle for a minute while most workers were in tests/remote/ and tests/e2e/'s
+    deadline tests, which mostly wait. Taken in turn, those waits fall beside other folders' busy tests. A
+    module stays whole: its module-scoped fixtures are set up once per worker."""
+    modules: dict[str, list[pytest.Item]] = {}
+    for item in items:
+        modules.setdefault(item.nodeid.split("::", 1)[0], []).append(item)
+    folders: dict[str, list[list[pytest.Item]]] = {}
+    waiting: list[pytest.Item] = []  # for the shared install: in the middle, by when the deploy group built it
+    for path, tests in modules.items():
+        if any(waits_for_shared_install(item) for item in tests):
+            waiting.extend(tests)
+        else:
+            folders.setdefault(path.rsplit("/", 1)[0], []).append(tests)
+    queues = list(folders.values())
+    out: list[pytest.Item] = []
+    while any(queues):
+        for queue in queues:
+            if queue:
+                out.extend(queue.pop(0))
+    middle = len(out) // 2
+    return out[:middle] + waiting + out[middle:]
 
 
 @pytest.fixture(scope="session", autouse=True)
