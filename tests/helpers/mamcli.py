@@ -14,17 +14,28 @@ from typing import Any
 MAM = str(Path(sys.executable).parent / "mam")
 
 
-# Commands that only read the workspace (and `session stop`, a test's tear-down): `mam` runs them in this process
-# (`in_process`), as the `mam` script runs them, with click's test isolation (its own stdout: from the main thread
-# only, where a test runs one at a time; a test's threads run `mam` processes). What they print is a test's look at
-# the state, not what it tests (their own processes are tested in tests/cli/ and tests/sessions/); a `mam` process
-# for each of the ~1,000 a run makes cost 75-110 ms of CPU, nearly all of it start-up and imports.
+# Commands that read the workspace or change a record and end (never one that runs on: `monitor`, `web`,
+# `board watch`, `job wait`, `job delegate`, `loop`...): `mam` runs them in this process (`in_process`) as the
+# `mam` script runs a click command, under click's test isolation, which swaps the process's standard streams: from
+# the main thread only (a test's threads run `mam` processes) and with no `env` of the call's own. Each `mam`
+# process of the ~1,200 a run made cost 75-110 ms of CPU, nearly all of it start-up and imports; a test about
+# the process itself runs it with `spawn_mam` or `subprocess`.
 IN_PROCESS = {
     ("job", "status"),
     ("job", "list"),
     ("job", "log"),
     ("session", "status"),
     ("session", "stop"),
+    ("session", "resume"),
+    ("job", "pause"),
+    ("job", "resume"),
+    ("job", "cancel"),
+    ("node", "stop"),
+    ("board", "set"),
+    ("board", "get"),
+    ("board", "list"),
+    ("role", "add"),
+    ("task", "add"),
     ("node", "status"),
     ("loop", "status"),
     ("routine", "list"),

@@ -41,7 +41,8 @@ def test_a_killed_pane_is_marked_terminated_within_the_interval(workspace, tmux_
             lambda: {r["name"]: r["status"] for r in status()} == {"victim": "terminated", "bystander": "running"},
             timeout=10,
         )
-        repair = next(e for e in monitor_log(workspace) if e["kind"] == "repair")
+        # The row is marked in the monitor's pass, its log line written once the pass is done: looked for until then.
+        repair = poll(lambda: next((e for e in monitor_log(workspace) if e["kind"] == "repair"), None), timeout=10)
         assert repair["session"] == "victim" and "pane gone" in repair["reason"]
     finally:
         stop(mon)
