@@ -228,12 +228,16 @@ class Ledger:
         """Apply an input; commit if it changed the job. Returns why it was ignored ('' if applied)."""
         new, why = step(self.job, inp)
         if new == self.job:
+            if self._held is not None:  # the batch looks at the row once it ends: `_look_again`
+                self._held.inputs.append(inp)
+                self._held.ignored = True
             return why or Ignored.NO_CHANGE
         self.commit(new, inp)
         return ""
 
     def commit(self, new: Job, inp: Input) -> None:
         held = self._held if self._held is not None else _Held(self.job)
+        held.inputs.append(inp)
         held.steps.append((new, inp))
         line = {"input": input_to_dict(inp), "state": new.state.value, "reason": new.reason, "exit_code": new.exit_code}
         held.lines.append(("input", line))
@@ -279,6 +283,8 @@ class Ledger:
         if not held.steps:
             if held.lines:
                 journal.commit(self.registry, Transition(self.job.id, lines=held.lines, token=self.token))
+            if held.ignored:
+                self._look_again(held)
             return
         new = held.steps[-1][0]
         changes = {
@@ -309,15 +315,28 @@ class Ledger:
             for job, inp in held.steps:
                 self.on_commit(job, inp)
 
+    def _look_again(self, held: _Held) -> None:
+        """A batch that changed nothing but ignored an input: ignored against the job as this attempt held it,
+        which the row may have left behind (a resume from outside gives a new nonce: the relaunched agent's
+        `started` for it, read against the job still held paused, was ignored as already started and lost).
+        When the row moved on, the batch's inputs are applied again to the job as it now is."""
+        row = self.registry.job(self.job.id)
+        if Job.from_dict(row.data.get("job", {})) == held.base:
+            return
+        self._adopt(row)
+        self._apply_again(held)
+
     def _apply_again(self, held: _Held) -> None:
-        """The inputs a refused commit held, applied again to the job as its row now is, when that row is still
-        open: a pause or a resume from outside left it open, and an event or a delivery must not be lost for
-        it (a cancel or an end from outside ends it: nothing is applied after that)."""
+        """The inputs a refused commit held (or a batch ignored: `_look_again`), every one, applied again to the
+        job as its row now is, when that row is still open: a pause or a resume from outside left it open, and an
+        event or a delivery must not be lost for it (a cancel or an end from outside ends it: nothing is applied
+        after that). An input ignored against the job as it was held may count now (a `started` with a resume's
+        new nonce), one applied may not."""
         if self.job.terminal:
             return
-        again = _Held(self.job)
+        again = _Held(self.job, inputs=list(held.inputs))  # refused again: all of them once more
         job = self.job
-        for _seen, inp in held.steps:
+        for inp in held.inputs:
             new, why = step(job, inp)
             if why or new == job:
                 continue
@@ -363,4 +382,6 @@ class _Held:
 
     base: Job  # the job as last committed
     steps: list[tuple[Job, Input]] = field(default_factory=list)
+    inputs: list[Input] = field(default_factory=list)  # every input, in order, those that changed nothing too
+    ignored: bool = False  # an input changed nothing
     lines: list[tuple[str, dict[str, Any]]] = field(default_factory=list)

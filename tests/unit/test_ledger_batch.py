@@ -12,8 +12,8 @@ from mam.bus.envelope import Envelope
 from mam.jobs import record as rec
 from mam.jobs.intake import Intake
 from mam.jobs.ledger import Ledger, TakenOver, new_owner
-from mam.jobs.model import Event, Job, JobState
-from mam.jobs.stale import end_job
+from mam.jobs.model import Event, Job, JobState, Pause, Resume
+from mam.jobs.stale import change_outside, end_job
 from mam.store import jobs as jobs_table
 from mam.store.registry import Registry
 from mam.workspace import Workspace
@@ -144,3 +144,49 @@ def test_intake_takes_a_burst_in_one_batch_and_stops_at_the_end(ledger: Ledger) 
     assert [e.seq for e in ledger.registry.events_after(ledger.job.id)] == [1, 3, 4]
     row = ledger.registry.job(ledger.job.id)
     assert (row.state, replayed_state(ledger.ws, ledger.job.id).state.value) == ("completed", "completed")
+
+
+def started(seq: int, nonce: str) -> Event:
+    return Event(at=1000 + seq, seq=seq, type="started", sender="agent", body={"nonce": nonce})
+
+
+def completed(seq: int) -> Event:
+    return Event(at=1000 + seq, seq=seq, type="completed", sender="agent", body={"message": "done"})
+
+
+def paused_then_resumed_outside(ledger: Ledger, nonce: str) -> None:
+    """The job paused from outside (`mam job pause`), seen by the attempt, then resumed from outside (`mam job
+    resume`, a new nonce) while the attempt still holds it paused: its next look has not come yet."""
+    change_outside(ledger.ws, ledger.registry, ledger.job.id, lambda _j, now: Pause(now), by="tester")
+    ledger.sync()
+    assert ledger.job.state is JobState.PAUSED
+    change_outside(ledger.ws, ledger.registry, ledger.job.id, lambda _j, now: Resume(now, nonce), by="tester")
+    assert ledger.registry.job(ledger.job.id).state == JobState.DELIVERED
+
+
+def test_events_taken_while_a_resume_from_outside_is_not_seen_yet_count_once_it_is(ledger: Ledger) -> None:
+    """A hard pause's resume types a resume brief; the relaunched agent's `started` (the new nonce) and
+    `completed` can reach the attempt before its next look at the row: read against the paused job it holds, the
+    `started` is ignored (already started, as it was when paused), the `completed` would end it, and that commit
+    is refused (the row moved on). Both are applied again to the job as its row now is: it completes."""
+    paused_then_resumed_outside(ledger, "r" * 16)
+    with ledger.batch():
+        ledger.apply(started(1, "r" * 16))
+        ledger.apply(completed(2))
+    assert ledger.registry.job(ledger.job.id).state == JobState.COMPLETED
+    assert ledger.job.state is JobState.COMPLETED
+    assert replayed_state(ledger.ws, ledger.job.id) == ledger.job
+
+
+def test_an_event_ignored_against_a_job_the_row_has_left_behind_is_applied_again(ledger: Ledger) -> None:
+    """The same with the `started` alone in its batch: nothing was committed, so no refused commit tells the
+    attempt its job is stale; the batch looks at the row once an input was ignored."""
+    paused_then_resumed_outside(ledger, "r" * 16)
+    with ledger.batch():
+        assert ledger.apply(started(1, "r" * 16)) == "already_started"
+    assert ledger.job.state is JobState.RUNNING
+    assert ledger.registry.job(ledger.job.id).state == JobState.RUNNING
+    with ledger.batch():
+        ledger.apply(completed(2))
+    assert ledger.registry.job(ledger.job.id).state == JobState.COMPLETED
+    assert replayed_state(ledger.ws, ledger.job.id) == ledger.job
