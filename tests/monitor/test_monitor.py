@@ -90,12 +90,17 @@ def test_looking_starts_nothing(workspace, tmux_server):
     assert [e["session"] for e in out] == ["s"]
     assert not socket_path(tmux_server.name).exists()
     assert not (workspace.state / "broker" / "broker.pid").exists()
-    # Other suites may run tmux at the same time: look only for this workspace's server and broker. A tmux client
-    # run with -N (the node's control client, trying its server again) cannot start a server: not counted.
+    # Other tests run tmux servers and brokers at the same time: look only for this workspace's (a broker's command
+    # line names its workspace's files). A tmux client run with -N (the node's control client, trying its server
+    # again) cannot start a server: not counted.
     started = [
         p
         for p in set(os.listdir("/proc")) - before
-        if p.isdigit() and ((tmux_server.name in _cmd(p) and "\0-N\0" not in _cmd(p)) or "mam.broker.serve" in _cmd(p))
+        if p.isdigit()
+        and (
+            (tmux_server.name in _cmd(p) and "\0-N\0" not in _cmd(p))
+            or ("mam.broker.serve" in _cmd(p) and str(workspace.root) in _cmd(p))
+        )
     ]
     assert started == [], [_cmd(p) for p in started]
 
