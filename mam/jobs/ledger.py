@@ -230,7 +230,6 @@ class Ledger:
         if new == self.job:
             if self._held is not None:  # the batch looks at the row once it ends: `_look_again`
                 self._held.inputs.append(inp)
-                self._held.ignored = True
             return why or Ignored.NO_CHANGE
         self.commit(new, inp)
         return ""
@@ -283,7 +282,7 @@ class Ledger:
         if not held.steps:
             if held.lines:
                 journal.commit(self.registry, Transition(self.job.id, lines=held.lines, token=self.token))
-            if held.ignored:
+            if held.inputs:  # held, none applied: each was ignored
                 self._look_again(held)
             return
         new = held.steps[-1][0]
@@ -383,5 +382,4 @@ class _Held:
     base: Job  # the job as last committed
     steps: list[tuple[Job, Input]] = field(default_factory=list)
     inputs: list[Input] = field(default_factory=list)  # every input, in order, those that changed nothing too
-    ignored: bool = False  # an input changed nothing
     lines: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
