@@ -12,7 +12,7 @@ from mam.jobs.model import Job, JobState
 from mam.jobs.record import now_ms, read_audit
 from mam.store.registry import Registry
 from mam.workspace import Workspace
-from tests.helpers.mamcli import mam
+from tests.helpers.mamcli import in_process, mam
 
 FAST = {"MAM_POLL_S": "0.05", "MAM_HEARTBEAT_K": "4"}
 
@@ -72,17 +72,12 @@ def create_demo(
     args = ["session", "create", "--agent", "demo", "--role", role, "--session", name, "--json", *extra]
     if extra or any(not key.startswith("MAM_DEMO_") for key in env):
         return json.loads(mam(*args, env=env, check=True).stdout)
-    from click.testing import CliRunner
-
-    from mam.cli import cli
-    from mam.cli.common import run_cli
-
-    with CliRunner().isolation(env=env) as (out, err, _):
-        code = run_cli(cli, args)
-        printed, said = out.getvalue().decode(), err.getvalue().decode()
-    if code != 0:
-        raise AssertionError(f"mam {' '.join(args)} exited {code}\nstdout: {printed}\nstderr: {said}")
-    return json.loads(printed)
+    proc = in_process(tuple(args), env=env)
+    if proc.returncode != 0:
+        raise AssertionError(
+            f"mam {' '.join(args)} exited {proc.returncode}\nstdout: {proc.stdout}\nstderr: {proc.stderr}"
+        )
+    return json.loads(proc.stdout)
 
 
 def capture(tmux_name: str, pane_id: str) -> str:

@@ -54,14 +54,17 @@ def _command(args: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(args[i : i + 2])
 
 
-def in_process(args: tuple[str, ...], input: str | None) -> subprocess.CompletedProcess[str]:
-    """`mam ARGS` run in this process, as the `mam` script runs a click command (mam.cli.common.run_cli)."""
+def in_process(
+    args: tuple[str, ...], input: str | None = None, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """`mam ARGS` run in this process, as the `mam` script runs a click command (mam.cli.common.run_cli); `env` is
+    set in the environment for the call."""
     from click.testing import CliRunner
 
     from mam.cli import cli
     from mam.cli.common import run_cli
 
-    with CliRunner().isolation(input=input) as (out, err, _):
+    with CliRunner().isolation(input=input, env=env) as (out, err, _):
         code = run_cli(cli, list(args))
         printed, said = out.getvalue().decode(), err.getvalue().decode()
     return subprocess.CompletedProcess([MAM, *args], code, printed, said)

@@ -91,8 +91,8 @@ def test_looking_starts_nothing(workspace, tmux_server):
     assert not socket_path(tmux_server.name).exists()
     assert not (workspace.state / "broker" / "broker.pid").exists()
     # Other tests run tmux servers and brokers at the same time: look only for this workspace's (a broker's command
-    # line names its workspace's files). A tmux client run with -N (the node's control client, trying its server
-    # again) cannot start a server: not counted.
+    # line names its workspace's files). A tmux client run with -N (as the node's control client is) cannot start a
+    # server: not counted.
     started = [
         p
         for p in set(os.listdir("/proc")) - before
